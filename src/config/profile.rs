@@ -1,0 +1,1 @@
+//! Calibration profiles written by `gpuplan calibrate` (see `calibrate`).
