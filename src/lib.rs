@@ -8,3 +8,4 @@ pub mod config;
 pub mod hardware;
 pub mod model;
 pub mod units;
+pub mod cli;

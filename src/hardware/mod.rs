@@ -1,6 +1,8 @@
 //! Hardware description: GPU, node, fabric, power. Built by `config` from the TOML catalog in
 //! `calibration/systems/`; every number keeps where it came from (`Source`).
 
+pub mod profile;
+
 use crate::units::{Bytes, BytesPerSec, FlopsPerSec, Hertz, Seconds, Watts};
 
 /// Where a number came from. Every prediction can list the numbers it used with their origin.

@@ -1,0 +1,52 @@
+//! Command line: clap arguments, subcommands, output. The only module that prints or exits.
+
+pub mod calibrate;
+pub mod check;
+pub mod measure;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(name = "gpuplan", version, about = "Simulator and capacity planner for LLM training and inference on GPU clusters")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Check model, system, scenario and profile files; report every problem
+    Check(check::CheckArgs),
+    /// Run microbenchmarks on this node and write a calibration profile
+    Calibrate(calibrate::CalibrateArgs),
+    /// Run a real job, sample NVML, parse its step times, and append a run record
+    Measure(measure::MeasureArgs),
+}
+
+/// Exit codes: 0 ok, 1 valid input but infeasible, 2 bad input or error.
+pub enum Outcome {
+    Ok,
+    Infeasible,
+}
+
+pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
+    match cli.command {
+        Command::Check(a) => check::run(a),
+        Command::Calibrate(a) => calibrate::run(a),
+        Command::Measure(a) => measure::run(a),
+    }
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(Outcome::Ok) => ExitCode::SUCCESS,
+        Ok(Outcome::Infeasible) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

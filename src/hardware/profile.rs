@@ -1,0 +1,94 @@
+//! A measured profile of one node, as `calibrate` fits it and `cost` uses it. Built by
+//! `config::profile` from `calibration/profiles/<name>.toml`; `cost` never reads files.
+
+use super::Dtype;
+use crate::units::{BytesPerSec, FlopsPerSec, Hertz, Seconds, Watts};
+
+/// One measured GEMM: C[m,n] = A[m,k] B[k,n] in `dtype`, median over repetitions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GemmPoint {
+    pub dtype: Dtype,
+    pub m: u64,
+    pub n: u64,
+    pub k: u64,
+    pub achieved: FlopsPerSec,
+    /// Mean SM clock while it ran (the power cap lowers it under sustained load).
+    pub sm_clock: Hertz,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CollectiveOp {
+    AllReduce,
+    AllGather,
+    ReduceScatter,
+    AllToAll,
+    SendRecv,
+}
+
+impl CollectiveOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            CollectiveOp::AllReduce => "all_reduce",
+            CollectiveOp::AllGather => "all_gather",
+            CollectiveOp::ReduceScatter => "reduce_scatter",
+            CollectiveOp::AllToAll => "all_to_all",
+            CollectiveOp::SendRecv => "send_recv",
+        }
+    }
+    /// nccl-tests' bus-bandwidth factor: busbw = algbw * factor(n).
+    pub fn busbw_factor(self, n_ranks: u32) -> f64 {
+        let n = n_ranks as f64;
+        match self {
+            CollectiveOp::AllReduce => 2.0 * (n - 1.0) / n,
+            CollectiveOp::AllGather | CollectiveOp::ReduceScatter | CollectiveOp::AllToAll => (n - 1.0) / n,
+            CollectiveOp::SendRecv => 1.0,
+        }
+    }
+}
+
+/// time(size) = latency + size * busbw_factor / busbw, fitted over message sizes on one group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CollectiveFit {
+    pub op: CollectiveOp,
+    pub n_ranks: u32,
+    /// All ranks within one NVLink domain (true on one node).
+    pub intra_node: bool,
+    pub latency: Seconds,
+    pub busbw: BytesPerSec,
+}
+
+/// Time of a memory-bound kernel: latency + bytes / bandwidth (bytes read + written).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamFit {
+    pub latency: Seconds,
+    pub bandwidth: BytesPerSec,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PowerProfile {
+    pub idle: Watts,
+    /// Sustained dense GEMM: power and the SM clock it settles at (the cap's doing).
+    pub gemm_load: Watts,
+    pub gemm_clock: Hertz,
+    /// HBM-bound streaming kernel.
+    pub hbm_load: Watts,
+    pub power_limit: Watts,
+    pub max_clock: Hertz,
+}
+
+/// What `calibrate` measured on one node. Every part is optional: a quick run may skip some, and
+/// `cost` falls back to the GPU file's datasheet-derived values for what is missing, saying so.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Profile {
+    pub name: String,
+    /// GPU name as the driver reports it, e.g. "NVIDIA H200".
+    pub gpu_name: String,
+    pub n_gpus: u32,
+    /// Machine, date and command, for provenance lines.
+    pub provenance: String,
+    pub gemm: Vec<GemmPoint>,
+    pub stream: Option<StreamFit>,
+    pub kernel_launch: Option<Seconds>,
+    pub collectives: Vec<CollectiveFit>,
+    pub power: Option<PowerProfile>,
+}
