@@ -1,8 +1,10 @@
 //! Command line: clap arguments, subcommands, output. The only module that prints or exits.
 
+pub mod args;
 pub mod calibrate;
 pub mod check;
 pub mod measure;
+pub mod predict;
 
 use std::process::ExitCode;
 
@@ -17,6 +19,8 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Predict step time, throughput, MFU, memory, power and energy of one configuration
+    Predict(predict::PredictArgs),
     /// Check model, system, scenario and profile files; report every problem
     Check(check::CheckArgs),
     /// Run microbenchmarks on this node and write a calibration profile
@@ -33,6 +37,7 @@ pub enum Outcome {
 
 pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
+        Command::Predict(a) => predict::run(a),
         Command::Check(a) => check::run(a),
         Command::Calibrate(a) => calibrate::run(a),
         Command::Measure(a) => measure::run(a),

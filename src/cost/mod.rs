@@ -1,0 +1,276 @@
+//! Op -> seconds on one GPU; collective -> seconds on a group over the links it crosses.
+//!
+//! Compute-bound ops are priced at the clock a sustained GEMM settles at under the power cap
+//! (where both the datasheet-derived efficiencies and `calibrate`'s measurements are taken); the
+//! caller scales them by `power`'s clock factor. Every number used is listed with its source.
+
+use crate::hardware::profile::{CollectiveOp, Profile};
+use crate::hardware::{Arch, Dtype, Source, Sourced, System};
+use crate::parallelism::GroupShape;
+use crate::units::{Bytes, BytesPerSec, Flops, FlopsPerSec, Seconds};
+use crate::workload::{Op, OpKind};
+
+/// What limits an op; the analytic engine sums time by bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Bound {
+    Compute,
+    Memory,
+    Comm,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OpCost {
+    pub time: Seconds,
+    pub bound: Bound,
+    /// Collectives that cross NVLink domains (over the scale-out fabric).
+    pub crosses_network: bool,
+}
+
+/// One number a prediction used, with its origin.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UsedNumber {
+    pub name: String,
+    pub value: String,
+    pub source: Source,
+}
+
+/// Fraction of peak FlashAttention-2/3 backward reaches relative to its forward on Hopper
+/// (FA3 paper, Shah et al. 2024, fig. 5-7: forward up to ~740, backward ~480-560 TFLOP/s in bf16);
+/// an estimate applied to all GPUs.
+const ATTENTION_BACKWARD_RATIO: f64 = 0.7;
+
+/// cuBLAS tile of the large-GEMM kernels: 128 x 256 on Hopper/Blackwell, 128 x 128 on Ampere
+/// (the CUTLASS default tile shapes for those architectures).
+fn tile(arch: Arch) -> (u64, u64) {
+    match arch {
+        Arch::Ampere => (128, 128),
+        Arch::Hopper | Arch::Blackwell => (128, 256),
+    }
+}
+
+/// K steps a GEMM main loop needs to hide its prologue and epilogue: efficiency k / (k + K0).
+const K_RAMP: f64 = 128.0;
+/// The GEMM the datasheet-derived `gemm_max_fraction` is measured on (cuBLAS 8192^3).
+const REFERENCE_GEMM: u64 = 8192;
+
+pub struct CostModel<'a> {
+    pub system: &'a System,
+    pub profile: Option<&'a Profile>,
+    gemm_max: Sourced<f64>,
+    hbm: Sourced<BytesPerSec>,
+    kernel_overhead: Sourced<Seconds>,
+}
+
+impl<'a> CostModel<'a> {
+    pub fn new(system: &'a System, profile: Option<&'a Profile>) -> Self {
+        let gpu = &system.gpu;
+        let e = &gpu.efficiency;
+        let mut gemm_max = e.gemm_max.clone();
+        let mut hbm = Sourced::new(gpu.hbm_bandwidth.value * e.hbm.value, e.hbm.source.clone());
+        let mut kernel_overhead = e.kernel_overhead.clone();
+        if let Some(p) = profile {
+            let measured = |what: &str| {
+                if p.gpu_name.contains(&gpu.name) || gpu.display_name.contains(&p.gpu_name) || p.gpu_name.is_empty() {
+                    Source::Measured(format!("profile `{}`: {what} ({})", p.name, p.provenance))
+                } else {
+                    Source::Transferred(format!("profile `{}` measured on {}: {what}, applied to {}", p.name, p.gpu_name, gpu.display_name))
+                }
+            };
+            if let Some(big) = largest_gemm(p, Dtype::Bf16) {
+                let peak = gpu.peak.bf16.value;
+                let shape = gemm_shape_factor(gpu.arch, gpu.sm_count.value as u64, big.m, big.n, big.k, 1);
+                gemm_max = Sourced::new(big.achieved / peak / shape, measured("bf16 GEMM efficiency"));
+            }
+            if let Some(s) = &p.stream {
+                // Scale the measured fraction of the measured GPU's datasheet to this GPU.
+                hbm = Sourced::new(s.bandwidth, measured("HBM copy bandwidth"));
+            }
+            if let Some(l) = p.kernel_launch {
+                kernel_overhead = Sourced::new(l, measured("kernel launch overhead"));
+            }
+        }
+        CostModel { system, profile, gemm_max, hbm, kernel_overhead }
+    }
+
+    pub fn hbm_bandwidth(&self) -> BytesPerSec {
+        self.hbm.value
+    }
+
+    pub fn peak(&self, dtype: Dtype) -> Option<FlopsPerSec> {
+        self.system.gpu.peak.get(dtype).map(|s| s.value)
+    }
+
+    /// The numbers this model uses, with their sources.
+    pub fn used_numbers(&self, dtype: Dtype) -> Vec<UsedNumber> {
+        let g = &self.system.gpu;
+        let mut v = vec![
+            UsedNumber { name: format!("peak_{}_tflops", dtype.name()), value: format!("{:.0}", self.peak(dtype).map_or(0.0, |p| p.as_tflops())), source: g.peak.get(dtype).map_or(Source::Unsourced("no such path".into()), |s| s.source.clone()) },
+            UsedNumber { name: "gemm_max_fraction".into(), value: format!("{:.3}", self.gemm_max.value), source: self.gemm_max.source.clone() },
+            UsedNumber { name: "hbm_bandwidth_gb_per_s (achieved)".into(), value: format!("{:.0}", self.hbm.value.as_gb_per_s()), source: self.hbm.source.clone() },
+            UsedNumber { name: "attention_fraction".into(), value: format!("{:.3}", g.efficiency.attention.value), source: g.efficiency.attention.source.clone() },
+            UsedNumber { name: "kernel_overhead_us".into(), value: format!("{:.1}", self.kernel_overhead.value.as_us()), source: self.kernel_overhead.source.clone() },
+            UsedNumber { name: "nvlink_bandwidth_unidir_gb_per_s".into(), value: format!("{:.0}", g.nvlink_bandwidth.value.as_gb_per_s()), source: g.nvlink_bandwidth.source.clone() },
+            UsedNumber { name: "nvlink_busbw_fraction".into(), value: format!("{:.3}", g.efficiency.nvlink_busbw.value), source: g.efficiency.nvlink_busbw.source.clone() },
+            UsedNumber { name: "nic_bandwidth_gb_per_s".into(), value: format!("{:.0}", self.system.nic_bandwidth.value.as_gb_per_s()), source: self.system.nic_bandwidth.source.clone() },
+            UsedNumber { name: "network_busbw_fraction".into(), value: format!("{:.3}", g.efficiency.network_busbw.value), source: g.efficiency.network_busbw.source.clone() },
+            UsedNumber { name: "hbm_capacity_gib".into(), value: format!("{:.1}", g.hbm_capacity.value.as_gib()), source: g.hbm_capacity.source.clone() },
+        ];
+        if let Some(p) = self.profile {
+            for c in &p.collectives {
+                v.push(UsedNumber {
+                    name: format!("{}_{}ranks_busbw_gb_per_s", c.op.name(), c.n_ranks),
+                    value: format!("{:.0}", c.busbw.as_gb_per_s()),
+                    source: Source::Measured(format!("profile `{}` ({})", p.name, p.provenance)),
+                });
+            }
+        }
+        v
+    }
+
+    /// Efficiency of one GEMM shape relative to peak: the large-GEMM efficiency, times wave
+    /// quantization over the SMs and tile padding, times the K ramp (normalized at 8192^3), times
+    /// the measured/modelled ratio of the nearest measured shapes when a profile has them.
+    pub fn gemm_efficiency(&self, m: u64, n: u64, k: u64, count: u64, dtype: Dtype) -> f64 {
+        let base = self.gemm_model(m, n, k, count) * self.gemm_max.value;
+        (base * self.profile_correction(m, n, k, dtype)).min(1.0)
+    }
+
+    /// Shape-only part of the GEMM model (no efficiency ceiling, no profile).
+    fn gemm_model(&self, m: u64, n: u64, k: u64, count: u64) -> f64 {
+        let gpu = &self.system.gpu;
+        gemm_shape_factor(gpu.arch, gpu.sm_count.value as u64, m, n, k, count)
+    }
+
+    /// Measured / modelled efficiency near this shape (inverse-distance weights in log space over
+    /// the three nearest measured shapes of the dtype, bf16 when the dtype was not measured).
+    fn profile_correction(&self, m: u64, n: u64, k: u64, dtype: Dtype) -> f64 {
+        let Some(p) = self.profile else { return 1.0 };
+        let peak_of = |d: Dtype| self.system.gpu.peak.get(d).map(|s| s.value);
+        let points: Vec<_> = {
+            let same: Vec<_> = p.gemm.iter().filter(|g| g.dtype == dtype).collect();
+            if same.is_empty() {
+                p.gemm.iter().filter(|g| g.dtype == Dtype::Bf16).collect()
+            } else {
+                same
+            }
+        };
+        if points.is_empty() {
+            return 1.0;
+        }
+        let lg = |x: u64| (x.max(1) as f64).ln();
+        let mut scored: Vec<(f64, f64)> = points
+            .iter()
+            .filter_map(|g| {
+                let peak = peak_of(g.dtype)?;
+                let modelled = self.gemm_model(g.m, g.n, g.k, 1) * self.gemm_max.value;
+                let measured = g.achieved / peak;
+                let d = (lg(g.m) - lg(m)).powi(2) + (lg(g.n) - lg(n)).powi(2) + (lg(g.k) - lg(k)).powi(2);
+                Some((d, measured / modelled))
+            })
+            .collect();
+        scored.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let near = &scored[..scored.len().min(3)];
+        if near[0].0 < 1e-12 {
+            return near[0].1;
+        }
+        let (wsum, vsum) = near.iter().fold((0.0, 0.0), |(w, v), (d, r)| (w + 1.0 / d, v + r / d));
+        vsum / wsum
+    }
+
+    pub fn gemm_time(&self, m: u64, n: u64, k: u64, count: u64, dtype: Dtype) -> OpCost {
+        let peak = self.peak(dtype).or_else(|| self.peak(Dtype::Bf16)).expect("bf16 peak is required");
+        let flops = Flops::new(2.0 * (m * n * k * count) as f64);
+        let compute = flops / (peak * self.gemm_efficiency(m, n, k, count, dtype));
+        let bytes = Bytes::new((m * k + k * n) as f64 * dtype.bytes() * count as f64 + (m * n * count) as f64 * 2.0);
+        let memory = bytes / self.hbm.value;
+        let (time, bound) = if compute >= memory { (compute, Bound::Compute) } else { (memory, Bound::Memory) };
+        OpCost { time: time + self.kernel_overhead.value, bound, crosses_network: false }
+    }
+
+    pub fn attention_time(&self, op: &Op) -> OpCost {
+        let OpKind::Attention { batch_heads, q_len, kv_len, head_dim_qk, head_dim_v, backward, .. } = op.kind else {
+            unreachable!("attention_time on {}", op.name)
+        };
+        let gpu = &self.system.gpu;
+        let mut eff = gpu.efficiency.attention.value;
+        if backward {
+            eff *= ATTENTION_BACKWARD_RATIO;
+        }
+        // Work is split in 128-query tiles per (sequence, head) across the SMs.
+        let tiles = batch_heads * q_len.div_ceil(128);
+        let sms = gpu.sm_count.value as u64;
+        let wave = tiles as f64 / (tiles.div_ceil(sms) * sms) as f64;
+        let compute = Flops::new(op.flops()) / (gpu.peak.bf16.value * (eff * wave));
+        let elems = batch_heads * (q_len * (head_dim_qk + head_dim_v) + kv_len * (head_dim_qk + head_dim_v));
+        let bytes = Bytes::new(elems as f64 * 2.0 * if backward { 2.0 } else { 1.0 });
+        let memory = bytes / self.hbm.value;
+        let (time, bound) = if compute >= memory { (compute, Bound::Compute) } else { (memory, Bound::Memory) };
+        OpCost { time: time + self.kernel_overhead.value, bound, crosses_network: false }
+    }
+
+    pub fn memory_time(&self, bytes: f64, kernels: u32) -> OpCost {
+        let time = Bytes::new(bytes) / self.hbm.value + self.kernel_overhead.value * kernels as f64;
+        OpCost { time, bound: Bound::Memory, crosses_network: false }
+    }
+
+    /// Bus bandwidth and latency of a collective on a group of this shape.
+    pub fn collective_params(&self, op: CollectiveOp, shape: &GroupShape) -> (Seconds, BytesPerSec) {
+        let sys = self.system;
+        let gpu = &sys.gpu;
+        let intra_busbw = gpu.nvlink_bandwidth.value * gpu.efficiency.nvlink_busbw.value;
+        let intra_latency = Seconds::us(10.0) + Seconds::us(1.0) * (shape.ranks_per_domain.saturating_sub(1)) as f64;
+        if let Some(fit) = self.profile_collective(op, shape) {
+            return fit;
+        }
+        if !shape.crosses_domains() {
+            return (intra_latency, intra_busbw);
+        }
+        // Across domains: the group drives one NIC per member rank in each domain (rail-optimized),
+        // divided by the leaf-spine oversubscription.
+        let nic_share = sys.network_bandwidth_per_gpu() * shape.ranks_per_domain as f64;
+        let net = nic_share * gpu.efficiency.network_busbw.value / sys.fabric.oversubscription.value;
+        let busbw = net.min(intra_busbw);
+        let hops = (shape.domains as f64).log2().ceil().max(1.0);
+        let latency = intra_latency + sys.fabric.latency.value * (2.0 * hops);
+        (latency, busbw)
+    }
+
+    /// A measured fit for this op and group size on one node, if the profile has one (nearest
+    /// group size for ops measured; intra-node only).
+    fn profile_collective(&self, op: CollectiveOp, shape: &GroupShape) -> Option<(Seconds, BytesPerSec)> {
+        let p = self.profile?;
+        let want_intra = !shape.crosses_domains();
+        p.collectives
+            .iter()
+            .filter(|c| c.op == op && c.intra_node == want_intra && c.n_ranks == shape.size)
+            .map(|c| (c.latency, c.busbw))
+            .next()
+    }
+
+    pub fn collective_time(&self, op: CollectiveOp, shape: &GroupShape, bytes: f64) -> OpCost {
+        if shape.size <= 1 {
+            return OpCost { time: Seconds::ZERO, bound: Bound::Comm, crosses_network: false };
+        }
+        let (latency, busbw) = self.collective_params(op, shape);
+        let time = latency + Bytes::new(bytes * op.busbw_factor(shape.size)) / busbw;
+        OpCost { time, bound: Bound::Comm, crosses_network: shape.crosses_domains() }
+    }
+}
+
+/// Wave quantization over the SMs x tile padding x K ramp, relative to the reference 8192^3 GEMM
+/// (so the efficiency ceiling is the efficiency of that GEMM).
+pub fn gemm_shape_factor(arch: Arch, sms: u64, m: u64, n: u64, k: u64, count: u64) -> f64 {
+    let raw = |m: u64, n: u64, k: u64, count: u64| {
+        let (tm, tn) = tile(arch);
+        let tiles = m.div_ceil(tm) * n.div_ceil(tn) * count;
+        let waves = tiles.div_ceil(sms);
+        let wave_eff = tiles as f64 / (waves * sms) as f64;
+        let pad = (m * n) as f64 / ((m.div_ceil(tm) * tm) * (n.div_ceil(tn) * tn)) as f64;
+        wave_eff * pad * (k as f64 / (k as f64 + K_RAMP))
+    };
+    raw(m, n, k, count) / raw(REFERENCE_GEMM, REFERENCE_GEMM, REFERENCE_GEMM, 1)
+}
+
+fn largest_gemm(p: &Profile, dtype: Dtype) -> Option<&crate::hardware::profile::GemmPoint> {
+    p.gemm.iter().filter(|g| g.dtype == dtype).max_by_key(|g| g.m.min(g.n).min(g.k))
+}

@@ -1,0 +1,409 @@
+//! Per-GPU memory plan: weights, gradients, optimizer states, activations (Korthikanti et al. 2022,
+//! generalized to GQA, gated FFNs, MoE and flash attention), logits, KV cache, buffers.
+//!
+//! Activations are counted tensor by tensor (what autograd keeps for backward); for a GPT layer
+//! with dropout and unfused attention the sum equals Korthikanti's closed forms, which the tests
+//! check. The peak GPU is the one with the most in-flight micro-batches (pipeline stage 0) or the
+//! one holding the logits (the last stage), whichever is larger.
+
+use crate::model::{FfnKind, Model, NormKind};
+use crate::parallelism::{ParallelConfig, Schedule};
+use crate::units::Bytes;
+use crate::workload::{Mode, Recompute, Stack, Workload};
+
+/// Memory of one GPU by component.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryPlan {
+    pub weights: Bytes,
+    pub gradients: Bytes,
+    pub optimizer: Bytes,
+    pub activations: Bytes,
+    /// Logits and loss buffers (last stage, training) or one forward's transients (inference).
+    pub logits: Bytes,
+    pub kv_cache: Bytes,
+    /// Transient copies: autocast's bf16 weight cache, FSDP gathered layers, DDP gradient buckets.
+    pub transient: Bytes,
+    /// CUDA context, cuBLAS workspace and NCCL buffers.
+    pub runtime: Bytes,
+    /// Caching-allocator fragmentation and rounding.
+    pub fragmentation: Bytes,
+    pub capacity: Bytes,
+    /// Which pipeline stage the plan describes (the peak one).
+    pub stage: u32,
+}
+
+impl MemoryPlan {
+    pub fn components(&self) -> [(&'static str, Bytes); 9] {
+        [
+            ("weights", self.weights),
+            ("gradients", self.gradients),
+            ("optimizer", self.optimizer),
+            ("activations", self.activations),
+            ("logits", self.logits),
+            ("kv_cache", self.kv_cache),
+            ("transient", self.transient),
+            ("runtime", self.runtime),
+            ("fragmentation", self.fragmentation),
+        ]
+    }
+    pub fn total(&self) -> Bytes {
+        self.components().iter().map(|(_, b)| *b).sum()
+    }
+    pub fn fits(&self) -> bool {
+        self.total() <= self.capacity
+    }
+}
+
+/// Bytes each stack keeps per parameter.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StackMemory {
+    pub param: f64,
+    pub grad: f64,
+    pub optimizer: f64,
+    /// bf16 copies of fp32 weights that autocast caches during forward/backward.
+    pub autocast_cache: f64,
+    /// Caching-allocator overhead as a fraction of everything else.
+    pub fragmentation: f64,
+}
+
+/// Per-stack bytes per parameter. Megatron (Korthikanti et al. 2022 sec. 2; Megatron-LM
+/// distributed optimizer docs): bf16 params 2, fp32 main grads 4, fp32 master + Adam m, v 12.
+/// PyTorch AMP (torch.amp docs): fp32 params 4, fp32 grads 4, Adam m, v 8, and autocast's cached
+/// bf16 weight casts 2 during forward/backward. The fragmentation fractions are engineering
+/// estimates until fitted on measured runs (calibration/runs).
+pub fn stack_memory(stack: Stack) -> StackMemory {
+    match stack {
+        Stack::Megatron => StackMemory { param: 2.0, grad: 4.0, optimizer: 12.0, autocast_cache: 0.0, fragmentation: 0.05 },
+        Stack::TorchEager | Stack::TorchCompile => {
+            StackMemory { param: 4.0, grad: 4.0, optimizer: 8.0, autocast_cache: 2.0, fragmentation: 0.05 }
+        }
+    }
+}
+
+/// CUDA context + cuBLAS workspace per GPU (about 0.5 GiB on Hopper with CUDA 12/13; an estimate
+/// until measured), plus NCCL buffers when the GPU talks to others.
+fn runtime_bytes(pc: &ParallelConfig) -> Bytes {
+    let context = Bytes::mib(512.0);
+    let nccl = if pc.n_gpus() > 1 { Bytes::mib(256.0) } else { Bytes::ZERO };
+    context + nccl
+}
+
+/// Activation bytes one transformer layer keeps for backward, for one micro-batch on one rank,
+/// with no recomputation.
+pub fn layer_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, moe_layer: bool) -> f64 {
+    let t = pc.tp as f64;
+    let sp = pc.sp && pc.tp > 1;
+    let tokens = (w.sequences() * w.q_len()) as f64 / pc.cp as f64;
+    let h = model.hidden as f64;
+    let sbh = tokens * h;
+    // Tensors of the full hidden width: sharded by TP only under SP.
+    let rep = if sp { sbh / t } else { sbh };
+    let eager = w.stack == Stack::TorchEager;
+    let norm_in = match (model.norm, eager) {
+        (NormKind::RmsNorm, true) => 6.0 * rep, // fp32 upcast input + bf16 normalized output
+        _ => 2.0 * rep,
+    };
+    let mask = if w.dropout { rep } else { 0.0 };
+
+    // Attention block.
+    let heads = model.n_heads as f64 / t;
+    let (qk, v_dim, kv_heads) = match &model.mla {
+        Some(mla) => ((mla.qk_nope_head_dim + mla.qk_rope_head_dim) as f64, mla.v_head_dim as f64, heads),
+        None => (model.head_dim as f64, model.head_dim as f64, (model.n_kv_heads as f64 / t).max(1.0)),
+    };
+    let q = 2.0 * tokens * heads * qk;
+    let k = 2.0 * tokens * kv_heads * qk;
+    let v = 2.0 * tokens * kv_heads * v_dim;
+    let out = 2.0 * tokens * heads * v_dim; // attention output = out-proj input
+    let mut attn = norm_in + 2.0 * rep + q + k + v + out + mask;
+    if let Some(mla) = &model.mla {
+        // Low-rank latents are inputs of the up-projections.
+        attn += 2.0 * tokens * (mla.q_lora_rank + mla.kv_lora_rank) as f64;
+    }
+    let flash = w.flash_attention;
+    if flash {
+        attn += 4.0 * tokens * heads; // log-sum-exp, fp32
+    } else if w.recompute != Recompute::Selective {
+        // Softmax output (2), dropout mask (1) and dropout output (2) per score: 5 a s^2 b / t.
+        let scores = (w.sequences() as f64) * heads * (w.q_len() as f64 / pc.cp as f64) * w.context_len() as f64;
+        attn += if w.dropout { 5.0 } else { 2.0 } * scores;
+    }
+
+    // Feed-forward block.
+    let ffn_in = norm_in + 2.0 * rep + mask;
+    let ffn = if moe_layer {
+        let moe = model.moe.as_ref().expect("moe layer");
+        let local_tokens = if pc.tp > 1 { tokens / t } else { tokens };
+        let routed = local_tokens * moe.top_k as f64 * w.routing_imbalance;
+        let f = moe.expert_ffn_hidden as f64 / pc.etp as f64;
+        let per_token = 2.0 * h + gated_or_plain(model.ffn_kind, eager) * f + 2.0 * h;
+        let shared = if moe.n_shared_experts > 0 {
+            let fs = (moe.shared_expert_ffn_hidden * moe.n_shared_experts as u64) as f64 / t;
+            tokens * gated_or_plain(model.ffn_kind, eager) * fs
+        } else {
+            0.0
+        };
+        ffn_in + routed * per_token + shared
+    } else {
+        let f = model.ffn_hidden as f64 / t;
+        ffn_in + tokens * gated_or_plain(model.ffn_kind, eager) * f
+    };
+    attn + ffn
+}
+
+/// Bytes per token per FFN column kept by the activation function and the down projection.
+fn gated_or_plain(kind: FfnKind, eager: bool) -> f64 {
+    match (kind, eager) {
+        // GELU input and output: 2 + 2 (Korthikanti's 8sbh + 8sbh for f = 4h).
+        (FfnKind::Plain, _) => 4.0,
+        // gate, up and their product (fused SwiGLU); eager keeps SiLU(gate) too.
+        (FfnKind::Gated, false) => 6.0,
+        (FfnKind::Gated, true) => 8.0,
+    }
+}
+
+/// Micro-batches whose activations stage 0 holds at the peak of the schedule.
+fn in_flight(pc: &ParallelConfig, n_micro: u64) -> f64 {
+    let p = pc.pp as f64;
+    match pc.schedule {
+        Schedule::Gpipe => n_micro as f64,
+        Schedule::OneFOneB | Schedule::Interleaved => {
+            let base = p.min(n_micro as f64);
+            if pc.vp > 1 {
+                base * (1.0 + (p - 1.0) / (p * pc.vp as f64))
+            } else {
+                base
+            }
+        }
+    }
+}
+
+/// Parameters one rank of pipeline stage `stage` holds, split into (dense, expert) parts.
+pub fn params_on_rank(model: &Model, pc: &ParallelConfig, stage: u32) -> (f64, f64) {
+    let p = model.params();
+    let t = pc.tp as f64;
+    let layers = (model.n_layers / pc.pp as u64) as f64;
+    let l = model.n_layers as f64;
+    let mut dense = layers / l * (p.attention / t + p.dense_ffn / t + p.shared_experts / t + p.router + p.norms);
+    let experts = layers / l * p.experts / (pc.ep * pc.etp) as f64;
+    let embedding = p.embedding / t;
+    let head = model.vocab as f64 * model.hidden as f64 / t;
+    if stage == 0 {
+        dense += embedding;
+    }
+    if stage == pc.pp - 1 && (!model.tied_embeddings || pc.pp > 1) {
+        dense += head;
+    }
+    (dense, experts)
+}
+
+/// The memory plan of the peak GPU.
+pub fn plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes) -> MemoryPlan {
+    let stages: Vec<u32> = if pc.pp > 1 { vec![0, pc.pp - 1] } else { vec![0] };
+    stages
+        .into_iter()
+        .map(|s| stage_plan(model, pc, w, capacity, s))
+        .max_by(|a, b| a.total().value().total_cmp(&b.total().value()))
+        .expect("at least one stage")
+}
+
+fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes, stage: u32) -> MemoryPlan {
+    let sm = stack_memory(w.stack);
+    let (dense, experts) = params_on_rank(model, pc, stage);
+    let dp = pc.dp as f64;
+    let edp = pc.expert_dp() as f64;
+    let shard = |stage_min: u32, n: f64| if pc.zero >= stage_min { n } else { 1.0 };
+    let layers = (model.n_layers / pc.pp as u64) as f64;
+    let tokens = (w.sequences() * w.q_len()) as f64 / pc.cp as f64;
+    let runtime = runtime_bytes(pc);
+
+    if w.mode != Mode::Train {
+        // Inference: weights in the compute dtype (bf16, or fp8/fp4 when quantized), KV cache,
+        // and one forward's transients.
+        let wbytes = w.precision.bytes().max(0.5);
+        let weights = (dense + experts) * wbytes;
+        let layers_here = layers;
+        let kv_tokens = (w.sequences() * (w.kv_len + w.q_len())) as f64;
+        let kv_shard = match &model.mla {
+            Some(_) => 1.0,
+            None => (pc.tp as f64).min(model.n_kv_heads as f64),
+        };
+        let kv = kv_tokens * layers_here * model.kv_elements_per_token_per_layer() / kv_shard * 2.0 / pc.cp as f64;
+        let widest = model.ffn_hidden.max(model.moe.as_ref().map_or(0, |m| m.expert_ffn_hidden)) as f64 / pc.tp as f64;
+        let transient = tokens * (3.0 * widest + 4.0 * model.hidden as f64) * 2.0;
+        let logits = w.sequences() as f64 * model.vocab as f64 / pc.tp as f64 * 4.0;
+        let base = weights + kv + transient + logits;
+        return MemoryPlan {
+            weights: Bytes::new(weights),
+            gradients: Bytes::ZERO,
+            optimizer: Bytes::ZERO,
+            activations: Bytes::new(transient),
+            logits: Bytes::new(logits),
+            kv_cache: Bytes::new(kv),
+            transient: Bytes::ZERO,
+            runtime,
+            fragmentation: Bytes::new(base * sm.fragmentation),
+            capacity,
+            stage,
+        };
+    }
+
+    let weights = dense * sm.param / shard(3, dp) + experts * sm.param / shard(3, edp);
+    let gradients = dense * sm.grad / shard(2, dp) + experts * sm.grad / shard(2, edp);
+    let optimizer = dense * sm.optimizer / shard(1, dp) + experts * sm.optimizer / shard(1, edp);
+
+    // Activations of the micro-batches in flight on this stage.
+    let n_micro = (w.global_batch / (w.micro_batch * pc.dp as u64)).max(1);
+    let flight = if stage == 0 { in_flight(pc, n_micro) } else { 1.0 };
+    let moe_layers_here = (model.n_moe_layers() as f64 / pc.pp as f64).min(layers);
+    let dense_layers_here = layers - moe_layers_here;
+    let dense_act = layer_activation_bytes(model, pc, w, false);
+    let moe_act = if model.is_moe() { layer_activation_bytes(model, pc, w, true) } else { 0.0 };
+    let one_micro_full = dense_layers_here * dense_act + moe_layers_here * moe_act;
+    let sp = pc.sp && pc.tp > 1;
+    let layer_input = 2.0 * tokens * model.hidden as f64 / if sp { pc.tp as f64 } else { 1.0 };
+    let per_micro = match w.recompute {
+        Recompute::Full => layers * layer_input,
+        _ => one_micro_full,
+    };
+    // Under full recompute one layer's activations are rebuilt at a time during backward.
+    let rebuilt = if w.recompute == Recompute::Full { dense_act.max(moe_act) } else { 0.0 };
+    let embedding_out = if stage == 0 { layer_input * if w.dropout { 1.5 } else { 1.0 } } else { 0.0 };
+    let activations = flight * (per_micro + embedding_out) + rebuilt;
+
+    // Logits and loss on the last stage: bf16 logits plus the fp32 copies the loss keeps.
+    let logits = if stage == pc.pp - 1 {
+        let per_logit = match w.stack {
+            Stack::Megatron => 4.0,      // fp32 vocab-parallel cross-entropy (Korthikanti: 4sbv/t)
+            Stack::TorchCompile => 6.0,  // bf16 logits + fused fp32 log-softmax
+            Stack::TorchEager => 10.0,   // bf16 logits, .float() copy, log-softmax output
+        };
+        tokens * model.vocab as f64 / pc.tp as f64 * per_logit + 4.0 * tokens * model.hidden as f64 / pc.tp as f64
+    } else {
+        0.0
+    };
+
+    let mut transient = (dense + experts) * sm.autocast_cache / shard(3, dp);
+    if pc.zero == 3 && pc.dp > 1 {
+        // FSDP: the current and the prefetched layer gathered in full.
+        let per_layer = (dense + experts) / layers.max(1.0);
+        transient += 2.0 * per_layer * sm.param;
+    }
+    if pc.zero == 0 && pc.dp > 1 && w.stack != Stack::Megatron {
+        // DDP's gradient buckets are a second copy of the gradients.
+        transient += (dense + experts) * sm.grad;
+    }
+    let base = weights + gradients + optimizer + activations + logits + transient;
+    MemoryPlan {
+        weights: Bytes::new(weights),
+        gradients: Bytes::new(gradients),
+        optimizer: Bytes::new(optimizer),
+        activations: Bytes::new(activations),
+        logits: Bytes::new(logits),
+        kv_cache: Bytes::ZERO,
+        transient: Bytes::new(transient),
+        runtime,
+        fragmentation: Bytes::new(base * sm.fragmentation),
+        capacity,
+        stage,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hardware::Dtype;
+    use crate::model::tests::gpt3_175b;
+    use crate::parallelism::Schedule;
+
+    /// Korthikanti et al. 2022 setting: GPT with dropout, unfused attention, Megatron kernels.
+    fn korthikanti(recompute: Recompute) -> Workload {
+        Workload {
+            mode: Mode::Train,
+            micro_batch: 1,
+            global_batch: 64,
+            seq: 2048,
+            batch: 1,
+            kv_len: 0,
+            precision: Dtype::Bf16,
+            recompute,
+            stack: Stack::Megatron,
+            dropout: true,
+            flash_attention: false,
+            routing_imbalance: 1.0,
+        }
+    }
+
+    fn pc(tp: u32, sp: bool) -> ParallelConfig {
+        ParallelConfig { tp, sp, pp: 1, vp: 1, dp: 1, cp: 1, ep: 1, etp: 1, zero: 0, schedule: Schedule::OneFOneB }
+    }
+
+    /// Table 2 of Korthikanti et al. 2022, per layer, bytes: s b h (...)
+    fn table2(m: &Model, w: &Workload, t: f64, sp: bool, selective: bool) -> f64 {
+        let (s, b, h, a) = (w.seq as f64, w.micro_batch as f64, m.hidden as f64, m.n_heads as f64);
+        let sbh = s * b * h;
+        let quad = if selective { 0.0 } else { 5.0 * a * s / (h * t) };
+        if sp {
+            sbh * (34.0 / t + quad)
+        } else {
+            sbh * (10.0 + 24.0 / t + quad)
+        }
+    }
+
+    #[test]
+    fn activations_equal_korthikanti_table2() {
+        let m = gpt3_175b();
+        for (t, sp) in [(1, false), (8, false), (8, true), (4, true)] {
+            for rc in [Recompute::None, Recompute::Selective] {
+                let w = korthikanti(rc);
+                let ours = layer_activation_bytes(&m, &pc(t, sp), &w, false);
+                let theirs = table2(&m, &w, t as f64, sp && t > 1, rc == Recompute::Selective);
+                assert!((ours / theirs - 1.0).abs() < 1e-12, "t={t} sp={sp} {rc:?}: {ours} vs {theirs}");
+            }
+        }
+    }
+
+    #[test]
+    fn full_recompute_keeps_2sbh_per_layer() {
+        let m = gpt3_175b();
+        let w = korthikanti(Recompute::Full);
+        let p = pc(1, false);
+        let plan = plan(&m, &p, &w, Bytes::gib(80.0));
+        let sbh = 2048.0 * 12288.0;
+        let layer = layer_activation_bytes(&m, &p, &w, false);
+        // 96 layer inputs, the embedding output with its dropout mask, and one rebuilt layer.
+        let expected = 96.0 * 2.0 * sbh + 1.5 * 2.0 * sbh + layer;
+        assert!((plan.activations.value() / expected - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn components_sum_to_total_and_zero_shards() {
+        let m = gpt3_175b();
+        let mut w = korthikanti(Recompute::Selective);
+        w.flash_attention = true;
+        let mut p = ParallelConfig { tp: 8, sp: true, pp: 8, vp: 1, dp: 4, cp: 1, ep: 1, etp: 1, zero: 0, schedule: Schedule::OneFOneB };
+        let z0 = plan(&m, &p, &w, Bytes::gib(80.0));
+        let sum: f64 = z0.components().iter().map(|(_, b)| b.value()).sum();
+        assert_eq!(sum, z0.total().value());
+        p.zero = 1;
+        let z1 = plan(&m, &p, &w, Bytes::gib(80.0));
+        assert!((z1.optimizer.value() * 4.0 - z0.optimizer.value()).abs() < 1.0);
+        assert_eq!(z1.weights, z0.weights);
+        p.zero = 3;
+        let z3 = plan(&m, &p, &w, Bytes::gib(80.0));
+        assert!((z3.weights.value() * 4.0 - z0.weights.value()).abs() < 1.0);
+    }
+
+    #[test]
+    fn pipeline_stage0_holds_p_microbatches() {
+        let m = gpt3_175b();
+        let w = korthikanti(Recompute::Selective);
+        let mut p = pc(8, true);
+        p.pp = 8;
+        let act = plan(&m, &p, &w, Bytes::gib(80.0));
+        let layer = layer_activation_bytes(&m, &p, &w, false);
+        // 8 micro-batches of 12 layers = 96 layers' worth (Korthikanti sec. 4.2.3), plus embeddings.
+        assert!(act.activations.value() >= 96.0 * layer);
+        assert!(act.activations.value() < 97.0 * layer);
+    }
+}

@@ -1,0 +1,195 @@
+//! Parallel configuration, its divisibility rules, and where each communication group lives.
+//!
+//! Rank order (fastest-varying first) is TP, CP, DP, PP as in Megatron-Core; the EP group is carved
+//! out of DP x CP (experts are sharded across data-parallel ranks), and expert-tensor parallelism
+//! (ETP) splits each expert across `etp` ranks inside the TP group.
+
+use crate::hardware::System;
+use crate::model::Model;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Schedule {
+    /// GPipe-style all-forward then all-backward (same bubble as 1F1B, more memory).
+    Gpipe,
+    OneFOneB,
+    /// Interleaved 1F1B with `vp` virtual stages per rank.
+    Interleaved,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParallelConfig {
+    pub tp: u32,
+    /// Sequence parallelism with TP: norms/dropout sharded, all-reduce replaced by RS + AG.
+    pub sp: bool,
+    pub pp: u32,
+    /// Virtual pipeline stages per rank (1 = plain 1F1B).
+    pub vp: u32,
+    pub dp: u32,
+    pub cp: u32,
+    pub ep: u32,
+    /// Expert tensor parallelism (defaults to 1: whole experts per rank).
+    pub etp: u32,
+    /// 0 none, 1 optimizer states sharded over DP, 2 + gradients, 3 + parameters (FSDP full shard).
+    pub zero: u32,
+    pub schedule: Schedule,
+}
+
+impl ParallelConfig {
+    pub fn n_gpus(&self) -> u64 {
+        self.tp as u64 * self.pp as u64 * self.dp as u64 * self.cp as u64
+    }
+    /// Data-parallel ranks that hold the same expert shard (experts are replicated dp*cp/ep times).
+    pub fn expert_dp(&self) -> u32 {
+        (self.dp * self.cp * self.tp / (self.ep * self.etp)).max(1)
+    }
+}
+
+/// Why a configuration cannot run. Infeasibility is data, counted by the planner.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Infeasible {
+    #[error("`{what}` = {n} is not divisible by `{by_name}` = {by}")]
+    Indivisible { what: &'static str, n: u64, by_name: &'static str, by: u64 },
+    #[error("tp*pp*dp*cp = {product} does not equal `gpus` = {n_gpus}")]
+    GpuCount { product: u64, n_gpus: u64 },
+    #[error("`{what}` = {value}: {why}")]
+    Unsupported { what: &'static str, value: u64, why: String },
+}
+
+fn divides(p: &mut Vec<Infeasible>, what: &'static str, n: u64, by_name: &'static str, by: u64) {
+    if by == 0 || n % by != 0 {
+        p.push(Infeasible::Indivisible { what, n, by_name, by });
+    }
+}
+
+/// Every divisibility rule the configuration must meet for this model; all violations, not the first.
+pub fn check(model: &Model, pc: &ParallelConfig, n_gpus: u64) -> Vec<Infeasible> {
+    let mut p = Vec::new();
+    for (what, v) in [("tp", pc.tp), ("pp", pc.pp), ("dp", pc.dp), ("cp", pc.cp), ("ep", pc.ep), ("etp", pc.etp), ("vp", pc.vp)] {
+        if v == 0 {
+            p.push(Infeasible::Unsupported { what, value: 0, why: "must be at least 1".into() });
+        }
+    }
+    if !p.is_empty() {
+        return p;
+    }
+    if pc.n_gpus() != n_gpus {
+        p.push(Infeasible::GpuCount { product: pc.n_gpus(), n_gpus });
+    }
+    let tp = pc.tp as u64;
+    divides(&mut p, "n_heads", model.n_heads, "tp", tp);
+    if model.mla.is_none() {
+        // KV heads are replicated when tp > n_kv_heads, but tp must then be a multiple of them.
+        if model.n_kv_heads >= tp {
+            divides(&mut p, "n_kv_heads", model.n_kv_heads, "tp", tp);
+        } else {
+            divides(&mut p, "tp", tp, "n_kv_heads", model.n_kv_heads);
+        }
+    }
+    divides(&mut p, "ffn_hidden", model.ffn_hidden, "tp", tp);
+    divides(&mut p, "n_layers", model.n_layers, "pp*vp", pc.pp as u64 * pc.vp as u64);
+    if pc.vp > 1 && pc.pp == 1 {
+        p.push(Infeasible::Unsupported { what: "vp", value: pc.vp as u64, why: "interleaving needs pp > 1".into() });
+    }
+    if pc.zero > 3 {
+        p.push(Infeasible::Unsupported { what: "zero", value: pc.zero as u64, why: "ZeRO stages are 0, 1, 2, 3".into() });
+    }
+    match &model.moe {
+        Some(moe) => {
+            divides(&mut p, "n_experts", moe.n_experts as u64, "ep", pc.ep as u64);
+            divides(&mut p, "dp*cp*tp", (pc.dp * pc.cp * pc.tp) as u64, "ep*etp", (pc.ep * pc.etp) as u64);
+            divides(&mut p, "expert_ffn_hidden", moe.expert_ffn_hidden, "etp", pc.etp as u64);
+        }
+        None => {
+            if pc.ep > 1 {
+                p.push(Infeasible::Unsupported { what: "ep", value: pc.ep as u64, why: format!("model `{}` has no experts", model.name) });
+            }
+        }
+    }
+    p
+}
+
+/// Which communication group an op runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Group {
+    Tp,
+    Cp,
+    Ep,
+    Dp,
+    /// The data-parallel group of expert weights (replicas of one expert shard).
+    ExpertDp,
+    Pp,
+}
+
+impl Group {
+    pub fn name(self) -> &'static str {
+        match self {
+            Group::Tp => "tp",
+            Group::Cp => "cp",
+            Group::Ep => "ep",
+            Group::Dp => "dp",
+            Group::ExpertDp => "expert_dp",
+            Group::Pp => "pp",
+        }
+    }
+}
+
+/// A group's size and how its ranks are spread over NVLink domains.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GroupShape {
+    pub size: u32,
+    /// Distance between consecutive ranks of the group in the global rank order.
+    pub stride: u64,
+    /// Ranks of the group inside one NVLink domain.
+    pub ranks_per_domain: u32,
+    /// NVLink domains (nodes, or NVL72 racks) the group spans.
+    pub domains: u32,
+}
+
+impl GroupShape {
+    pub fn crosses_domains(&self) -> bool {
+        self.domains > 1
+    }
+}
+
+pub fn group_shape(pc: &ParallelConfig, group: Group, system: &System) -> GroupShape {
+    let (size, stride) = match group {
+        Group::Tp => (pc.tp, 1u64),
+        Group::Cp => (pc.cp, pc.tp as u64),
+        // Expert grid (Megatron-Core): ETP fastest, then EP, then expert-DP, over the same ranks.
+        Group::Ep => (pc.ep, pc.etp as u64),
+        Group::Dp => (pc.dp, pc.tp as u64 * pc.cp as u64),
+        Group::ExpertDp => (pc.expert_dp(), pc.etp as u64 * pc.ep as u64),
+        Group::Pp => (pc.pp, pc.tp as u64 * pc.cp as u64 * pc.dp as u64),
+    };
+    let domain = system.nvlink_domain_size as u64;
+    let span = stride * size as u64; // ranks covered from the group's first to past its last
+    let (ranks_per_domain, domains) = if span <= domain {
+        (size, 1)
+    } else if stride >= domain {
+        (1, size)
+    } else {
+        let per = (domain / stride) as u32;
+        (per.max(1), size.div_ceil(per.max(1)))
+    };
+    GroupShape { size, stride, ranks_per_domain, domains }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::tests::gpt3_175b;
+
+    fn pc(tp: u32, pp: u32, dp: u32) -> ParallelConfig {
+        ParallelConfig { tp, sp: true, pp, vp: 1, dp, cp: 1, ep: 1, etp: 1, zero: 1, schedule: Schedule::OneFOneB }
+    }
+
+    #[test]
+    fn gpt3_tp8_pp8_is_valid_and_tp7_is_not() {
+        let m = gpt3_175b();
+        assert!(check(&m, &pc(8, 8, 2), 128).is_empty());
+        let errs = check(&m, &pc(7, 1, 1), 7);
+        assert!(errs.iter().any(|e| matches!(e, Infeasible::Indivisible { what: "n_heads", .. })), "{errs:?}");
+        let errs = check(&m, &pc(8, 1, 2), 8);
+        assert!(errs.contains(&Infeasible::GpuCount { product: 16, n_gpus: 8 }));
+    }
+}

@@ -1,0 +1,630 @@
+//! Model x workload -> op list for one rank: every GEMM with its (m, n, k), flash attention, the
+//! memory-bound ops, and the collectives the parallel layout inserts. Both engines read this list.
+//!
+//! Shapes are per rank after sharding: `T` tokens of one micro-batch on this rank (`b*s/cp`),
+//! TP splits heads and FFN columns, SP splits the tokens of norms and residuals, EP splits experts.
+
+use crate::hardware::profile::CollectiveOp;
+use crate::hardware::Dtype;
+use crate::model::{FfnKind, Model, NormKind};
+use crate::parallelism::{Group, ParallelConfig};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mode {
+    Train,
+    /// One forward pass over `batch` x `seq` tokens.
+    Prefill,
+    /// One generated token for each of `batch` sequences holding `kv_len` cached tokens.
+    Decode,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Train => "train",
+            Mode::Prefill => "prefill",
+            Mode::Decode => "decode",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Recompute {
+    None,
+    /// Recompute the attention core only (Korthikanti et al. 2022).
+    Selective,
+    /// Keep each layer's input; recompute the whole layer forward during backward.
+    Full,
+}
+
+impl Recompute {
+    pub fn name(self) -> &'static str {
+        match self {
+            Recompute::None => "none",
+            Recompute::Selective => "selective",
+            Recompute::Full => "full",
+        }
+    }
+}
+
+/// The software stack: which kernels run, how many, and what memory they hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stack {
+    /// Megatron-Core + Transformer Engine: fused norms/activations/RoPE, fused QKV and gate/up,
+    /// bf16 params with fp32 main grads, distributed optimizer.
+    Megatron,
+    /// Plain PyTorch (HF-style modules): fp32 master params under bf16 autocast, unfused
+    /// elementwise ops, SDPA flash attention, fused AdamW.
+    TorchEager,
+    /// As `TorchEager` with Inductor fusing the elementwise ops.
+    TorchCompile,
+}
+
+impl Stack {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stack::Megatron => "megatron",
+            Stack::TorchEager => "torch-eager",
+            Stack::TorchCompile => "torch-compile",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Stack> {
+        Some(match s {
+            "megatron" => Stack::Megatron,
+            "torch-eager" => Stack::TorchEager,
+            "torch-compile" => Stack::TorchCompile,
+            _ => return None,
+        })
+    }
+    fn fused(self) -> bool {
+        !matches!(self, Stack::TorchEager)
+    }
+}
+
+/// What is run: mode, batch shape, precision, recompute, stack.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    pub mode: Mode,
+    /// Sequences per micro-batch per DP replica (training).
+    pub micro_batch: u64,
+    /// Sequences per optimizer step, whole job (training).
+    pub global_batch: u64,
+    pub seq: u64,
+    /// Sequences in flight per replica (inference).
+    pub batch: u64,
+    /// Cached tokens per sequence (decode).
+    pub kv_len: u64,
+    /// GEMM compute dtype (activations stay bf16; fp8/fp4 GEMMs keep bf16 activations around them).
+    pub precision: Dtype,
+    pub recompute: Recompute,
+    pub stack: Stack,
+    /// Dropout layers present (GPT-3-era training); modern LLMs train without.
+    pub dropout: bool,
+    /// Flash attention (no s^2 score matrix kept); false = unfused softmax attention.
+    pub flash_attention: bool,
+    /// Tokens on the busiest expert rank / mean (1.0 = perfectly balanced routing).
+    pub routing_imbalance: f64,
+}
+
+impl Workload {
+    /// Sequences per micro-batch (training) or per forward (inference) on one replica.
+    pub fn sequences(&self) -> u64 {
+        match self.mode {
+            Mode::Train => self.micro_batch,
+            Mode::Prefill | Mode::Decode => self.batch,
+        }
+    }
+    /// Query tokens per sequence in one forward.
+    pub fn q_len(&self) -> u64 {
+        match self.mode {
+            Mode::Decode => 1,
+            _ => self.seq,
+        }
+    }
+    /// Keys each query attends to (the full context).
+    pub fn context_len(&self) -> u64 {
+        match self.mode {
+            Mode::Decode => self.kv_len + 1,
+            _ => self.seq,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Pass {
+    Forward,
+    Backward,
+    /// Forward recomputed during backward (activation checkpointing).
+    Recompute,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum OpKind {
+    /// `count` independent GEMMs C[m,n] = A[m,k] B[k,n] in the workload's compute dtype.
+    Gemm { m: u64, n: u64, k: u64, count: u64 },
+    /// Flash attention over `batch_heads` (sequence x head) pairs.
+    Attention { batch_heads: u64, q_len: u64, kv_len: u64, head_dim_qk: u64, head_dim_v: u64, causal: bool, backward: bool },
+    /// Memory-bound kernels moving `bytes` (read + write) in `kernels` launches.
+    Memory { bytes: f64, kernels: u32 },
+    /// A collective on a group; `bytes` is the nccl-tests buffer size (all-gather: the output,
+    /// reduce-scatter: the input, all-reduce: the buffer, all-to-all: the buffer, send/recv: the message).
+    Comm { op: CollectiveOp, group: Group, bytes: f64 },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Op {
+    pub name: &'static str,
+    pub kind: OpKind,
+    pub pass: Pass,
+}
+
+impl Op {
+    /// Floating-point operations the op performs (matmuls and attention; elementwise ops count 0).
+    /// Causal attention counts the FLOPs of the unmasked half only (what the kernel executes).
+    pub fn flops(&self) -> f64 {
+        match &self.kind {
+            OpKind::Gemm { m, n, k, count } => 2.0 * (*m * *n * *k * *count) as f64,
+            OpKind::Attention { batch_heads, q_len, kv_len, head_dim_qk, head_dim_v, causal, backward } => {
+                let full = 2.0 * (*batch_heads * *q_len * *kv_len) as f64 * (*head_dim_qk + *head_dim_v) as f64;
+                let executed = if *causal { full * causal_fraction(*q_len, *kv_len) } else { full };
+                // Backward: dQ, dK, dV, dP and the recomputed QK^T: 2.5x the forward (FlashAttention-2).
+                if *backward {
+                    2.5 * executed
+                } else {
+                    executed
+                }
+            }
+            OpKind::Memory { .. } | OpKind::Comm { .. } => 0.0,
+        }
+    }
+}
+
+/// Fraction of the q x kv score matrix a causal mask leaves, with queries at the end of the context.
+pub fn causal_fraction(q_len: u64, kv_len: u64) -> f64 {
+    let (q, kv) = (q_len as f64, kv_len as f64);
+    // Query i (0-based from the end block) sees kv - q + i + 1 keys.
+    let seen = q * (kv - q) + q * (q + 1.0) / 2.0;
+    seen / (q * kv)
+}
+
+/// Per-rank op lists of one micro-batch: one transformer layer of each kind, plus the parts
+/// outside the layers. The caller multiplies layer lists by the layers each stage holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpList {
+    pub dense_layer: Vec<Op>,
+    pub moe_layer: Vec<Op>,
+    /// Embedding lookup (first stage).
+    pub embedding: Vec<Op>,
+    /// Final norm, LM head and loss (last stage).
+    pub head: Vec<Op>,
+}
+
+struct Builder<'a> {
+    model: &'a Model,
+    pc: &'a ParallelConfig,
+    w: &'a Workload,
+    ops: Vec<Op>,
+    /// Activation element size (bf16).
+    act: f64,
+}
+
+const ACT_BYTES: f64 = 2.0;
+
+impl<'a> Builder<'a> {
+    fn tokens(&self) -> u64 {
+        self.w.sequences() * self.w.q_len() / self.pc.cp as u64
+    }
+    /// Tokens of the norms and residuals on this rank (split by TP under sequence parallelism).
+    fn sp_tokens(&self) -> u64 {
+        if self.pc.sp && self.pc.tp > 1 {
+            self.tokens().div_ceil(self.pc.tp as u64)
+        } else {
+            self.tokens()
+        }
+    }
+    fn push(&mut self, name: &'static str, kind: OpKind) {
+        self.ops.push(Op { name, kind, pass: Pass::Forward });
+    }
+    fn gemm(&mut self, name: &'static str, m: u64, n: u64, k: u64) {
+        self.push(name, OpKind::Gemm { m, n, k, count: 1 });
+    }
+    /// An elementwise op reading `reads` and writing `writes` tensors of `elems` elements each,
+    /// in `kernels` launches (unfused stacks launch more and re-read more).
+    fn memory(&mut self, name: &'static str, elems: f64, reads: f64, writes: f64, eager_kernels: u32) {
+        let (traffic, kernels) = if self.w.stack.fused() {
+            (reads + writes, 1)
+        } else {
+            // Unfused: every intermediate goes through HBM once more per extra kernel.
+            (reads + writes + 2.0 * (eager_kernels.saturating_sub(1)) as f64, eager_kernels)
+        };
+        self.push(name, OpKind::Memory { bytes: elems * self.act * traffic, kernels });
+    }
+    fn hidden_elems(&self) -> f64 {
+        (self.sp_tokens() * self.model.hidden) as f64
+    }
+    fn norm(&mut self, name: &'static str) {
+        let kernels = match self.model.norm {
+            NormKind::RmsNorm => 5, // HF RMSNorm: to(fp32), pow, mean, rsqrt*, mul weight
+            NormKind::LayerNorm => 1,
+        };
+        let e = self.hidden_elems();
+        self.memory(name, e, 1.0, 1.0, kernels);
+    }
+    /// TP collective entering a column-parallel region: all-gather under SP, nothing otherwise
+    /// (its backward all-reduce is added by `backward_of`).
+    fn tp_enter(&mut self) {
+        if self.pc.tp > 1 && self.pc.sp {
+            let bytes = (self.tokens() * self.model.hidden) as f64 * self.act;
+            self.push("tp_all_gather", OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Tp, bytes });
+        }
+    }
+    /// TP collective leaving a row-parallel region: reduce-scatter under SP, all-reduce otherwise.
+    fn tp_exit(&mut self) {
+        if self.pc.tp > 1 {
+            let bytes = (self.tokens() * self.model.hidden) as f64 * self.act;
+            let op = if self.pc.sp { CollectiveOp::ReduceScatter } else { CollectiveOp::AllReduce };
+            self.push("tp_reduce", OpKind::Comm { op, group: Group::Tp, bytes });
+        }
+    }
+    fn residual(&mut self) {
+        let e = self.hidden_elems();
+        if self.w.dropout {
+            self.memory("dropout", e, 1.0, 2.0, 2);
+        }
+        if !self.w.stack.fused() || self.w.dropout {
+            self.memory("residual_add", e, 2.0, 1.0, 1);
+        }
+    }
+
+    fn attention(&mut self) {
+        let m = self.model;
+        let tp = self.pc.tp as u64;
+        let t = self.tokens();
+        let heads = m.n_heads / tp;
+        let (qk_dim, v_dim, kv_heads) = match &m.mla {
+            Some(mla) => {
+                let qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim;
+                if mla.q_lora_rank > 0 {
+                    self.gemm("q_down", t, mla.q_lora_rank, m.hidden);
+                    self.memory("q_norm", (t * mla.q_lora_rank) as f64, 1.0, 1.0, 5);
+                    self.gemm("q_up", t, heads * qk, mla.q_lora_rank);
+                } else {
+                    self.gemm("q_proj", t, heads * qk, m.hidden);
+                }
+                self.gemm("kv_down", t, mla.kv_lora_rank + mla.qk_rope_head_dim, m.hidden);
+                self.memory("kv_norm", (t * mla.kv_lora_rank) as f64, 1.0, 1.0, 5);
+                self.gemm("kv_up", t, heads * (mla.qk_nope_head_dim + mla.v_head_dim), mla.kv_lora_rank);
+                (qk, mla.v_head_dim, heads)
+            }
+            None => {
+                let kv_heads = (m.n_kv_heads / tp).max(1);
+                if self.w.stack.fused() {
+                    self.gemm("qkv_proj", t, (heads + 2 * kv_heads) * m.head_dim, m.hidden);
+                } else {
+                    self.gemm("q_proj", t, heads * m.head_dim, m.hidden);
+                    self.gemm("k_proj", t, kv_heads * m.head_dim, m.hidden);
+                    self.gemm("v_proj", t, kv_heads * m.head_dim, m.hidden);
+                }
+                (m.head_dim, m.head_dim, kv_heads)
+            }
+        };
+        // RoPE on q and k (HF: rotate_half, 2 muls, add, for each: ~6 kernels).
+        let rope_elems = (t * (heads * qk_dim + kv_heads * qk_dim)) as f64;
+        self.memory("rope", rope_elems, 1.0, 1.0, 6);
+        if self.pc.cp > 1 {
+            let bytes = (self.w.sequences() * self.w.context_len() * 2 * kv_heads * qk_dim) as f64 * self.act;
+            self.push("cp_all_gather_kv", OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Cp, bytes });
+        }
+        let seqs = self.w.sequences();
+        let q_len = self.w.q_len() / self.pc.cp as u64;
+        let kv_len = self.w.context_len();
+        let causal = true;
+        if self.w.flash_attention || self.w.mode == Mode::Decode {
+            self.push(
+                "attention",
+                OpKind::Attention { batch_heads: seqs * heads, q_len, kv_len, head_dim_qk: qk_dim, head_dim_v: v_dim, causal, backward: false },
+            );
+            if self.w.mode == Mode::Decode {
+                // Decode reads the whole KV cache once: memory-bound.
+                let kv_bytes = (seqs * kv_len) as f64 * m.kv_elements_per_token_per_layer() / tp.min(m.n_kv_heads.max(1)) as f64 * self.act;
+                self.push("kv_cache_read", OpKind::Memory { bytes: kv_bytes, kernels: 0 });
+            }
+        } else {
+            // Unfused: QK^T and PV as batched GEMMs with the score matrix through HBM.
+            let bh = seqs * heads;
+            self.push("scores", OpKind::Gemm { m: q_len, n: kv_len, k: qk_dim, count: bh });
+            let scores = (bh * q_len * kv_len) as f64;
+            self.memory("softmax", scores, 1.0, 1.0, 3);
+            if self.w.dropout {
+                self.memory("attention_dropout", scores, 1.0, 2.0, 2);
+            }
+            self.push("attn_values", OpKind::Gemm { m: q_len, n: v_dim, k: kv_len, count: bh });
+        }
+        self.gemm("out_proj", t, m.hidden, heads * v_dim);
+    }
+
+    fn dense_ffn(&mut self, width: u64, name_up: &'static str, name_down: &'static str) {
+        let m = self.model;
+        let t = self.tokens();
+        let f = width / self.pc.tp as u64;
+        match m.ffn_kind {
+            FfnKind::Gated => {
+                if self.w.stack.fused() {
+                    self.gemm(name_up, t, 2 * f, m.hidden);
+                } else {
+                    self.gemm(name_up, t, f, m.hidden);
+                    self.gemm("gate_proj", t, f, m.hidden);
+                }
+                self.memory("silu_mul", (t * f) as f64, 2.0, 1.0, 2);
+            }
+            FfnKind::Plain => {
+                self.gemm(name_up, t, f, m.hidden);
+                self.memory("gelu", (t * f) as f64, 1.0, 1.0, 1);
+            }
+        }
+        self.gemm(name_down, t, m.hidden, f);
+    }
+
+    fn moe_ffn(&mut self) {
+        let m = self.model;
+        let moe = m.moe.as_ref().expect("moe layer of a dense model");
+        let pc = self.pc;
+        // Tokens routed from this rank: SP-split when TP > 1 (Megatron requires SP with MoE + TP).
+        let t = self.sp_tokens();
+        self.gemm("router", t, moe.n_experts as u64, m.hidden);
+        self.memory("router_softmax_topk", (t * moe.n_experts as u64) as f64, 1.0, 1.0, 4);
+        let routed = t * moe.top_k as u64;
+        let a2a_bytes = (routed * m.hidden) as f64 * self.act;
+        if pc.ep > 1 {
+            self.push("ep_dispatch", OpKind::Comm { op: CollectiveOp::AllToAll, group: Group::Ep, bytes: a2a_bytes });
+        }
+        self.memory("permute", (routed * m.hidden) as f64, 1.0, 1.0, 2);
+        let local_experts = (moe.n_experts / pc.ep) as u64;
+        // Tokens reaching one expert on the busiest rank: all EP ranks' routed tokens, spread over
+        // the experts, times the imbalance factor; ETP ranks each see all of their expert's tokens.
+        let per_expert = ((routed * pc.ep as u64 * pc.etp as u64) as f64 / moe.n_experts as f64 * self.w.routing_imbalance).ceil() as u64;
+        let per_expert = per_expert.max(1);
+        let f = moe.expert_ffn_hidden / pc.etp as u64;
+        let up = if m.ffn_kind == FfnKind::Gated { 2 * f } else { f };
+        self.push("expert_up", OpKind::Gemm { m: per_expert, n: up, k: m.hidden, count: local_experts });
+        self.memory("expert_act", (per_expert * local_experts * f) as f64, 2.0, 1.0, 2);
+        self.push("expert_down", OpKind::Gemm { m: per_expert, n: m.hidden, k: f, count: local_experts });
+        if pc.etp > 1 {
+            let bytes = (per_expert * local_experts * m.hidden) as f64 * self.act;
+            self.push("etp_reduce", OpKind::Comm { op: CollectiveOp::ReduceScatter, group: Group::Tp, bytes });
+        }
+        self.memory("unpermute", (routed * m.hidden) as f64, 1.0, 1.0, 2);
+        if pc.ep > 1 {
+            self.push("ep_combine", OpKind::Comm { op: CollectiveOp::AllToAll, group: Group::Ep, bytes: a2a_bytes });
+        }
+        if moe.n_shared_experts > 0 {
+            let width = moe.shared_expert_ffn_hidden * moe.n_shared_experts as u64;
+            self.tp_enter();
+            self.dense_ffn(width, "shared_up", "shared_down");
+            self.tp_exit();
+        }
+    }
+
+    fn layer(mut self, moe: bool) -> Vec<Op> {
+        self.norm("input_norm");
+        self.tp_enter();
+        self.attention();
+        self.tp_exit();
+        self.residual();
+        self.norm("post_attention_norm");
+        if moe {
+            self.moe_ffn();
+        } else {
+            self.tp_enter();
+            let width = self.model.ffn_hidden;
+            self.dense_ffn(width, "up_proj", "down_proj");
+            self.tp_exit();
+        }
+        self.residual();
+        self.ops
+    }
+}
+
+/// Forward ops of one micro-batch on one rank, by part.
+pub fn forward_ops(model: &Model, pc: &ParallelConfig, w: &Workload) -> OpList {
+    let b = |ops: Vec<Op>| Builder { model, pc, w, ops, act: ACT_BYTES };
+    let dense_layer = b(Vec::new()).layer(false);
+    let moe_layer = if model.is_moe() { b(Vec::new()).layer(true) } else { Vec::new() };
+
+    let mut e = b(Vec::new());
+    let t = e.tokens();
+    e.push("embedding", OpKind::Memory { bytes: (t * model.hidden) as f64 * ACT_BYTES * 2.0, kernels: 1 });
+    if pc.tp > 1 {
+        // Vocab-parallel embedding: partial lookups summed (reduce-scatter under SP).
+        e.tp_exit();
+    }
+    let embedding = e.ops;
+
+    let mut h = b(Vec::new());
+    h.norm("final_norm");
+    h.tp_enter();
+    let vocab_shard = model.vocab.div_ceil(pc.tp as u64);
+    // Decode and prefill compute logits for the last position only (prefill returns next token).
+    let logit_tokens = match w.mode {
+        Mode::Train => t,
+        Mode::Prefill | Mode::Decode => w.sequences(),
+    };
+    h.gemm("lm_head", logit_tokens, vocab_shard, model.hidden);
+    if w.mode == Mode::Train {
+        // Cross-entropy over the vocabulary: upcast, log-softmax, gather (fused in Megatron).
+        let elems = (logit_tokens * vocab_shard) as f64;
+        let traffic = if w.stack.fused() { 2.0 + 2.0 } else { 1.0 + 2.0 + 2.0 + 2.0 + 2.0 };
+        h.push("cross_entropy", OpKind::Memory { bytes: elems * ACT_BYTES * traffic, kernels: if w.stack.fused() { 1 } else { 5 } });
+        if pc.tp > 1 {
+            let bytes = (logit_tokens * 4 * 2) as f64;
+            h.push("tp_loss_all_reduce", OpKind::Comm { op: CollectiveOp::AllReduce, group: Group::Tp, bytes });
+        }
+    }
+    let head = h.ops;
+    OpList { dense_layer, moe_layer, embedding, head }
+}
+
+/// Backward ops of a forward list, in reverse order: each GEMM gives its data-gradient and
+/// weight-gradient GEMMs, attention its backward, memory ops twice their traffic, and each
+/// collective its conjugate (all-gather <-> reduce-scatter; TP all-reduce stays all-reduce).
+pub fn backward_of(forward: &[Op]) -> Vec<Op> {
+    let mut out = Vec::with_capacity(forward.len() * 2);
+    for op in forward.iter().rev() {
+        let bwd = |name, kind| Op { name, kind, pass: Pass::Backward };
+        match &op.kind {
+            OpKind::Gemm { m, n, k, count } => {
+                // dX[m,k] = dY[m,n] W^T ; dW[k,n] = X^T dY. Score/value GEMMs of unfused attention
+                // have two data gradients instead; the FLOPs are the same.
+                out.push(bwd(op.name, OpKind::Gemm { m: *m, n: *k, k: *n, count: *count }));
+                out.push(bwd(op.name, OpKind::Gemm { m: *k, n: *n, k: *m, count: *count }));
+            }
+            OpKind::Attention { batch_heads, q_len, kv_len, head_dim_qk, head_dim_v, causal, .. } => out.push(bwd(
+                op.name,
+                OpKind::Attention {
+                    batch_heads: *batch_heads,
+                    q_len: *q_len,
+                    kv_len: *kv_len,
+                    head_dim_qk: *head_dim_qk,
+                    head_dim_v: *head_dim_v,
+                    causal: *causal,
+                    backward: true,
+                },
+            )),
+            OpKind::Memory { bytes, kernels } => out.push(bwd(op.name, OpKind::Memory { bytes: 2.0 * bytes, kernels: *kernels })),
+            OpKind::Comm { op: c, group, bytes } => {
+                let conj = match c {
+                    CollectiveOp::AllGather => CollectiveOp::ReduceScatter,
+                    CollectiveOp::ReduceScatter => CollectiveOp::AllGather,
+                    other => *other,
+                };
+                // Without SP, the forward's identity (f) becomes an all-reduce in backward and the
+                // forward all-reduce (g) an identity: one all-reduce each way, so the count holds.
+                out.push(bwd(op.name, OpKind::Comm { op: conj, group: *group, bytes: *bytes }));
+            }
+        }
+    }
+    out
+}
+
+/// Forward ops re-run before backward under activation recomputation.
+pub fn recompute_of(forward: &[Op], recompute: Recompute) -> Vec<Op> {
+    let keep = |op: &Op| match recompute {
+        Recompute::None => false,
+        Recompute::Full => true,
+        Recompute::Selective => matches!(op.kind, OpKind::Attention { .. }) || matches!(op.name, "scores" | "softmax" | "attention_dropout" | "attn_values"),
+    };
+    forward.iter().filter(|op| keep(op)).map(|op| Op { pass: Pass::Recompute, ..op.clone() }).collect()
+}
+
+/// Model FLOPs per token of one training step, the MFU convention of Megatron-LM and PaLM:
+/// 6 x (matmul parameters a token passes through, LM head included, embedding lookup excluded)
+/// + 12 x L x (attention width) x s for the score and value products, counting the causal
+/// mask's masked half too (as Narayanan et al. 2021 and Chowdhery et al. 2022 do).
+pub fn model_flops_per_token_train(model: &Model, seq: u64) -> f64 {
+    6.0 * model.matmul_params_per_token() + 6.0 * attention_flops_per_token_forward_full(model, seq)
+}
+
+/// Forward FLOPs per token of one forward pass (prefill), same conventions.
+pub fn model_flops_per_token_forward(model: &Model, seq: u64) -> f64 {
+    2.0 * model.matmul_params_per_token() + 2.0 * attention_flops_per_token_forward_full(model, seq)
+}
+
+/// Half the forward score + value FLOPs per token, non-causal: L x s x (d_qk + d_v) x heads.
+fn attention_flops_per_token_forward_full(model: &Model, seq: u64) -> f64 {
+    let (qk, v) = match &model.mla {
+        Some(mla) => (mla.qk_nope_head_dim + mla.qk_rope_head_dim, mla.v_head_dim),
+        None => (model.head_dim, model.head_dim),
+    };
+    (model.n_layers * seq * model.n_heads * (qk + v)) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::tests::gpt3_175b;
+    use crate::parallelism::Schedule;
+
+    pub fn train(seq: u64, stack: Stack) -> Workload {
+        Workload {
+            mode: Mode::Train,
+            micro_batch: 1,
+            global_batch: 1,
+            seq,
+            batch: 1,
+            kv_len: 0,
+            precision: Dtype::Bf16,
+            recompute: Recompute::None,
+            stack,
+            dropout: false,
+            flash_attention: true,
+            routing_imbalance: 1.0,
+        }
+    }
+
+    fn single() -> ParallelConfig {
+        ParallelConfig { tp: 1, sp: false, pp: 1, vp: 1, dp: 1, cp: 1, ep: 1, etp: 1, zero: 0, schedule: Schedule::OneFOneB }
+    }
+
+    fn step_flops(model: &Model, pc: &ParallelConfig, w: &Workload, causal_as_full: bool) -> f64 {
+        let ops = forward_ops(model, pc, w);
+        let mut fwd = ops.embedding.clone();
+        for _ in 0..model.n_layers {
+            fwd.extend(ops.dense_layer.iter().cloned());
+        }
+        fwd.extend(ops.head.iter().cloned());
+        let bwd = backward_of(&fwd);
+        fwd.iter()
+            .chain(bwd.iter())
+            .map(|op| match (&op.kind, causal_as_full) {
+                (OpKind::Attention { q_len, kv_len, .. }, true) => op.flops() / causal_fraction(*q_len, *kv_len) / if op.pass == Pass::Backward { 1.25 } else { 1.0 },
+                _ => op.flops(),
+            })
+            .sum()
+    }
+
+    #[test]
+    fn causal_fraction_is_about_half_for_training() {
+        assert!((causal_fraction(4096, 4096) - 0.5).abs() < 1e-3);
+        assert_eq!(causal_fraction(1, 100), 1.0);
+    }
+
+    #[test]
+    fn op_list_flops_match_6n_plus_12lhs() {
+        let m = gpt3_175b();
+        let s = 2048;
+        let w = train(s, Stack::Megatron);
+        // Op list with attention counted in full (the convention) vs the closed form.
+        let per_token = step_flops(&m, &single(), &w, true) / s as f64;
+        let closed = 6.0 * m.matmul_params_per_token() + 12.0 * (m.n_layers * m.hidden * s) as f64;
+        assert!((per_token / closed - 1.0).abs() < 0.01, "{per_token} vs {closed}");
+        // 6N with N = all parameters (embedding included) is within 1% too for a model this size.
+        let six_n = 6.0 * m.params().total() + 12.0 * (m.n_layers * m.hidden * s) as f64;
+        assert!((per_token / six_n - 1.0).abs() < 0.01, "{per_token} vs {six_n}");
+        assert!((model_flops_per_token_train(&m, s) / closed - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn causal_execution_halves_attention_flops_only() {
+        let m = gpt3_175b();
+        let s = 2048;
+        let w = train(s, Stack::Megatron);
+        let full = step_flops(&m, &single(), &w, true);
+        let executed = step_flops(&m, &single(), &w, false);
+        // Executed attention: fwd 0.5 * 4Lhs^2 b, bwd 2.5x that; the convention counts fwd 4, bwd 8.
+        let attn_conv = 12.0 * (m.n_layers * m.hidden * s * s) as f64;
+        let attn_exec = 3.5 * 4.0 * (m.n_layers * m.hidden * s * s) as f64 * causal_fraction(s, s);
+        assert!(((full - executed) - (attn_conv - attn_exec)).abs() / full < 1e-3);
+    }
+
+    #[test]
+    fn tp_shards_gemm_flops_evenly() {
+        let m = gpt3_175b();
+        let w = train(2048, Stack::Megatron);
+        let mut pc = single();
+        let f1 = step_flops(&m, &pc, &w, true);
+        pc.tp = 8;
+        pc.sp = true;
+        let f8 = step_flops(&m, &pc, &w, true);
+        assert!((f1 / f8 - 8.0).abs() < 0.01, "{}", f1 / f8);
+    }
+}
