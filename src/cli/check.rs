@@ -54,5 +54,11 @@ fn check_file(path: &std::path::Path) -> anyhow::Result<&'static str> {
             }
         };
     }
+    if in_dir("scenarios") {
+        let wire = config::scenario::read_scenario(path)?;
+        let scenario = config::scenario::build(&wire, Some(path))?;
+        crate::analytic::predict(&scenario).with_context(|| format!("{}: configuration cannot run", path.display()))?;
+        return Ok("scenario");
+    }
     anyhow::bail!("{}: cannot tell what kind of file this is\nhint: gpuplan checks files under models/, calibration/systems/ and scenarios/", path.display())
 }

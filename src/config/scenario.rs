@@ -124,6 +124,38 @@ fn origin(file: Option<&Path>) -> PathBuf {
     file.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("command line"))
 }
 
+/// A profile given as a file, a profile folder, a path relative to the scenario file, or a name
+/// under `calibration/profiles/`.
+pub fn resolve_profile(given: &str, scenario_file: Option<&Path>) -> Result<PathBuf, ConfigError> {
+    let as_path = |p: PathBuf| if p.is_dir() { p.join("profile.toml") } else { p };
+    let direct = as_path(PathBuf::from(given));
+    if direct.is_file() {
+        return Ok(direct);
+    }
+    if let Some(dir) = scenario_file.and_then(Path::parent) {
+        let rel = as_path(dir.join(given));
+        if rel.is_file() {
+            return Ok(rel);
+        }
+    }
+    for root in super::data_roots() {
+        let named = root.join("calibration/profiles").join(given).join("profile.toml");
+        if named.is_file() {
+            return Ok(named);
+        }
+    }
+    let known: Vec<String> = super::data_roots()
+        .iter()
+        .filter_map(|r| std::fs::read_dir(r.join("calibration/profiles")).ok())
+        .flat_map(|d| d.filter_map(|e| e.ok()).filter(|e| e.path().join("profile.toml").is_file()).map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect();
+    let hint = match super::closest(given, &known) {
+        Some(c) => format!("did you mean `{c}`? profiles: {}", known.join(", ")),
+        None => format!("profiles: {}; or give a path to a profile.toml", if known.is_empty() { "none found".to_string() } else { known.join(", ") }),
+    };
+    Err(ConfigError::UnknownName { what: "calibration profile", name: given.to_string(), hint: Some(hint) })
+}
+
 /// Check a wire scenario and build the domain scenario, loading model, system and profile.
 /// `file` names the scenario file for messages (values given by flags are reported as such).
 pub fn build(w: &ScenarioWire, file: Option<&Path>) -> Result<Scenario, ConfigError> {
@@ -141,7 +173,7 @@ pub fn build(w: &ScenarioWire, file: Option<&Path>) -> Result<Scenario, ConfigEr
     let model = super::model::load_model(model_name.as_deref().unwrap_or_default())?;
     let system = super::system::load_system(system_name.as_deref().unwrap_or_default())?;
     let profile = match &w.calibration {
-        Some(c) => Some(super::profile::load_profile(Path::new(c))?),
+        Some(c) => Some(super::profile::load_profile(&resolve_profile(c, file)?)?),
         None => None,
     };
 

@@ -1,1 +1,4 @@
+//! The one integration-test binary (matklad's "delete cargo integration tests").
 
+mod cli;
+mod reference;

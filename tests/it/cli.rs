@@ -1,0 +1,101 @@
+//! The binary as a user runs it: exit codes, JSON contract, error messages.
+
+use std::process::Command;
+
+fn gpuplan(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run gpuplan");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn write_temp(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("gpuplan-it-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn predict_json_has_the_contract_keys() {
+    let (code, out, err) = gpuplan(&["predict", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "8", "--seq", "4096", "--global-batch", "64", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for ptr in ["/schema_version", "/step_time_s", "/tokens_per_s", "/mfu", "/memory/peak_bytes_per_gpu", "/memory/fits", "/power/avg_w_per_gpu", "/energy/j_per_token"] {
+        assert!(v.pointer(ptr).is_some(), "missing {ptr}");
+    }
+    assert_eq!(v.pointer("/memory/fits"), Some(&serde_json::Value::Bool(true)));
+    let mfu = v.pointer("/mfu").unwrap().as_f64().unwrap();
+    assert!(mfu > 0.2 && mfu < 0.8, "mfu {mfu}");
+}
+
+#[test]
+fn not_fitting_exits_1_and_still_prints_the_prediction() {
+    // Llama-3.1 405B on one H100 cannot hold its weights.
+    let (code, out, _) = gpuplan(&["predict", "--model", "llama-3.1-405b", "--system", "dgx-h100", "--gpus", "1", "--seq", "2048", "--json"]);
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v.pointer("/memory/fits"), Some(&serde_json::Value::Bool(false)));
+}
+
+#[test]
+fn unknown_model_suggests_the_nearest_name() {
+    let (code, _, err) = gpuplan(&["predict", "--model", "llama3-8b", "--system", "dgx-h100", "--seq", "2048"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown model `llama3-8b`") && err.contains("did you mean `llama-3-8b`"), "{err}");
+}
+
+#[test]
+fn tp_that_does_not_divide_heads_is_bad_input() {
+    let (code, _, err) = gpuplan(&["predict", "--model", "llama-3-8b", "--system", "dgx-h100", "--tp", "3", "--gpus", "3", "--seq", "2048"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("`n_heads` = 32 is not divisible by `tp` = 3"), "{err}");
+}
+
+#[test]
+fn gpu_count_mismatch_is_bad_input() {
+    let (code, _, err) = gpuplan(&["predict", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "8", "--tp", "2", "--dp", "2", "--seq", "2048"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("`gpus` = `8` does not equal tp*pp*dp*cp"), "{err}");
+}
+
+#[test]
+fn malformed_scenario_points_at_line_and_column() {
+    let p = write_temp("bad.toml", "model = \"llama-3-8b\"\nsystem = dgx-h100\n");
+    let (code, _, err) = gpuplan(&["predict", "--scenario", p.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("bad.toml:2:10"), "{err}");
+    assert!(err.contains("^"), "{err}");
+}
+
+#[test]
+fn unknown_key_and_negative_size_are_named() {
+    let p = write_temp("unknown.toml", "model = \"llama-3-8b\"\nsystem = \"dgx-h100\"\n[workload]\nseqlen = 4096\n");
+    let (code, _, err) = gpuplan(&["predict", "--scenario", p.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown field `seqlen`"), "{err}");
+    let p = write_temp("negative.toml", "model = \"llama-3-8b\"\nsystem = \"dgx-h100\"\n[workload]\nseq = -5\nmicro_batch = 0\n");
+    let (code, _, err) = gpuplan(&["predict", "--scenario", p.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("`workload.seq` = `-5` must be a positive integer"), "{err}");
+    assert!(err.contains("`workload.micro_batch` = `0` must be a positive integer"), "{err}");
+}
+
+#[test]
+fn check_accepts_the_catalog_and_rejects_a_bad_gpu_file() {
+    let (code, _, err) = gpuplan(&["check", "models/llama-3-8b.toml", "calibration/systems/dgx-h100.toml", "calibration/systems/h100-sxm.toml"]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/calibration/systems/h100-sxm.toml")).unwrap();
+    let bad = text.replacen("tdp_w = { value = 700", "tdp_w = { value = -700", 1);
+    assert_ne!(bad, text, "fixture edit applies");
+    let dir = std::env::temp_dir().join(format!("gpuplan-it-check-{}", std::process::id())).join("systems");
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("h100-sxm.toml");
+    std::fs::write(&p, bad).unwrap();
+    let (code, _, err) = gpuplan(&["check", p.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("`tdp_w.value` = `-700` must be positive"), "{err}");
+}
