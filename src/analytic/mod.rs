@@ -3,14 +3,15 @@
 
 use std::collections::BTreeMap;
 
+use crate::cost::lower::{CommStep, Overlap, Step};
 use crate::cost::{Bound, CostModel, UsedNumber};
 use crate::hardware::profile::CollectiveOp;
 use crate::memory::{self, stack_memory, MemoryPlan};
-use crate::parallelism::{self, group_shape, Group, Infeasible, ParallelConfig};
+use crate::parallelism::{self, Group, Infeasible, ParallelConfig};
 use crate::power::{self, Activity, PowerState};
 use crate::scenario::Scenario;
 use crate::units::{Joules, Seconds, Watts};
-use crate::workload::{self, backward_of, forward_ops, recompute_of, Mode, Op, OpKind, Stack};
+use crate::workload::{self, backward_of, forward_ops, recompute_of, Mode, Op, Stack};
 
 /// Where the step time goes, on the critical path of the slowest rank.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -134,84 +135,69 @@ fn optimizer_bytes_per_param(stack: Stack) -> f64 {
 }
 
 /// DDP/Megatron gradient bucket size (PyTorch DDP `bucket_cap_mb` = 25).
-const BUCKET_BYTES: f64 = 25e6;
-/// Share of TP communication that stays exposed even with overlap (pipelined chunks' fill).
-const TP_OVERLAP_EXPOSED: f64 = 0.1;
+pub const BUCKET_BYTES: f64 = 25e6;
 
-/// Time of one pass (forward, or backward + recompute) of one micro-batch through one stage.
+/// Time of one pass (forward, or backward + recompute) through part of a stage.
+#[derive(Default)]
 struct PassTime {
     bd: Breakdown,
     /// Kernels launched (CPU dispatch).
-    kernels: f64,
+    launches: f64,
 }
 
-fn op_cost(cost: &CostModel, s: &Scenario, op: &Op) -> (Bound, Seconds, Option<Group>) {
-    let dtype = s.workload.precision;
-    match &op.kind {
-        OpKind::Gemm { m, n, k, count } => {
-            let c = cost.gemm_time(*m, *n, *k, *count, dtype);
-            (c.bound, c.time, None)
-        }
-        OpKind::Attention { .. } => {
-            let c = cost.attention_time(op);
-            (c.bound, c.time, None)
-        }
-        OpKind::Memory { bytes, kernels } => {
-            let c = cost.memory_time(*bytes, *kernels);
-            (c.bound, c.time, None)
-        }
-        OpKind::Comm { op: c, group, bytes } => {
-            let shape = group_shape(&s.parallel, *group, &s.system);
-            (Bound::Comm, cost.collective_time(*c, &shape, *bytes).time, Some(*group))
-        }
-    }
-}
-
-fn kernel_count(op: &Op) -> f64 {
-    match &op.kind {
-        OpKind::Memory { kernels, .. } => *kernels as f64,
-        _ => 1.0,
-    }
-}
-
-/// Time of a list of ops on one rank, with TP/CP/EP communication exposed per the overlap rules.
-fn pass_time(cost: &CostModel, s: &Scenario, ops: &[Op], times: usize) -> PassTime {
-    let mut bd = Breakdown::default();
-    let mut gemm = Seconds::ZERO;
-    let mut attention = Seconds::ZERO;
-    let (mut tp, mut cp, mut ep) = (Seconds::ZERO, Seconds::ZERO, Seconds::ZERO);
-    let mut kernels = 0.0;
-    for op in ops {
-        let (bound, t, group) = op_cost(cost, s, op);
-        kernels += kernel_count(op);
-        match (bound, group) {
-            (Bound::Compute, _) => {
-                bd.compute += t;
-                if matches!(op.kind, OpKind::Attention { .. }) {
-                    attention += t;
+/// Add up lowered steps with the overlap rules: a blocking collective costs its time; one that
+/// runs beside the next kernel costs its blocking part plus whatever outlasts that kernel.
+pub fn exposed_time(steps: &[Step]) -> (Seconds, Seconds, f64, Vec<(Group, Seconds)>) {
+    let (mut compute, mut memory, mut launches) = (Seconds::ZERO, Seconds::ZERO, 0.0);
+    let mut comm = Vec::new();
+    for (i, st) in steps.iter().enumerate() {
+        match st {
+            Step::Kernel { time, bound, launches: l, .. } => {
+                if *bound == Bound::Compute {
+                    compute += *time;
                 } else {
-                    gemm += t;
+                    memory += *time;
                 }
+                launches += l;
             }
-            (Bound::Memory, _) => bd.memory += t,
-            (Bound::Comm, Some(Group::Cp)) => cp += t,
-            (Bound::Comm, Some(Group::Ep)) => ep += t,
-            (Bound::Comm, _) => tp += t,
+            Step::Comm { comm: c, .. } => {
+                let exposed = match c.overlap {
+                    Overlap::Blocking => c.time(),
+                    Overlap::WithNextKernel { blocking } => {
+                        let beside = match steps.get(i + 1) {
+                            Some(Step::Kernel { time, .. }) => *time,
+                            _ => Seconds::ZERO,
+                        };
+                        c.latency + c.transfer(blocking) + (c.transfer(1.0 - blocking) - beside).max(Seconds::ZERO)
+                    }
+                };
+                comm.push((c.group, exposed));
+            }
         }
     }
-    bd.tp_comm = if s.options.tp_comm_overlap { (tp * TP_OVERLAP_EXPOSED).max(tp - gemm) } else { tp };
-    // Ring attention overlaps the KV exchange with the attention of the chunk in hand.
-    bd.cp_comm = (cp - attention).max(cp * (1.0 / s.parallel.cp.max(1) as f64));
-    bd.ep_comm = ep;
+    (compute, memory, launches, comm)
+}
+
+fn pass_time(cost: &CostModel, s: &Scenario, ops: &[Op], times: usize, speedup: f64) -> PassTime {
+    let steps = cost.lower(&s.parallel, &s.options, s.workload.precision, ops, speedup);
+    let (compute, memory, launches, comm) = exposed_time(&steps);
+    let mut bd = Breakdown { compute, memory, ..Breakdown::default() };
+    for (group, t) in comm {
+        match group {
+            Group::Cp => bd.cp_comm += t,
+            Group::Ep => bd.ep_comm += t,
+            _ => bd.tp_comm += t,
+        }
+    }
     bd.scale(times as f64);
-    PassTime { bd, kernels: kernels * times as f64 }
+    PassTime { bd, launches: launches * times as f64 }
 }
 
 /// GPU time of a pass, or the CPU's launch time if that is longer (the GPU then waits).
 fn with_cpu(p: PassTime, stack: Stack) -> Breakdown {
     let mut bd = p.bd;
     let gpu = bd.total();
-    let cpu = cpu_dispatch(stack) * p.kernels;
+    let cpu = cpu_dispatch(stack) * p.launches;
     if cpu > gpu {
         bd.cpu_launch = cpu - gpu;
     }
@@ -232,123 +218,161 @@ struct StageTimes {
     bwd: Breakdown,
 }
 
-fn stage_times(cost: &CostModel, s: &Scenario, ops: &workload::OpList, stage: u32) -> StageTimes {
+fn stage_times(cost: &CostModel, s: &Scenario, ops: &workload::OpList, stage: u32, speedup: f64) -> StageTimes {
     let (n_dense, n_moe) = stage_layers(s, stage);
     let train = s.workload.mode == Mode::Train;
-    let stack = s.workload.stack;
-    let mut fwd = Breakdown::default();
-    let mut bwd = Breakdown::default();
+    let mut fwd = PassTime::default();
+    let mut bwd = PassTime::default();
     let mut add = |list: &[Op], times: usize| {
         if times == 0 || list.is_empty() {
             return;
         }
-        fwd.add(&with_cpu(pass_time(cost, s, list, times), stack));
+        let f = pass_time(cost, s, list, times, speedup);
+        fwd.bd.add(&f.bd);
+        fwd.launches += f.launches;
         if train {
             let mut back = recompute_of(list, s.workload.recompute);
             back.extend(backward_of(list));
-            bwd.add(&with_cpu(pass_time(cost, s, &back, times), stack));
+            let b = pass_time(cost, s, &back, times, speedup);
+            bwd.bd.add(&b.bd);
+            bwd.launches += b.launches;
         }
     };
-    add(&ops.dense_layer, n_dense);
-    add(&ops.moe_layer, n_moe);
     if stage == 0 {
         add(&ops.embedding, 1);
     }
+    add(&ops.dense_layer, n_dense);
+    add(&ops.moe_layer, n_moe);
     if stage == s.parallel.pp - 1 {
         add(&ops.head, 1);
     }
-    StageTimes { fwd, bwd }
+    // The CPU runs ahead of the GPU within a pass; the GPU waits only when launching takes longer.
+    StageTimes { fwd: with_cpu(fwd, s.workload.stack), bwd: with_cpu(bwd, s.workload.stack) }
 }
 
-/// Predict one scenario with the closed-form engine.
-pub fn predict(s: &Scenario) -> Result<Prediction, PredictError> {
-    let pc = &s.parallel;
-    let problems = parallelism::check(&s.model, pc, s.n_gpus);
+/// Micro-batches per optimizer step per pipeline (1 in inference).
+pub fn n_micro_of(s: &Scenario) -> Result<u64, PredictError> {
+    let w = &s.workload;
+    if w.mode != Mode::Train {
+        return Ok(1);
+    }
+    let per = w.micro_batch * s.parallel.dp as u64;
+    if per == 0 || w.global_batch % per != 0 || w.global_batch < per {
+        return Err(PredictError::Infeasible(vec![Infeasible::Indivisible { what: "global_batch", n: w.global_batch, by_name: "micro_batch*dp", by: per }]));
+    }
+    Ok(w.global_batch / per)
+}
+
+/// Checks shared by both engines before any pricing.
+pub fn check_scenario(s: &Scenario) -> Result<u64, PredictError> {
+    let problems = parallelism::check(&s.model, &s.parallel, s.n_gpus);
     if !problems.is_empty() {
         return Err(PredictError::Infeasible(problems));
     }
-    let w = &s.workload;
-    if s.system.gpu.peak.get(w.precision).is_none() {
+    if s.system.gpu.peak.get(s.workload.precision).is_none() {
         return Err(PredictError::Unsupported(format!(
             "`{}` has no {} tensor-core path; choose a precision it supports",
             s.system.gpu.display_name,
-            w.precision.name()
+            s.workload.precision.name()
         )));
     }
-    let cost = CostModel::new(&s.system, s.profile.as_ref());
-    let ops = forward_ops(&s.model, pc, w);
-    let stages: Vec<StageTimes> = (0..pc.pp).map(|st| stage_times(&cost, s, &ops, st)).collect();
+    n_micro_of(s)
+}
 
-    let n_micro = match w.mode {
-        Mode::Train => w.global_batch / (w.micro_batch * pc.dp as u64),
-        _ => 1,
-    };
-    if w.mode == Mode::Train && (n_micro == 0 || w.global_batch % (w.micro_batch * pc.dp as u64) != 0) {
-        return Err(PredictError::Infeasible(vec![Infeasible::Indivisible {
-            what: "global_batch",
-            n: w.global_batch,
-            by_name: "micro_batch*dp",
-            by: w.micro_batch * pc.dp as u64,
-        }]));
+/// Time of one pipeline point-to-point transfer of a micro-batch's activations (1/tp of them
+/// under sequence parallelism, Megatron's scatter-gather optimization).
+pub fn p2p_step(cost: &CostModel, s: &Scenario) -> Option<CommStep> {
+    let pc = &s.parallel;
+    if pc.pp <= 1 {
+        return None;
     }
+    let w = &s.workload;
+    let tokens = (w.sequences() * w.q_len()) as f64 / pc.cp as f64;
+    let shard = if pc.sp && pc.tp > 1 { pc.tp as f64 } else { 1.0 };
+    let bytes = tokens * s.model.hidden as f64 * 2.0 / shard;
+    let mut step = cost.comm_step(pc, CollectiveOp::SendRecv, Group::Pp, bytes, Overlap::Blocking);
+    // A send/recv is between two neighbours; `comm_step` sized it for the whole PP group.
+    step.wire_bytes = bytes;
+    Some(step)
+}
 
-    // Pipeline: p2p of one micro-batch's activations between stages (1/tp of it under SP).
-    let mut p2p = Seconds::ZERO;
-    if pc.pp > 1 {
-        let tokens = (w.sequences() * w.q_len()) as f64 / pc.cp as f64;
-        let shard = if pc.sp && pc.tp > 1 { pc.tp as f64 } else { 1.0 };
-        let bytes = tokens * s.model.hidden as f64 * 2.0 / shard;
-        let shape = group_shape(pc, Group::Pp, &s.system);
-        let pair = parallelism::GroupShape { size: 2, ..shape };
-        p2p = cost.collective_time(CollectiveOp::SendRecv, &pair, bytes).time;
-    }
-
+/// The step's critical path from per-stage pass times.
+fn step_breakdown(s: &Scenario, cost: &CostModel, stages: &[StageTimes], n_micro: u64) -> Breakdown {
+    let pc = &s.parallel;
+    let p2p = p2p_step(cost, s).map_or(Seconds::ZERO, |c| c.time());
     let mut bd = Breakdown::default();
     let per_stage: Vec<Seconds> = stages.iter().map(|st| st.fwd.total() + st.bwd.total()).collect();
-    let slowest_idx = per_stage.iter().enumerate().fold((0, Seconds::ZERO), |acc, (i, t)| if *t > acc.1 { (i, *t) } else { acc }).0;
-    let p2p_per_micro = if w.mode == Mode::Train { p2p * 2.0 } else { p2p };
-    match w.mode {
+    let slowest = per_stage.iter().enumerate().fold((0, Seconds::ZERO), |acc, (i, t)| if *t > acc.1 { (i, *t) } else { acc }).0;
+    match s.workload.mode {
         Mode::Train => {
-            // 1F1B: m micro-batches at the pace of the slowest stage, plus fill and drain of
-            // (p - 1) / vp stage-times (Narayanan et al. 2021, eq. for the interleaved schedule).
-            let m = n_micro as f64;
-            let mut per_micro = stages[slowest_idx].fwd.clone();
-            per_micro.add(&stages[slowest_idx].bwd);
-            per_micro.scale(m);
-            per_micro.pp_bubble = Seconds::ZERO;
-            bd.add(&per_micro);
+            // 1F1B: m micro-batches at the pace of the slowest stage, plus the fill and drain:
+            // (p - 1) / vp stage-times and a forward and a backward transfer per hop
+            // (Narayanan et al. 2021, sec. 2.2).
+            let mut busy = stages[slowest].fwd.clone();
+            busy.add(&stages[slowest].bwd);
+            busy.scale(n_micro as f64);
+            bd.add(&busy);
             if pc.pp > 1 {
                 let mean = per_stage.iter().copied().sum::<Seconds>() / pc.pp as f64;
-                bd.pp_bubble = (mean + p2p_per_micro) * ((pc.pp - 1) as f64 / pc.vp as f64);
-                bd.pp_p2p = p2p_per_micro * m;
+                bd.pp_bubble = mean * ((pc.pp - 1) as f64 / pc.vp as f64);
+                bd.pp_p2p = p2p * (2 * (pc.pp - 1)) as f64;
             }
+            let (dp, opt) = data_parallel_and_optimizer(cost, s, stages, n_micro);
+            bd.dp_comm = dp;
+            bd.optimizer = opt;
         }
         Mode::Prefill | Mode::Decode => {
             // One batch flows through the stages in turn.
-            for st in &stages {
+            for st in stages {
                 bd.add(&st.fwd);
             }
             bd.pp_p2p = p2p * (pc.pp - 1) as f64;
         }
     }
+    bd
+}
 
-    if w.mode == Mode::Train {
-        let (dp_exposed, opt) = data_parallel_and_optimizer(&cost, s, &stages, n_micro);
-        bd.dp_comm = dp_exposed;
-        bd.optimizer = opt;
-    }
-
-    // Power: activity of the slowest rank over the step.
-    let activity = Activity {
+/// Activity of the slowest rank over the step, for the power model.
+fn activity(bd: &Breakdown) -> Activity {
+    Activity {
         compute: bd.compute,
         memory: bd.memory + bd.optimizer,
         comm: bd.tp_comm + bd.cp_comm + bd.ep_comm + bd.pp_p2p + bd.dp_comm,
         idle: bd.pp_bubble + bd.cpu_launch,
-    };
-    let power = power::solve(&s.system.gpu, &activity);
-    bd.compute = bd.compute / power.speedup;
-    let step_time = bd.total();
+    }
+}
 
+/// Clock, stage pass times and the op list of a scenario: what both engines start from.
+pub struct Priced<'a> {
+    pub cost: CostModel<'a>,
+    pub ops: workload::OpList,
+    pub power: PowerState,
+    pub n_micro: u64,
+}
+
+/// Check, build the op list and settle the clock: price at the sustained clock, let the power
+/// model pick the clock for that activity, and return it for pricing at that clock.
+pub fn price(s: &Scenario) -> Result<Priced<'_>, PredictError> {
+    let n_micro = check_scenario(s)?;
+    let cost = CostModel::new(&s.system, s.profile.as_ref());
+    let ops = forward_ops(&s.model, &s.parallel, &s.workload);
+    let at_sustained: Vec<StageTimes> = (0..s.parallel.pp).map(|st| stage_times(&cost, s, &ops, st, 1.0)).collect();
+    let power = power::solve(&s.system.gpu, &activity(&step_breakdown(s, &cost, &at_sustained, n_micro)));
+    Ok(Priced { cost, ops, power, n_micro })
+}
+
+/// Predict one scenario with the closed-form engine.
+pub fn predict(s: &Scenario) -> Result<Prediction, PredictError> {
+    let Priced { cost, ops, power, n_micro } = price(s)?;
+    let stages: Vec<StageTimes> = (0..s.parallel.pp).map(|st| stage_times(&cost, s, &ops, st, power.speedup)).collect();
+    let bd = step_breakdown(s, &cost, &stages, n_micro);
+    Ok(finish(s, &cost, &ops, n_micro, bd, power))
+}
+
+/// Throughput, MFU, memory, energy and provenance from a step's breakdown (both engines).
+pub fn finish(s: &Scenario, cost: &CostModel, ops: &workload::OpList, n_micro: u64, bd: Breakdown, power: PowerState) -> Prediction {
+    let (pc, w) = (&s.parallel, &s.workload);
+    let step_time = bd.total();
     let tokens_per_step = match w.mode {
         Mode::Train => (w.global_batch * w.seq) as f64,
         Mode::Prefill => (w.batch * w.seq * pc.dp as u64) as f64,
@@ -361,9 +385,9 @@ pub fn predict(s: &Scenario) -> Result<Prediction, PredictError> {
         // One new token attends over the whole cache.
         Mode::Decode => workload::model_flops_per_token_forward(&s.model, w.kv_len + 1),
     };
-    let peak = cost.peak(w.precision).expect("checked above").value();
+    let peak = cost.peak(w.precision).expect("checked").value();
     let mfu = model_flops_per_token * tokens_per_s / (s.n_gpus as f64 * peak);
-    let hfu = executed_flops_per_gpu_step(s, &ops, n_micro) / step_time.value() / peak;
+    let hfu = executed_flops_per_gpu_step(s, ops, n_micro) / step_time.value() / peak;
 
     let memory = memory::plan(&s.model, pc, w, s.system.gpu.hbm_capacity.value);
     let n_nodes = (s.n_gpus as f64 / s.system.gpus_per_node as f64).ceil();
@@ -373,16 +397,23 @@ pub fn predict(s: &Scenario) -> Result<Prediction, PredictError> {
     let energy_per_token = Joules::new(energy_per_step.value() / tokens_per_step);
     let energy_per_token_facility = energy_per_token * s.system.pue.value;
 
-    let bottleneck = bottleneck(&bd);
     let mut used = cost.used_numbers(w.precision);
-    used.push(UsedNumber { name: "tdp_w".into(), value: format!("{:.0}", s.system.gpu.tdp.value.value()), source: s.system.gpu.tdp.source.clone() });
+    let g = &s.system.gpu;
+    used.push(UsedNumber { name: "tdp_w".into(), value: format!("{:.0}", g.tdp.value.value()), source: g.tdp.source.clone() });
+    used.push(UsedNumber { name: "idle_w".into(), value: format!("{:.0}", g.idle_power.value.value()), source: g.idle_power.source.clone() });
     used.push(UsedNumber {
         name: "sustained_gemm_clock_mhz".into(),
-        value: format!("{:.0}", s.system.gpu.efficiency.sustained_gemm_clock.value.as_mhz()),
-        source: s.system.gpu.efficiency.sustained_gemm_clock.source.clone(),
+        value: format!("{:.0}", g.efficiency.sustained_gemm_clock.value.as_mhz()),
+        source: g.efficiency.sustained_gemm_clock.source.clone(),
     });
-    Ok(Prediction {
+    used.push(UsedNumber {
+        name: "host_power_per_node_w".into(),
+        value: format!("{:.0}", s.system.host_power_per_node.value.value()),
+        source: s.system.host_power_per_node.source.clone(),
+    });
+    Prediction {
         step_time,
+        bottleneck: bottleneck(&bd),
         breakdown: bd,
         tokens_per_s,
         tokens_per_step,
@@ -396,9 +427,8 @@ pub fn predict(s: &Scenario) -> Result<Prediction, PredictError> {
         energy_per_token,
         energy_per_token_facility,
         n_microbatches: n_micro,
-        bottleneck,
         used,
-    })
+    }
 }
 
 /// FLOPs one GPU executes per step, averaged over the pipeline stages (recompute included;
@@ -430,65 +460,100 @@ fn executed_flops_per_gpu_step(s: &Scenario, ops: &workload::OpList, n_micro: u6
     total * n_micro as f64 / pc.pp as f64
 }
 
+/// The data-parallel traffic of one rank of a stage, in the collectives NCCL runs.
+#[derive(Debug, Clone, Default)]
+pub struct DpPlan {
+    /// Gradient buckets, reduced as backward produces them (all-reduce, or reduce-scatter under
+    /// ZeRO >= 1), in launch order.
+    pub grad_buckets: Vec<CommStep>,
+    /// Parameter all-gathers after the optimizer step (ZeRO 1/2, Megatron's distributed optimizer).
+    pub param_buckets: Vec<CommStep>,
+    /// FSDP (ZeRO-3): one layer's all-gather before its forward and again before its backward, and
+    /// its gradients' reduce-scatter after its backward, per micro-batch.
+    pub layer_gather: Option<CommStep>,
+    pub layer_reduce: Option<CommStep>,
+    /// Optimizer step of the rank's shard: memory-bound.
+    pub optimizer: Seconds,
+}
+
+/// Split `bytes` into buckets of at most `BUCKET_BYTES` and price each collective.
+fn buckets(cost: &CostModel, pc: &ParallelConfig, op: CollectiveOp, group: Group, bytes: f64) -> Vec<CommStep> {
+    if bytes <= 0.0 {
+        return Vec::new();
+    }
+    let n = (bytes / BUCKET_BYTES).ceil().max(1.0);
+    (0..n as usize).map(|_| cost.comm_step(pc, op, group, bytes / n, Overlap::Blocking)).collect()
+}
+
+pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
+    let pc = &s.parallel;
+    let sm = stack_memory(s.workload.stack);
+    let (dense, experts) = memory::params_on_rank(&s.model, pc, stage);
+    // Gradients are reduced in fp32 (Megatron's default main grads; DDP on fp32 params).
+    let (grad_bytes, param_bytes) = (sm.grad, sm.param);
+    let local = dense / if pc.zero >= 1 { pc.dp as f64 } else { 1.0 } + experts / if pc.zero >= 1 { pc.expert_dp() as f64 } else { 1.0 };
+    let mut plan = DpPlan { optimizer: cost.memory_time(local * optimizer_bytes_per_param(s.workload.stack), 4).time, ..DpPlan::default() };
+    let groups = [(Group::Dp, pc.dp, dense), (Group::ExpertDp, pc.expert_dp(), experts)];
+    match pc.zero {
+        0 => {
+            for (g, size, n) in groups {
+                if size > 1 {
+                    plan.grad_buckets.extend(buckets(cost, pc, CollectiveOp::AllReduce, g, n * grad_bytes));
+                }
+            }
+        }
+        1 | 2 => {
+            for (g, size, n) in groups {
+                if size > 1 {
+                    plan.grad_buckets.extend(buckets(cost, pc, CollectiveOp::ReduceScatter, g, n * grad_bytes));
+                    plan.param_buckets.extend(buckets(cost, pc, CollectiveOp::AllGather, g, n * param_bytes));
+                }
+            }
+        }
+        _ => {
+            if pc.dp > 1 {
+                let layers = (s.model.n_layers / pc.pp as u64).max(1) as f64;
+                let per_layer = (dense + experts) / layers;
+                plan.layer_gather = Some(cost.comm_step(pc, CollectiveOp::AllGather, Group::Dp, per_layer * param_bytes, Overlap::Blocking));
+                plan.layer_reduce = Some(cost.comm_step(pc, CollectiveOp::ReduceScatter, Group::Dp, per_layer * grad_bytes, Overlap::Blocking));
+            }
+        }
+    }
+    plan
+}
+
 /// Exposed data-parallel communication and the optimizer step of the slowest rank.
 fn data_parallel_and_optimizer(cost: &CostModel, s: &Scenario, stages: &[StageTimes], n_micro: u64) -> (Seconds, Seconds) {
     let pc: &ParallelConfig = &s.parallel;
-    let w = &s.workload;
-    let sm = stack_memory(w.stack);
-    let mut worst_dp = Seconds::ZERO;
-    let mut worst_opt = Seconds::ZERO;
+    let mut worst = (Seconds::ZERO, Seconds::ZERO);
     for (stage, st) in stages.iter().enumerate() {
-        let (dense, experts) = memory::params_on_rank(&s.model, pc, stage as u32);
-        let dp_shape = group_shape(pc, Group::Dp, &s.system);
-        let edp_shape = group_shape(pc, Group::ExpertDp, &s.system);
-        let grad_bytes = sm.grad; // gradients are reduced in fp32 (Megatron default, DDP on fp32 params)
-        let param_bytes = sm.param;
-        let sync = |shape: &parallelism::GroupShape, n: f64| -> (Seconds, Seconds) {
-            if shape.size <= 1 || n == 0.0 {
-                return (Seconds::ZERO, Seconds::ZERO);
-            }
-            match pc.zero {
-                0 => (cost.collective_time(CollectiveOp::AllReduce, shape, n * grad_bytes).time, Seconds::ZERO),
-                1 | 2 => (
-                    cost.collective_time(CollectiveOp::ReduceScatter, shape, n * grad_bytes).time,
-                    cost.collective_time(CollectiveOp::AllGather, shape, n * param_bytes).time,
-                ),
-                _ => (
-                    // FSDP: per micro-batch all-gather in forward and backward, reduce-scatter of grads.
-                    cost.collective_time(CollectiveOp::ReduceScatter, shape, n * grad_bytes).time * n_micro as f64,
-                    cost.collective_time(CollectiveOp::AllGather, shape, n * param_bytes).time * (2 * n_micro) as f64,
-                ),
-            }
-        };
-        let (g1, p1) = sync(&dp_shape, dense);
-        let (g2, p2) = sync(&edp_shape, experts);
-        let grad_sync = g1 + g2;
-        let param_sync = p1 + p2;
-        let bwd_one = st.bwd.total();
-        let fwd_one = st.fwd.total();
-        let buckets = ((dense + experts) * grad_bytes / BUCKET_BYTES).max(1.0);
-        let exposed = if pc.zero == 3 {
-            // Prefetching hides gathers behind the compute of every micro-batch except the first layer's.
-            let compute = (fwd_one + bwd_one) * n_micro as f64;
-            (grad_sync + param_sync - compute).max(Seconds::ZERO) + (grad_sync + param_sync) / (s.model.n_layers as f64 * n_micro as f64)
+        let plan = dp_plan(cost, s, stage as u32);
+        let total = |v: &[CommStep]| v.iter().map(CommStep::time).sum::<Seconds>();
+        let (grad_sync, param_sync) = (total(&plan.grad_buckets), total(&plan.param_buckets));
+        let (bwd_one, fwd_one) = (st.bwd.total(), st.fwd.total());
+        let exposed = if let (Some(g), Some(r)) = (&plan.layer_gather, &plan.layer_reduce) {
+            // FSDP: the next layer's gather runs beside this layer's compute; a layer costs the
+            // longer of the two. The first gather of each pass is exposed.
+            let layers = (s.model.n_layers / pc.pp as u64) as f64;
+            let (f_layer, b_layer) = (fwd_one / layers, bwd_one / layers);
+            let per_micro = (g.time() - f_layer).max(Seconds::ZERO) * layers + (g.time() + r.time() - b_layer).max(Seconds::ZERO) * layers + g.time() * 2.0;
+            per_micro * n_micro as f64
         } else if s.options.dp_overlap {
             // Buckets reduce during the last micro-batch's backward; the last bucket is exposed.
-            let g = (grad_sync - bwd_one * (1.0 - 1.0 / buckets)).max(grad_sync / buckets);
-            // Parameter all-gather after the optimizer overlaps the next forward (Megatron
-            // --overlap-param-gather); without it, it is exposed.
-            let p = (param_sync - fwd_one).max(param_sync / buckets);
+            let last = |v: &[CommStep]| v.last().map_or(Seconds::ZERO, CommStep::time);
+            let g = (grad_sync - bwd_one + last(&plan.grad_buckets)).max(last(&plan.grad_buckets));
+            // The parameter all-gather overlaps the next step's first forward (Megatron
+            // --overlap-param-gather).
+            let p = (param_sync - fwd_one + last(&plan.param_buckets)).max(last(&plan.param_buckets));
             g + p
         } else {
             grad_sync + param_sync
         };
-        let local = dense / if pc.zero >= 1 { pc.dp as f64 } else { 1.0 } + experts / if pc.zero >= 1 { pc.expert_dp() as f64 } else { 1.0 };
-        let opt = cost.memory_time(local * optimizer_bytes_per_param(w.stack), 4).time;
-        if exposed + opt > worst_dp + worst_opt {
-            worst_dp = exposed;
-            worst_opt = opt;
+        if exposed + plan.optimizer > worst.0 + worst.1 {
+            worst = (exposed, plan.optimizer);
         }
     }
-    (worst_dp, worst_opt)
+    worst
 }
 
 fn bottleneck(bd: &Breakdown) -> &'static str {

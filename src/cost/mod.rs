@@ -4,6 +4,8 @@
 //! (where both the datasheet-derived efficiencies and `calibrate`'s measurements are taken); the
 //! caller scales them by `power`'s clock factor. Every number used is listed with its source.
 
+pub mod lower;
+
 use crate::hardware::profile::{CollectiveOp, Profile};
 use crate::hardware::{Arch, Dtype, Source, Sourced, System};
 use crate::parallelism::GroupShape;

@@ -1,0 +1,95 @@
+//! Lowering: op list -> timed steps, shared by both engines. A step is a kernel (occupies the
+//! GPU's compute stream for a duration) or a collective (latency, then bytes at a bus bandwidth over
+//! the links it crosses), with the overlap rule that applies to it. The analytic engine adds steps
+//! up with these rules; the DES plays them on streams and links, so the two differ only where
+//! flows contend or schedules overlap.
+
+use super::{Bound, CostModel};
+use crate::hardware::profile::CollectiveOp;
+use crate::parallelism::{group_shape, Group, ParallelConfig};
+use crate::scenario::Options;
+use crate::units::{BytesPerSec, Seconds};
+use crate::workload::{Op, OpKind};
+
+/// Share of an overlapped TP collective that stays on the critical path (the first chunk of
+/// Megatron's pipelined all-gather/reduce-scatter GEMM overlap). An engineering estimate.
+pub const TP_OVERLAP_BLOCKING: f64 = 0.1;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Overlap {
+    /// The stream waits for the collective.
+    Blocking,
+    /// `blocking` of the bytes go first; the rest runs beside the next kernel, and the step after
+    /// that kernel waits for both.
+    WithNextKernel { blocking: f64 },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommStep {
+    pub group: Group,
+    pub op: CollectiveOp,
+    pub latency: Seconds,
+    /// Bytes each rank moves at the bus bandwidth: size x the op's bus-bandwidth factor.
+    pub wire_bytes: f64,
+    pub busbw: BytesPerSec,
+    pub crosses_network: bool,
+    pub overlap: Overlap,
+}
+
+impl CommStep {
+    /// Time with the whole bus bandwidth to itself.
+    pub fn time(&self) -> Seconds {
+        self.latency + self.transfer(1.0)
+    }
+    /// Time to move `fraction` of the bytes at full bus bandwidth.
+    pub fn transfer(&self, fraction: f64) -> Seconds {
+        Seconds::new(self.wire_bytes * fraction / self.busbw.value())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    Kernel { name: &'static str, time: Seconds, bound: Bound, launches: f64 },
+    Comm { name: &'static str, comm: CommStep },
+}
+
+impl CostModel<'_> {
+    /// One collective of `bytes` (nccl-tests buffer size) on `group`.
+    pub fn comm_step(&self, pc: &ParallelConfig, op: CollectiveOp, group: Group, bytes: f64, overlap: Overlap) -> CommStep {
+        let shape = group_shape(pc, group, self.system);
+        let (latency, busbw) = self.collective_params(op, &shape);
+        let wire_bytes = if shape.size <= 1 { 0.0 } else { bytes * op.busbw_factor(shape.size) };
+        let latency = if shape.size <= 1 { Seconds::ZERO } else { latency };
+        CommStep { group, op, latency, wire_bytes, busbw, crosses_network: shape.crosses_domains(), overlap }
+    }
+
+    /// Lower a list of ops to steps; compute-bound kernels run `speedup` times faster than at the
+    /// sustained clock (the power model's answer).
+    pub fn lower(&self, pc: &ParallelConfig, options: &Options, dtype: crate::hardware::Dtype, ops: &[Op], speedup: f64) -> Vec<Step> {
+        let mut out = Vec::with_capacity(ops.len());
+        for (i, op) in ops.iter().enumerate() {
+            let kernel = |c: super::OpCost, launches: f64| {
+                let time = if c.bound == Bound::Compute { c.time / speedup } else { c.time };
+                Step::Kernel { name: op.name, time, bound: c.bound, launches }
+            };
+            let step = match &op.kind {
+                OpKind::Gemm { m, n, k, count } => kernel(self.gemm_time(*m, *n, *k, *count, dtype), 1.0),
+                OpKind::Attention { .. } => kernel(self.attention_time(op), 1.0),
+                OpKind::Memory { bytes, kernels } => kernel(self.memory_time(*bytes, *kernels), *kernels as f64),
+                OpKind::Comm { op: c, group, bytes } => {
+                    let next_is_kernel = ops.get(i + 1).is_some_and(|n| !matches!(n.kind, OpKind::Comm { .. }));
+                    let overlap = match group {
+                        Group::Tp if options.tp_comm_overlap && next_is_kernel => Overlap::WithNextKernel { blocking: TP_OVERLAP_BLOCKING },
+                        // Ring attention: the first of cp chunks is exchanged before the attention
+                        // starts, the rest beside it.
+                        Group::Cp if next_is_kernel => Overlap::WithNextKernel { blocking: 1.0 / pc.cp.max(1) as f64 },
+                        _ => Overlap::Blocking,
+                    };
+                    Step::Comm { name: op.name, comm: self.comm_step(pc, *c, *group, *bytes, overlap) }
+                }
+            };
+            out.push(step);
+        }
+        out
+    }
+}
