@@ -205,12 +205,12 @@ fn with_cpu(p: PassTime, stack: Stack) -> Breakdown {
 }
 
 /// Layers of each kind in pipeline stage `stage` (dense layers come first in MoE models).
-fn stage_layers(s: &Scenario, stage: u32) -> (usize, usize) {
-    let per = (s.model.n_layers / s.parallel.pp as u64) as usize;
-    let first = stage as usize * per;
-    let dense_total = s.model.n_dense_layers() as usize;
-    let dense = dense_total.saturating_sub(first).min(per);
-    (dense, per - dense)
+pub fn stage_layers(s: &Scenario, stage: u32) -> (usize, usize) {
+    let counts = parallelism::stage_layer_counts(s.model.n_layers, s.parallel.pp);
+    let first: u64 = counts[..stage as usize].iter().sum();
+    let per = counts[stage as usize];
+    let dense = s.model.n_dense_layers().saturating_sub(first).min(per);
+    (dense as usize, (per - dense) as usize)
 }
 
 struct StageTimes {
@@ -512,7 +512,7 @@ pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
         }
         _ => {
             if pc.dp > 1 {
-                let layers = (s.model.n_layers / pc.pp as u64).max(1) as f64;
+                let layers = parallelism::stage_layer_counts(s.model.n_layers, pc.pp)[stage as usize].max(1) as f64;
                 let per_layer = (dense + experts) / layers;
                 plan.layer_gather = Some(cost.comm_step(pc, CollectiveOp::AllGather, Group::Dp, per_layer * param_bytes, Overlap::Blocking));
                 plan.layer_reduce = Some(cost.comm_step(pc, CollectiveOp::ReduceScatter, Group::Dp, per_layer * grad_bytes, Overlap::Blocking));
@@ -534,7 +534,7 @@ fn data_parallel_and_optimizer(cost: &CostModel, s: &Scenario, stages: &[StageTi
         let exposed = if let (Some(g), Some(r)) = (&plan.layer_gather, &plan.layer_reduce) {
             // FSDP: the next layer's gather runs beside this layer's compute; a layer costs the
             // longer of the two. The first gather of each pass is exposed.
-            let layers = (s.model.n_layers / pc.pp as u64) as f64;
+            let layers = parallelism::stage_layer_counts(s.model.n_layers, pc.pp)[stage] as f64;
             let (f_layer, b_layer) = (fwd_one / layers, bwd_one / layers);
             let per_micro = (g.time() - f_layer).max(Seconds::ZERO) * layers + (g.time() + r.time() - b_layer).max(Seconds::ZERO) * layers + g.time() * 2.0;
             per_micro * n_micro as f64

@@ -182,10 +182,16 @@ fn in_flight(pc: &ParallelConfig, n_micro: u64) -> f64 {
 pub fn params_on_rank(model: &Model, pc: &ParallelConfig, stage: u32) -> (f64, f64) {
     let p = model.params();
     let t = pc.tp as f64;
-    let layers = (model.n_layers / pc.pp as u64) as f64;
-    let l = model.n_layers as f64;
-    let mut dense = layers / l * (p.attention / t + p.dense_ffn / t + p.shared_experts / t + p.router + p.norms);
-    let experts = layers / l * p.experts / (pc.ep * pc.etp) as f64;
+    let counts = crate::parallelism::stage_layer_counts(model.n_layers, pc.pp);
+    let layers = counts[stage as usize] as f64;
+    let first: u64 = counts[..stage as usize].iter().sum();
+    let moe_here = (first + counts[stage as usize]).saturating_sub(model.n_dense_layers()).min(counts[stage as usize]) as f64;
+    let dense_here = layers - moe_here;
+    let per_layer = |total: f64, n: u64| if n == 0 { 0.0 } else { total / n as f64 };
+    let mut dense = layers * (per_layer(p.attention, model.n_layers) / t + per_layer(p.norms, model.n_layers))
+        + dense_here * per_layer(p.dense_ffn, model.n_dense_layers()) / t
+        + moe_here * (per_layer(p.shared_experts, model.n_moe_layers()) / t + per_layer(p.router, model.n_moe_layers()));
+    let experts = moe_here * per_layer(p.experts, model.n_moe_layers()) / (pc.ep * pc.etp) as f64;
     let embedding = p.embedding / t;
     let head = model.vocab as f64 * model.hidden as f64 / t;
     if stage == 0 {
@@ -213,7 +219,9 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     let dp = pc.dp as f64;
     let edp = pc.expert_dp() as f64;
     let shard = |stage_min: u32, n: f64| if pc.zero >= stage_min { n } else { 1.0 };
-    let layers = (model.n_layers / pc.pp as u64) as f64;
+    let counts = crate::parallelism::stage_layer_counts(model.n_layers, pc.pp);
+    let layers = counts[stage as usize] as f64;
+    let first: u64 = counts[..stage as usize].iter().sum();
     let tokens = (w.sequences() * w.q_len()) as f64 / pc.cp as f64;
     let runtime = runtime_bytes(pc);
 
@@ -255,7 +263,7 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     // Activations of the micro-batches in flight on this stage.
     let n_micro = (w.global_batch / (w.micro_batch * pc.dp as u64)).max(1);
     let flight = if stage == 0 { in_flight(pc, n_micro) } else { 1.0 };
-    let moe_layers_here = (model.n_moe_layers() as f64 / pc.pp as f64).min(layers);
+    let moe_layers_here = (first + counts[stage as usize]).saturating_sub(model.n_dense_layers()).min(counts[stage as usize]) as f64;
     let dense_layers_here = layers - moe_layers_here;
     let dense_act = layer_activation_bytes(model, pc, w, false);
     let moe_act = if model.is_moe() { layer_activation_bytes(model, pc, w, true) } else { 0.0 };

@@ -86,7 +86,12 @@ pub fn check(model: &Model, pc: &ParallelConfig, n_gpus: u64) -> Vec<Infeasible>
         }
     }
     divides(&mut p, "ffn_hidden", model.ffn_hidden, "tp", tp);
-    divides(&mut p, "n_layers", model.n_layers, "pp*vp", pc.pp as u64 * pc.vp as u64);
+    if pc.vp > 1 {
+        // Interleaving needs equal model chunks (Megatron-Core's requirement).
+        divides(&mut p, "n_layers", model.n_layers, "pp*vp", pc.pp as u64 * pc.vp as u64);
+    } else if model.n_layers < pc.pp as u64 {
+        p.push(Infeasible::Unsupported { what: "pp", value: pc.pp as u64, why: format!("more pipeline stages than the model's {} layers", model.n_layers) });
+    }
     if pc.vp > 1 && pc.pp == 1 {
         p.push(Infeasible::Unsupported { what: "vp", value: pc.vp as u64, why: "interleaving needs pp > 1".into() });
     }
@@ -106,6 +111,30 @@ pub fn check(model: &Model, pc: &ParallelConfig, n_gpus: u64) -> Vec<Infeasible>
         }
     }
     p
+}
+
+/// Transformer layers held by each pipeline stage. Layers that do not divide evenly go to the middle
+/// stages first: the first and last stages also hold the embedding and the LM head (Llama 3's
+/// 126 layers on 16 stages: 7 on the first and last, 8 elsewhere).
+pub fn stage_layer_counts(n_layers: u64, pp: u32) -> Vec<u64> {
+    let pp = pp.max(1) as u64;
+    let base = n_layers / pp;
+    let mut extra = n_layers % pp;
+    let mut counts = vec![base; pp as usize];
+    // Middle stages outward: 1, pp-2, 2, pp-3, ..., then the ends.
+    let mut order: Vec<usize> = (1..pp.saturating_sub(1) as usize).collect();
+    order.push(0);
+    if pp > 1 {
+        order.push(pp as usize - 1);
+    }
+    for i in order {
+        if extra == 0 {
+            break;
+        }
+        counts[i] += 1;
+        extra -= 1;
+    }
+    counts
 }
 
 /// Which communication group an op runs on.
@@ -181,6 +210,16 @@ mod tests {
 
     fn pc(tp: u32, pp: u32, dp: u32) -> ParallelConfig {
         ParallelConfig { tp, sp: true, pp, vp: 1, dp, cp: 1, ep: 1, etp: 1, zero: 1, schedule: Schedule::OneFOneB }
+    }
+
+    #[test]
+    fn uneven_stages_put_extra_layers_in_the_middle() {
+        let c = stage_layer_counts(126, 16);
+        assert_eq!(c.iter().sum::<u64>(), 126);
+        assert_eq!((c[0], c[15]), (7, 7));
+        assert!(c[1..15].iter().all(|&n| n == 8));
+        assert_eq!(stage_layer_counts(61, 1), vec![61]);
+        assert_eq!(stage_layer_counts(96, 8), vec![12; 8]);
     }
 
     #[test]

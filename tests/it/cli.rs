@@ -21,7 +21,7 @@ fn write_temp(name: &str, text: &str) -> std::path::PathBuf {
 
 #[test]
 fn predict_json_has_the_contract_keys() {
-    let (code, out, err) = gpuplan(&["predict", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "8", "--seq", "4096", "--global-batch", "64", "--json"]);
+    let (code, out, err) = gpuplan(&["predict", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "8", "--tp", "2", "--zero", "1", "--seq", "4096", "--global-batch", "64", "--json"]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     for ptr in ["/schema_version", "/step_time_s", "/tokens_per_s", "/mfu", "/memory/peak_bytes_per_gpu", "/memory/fits", "/power/avg_w_per_gpu", "/energy/j_per_token"] {
