@@ -116,7 +116,7 @@ pub enum PredictError {
 
 /// Per-kernel CPU dispatch cost of each stack (PyTorch eager op + autograd bookkeeping, or a
 /// Megatron/TE fused kernel). Engineering estimates until fitted on the measured runs.
-fn cpu_dispatch(stack: Stack) -> Seconds {
+pub fn cpu_dispatch(stack: Stack) -> Seconds {
     match stack {
         Stack::TorchEager => Seconds::us(9.0),
         Stack::TorchCompile => Seconds::us(6.0),
