@@ -5,6 +5,7 @@ pub mod calibrate;
 pub mod check;
 pub mod measure;
 pub mod predict;
+pub mod simulate;
 
 use std::process::ExitCode;
 
@@ -21,6 +22,8 @@ pub struct Cli {
 pub enum Command {
     /// Predict step time, throughput, MFU, memory, power and energy of one configuration
     Predict(predict::PredictArgs),
+    /// Simulate one step with the discrete-event engine (same inputs as predict; --trace, --timeline)
+    Simulate(simulate::SimulateArgs),
     /// Check model, system, scenario and profile files; report every problem
     Check(check::CheckArgs),
     /// Run microbenchmarks on this node and write a calibration profile
@@ -38,6 +41,7 @@ pub enum Outcome {
 pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
         Command::Predict(a) => predict::run(a),
+        Command::Simulate(a) => simulate::run(a),
         Command::Check(a) => check::run(a),
         Command::Calibrate(a) => calibrate::run(a),
         Command::Measure(a) => measure::run(a),
@@ -54,4 +58,15 @@ pub fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Write a file atomically: a temporary file beside it, then a rename.
+pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create `{}`", dir.display()))?;
+    let tmp = dir.join(format!(".{}.tmp-{}", path.file_name().and_then(|n| n.to_str()).unwrap_or("out"), std::process::id()));
+    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write `{}`", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot move `{}` to `{}`", tmp.display(), path.display()))?;
+    Ok(())
 }

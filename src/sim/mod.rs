@@ -16,6 +16,7 @@
 //! Time is integer picoseconds (`SimTime`); events at equal times run in insertion order. No
 //! wall clock, no randomness: the same scenario gives the same trace, byte for byte.
 
+pub mod timeline;
 pub mod trace;
 
 use std::cmp::Reverse;
@@ -176,6 +177,7 @@ struct Device {
     tasks: Vec<TaskKey>,
     next: usize,
     running: Option<(TaskKey, Vec<SimStep>, usize)>,
+    task_start: SimTime,
     /// Outstanding kernel/flows the current step waits for.
     join: u32,
     /// Overlapped collective whose remainder starts with the next kernel.
@@ -524,6 +526,8 @@ impl Sim {
                 }
             }
         }
+        let start = self.devices[d as usize].task_start;
+        self.span(d, "task", if key.pass == Pass::Fwd { "forward" } else { "backward" }, start, now);
         let dev = &mut self.devices[d as usize];
         dev.last_task_end = now;
         dev.idle_since = Some((now, true));
@@ -580,11 +584,13 @@ impl Sim {
         // The CPU waited for this task's input before it could launch its kernels.
         dev.cpu = SimTime(dev.cpu.0.max(now.0));
         dev.running = Some((key, steps, 0));
+        dev.task_start = now;
         self.advance(d);
     }
 
     fn run(&mut self) {
         for d in 0..self.pp {
+            self.run_dp(d);
             self.push(SimTime(0), Event::TryStart(d));
         }
         while let Some(Reverse((t, _, e))) = self.queue.pop() {
@@ -742,6 +748,7 @@ pub fn simulate(s: &Scenario, opts: &SimOptions) -> Result<SimResult, PredictErr
             tasks,
             next: 0,
             running: None,
+            task_start: SimTime(0),
             join: 0,
             pending_overlap: None,
             cpu: SimTime(0),
