@@ -212,6 +212,44 @@ struct Device {
     plan: DpPlan,
 }
 
+impl Device {
+    fn new(tasks: Vec<TaskKey>, mut plan: DpPlan, layers: u64, gathers_total: u64) -> Device {
+        // ZeRO-1/2: the previous step's parameter all-gathers overlap this step's forward.
+        let dp_queue: VecDeque<CommStep> = plan.param_buckets.drain(..).collect();
+        Device {
+            tasks,
+            next: 0,
+            running: None,
+            task_start: SimTime(0),
+            join: 0,
+            pending_overlap: None,
+            cpu: SimTime(0),
+            arrived: Vec::new(),
+            param_gate: !dp_queue.is_empty(),
+            dp_queue,
+            dp_busy: false,
+            gathers_needed: 0,
+            gathers_issued: 0,
+            gathers_done: 0,
+            gathers_total,
+            waiting_gather: None,
+            grad_owed: 0.0,
+            grad_per_layer: plan.grad_buckets.len() as f64 / layers.max(1) as f64,
+            dp_completed: 0,
+            finished_tasks: false,
+            done_at: None,
+            busy: [SimTime(0); 2],
+            wait_dep: SimTime(0),
+            wait_cpu: SimTime(0),
+            idle_since: Some((SimTime(0), true)),
+            last_task_end: SimTime(0),
+            dp_drain: SimTime(0),
+            optimizer_time: SimTime(0),
+            plan,
+        }
+    }
+}
+
 struct Sim {
     now: SimTime,
     seq: u64,
@@ -239,6 +277,46 @@ const NVLINK: usize = 0;
 const NIC: usize = 1;
 
 impl Sim {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        devices: Vec<Device>,
+        lists: Vec<Vec<(Vec<SimStep>, Vec<SimStep>)>>,
+        capacity: Vec<f64>,
+        p2p: Option<CommStep>,
+        dispatch: SimTime,
+        m: u32,
+        pp: u32,
+        vp: u32,
+        trace: bool,
+    ) -> Sim {
+        Sim {
+            now: SimTime(0),
+            seq: 0,
+            queue: BinaryHeap::new(),
+            devices,
+            lists,
+            flows: Vec::new(),
+            active: Vec::new(),
+            link_bytes: vec![0.0; capacity.len()],
+            capacity,
+            last_update: SimTime(0),
+            flow_gen: 0,
+            p2p,
+            dispatch,
+            m,
+            events: 0,
+            wire_bytes: 0.0,
+            spans: Vec::new(),
+            trace,
+            pp,
+            vp,
+        }
+    }
+
+    fn end_time(&self) -> SimTime {
+        self.devices.iter().map(|d| d.done_at.unwrap_or(d.last_task_end)).max().unwrap_or(SimTime(0))
+    }
+
     fn link(&self, dev: u32, kind: usize) -> usize {
         dev as usize * 2 + kind
     }
@@ -738,46 +816,14 @@ pub fn simulate(s: &Scenario, opts: &SimOptions) -> Result<SimResult, PredictErr
         lists.push((0..vp).map(|c| chunk_lists(s, &pr, c * pp + d, n_v, slow, fsdp, train)).collect::<Vec<_>>());
         let plan = if train { analytic::dp_plan(&pr.cost, s, d) } else { DpPlan::default() };
         let layers = stage_layer_counts(s.model.n_layers, pp)[d as usize].max(1);
+        // Every virtual stage on this device adds its layers' gradients.
         let gathers_total = if fsdp { 2 * m as u64 * layers } else { 0 };
         let tasks = if train {
             schedule(pc.schedule, pp, vp, m, d)
         } else {
             (0..vp).map(|c| TaskKey { pass: Pass::Fwd, micro: 0, vstage: c * pp + d }).collect()
         };
-        let mut dev = Device {
-            tasks,
-            next: 0,
-            running: None,
-            task_start: SimTime(0),
-            join: 0,
-            pending_overlap: None,
-            cpu: SimTime(0),
-            arrived: Vec::new(),
-            dp_queue: VecDeque::new(),
-            dp_busy: false,
-            gathers_needed: 0,
-            gathers_issued: 0,
-            gathers_done: 0,
-            gathers_total,
-            waiting_gather: None,
-            grad_owed: 0.0,
-            grad_per_layer: plan.grad_buckets.len() as f64 / layers as f64,
-            dp_completed: 0,
-            param_gate: !plan.param_buckets.is_empty(),
-            finished_tasks: false,
-            done_at: None,
-            busy: [SimTime(0); 2],
-            wait_dep: SimTime(0),
-            wait_cpu: SimTime(0),
-            idle_since: Some((SimTime(0), true)),
-            last_task_end: SimTime(0),
-            dp_drain: SimTime(0),
-            optimizer_time: SimTime(0),
-            plan,
-        };
-        // ZeRO-1/2: the previous step's parameter all-gathers overlap this step's forward.
-        dev.dp_queue.extend(dev.plan.param_buckets.drain(..));
-        devices.push(dev);
+        devices.push(Device::new(tasks, plan, layers, gathers_total));
     }
 
     // Link capacities of each representative rank: the largest bus bandwidth any of its
@@ -800,32 +846,10 @@ pub fn simulate(s: &Scenario, opts: &SimOptions) -> Result<SimResult, PredictErr
     }
 
     let dispatch = SimTime::from_seconds(analytic::cpu_dispatch(s.workload.stack));
-    let mut sim = Sim {
-        now: SimTime(0),
-        seq: 0,
-        queue: BinaryHeap::new(),
-        devices,
-        lists,
-        flows: Vec::new(),
-        active: Vec::new(),
-        link_bytes: vec![0.0; capacity.len()],
-        capacity,
-        last_update: SimTime(0),
-        flow_gen: 0,
-        p2p: analytic::p2p_step(&pr.cost, s),
-        dispatch,
-        m,
-        events: 0,
-        wire_bytes: 0.0,
-        spans: Vec::new(),
-        trace: opts.trace,
-        pp,
-        vp,
-    };
+    let mut sim = Sim::new(devices, lists, capacity, analytic::p2p_step(&pr.cost, s), dispatch, m, pp, vp, opts.trace);
     sim.run();
 
-    let end = sim.devices.iter().map(|d| d.done_at.unwrap_or(d.last_task_end)).max().unwrap_or(SimTime(0));
-    let total = end.seconds();
+    let total = sim.end_time().seconds();
     let crit = sim.devices.iter().enumerate().max_by_key(|(_, d)| (d.done_at.unwrap_or(d.last_task_end), Reverse(d.busy[0]))).map(|(i, _)| i).unwrap_or(0);
     let dv = &sim.devices[crit];
     let compute = dv.busy[0].seconds();
@@ -852,4 +876,100 @@ pub fn simulate(s: &Scenario, opts: &SimOptions) -> Result<SimResult, PredictErr
     let bubble_fraction = bubble / total;
     let prediction = analytic::finish(s, &pr.cost, &pr.ops, pr.n_micro, bd, pr.power);
     Ok(SimResult { prediction, utilization, bubble_fraction, events: sim.events, wire_bytes: sim.wire_bytes, spans: sim.spans })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hardware::profile::CollectiveOp;
+    use crate::units::BytesPerSec;
+
+    fn kernel(ms: f64) -> SimStep {
+        SimStep::Kernel { name: "k", time: SimTime::from_seconds(Seconds::ms(ms)), bound: Bound::Compute, launches: 0.0 }
+    }
+
+    fn comm(bytes: f64, gbps: f64, latency_us: f64) -> CommStep {
+        CommStep {
+            group: Group::Tp,
+            op: CollectiveOp::AllReduce,
+            latency: Seconds::us(latency_us),
+            wire_bytes: bytes,
+            busbw: BytesPerSec::gb_per_s(gbps),
+            crosses_network: false,
+            overlap: Overlap::Blocking,
+        }
+    }
+
+    /// A pipeline of `pp` uniform stages (forward `tf` ms, backward `tb` ms), no communication.
+    fn uniform(pp: u32, m: u32, kind: Schedule, tf: f64, tb: f64) -> Sim {
+        let devices = (0..pp).map(|d| Device::new(schedule(kind, pp, 1, m, d), DpPlan::default(), 1, 0)).collect();
+        let lists = (0..pp).map(|_| vec![(vec![kernel(tf)], vec![kernel(tb)])]).collect();
+        Sim::new(devices, lists, vec![1e12; pp as usize * 2], None, SimTime(0), m, pp, 1, false)
+    }
+
+    #[test]
+    fn one_f_one_b_bubble_is_p_minus_1_over_m_plus_p_minus_1() {
+        for (pp, m) in [(2, 4), (4, 8), (8, 8), (4, 16), (6, 3)] {
+            let mut sim = uniform(pp, m, Schedule::OneFOneB, 1.0, 2.0);
+            sim.run();
+            let total = sim.end_time().seconds().as_ms();
+            assert!((total - 3.0 * (m + pp - 1) as f64).abs() < 1e-6, "pp={pp} m={m}: {total}");
+            for d in &sim.devices {
+                let bubble = 1.0 - SimTime(d.busy[0].0 + d.busy[1].0).seconds().as_ms() / total;
+                let expected = (pp - 1) as f64 / (m + pp - 1) as f64;
+                assert!((bubble - expected).abs() < 1e-9, "pp={pp} m={m}: {bubble} vs {expected}");
+            }
+        }
+    }
+
+    #[test]
+    fn gpipe_and_1f1b_take_the_same_time_on_uniform_stages() {
+        let mut a = uniform(4, 8, Schedule::Gpipe, 1.0, 2.0);
+        let mut b = uniform(4, 8, Schedule::OneFOneB, 1.0, 2.0);
+        a.run();
+        b.run();
+        assert_eq!(a.end_time(), b.end_time());
+    }
+
+    #[test]
+    fn interleaving_shrinks_the_bubble_by_vp() {
+        // 4 stages, 2 chunks each, 8 micro-batches: bubble (p-1)/vp chunk-times of (tf+tb)/vp each.
+        let (pp, vp, m) = (4u32, 2u32, 8u32);
+        let devices = (0..pp).map(|d| Device::new(schedule(Schedule::Interleaved, pp, vp, m, d), DpPlan::default(), 1, 0)).collect();
+        let lists = (0..pp).map(|_| (0..vp).map(|_| (vec![kernel(0.5)], vec![kernel(1.0)])).collect()).collect();
+        let mut sim = Sim::new(devices, lists, vec![1e12; pp as usize * 2], None, SimTime(0), m, pp, vp, false);
+        sim.run();
+        let total = sim.end_time().seconds().as_ms();
+        let ideal = m as f64 * 3.0 + (pp - 1) as f64 * 3.0 / vp as f64;
+        assert!((total - ideal).abs() / ideal < 1e-9, "{total} vs {ideal}");
+    }
+
+    #[test]
+    fn a_single_flow_takes_latency_plus_size_over_bandwidth() {
+        let c = comm(3.0e9, 346.0, 12.0);
+        let expected = c.time().value();
+        let steps = vec![SimStep::Comm { name: "ar", comm: c }];
+        let devices = vec![Device::new(schedule(Schedule::OneFOneB, 1, 1, 1, 0), DpPlan::default(), 1, 0)];
+        let mut sim = Sim::new(devices, vec![vec![(steps, vec![])]], vec![346e9, 1.0], None, SimTime(0), 1, 1, 1, false);
+        sim.run();
+        let got = sim.end_time().seconds().value();
+        assert!((got - expected).abs() / expected < 1e-9, "{got} vs {expected}");
+    }
+
+    #[test]
+    fn two_flows_on_one_link_share_it_fairly() {
+        // Two stages' worth of traffic on one representative rank: a blocking all-reduce overlapped
+        // by a DP bucket on the same NVLink. Each gets half while both run.
+        let c = comm(1.0e9, 100.0, 0.0);
+        let mut plan = DpPlan::default();
+        plan.grad_buckets = vec![comm(1.0e9, 100.0, 0.0)];
+        let steps = vec![SimStep::GradsReady, SimStep::Comm { name: "ar", comm: c }];
+        let devices = vec![Device::new(vec![TaskKey { pass: Pass::Bwd, micro: 0, vstage: 0 }], plan, 1, 0)];
+        let mut sim = Sim::new(devices, vec![vec![(vec![], steps)]], vec![100e9, 1.0], None, SimTime(0), 1, 1, 1, false);
+        sim.run();
+        // Both move 1 GB at 50 GB/s side by side: 20 ms, not 10 + 10 one after the other... nor 10.
+        let t = sim.devices[0].last_task_end.seconds().as_ms();
+        assert!((t - 20.0).abs() < 1e-6, "{t}");
+        assert!((sim.wire_bytes - 2.0e9).abs() < 1.0);
+    }
 }
