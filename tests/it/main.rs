@@ -3,3 +3,4 @@
 mod catalog;
 mod cli;
 mod reference;
+mod sim;
