@@ -2,7 +2,7 @@
 # The exact driver that measured calibration/runs/h200.jsonl on a 2x H200 machine (device kind
 # `nvidia-h200-x2`) with `gpuplan measure` and the reference workload.
 #
-#   run_h200.sh PHASE... OUTDIR       PHASE: smoke | a | b
+#   run_h200.sh PHASE... OUTDIR       PHASE: smoke | a | b | ids=NNN,NNN (rerun those rows)
 #
 # Expects, under $D (default .devcarry/measure): the `gpuplan` binary, train_llama.py and the
 # models/ref-llama-*.toml files. Writes $OUTDIR/h200.jsonl (records, appended), $OUTDIR/smoke.jsonl
@@ -109,9 +109,13 @@ run_row() {
   echo "    exit $? (t=$(( $(date +%s) - T0 ))s)"
 }
 
-run_lane() { # PHASE LANE
+run_lane() { # PHASE LANE; PHASE `ids=001,017` runs those rows again, each in its own lane
   echo "$TABLE" | while read -r -a r; do
-    [[ ${r[1]} == "$1" && ${r[2]} == "$2" ]] && run_row "${r[@]}"
+    if [[ $1 == ids=* ]]; then
+      [[ ,${1#ids=}, == *,${r[0]},* && ${r[2]} == "$2" ]] && run_row "${r[@]}"
+    else
+      [[ ${r[1]} == "$1" && ${r[2]} == "$2" ]] && run_row "${r[@]}"
+    fi
   done
 }
 

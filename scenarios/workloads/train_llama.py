@@ -287,6 +287,9 @@ def run(a, rank, world):
                                 fused=a.optim == "fused", foreach=a.optim == "foreach")
         model.train()
         tokens_per_step = a.micro_batch * a.seq * a.grad_accum * world
+        # The SDPA backend choice must hold in backward too: recompute re-runs the forward there.
+        sdpa_ctx = sdpa_kernel(backends)
+        sdpa_ctx.__enter__()
         for step in range(1, a.steps + 1):
             torch.cuda.synchronize()
             t0 = time.perf_counter()
@@ -297,7 +300,7 @@ def run(a, rank, world):
                 if a.dist == "fsdp":
                     model.set_requires_gradient_sync(micro == a.grad_accum - 1)
                 with sync_ctx:
-                    with torch.autocast("cuda", dtype=torch.bfloat16), sdpa_kernel(backends):
+                    with torch.autocast("cuda", dtype=torch.bfloat16):
                         logits = fwd(inp)
                         loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), tgt.reshape(-1))
                     (loss / a.grad_accum).backward()
@@ -308,6 +311,7 @@ def run(a, rank, world):
             dt = time.perf_counter() - t0
             times.append(dt)
             report(rank, step, dt, tokens_per_step)
+        sdpa_ctx.__exit__(None, None, None)
     else:
         model.eval()
         torch.cuda.reset_peak_memory_stats()  # weights only from here on: inference holds no optimizer
