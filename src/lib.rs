@@ -6,6 +6,7 @@
 
 pub mod config;
 pub mod hardware;
+pub mod measure;
 pub mod model;
 pub mod units;
 pub mod cli;

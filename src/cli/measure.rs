@@ -1,10 +1,318 @@
-//! `gpuplan measure`.
+//! `gpuplan measure [--scenario FILE | flags] [--out runs.jsonl] -- <command...>`
+//!
+//! Runs the command with its output passed through, samples NVML, parses step times, and
+//! appends one run record to `--out` (or prints it to stdout when there is no `--out`).
+//! Exit: 0 the job ran and gave step times; 1 it ran out of memory (record written); 2 it
+//! crashed, timed out or printed no step (record written), or measure itself failed.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use serde::Deserialize;
 
 use super::Outcome;
+use crate::measure::parse::{step_regex, LogFormat};
+use crate::measure::record::{append, Scenario};
+use crate::measure::{self, MeasureConfig};
 
 #[derive(clap::Args, Debug)]
-pub struct MeasureArgs {}
+#[command(trailing_var_arg = true)]
+pub struct MeasureArgs {
+    /// Scenario file: TOML with the record's scenario keys (model, system, n_gpus, tp, pp, dp,
+    /// zero, mode, micro_batch, grad_accum, global_batch, seq, batch, kv_len, recompute, stack,
+    /// precision); flags override it
+    #[arg(long)]
+    pub scenario: Option<PathBuf>,
+    #[arg(long)]
+    pub model: Option<String>,
+    #[arg(long)]
+    pub system: Option<String>,
+    /// GPUs the job uses (default: the GPUs sampled)
+    #[arg(long)]
+    pub gpus: Option<u32>,
+    #[arg(long)]
+    pub tp: Option<u32>,
+    #[arg(long)]
+    pub pp: Option<u32>,
+    #[arg(long)]
+    pub dp: Option<u32>,
+    /// 0 = DDP, 3 = FSDP full shard
+    #[arg(long)]
+    pub zero: Option<u32>,
+    /// train | prefill | decode
+    #[arg(long)]
+    pub mode: Option<String>,
+    #[arg(long)]
+    pub micro_batch: Option<u64>,
+    #[arg(long)]
+    pub grad_accum: Option<u64>,
+    #[arg(long)]
+    pub global_batch: Option<u64>,
+    #[arg(long)]
+    pub seq: Option<u64>,
+    #[arg(long)]
+    pub batch: Option<u64>,
+    #[arg(long)]
+    pub kv_len: Option<u64>,
+    /// none | selective | full
+    #[arg(long)]
+    pub recompute: Option<String>,
+    /// torch-eager | torch-compile | megatron
+    #[arg(long)]
+    pub stack: Option<String>,
+    /// bf16 | fp8 | fp4
+    #[arg(long)]
+    pub precision: Option<String>,
 
-pub fn run(_args: MeasureArgs) -> anyhow::Result<Outcome> {
-    anyhow::bail!("`gpuplan measure` is not built yet")
+    /// Append the record to this JSON Lines file (created if missing, never truncated)
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Also write the job's output to this file
+    #[arg(long)]
+    pub log: Option<PathBuf>,
+    /// Steps dropped at the start before timing
+    #[arg(long, default_value_t = 3)]
+    pub warmup: u64,
+    /// NVML samples per second per GPU
+    #[arg(long, default_value_t = 20.0)]
+    pub sample_hz: f64,
+    /// Stop the job (SIGTERM, then SIGKILL) after this many seconds
+    #[arg(long)]
+    pub timeout_s: Option<f64>,
+    /// auto | gpuplan | megatron | torchtitan | hf-trainer
+    #[arg(long, default_value = "auto")]
+    pub format: String,
+    /// Regex for step lines, with named groups `time_s`, `time_ms` or `tps`, and optionally
+    /// `step` and `tokens`
+    #[arg(long)]
+    pub step_regex: Option<String>,
+    /// Sample these NVML GPU indices (default: those CUDA_VISIBLE_DEVICES names, or all)
+    #[arg(long, value_delimiter = ',')]
+    pub gpu_index: Option<Vec<u32>>,
+    #[arg(long)]
+    pub run_id: Option<String>,
+    /// fit | test
+    #[arg(long)]
+    pub split: Option<String>,
+    #[arg(long)]
+    pub note: Option<String>,
+
+    /// The command to run, after `--`
+    #[arg(required = true, allow_hyphen_values = true)]
+    pub command: Vec<String>,
+}
+
+/// The scenario file: the record's scenario keys, flat.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScenarioFileWire {
+    model: Option<String>,
+    system: Option<String>,
+    n_gpus: Option<u32>,
+    tp: Option<u32>,
+    pp: Option<u32>,
+    dp: Option<u32>,
+    zero: Option<u32>,
+    mode: Option<String>,
+    micro_batch: Option<u64>,
+    grad_accum: Option<u64>,
+    global_batch: Option<u64>,
+    seq: Option<u64>,
+    batch: Option<u64>,
+    kv_len: Option<u64>,
+    recompute: Option<String>,
+    stack: Option<String>,
+    precision: Option<String>,
+}
+
+fn one_of(what: &str, v: &Option<String>, allowed: &[&str]) -> anyhow::Result<()> {
+    if let Some(x) = v {
+        if !allowed.contains(&x.as_str()) {
+            anyhow::bail!("`{what}` = `{x}` is not known\nhint: one of: {}", allowed.join(", "));
+        }
+    }
+    Ok(())
+}
+
+fn scenario(a: &MeasureArgs) -> anyhow::Result<Scenario> {
+    let f = match &a.scenario {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("cannot read `{}`", p.display()))?;
+            toml::from_str::<ScenarioFileWire>(&text).with_context(|| format!("`{}` is not a measure scenario", p.display()))?
+        }
+        None => ScenarioFileWire::default(),
+    };
+    let mode = a.mode.clone().or(f.mode).unwrap_or_else(|| "train".into());
+    one_of("mode", &Some(mode.clone()), &["train", "prefill", "decode"])?;
+    let recompute = a.recompute.clone().or(f.recompute);
+    one_of("recompute", &recompute, &["none", "selective", "full"])?;
+    let precision = a.precision.clone().or(f.precision);
+    one_of("precision", &precision, &["bf16", "fp8", "fp4", "fp16", "fp32"])?;
+    let n_gpus = a.gpus.or(f.n_gpus).unwrap_or(1);
+    let tp = a.tp.or(f.tp).unwrap_or(1);
+    let pp = a.pp.or(f.pp).unwrap_or(1);
+    let dp = match a.dp.or(f.dp) {
+        Some(d) => d,
+        None => {
+            if n_gpus % (tp * pp).max(1) != 0 {
+                anyhow::bail!("`--gpus` = {n_gpus} is not a multiple of tp x pp = {}", tp * pp);
+            }
+            n_gpus / (tp * pp).max(1)
+        }
+    };
+    if tp * pp * dp != n_gpus {
+        anyhow::bail!("tp x pp x dp = {} but `--gpus` = {n_gpus}", tp * pp * dp);
+    }
+    let micro_batch = a.micro_batch.or(f.micro_batch);
+    let mut grad_accum = a.grad_accum.or(f.grad_accum);
+    let mut global_batch = a.global_batch.or(f.global_batch);
+    if mode == "train" {
+        match (micro_batch, grad_accum, global_batch) {
+            (Some(m), Some(g), None) => global_batch = Some(m * g * u64::from(dp)),
+            (Some(m), None, Some(gb)) => {
+                let per = m * u64::from(dp);
+                if per == 0 || gb % per != 0 {
+                    anyhow::bail!("`--global-batch` = {gb} is not a multiple of micro_batch x dp = {per}");
+                }
+                grad_accum = Some(gb / per);
+            }
+            (Some(m), None, None) => {
+                grad_accum = Some(1);
+                global_batch = Some(m * u64::from(dp));
+            }
+            (Some(m), Some(g), Some(gb)) if m * g * u64::from(dp) != gb => {
+                anyhow::bail!("micro_batch x grad_accum x dp = {} but `--global-batch` = {gb}", m * g * u64::from(dp))
+            }
+            _ => {}
+        }
+    }
+    Ok(Scenario {
+        model: a.model.clone().or(f.model),
+        system: a.system.clone().or(f.system),
+        n_gpus,
+        tp,
+        pp,
+        dp,
+        zero: a.zero.or(f.zero).unwrap_or(0),
+        mode,
+        micro_batch,
+        grad_accum,
+        global_batch,
+        seq: a.seq.or(f.seq),
+        batch: a.batch.or(f.batch),
+        kv_len: a.kv_len.or(f.kv_len),
+        recompute,
+        stack: a.stack.clone().or(f.stack),
+        precision,
+    })
+}
+
+/// Copies to a console stream and, if asked, to a shared log file.
+struct Tee<W: Write> {
+    inner: W,
+    log: Option<Arc<Mutex<std::fs::File>>>,
+}
+
+impl<W: Write> Write for Tee<W> {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        if let Some(l) = &self.log {
+            if let Ok(mut f) = l.lock() {
+                let _ = f.write_all(b);
+            }
+        }
+        self.inner.write_all(b)?;
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+pub fn run(a: MeasureArgs) -> anyhow::Result<Outcome> {
+    let sc = scenario(&a)?;
+    one_of("split", &a.split, &["fit", "test"])?;
+    let format = match (&a.step_regex, a.format.as_str()) {
+        (Some(r), _) => LogFormat::Regex(step_regex(r).map_err(anyhow::Error::msg)?),
+        (None, "auto") => LogFormat::Auto,
+        (None, "gpuplan") => LogFormat::Gpuplan,
+        (None, "megatron") => LogFormat::Megatron,
+        (None, "torchtitan") => LogFormat::Torchtitan,
+        (None, "hf-trainer") => LogFormat::HfTrainer,
+        (None, other) => anyhow::bail!("`--format` = `{other}` is not known\nhint: one of: auto, gpuplan, megatron, torchtitan, hf-trainer"),
+    };
+    let log = match &a.log {
+        Some(p) => Some(Arc::new(Mutex::new(std::fs::File::create(p).with_context(|| format!("cannot create `{}`", p.display()))?))),
+        None => None,
+    };
+    let cfg = MeasureConfig {
+        command: a.command.clone(),
+        scenario: sc,
+        format,
+        warmup: a.warmup,
+        sample_hz: a.sample_hz,
+        timeout: a.timeout_s.map(Duration::from_secs_f64),
+        gpu_indices: a.gpu_index.clone(),
+        run_id: a.run_id.clone(),
+        split: a.split.clone(),
+        note: a.note.clone(),
+        log_file: a.log.as_ref().map(|p| p.display().to_string()),
+    };
+    let out = Tee { inner: std::io::stdout(), log: log.clone() };
+    let err = Tee { inner: std::io::stderr(), log: log.clone() };
+    let rec = measure::run(&cfg, out, err, &mut |w| eprintln!("gpuplan measure: warning: {w}"))?;
+    let m = &rec.metrics;
+    let gib = |b: f64| b / (1u64 << 30) as f64;
+    eprintln!(
+        "gpuplan measure: {} status={} exit={:?} steps={} timed={} median_step_s={} tokens_per_s={} peak_mem_gib_nvml={:?} avg_power_w={:?} energy_j_per_step={}",
+        rec.run_id.as_deref().unwrap_or("-"),
+        rec.status,
+        rec.exit_code,
+        m.n_steps_parsed,
+        m.n_steps_timed,
+        m.step_time_s_median.map_or("-".into(), |v| format!("{v:.4}")),
+        m.tokens_per_s.map_or("-".into(), |v| format!("{v:.0}")),
+        m.peak_mem_bytes_per_gpu_nvml.iter().map(|b| b.map(|b| (gib(b) * 100.0).round() / 100.0)).collect::<Vec<_>>(),
+        m.avg_power_w_per_gpu.iter().map(|w| w.map(f64::round)).collect::<Vec<_>>(),
+        m.energy_j_per_step.map_or("-".into(), |v| format!("{v:.1}")),
+    );
+    match &a.out {
+        Some(p) => append(p, &rec).with_context(|| "cannot append the run record")?,
+        None => println!("{}", serde_json::to_string(&rec)?),
+    }
+    match rec.status.as_str() {
+        "ok" => Ok(Outcome::Ok),
+        "oom" => Ok(Outcome::Infeasible),
+        s => anyhow::bail!("the job ended with status `{s}` (exit {:?}); the record was written", rec.exit_code),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn args(v: &[&str]) -> MeasureArgs {
+        let cli = crate::cli::Cli::try_parse_from(["gpuplan", "measure"].iter().chain(v.iter())).unwrap();
+        match cli.command {
+            crate::cli::Command::Measure(a) => a,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn flags_make_a_scenario() {
+        let a = args(&["--gpus", "2", "--micro-batch", "2", "--grad-accum", "4", "--seq", "4096", "--zero", "3", "--", "torchrun", "--nproc-per-node", "2", "x.py"]);
+        assert_eq!(a.command, vec!["torchrun", "--nproc-per-node", "2", "x.py"]);
+        let s = scenario(&a).unwrap();
+        assert_eq!((s.dp, s.global_batch, s.zero), (2, Some(16), 3));
+        let a = args(&["--gpus", "2", "--micro-batch", "2", "--global-batch", "8", "--", "x"]);
+        assert_eq!(scenario(&a).unwrap().grad_accum, Some(2));
+        let a = args(&["--gpus", "2", "--micro-batch", "3", "--global-batch", "8", "--", "x"]);
+        assert!(scenario(&a).is_err());
+        let a = args(&["--mode", "serve", "--", "x"]);
+        assert!(scenario(&a).is_err());
+    }
 }

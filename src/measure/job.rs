@@ -1,0 +1,96 @@
+//! Run the job: its output goes through to the given sinks unchanged while its lines (split at
+//! `\n` and `\r`, so tqdm's progress updates count) come back with their arrival times.
+
+use std::io::{Read, Write};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+pub struct JobEnd {
+    pub status: ExitStatus,
+    pub timed_out: bool,
+}
+
+/// Start `argv`, copy its stdout/stderr to `out`/`err`, call `on_line(stream, line, t_s)` for
+/// each line, and wait. After `timeout` the job gets SIGTERM (torchrun passes it to its
+/// workers), then SIGKILL 15 s later.
+pub fn run(
+    argv: &[String],
+    timeout: Option<Duration>,
+    t0: Instant,
+    out: impl Write + Send,
+    err: impl Write + Send,
+    mut on_line: impl FnMut(Stream, &str, f64),
+) -> std::io::Result<JobEnd> {
+    let (prog, args) = argv.split_first().ok_or_else(|| std::io::Error::other("no command given"))?;
+    let mut child = Command::new(prog).args(args).stdin(Stdio::inherit()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    let stdout = child.stdout.take().expect("piped");
+    let stderr = child.stderr.take().expect("piped");
+    let (tx, rx) = mpsc::channel::<(Stream, String, f64)>();
+    std::thread::scope(|s| {
+        let tx2 = tx.clone();
+        s.spawn(move || pump(stdout, out, Stream::Stdout, t0, tx));
+        s.spawn(move || pump(stderr, err, Stream::Stderr, t0, tx2));
+        let mut timed_out = false;
+        let mut term_at: Option<Instant> = None;
+        let mut killed = false;
+        loop {
+            match rx.recv_timeout(Duration::from_millis(100)) {
+                Ok((st, line, at)) => on_line(st, &line, at),
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            if let Some(limit) = timeout {
+                if !timed_out && t0.elapsed() > limit {
+                    timed_out = true;
+                    term_at = Some(Instant::now());
+                    // SAFETY: kill(2) on our own child's pid.
+                    unsafe {
+                        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+                    }
+                }
+            }
+            if let Some(t) = term_at {
+                if !killed && t.elapsed() > Duration::from_secs(15) {
+                    let _ = child.kill();
+                    killed = true;
+                }
+            }
+        }
+        let status = child.wait()?;
+        Ok(JobEnd { status, timed_out })
+    })
+}
+
+fn pump(mut src: impl Read, mut sink: impl Write, st: Stream, t0: Instant, tx: mpsc::Sender<(Stream, String, f64)>) {
+    let mut buf = [0u8; 16384];
+    let mut line: Vec<u8> = Vec::new();
+    loop {
+        let n = match src.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let _ = sink.write_all(&buf[..n]);
+        let _ = sink.flush();
+        let at = t0.elapsed().as_secs_f64();
+        for &b in &buf[..n] {
+            if b == b'\n' || b == b'\r' {
+                if !line.is_empty() {
+                    let _ = tx.send((st, String::from_utf8_lossy(&line).into_owned(), at));
+                    line.clear();
+                }
+            } else {
+                line.push(b);
+            }
+        }
+    }
+    if !line.is_empty() {
+        let _ = tx.send((st, String::from_utf8_lossy(&line).into_owned(), t0.elapsed().as_secs_f64()));
+    }
+}
