@@ -4,17 +4,18 @@
 //! turns a model and a mode into an op list; `parallelism` shards it; `cost` prices each op;
 //! `analytic` adds it up into a `Prediction`. Only `cli` prints or exits.
 
+pub mod analytic;
+pub mod cli;
 pub mod config;
+pub mod cost;
 pub mod hardware;
 pub mod measure;
-pub mod model;
-pub mod units;
-pub mod cli;
-pub mod parallelism;
-pub mod workload;
-pub mod analytic;
-pub mod cost;
 pub mod memory;
+pub mod model;
+pub mod parallelism;
 pub mod power;
 pub mod scenario;
 pub mod sim;
+pub mod units;
+pub mod validate;
+pub mod workload;

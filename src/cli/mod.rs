@@ -6,6 +6,7 @@ pub mod check;
 pub mod measure;
 pub mod predict;
 pub mod simulate;
+pub mod validate;
 
 use std::process::ExitCode;
 
@@ -24,6 +25,8 @@ pub enum Command {
     Predict(predict::PredictArgs),
     /// Simulate one step with the discrete-event engine (same inputs as predict; --trace, --timeline)
     Simulate(simulate::SimulateArgs),
+    /// Score predictions against measured run records (MAPE per metric, plots, CI bounds)
+    Validate(validate::ValidateArgs),
     /// Check model, system, scenario and profile files; report every problem
     Check(check::CheckArgs),
     /// Run microbenchmarks on this node and write a calibration profile
@@ -42,6 +45,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
         Command::Predict(a) => predict::run(a),
         Command::Simulate(a) => simulate::run(a),
+        Command::Validate(a) => validate::run(a),
         Command::Check(a) => check::run(a),
         Command::Calibrate(a) => calibrate::run(a),
         Command::Measure(a) => measure::run(a),
