@@ -190,7 +190,7 @@ impl<'a> CostModel<'a> {
     }
 
     pub fn attention_time(&self, op: &Op) -> OpCost {
-        let OpKind::Attention { batch_heads, q_len, kv_len, head_dim_qk, head_dim_v, backward, .. } = op.kind else {
+        let OpKind::Attention { batch_heads, q_len, head_dim_qk, head_dim_v, backward, kv_bytes, .. } = op.kind else {
             unreachable!("attention_time on {}", op.name)
         };
         let gpu = &self.system.gpu;
@@ -203,8 +203,9 @@ impl<'a> CostModel<'a> {
         let sms = gpu.sm_count.value as u64;
         let wave = tiles as f64 / (tiles.div_ceil(sms) * sms) as f64;
         let compute = Flops::new(op.flops()) / (gpu.peak.bf16.value * (eff * wave));
-        let elems = batch_heads * (q_len * (head_dim_qk + head_dim_v) + kv_len * (head_dim_qk + head_dim_v));
-        let bytes = Bytes::new(elems as f64 * 2.0 * if backward { 2.0 } else { 1.0 });
+        // Q in, O out, K and V read once per KV head; backward reads and writes about twice that.
+        let q_o = (batch_heads * q_len * (head_dim_qk + head_dim_v)) as f64 * 2.0;
+        let bytes = Bytes::new((q_o + kv_bytes) * if backward { 2.0 } else { 1.0 });
         let memory = bytes / self.hbm.value;
         let (time, bound) = if compute >= memory { (compute, Bound::Compute) } else { (memory, Bound::Memory) };
         OpCost { time: time + self.kernel_overhead.value, bound, crosses_network: false }
@@ -260,15 +261,22 @@ impl<'a> CostModel<'a> {
 }
 
 /// Wave quantization over the SMs x tile padding x K ramp, relative to the reference 8192^3 GEMM
-/// (so the efficiency ceiling is the efficiency of that GEMM).
+/// (so the efficiency ceiling is the efficiency of that GEMM). Small dimensions get small tiles
+/// (cuBLAS has 64-, 32- and 16-wide kernels), and when a GEMM has fewer tiles than SMs it is split
+/// along K (split-K) to fill them, as cuBLAS's heuristics do for skinny shapes.
 pub fn gemm_shape_factor(arch: Arch, sms: u64, m: u64, n: u64, k: u64, count: u64) -> f64 {
     let raw = |m: u64, n: u64, k: u64, count: u64| {
-        let (tm, tn) = tile(arch);
+        let (big_m, big_n) = tile(arch);
+        let fit = |dim: u64, big: u64| if dim >= big { big } else { dim.next_power_of_two().max(16) };
+        let (tm, tn) = (fit(m, big_m), fit(n, big_n));
         let tiles = m.div_ceil(tm) * n.div_ceil(tn) * count;
-        let waves = tiles.div_ceil(sms);
-        let wave_eff = tiles as f64 / (waves * sms) as f64;
+        let split = if tiles < sms { (sms / tiles).min((k / 256).max(1)) } else { 1 };
+        let work = tiles * split;
+        let waves = work.div_ceil(sms);
+        let wave_eff = work as f64 / (waves * sms) as f64;
         let pad = (m * n) as f64 / ((m.div_ceil(tm) * tm) * (n.div_ceil(tn) * tn)) as f64;
-        wave_eff * pad * (k as f64 / (k as f64 + K_RAMP))
+        let k_split = k as f64 / split as f64;
+        wave_eff * pad * (k_split / (k_split + K_RAMP))
     };
     raw(m, n, k, count) / raw(REFERENCE_GEMM, REFERENCE_GEMM, REFERENCE_GEMM, 1)
 }

@@ -142,8 +142,9 @@ pub enum Pass {
 pub enum OpKind {
     /// `count` independent GEMMs C[m,n] = A[m,k] B[k,n] in the workload's compute dtype.
     Gemm { m: u64, n: u64, k: u64, count: u64 },
-    /// Flash attention over `batch_heads` (sequence x head) pairs.
-    Attention { batch_heads: u64, q_len: u64, kv_len: u64, head_dim_qk: u64, head_dim_v: u64, causal: bool, backward: bool },
+    /// Flash attention over `batch_heads` (sequence x head) pairs, reading `kv_bytes` of keys and
+    /// values (per KV head under GQA; the compressed latent cache of MLA in decode).
+    Attention { batch_heads: u64, q_len: u64, kv_len: u64, head_dim_qk: u64, head_dim_v: u64, causal: bool, backward: bool, kv_bytes: f64 },
     /// Memory-bound kernels moving `bytes` (read + write) in `kernels` launches.
     Memory { bytes: f64, kernels: u32 },
     /// A collective on a group; `bytes` is the nccl-tests buffer size (all-gather: the output,
@@ -164,7 +165,7 @@ impl Op {
     pub fn flops(&self) -> f64 {
         match &self.kind {
             OpKind::Gemm { m, n, k, count } => 2.0 * (*m * *n * *k * *count) as f64,
-            OpKind::Attention { batch_heads, q_len, kv_len, head_dim_qk, head_dim_v, causal, backward } => {
+            OpKind::Attention { batch_heads, q_len, kv_len, head_dim_qk, head_dim_v, causal, backward, .. } => {
                 let full = 2.0 * (*batch_heads * *q_len * *kv_len) as f64 * (*head_dim_qk + *head_dim_v) as f64;
                 let executed = if *causal { full * causal_fraction(*q_len, *kv_len) } else { full };
                 // Backward: dQ, dK, dV, dP and the recomputed QK^T: 2.5x the forward (FlashAttention-2).
@@ -320,15 +321,15 @@ impl<'a> Builder<'a> {
         let kv_len = self.w.context_len();
         let causal = true;
         if self.w.flash_attention || self.w.mode == Mode::Decode {
+            // Keys and values read: per KV head (GQA), or MLA's latent cache when decoding.
+            let kv_bytes = match (&m.mla, self.w.mode) {
+                (Some(mla), Mode::Decode) => (seqs * kv_len * (mla.kv_lora_rank + mla.qk_rope_head_dim)) as f64 * self.act,
+                _ => (seqs * kv_len * kv_heads * (qk_dim + v_dim)) as f64 * self.act,
+            };
             self.push(
                 "attention",
-                OpKind::Attention { batch_heads: seqs * heads, q_len, kv_len, head_dim_qk: qk_dim, head_dim_v: v_dim, causal, backward: false },
+                OpKind::Attention { batch_heads: seqs * heads, q_len, kv_len, head_dim_qk: qk_dim, head_dim_v: v_dim, causal, backward: false, kv_bytes },
             );
-            if self.w.mode == Mode::Decode {
-                // Decode reads the whole KV cache once: memory-bound.
-                let kv_bytes = (seqs * kv_len) as f64 * m.kv_elements_per_token_per_layer() / tp.min(m.n_kv_heads.max(1)) as f64 * self.act;
-                self.push("kv_cache_read", OpKind::Memory { bytes: kv_bytes, kernels: 0 });
-            }
         } else {
             // Unfused: QK^T and PV as batched GEMMs with the score matrix through HBM.
             let bh = seqs * heads;
@@ -405,7 +406,33 @@ impl<'a> Builder<'a> {
         }
     }
 
+    /// PyTorch autocast keeps fp32 weights and casts each to bf16 once per forward (read 4 B,
+    /// write 2 B per parameter); the backward casts the bf16 weight gradient back to fp32 (the
+    /// `backward_of` doubling of memory ops covers it). Megatron keeps bf16 weights: no cast.
+    fn weight_cast(&mut self, moe: bool) {
+        if self.w.mode != Mode::Train || self.w.stack == Stack::Megatron {
+            return;
+        }
+        let m = self.model;
+        let t = self.pc.tp as f64;
+        let h = m.hidden as f64;
+        let mats = if m.ffn_kind == FfnKind::Gated { 3.0 } else { 2.0 };
+        let ffn = match (&m.moe, moe) {
+            (Some(moe), true) => {
+                let local = (moe.n_experts / self.pc.ep) as f64;
+                local * mats * h * moe.expert_ffn_hidden as f64 / self.pc.etp as f64
+                    + moe.n_shared_experts as f64 * mats * h * moe.shared_expert_ffn_hidden as f64 / t
+                    + moe.n_experts as f64 * h
+            }
+            _ => mats * h * m.ffn_hidden as f64 / t,
+        };
+        let params = m.attention_params_per_layer() / t + ffn;
+        let kernels = if m.mla.is_some() { 9 } else { 7 };
+        self.push("weight_cast", OpKind::Memory { bytes: params * 6.0, kernels });
+    }
+
     fn layer(mut self, moe: bool) -> Vec<Op> {
+        self.weight_cast(moe);
         self.norm("input_norm");
         self.tp_enter();
         self.attention();
@@ -478,7 +505,7 @@ pub fn backward_of(forward: &[Op]) -> Vec<Op> {
                 out.push(bwd(op.name, OpKind::Gemm { m: *m, n: *k, k: *n, count: *count }));
                 out.push(bwd(op.name, OpKind::Gemm { m: *k, n: *n, k: *m, count: *count }));
             }
-            OpKind::Attention { batch_heads, q_len, kv_len, head_dim_qk, head_dim_v, causal, .. } => out.push(bwd(
+            OpKind::Attention { batch_heads, q_len, kv_len, head_dim_qk, head_dim_v, causal, kv_bytes, .. } => out.push(bwd(
                 op.name,
                 OpKind::Attention {
                     batch_heads: *batch_heads,
@@ -488,6 +515,7 @@ pub fn backward_of(forward: &[Op]) -> Vec<Op> {
                     head_dim_v: *head_dim_v,
                     causal: *causal,
                     backward: true,
+                    kv_bytes: *kv_bytes,
                 },
             )),
             OpKind::Memory { bytes, kernels } => out.push(bwd(op.name, OpKind::Memory { bytes: 2.0 * bytes, kernels: *kernels })),
