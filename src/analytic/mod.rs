@@ -114,16 +114,6 @@ pub enum PredictError {
     Unsupported(String),
 }
 
-/// Per-kernel CPU dispatch cost of each stack (PyTorch eager op + autograd bookkeeping, or a
-/// Megatron/TE fused kernel). Engineering estimates until fitted on the measured runs.
-pub fn cpu_dispatch(stack: Stack) -> Seconds {
-    match stack {
-        Stack::TorchEager => Seconds::us(9.0),
-        Stack::TorchCompile => Seconds::us(6.0),
-        Stack::Megatron => Seconds::us(6.0),
-    }
-}
-
 /// Bytes one parameter's update moves in the optimizer step (fused Adam: read param, grad, m, v;
 /// write param, m, v; plus grad-norm clipping and zeroing the gradients; Megatron also writes the
 /// bf16 copy of the fp32 master).
@@ -142,23 +132,24 @@ pub const BUCKET_BYTES: f64 = 25e6;
 struct PassTime {
     bd: Breakdown,
     /// Kernels launched (CPU dispatch).
-    launches: f64,
+    /// Host time to launch the pass's kernels.
+    cpu: Seconds,
 }
 
 /// Add up lowered steps with the overlap rules: a blocking collective costs its time; one that
 /// runs beside the next kernel costs its blocking part plus whatever outlasts that kernel.
-pub fn exposed_time(steps: &[Step]) -> (Seconds, Seconds, f64, Vec<(Group, Seconds)>) {
-    let (mut compute, mut memory, mut launches) = (Seconds::ZERO, Seconds::ZERO, 0.0);
+pub fn exposed_time(steps: &[Step]) -> (Seconds, Seconds, Seconds, Vec<(Group, Seconds)>) {
+    let (mut compute, mut memory, mut cpu) = (Seconds::ZERO, Seconds::ZERO, Seconds::ZERO);
     let mut comm = Vec::new();
     for (i, st) in steps.iter().enumerate() {
         match st {
-            Step::Kernel { time, bound, launches: l, .. } => {
+            Step::Kernel { time, bound, cpu: c, .. } => {
                 if *bound == Bound::Compute {
                     compute += *time;
                 } else {
                     memory += *time;
                 }
-                launches += l;
+                cpu += *c;
             }
             Step::Comm { comm: c, .. } => {
                 let exposed = match c.overlap {
@@ -175,12 +166,12 @@ pub fn exposed_time(steps: &[Step]) -> (Seconds, Seconds, f64, Vec<(Group, Secon
             }
         }
     }
-    (compute, memory, launches, comm)
+    (compute, memory, cpu, comm)
 }
 
 fn pass_time(cost: &CostModel, s: &Scenario, ops: &[Op], times: usize, speedup: f64) -> PassTime {
-    let steps = cost.lower(&s.parallel, &s.options, s.workload.precision, ops, speedup);
-    let (compute, memory, launches, comm) = exposed_time(&steps);
+    let steps = cost.lower(&s.parallel, &s.options, &s.workload, ops, speedup);
+    let (compute, memory, cpu, comm) = exposed_time(&steps);
     let mut bd = Breakdown { compute, memory, ..Breakdown::default() };
     for (group, t) in comm {
         match group {
@@ -190,16 +181,15 @@ fn pass_time(cost: &CostModel, s: &Scenario, ops: &[Op], times: usize, speedup: 
         }
     }
     bd.scale(times as f64);
-    PassTime { bd, launches: launches * times as f64 }
+    PassTime { bd, cpu: cpu * times as f64 }
 }
 
 /// GPU time of a pass, or the CPU's launch time if that is longer (the GPU then waits).
-fn with_cpu(p: PassTime, stack: Stack) -> Breakdown {
+fn with_cpu(p: PassTime) -> Breakdown {
     let mut bd = p.bd;
     let gpu = bd.total();
-    let cpu = cpu_dispatch(stack) * p.launches;
-    if cpu > gpu {
-        bd.cpu_launch = cpu - gpu;
+    if p.cpu > gpu {
+        bd.cpu_launch = p.cpu - gpu;
     }
     bd
 }
@@ -229,13 +219,13 @@ fn stage_times(cost: &CostModel, s: &Scenario, ops: &workload::OpList, stage: u3
         }
         let f = pass_time(cost, s, list, times, speedup);
         fwd.bd.add(&f.bd);
-        fwd.launches += f.launches;
+        fwd.cpu += f.cpu;
         if train {
             let mut back = recompute_of(list, s.workload.recompute);
             back.extend(backward_of(list));
             let b = pass_time(cost, s, &back, times, speedup);
             bwd.bd.add(&b.bd);
-            bwd.launches += b.launches;
+            bwd.cpu += b.cpu;
         }
     };
     if stage == 0 {
@@ -247,7 +237,7 @@ fn stage_times(cost: &CostModel, s: &Scenario, ops: &workload::OpList, stage: u3
         add(&ops.head, 1);
     }
     // The CPU runs ahead of the GPU within a pass; the GPU waits only when launching takes longer.
-    StageTimes { fwd: with_cpu(fwd, s.workload.stack), bwd: with_cpu(bwd, s.workload.stack) }
+    StageTimes { fwd: with_cpu(fwd), bwd: with_cpu(bwd) }
 }
 
 /// Micro-batches per optimizer step per pipeline (1 in inference).

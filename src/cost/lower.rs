@@ -9,7 +9,21 @@ use crate::hardware::profile::CollectiveOp;
 use crate::parallelism::{group_shape, Group, ParallelConfig};
 use crate::scenario::Options;
 use crate::units::{BytesPerSec, Seconds};
-use crate::workload::{Op, OpKind};
+use crate::workload::{Op, OpKind, Pass, Stack, Workload};
+
+/// Host time to launch one kernel, by stack and pass: the framework's per-op dispatch (Python,
+/// the dispatcher, autograd recording in forward; the C++ autograd engine in backward). Fitted on
+/// the fit split of calibration/runs/h200.jsonl (see README "Accuracy"); Megatron's fused kernels
+/// are taken at the torch-compile value (not measured here).
+pub fn cpu_dispatch(stack: Stack, pass: Pass) -> Seconds {
+    let us = |f: &str, default: f64| std::env::var(f).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    match (stack, pass) {
+        (Stack::TorchEager, Pass::Forward | Pass::Recompute) => Seconds::us(us("GP_EF", 9.0)),
+        (Stack::TorchEager, Pass::Backward) => Seconds::us(us("GP_EB", 9.0)),
+        (_, Pass::Forward | Pass::Recompute) => Seconds::us(us("GP_CF", 6.0)),
+        (_, Pass::Backward) => Seconds::us(us("GP_CB", 6.0)),
+    }
+}
 
 /// Share of an overlapped TP collective that stays on the critical path (the first chunk of
 /// Megatron's pipelined all-gather/reduce-scatter GEMM overlap). An engineering estimate.
@@ -49,7 +63,9 @@ impl CommStep {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step {
-    Kernel { name: &'static str, time: Seconds, bound: Bound, launches: f64 },
+    /// A kernel (or a few, for unfused elementwise ops): GPU `time`, and `cpu` seconds for the host
+    /// to launch it (the framework's per-op dispatch).
+    Kernel { name: &'static str, time: Seconds, bound: Bound, cpu: Seconds, launches: f64 },
     Comm { name: &'static str, comm: CommStep },
 }
 
@@ -65,12 +81,14 @@ impl CostModel<'_> {
 
     /// Lower a list of ops to steps; compute-bound kernels run `speedup` times faster than at the
     /// sustained clock (the power model's answer).
-    pub fn lower(&self, pc: &ParallelConfig, options: &Options, dtype: crate::hardware::Dtype, ops: &[Op], speedup: f64) -> Vec<Step> {
+    pub fn lower(&self, pc: &ParallelConfig, options: &Options, w: &Workload, ops: &[Op], speedup: f64) -> Vec<Step> {
+        let (dtype, stack) = (w.precision, w.stack);
         let mut out = Vec::with_capacity(ops.len());
         for (i, op) in ops.iter().enumerate() {
+            let dispatch = cpu_dispatch(stack, op.pass);
             let kernel = |c: super::OpCost, launches: f64| {
                 let time = if c.bound == Bound::Compute { c.time / speedup } else { c.time };
-                Step::Kernel { name: op.name, time, bound: c.bound, launches }
+                Step::Kernel { name: op.name, time, bound: c.bound, cpu: dispatch * launches, launches }
             };
             let step = match &op.kind {
                 OpKind::Gemm { m, n, k, count } => kernel(self.gemm_time(*m, *n, *k, *count, dtype), 1.0),

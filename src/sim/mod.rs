@@ -116,7 +116,7 @@ struct TaskKey {
 
 #[derive(Debug, Clone)]
 enum SimStep {
-    Kernel { name: &'static str, time: SimTime, bound: Bound, launches: f64 },
+    Kernel { name: &'static str, time: SimTime, bound: Bound, cpu: SimTime, launches: f64 },
     Comm { name: &'static str, comm: CommStep },
     /// Gradients of a layer are complete (last micro-batch): queue them for DP reduction.
     GradsReady,
@@ -130,7 +130,7 @@ fn to_sim(steps: Vec<Step>, slow: f64) -> Vec<SimStep> {
     steps
         .into_iter()
         .map(|s| match s {
-            Step::Kernel { name, time, bound, launches } => SimStep::Kernel { name, time: SimTime::from_seconds(time / slow), bound, launches },
+            Step::Kernel { name, time, bound, cpu, launches } => SimStep::Kernel { name, time: SimTime::from_seconds(time / slow), bound, cpu: SimTime::from_seconds(cpu), launches },
             Step::Comm { name, comm } => SimStep::Comm { name, comm },
         })
         .collect()
@@ -263,7 +263,6 @@ struct Sim {
     last_update: SimTime,
     flow_gen: u64,
     p2p: Option<CommStep>,
-    dispatch: SimTime,
     m: u32,
     events: u64,
     wire_bytes: f64,
@@ -283,7 +282,6 @@ impl Sim {
         lists: Vec<Vec<(Vec<SimStep>, Vec<SimStep>)>>,
         capacity: Vec<f64>,
         p2p: Option<CommStep>,
-        dispatch: SimTime,
         m: u32,
         pp: u32,
         vp: u32,
@@ -302,7 +300,6 @@ impl Sim {
             last_update: SimTime(0),
             flow_gen: 0,
             p2p,
-            dispatch,
             m,
             events: 0,
             wire_bytes: 0.0,
@@ -504,12 +501,13 @@ impl Sim {
             let step = steps[idx].clone();
             self.devices[d as usize].running = Some((key, steps, idx + 1));
             match step {
-                SimStep::Kernel { name, time, bound, launches } => {
+                SimStep::Kernel { name, time, bound, cpu, launches } => {
                     // The CPU launches in program order, running ahead of the GPU; the GPU starts
                     // once the first launch is issued and ends no earlier than the last one.
                     let dev = &mut self.devices[d as usize];
-                    let first_launch = dev.cpu.0 + (self.dispatch.0 as f64 * launches.min(1.0)) as u64;
-                    dev.cpu = SimTime(dev.cpu.0 + (self.dispatch.0 as f64 * launches) as u64);
+                    let per_launch = if launches > 0.0 { cpu.0 as f64 / launches } else { 0.0 };
+                    let first_launch = dev.cpu.0 + (per_launch * launches.min(1.0)) as u64;
+                    dev.cpu = SimTime(dev.cpu.0 + cpu.0);
                     let start = now.0.max(first_launch);
                     let end = SimTime((start + time.0).max(dev.cpu.0));
                     dev.wait_cpu.0 += end.0 - now.0 - time.0;
@@ -756,7 +754,7 @@ fn chunk_lists(s: &Scenario, pr: &analytic::Priced, v: u32, n_v: u32, slow: f64,
     let counts = stage_layer_counts(s.model.n_layers, n_v);
     let first: u64 = counts[..v as usize].iter().sum();
     let here = counts[v as usize];
-    let lower = |ops: &[Op]| to_sim(pr.cost.lower(&s.parallel, &s.options, s.workload.precision, ops, pr.power.speedup), slow);
+    let lower = |ops: &[Op]| to_sim(pr.cost.lower(&s.parallel, &s.options, &s.workload, ops, pr.power.speedup), slow);
     let back_ops = |ops: &[Op]| {
         let mut b = recompute_of(ops, s.workload.recompute);
         b.extend(backward_of(ops));
@@ -845,8 +843,7 @@ pub fn simulate(s: &Scenario, opts: &SimOptions) -> Result<SimResult, PredictErr
         capacity[d as usize * 2 + NIC] = caps[NIC].max(1.0) * factor(&opts.faults.nic, d) * opts.faults.spine.unwrap_or(1.0);
     }
 
-    let dispatch = SimTime::from_seconds(analytic::cpu_dispatch(s.workload.stack));
-    let mut sim = Sim::new(devices, lists, capacity, analytic::p2p_step(&pr.cost, s), dispatch, m, pp, vp, opts.trace);
+    let mut sim = Sim::new(devices, lists, capacity, analytic::p2p_step(&pr.cost, s), m, pp, vp, opts.trace);
     sim.run();
 
     let total = sim.end_time().seconds();
@@ -885,7 +882,7 @@ mod tests {
     use crate::units::BytesPerSec;
 
     fn kernel(ms: f64) -> SimStep {
-        SimStep::Kernel { name: "k", time: SimTime::from_seconds(Seconds::ms(ms)), bound: Bound::Compute, launches: 0.0 }
+        SimStep::Kernel { name: "k", time: SimTime::from_seconds(Seconds::ms(ms)), bound: Bound::Compute, cpu: SimTime(0), launches: 0.0 }
     }
 
     fn comm(bytes: f64, gbps: f64, latency_us: f64) -> CommStep {
@@ -904,7 +901,7 @@ mod tests {
     fn uniform(pp: u32, m: u32, kind: Schedule, tf: f64, tb: f64) -> Sim {
         let devices = (0..pp).map(|d| Device::new(schedule(kind, pp, 1, m, d), DpPlan::default(), 1, 0)).collect();
         let lists = (0..pp).map(|_| vec![(vec![kernel(tf)], vec![kernel(tb)])]).collect();
-        Sim::new(devices, lists, vec![1e12; pp as usize * 2], None, SimTime(0), m, pp, 1, false)
+        Sim::new(devices, lists, vec![1e12; pp as usize * 2], None, m, pp, 1, false)
     }
 
     #[test]
@@ -937,7 +934,7 @@ mod tests {
         let (pp, vp, m) = (4u32, 2u32, 8u32);
         let devices = (0..pp).map(|d| Device::new(schedule(Schedule::Interleaved, pp, vp, m, d), DpPlan::default(), 1, 0)).collect();
         let lists = (0..pp).map(|_| (0..vp).map(|_| (vec![kernel(0.5)], vec![kernel(1.0)])).collect()).collect();
-        let mut sim = Sim::new(devices, lists, vec![1e12; pp as usize * 2], None, SimTime(0), m, pp, vp, false);
+        let mut sim = Sim::new(devices, lists, vec![1e12; pp as usize * 2], None, m, pp, vp, false);
         sim.run();
         let total = sim.end_time().seconds().as_ms();
         let ideal = m as f64 * 3.0 + (pp - 1) as f64 * 3.0 / vp as f64;
@@ -950,7 +947,7 @@ mod tests {
         let expected = c.time().value();
         let steps = vec![SimStep::Comm { name: "ar", comm: c }];
         let devices = vec![Device::new(schedule(Schedule::OneFOneB, 1, 1, 1, 0), DpPlan::default(), 1, 0)];
-        let mut sim = Sim::new(devices, vec![vec![(steps, vec![])]], vec![346e9, 1.0], None, SimTime(0), 1, 1, 1, false);
+        let mut sim = Sim::new(devices, vec![vec![(steps, vec![])]], vec![346e9, 1.0], None, 1, 1, 1, false);
         sim.run();
         let got = sim.end_time().seconds().value();
         assert!((got - expected).abs() / expected < 1e-9, "{got} vs {expected}");
@@ -965,7 +962,7 @@ mod tests {
         plan.grad_buckets = vec![comm(1.0e9, 100.0, 0.0)];
         let steps = vec![SimStep::GradsReady, SimStep::Comm { name: "ar", comm: c }];
         let devices = vec![Device::new(vec![TaskKey { pass: Pass::Bwd, micro: 0, vstage: 0 }], plan, 1, 0)];
-        let mut sim = Sim::new(devices, vec![vec![(vec![], steps)]], vec![100e9, 1.0], None, SimTime(0), 1, 1, 1, false);
+        let mut sim = Sim::new(devices, vec![vec![(vec![], steps)]], vec![100e9, 1.0], None, 1, 1, 1, false);
         sim.run();
         // Both move 1 GB at 50 GB/s side by side: 20 ms, not 10 + 10 one after the other... nor 10.
         let t = sim.devices[0].last_task_end.seconds().as_ms();
