@@ -29,10 +29,10 @@ BUDGET_S=${BUDGET_S:-540}
 
 # id phase lane mode model dist mb|batch seq|kv_len grad_accum recompute stack steps warmup
 read -r -d '' TABLE <<'EOF'
-001 a 0 train   0.1b none  8   1024 1 none eager   10 3
-002 a 1 train   0.1b none  4   4096 1 none eager   10 3
-003 a 0 train   0.1b none  16  2048 1 full eager   10 3
-004 a 1 train   0.5b none  8   2048 1 none eager   10 3
+001 a 0 train   0.1b none  8   1024 1 none eager   70 3   # first run with 10 steps: windows under 1.5 s for power; rerun
+002 a 1 train   0.1b none  4   4096 1 none eager   40 3   # first run with 10 steps: windows under 1.5 s for power; rerun
+003 a 0 train   0.1b none  16  2048 1 full eager   20 3   # first run with 10 steps: windows under 1.5 s for power; rerun
+004 a 1 train   0.5b none  8   2048 1 none eager   20 3   # first run with 10 steps: windows under 1.5 s for power; rerun
 005 a 0 train   0.5b none  4   8192 1 none eager   10 3
 006 a 1 train   0.5b none  8   2048 1 full eager   10 3
 007 a 0 train   1b   none  4   4096 1 none eager   10 3
@@ -47,16 +47,16 @@ read -r -d '' TABLE <<'EOF'
 016 a 1 train   8b   none  2   4096 1 none eager   8  3
 017 a 0 train   3b   none  2   8192 1 full eager   8  3
 018 a 1 train   1b   none  16  8192 1 none eager   8  3
-019 a 0 prefill 8b   none  1   2048 0 none eager   10 3
+019 a 0 prefill 8b   none  1   2048 0 none eager   50 3   # first run with 10 steps: windows under 1.5 s for power; rerun
 020 a 1 prefill 8b   none  8   4096 0 none eager   8  3
-021 a 0 prefill 1b   none  16  2048 0 none eager   10 3
+021 a 0 prefill 1b   none  16  2048 0 none eager   20 3   # first run with 10 steps: windows under 1.5 s for power; rerun
 022 a 1 prefill 3b   none  4   8192 0 none eager   8  3
-023 a 0 decode  8b   none  1   1024 0 none eager   40 10
-024 a 1 decode  8b   none  32  2048 0 none eager   40 10
-025 a 0 decode  8b   none  128 4096 0 none eager   40 10
+023 a 0 decode  8b   none  1   1024 0 none eager   100 10   # first run with 40 steps: windows under 1.5 s for power; rerun
+024 a 1 decode  8b   none  32  2048 0 none eager   100 10   # first run with 40 steps: windows under 1.5 s for power; rerun
+025 a 0 decode  8b   none  128 4096 0 none eager   100 10   # first run with 40 steps: windows under 1.5 s for power; rerun
 026 a 1 decode  8b   none  256 8192 0 none eager   40 10
-027 a 0 decode  1b   none  64  2048 0 none eager   40 10
-028 a 1 decode  3b   none  16  8192 0 none eager   40 10
+027 a 0 decode  1b   none  64  2048 0 none eager   100 10   # first run with 40 steps: windows under 1.5 s for power; rerun
+028 a 1 decode  3b   none  16  8192 0 none eager   100 10   # first run with 40 steps: windows under 1.5 s for power; rerun
 029 b 0 train   0.1b none  8   1024 1 none compile 10 3
 030 b 1 train   0.5b none  8   2048 1 none compile 10 3
 031 b 0 train   1b   none  4   4096 1 none compile 10 3

@@ -19,13 +19,14 @@ pub struct JobEnd {
 
 /// Start `argv`, copy its stdout/stderr to `out`/`err`, call `on_line(stream, line, t_s)` for
 /// each line, and wait. After `timeout` the job gets SIGTERM (torchrun passes it to its
-/// workers), then SIGKILL 15 s later.
+/// workers), then SIGKILL 15 s later. Output that comes more than 2 s after the job exited (from
+/// a grandchild still holding its pipes) is not read.
 pub fn run(
     argv: &[String],
     timeout: Option<Duration>,
     t0: Instant,
-    out: impl Write + Send,
-    err: impl Write + Send,
+    out: impl Write + Send + 'static,
+    err: impl Write + Send + 'static,
     mut on_line: impl FnMut(Stream, &str, f64),
 ) -> std::io::Result<JobEnd> {
     let (prog, args) = argv.split_first().ok_or_else(|| std::io::Error::other("no command given"))?;
@@ -33,39 +34,59 @@ pub fn run(
     let stdout = child.stdout.take().expect("piped");
     let stderr = child.stderr.take().expect("piped");
     let (tx, rx) = mpsc::channel::<(Stream, String, f64)>();
-    std::thread::scope(|s| {
-        let tx2 = tx.clone();
-        s.spawn(move || pump(stdout, out, Stream::Stdout, t0, tx));
-        s.spawn(move || pump(stderr, err, Stream::Stderr, t0, tx2));
-        let mut timed_out = false;
-        let mut term_at: Option<Instant> = None;
-        let mut killed = false;
-        loop {
-            match rx.recv_timeout(Duration::from_millis(100)) {
-                Ok((st, line, at)) => on_line(st, &line, at),
-                Err(mpsc::RecvTimeoutError::Disconnected) => break,
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
+    let tx2 = tx.clone();
+    // Detached: a grandchild that outlives the job may hold the pipes open; we stop reading
+    // `GRACE` after the job itself has ended.
+    std::thread::spawn(move || pump(stdout, out, Stream::Stdout, t0, tx));
+    std::thread::spawn(move || pump(stderr, err, Stream::Stderr, t0, tx2));
+    const GRACE: Duration = Duration::from_secs(2);
+    let mut timed_out = false;
+    let mut term_at: Option<Instant> = None;
+    let mut killed = false;
+    let mut ended: Option<(ExitStatus, Instant)> = None;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok((st, line, at)) => on_line(st, &line, at),
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        if ended.is_none() {
+            if let Some(st) = child.try_wait()? {
+                ended = Some((st, Instant::now()));
             }
-            if let Some(limit) = timeout {
-                if !timed_out && t0.elapsed() > limit {
-                    timed_out = true;
-                    term_at = Some(Instant::now());
-                    // SAFETY: kill(2) on our own child's pid.
-                    unsafe {
-                        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
-                    }
-                }
+        }
+        if let Some((_, at)) = ended {
+            if at.elapsed() > GRACE {
+                break;
             }
-            if let Some(t) = term_at {
-                if !killed && t.elapsed() > Duration::from_secs(15) {
-                    let _ = child.kill();
-                    killed = true;
+            continue;
+        }
+        if let Some(limit) = timeout {
+            if !timed_out && t0.elapsed() > limit {
+                timed_out = true;
+                term_at = Some(Instant::now());
+                // SAFETY: kill(2) on our own child's pid, which has not been reaped yet.
+                unsafe {
+                    libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
                 }
             }
         }
-        let status = child.wait()?;
-        Ok(JobEnd { status, timed_out })
-    })
+        if let Some(t) = term_at {
+            if !killed && t.elapsed() > Duration::from_secs(15) {
+                let _ = child.kill();
+                killed = true;
+            }
+        }
+    }
+    // Lines still queued arrived before the end.
+    while let Ok((st, line, at)) = rx.try_recv() {
+        on_line(st, &line, at);
+    }
+    let status = match ended {
+        Some((st, _)) => st,
+        None => child.wait()?,
+    };
+    Ok(JobEnd { status, timed_out })
 }
 
 fn pump(mut src: impl Read, mut sink: impl Write, st: Stream, t0: Instant, tx: mpsc::Sender<(Stream, String, f64)>) {

@@ -265,7 +265,7 @@ pub fn summarize(log: &LogSummary, series: &[Vec<nvml::GpuSample>], scenario: &S
 
 /// Run the job under NVML sampling and build its record. Job output goes to `out`/`err`;
 /// `warn` gets measure's own messages.
-pub fn run(cfg: &MeasureConfig, out: impl Write + Send, err: impl Write + Send, warn: &mut dyn FnMut(String)) -> anyhow::Result<RunRecord> {
+pub fn run(cfg: &MeasureConfig, out: impl Write + Send + 'static, err: impl Write + Send + 'static, warn: &mut dyn FnMut(String)) -> anyhow::Result<RunRecord> {
     let cuda_visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
     let session = match nvml::open(cuda_visible.as_deref(), cfg.gpu_indices.as_deref()) {
         Ok(s) => Some(s),

@@ -2,5 +2,6 @@
 
 mod catalog;
 mod cli;
+mod measure;
 mod reference;
 mod sim;

@@ -1,0 +1,137 @@
+//! `gpuplan measure` end to end with stand-in jobs (no GPU needed: NVML missing is a warning), the
+//! run-record format, and the committed H200 validation set.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use gpuplan::measure::record::{self, RunRecord};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("gpuplan-it-measure-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_file(&d);
+    d
+}
+
+/// Run `sh -c SCRIPT` under measure and return its exit code and the records of `out`.
+fn measure(out: &Path, extra: &[&str], script: &str) -> (i32, Vec<RunRecord>) {
+    let st = bin()
+        .args(["measure", "--out"])
+        .arg(out)
+        .args(extra)
+        .args(["--", "sh", "-c", script])
+        .env("CUDA_VISIBLE_DEVICES", "")
+        .output()
+        .expect("gpuplan runs");
+    (st.status.code().unwrap_or(-1), record::read_all(out).expect("records read back"))
+}
+
+const STEPS: &str = "for i in 1 2 3 4 5 6; do echo \"step=$i step_time_s=0.2$i tokens=4096 tokens_per_s=1 max_mem_alloc_bytes=10 max_mem_reserved_bytes=20\"; done";
+
+#[test]
+fn ok_run_appends_a_record() {
+    let out = tmp("ok.jsonl");
+    let (code, recs) = measure(&out, &["--model", "ref-llama-0.1b", "--micro-batch", "4", "--seq", "1024", "--run-id", "a", "--split", "fit"], STEPS);
+    assert_eq!(code, 0);
+    assert_eq!(recs.len(), 1);
+    let r = &recs[0];
+    assert_eq!(r.status, "ok");
+    assert_eq!(r.metrics.log_format.as_deref(), Some("gpuplan"));
+    assert_eq!(r.metrics.n_warmup_dropped, 3);
+    assert_eq!(r.metrics.step_times_s, vec![0.24, 0.25, 0.26]);
+    assert_eq!(r.metrics.step_time_s_median, Some(0.25));
+    assert_eq!(r.metrics.tokens_per_s, Some(4096.0 / 0.25));
+    assert_eq!(r.scenario.global_batch, Some(4));
+    assert_eq!(r.metrics.peak_mem_reserved_bytes_per_rank, vec![Some(20.0)]);
+    // A second run appends; the first record is untouched.
+    let (_, recs2) = measure(&out, &["--run-id", "b"], STEPS);
+    assert_eq!(recs2.len(), 2);
+    assert_eq!(recs2[0], recs[0]);
+    let _ = std::fs::remove_file(&out);
+}
+
+#[test]
+fn oom_and_crash_are_recorded() {
+    let out = tmp("oom.jsonl");
+    let (code, recs) = measure(&out, &[], "echo step=1 step_time_s=0.5 tokens=1; echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB' >&2; exit 1");
+    assert_eq!(code, 1);
+    assert_eq!(recs[0].status, "oom");
+    assert!(recs[0].job.oom_line.as_deref().unwrap().contains("CUDA out of memory"));
+    assert!(!recs[0].job.tail.is_empty());
+    let (code, recs) = measure(&out, &[], "echo Traceback; exit 7");
+    assert_eq!(code, 2);
+    assert_eq!((recs[1].status.as_str(), recs[1].exit_code), ("crashed", Some(7)));
+    let (code, recs) = measure(&out, &[], "echo hello");
+    assert_eq!(code, 2);
+    assert_eq!(recs[2].status, "no_steps");
+    let (code, recs) = measure(&out, &["--timeout-s", "0.5"], "sleep 30");
+    assert_eq!(code, 2);
+    assert_eq!(recs[3].status, "timeout");
+    let _ = std::fs::remove_file(&out);
+}
+
+#[test]
+fn step_regex_and_megatron() {
+    let out = tmp("re.jsonl");
+    let (code, recs) = measure(&out, &["--step-regex", r"it (?P<step>\d+) took (?P<time_ms>[0-9.]+) ms", "--warmup", "1"], "echo 'it 1 took 900 ms'; echo 'it 2 took 100 ms'; echo 'it 3 took 300 ms'");
+    assert_eq!(code, 0);
+    assert_eq!(recs[0].metrics.step_times_s, vec![0.1, 0.3]);
+    let (code, recs) = measure(&out, &["--warmup", "10"], "for i in 10 20 30; do echo \" iteration       $i/     100 | consumed samples: 1 | elapsed time per iteration (ms): 1000.0 | lm loss: 7.0\"; done");
+    assert_eq!(code, 0);
+    assert_eq!(recs[1].metrics.log_format.as_deref(), Some("megatron"));
+    // Iteration 10 stands for steps 1-10, all warm-up; 20 and 30 are timed.
+    assert_eq!(recs[1].metrics.n_steps_timed, 20);
+    let _ = std::fs::remove_file(&out);
+}
+
+#[test]
+fn record_round_trip_and_version() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/calibration/runs/h200.jsonl")).unwrap();
+    let recs = record::parse_jsonl("h200.jsonl", &text).unwrap();
+    for r in &recs {
+        let back = record::parse_jsonl("x", &serde_json::to_string(r).unwrap()).unwrap();
+        assert_eq!(&back[0], r);
+    }
+    let bumped = text.lines().next().unwrap().replacen("\"schema_version\":1", "\"schema_version\":99", 1);
+    let e = record::parse_jsonl("x.jsonl", &bumped).unwrap_err().to_string();
+    assert!(e.contains("`schema_version` = 99"), "{e}");
+}
+
+/// The committed H200 set holds what issue 4 asks for, and its split follows the stated rule.
+#[test]
+fn h200_validation_set() {
+    let recs = record::read_all(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/calibration/runs/h200.jsonl"))).unwrap();
+    let mut ids = std::collections::BTreeSet::new();
+    for r in &recs {
+        let id = r.run_id.as_deref().unwrap();
+        assert!(ids.insert(id.to_string()), "duplicate {id}");
+        let n: u32 = id.trim_start_matches("h200-").parse().unwrap();
+        assert_eq!(r.split.as_deref(), Some(if n % 3 == 0 { "test" } else { "fit" }), "{id}");
+        assert!(r.status == "ok" || r.status == "oom", "{id}: {}", r.status);
+        assert_eq!(r.machine.gpu_name.as_deref(), Some("NVIDIA H200"));
+        assert_eq!(r.scenario.system.as_deref(), Some("hgx-h200"));
+        let model = r.scenario.model.as_deref().unwrap();
+        gpuplan::config::model::load_model(&format!("{}/models/{model}.toml", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        if r.status == "ok" {
+            assert!(r.metrics.step_time_s_median.unwrap() > 0.0, "{id}");
+            assert!(r.metrics.n_steps_timed >= 5, "{id}");
+            assert_eq!(r.metrics.peak_mem_bytes_per_gpu_nvml.len(), r.scenario.n_gpus as usize, "{id}");
+            assert!(r.metrics.avg_power_w_per_gpu.iter().all(|w| w.is_some_and(|w| w > 50.0 && w < 800.0)), "{id}");
+        }
+    }
+    let train1: Vec<_> = recs.iter().filter(|r| r.scenario.mode == "train" && r.scenario.n_gpus == 1).collect();
+    assert!(train1.len() >= 20);
+    assert!(train1.iter().any(|r| r.is_oom()));
+    assert!(train1.iter().any(|r| r.scenario.stack.as_deref() == Some("torch-compile") && r.is_ok()));
+    assert!(train1.iter().any(|r| r.scenario.recompute.as_deref() == Some("full") && r.is_ok()));
+    assert!(recs.iter().any(|r| r.scenario.n_gpus == 2 && r.scenario.zero == 0 && r.is_ok()));
+    assert!(recs.iter().any(|r| r.scenario.n_gpus == 2 && r.scenario.zero == 3 && r.is_ok()));
+    assert!(recs.iter().filter(|r| r.scenario.mode == "prefill" && r.is_ok()).count() >= 3);
+    assert!(recs.iter().filter(|r| r.scenario.mode == "decode" && r.is_ok()).count() >= 3);
+    let test = recs.iter().filter(|r| r.split.as_deref() == Some("test")).count();
+    assert_eq!(test, recs.len() / 3);
+    assert!(recs.iter().any(|r| r.split.as_deref() == Some("test") && r.is_oom()));
+}
