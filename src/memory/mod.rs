@@ -279,19 +279,28 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     let embedding_out = if stage == 0 { layer_input * if w.dropout { 1.5 } else { 1.0 } } else { 0.0 };
     let activations = flight * (per_micro + embedding_out) + rebuilt;
 
-    // Logits and loss on the last stage: bf16 logits plus the fp32 copies the loss keeps.
+    // Logits and loss on the last stage, at their peak early in backward: what the loss keeps
+    // plus the logits' gradient being formed.
     let logits = if stage == pc.pp - 1 {
         let per_logit = match w.stack {
-            Stack::Megatron => 4.0,      // fp32 vocab-parallel cross-entropy (Korthikanti: 4sbv/t)
-            Stack::TorchCompile => 6.0,  // bf16 logits + fused fp32 log-softmax
-            Stack::TorchEager => 10.0,   // bf16 logits, .float() copy, log-softmax output
+            // fp32 vocab-parallel cross-entropy (Korthikanti: 4sbv/t) + its bf16 gradient
+            Stack::Megatron => 6.0,
+            // bf16 logits + fused fp32 log-softmax statistics + fp32 gradient
+            Stack::TorchCompile => 8.0,
+            // bf16 logits, their .float() copy, the log-softmax output, and the fp32 gradient
+            Stack::TorchEager => 14.0,
         };
         tokens * model.vocab as f64 / pc.tp as f64 * per_logit + 4.0 * tokens * model.hidden as f64 / pc.tp as f64
     } else {
         0.0
     };
 
-    let mut transient = (dense + experts) * sm.autocast_cache / shard(3, dp);
+    // Autocast caches a bf16 copy of every weight it casts until the autocast region ends; under
+    // FSDP the weights it casts are the gathered (unsharded) ones, so the cache is not sharded.
+    // Checkpointed layers run their forward without grad (no caching) and recompute in their own
+    // short autocast region, so under full recompute one layer's copies are held at a time.
+    let cached = if w.recompute == Recompute::Full { (dense + experts) / layers.max(1.0) } else { dense + experts };
+    let mut transient = cached * sm.autocast_cache;
     if pc.zero == 3 && pc.dp > 1 {
         // FSDP: the current and the prefetched layer gathered in full.
         let per_layer = (dense + experts) / layers.max(1.0);
