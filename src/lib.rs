@@ -16,3 +16,4 @@ pub mod cost;
 pub mod memory;
 pub mod power;
 pub mod scenario;
+pub mod plan;

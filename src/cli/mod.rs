@@ -3,7 +3,9 @@
 pub mod args;
 pub mod calibrate;
 pub mod check;
+pub mod compare;
 pub mod measure;
+pub mod plan;
 pub mod predict;
 
 use std::process::ExitCode;
@@ -21,6 +23,10 @@ pub struct Cli {
 pub enum Command {
     /// Predict step time, throughput, MFU, memory, power and energy of one configuration
     Predict(predict::PredictArgs),
+    /// Search parallel layouts and batch sizes; rank them by an objective
+    Plan(plan::PlanArgs),
+    /// Plan the same workload on several systems or hardware variants and print the deltas
+    Compare(compare::CompareArgs),
     /// Check model, system, scenario and profile files; report every problem
     Check(check::CheckArgs),
     /// Run microbenchmarks on this node and write a calibration profile
@@ -38,6 +44,8 @@ pub enum Outcome {
 pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     match cli.command {
         Command::Predict(a) => predict::run(a),
+        Command::Plan(a) => plan::run(a),
+        Command::Compare(a) => compare::run(a),
         Command::Check(a) => check::run(a),
         Command::Calibrate(a) => calibrate::run(a),
         Command::Measure(a) => measure::run(a),
