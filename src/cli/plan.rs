@@ -336,12 +336,17 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
         if !args.options.quiet {
             eprint!("{summary}");
         }
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
         for (i, r) in result.ranked[..shown].iter().enumerate() {
             let s = plan::scenario_of(&base, &r.candidate, mode);
             let p = analytic::predict(&s).context("re-predicting a ranked configuration")?;
             let mut v = to_json(&s, &p);
             v["plan"] = plan_json(i + 1, r, &req);
-            println!("{}", serde_json::to_string(&v)?);
+            // A closed pipe (`| head`) ends the stream quietly.
+            if writeln!(out, "{}", serde_json::to_string(&v)?).is_err() {
+                break;
+            }
         }
     } else if args.csv {
         if !args.options.quiet {

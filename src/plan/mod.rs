@@ -428,6 +428,8 @@ pub fn enumerate(base: &Scenario, req: &Request) -> Result<Vec<Candidate>, PlanE
                     let vps = match (sp.vp, pp) {
                         (Some(v), _) => vec![v],
                         (None, 1) => vec![1],
+                        // Interleaving only shortens the training bubble.
+                        (None, _) if req.mode == PlanMode::Serve => vec![1],
                         (None, _) => (1..=sp.max_vp.max(1)).collect(),
                     };
                     let eps: Vec<u32> = match (sp.ep, n_experts) {
