@@ -99,7 +99,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<Outcome> {
             if let Some(spec) = v {
                 apply_variant(&mut base.system, spec)?;
             }
-            let req = request(&args.scenario, &args.options, &base, mode).with_context(|| format!("system `{sys}`"))?;
+            let req = request(&super::plan::with_file_batch(&args.scenario)?, &args.options, &base, mode).with_context(|| format!("system `{sys}`"))?;
             let result = run_search(&base, &req, &args.options, args.json)?;
             let label = match v {
                 Some(spec) => format!("{sys} [{spec}]"),

@@ -168,7 +168,9 @@ fn positive(name: &str, v: Option<i64>) -> anyhow::Result<Option<u32>> {
 /// GPU counts to try: `--gpus`, or a range (powers of two, whole nodes times powers of two, and
 /// the ends).
 fn gpu_counts(a: &ScenarioArgs, o: &PlanOptions, gpus_per_node: u64) -> anyhow::Result<Vec<u64>> {
-    match (a.gpus, o.min_gpus, o.max_gpus) {
+    // A range on the command line wins over a scenario file's GPU count.
+    let gpus = if o.min_gpus.is_some() || o.max_gpus.is_some() { None } else { a.gpus };
+    match (gpus, o.min_gpus, o.max_gpus) {
         (Some(g), None, None) if g >= 1 => Ok(vec![g as u64]),
         (Some(g), None, None) => bail!("`--gpus` = {g} must be a positive integer"),
         (None, Some(lo), Some(hi)) if lo >= 1 && lo <= hi => {
@@ -298,6 +300,22 @@ pub fn request(a: &ScenarioArgs, o: &PlanOptions, base: &Scenario, mode: PlanMod
     Ok(Request { mode, space, constraints, objective, pricing })
 }
 
+/// The flags, with the scenario file's global batch and GPU count where no flag gives them (the file's layout
+/// is searched over, its batch is the target).
+pub fn with_file_batch(a: &ScenarioArgs) -> anyhow::Result<ScenarioArgs> {
+    let mut a = a.clone();
+    if let Some(p) = &a.scenario {
+        let file = crate::config::scenario::read_scenario(p)?;
+        if a.global_batch.is_none() {
+            a.global_batch = file.workload.global_batch;
+        }
+        if a.gpus.is_none() {
+            a.gpus = file.gpus;
+        }
+    }
+    Ok(a)
+}
+
 /// Run the search with a progress bar on a terminal (never with --json, --quiet or --no-progress).
 pub fn run_search(base: &Scenario, req: &Request, o: &PlanOptions, quiet_output: bool) -> anyhow::Result<PlanResult> {
     let show = !quiet_output && !o.no_progress && !o.quiet && std::io::stderr().is_terminal();
@@ -317,13 +335,14 @@ pub fn run_search(base: &Scenario, req: &Request, o: &PlanOptions, quiet_output:
 
 pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
     let mode = plan_mode(&args.scenario)?;
-    let first_gpus = match (args.scenario.gpus, args.options.min_gpus) {
+    let scenario_args = with_file_batch(&args.scenario)?;
+    let first_gpus = match (scenario_args.gpus.filter(|_| args.options.min_gpus.is_none()), args.options.min_gpus) {
         (Some(g), _) if g >= 1 => g as u64,
         (_, Some(g)) if g >= 1 => g,
         _ => bail!("give `--gpus N`, or both `--min-gpus` and `--max-gpus`"),
     };
     let base = base_scenario(&args.scenario, mode, first_gpus, None)?;
-    let req = request(&args.scenario, &args.options, &base, mode)?;
+    let req = request(&scenario_args, &args.options, &base, mode)?;
     let result = run_search(&base, &req, &args.options, args.json)?;
     let shown = if args.top == 0 { result.ranked.len() } else { args.top.min(result.ranked.len()) };
 
@@ -477,7 +496,7 @@ fn table(r: &PlanResult, shown: usize, req: &Request, base: &Scenario) -> String
         let x = &r.ranked[*i];
         let m = &x.metrics;
         let second = if priced { format!("${:.4}/1M tok", m.usd_per_million_tokens.unwrap_or(f64::NAN)) } else { format!("{:.1} tok/J", m.tokens_per_joule()) };
-        let gpus = if gpus_col { format!("{} GPUs  ", x.candidate.n_gpus) } else { String::new() };
+        let gpus = if gpus_col { format!("{:>6} GPUs  ", x.candidate.n_gpus) } else { String::new() };
         let _ = writeln!(o, "  {gpus}{:<width$}  {:>12.0} tok/s  {second}", x.candidate.label(req.mode), m.tokens_per_s);
     }
     if front.len() > 12 {
