@@ -158,7 +158,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<Outcome> {
             let m = &b.metrics;
             let refm = reference.as_ref().expect("a row with a plan exists");
             let mut line = format!(
-                "{:<lw$}  {:<cw$}  {:>12.0}  {:>8}  {:>5.1}%  {:>5.1} GiB  {:>7.0}  {:>8.1}  {:>7}",
+                "{:<lw$}  {:<cw$}  {:>12.0}  {:>8}  {:>5.1}%  {:>5.1} GiB  {:>7.0}  {:>8.2}  {:>7}",
                 r.label,
                 b.candidate.label(mode),
                 m.tokens_per_s,

@@ -478,7 +478,7 @@ fn table(r: &PlanResult, shown: usize, req: &Request, base: &Scenario) -> String
         if priced {
             let _ = write!(line, "  {:>10.4}", m.usd_per_million_tokens.unwrap_or(f64::NAN));
         }
-        let _ = write!(line, "  {:>9.1}", m.tokens_per_joule());
+        let _ = write!(line, "  {:>9.2}", m.tokens_per_joule());
         if let Some(t) = ttt {
             let _ = write!(line, "  {:>9}", duration(t / m.tokens_per_s));
         }
@@ -495,7 +495,7 @@ fn table(r: &PlanResult, shown: usize, req: &Request, base: &Scenario) -> String
     for i in front.iter().take(12) {
         let x = &r.ranked[*i];
         let m = &x.metrics;
-        let second = if priced { format!("${:.4}/1M tok", m.usd_per_million_tokens.unwrap_or(f64::NAN)) } else { format!("{:.1} tok/J", m.tokens_per_joule()) };
+        let second = if priced { format!("${:.4}/1M tok", m.usd_per_million_tokens.unwrap_or(f64::NAN)) } else { format!("{:.2} tok/J", m.tokens_per_joule()) };
         let gpus = if gpus_col { format!("{:>6} GPUs  ", x.candidate.n_gpus) } else { String::new() };
         let _ = writeln!(o, "  {gpus}{:<width$}  {:>12.0} tok/s  {second}", x.candidate.label(req.mode), m.tokens_per_s);
     }

@@ -444,9 +444,7 @@ pub fn enumerate(base: &Scenario, req: &Request) -> Result<Vec<Candidate>, PlanE
                             .collect(),
                     };
                     // ZeRO shards over data-parallel replicas; with one replica the stages are the same.
-                    let zeros: Vec<u32> = if req.mode == PlanMode::Serve {
-                        vec![0]
-                    } else if dp == 1 && sp.zero.len() > 1 && n_experts.is_none() {
+                    let zeros: Vec<u32> = if req.mode == PlanMode::Serve || (dp == 1 && sp.zero.len() > 1 && n_experts.is_none()) {
                         vec![0]
                     } else {
                         sp.zero.clone()
@@ -679,7 +677,7 @@ impl<F: Fn(&Scenario) -> Result<Prediction, PredictError> + Sync> Engine for FnE
 fn check_request(req: &Request) -> Result<(), PlanError> {
     match req.objective {
         Objective::Cost if !req.pricing.priced() => Err(PlanError::NoPrice),
-        Objective::TimeToTrain { tokens } if !(tokens > 0.0) => Err(PlanError::NoTokens),
+        Objective::TimeToTrain { tokens } if tokens.is_nan() || tokens <= 0.0 => Err(PlanError::NoTokens),
         _ => Ok(()),
     }
 }
