@@ -319,7 +319,7 @@ pub fn with_file_batch(a: &ScenarioArgs) -> anyhow::Result<ScenarioArgs> {
 /// Run the search with a progress bar on a terminal (never with --json, --quiet or --no-progress).
 pub fn run_search(base: &Scenario, req: &Request, o: &PlanOptions, quiet_output: bool) -> anyhow::Result<PlanResult> {
     let show = !quiet_output && !o.no_progress && !o.quiet && std::io::stderr().is_terminal();
-    let total = plan::enumerate(base, req)?.len() as u64;
+    let total = plan::count(base, req)?;
     let bar = if show { indicatif::ProgressBar::new(total) } else { indicatif::ProgressBar::hidden() };
     if show {
         bar.set_style(indicatif::ProgressStyle::with_template("{spinner} planning [{bar:40}] {pos}/{len} configurations ({per_sec}, eta {eta})").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));

@@ -394,8 +394,61 @@ fn pinned_or(pin: Option<u32>, all: impl Iterator<Item = u64>) -> Vec<u32> {
     }
 }
 
-/// Every configuration of the space, in key order.
-pub fn enumerate(base: &Scenario, req: &Request) -> Result<Vec<Candidate>, PlanError> {
+/// A parallel layout: the outer part of a configuration. The search hands layouts to workers and
+/// expands each into its configurations there, so the whole space is never held in memory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Layout {
+    pub n_gpus: u64,
+    pub tp: u32,
+    pub pp: u32,
+    pub vp: u32,
+    pub dp: u32,
+    pub cp: u32,
+    pub ep: u32,
+    zeros: Vec<u32>,
+    recomputes: Vec<Recompute>,
+    /// (micro_batch, global_batch) pairs (serving: (batch, 0)).
+    batches: Vec<(u64, u64)>,
+}
+
+impl Layout {
+    pub fn len(&self, req: &Request) -> u64 {
+        (self.zeros.len() * self.recomputes.len() * self.batches.len() * req.space.precision.len()) as u64
+    }
+    pub fn is_empty(&self, req: &Request) -> bool {
+        self.len(req) == 0
+    }
+    /// The configurations of this layout, in key order.
+    pub fn candidates(&self, req: &Request) -> Vec<Candidate> {
+        let mut out = Vec::with_capacity(self.len(req) as usize);
+        for &zero in &self.zeros {
+            for &rc in &self.recomputes {
+                for &(mb, gb) in &self.batches {
+                    for &prec in &req.space.precision {
+                        out.push(Candidate {
+                            n_gpus: self.n_gpus,
+                            tp: self.tp,
+                            pp: self.pp,
+                            vp: self.vp,
+                            dp: self.dp,
+                            cp: self.cp,
+                            ep: self.ep,
+                            zero,
+                            recompute: RecomputeKey::of(rc),
+                            micro_batch: mb,
+                            global_batch: gb,
+                            precision: DtypeKey::of(prec),
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Every layout of the space.
+pub fn layouts(base: &Scenario, req: &Request) -> Result<Vec<Layout>, PlanError> {
     let sp = &req.space;
     if sp.n_gpus.is_empty() {
         return Err(PlanError::NoGpus);
@@ -404,8 +457,11 @@ pub fn enumerate(base: &Scenario, req: &Request) -> Result<Vec<Candidate>, PlanE
         return Err(PlanError::NoGlobalBatch);
     }
     let n_experts = base.model.moe.as_ref().map(|m| m.n_experts as u64);
+    let mut gpus = sp.n_gpus.clone();
+    gpus.sort_unstable();
+    gpus.dedup();
     let mut out = Vec::new();
-    for &n in &sp.n_gpus {
+    for n in gpus {
         for tp in pinned_or(sp.tp, divisors(n).into_iter()) {
             if n % tp as u64 != 0 {
                 continue;
@@ -450,34 +506,15 @@ pub fn enumerate(base: &Scenario, req: &Request) -> Result<Vec<Candidate>, PlanE
                         sp.zero.clone()
                     };
                     let recomputes: Vec<Recompute> = if req.mode == PlanMode::Serve { vec![Recompute::None] } else { sp.recompute.clone() };
-                    // (micro_batch, global_batch) pairs.
                     let batches: Vec<(u64, u64)> = match req.mode {
                         PlanMode::Serve => sp.serve_batches.iter().map(|b| (*b, 0)).collect(),
                         PlanMode::Train => train_batches(sp, dp as u64),
                     };
                     for &vp in &vps {
                         for &ep in &eps {
-                            for &zero in &zeros {
-                                for &rc in &recomputes {
-                                    for &(mb, gb) in &batches {
-                                        for &prec in &sp.precision {
-                                            out.push(Candidate {
-                                                n_gpus: n,
-                                                tp,
-                                                pp,
-                                                vp,
-                                                dp,
-                                                cp,
-                                                ep,
-                                                zero,
-                                                recompute: RecomputeKey::of(rc),
-                                                micro_batch: mb,
-                                                global_batch: gb,
-                                                precision: DtypeKey::of(prec),
-                                            });
-                                        }
-                                    }
-                                }
+                            let l = Layout { n_gpus: n, tp, pp, vp, dp, cp, ep, zeros: zeros.clone(), recomputes: recomputes.clone(), batches: batches.clone() };
+                            if !l.is_empty(req) {
+                                out.push(l);
                             }
                         }
                     }
@@ -485,8 +522,19 @@ pub fn enumerate(base: &Scenario, req: &Request) -> Result<Vec<Candidate>, PlanE
             }
         }
     }
+    Ok(out)
+}
+
+/// How many configurations the space holds.
+pub fn count(base: &Scenario, req: &Request) -> Result<u64, PlanError> {
+    Ok(layouts(base, req)?.iter().map(|l| l.len(req)).sum())
+}
+
+/// Every configuration of the space, in key order (for tests and small spaces; the search
+/// expands layouts one at a time instead).
+pub fn enumerate(base: &Scenario, req: &Request) -> Result<Vec<Candidate>, PlanError> {
+    let mut out: Vec<Candidate> = layouts(base, req)?.iter().flat_map(|l| l.candidates(req)).collect();
     out.sort_unstable();
-    out.dedup();
     Ok(out)
 }
 
@@ -686,9 +734,6 @@ fn sort_ranked(v: &mut [Ranked]) {
     v.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.candidate.cmp(&b.candidate)));
 }
 
-/// Candidates handed to a worker at a time (and the progress granularity).
-const CHUNK: usize = 2048;
-
 /// Search the space with pruning; `progress` is called with the number of configurations done.
 pub fn search(base: &Scenario, req: &Request, progress: &(dyn Fn(u64) + Sync)) -> Result<PlanResult, PlanError> {
     search_with(base, req, &Analytic, progress)
@@ -696,25 +741,27 @@ pub fn search(base: &Scenario, req: &Request, progress: &(dyn Fn(u64) + Sync)) -
 
 pub fn search_with(base: &Scenario, req: &Request, engine: &dyn Engine, progress: &(dyn Fn(u64) + Sync)) -> Result<PlanResult, PlanError> {
     check_request(req)?;
-    let cands = enumerate(base, req)?;
+    let layouts = layouts(base, req)?;
     let base = prepared(base, req.mode);
     struct Acc {
         ranked: Vec<Ranked>,
         pruned: BTreeMap<Reason, u64>,
         predicted: u64,
+        enumerated: u64,
     }
-    let parts: Vec<Acc> = cands
-        .par_chunks(CHUNK)
+    let parts: Vec<Acc> = layouts
+        .par_iter()
         .map_init(
             || base.clone(),
-            |s, chunk| {
-                let mut acc = Acc { ranked: Vec::new(), pruned: BTreeMap::new(), predicted: 0 };
-                for c in chunk {
+            |s, layout| {
+                let mut acc = Acc { ranked: Vec::new(), pruned: BTreeMap::new(), predicted: 0, enumerated: 0 };
+                for c in layout.candidates(req) {
+                    acc.enumerated += 1;
                     c.apply(s, req.mode);
-                    let r = match cheap_rules(s, c, req) {
+                    let r = match cheap_rules(s, &c, req) {
                         Ok(()) => {
                             acc.predicted += 1;
-                            evaluate_predicted(s, c, req, engine)
+                            evaluate_predicted(s, &c, req, engine)
                         }
                         Err(e) => Err(e),
                     };
@@ -723,15 +770,16 @@ pub fn search_with(base: &Scenario, req: &Request, engine: &dyn Engine, progress
                         Err(e) => *acc.pruned.entry(e).or_insert(0) += 1,
                     }
                 }
-                progress(chunk.len() as u64);
+                progress(acc.enumerated);
                 acc
             },
         )
         .collect();
-    let mut out = PlanResult { enumerated: cands.len() as u64, ..Default::default() };
+    let mut out = PlanResult::default();
     for a in parts {
         out.ranked.extend(a.ranked);
         out.predicted += a.predicted;
+        out.enumerated += a.enumerated;
         for (k, v) in a.pruned {
             *out.pruned.entry(k).or_insert(0) += v;
         }
