@@ -252,3 +252,37 @@ fn compare_prints_deltas_against_the_first_system() {
     assert!(rows[0].contains("+0.0%"), "{out}");
     assert!(rows.iter().any(|r| r.contains("[tdp-w=800]")), "{out}");
 }
+
+#[test]
+fn rerank_takes_the_other_engine_numbers_for_the_top_k() {
+    let s = base("llama-2-7b", "dgx-b200", 8, "train", 2048);
+    let req = train_request(8, 64, vec![Dtype::Bf16]);
+    let mut r = plan::search(&s, &req, &|_| {}).unwrap();
+    let before = r.clone();
+    // A stand-in for the DES: the analytic prediction, with TP=1 layouts made 2x slower.
+    let engine = plan::FnEngine {
+        name: "stand-in",
+        f: |sc: &Scenario| {
+            let mut p = gpuplan::analytic::predict(sc)?;
+            if sc.parallel.tp == 1 {
+                p.tokens_per_s /= 2.0;
+            }
+            Ok(p)
+        },
+    };
+    let k = 20;
+    plan::rerank(&s, &req, &mut r, k, &engine);
+    assert_eq!(r.ranked.len(), before.ranked.len());
+    assert_eq!(r.ranked[k..], before.ranked[k..]);
+    let mut top: Vec<_> = r.ranked[..k].iter().map(|x| x.candidate).collect();
+    let mut was: Vec<_> = before.ranked[..k].iter().map(|x| x.candidate).collect();
+    top.sort();
+    was.sort();
+    assert_eq!(top, was, "the same K configurations, re-ordered");
+    if before.ranked[..k].iter().any(|x| x.candidate.tp == 1) && before.ranked[..k].iter().any(|x| x.candidate.tp > 1) {
+        assert!(r.ranked[0].candidate.tp > 1);
+    }
+    for w in r.ranked[..k].windows(2) {
+        assert!(w[0].score >= w[1].score);
+    }
+}
