@@ -228,11 +228,9 @@ pub fn request(a: &ScenarioArgs, o: &PlanOptions, base: &Scenario, mode: PlanMod
         None => vec![Dtype::Bf16],
     };
     if a.precision.is_none() {
+        // On a GPU without the path (A100 and fp8), the prune rule counts them; `compare` keeps going.
         for (allow, d) in [(o.allow_fp8, Dtype::Fp8), (o.allow_fp4, Dtype::Fp4)] {
             if allow {
-                if base.system.gpu.peak.get(d).is_none() {
-                    bail!("`--allow-{}`: `{}` has no {} tensor-core path", d.name(), base.system.gpu.display_name, d.name());
-                }
                 precision.push(d);
             }
         }
@@ -376,7 +374,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
         if !args.options.quiet {
             print!("{summary}");
         }
-        print!("{}", table(&result, shown, &req, &base));
+        print!("{}", table(&result, shown, &req, &base, args.options.tokens.filter(|_| mode == PlanMode::Train)));
     }
     Ok(if result.ranked.is_empty() { Outcome::Infeasible } else { Outcome::Ok })
 }
@@ -394,7 +392,7 @@ pub fn plan_json(rank: usize, r: &plan::Ranked, req: &Request) -> serde_json::Va
         "cluster_power_w": m.cluster_power_w,
         "tokens_per_joule": m.tokens_per_joule(),
         "usd_per_million_tokens": m.usd_per_million_tokens,
-        "time_to_train_s": match req.objective { Objective::TimeToTrain { tokens } => Some(tokens / m.tokens_per_s), _ => None },
+        "time_to_train_s": req.tokens().map(|t| t / m.tokens_per_s),
         "ttft_s": m.ttft_s,
         "tpot_s": m.tpot_s,
     })
@@ -431,7 +429,8 @@ fn duration(s: f64) -> String {
     }
 }
 
-fn table(r: &PlanResult, shown: usize, req: &Request, base: &Scenario) -> String {
+/// The ranked table; `tokens` (from `--tokens`) adds a time-to-train column under any objective.
+fn table(r: &PlanResult, shown: usize, req: &Request, base: &Scenario, tokens: Option<f64>) -> String {
     use std::fmt::Write;
     let mut o = String::new();
     if r.ranked.is_empty() {
@@ -439,10 +438,7 @@ fn table(r: &PlanResult, shown: usize, req: &Request, base: &Scenario) -> String
         return o;
     }
     let priced = req.pricing.priced();
-    let ttt = match req.objective {
-        Objective::TimeToTrain { tokens } => Some(tokens),
-        _ => None,
-    };
+    let ttt = req.tokens().or(tokens);
     let serve = req.mode == PlanMode::Serve;
     let width = r.ranked[..shown].iter().map(|x| x.candidate.label(req.mode).len()).max().unwrap_or(10).max(6);
     let gpus_col = req.space.n_gpus.len() > 1;

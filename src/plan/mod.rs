@@ -5,7 +5,8 @@
 //! reloaded per configuration. Pruning runs cheapest rule first and counts each removed
 //! configuration once, under the first rule that removes it:
 //!
-//! 1. TP beyond the NVLink domain (TP collectives sit on every layer's critical path),
+//! 1. TP beyond the NVLink domain, or TP groups that do not tile it (TP collectives sit on every
+//!    layer's critical path),
 //! 2. precision the GPU has no tensor-core path for,
 //! 3. divisibility (`parallelism::check`, plus `seq` by `2*cp` for load-balanced ring attention),
 //! 4. memory (`memory::plan`, the same plan `predict` returns, against capacity less headroom),
@@ -302,6 +303,8 @@ pub struct Ranked {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Reason {
     TpBeyondNvlink,
+    /// TP groups that do not tile the NVLink domain (some would span two domains).
+    TpStraddlesNvlink,
     Precision,
     Indivisible { what: &'static str, by: &'static str },
     Unsupported(&'static str),
@@ -319,6 +322,7 @@ impl Reason {
     pub fn describe(&self) -> String {
         match self {
             Reason::TpBeyondNvlink => "tp beyond the NVLink domain".into(),
+            Reason::TpStraddlesNvlink => "tp does not divide the NVLink domain (groups would straddle two)".into(),
             Reason::Precision => "precision without a tensor-core path on this GPU".into(),
             Reason::Indivisible { what, by } => format!("`{what}` not divisible by `{by}`"),
             Reason::Unsupported(what) => format!("unsupported `{what}`"),
@@ -366,6 +370,16 @@ pub struct Request {
     pub constraints: Constraints,
     pub objective: Objective,
     pub pricing: Pricing,
+}
+
+impl Request {
+    /// Tokens to train, when the objective is time to train.
+    pub fn tokens(&self) -> Option<f64> {
+        match self.objective {
+            Objective::TimeToTrain { tokens } => Some(tokens),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -592,9 +606,7 @@ pub type Evaluation = Result<Ranked, Reason>;
 /// The cheap rules, in order: NVLink domain, precision, divisibility, memory. `s` already holds
 /// the candidate.
 fn cheap_rules(s: &Scenario, c: &Candidate, req: &Request) -> Result<(), Reason> {
-    if c.tp > s.system.nvlink_domain_size {
-        return Err(Reason::TpBeyondNvlink);
-    }
+    nvlink_rule(s, c)?;
     if s.system.gpu.peak.get(c.precision.get()).is_none() {
         return Err(Reason::Precision);
     }
@@ -606,6 +618,19 @@ fn cheap_rules(s: &Scenario, c: &Candidate, req: &Request) -> Result<(), Reason>
     }
     let mem = memory::plan(&s.model, &s.parallel, &s.workload, s.system.gpu.hbm_capacity.value);
     memory_rule(mem.total().value(), mem.capacity.value(), req)
+}
+
+/// TP collectives sit on every layer's critical path: TP stays inside one NVLink domain, and its
+/// groups tile the domain.
+fn nvlink_rule(s: &Scenario, c: &Candidate) -> Result<(), Reason> {
+    let domain = s.system.nvlink_domain_size;
+    if c.tp > domain {
+        return Err(Reason::TpBeyondNvlink);
+    }
+    if domain % c.tp != 0 {
+        return Err(Reason::TpStraddlesNvlink);
+    }
+    Ok(())
 }
 
 fn memory_rule(total: f64, capacity: f64, req: &Request) -> Result<(), Reason> {
@@ -798,8 +823,8 @@ pub fn brute_force(base: &Scenario, req: &Request) -> Result<PlanResult, PlanErr
     for c in &cands {
         c.apply(&mut s, req.mode);
         out.predicted += 1;
-        let r = if c.tp > s.system.nvlink_domain_size {
-            Err(Reason::TpBeyondNvlink)
+        let r = if let Err(e) = nvlink_rule(&s, c) {
+            Err(e)
         } else if c.cp > 1 && s.workload.seq % (2 * c.cp as u64) != 0 {
             Err(Reason::Indivisible { what: "seq", by: "2*cp" })
         } else {
