@@ -127,6 +127,7 @@ pub fn base_scenario(a: &ScenarioArgs, mode: PlanMode, n_gpus: u64, system: Opti
         kv_len: a.kv_len,
         batch: a.batch,
         stack: a.stack.clone(),
+        etp: a.etp,
         routing_imbalance: a.routing_imbalance,
         tp_comm_overlap: a.tp_comm_overlap,
         calibration: a.calibration.clone(),
