@@ -13,6 +13,7 @@ pub mod measure;
 pub mod memory;
 pub mod model;
 pub mod parallelism;
+pub mod plan;
 pub mod power;
 pub mod scenario;
 pub mod sim;

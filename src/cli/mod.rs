@@ -3,7 +3,9 @@
 pub mod args;
 pub mod calibrate;
 pub mod check;
+pub mod compare;
 pub mod measure;
+pub mod plan;
 pub mod predict;
 pub mod simulate;
 pub mod validate;
@@ -27,6 +29,10 @@ pub enum Command {
     Simulate(simulate::SimulateArgs),
     /// Score predictions against measured run records (MAPE per metric, plots, CI bounds)
     Validate(validate::ValidateArgs),
+    /// Search parallel layouts and batch sizes; rank them by an objective
+    Plan(plan::PlanArgs),
+    /// Plan the same workload on several systems or hardware variants and print the deltas
+    Compare(compare::CompareArgs),
     /// Check model, system, scenario and profile files; report every problem
     Check(check::CheckArgs),
     /// Run microbenchmarks on this node and write a calibration profile
@@ -46,6 +52,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Predict(a) => predict::run(a),
         Command::Simulate(a) => simulate::run(a),
         Command::Validate(a) => validate::run(a),
+        Command::Plan(a) => plan::run(a),
+        Command::Compare(a) => compare::run(a),
         Command::Check(a) => check::run(a),
         Command::Calibrate(a) => calibrate::run(a),
         Command::Measure(a) => measure::run(a),

@@ -3,5 +3,6 @@
 mod catalog;
 mod cli;
 mod measure;
+mod plan;
 mod reference;
 mod sim;
