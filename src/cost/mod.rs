@@ -265,6 +265,9 @@ impl<'a> CostModel<'a> {
 /// (cuBLAS has 64-, 32- and 16-wide kernels), and when a GEMM has fewer tiles than SMs it is split
 /// along K (split-K) to fill them, as cuBLAS's heuristics do for skinny shapes.
 pub fn gemm_shape_factor(arch: Arch, sms: u64, m: u64, n: u64, k: u64, count: u64) -> f64 {
+    if m == 0 || n == 0 || k == 0 || count == 0 {
+        return 1.0;
+    }
     let raw = |m: u64, n: u64, k: u64, count: u64| {
         let (big_m, big_n) = tile(arch);
         let fit = |dim: u64, big: u64| if dim >= big { big } else { dim.next_power_of_two().max(16) };
