@@ -102,7 +102,6 @@ pub struct Prediction {
     pub energy_per_token_facility: Joules,
     pub n_microbatches: u64,
     pub bottleneck: &'static str,
-    pub used: Vec<UsedNumber>,
 }
 
 /// Why a scenario cannot be predicted at all (bad configuration, as opposed to not fitting).
@@ -170,6 +169,7 @@ pub fn exposed_time(steps: &[Step]) -> (Seconds, Seconds, Seconds, Vec<(Group, S
 }
 
 fn pass_time(cost: &CostModel, s: &Scenario, ops: &[Op], times: usize, speedup: f64) -> PassTime {
+    debug_assert!(times >= 1);
     let steps = cost.lower(&s.parallel, &s.options, &s.workload, ops, speedup);
     let (compute, memory, cpu, comm) = exposed_time(&steps);
     let mut bd = Breakdown { compute, memory, ..Breakdown::default() };
@@ -208,33 +208,59 @@ struct StageTimes {
     bwd: Breakdown,
 }
 
-fn stage_times(cost: &CostModel, s: &Scenario, ops: &workload::OpList, stage: u32, speedup: f64) -> StageTimes {
-    let (n_dense, n_moe) = stage_layers(s, stage);
+/// Forward and backward (+ recompute) pass times of one of each part of the model, priced once
+/// and combined per stage.
+struct PartTimes {
+    dense: (PassTime, PassTime),
+    moe: (PassTime, PassTime),
+    embedding: (PassTime, PassTime),
+    head: (PassTime, PassTime),
+}
+
+fn part_times(cost: &CostModel, s: &Scenario, ops: &workload::OpList, speedup: f64) -> PartTimes {
     let train = s.workload.mode == Mode::Train;
-    let mut fwd = PassTime::default();
-    let mut bwd = PassTime::default();
-    let mut add = |list: &[Op], times: usize| {
-        if times == 0 || list.is_empty() {
-            return;
+    let both = |list: &[Op]| {
+        if list.is_empty() {
+            return (PassTime::default(), PassTime::default());
         }
-        let f = pass_time(cost, s, list, times, speedup);
-        fwd.bd.add(&f.bd);
-        fwd.cpu += f.cpu;
-        if train {
+        let f = pass_time(cost, s, list, 1, speedup);
+        let b = if train {
             let mut back = recompute_of(list, s.workload.recompute);
             back.extend(backward_of(list));
-            let b = pass_time(cost, s, &back, times, speedup);
-            bwd.bd.add(&b.bd);
-            bwd.cpu += b.cpu;
+            pass_time(cost, s, &back, 1, speedup)
+        } else {
+            PassTime::default()
+        };
+        (f, b)
+    };
+    PartTimes { dense: both(&ops.dense_layer), moe: both(&ops.moe_layer), embedding: both(&ops.embedding), head: both(&ops.head) }
+}
+
+fn stage_times(s: &Scenario, parts: &PartTimes, stage: u32) -> StageTimes {
+    let (n_dense, n_moe) = stage_layers(s, stage);
+    let mut fwd = PassTime::default();
+    let mut bwd = PassTime::default();
+    let mut add = |part: &(PassTime, PassTime), times: usize| {
+        if times == 0 {
+            return;
         }
+        let k = times as f64;
+        let mut f = part.0.bd.clone();
+        f.scale(k);
+        fwd.bd.add(&f);
+        fwd.cpu += part.0.cpu * k;
+        let mut b = part.1.bd.clone();
+        b.scale(k);
+        bwd.bd.add(&b);
+        bwd.cpu += part.1.cpu * k;
     };
     if stage == 0 {
-        add(&ops.embedding, 1);
+        add(&parts.embedding, 1);
     }
-    add(&ops.dense_layer, n_dense);
-    add(&ops.moe_layer, n_moe);
+    add(&parts.dense, n_dense);
+    add(&parts.moe, n_moe);
     if stage == s.parallel.pp - 1 {
-        add(&ops.head, 1);
+        add(&parts.head, 1);
     }
     // The CPU runs ahead of the GPU within a pass; the GPU waits only when launching takes longer.
     StageTimes { fwd: with_cpu(fwd), bwd: with_cpu(bwd) }
@@ -346,7 +372,8 @@ pub fn price(s: &Scenario) -> Result<Priced<'_>, PredictError> {
     let n_micro = check_scenario(s)?;
     let cost = CostModel::new(&s.system, s.profile.as_ref());
     let ops = forward_ops(&s.model, &s.parallel, &s.workload);
-    let at_sustained: Vec<StageTimes> = (0..s.parallel.pp).map(|st| stage_times(&cost, s, &ops, st, 1.0)).collect();
+    let parts = part_times(&cost, s, &ops, 1.0);
+    let at_sustained: Vec<StageTimes> = (0..s.parallel.pp).map(|st| stage_times(s, &parts, st)).collect();
     let power = power::solve(&s.system.gpu, &activity(&step_breakdown(s, &cost, &at_sustained, n_micro)));
     Ok(Priced { cost, ops, power, n_micro })
 }
@@ -354,12 +381,13 @@ pub fn price(s: &Scenario) -> Result<Priced<'_>, PredictError> {
 /// Predict one scenario with the closed-form engine.
 pub fn predict(s: &Scenario) -> Result<Prediction, PredictError> {
     let Priced { cost, ops, power, n_micro } = price(s)?;
-    let stages: Vec<StageTimes> = (0..s.parallel.pp).map(|st| stage_times(&cost, s, &ops, st, power.speedup)).collect();
+    let parts = part_times(&cost, s, &ops, power.speedup);
+    let stages: Vec<StageTimes> = (0..s.parallel.pp).map(|st| stage_times(s, &parts, st)).collect();
     let bd = step_breakdown(s, &cost, &stages, n_micro);
     Ok(finish(s, &cost, &ops, n_micro, bd, power))
 }
 
-/// Throughput, MFU, memory, energy and provenance from a step's breakdown (both engines).
+/// Throughput, MFU, memory and energy from a step's breakdown (both engines).
 pub fn finish(s: &Scenario, cost: &CostModel, ops: &workload::OpList, n_micro: u64, bd: Breakdown, power: PowerState) -> Prediction {
     let (pc, w) = (&s.parallel, &s.workload);
     let step_time = bd.total();
@@ -387,20 +415,6 @@ pub fn finish(s: &Scenario, cost: &CostModel, ops: &workload::OpList, n_micro: u
     let energy_per_token = Joules::new(energy_per_step.value() / tokens_per_step);
     let energy_per_token_facility = energy_per_token * s.system.pue.value;
 
-    let mut used = cost.used_numbers(w.precision);
-    let g = &s.system.gpu;
-    used.push(UsedNumber { name: "tdp_w".into(), value: format!("{:.0}", g.tdp.value.value()), source: g.tdp.source.clone() });
-    used.push(UsedNumber { name: "idle_w".into(), value: format!("{:.0}", g.idle_power.value.value()), source: g.idle_power.source.clone() });
-    used.push(UsedNumber {
-        name: "sustained_gemm_clock_mhz".into(),
-        value: format!("{:.0}", g.efficiency.sustained_gemm_clock.value.as_mhz()),
-        source: g.efficiency.sustained_gemm_clock.source.clone(),
-    });
-    used.push(UsedNumber {
-        name: "host_power_per_node_w".into(),
-        value: format!("{:.0}", s.system.host_power_per_node.value.value()),
-        source: s.system.host_power_per_node.source.clone(),
-    });
     Prediction {
         step_time,
         bottleneck: bottleneck(&bd),
@@ -417,7 +431,6 @@ pub fn finish(s: &Scenario, cost: &CostModel, ops: &workload::OpList, n_micro: u
         energy_per_token,
         energy_per_token_facility,
         n_microbatches: n_micro,
-        used,
     }
 }
 
@@ -450,14 +463,29 @@ fn executed_flops_per_gpu_step(s: &Scenario, ops: &workload::OpList, n_micro: u6
     total * n_micro as f64 / pc.pp as f64
 }
 
+/// `count` equal buckets, each one collective.
+#[derive(Debug, Clone)]
+pub struct Buckets {
+    pub step: CommStep,
+    pub count: usize,
+}
+
+fn expand(b: &[Buckets]) -> Vec<CommStep> {
+    b.iter().flat_map(|x| std::iter::repeat_n(x.step.clone(), x.count)).collect()
+}
+
+fn total_time(b: &[Buckets]) -> Seconds {
+    b.iter().map(|x| x.step.time() * x.count as f64).sum()
+}
+
 /// The data-parallel traffic of one rank of a stage, in the collectives NCCL runs.
 #[derive(Debug, Clone, Default)]
 pub struct DpPlan {
     /// Gradient buckets, reduced as backward produces them (all-reduce, or reduce-scatter under
     /// ZeRO >= 1), in launch order.
-    pub grad_buckets: Vec<CommStep>,
+    pub grad: Vec<Buckets>,
     /// Parameter all-gathers after the optimizer step (ZeRO 1/2, Megatron's distributed optimizer).
-    pub param_buckets: Vec<CommStep>,
+    pub param: Vec<Buckets>,
     /// FSDP (ZeRO-3): one layer's all-gather before its forward and again before its backward, and
     /// its gradients' reduce-scatter after its backward, per micro-batch.
     pub layer_gather: Option<CommStep>,
@@ -466,13 +494,24 @@ pub struct DpPlan {
     pub optimizer: Seconds,
 }
 
-/// Split `bytes` into buckets of at most `BUCKET_BYTES` and price each collective.
-fn buckets(cost: &CostModel, pc: &ParallelConfig, op: CollectiveOp, group: Group, bytes: f64) -> Vec<CommStep> {
+impl DpPlan {
+    /// Gradient buckets one by one, in launch order.
+    pub fn grad_list(&self) -> Vec<CommStep> {
+        expand(&self.grad)
+    }
+    /// Parameter all-gather buckets one by one.
+    pub fn param_list(&self) -> Vec<CommStep> {
+        expand(&self.param)
+    }
+}
+
+/// Split `bytes` into equal buckets of at most `BUCKET_BYTES` and price one collective.
+fn buckets(cost: &CostModel, pc: &ParallelConfig, op: CollectiveOp, group: Group, bytes: f64) -> Option<Buckets> {
     if bytes <= 0.0 {
-        return Vec::new();
+        return None;
     }
     let n = (bytes / BUCKET_BYTES).ceil().max(1.0);
-    (0..n as usize).map(|_| cost.comm_step(pc, op, group, bytes / n, Overlap::Blocking)).collect()
+    Some(Buckets { step: cost.comm_step(pc, op, group, bytes / n, Overlap::Blocking), count: n as usize })
 }
 
 pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
@@ -488,15 +527,15 @@ pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
         0 => {
             for (g, size, n) in groups {
                 if size > 1 {
-                    plan.grad_buckets.extend(buckets(cost, pc, CollectiveOp::AllReduce, g, n * grad_bytes));
+                    plan.grad.extend(buckets(cost, pc, CollectiveOp::AllReduce, g, n * grad_bytes));
                 }
             }
         }
         1 | 2 => {
             for (g, size, n) in groups {
                 if size > 1 {
-                    plan.grad_buckets.extend(buckets(cost, pc, CollectiveOp::ReduceScatter, g, n * grad_bytes));
-                    plan.param_buckets.extend(buckets(cost, pc, CollectiveOp::AllGather, g, n * param_bytes));
+                    plan.grad.extend(buckets(cost, pc, CollectiveOp::ReduceScatter, g, n * grad_bytes));
+                    plan.param.extend(buckets(cost, pc, CollectiveOp::AllGather, g, n * param_bytes));
                 }
             }
         }
@@ -518,8 +557,7 @@ fn data_parallel_and_optimizer(cost: &CostModel, s: &Scenario, stages: &[StageTi
     let mut worst = (Seconds::ZERO, Seconds::ZERO);
     for (stage, st) in stages.iter().enumerate() {
         let plan = dp_plan(cost, s, stage as u32);
-        let total = |v: &[CommStep]| v.iter().map(CommStep::time).sum::<Seconds>();
-        let (grad_sync, param_sync) = (total(&plan.grad_buckets), total(&plan.param_buckets));
+        let (grad_sync, param_sync) = (total_time(&plan.grad), total_time(&plan.param));
         let (bwd_one, fwd_one) = (st.bwd.total(), st.fwd.total());
         let exposed = if let (Some(g), Some(r)) = (&plan.layer_gather, &plan.layer_reduce) {
             // FSDP: the next layer's gather runs beside this layer's compute; a layer costs the
@@ -530,11 +568,11 @@ fn data_parallel_and_optimizer(cost: &CostModel, s: &Scenario, stages: &[StageTi
             per_micro * n_micro as f64
         } else if s.options.dp_overlap {
             // Buckets reduce during the last micro-batch's backward; the last bucket is exposed.
-            let last = |v: &[CommStep]| v.last().map_or(Seconds::ZERO, CommStep::time);
-            let g = (grad_sync - bwd_one + last(&plan.grad_buckets)).max(last(&plan.grad_buckets));
+            let last = |v: &[Buckets]| v.last().map_or(Seconds::ZERO, |b| b.step.time());
+            let g = (grad_sync - bwd_one + last(&plan.grad)).max(last(&plan.grad));
             // The parameter all-gather overlaps the next step's first forward (Megatron
             // --overlap-param-gather).
-            let p = (param_sync - fwd_one + last(&plan.param_buckets)).max(last(&plan.param_buckets));
+            let p = (param_sync - fwd_one + last(&plan.param)).max(last(&plan.param));
             g + p
         } else {
             grad_sync + param_sync
@@ -554,4 +592,25 @@ fn bottleneck(bd: &Breakdown) -> &'static str {
     parts.insert("bubble", bd.pp_bubble.value());
     parts.insert("cpu", bd.cpu_launch.value());
     parts.into_iter().max_by(|a, b| a.1.total_cmp(&b.1)).map(|(k, _)| k).unwrap_or("compute")
+}
+
+/// Every hardware number a prediction of this scenario uses, with its source.
+pub fn used_numbers(s: &Scenario) -> Vec<UsedNumber> {
+    let cost = CostModel::new(&s.system, s.profile.as_ref());
+    let w = &s.workload;
+    let mut used = cost.used_numbers(w.precision);
+    let g = &s.system.gpu;
+    used.push(UsedNumber { name: "tdp_w".into(), value: format!("{:.0}", g.tdp.value.value()), source: g.tdp.source.clone() });
+    used.push(UsedNumber { name: "idle_w".into(), value: format!("{:.0}", g.idle_power.value.value()), source: g.idle_power.source.clone() });
+    used.push(UsedNumber {
+        name: "sustained_gemm_clock_mhz".into(),
+        value: format!("{:.0}", g.efficiency.sustained_gemm_clock.value.as_mhz()),
+        source: g.efficiency.sustained_gemm_clock.source.clone(),
+    });
+    used.push(UsedNumber {
+        name: "host_power_per_node_w".into(),
+        value: format!("{:.0}", s.system.host_power_per_node.value.value()),
+        source: s.system.host_power_per_node.source.clone(),
+    });
+    used
 }

@@ -326,8 +326,8 @@ pub fn run_search(base: &Scenario, req: &Request, o: &PlanOptions, quiet_output:
     let mut result = plan::search(base, req, &|n| bar.inc(n))?;
     bar.finish_and_clear();
     if let Some(k) = o.rerank_des {
-        let _ = (k, &mut result);
-        bail!("`--rerank-des`: the discrete-event engine is not in this build yet\nhint: the analytic ranking above is what `plan` prints without it");
+        let des = plan::FnEngine { name: "des", f: |s: &Scenario| crate::sim::simulate(s, &Default::default()).map(|r| r.prediction) };
+        plan::rerank(base, req, &mut result, k, &des);
     }
     Ok(result)
 }

@@ -40,8 +40,7 @@ pub fn to_json(s: &Scenario, p: &Prediction) -> serde_json::Value {
     let w = &s.workload;
     let breakdown: serde_json::Map<String, serde_json::Value> = p.breakdown.parts().iter().map(|(k, v)| (format!("{k}_s"), v.value().into())).collect();
     let memory_parts: serde_json::Map<String, serde_json::Value> = p.memory.components().iter().map(|(k, v)| (format!("{k}_bytes"), v.value().into())).collect();
-    let sources: Vec<serde_json::Value> = p
-        .used
+    let sources: Vec<serde_json::Value> = analytic::used_numbers(s)
         .iter()
         .map(|u| serde_json::json!({ "name": u.name, "value": u.value, "kind": u.source.kind(), "source": u.source.citation() }))
         .collect();
@@ -148,11 +147,12 @@ pub fn table(s: &Scenario, p: &Prediction, with_sources: bool) -> String {
     if with_sources {
         let _ = writeln!(o);
         let _ = writeln!(o, "  numbers used");
-        for u in &p.used {
+        for u in &analytic::used_numbers(s) {
             let _ = writeln!(o, "    {:<40} {:>10}  [{}] {}", u.name, u.value, u.source.kind(), u.source.citation());
         }
     } else {
-        let kinds: std::collections::BTreeSet<&str> = p.used.iter().map(|u| u.source.kind()).collect();
+        let used = analytic::used_numbers(s);
+        let kinds: std::collections::BTreeSet<&str> = used.iter().map(|u| u.source.kind()).collect();
         let _ = writeln!(o, "  sources          {} (--sources lists each number)", kinds.into_iter().collect::<Vec<_>>().join(", "));
     }
     o

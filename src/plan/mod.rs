@@ -713,7 +713,7 @@ fn score(obj: &Objective, m: &Metrics) -> f64 {
 }
 
 /// An engine that predicts one scenario: the analytic model for the search, and (for re-ranking
-/// the top K) the discrete-event simulator once `sim::simulate` lands.
+/// the top K, `plan --rerank-des K`) the discrete-event simulator.
 pub trait Engine: Sync {
     fn name(&self) -> &'static str;
     fn predict(&self, s: &Scenario) -> Result<Prediction, PredictError>;

@@ -47,8 +47,7 @@ fn average_power(gpu: &Gpu, a: &Activity, speedup: f64) -> Watts {
         return gpu.idle_power.value;
     }
     let idle = gpu.idle_power.value;
-    let alpha: f64 = std::env::var("GP_ALPHA").ok().and_then(|v| v.parse().ok()).unwrap_or(1.0);
-    let tensor_excess = (gpu.tdp.value - idle) * alpha * speedup.powf(GAMMA);
+    let tensor_excess = (gpu.tdp.value - idle) * speedup.powf(GAMMA);
     let hbm_excess = (gpu.efficiency.hbm_load_power.value - idle).max(Watts::ZERO);
     let busy = |t: Seconds| t / total;
     idle + tensor_excess * busy(a.compute / speedup) + hbm_excess * busy(a.memory) + hbm_excess * (0.5 * busy(a.comm))

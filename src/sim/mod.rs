@@ -193,6 +193,8 @@ struct Device {
     gathers_done: u64,
     gathers_total: u64,
     waiting_gather: Option<u64>,
+    /// Gradient buckets not yet handed to the DP stream, in launch order.
+    grad_buckets: Vec<CommStep>,
     /// Gradient buckets owed so far (fractional), and DP collectives completed.
     grad_owed: f64,
     grad_per_layer: f64,
@@ -213,9 +215,10 @@ struct Device {
 }
 
 impl Device {
-    fn new(tasks: Vec<TaskKey>, mut plan: DpPlan, layers: u64, gathers_total: u64) -> Device {
+    fn new(tasks: Vec<TaskKey>, plan: DpPlan, layers: u64, gathers_total: u64) -> Device {
         // ZeRO-1/2: the previous step's parameter all-gathers overlap this step's forward.
-        let dp_queue: VecDeque<CommStep> = plan.param_buckets.drain(..).collect();
+        let dp_queue: VecDeque<CommStep> = plan.param_list().into();
+        let grad_buckets = plan.grad_list();
         Device {
             tasks,
             next: 0,
@@ -234,7 +237,8 @@ impl Device {
             gathers_total,
             waiting_gather: None,
             grad_owed: 0.0,
-            grad_per_layer: plan.grad_buckets.len() as f64 / layers.max(1) as f64,
+            grad_per_layer: grad_buckets.len() as f64 / layers.max(1) as f64,
+            grad_buckets,
             dp_completed: 0,
             finished_tasks: false,
             done_at: None,
@@ -543,9 +547,9 @@ impl Sim {
                     // This layer's gradients are final: hand whole buckets to the DP stream.
                     let dev = &mut self.devices[d as usize];
                     dev.grad_owed += dev.grad_per_layer;
-                    while dev.grad_owed >= 1.0 - 1e-9 && !dev.plan.grad_buckets.is_empty() {
+                    while dev.grad_owed >= 1.0 - 1e-9 && !dev.grad_buckets.is_empty() {
                         dev.grad_owed -= 1.0;
-                        let b = dev.plan.grad_buckets.remove(0);
+                        let b = dev.grad_buckets.remove(0);
                         dev.dp_queue.push_back(b);
                     }
                     self.run_dp(d);
@@ -624,7 +628,7 @@ impl Sim {
                 dev.last_task_end = now;
             }
             // Whatever gradients are left go out now.
-            let rest: Vec<CommStep> = dev.plan.grad_buckets.drain(..).collect();
+            let rest: Vec<CommStep> = dev.grad_buckets.drain(..).collect();
             dev.dp_queue.extend(rest);
             self.run_dp(d);
             return;
@@ -831,7 +835,7 @@ pub fn simulate(s: &Scenario, opts: &SimOptions) -> Result<SimResult, PredictErr
         let mut caps = [0.0f64; 2];
         let steps = lists[d as usize].iter().flat_map(|(f, b)| f.iter().chain(b.iter()));
         let dp = devices[d as usize].plan.clone();
-        let extra = dp.grad_buckets.iter().chain(dp.param_buckets.iter()).chain(devices[d as usize].dp_queue.iter()).chain(dp.layer_gather.iter()).chain(dp.layer_reduce.iter()).cloned();
+        let extra = dp.grad.iter().chain(dp.param.iter()).map(|b| b.step.clone()).chain(dp.layer_gather.iter().cloned()).chain(dp.layer_reduce.iter().cloned());
         let p2p = analytic::p2p_step(&pr.cost, s);
         for c in steps.filter_map(|st| if let SimStep::Comm { comm, .. } = st { Some(comm.clone()) } else { None }).chain(extra).chain(p2p) {
             caps[NVLINK] = caps[NVLINK].max(c.busbw.value());
@@ -959,7 +963,7 @@ mod tests {
         // by a DP bucket on the same NVLink. Each gets half while both run.
         let c = comm(1.0e9, 100.0, 0.0);
         let mut plan = DpPlan::default();
-        plan.grad_buckets = vec![comm(1.0e9, 100.0, 0.0)];
+        plan.grad = vec![analytic::Buckets { step: comm(1.0e9, 100.0, 0.0), count: 1 }];
         let steps = vec![SimStep::GradsReady, SimStep::Comm { name: "ar", comm: c }];
         let devices = vec![Device::new(vec![TaskKey { pass: Pass::Bwd, micro: 0, vstage: 0 }], plan, 1, 0)];
         let mut sim = Sim::new(devices, vec![vec![(vec![], steps)]], vec![100e9, 1.0], None, 1, 1, 1, false);
