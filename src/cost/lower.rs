@@ -4,7 +4,7 @@
 //! up with these rules; the DES plays them on streams and links, so the two differ only where
 //! flows contend or schedules overlap.
 
-use super::{Bound, CostModel};
+use super::{nccl, Bound, CostModel};
 use crate::hardware::profile::CollectiveOp;
 use crate::parallelism::{group_shape, Group, ParallelConfig};
 use crate::scenario::Options;
@@ -42,7 +42,14 @@ pub enum Overlap {
 pub struct CommStep {
     pub group: Group,
     pub op: CollectiveOp,
+    pub algo: nccl::Algo,
+    pub proto: nccl::Proto,
+    /// Paid once, before the first step.
     pub latency: Seconds,
+    /// Steps of the algorithm (a ring all-reduce: 2(n-1)); each costs `step_latency` and moves
+    /// `wire_bytes / steps`.
+    pub steps: u32,
+    pub step_latency: Seconds,
     /// Bytes each rank moves at the bus bandwidth: size x the op's bus-bandwidth factor.
     pub wire_bytes: f64,
     pub busbw: BytesPerSec,
@@ -53,7 +60,7 @@ pub struct CommStep {
 impl CommStep {
     /// Time with the whole bus bandwidth to itself.
     pub fn time(&self) -> Seconds {
-        self.latency + self.transfer(1.0)
+        self.latency + self.step_latency * self.steps as f64 + self.transfer(1.0)
     }
     /// Time to move `fraction` of the bytes at full bus bandwidth.
     pub fn transfer(&self, fraction: f64) -> Seconds {
@@ -73,10 +80,21 @@ impl CostModel<'_> {
     /// One collective of `bytes` (nccl-tests buffer size) on `group`.
     pub fn comm_step(&self, pc: &ParallelConfig, op: CollectiveOp, group: Group, bytes: f64, overlap: Overlap) -> CommStep {
         let shape = group_shape(pc, group, self.system);
-        let (latency, busbw) = self.collective_params(op, &shape);
-        let wire_bytes = if shape.size <= 1 { 0.0 } else { bytes * op.busbw_factor(shape.size) };
-        let latency = if shape.size <= 1 { Seconds::ZERO } else { latency };
-        CommStep { group, op, latency, wire_bytes, busbw, crosses_network: shape.crosses_domains(), overlap }
+        let plan = self.collective_plan(op, &shape, bytes);
+        let alone = shape.size <= 1;
+        CommStep {
+            group,
+            op,
+            algo: plan.algo,
+            proto: plan.proto,
+            latency: if alone { Seconds::ZERO } else { plan.base },
+            steps: if alone { 0 } else { plan.steps },
+            step_latency: plan.step_latency,
+            wire_bytes: if alone { 0.0 } else { bytes * op.busbw_factor(shape.size) },
+            busbw: plan.busbw,
+            crosses_network: shape.crosses_domains(),
+            overlap,
+        }
     }
 
     /// Lower a list of ops to steps; compute-bound kernels run `speedup` times faster than at the

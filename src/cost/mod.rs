@@ -5,6 +5,7 @@
 //! caller scales them by `power`'s clock factor. Every number used is listed with its source.
 
 pub mod lower;
+pub mod nccl;
 
 use crate::hardware::profile::{CollectiveOp, Profile};
 use crate::hardware::{Arch, Dtype, Source, Sourced, System};
@@ -216,30 +217,40 @@ impl<'a> CostModel<'a> {
         OpCost { time, bound: Bound::Memory, crosses_network: false }
     }
 
-    /// Bus bandwidth and latency of a collective on a group of this shape.
-    pub fn collective_params(&self, op: CollectiveOp, shape: &GroupShape) -> (Seconds, BytesPerSec) {
+    /// What the links offer a group of this shape: ring bus bandwidth over its slowest link class
+    /// and NVLS where the system has it.
+    pub fn links(&self, shape: &GroupShape) -> nccl::Links {
         let sys = self.system;
         let gpu = &sys.gpu;
-        let intra_busbw = gpu.nvlink_bandwidth.value * gpu.efficiency.nvlink_busbw.value;
-        let intra_latency = Seconds::us(10.0) + Seconds::us(1.0) * (shape.ranks_per_domain.saturating_sub(1)) as f64;
-        if let Some(fit) = self.profile_collective(op, shape) {
-            return fit;
-        }
-        if !shape.crosses_domains() {
-            return (intra_latency, intra_busbw);
-        }
-        // Across domains: the group drives one NIC per member rank in each domain (rail-optimized),
-        // divided by the leaf-spine oversubscription.
-        let nic_share = sys.network_bandwidth_per_gpu() * shape.ranks_per_domain as f64;
-        let net = nic_share * gpu.efficiency.network_busbw.value / sys.fabric.oversubscription.value;
-        let busbw = net.min(intra_busbw);
-        let hops = (shape.domains as f64).log2().ceil().max(1.0);
-        let latency = intra_latency + sys.fabric.latency.value * (2.0 * hops);
-        (latency, busbw)
+        let intra = gpu.nvlink_bandwidth.value * gpu.efficiency.nvlink_busbw.value;
+        let busbw = if shape.crosses_domains() {
+            // Across domains the group drives one NIC per member rank in each domain
+            // (rail-optimized), divided by the leaf-spine oversubscription.
+            let nic_share = sys.network_bandwidth_per_gpu() * shape.ranks_per_domain as f64;
+            (nic_share * gpu.efficiency.network_busbw.value / sys.fabric.oversubscription.value).min(intra)
+        } else {
+            intra
+        };
+        let nvls_algbw = (sys.nvls && shape.size > 2).then(|| gpu.nvlink_bandwidth.value * NVLS_EFFICIENCY);
+        nccl::Links { n_ranks: shape.size, crosses_network: shape.crosses_domains(), busbw, nvls_algbw }
     }
 
-    /// A measured fit for this op and group size on one node, if the profile has one (nearest
-    /// group size for ops measured; intra-node only).
+    /// How NCCL runs `op` of `bytes` on a group of this shape: a measured fit from the profile
+    /// when it has one for this op and group size, otherwise NCCL's choice on the modelled links.
+    pub fn collective_plan(&self, op: CollectiveOp, shape: &GroupShape, bytes: f64) -> nccl::Plan {
+        if let Some((latency, busbw)) = self.profile_collective(op, shape) {
+            // A measured latency + bandwidth fit, played as ring steps without per-step latency.
+            let ring = nccl::choose(op, &nccl::Links { busbw, nvls_algbw: None, ..self.links(shape) }, f64::INFINITY);
+            return nccl::Plan { base: latency, step_latency: Seconds::ZERO, busbw, ..ring };
+        }
+        let mut plan = nccl::choose(op, &self.links(shape), bytes);
+        if op == CollectiveOp::SendRecv && shape.crosses_domains() {
+            plan.base += self.system.fabric.latency.value;
+        }
+        plan
+    }
+
+    /// A measured fit for this op and group size on one node, if the profile has one.
     fn profile_collective(&self, op: CollectiveOp, shape: &GroupShape) -> Option<(Seconds, BytesPerSec)> {
         let p = self.profile?;
         let want_intra = !shape.crosses_domains();
@@ -254,11 +265,17 @@ impl<'a> CostModel<'a> {
         if shape.size <= 1 {
             return OpCost { time: Seconds::ZERO, bound: Bound::Comm, crosses_network: false };
         }
-        let (latency, busbw) = self.collective_params(op, shape);
-        let time = latency + Bytes::new(bytes * op.busbw_factor(shape.size)) / busbw;
+        let plan = self.collective_plan(op, shape, bytes);
+        let time = plan.latency() + Bytes::new(bytes * op.busbw_factor(shape.size)) / plan.busbw;
         OpCost { time, bound: Bound::Comm, crosses_network: shape.crosses_domains() }
     }
 }
+
+/// NVLS all-reduce algorithm bandwidth as a fraction of one direction of a GPU's NVLink: 8x H100
+/// reach 480.16 GB/s bus bandwidth at 8 GiB with NVLS (github NVIDIA/dgxc-benchmarking @ 841f5466 :
+/// nccl/README.md sample output; Azure ND H100 v5 478.9 GB/s), i.e. algbw 480.16 / (2 x 7/8) =
+/// 274.4 GB/s = 0.61 x 450 GB/s.
+const NVLS_EFFICIENCY: f64 = 0.61;
 
 /// Wave quantization over the SMs x tile padding x K ramp, relative to the reference 8192^3 GEMM
 /// (so the efficiency ceiling is the efficiency of that GEMM). Small dimensions get small tiles

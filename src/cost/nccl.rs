@@ -1,0 +1,204 @@
+//! How NCCL runs a collective: algorithm (ring, tree, NVLS, PAT) and protocol (LL, LL128, Simple),
+//! chosen by the smallest modelled time for the size and group, as NCCL's own tuner does; and the
+//! steps the chosen algorithm takes, which the discrete-event engine plays one by one.
+//!
+//! Latencies are NCCL's tuning tables (github NVIDIA/nccl, src/graph/tuning.cc, `baseLat` and
+//! `hwLat` for NVLink and network, NCCL 2.18-2.21): a base cost per algorithm and protocol, plus a
+//! per-step cost of the link class. Protocol payload efficiencies are their wire formats: LL sends
+//! 4 data bytes per 8-byte word (0.5), LL128 120 of every 128 bytes (0.9375), Simple all bytes.
+
+use crate::hardware::profile::CollectiveOp;
+use crate::units::{BytesPerSec, Seconds};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Algo {
+    Ring,
+    Tree,
+    /// NVLink SHARP: reduction in the NVSwitch (all-reduce, inside one NVLink domain).
+    Nvls,
+    /// Parallel aggregated trees (all-gather / reduce-scatter with one rank per node, NCCL >= 2.23).
+    Pat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Proto {
+    Ll,
+    Ll128,
+    Simple,
+}
+
+impl Algo {
+    pub fn name(self) -> &'static str {
+        match self {
+            Algo::Ring => "ring",
+            Algo::Tree => "tree",
+            Algo::Nvls => "nvls",
+            Algo::Pat => "pat",
+        }
+    }
+}
+
+impl Proto {
+    pub fn name(self) -> &'static str {
+        match self {
+            Proto::Ll => "LL",
+            Proto::Ll128 => "LL128",
+            Proto::Simple => "Simple",
+        }
+    }
+    /// Payload per byte on the wire.
+    fn efficiency(self) -> f64 {
+        match self {
+            Proto::Ll => 0.5,
+            Proto::Ll128 => 120.0 / 128.0,
+            Proto::Simple => 1.0,
+        }
+    }
+    const ALL: [Proto; 3] = [Proto::Ll, Proto::Ll128, Proto::Simple];
+}
+
+/// NCCL `baseLat` (us), by algorithm and protocol (LL, LL128, Simple).
+fn base_latency_us(algo: Algo, proto: Proto) -> f64 {
+    let row = match algo {
+        Algo::Tree | Algo::Pat => [6.8, 14.0, 0.0],
+        Algo::Ring => [6.6, 14.0, 8.4],
+        Algo::Nvls => [0.0, 0.0, 0.0],
+    };
+    row[proto as usize]
+}
+
+/// NCCL `hwLat` (us per step), by link class, algorithm and protocol.
+fn step_latency_us(network: bool, algo: Algo, proto: Proto) -> f64 {
+    let row = match (network, algo) {
+        (false, Algo::Tree | Algo::Pat) => [0.6, 1.25, 4.0],
+        (false, Algo::Ring) => [0.6, 1.9, 3.4],
+        (true, Algo::Tree | Algo::Pat) => [5.0, 8.5, 14.0],
+        (true, Algo::Ring) => [2.7, 4.0, 14.0],
+        (_, Algo::Nvls) => [0.0, 0.0, 25.0],
+    };
+    row[proto as usize]
+}
+
+/// What the links offer a collective of one group.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Links {
+    pub n_ranks: u32,
+    /// The group spans NVLink domains (its ring/tree steps cross the network).
+    pub crosses_network: bool,
+    /// Bus bandwidth a ring reaches on this group's slowest link class.
+    pub busbw: BytesPerSec,
+    /// NVLS algorithm bandwidth (all-reduce through the switch), where the system has NVLS.
+    pub nvls_algbw: Option<BytesPerSec>,
+}
+
+/// A chosen algorithm and protocol: `base` once, then `steps` steps of `step_latency` each, moving
+/// `bytes x factor / busbw` in all.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Plan {
+    pub algo: Algo,
+    pub proto: Proto,
+    pub base: Seconds,
+    pub steps: u32,
+    pub step_latency: Seconds,
+    pub busbw: BytesPerSec,
+}
+
+impl Plan {
+    pub fn latency(&self) -> Seconds {
+        self.base + self.step_latency * self.steps as f64
+    }
+}
+
+fn log2_ceil(n: u32) -> u32 {
+    32 - n.saturating_sub(1).leading_zeros()
+}
+
+/// The algorithm/protocol NCCL would pick for `bytes` (nccl-tests buffer size) of `op`.
+pub fn choose(op: CollectiveOp, links: &Links, bytes: f64) -> Plan {
+    let n = links.n_ranks.max(2);
+    let factor = op.busbw_factor(n);
+    let mut best: Option<(Seconds, Plan)> = None;
+    let mut consider = |algo: Algo, steps: u32, busbw: BytesPerSec| {
+        for proto in Proto::ALL {
+            if algo == Algo::Nvls && proto != Proto::Simple {
+                continue;
+            }
+            let plan = Plan {
+                algo,
+                proto,
+                base: Seconds::us(base_latency_us(algo, proto)),
+                steps,
+                step_latency: Seconds::us(step_latency_us(links.crosses_network, algo, proto)),
+                busbw: busbw * proto.efficiency(),
+            };
+            let t = plan.latency() + Seconds::new(bytes * factor / plan.busbw.value());
+            if best.as_ref().is_none_or(|(bt, _)| t < *bt) {
+                best = Some((t, plan));
+            }
+        }
+    };
+    match op {
+        CollectiveOp::AllReduce => {
+            consider(Algo::Ring, 2 * (n - 1), links.busbw);
+            consider(Algo::Tree, 2 * log2_ceil(n), links.busbw);
+            if let (Some(alg), false) = (links.nvls_algbw, links.crosses_network) {
+                // NVLS moves each byte to the switch and back once: algbw is its rate, so the
+                // bus bandwidth (nccl-tests convention) is algbw x 2(n-1)/n.
+                consider(Algo::Nvls, 1, alg * factor);
+            }
+        }
+        CollectiveOp::AllGather | CollectiveOp::ReduceScatter => {
+            consider(Algo::Ring, n - 1, links.busbw);
+            if links.crosses_network {
+                consider(Algo::Pat, log2_ceil(n), links.busbw);
+            }
+        }
+        CollectiveOp::AllToAll => consider(Algo::Ring, n - 1, links.busbw),
+        CollectiveOp::SendRecv => consider(Algo::Ring, 1, links.busbw),
+    }
+    best.expect("at least one algorithm").1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn intra(n: u32) -> Links {
+        Links { n_ranks: n, crosses_network: false, busbw: BytesPerSec::gb_per_s(346.0), nvls_algbw: None }
+    }
+
+    #[test]
+    fn small_messages_take_ll_and_large_take_simple() {
+        let small = choose(CollectiveOp::AllReduce, &intra(8), 1024.0);
+        assert_eq!(small.proto, Proto::Ll);
+        let large = choose(CollectiveOp::AllReduce, &intra(8), 4.0 * 1024.0 * 1024.0 * 1024.0);
+        assert_eq!((large.algo, large.proto), (Algo::Ring, Proto::Simple));
+    }
+
+    #[test]
+    fn large_groups_across_nodes_take_the_tree_for_small_messages() {
+        let links = Links { n_ranks: 1024, crosses_network: true, busbw: BytesPerSec::gb_per_s(42.0), nvls_algbw: None };
+        assert_eq!(choose(CollectiveOp::AllReduce, &links, 65536.0).algo, Algo::Tree);
+        assert_eq!(choose(CollectiveOp::AllGather, &links, 65536.0).algo, Algo::Pat);
+    }
+
+    #[test]
+    fn nvls_wins_large_all_reduce_inside_a_node() {
+        let links = Links { nvls_algbw: Some(BytesPerSec::gb_per_s(274.0)), ..intra(8) };
+        let p = choose(CollectiveOp::AllReduce, &links, 8.0 * 1024.0 * 1024.0 * 1024.0);
+        assert_eq!(p.algo, Algo::Nvls);
+        assert!((p.busbw.as_gb_per_s() - 274.0 * 1.75).abs() < 1e-6);
+    }
+
+    #[test]
+    fn time_is_monotone_in_size() {
+        let mut last = 0.0;
+        for e in 0..34 {
+            let bytes = (1u64 << e) as f64;
+            let p = choose(CollectiveOp::AllReduce, &intra(8), bytes);
+            let t = p.latency().value() + bytes * 1.75 / p.busbw.value();
+            assert!(t >= last, "{bytes}: {t} < {last}");
+            last = t;
+        }
+    }
+}
