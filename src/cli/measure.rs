@@ -157,7 +157,7 @@ fn scenario(a: &MeasureArgs) -> anyhow::Result<Scenario> {
     let dp = match a.dp.or(f.dp) {
         Some(d) => d,
         None => {
-            if n_gpus % (tp * pp).max(1) != 0 {
+            if !n_gpus.is_multiple_of((tp * pp).max(1)) {
                 anyhow::bail!("`--gpus` = {n_gpus} is not a multiple of tp x pp = {}", tp * pp);
             }
             n_gpus / (tp * pp).max(1)

@@ -109,7 +109,7 @@ fn h200_validation_set() {
         let id = r.run_id.as_deref().unwrap();
         assert!(ids.insert(id.to_string()), "duplicate {id}");
         let n: u32 = id.trim_start_matches("h200-").parse().unwrap();
-        assert_eq!(r.split.as_deref(), Some(if n % 3 == 0 { "test" } else { "fit" }), "{id}");
+        assert_eq!(r.split.as_deref(), Some(if n.is_multiple_of(3) { "test" } else { "fit" }), "{id}");
         assert!(r.status == "ok" || r.status == "oom", "{id}: {}", r.status);
         assert_eq!(r.machine.gpu_name.as_deref(), Some("NVIDIA H200"));
         assert_eq!(r.scenario.system.as_deref(), Some("hgx-h200"));
