@@ -60,7 +60,11 @@ pub struct CommStep {
 impl CommStep {
     /// Time with the whole bus bandwidth to itself.
     pub fn time(&self) -> Seconds {
-        self.latency + self.step_latency * self.steps as f64 + self.transfer(1.0)
+        self.total_latency() + self.transfer(1.0)
+    }
+    /// Base latency plus every step's latency.
+    pub fn total_latency(&self) -> Seconds {
+        self.latency + self.step_latency * self.steps as f64
     }
     /// Time to move `fraction` of the bytes at full bus bandwidth.
     pub fn transfer(&self, fraction: f64) -> Seconds {

@@ -140,7 +140,10 @@ pub fn choose(op: CollectiveOp, links: &Links, bytes: f64) -> Plan {
     match op {
         CollectiveOp::AllReduce => {
             consider(Algo::Ring, 2 * (n - 1), links.busbw);
-            consider(Algo::Tree, 2 * log2_ceil(n), links.busbw);
+            // NCCL builds trees across nodes only; inside one node they would be chains.
+            if links.crosses_network {
+                consider(Algo::Tree, 2 * log2_ceil(n), links.busbw);
+            }
             if let (Some(alg), false) = (links.nvls_algbw, links.crosses_network) {
                 // NVLS moves each byte to the switch and back once: algbw is its rate, so the
                 // bus bandwidth (nccl-tests convention) is algbw x 2(n-1)/n.
