@@ -321,16 +321,17 @@ fn step_breakdown(s: &Scenario, cost: &CostModel, stages: &[StageTimes], n_micro
     let slowest = per_stage.iter().enumerate().fold((0, Seconds::ZERO), |acc, (i, t)| if *t > acc.1 { (i, *t) } else { acc }).0;
     match s.workload.mode {
         Mode::Train => {
-            // 1F1B: m micro-batches at the pace of the slowest stage, plus the fill and drain:
-            // (p - 1) / vp stage-times and a forward and a backward transfer per hop
-            // (Narayanan et al. 2021, sec. 2.2).
+            // 1F1B: m micro-batches at the pace of the slowest stage, plus the fill and drain and
+            // a forward and a backward transfer per hop (Narayanan et al. 2021, sec. 2.2).
             let mut busy = stages[slowest].fwd.clone();
             busy.add(&stages[slowest].bwd);
             busy.scale(n_micro as f64);
             bd.add(&busy);
             if pc.pp > 1 {
-                let mean = per_stage.iter().copied().sum::<Seconds>() / pc.pp as f64;
-                bd.pp_bubble = mean * ((pc.pp - 1) as f64 / pc.vp as f64);
+                // Fill and drain pass once through every stage but the slowest (which the m
+                // micro-batches already count): (sum - max) / vp, = (p-1)/vp stage-times when even.
+                let sum = per_stage.iter().copied().sum::<Seconds>();
+                bd.pp_bubble = (sum - per_stage[slowest]) / pc.vp as f64;
                 bd.pp_p2p = p2p * (2 * (pc.pp - 1)) as f64;
             }
             let (dp, opt) = data_parallel_and_optimizer(cost, s, stages, n_micro);

@@ -203,8 +203,12 @@ struct Device {
     grad_owed: f64,
     grad_per_layer: f64,
     dp_completed: u32,
-    /// The first forward waits for the first parameter all-gather bucket (ZeRO 1/2).
+    /// ZeRO 1/2: the first forward starts after the first parameter all-gather bucket, and ends
+    /// after the last (its layers use the gathered parameters as they go).
     param_gate: bool,
+    param_total: u32,
+    /// A first-forward task whose end waits for the last parameter bucket.
+    param_end_wait: Option<TaskKey>,
     finished_tasks: bool,
     done_at: Option<SimTime>,
     // Accounting.
@@ -233,6 +237,8 @@ impl Device {
             cpu: SimTime(0),
             arrived: Vec::new(),
             param_gate: !dp_queue.is_empty(),
+            param_total: dp_queue.len() as u32,
+            param_end_wait: None,
             dp_queue,
             dp_busy: false,
             gathers_needed: 0,
@@ -472,13 +478,17 @@ impl Sim {
                 self.push(now, Event::TryStart(dst));
             }
             Waiter::DpStream(d) => {
+                let now = self.now;
                 let dev = &mut self.devices[d as usize];
                 dev.dp_busy = false;
                 dev.dp_completed += 1;
-                if dev.param_gate {
-                    dev.param_gate = false;
-                    let now = self.now;
+                let ungate = std::mem::take(&mut dev.param_gate);
+                let resume = if dev.dp_completed >= dev.param_total { dev.param_end_wait.take() } else { None };
+                if ungate {
                     self.push(now, Event::TryStart(d));
+                }
+                if let Some(key) = resume {
+                    self.end_task(d, key);
                 }
                 self.run_dp(d);
             }
@@ -533,6 +543,11 @@ impl Sim {
             let now = self.now;
             let Some((key, steps, idx)) = self.devices[d as usize].running.take() else { return };
             if idx >= steps.len() {
+                let dev = &mut self.devices[d as usize];
+                if key.pass == Pass::Fwd && key.micro == 0 && dev.dp_completed < dev.param_total {
+                    dev.param_end_wait = Some(key);
+                    return;
+                }
                 self.end_task(d, key);
                 return;
             }

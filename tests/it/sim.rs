@@ -23,7 +23,7 @@ fn shipped() -> Vec<(String, Scenario)> {
 /// Where DES and analytic differ by more than 2% on a shipped scenario, the cause, checked below.
 const CONTENDED: &[(&str, &str)] = &[(
     "deepseek-v3-256xgb200.toml",
-    "DP gradient buckets share the NVLink with the EP all-to-all during backward; the closed form prices each alone",
+    "DP gradient buckets and parameter gathers share the NVLink with the EP all-to-all; the closed form prices each alone",
 )];
 
 #[test]
