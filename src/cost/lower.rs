@@ -13,13 +13,13 @@ use crate::workload::{Op, OpKind, Pass, Stack, Workload};
 
 /// Host time to launch one kernel, by stack and pass: the framework's per-op dispatch (Python,
 /// the dispatcher and autograd recording in forward; the C++ autograd engine in backward).
-/// `torch-eager` forward: 25 us, fitted on the CPU-bound decode runs of the fit split of
-/// calibration/runs/h200.jsonl (h200-023, -028; GPU util 37-43%). The backward and the other
+/// `torch-eager` forward: 18.5 us, fitted on the CPU-bound decode runs of the fit split of
+/// calibration/runs/h200.jsonl (h200-023 and -028, 20 and 18 ms per token; GPU util 37-43%). The backward and the other
 /// stacks are not separable in that data (those runs are GPU-bound): 9 us for eager backward and
 /// 6 us for fused stacks are engineering estimates (a C++ dispatch plus a launch), unsourced.
 pub fn cpu_dispatch(stack: Stack, pass: Pass) -> Seconds {
     match (stack, pass) {
-        (Stack::TorchEager, Pass::Forward | Pass::Recompute) => Seconds::us(25.0),
+        (Stack::TorchEager, Pass::Forward | Pass::Recompute) => Seconds::us(18.5),
         (Stack::TorchEager, Pass::Backward) => Seconds::us(9.0),
         (Stack::TorchCompile | Stack::Megatron, _) => Seconds::us(6.0),
     }

@@ -240,16 +240,27 @@ impl<'a> Builder<'a> {
         };
         self.push(name, OpKind::Memory { bytes: elems * self.act * traffic, kernels });
     }
+    /// An elementwise op whose unfused (eager) form is a known chain of kernels moving
+    /// `eager_bytes` per element in all (fp32 intermediates included).
+    fn memory_chain(&mut self, name: &'static str, elems: f64, reads: f64, writes: f64, eager_bytes: f64, eager_kernels: u32) {
+        if self.w.stack.fused() {
+            self.memory(name, elems, reads, writes, 1);
+        } else {
+            self.push(name, OpKind::Memory { bytes: elems * eager_bytes, kernels: eager_kernels });
+        }
+    }
     fn hidden_elems(&self) -> f64 {
         (self.sp_tokens() * self.model.hidden) as f64
     }
     fn norm(&mut self, name: &'static str) {
-        let kernels = match self.model.norm {
-            NormKind::RmsNorm => 5, // HF RMSNorm: to(fp32), pow, mean, rsqrt*, mul weight
-            NormKind::LayerNorm => 1,
-        };
         let e = self.hidden_elems();
-        self.memory(name, e, 1.0, 1.0, kernels);
+        match self.model.norm {
+            // HF-style RMSNorm in eager: x.float() (r2 w4), pow (r4 w4), mean (r4), + eps and
+            // rsqrt (tiny), x * rsqrt (r4 w4), .to(bf16) (r4 w2), * weight (r2 w2): 36 B/element
+            // in 8 kernels.
+            NormKind::RmsNorm => self.memory_chain(name, e, 1.0, 1.0, 36.0, 8),
+            NormKind::LayerNorm => self.memory(name, e, 1.0, 1.0, 1),
+        }
     }
     /// TP collective entering a column-parallel region: all-gather under SP, nothing otherwise
     /// (its backward all-reduce is added by `backward_of`).
@@ -287,13 +298,13 @@ impl<'a> Builder<'a> {
                 let qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim;
                 if mla.q_lora_rank > 0 {
                     self.gemm("q_down", t, mla.q_lora_rank, m.hidden);
-                    self.memory("q_norm", (t * mla.q_lora_rank) as f64, 1.0, 1.0, 5);
+                    self.memory_chain("q_norm", (t * mla.q_lora_rank) as f64, 1.0, 1.0, 36.0, 8);
                     self.gemm("q_up", t, heads * qk, mla.q_lora_rank);
                 } else {
                     self.gemm("q_proj", t, heads * qk, m.hidden);
                 }
                 self.gemm("kv_down", t, mla.kv_lora_rank + mla.qk_rope_head_dim, m.hidden);
-                self.memory("kv_norm", (t * mla.kv_lora_rank) as f64, 1.0, 1.0, 5);
+                self.memory_chain("kv_norm", (t * mla.kv_lora_rank) as f64, 1.0, 1.0, 36.0, 8);
                 self.gemm("kv_up", t, heads * (mla.qk_nope_head_dim + mla.v_head_dim), mla.kv_lora_rank);
                 (qk, mla.v_head_dim, heads)
             }
@@ -311,7 +322,9 @@ impl<'a> Builder<'a> {
         };
         // RoPE on q and k (HF: rotate_half, 2 muls, add, for each: ~6 kernels).
         let rope_elems = (t * (heads * qk_dim + kv_heads * qk_dim)) as f64;
-        self.memory("rope", rope_elems, 1.0, 1.0, 6);
+        // Eager RoPE per element: x * cos (r2 w2), rotate_half's neg and cat (r2 w2, r4 w2),
+        // * sin (r2 w2), add (r4 w2): 22 B in 5 kernels (6 with the slices' copies).
+        self.memory_chain("rope", rope_elems, 1.0, 1.0, 22.0, 6);
         if self.pc.cp > 1 {
             let bytes = (self.w.sequences() * self.w.context_len() * 2 * kv_heads * qk_dim) as f64 * self.act;
             self.push("cp_all_gather_kv", OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Cp, bytes });
