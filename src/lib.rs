@@ -4,6 +4,7 @@
 //! turns a model and a mode into an op list; `parallelism` shards it; `cost` prices each op;
 //! `analytic` adds it up into a `Prediction`. Only `cli` prints or exits.
 
+pub mod calibrate;
 pub mod config;
 pub mod hardware;
 pub mod model;
