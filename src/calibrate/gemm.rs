@@ -181,14 +181,16 @@ impl<'g> Gemm<'g> {
             let mut got = 0;
             let st = lt::cublasLtMatmulAlgoGetHeuristic(self.handle, desc, a, b, c, c, pref, results.len() as i32, results.as_mut_ptr(), &mut got);
             let _ = lt::cublasLtMatmulPreferenceDestroy(pref);
-            let plan = Plan { desc, a, b, c, algos: Vec::new() };
+            // Owns the descriptors from here on: dropped (destroyed) on every error path.
+            let mut plan = Plan { desc, a, b, c, algos: Vec::new() };
             check(st)?;
             results.truncate(got.max(0) as usize);
             results.retain(|r| r.state == lt::cublasStatus_t::CUBLAS_STATUS_SUCCESS);
             if results.is_empty() {
                 return Err(CalibrateError::Cublas(format!("no cuBLASLt algorithm for {} {}x{}x{}", dtype.name(), s.m, s.n, s.k)));
             }
-            Ok(Plan { algos: results, ..plan })
+            plan.algos = results;
+            Ok(plan)
         }
     }
 

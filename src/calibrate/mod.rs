@@ -95,6 +95,8 @@ pub struct Options {
     pub power_seconds: Option<f64>,
     /// NVML library found by discovery (else nvml-wrapper's default name).
     pub nvml_lib: Option<PathBuf>,
+    /// Go on past a failing benchmark group (noted in the profile) instead of stopping.
+    pub keep_going: bool,
 }
 
 /// Progress reporting, implemented by `cli` (an indicatif bar on a TTY, nothing otherwise).
@@ -132,6 +134,8 @@ pub struct Measurements {
     pub power_phases: Vec<power::Phase>,
     pub power_samples: Vec<power::Sample>,
     pub notes: Vec<String>,
+    /// Groups that failed under `keep_going`.
+    pub failed: Vec<Bench>,
     pub wall_s: f64,
 }
 
@@ -191,106 +195,133 @@ pub fn run(opts: &Options, progress: &dyn Progress) -> Result<Measurements, Cali
         m.max_sm_clock_mhz = f.max_sm_clock_mhz;
         m.max_mem_clock_mhz = f.max_mem_clock_mhz;
     }
-    let sm_clock = || nvml.as_ref().and_then(|nv| power::sm_clock(nv, &g0.uuid));
-    let has = |b: Bench| opts.benches.contains(&b);
-    let q = opts.quick;
-
-    if has(Bench::Launch) {
-        progress.stage("launch overhead", 1);
-        m.launch = memory::launch(g0, if q { 200 } else { 1000 })?;
-        progress.step();
-    }
-    if has(Bench::Hbm) {
-        let sizes = if q { collectives::sizes(1 << 20, 4 << 30, 4) } else { collectives::sizes(1 << 20, 4 << 30, 2) };
-        progress.stage("memory bandwidth", (sizes.len() * memory::MemKernel::ALL.len()) as u64);
-        m.hbm = memory::hbm(g0, &sizes, reps(q, false), || progress.step())?;
-    }
-    if has(Bench::Elementwise) {
-        let rows: Vec<u64> = if q { vec![1024, 8192, 32768] } else { vec![256, 1024, 4096, 8192, 16384, 32768] };
-        progress.stage("elementwise ops", (rows.len() * memory::EltOp::ALL.len()) as u64);
-        m.elementwise = memory::elementwise(g0, &rows, reps(q, false), || progress.step())?;
-    }
-    if has(Bench::Gemm) {
-        let ge = gemm::Gemm::new(g0)?;
-        m.cublaslt_version = Some(gemm::Gemm::version());
-        let dtypes: Vec<Dtype> = opts.dtypes.iter().copied().filter(|d| gemm::Gemm::supports(*d, g0.cc)).collect();
-        for d in &opts.dtypes {
-            if !dtypes.contains(d) {
-                m.notes.push(format!("gemm: `{}` skipped: no such tensor-core path on compute capability {}.{}", d.name(), g0.cc.0, g0.cc.1));
-            }
+    let ctx = Ctx { opts, gpus: &gpus, nvml: nvml.as_ref(), progress };
+    for b in Bench::ALL {
+        if !opts.benches.contains(&b) {
+            continue;
         }
-        let mut jobs: Vec<(Dtype, Vec<GemmShape>)> = Vec::new();
-        for &d in &dtypes {
-            let mut shapes = gemm::llm_shapes(q);
-            if d == Dtype::Bf16 {
-                shapes.extend(gemm::wave_shapes(q));
+        if let Err(e) = run_bench(b, &ctx, &mut m) {
+            if !opts.keep_going {
+                return Err(e);
             }
-            jobs.push((d, shapes));
-        }
-        progress.stage("gemm (cuBLASLt)", jobs.iter().map(|j| j.1.len() as u64).sum());
-        for (i, (d, shapes)) in jobs.iter().enumerate() {
-            let ops = ge.operands(*d, shapes, 100 + i as u32 * 10)?;
-            for &s in shapes {
-                let row = ge.measure(&ops, s, if q { 3 } else { 4 }, reps(q, true), &sm_clock)?;
-                m.gemm.push(row);
-                progress.step();
-            }
-        }
-    }
-    if has(Bench::P2p) && n > 1 {
-        let sizes = if q { collectives::sizes(8, 1 << 30, 16) } else { collectives::sizes(8, 1 << 30, 4) };
-        progress.stage("p2p copies", (n * (n - 1)) as u64);
-        for a in 0..n {
-            for b in 0..n {
-                if a != b {
-                    m.p2p.extend(collectives::p2p(&gpus[a], &gpus[b], &sizes, reps(q, false))?);
-                    progress.step();
-                }
-            }
-        }
-    }
-    if has(Bench::Nccl) && n > 1 {
-        m.nccl_version = collectives::nccl_version();
-        let max: u64 = 4 << 30;
-        let sizes = if q { collectives::sizes(8, max, 8) } else { collectives::sizes(8, max, 2) };
-        // The whole node and its power-of-two prefixes (0..2, 0..4, ...).
-        let mut group_sizes: Vec<usize> = (1..).map(|k| 1usize << k).take_while(|&g| g < n).collect();
-        group_sizes.push(n);
-        let ops = [CollectiveOp::AllReduce, CollectiveOp::AllGather, CollectiveOp::ReduceScatter, CollectiveOp::AllToAll, CollectiveOp::SendRecv];
-        progress.stage("nccl collectives", (group_sizes.len() * ops.len() * sizes.len()) as u64);
-        for &gs in &group_sizes {
-            let members: Vec<&Gpu> = gpus.iter().take(gs).collect();
-            let group = collectives::Group::new(members, max as usize, 300)?;
-            let err = group.check_all_reduce(1 << 20)?;
-            if !(err < 0.02) {
-                return Err(CalibrateError::Check { what: format!("nccl all_reduce on {gs} GPUs"), detail: format!("result differs from the host sum by {err:.3e}") });
-            }
-            if gs == n {
-                m.all_reduce_check_err = Some(err);
-            }
-            for op in ops {
-                for &s in &sizes {
-                    if group.valid_size(op, s) {
-                        let heavy = s >= 64 << 20;
-                        m.collectives.push(group.measure(op, s, reps(q, heavy))?);
-                    }
-                    progress.step();
-                }
-            }
-        }
-    }
-    if has(Bench::Power) {
-        match &nvml {
-            None => m.notes.push("power: skipped, NVML unavailable".into()),
-            Some(nv) => {
-                let secs = opts.power_seconds.unwrap_or(if q { 4.0 } else { 12.0 });
-                progress.stage("power phases", 4);
-                power_phases(g0, nv, Duration::from_secs_f64(secs), &mut m, progress)?;
-            }
+            m.failed.push(b);
+            m.notes.push(format!("{}: FAILED: {e}", b.name()));
+            progress.note(m.notes.last().unwrap());
         }
     }
     m.wall_s = t0.elapsed().as_secs_f64();
     Ok(m)
+}
+
+struct Ctx<'a> {
+    opts: &'a Options,
+    gpus: &'a [Gpu],
+    nvml: Option<&'a nvml_wrapper::Nvml>,
+    progress: &'a dyn Progress,
+}
+
+fn run_bench(b: Bench, c: &Ctx, m: &mut Measurements) -> Result<(), CalibrateError> {
+    let (opts, gpus, progress) = (c.opts, c.gpus, c.progress);
+    let g0 = &gpus[0];
+    let n = gpus.len();
+    let q = opts.quick;
+    let sm_clock = || c.nvml.and_then(|nv| power::sm_clock(nv, &g0.uuid));
+    match b {
+        Bench::Launch => {
+            progress.stage("launch overhead", 1);
+            m.launch = memory::launch(g0, if q { 200 } else { 1000 })?;
+            progress.step();
+        }
+        Bench::Hbm => {
+            let sizes = if q { collectives::sizes(1 << 20, 4 << 30, 4) } else { collectives::sizes(1 << 20, 4 << 30, 2) };
+            progress.stage("memory bandwidth", (sizes.len() * memory::MemKernel::ALL.len()) as u64);
+            m.hbm = memory::hbm(g0, &sizes, reps(q, false), || progress.step())?;
+        }
+        Bench::Elementwise => {
+            let rows: Vec<u64> = if q { vec![1024, 8192, 32768] } else { vec![256, 1024, 4096, 8192, 16384, 32768] };
+            progress.stage("elementwise ops", (rows.len() * memory::EltOp::ALL.len()) as u64);
+            m.elementwise = memory::elementwise(g0, &rows, reps(q, false), || progress.step())?;
+        }
+        Bench::Gemm => {
+            let ge = gemm::Gemm::new(g0)?;
+            m.cublaslt_version = Some(gemm::Gemm::version());
+            let dtypes: Vec<Dtype> = opts.dtypes.iter().copied().filter(|d| gemm::Gemm::supports(*d, g0.cc)).collect();
+            for d in &opts.dtypes {
+                if !dtypes.contains(d) {
+                    m.notes.push(format!("gemm: `{}` skipped: no such tensor-core path on compute capability {}.{}", d.name(), g0.cc.0, g0.cc.1));
+                }
+            }
+            let mut jobs: Vec<(Dtype, Vec<GemmShape>)> = Vec::new();
+            for &d in &dtypes {
+                let mut shapes = gemm::llm_shapes(q);
+                if d == Dtype::Bf16 {
+                    shapes.extend(gemm::wave_shapes(q));
+                }
+                jobs.push((d, shapes));
+            }
+            progress.stage("gemm (cuBLASLt)", jobs.iter().map(|j| j.1.len() as u64).sum());
+            for (i, (d, shapes)) in jobs.iter().enumerate() {
+                let ops = ge.operands(*d, shapes, 100 + i as u32 * 10)?;
+                for &s in shapes {
+                    let row = ge.measure(&ops, s, if q { 3 } else { 4 }, reps(q, true), &sm_clock)?;
+                    m.gemm.push(row);
+                    progress.step();
+                }
+            }
+        }
+        Bench::P2p if n > 1 => {
+            let sizes = if q { collectives::sizes(8, 1 << 30, 16) } else { collectives::sizes(8, 1 << 30, 4) };
+            progress.stage("p2p copies", (n * (n - 1)) as u64);
+            for a in 0..n {
+                for b in 0..n {
+                    if a != b {
+                        m.p2p.extend(collectives::p2p(&gpus[a], &gpus[b], &sizes, reps(q, false))?);
+                        progress.step();
+                    }
+                }
+            }
+        }
+        Bench::Nccl if n > 1 => {
+            m.nccl_version = collectives::nccl_version();
+            let max: u64 = 4 << 30;
+            let sizes = if q { collectives::sizes(8, max, 8) } else { collectives::sizes(8, max, 2) };
+            // The whole node and its power-of-two prefixes (0..2, 0..4, ...).
+            let mut group_sizes: Vec<usize> = (1..).map(|k| 1usize << k).take_while(|&g| g < n).collect();
+            group_sizes.push(n);
+            let ops = [CollectiveOp::AllReduce, CollectiveOp::AllGather, CollectiveOp::ReduceScatter, CollectiveOp::AllToAll, CollectiveOp::SendRecv];
+            progress.stage("nccl collectives", (group_sizes.len() * ops.len() * sizes.len()) as u64);
+            for &gs in &group_sizes {
+                let members: Vec<&Gpu> = gpus.iter().take(gs).collect();
+                let group = collectives::Group::new(members, max as usize, 300)?;
+                let err = group.check_all_reduce(1 << 20)?;
+                if !(err < 0.02) {
+                    return Err(CalibrateError::Check { what: format!("nccl all_reduce on {gs} GPUs"), detail: format!("result differs from the host sum by {err:.3e}") });
+                }
+                if gs == n {
+                    m.all_reduce_check_err = Some(err);
+                }
+                for op in ops {
+                    for &s in &sizes {
+                        if group.valid_size(op, s) {
+                            let heavy = s >= 64 << 20;
+                            m.collectives.push(group.measure(op, s, reps(q, heavy))?);
+                        }
+                        progress.step();
+                    }
+                }
+            }
+        }
+        Bench::P2p | Bench::Nccl => m.notes.push(format!("{}: skipped, one GPU", b.name())),
+        Bench::Power => match c.nvml {
+            None => m.notes.push("power: skipped, NVML unavailable".into()),
+            Some(nv) => {
+                let secs = opts.power_seconds.unwrap_or(if q { 4.0 } else { 12.0 });
+                progress.stage("power phases", 4);
+                power_phases(g0, nv, Duration::from_secs_f64(secs), m, progress)?;
+            }
+        },
+    }
+    Ok(())
 }
 
 fn power_phases(g: &Gpu, nv: &nvml_wrapper::Nvml, d: Duration, m: &mut Measurements, progress: &dyn Progress) -> Result<(), CalibrateError> {

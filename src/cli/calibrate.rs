@@ -48,6 +48,9 @@ pub struct CalibrateArgs {
     /// No progress bar
     #[arg(long)]
     pub no_progress: bool,
+    /// Go on past a failing benchmark group: write what was measured, note the failure, exit 2
+    #[arg(long)]
+    pub keep_going: bool,
 }
 
 pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
@@ -92,7 +95,7 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
         benches.retain(|b| *b != Bench::Nccl);
     }
 
-    let opts = Options { quick: args.quick, benches, dtypes, power_seconds: args.power_seconds, nvml_lib: discovery.get(CudaLib::Nvml).map(|f| f.path.clone()) };
+    let opts = Options { quick: args.quick, benches, dtypes, power_seconds: args.power_seconds, nvml_lib: discovery.get(CudaLib::Nvml).map(|f| f.path.clone()), keep_going: args.keep_going };
     let progress = Bar::new(!args.no_progress && std::io::stderr().is_terminal());
     let m = calibrate::run(&opts, &progress).context("calibration failed")?;
     progress.finish();
@@ -117,6 +120,9 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
     }
     println!("{}", output::readme(&meta, &pf, &names));
     println!("wrote {}", dir.display());
+    if !m.failed.is_empty() {
+        anyhow::bail!("benchmark groups failed: {} (see the notes above; the rest was written)", m.failed.iter().map(|b| b.name()).collect::<Vec<_>>().join(", "));
+    }
     Ok(Outcome::Ok)
 }
 
