@@ -28,17 +28,19 @@ def p50(xs):
     return statistics.median(xs)
 
 
-def time_batches(fn, warmup=5, batches=15, min_batch_s=8e-3):
+def time_batches(fn, warmup=5, batches=15, min_batch_s=8e-3, iters=None):
+    """Per-op seconds of each batch. Collectives pass `iters`: every rank must issue as many."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    fn()
-    e.record()
-    e.synchronize()
-    one = max(s.elapsed_time(e) * 1e-3, 1e-7)
-    iters = max(1, min(200, int(min_batch_s / one + 0.999)))
+    if iters is None:
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        one = max(s.elapsed_time(e) * 1e-3, 1e-7)
+        iters = max(1, min(200, int(min_batch_s / one + 0.999)))
     out = []
     for _ in range(batches):
         s.record()
@@ -94,17 +96,17 @@ def dist_worker(out_path):
         size = gib << 30
         n = size // 2
         x = torch.randn(n, device="cuda", dtype=torch.bfloat16)
-        t = time_batches(lambda: dist.all_reduce(x), warmup=3, batches=10, min_batch_s=20e-3)
+        t = time_batches(lambda: dist.all_reduce(x), warmup=3, batches=10, iters=3)
         tt = torch.tensor(t, device="cuda")
         dist.all_reduce(tt, op=dist.ReduceOp.MAX)
         res[f"all_reduce_{gib}gib_busbw_gb_per_s_p50"] = 2 * (world - 1) / world * size / p50(tt.tolist()) / 1e9
         out = torch.empty(n, device="cuda", dtype=torch.bfloat16)
         shard = x[: n // world].clone()
-        t = time_batches(lambda: dist.all_gather_into_tensor(out, shard), warmup=3, batches=10, min_batch_s=20e-3)
+        t = time_batches(lambda: dist.all_gather_into_tensor(out, shard), warmup=3, batches=10, iters=3)
         tt = torch.tensor(t, device="cuda")
         dist.all_reduce(tt, op=dist.ReduceOp.MAX)
         res[f"all_gather_{gib}gib_busbw_gb_per_s_p50"] = (world - 1) / world * size / p50(tt.tolist()) / 1e9
-        t = time_batches(lambda: dist.reduce_scatter_tensor(shard, x), warmup=3, batches=10, min_batch_s=20e-3)
+        t = time_batches(lambda: dist.reduce_scatter_tensor(shard, x), warmup=3, batches=10, iters=3)
         tt = torch.tensor(t, device="cuda")
         dist.all_reduce(tt, op=dist.ReduceOp.MAX)
         res[f"reduce_scatter_{gib}gib_busbw_gb_per_s_p50"] = (world - 1) / world * size / p50(tt.tolist()) / 1e9
@@ -128,7 +130,7 @@ def ours(profile):
     g = {}
     for r in read_csv(os.path.join(profile, "gemm.csv")):
         if (r["m"], r["n"], r["k"]) == ("8192", "8192", "8192"):
-            g[f"gemm_{r['dtype']}_8192_tflops_p50"] = float(r["tflops_p50"])
+            g.setdefault(f"gemm_{r['dtype']}_8192_tflops_p50", float(r["tflops_p50"]))
     for r in read_csv(os.path.join(profile, "hbm.csv")):
         for gib in (1, 4):
             if int(r["size_bytes"]) == gib << 30 and r["kernel"] in ("copy", "memcpy_dtod"):

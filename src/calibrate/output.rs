@@ -250,15 +250,16 @@ pub fn profile(m: &Measurements, name: &str, provenance: &str) -> (ProfileFile, 
         elementwise: Vec::new(),
         gemm: Vec::new(),
     };
-    // Stream fit: our copy kernel at sizes well past L2 (HBM, not cache).
+    // Stream fit: the driver's device-to-device copy (the faster of the copies measured, and what
+    // `Tensor.copy_` runs) at sizes well past L2 (HBM, not cache).
     let big = 4 * m.l2_bytes.max(1);
-    let pts: Vec<(f64, f64)> = m.hbm.iter().filter(|r| r.kernel == super::memory::MemKernel::Copy && r.size_bytes >= big).map(|r| (r.bytes_moved as f64, r.time.p50)).collect();
+    let pts: Vec<(f64, f64)> = m.hbm.iter().filter(|r| r.kernel == super::memory::MemKernel::DriverCopy && r.size_bytes >= big).map(|r| (r.bytes_moved as f64, r.time.p50)).collect();
     match fit::latency_bandwidth(&pts) {
         Ok(f) => {
             pf.stream = Some(StreamWire {
                 latency_us: f.latency * 1e6,
                 bandwidth_gb_per_s: f.bandwidth / 1e9,
-                fitted_on: format!("hbm.csv kernel=copy, {} sizes >= {} bytes (4x L2), bytes = read + written, rms rel err {:.3}", f.n_points, big, f.rms_rel_err),
+                fitted_on: format!("hbm.csv kernel=memcpy_dtod, {} sizes >= {} bytes (4x L2), bytes = read + written, rms rel err {:.3}", f.n_points, big, f.rms_rel_err),
             })
         }
         Err(e) if !m.hbm.is_empty() => notes.push(format!("stream: no fit ({e})")),
