@@ -51,7 +51,10 @@ pub enum CalibrateError {
     #[error("{0}")]
     Fit(String),
     #[error("cannot write `{path}`: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("`{path}` already exists\nhint: pass `--force` to replace it")]
     Exists { path: PathBuf },
 }
@@ -69,7 +72,15 @@ pub enum Bench {
 }
 
 impl Bench {
-    pub const ALL: [Bench; 7] = [Bench::Launch, Bench::Hbm, Bench::Elementwise, Bench::Gemm, Bench::P2p, Bench::Nccl, Bench::Power];
+    pub const ALL: [Bench; 7] = [
+        Bench::Launch,
+        Bench::Hbm,
+        Bench::Elementwise,
+        Bench::Gemm,
+        Bench::P2p,
+        Bench::Nccl,
+        Bench::Power,
+    ];
     pub fn name(self) -> &'static str {
         match self {
             Bench::Launch => "launch",
@@ -141,10 +152,30 @@ pub struct Measurements {
 
 fn reps(quick: bool, heavy: bool) -> Reps {
     match (quick, heavy) {
-        (true, false) => Reps { warmup: 3, reps: 10, min_batch_s: 1e-3, max_iters: 2000 },
-        (false, false) => Reps { warmup: 5, reps: 25, min_batch_s: 2e-3, max_iters: 5000 },
-        (true, true) => Reps { warmup: 2, reps: 7, min_batch_s: 4e-3, max_iters: 50 },
-        (false, true) => Reps { warmup: 3, reps: 12, min_batch_s: 8e-3, max_iters: 100 },
+        (true, false) => Reps {
+            warmup: 3,
+            reps: 10,
+            min_batch_s: 1e-3,
+            max_iters: 2000,
+        },
+        (false, false) => Reps {
+            warmup: 5,
+            reps: 25,
+            min_batch_s: 2e-3,
+            max_iters: 5000,
+        },
+        (true, true) => Reps {
+            warmup: 2,
+            reps: 7,
+            min_batch_s: 4e-3,
+            max_iters: 50,
+        },
+        (false, true) => Reps {
+            warmup: 3,
+            reps: 12,
+            min_batch_s: 8e-3,
+            max_iters: 100,
+        },
     }
 }
 
@@ -155,7 +186,9 @@ pub fn run(opts: &Options, progress: &dyn Progress) -> Result<Measurements, Cali
     cudarc::driver::result::init()?;
     let n = cudarc::driver::result::device::get_count()? as usize;
     if n == 0 {
-        let vis = std::env::var("CUDA_VISIBLE_DEVICES").map(|v| format!(" (CUDA_VISIBLE_DEVICES=`{v}`)")).unwrap_or_default();
+        let vis = std::env::var("CUDA_VISIBLE_DEVICES")
+            .map(|v| format!(" (CUDA_VISIBLE_DEVICES=`{v}`)"))
+            .unwrap_or_default();
         return Err(CalibrateError::NoGpu(vis));
     }
     progress.stage("compiling kernels", n as u64);
@@ -176,13 +209,17 @@ pub fn run(opts: &Options, progress: &dyn Progress) -> Result<Measurements, Cali
         ..Default::default()
     };
     let (mut maj, mut min) = (0, 0);
-    if unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut maj, &mut min) } == cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS {
+    if unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut maj, &mut min) }
+        == cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS
+    {
         m.nvrtc_version = Some(format!("{maj}.{min}"));
     }
     let nvml = match power::open(opts.nvml_lib.as_deref()) {
         Ok(n) => Some(n),
         Err(e) => {
-            m.notes.push(format!("NVML unavailable ({e}): no power, clock or temperature readings"));
+            m.notes.push(format!(
+                "NVML unavailable ({e}): no power, clock or temperature readings"
+            ));
             progress.note(m.notes.last().unwrap());
             None
         }
@@ -195,7 +232,12 @@ pub fn run(opts: &Options, progress: &dyn Progress) -> Result<Measurements, Cali
         m.max_sm_clock_mhz = f.max_sm_clock_mhz;
         m.max_mem_clock_mhz = f.max_mem_clock_mhz;
     }
-    let ctx = Ctx { opts, gpus: &gpus, nvml: nvml.as_ref(), progress };
+    let ctx = Ctx {
+        opts,
+        gpus: &gpus,
+        nvml: nvml.as_ref(),
+        progress,
+    };
     for b in Bench::ALL {
         if !opts.benches.contains(&b) {
             continue;
@@ -233,22 +275,46 @@ fn run_bench(b: Bench, c: &Ctx, m: &mut Measurements) -> Result<(), CalibrateErr
             progress.step();
         }
         Bench::Hbm => {
-            let sizes = if q { collectives::sizes(1 << 20, 4 << 30, 4) } else { collectives::sizes(1 << 20, 4 << 30, 2) };
-            progress.stage("memory bandwidth", (sizes.len() * memory::MemKernel::ALL.len()) as u64);
+            let sizes = if q {
+                collectives::sizes(1 << 20, 4 << 30, 4)
+            } else {
+                collectives::sizes(1 << 20, 4 << 30, 2)
+            };
+            progress.stage(
+                "memory bandwidth",
+                (sizes.len() * memory::MemKernel::ALL.len()) as u64,
+            );
             m.hbm = memory::hbm(g0, &sizes, reps(q, false), || progress.step())?;
         }
         Bench::Elementwise => {
-            let rows: Vec<u64> = if q { vec![1024, 8192, 32768] } else { vec![256, 1024, 4096, 8192, 16384, 32768] };
-            progress.stage("elementwise ops", (rows.len() * memory::EltOp::ALL.len()) as u64);
+            let rows: Vec<u64> = if q {
+                vec![1024, 8192, 32768]
+            } else {
+                vec![256, 1024, 4096, 8192, 16384, 32768]
+            };
+            progress.stage(
+                "elementwise ops",
+                (rows.len() * memory::EltOp::ALL.len()) as u64,
+            );
             m.elementwise = memory::elementwise(g0, &rows, reps(q, false), || progress.step())?;
         }
         Bench::Gemm => {
             let ge = gemm::Gemm::new(g0)?;
             m.cublaslt_version = Some(gemm::Gemm::version());
-            let dtypes: Vec<Dtype> = opts.dtypes.iter().copied().filter(|d| gemm::Gemm::supports(*d, g0.cc)).collect();
+            let dtypes: Vec<Dtype> = opts
+                .dtypes
+                .iter()
+                .copied()
+                .filter(|d| gemm::Gemm::supports(*d, g0.cc))
+                .collect();
             for d in &opts.dtypes {
                 if !dtypes.contains(d) {
-                    m.notes.push(format!("gemm: `{}` skipped: no such tensor-core path on compute capability {}.{}", d.name(), g0.cc.0, g0.cc.1));
+                    m.notes.push(format!(
+                        "gemm: `{}` skipped: no such tensor-core path on compute capability {}.{}",
+                        d.name(),
+                        g0.cc.0,
+                        g0.cc.1
+                    ));
                 }
             }
             let mut jobs: Vec<(Dtype, Vec<GemmShape>)> = Vec::new();
@@ -259,23 +325,36 @@ fn run_bench(b: Bench, c: &Ctx, m: &mut Measurements) -> Result<(), CalibrateErr
                 }
                 jobs.push((d, shapes));
             }
-            progress.stage("gemm (cuBLASLt)", jobs.iter().map(|j| j.1.len() as u64).sum());
+            progress.stage(
+                "gemm (cuBLASLt)",
+                jobs.iter().map(|j| j.1.len() as u64).sum(),
+            );
             for (i, (d, shapes)) in jobs.iter().enumerate() {
                 let ops = ge.operands(*d, shapes, 100 + i as u32 * 10)?;
                 for &s in shapes {
-                    let row = ge.measure(&ops, s, if q { 3 } else { 4 }, reps(q, true), &sm_clock)?;
+                    let row =
+                        ge.measure(&ops, s, if q { 3 } else { 4 }, reps(q, true), &sm_clock)?;
                     m.gemm.push(row);
                     progress.step();
                 }
             }
         }
         Bench::P2p if n > 1 => {
-            let sizes = if q { collectives::sizes(8, 1 << 30, 16) } else { collectives::sizes(8, 1 << 30, 4) };
+            let sizes = if q {
+                collectives::sizes(8, 1 << 30, 16)
+            } else {
+                collectives::sizes(8, 1 << 30, 4)
+            };
             progress.stage("p2p copies", (n * (n - 1)) as u64);
             for a in 0..n {
                 for b in 0..n {
                     if a != b {
-                        m.p2p.extend(collectives::p2p(&gpus[a], &gpus[b], &sizes, reps(q, false))?);
+                        m.p2p.extend(collectives::p2p(
+                            &gpus[a],
+                            &gpus[b],
+                            &sizes,
+                            reps(q, false),
+                        )?);
                         progress.step();
                     }
                 }
@@ -284,18 +363,35 @@ fn run_bench(b: Bench, c: &Ctx, m: &mut Measurements) -> Result<(), CalibrateErr
         Bench::Nccl if n > 1 => {
             m.nccl_version = collectives::nccl_version();
             let max: u64 = 4 << 30;
-            let sizes = if q { collectives::sizes(8, max, 8) } else { collectives::sizes(8, max, 2) };
+            let sizes = if q {
+                collectives::sizes(8, max, 8)
+            } else {
+                collectives::sizes(8, max, 2)
+            };
             // The whole node and its power-of-two prefixes (0..2, 0..4, ...).
-            let mut group_sizes: Vec<usize> = (1..).map(|k| 1usize << k).take_while(|&g| g < n).collect();
+            let mut group_sizes: Vec<usize> =
+                (1..).map(|k| 1usize << k).take_while(|&g| g < n).collect();
             group_sizes.push(n);
-            let ops = [CollectiveOp::AllReduce, CollectiveOp::AllGather, CollectiveOp::ReduceScatter, CollectiveOp::AllToAll, CollectiveOp::SendRecv];
-            progress.stage("nccl collectives", (group_sizes.len() * ops.len() * sizes.len()) as u64);
+            let ops = [
+                CollectiveOp::AllReduce,
+                CollectiveOp::AllGather,
+                CollectiveOp::ReduceScatter,
+                CollectiveOp::AllToAll,
+                CollectiveOp::SendRecv,
+            ];
+            progress.stage(
+                "nccl collectives",
+                (group_sizes.len() * ops.len() * sizes.len()) as u64,
+            );
             for &gs in &group_sizes {
                 let members: Vec<&Gpu> = gpus.iter().take(gs).collect();
                 let group = collectives::Group::new(members, max as usize, 300)?;
                 let err = group.check_all_reduce(1 << 20)?;
-                if !(err < 0.02) {
-                    return Err(CalibrateError::Check { what: format!("nccl all_reduce on {gs} GPUs"), detail: format!("result differs from the host sum by {err:.3e}") });
+                if err.is_nan() || err >= 0.02 {
+                    return Err(CalibrateError::Check {
+                        what: format!("nccl all_reduce on {gs} GPUs"),
+                        detail: format!("result differs from the host sum by {err:.3e}"),
+                    });
                 }
                 if gs == n {
                     m.all_reduce_check_err = Some(err);
@@ -324,10 +420,20 @@ fn run_bench(b: Bench, c: &Ctx, m: &mut Measurements) -> Result<(), CalibrateErr
     Ok(())
 }
 
-fn power_phases(g: &Gpu, nv: &nvml_wrapper::Nvml, d: Duration, m: &mut Measurements, progress: &dyn Progress) -> Result<(), CalibrateError> {
+fn power_phases(
+    g: &Gpu,
+    nv: &nvml_wrapper::Nvml,
+    d: Duration,
+    m: &mut Measurements,
+    progress: &dyn Progress,
+) -> Result<(), CalibrateError> {
     let settle = 0.4;
     let ge = gemm::Gemm::new(g)?;
-    let shape = GemmShape { m: 8192, n: 8192, k: 8192 };
+    let shape = GemmShape {
+        m: 8192,
+        n: 8192,
+        k: 8192,
+    };
     let ops = ge.operands(Dtype::Bf16, &[shape], 900)?;
     let copy_bytes: usize = 2 << 30;
     let src = g.alloc(copy_bytes)?;
@@ -336,7 +442,14 @@ fn power_phases(g: &Gpu, nv: &nvml_wrapper::Nvml, d: Duration, m: &mut Measureme
     let side = g.ctx.new_stream()?;
     let copy_on = |stream: &cudarc::driver::CudaStream| -> Result<(), CalibrateError> {
         g.ctx.bind_to_thread()?;
-        unsafe { cudarc::driver::result::memcpy_dtod_async(dst.ptr, src.ptr, copy_bytes, stream.cu_stream())? };
+        unsafe {
+            cudarc::driver::result::memcpy_dtod_async(
+                dst.ptr,
+                src.ptr,
+                copy_bytes,
+                stream.cu_stream(),
+            )?
+        };
         Ok(())
     };
 
@@ -349,7 +462,9 @@ fn power_phases(g: &Gpu, nv: &nvml_wrapper::Nvml, d: Duration, m: &mut Measureme
     progress.step();
 
     let t = Instant::now();
-    let (count, s, mut p) = power::sample_phase(nv, &g.uuid, "gemm", d, settle, |until| ge.sustain(&ops, shape, until))?;
+    let (count, s, mut p) = power::sample_phase(nv, &g.uuid, "gemm", d, settle, |until| {
+        ge.sustain(&ops, shape, until)
+    })?;
     p.gemm_tflops = Some(count as f64 * shape.flops() / t.elapsed().as_secs_f64() / 1e12);
     m.power_samples.extend(s);
     m.power_phases.push(p);
