@@ -5,6 +5,7 @@
 //! `analytic` adds it up into a `Prediction`. Only `cli` prints or exits.
 
 pub mod analytic;
+pub mod calibrate;
 pub mod cli;
 pub mod config;
 pub mod cost;

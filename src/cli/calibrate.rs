@@ -1,10 +1,572 @@
-//! `gpuplan calibrate`.
+//! `gpuplan calibrate`: find the CUDA libraries, run the microbenchmarks, fit, and write
+//! `calibration/profiles/<name>/` (profile.toml, meta.toml, README.md, raw CSVs).
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use anyhow::Context;
 
 use super::Outcome;
+use crate::calibrate::libs::{self, CudaLib, Discovery, MissingLibrary, SearchEnv};
+use crate::calibrate::{self, output, Bench, Measurements, Options, Progress};
+use crate::config::profile::{write_profile_dir, ProfileFile, SCHEMA_VERSION};
+use crate::hardware::Dtype;
+
+/// Set in the environment of the re-started process, once the libraries are on its path.
+const RESOLVED_VAR: &str = "GPUPLAN_CUDA_LIBS_RESOLVED";
 
 #[derive(clap::Args, Debug)]
-pub struct CalibrateArgs {}
+pub struct CalibrateArgs {
+    /// Profile name: the folder `<out-dir>/<name>/` (default: from the GPU name and count)
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Folder that holds profiles
+    #[arg(long, default_value = "calibration/profiles")]
+    pub out_dir: PathBuf,
+    /// Replace an existing profile folder
+    #[arg(long)]
+    pub force: bool,
+    /// About 2 minutes: fewer sizes, shapes and repetitions, short power phases
+    #[arg(long)]
+    pub quick: bool,
+    /// Run only these benchmark groups (comma-separated): launch, hbm, elementwise, gemm, p2p, nccl, power
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// GEMM dtypes (comma-separated; those the GPU lacks are skipped with a note)
+    #[arg(long, value_delimiter = ',', default_value = "bf16,fp16,tf32,fp8")]
+    pub dtypes: Vec<String>,
+    /// Seconds each power phase (idle, GEMM, HBM, mixed) runs [default: 4 quick, 12 full]
+    #[arg(long)]
+    pub power_seconds: Option<f64>,
+    /// Build a profile's collective fits from nccl-tests output logs instead of measuring
+    #[arg(long, num_args = 1.., value_name = "FILE")]
+    pub import_nccl_tests: Vec<PathBuf>,
+    /// Print where each CUDA library was found (or where it was looked for) and exit
+    #[arg(long)]
+    pub find_libs: bool,
+    /// No progress bar
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Go on past a failing benchmark group: write what was measured, note the failure, exit 2
+    #[arg(long)]
+    pub keep_going: bool,
+}
 
-pub fn run(_args: CalibrateArgs) -> anyhow::Result<Outcome> {
-    anyhow::bail!("`gpuplan calibrate` is not built yet")
+pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
+    if !args.import_nccl_tests.is_empty() {
+        return import_nccl_tests(&args);
+    }
+    let benches = parse_benches(&args.only)?;
+    let dtypes = args
+        .dtypes
+        .iter()
+        .map(|d| {
+            Dtype::parse(d).with_context(|| {
+                format!("`--dtypes`: unknown dtype `{d}`\nhint: one of bf16, fp16, tf32, fp8")
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+
+    let discovery = libs::discover(&SearchEnv::from_process());
+    if args.find_libs {
+        print_discovery(&discovery);
+        return Ok(Outcome::Ok);
+    }
+    let mut required = vec![CudaLib::Driver, CudaLib::Nvrtc];
+    if benches.contains(&Bench::Gemm) || benches.contains(&Bench::Power) {
+        required.push(CudaLib::CublasLt);
+    }
+    for lib in required {
+        if discovery.get(lib).is_none() {
+            let e = MissingLibrary {
+                lib,
+                searched: discovery.searched.clone(),
+            };
+            if lib == CudaLib::Driver {
+                return Err(anyhow::anyhow!(e).context("no NVIDIA driver on this machine: `gpuplan calibrate` needs an NVIDIA GPU and its driver"));
+            }
+            return Err(e.into());
+        }
+    }
+    if std::env::var_os(RESOLVED_VAR).is_none() {
+        reexec_with_libs(&discovery)?;
+    }
+    let mut benches = benches;
+    if discovery.get(CudaLib::Nccl).is_none() && benches.contains(&Bench::Nccl) {
+        // Needed only with several GPUs; `calibrate::run` skips NCCL on one GPU.
+        let n = cudarc::driver::result::init()
+            .and_then(|_| cudarc::driver::result::device::get_count())
+            .unwrap_or(0);
+        if n > 1 {
+            return Err(MissingLibrary {
+                lib: CudaLib::Nccl,
+                searched: discovery.searched.clone(),
+            }
+            .into());
+        }
+        benches.retain(|b| *b != Bench::Nccl);
+    }
+
+    let opts = Options {
+        quick: args.quick,
+        benches,
+        dtypes,
+        power_seconds: args.power_seconds,
+        nvml_lib: discovery.get(CudaLib::Nvml).map(|f| f.path.clone()),
+        keep_going: args.keep_going,
+    };
+    let progress = Bar::new(!args.no_progress && std::io::stderr().is_terminal());
+    let m = calibrate::run(&opts, &progress).context("calibration failed")?;
+    progress.finish();
+
+    let name = args
+        .name
+        .clone()
+        .unwrap_or_else(|| default_name(&m.gpu_name, m.n_gpus));
+    let dir = args.out_dir.join(&name);
+    let meta = meta(&name, &args, &m, &discovery);
+    let provenance = format!(
+        "measured by `{}` on {} x {} ({}), {} UTC, git {}",
+        meta.command, m.n_gpus, m.gpu_name, meta.host, meta.date_utc, meta.git_sha
+    );
+    let (pf, fit_notes) = output::profile(&m, &name, &provenance);
+    let mut meta = meta;
+    meta.notes.extend(fit_notes);
+    // The profile must load back into the domain type before anything is written.
+    pf.to_domain(&dir.join("profile.toml"))
+        .context("the fitted profile does not pass its own checks")?;
+    let mut files = output::csvs(&m);
+    let names: Vec<String> = files.iter().map(|(n, _)| n.clone()).collect();
+    files.push((
+        "README.md".into(),
+        output::readme(&meta, &pf, &names).into_bytes(),
+    ));
+    files.push(("profile.toml".into(), profile_text(&pf).into_bytes()));
+    files.push(("meta.toml".into(), output::meta_toml(&meta).into_bytes()));
+    write_profile_dir(&dir, &files, args.force)?;
+    for n in &meta.notes {
+        eprintln!("note: {n}");
+    }
+    println!("{}", output::readme(&meta, &pf, &names));
+    println!("wrote {}", dir.display());
+    if !m.failed.is_empty() {
+        anyhow::bail!(
+            "benchmark groups failed: {} (see the notes above; the rest was written)",
+            m.failed
+                .iter()
+                .map(|b| b.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(Outcome::Ok)
+}
+
+fn profile_text(pf: &ProfileFile) -> String {
+    format!(
+        "# gpuplan calibration profile, schema {SCHEMA_VERSION}. Written by `gpuplan calibrate`; see meta.toml and README.md beside it.\n{}",
+        pf.to_toml()
+    )
+}
+
+fn parse_benches(only: &[String]) -> anyhow::Result<Vec<Bench>> {
+    if only.is_empty() {
+        return Ok(Bench::ALL.to_vec());
+    }
+    only.iter()
+        .map(|s| {
+            Bench::parse(s.trim()).with_context(|| {
+                format!(
+                    "`--only`: unknown benchmark `{s}`\nhint: one of {}",
+                    Bench::ALL
+                        .iter()
+                        .map(|b| b.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })
+        })
+        .collect()
+}
+
+fn print_discovery(d: &Discovery) {
+    for lib in CudaLib::ALL {
+        match d.get(lib) {
+            Some(f) => println!("{:<14} {} ({})", lib.stem(), f.path.display(), f.origin),
+            None => println!("{:<14} not found", lib.stem()),
+        }
+    }
+    println!("searched:");
+    for s in &d.searched {
+        println!("  {} ({})", s.dir.display(), s.origin);
+    }
+}
+
+/// cudarc opens libraries by name, and the dynamic linker reads `LD_LIBRARY_PATH` only at start:
+/// put a folder of correctly named links (and the found folders) on it, and start again.
+fn reexec_with_libs(d: &Discovery) -> anyhow::Result<()> {
+    use std::os::unix::process::CommandExt;
+    let links = libs::link_folder_path(d);
+    libs::link_folder(d, &links)
+        .with_context(|| format!("cannot make the library link folder `{}`", links.display()))?;
+    let mut path: Vec<String> = vec![links.display().to_string()];
+    path.extend(d.dirs().iter().map(|p| p.display().to_string()));
+    if let Ok(old) = std::env::var("LD_LIBRARY_PATH") {
+        if !old.is_empty() {
+            path.push(old);
+        }
+    }
+    let exe = std::env::current_exe().context("cannot find this program's path to restart it")?;
+    let err = std::process::Command::new(&exe)
+        .args(std::env::args_os().skip(1))
+        .env("LD_LIBRARY_PATH", path.join(":"))
+        .env(RESOLVED_VAR, "1")
+        .env("NCCL_NVLS_ENABLE", "0")
+        .exec();
+    Err(anyhow::anyhow!(err).context(format!(
+        "cannot restart `{}` with the CUDA libraries on its path",
+        exe.display()
+    )))
+}
+
+fn default_name(gpu: &str, n: u32) -> String {
+    let base: String = gpu
+        .to_ascii_lowercase()
+        .replace("nvidia", "")
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join("-");
+    format!("{base}-{n}x")
+}
+
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=,:".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+fn command_line() -> String {
+    let mut parts = Vec::new();
+    for k in ["CUDA_VISIBLE_DEVICES"] {
+        if let Ok(v) = std::env::var(k) {
+            parts.push(format!("{k}={}", shell_quote(&v)));
+        }
+    }
+    let mut args = std::env::args();
+    let _ = args.next();
+    parts.push("gpuplan".into());
+    parts.extend(args.map(|a| shell_quote(&a)));
+    parts.join(" ")
+}
+
+fn meta(name: &str, args: &CalibrateArgs, m: &Measurements, d: &Discovery) -> output::Meta {
+    let na = |o: &Option<String>| o.clone().unwrap_or_else(|| "unknown".into());
+    let mut env = BTreeMap::new();
+    for k in [
+        "CUDA_VISIBLE_DEVICES",
+        "NCCL_NVLS_ENABLE",
+        "NCCL_ALGO",
+        "NCCL_PROTO",
+        "NCCL_P2P_LEVEL",
+    ] {
+        if let Ok(v) = std::env::var(k) {
+            env.insert(k.to_string(), v);
+        }
+    }
+    output::Meta {
+        name: name.into(),
+        command: command_line(),
+        date_utc: utc_now(),
+        git_sha: option_env!("GPUPLAN_GIT_SHA")
+            .map(String::from)
+            .or_else(|| std::env::var("GPUPLAN_GIT_SHA").ok())
+            .or_else(git_sha)
+            .unwrap_or_else(|| "unknown".into()),
+        gpuplan_version: env!("CARGO_PKG_VERSION").into(),
+        host: std::fs::read_to_string("/etc/hostname")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "unknown".into()),
+        mode: if args.quick {
+            "quick".into()
+        } else {
+            "full".into()
+        },
+        gpu_name: m.gpu_name.clone(),
+        gpu_count: m.n_gpus,
+        gpu_uuids: m.gpu_uuids.clone(),
+        compute_capability: format!("{}.{}", m.compute_capability.0, m.compute_capability.1),
+        multiprocessors: m.n_sms,
+        l2_bytes: m.l2_bytes,
+        memory_bytes: m.memory_bytes,
+        driver_version: na(&m.driver_version),
+        cuda_driver_version: na(&m.cuda_driver_version),
+        nvrtc_version: na(&m.nvrtc_version),
+        cublaslt_version: m
+            .cublaslt_version
+            .map(|v| v.to_string())
+            .unwrap_or_else(|| "unknown".into()),
+        nccl_version: na(&m.nccl_version),
+        power_limit_w: m.power_limit_w.unwrap_or(f64::NAN),
+        max_sm_clock_mhz: m.max_sm_clock_mhz.unwrap_or(f64::NAN),
+        max_mem_clock_mhz: m.max_mem_clock_mhz.unwrap_or(f64::NAN),
+        // The real files, not the link folder made for cudarc.
+        libraries: d
+            .found
+            .iter()
+            .map(|f| {
+                (
+                    f.lib.stem().to_string(),
+                    std::fs::canonicalize(&f.path)
+                        .unwrap_or_else(|_| f.path.clone())
+                        .display()
+                        .to_string(),
+                )
+            })
+            .collect(),
+        environment: env,
+        wall_s: m.wall_s,
+        notes: m.notes.clone(),
+    }
+}
+
+fn git_sha() -> Option<String> {
+    let o = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    o.status
+        .success()
+        .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
+}
+
+/// Current UTC time as `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days, no time-zone database needed).
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    utc_from_unix(secs)
+}
+
+pub fn utc_from_unix(secs: u64) -> String {
+    let days = (secs / 86400) as i64;
+    let rem = secs % 86400;
+    let z = days + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60
+    )
+}
+
+fn import_nccl_tests(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
+    let mut runs = Vec::new();
+    for f in &args.import_nccl_tests {
+        let text =
+            std::fs::read_to_string(f).with_context(|| format!("cannot read `{}`", f.display()))?;
+        runs.extend(calibrate::nccl_tests::parse(f, &text)?);
+    }
+    let name = args
+        .name
+        .clone()
+        .context("`--import-nccl-tests` needs `--name NAME` for the profile folder")?;
+    let rows = output::rows_from_nccl_tests(&runs);
+    let mut wires = Vec::new();
+    let mut notes = Vec::new();
+    let sources: Vec<String> = args
+        .import_nccl_tests
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let source = format!("nccl-tests logs: {}", sources.join(", "));
+    for intra in [true, false] {
+        let rs: Vec<_> = rows
+            .iter()
+            .filter(|(_, i)| *i == intra)
+            .map(|(r, _)| r.clone())
+            .collect();
+        let (w, n) = output::collective_fits(&rs, intra, &source);
+        wires.extend(w);
+        notes.extend(n);
+    }
+    let gpu_name = runs
+        .iter()
+        .find_map(|r| r.gpu_name.clone())
+        .unwrap_or_else(|| "unknown".into());
+    let n_gpus = runs.iter().map(|r| r.n_ranks).max().unwrap_or(1);
+    let date = utc_now();
+    let pf = ProfileFile {
+        schema_version: SCHEMA_VERSION,
+        name: name.clone(),
+        gpu_name,
+        n_gpus,
+        provenance: format!(
+            "imported by `{}` on {date} UTC from {}",
+            command_line(),
+            sources.join(", ")
+        ),
+        kernel_launch_us: None,
+        stream: None,
+        l2: None,
+        power: None,
+        power_activity: None,
+        power_phases: Vec::new(),
+        collectives: wires,
+        p2p: Vec::new(),
+        elementwise: Vec::new(),
+        gemm: Vec::new(),
+    };
+    let dir = args.out_dir.join(&name);
+    pf.to_domain(&dir.join("profile.toml"))
+        .context("the fitted profile does not pass its own checks")?;
+    let mut csv =
+        String::from("op,n_ranks,n_hosts,size_bytes,time_us_p50,algbw_gb_per_s,busbw_gb_per_s\n");
+    for r in &runs {
+        for row in &r.rows {
+            csv.push_str(&format!(
+                "{},{},{},{},{},{},{}\n",
+                r.op.name(),
+                r.n_ranks,
+                r.n_hosts,
+                row.size_bytes,
+                row.time_us,
+                row.algbw_gb_per_s,
+                row.busbw_gb_per_s
+            ));
+        }
+    }
+    let meta = format!(
+        "name = {:?}\ncommand = {:?}\ndate_utc = {:?}\nsource_logs = [{}]\nnotes = [{}]\n",
+        name,
+        command_line(),
+        date,
+        sources
+            .iter()
+            .map(|s| format!("{s:?}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        notes
+            .iter()
+            .map(|s| format!("{s:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let files = vec![
+        ("profile.toml".to_string(), profile_text(&pf).into_bytes()),
+        ("collectives.csv".to_string(), csv.into_bytes()),
+        ("meta.toml".to_string(), meta.into_bytes()),
+    ];
+    write_profile_dir(&dir, &files, args.force)?;
+    for n in &notes {
+        eprintln!("note: {n}");
+    }
+    for c in &pf.collectives {
+        println!(
+            "{} on {} ranks ({}): latency {:.1} us, busbw {:.1} GB/s (peak {:.1}), rms rel err {:.2}",
+            c.op,
+            c.n_ranks,
+            if c.intra_node { "one node" } else { "several nodes" },
+            c.latency_us,
+            c.busbw_gb_per_s,
+            c.peak_busbw_gb_per_s,
+            c.rms_rel_err
+        );
+    }
+    println!("wrote {}", dir.display());
+    Ok(Outcome::Ok)
+}
+
+/// Progress on stderr: an indicatif bar on a TTY, one line per stage otherwise.
+struct Bar {
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Bar {
+    fn new(tty: bool) -> Bar {
+        let bar = tty.then(|| {
+            let b = indicatif::ProgressBar::new(0);
+            b.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{spinner} {msg:<24} [{bar:30}] {pos}/{len} {elapsed}",
+                )
+                .expect("valid template")
+                .progress_chars("=> "),
+            );
+            b
+        });
+        Bar { bar }
+    }
+    fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+impl Progress for Bar {
+    fn stage(&self, name: &str, steps: u64) {
+        match &self.bar {
+            Some(b) => {
+                b.set_message(name.to_string());
+                b.set_length(steps);
+                b.set_position(0);
+            }
+            None => eprintln!("calibrate: {name} ({steps} steps)"),
+        }
+    }
+    fn step(&self) {
+        if let Some(b) = &self.bar {
+            b.inc(1);
+        }
+    }
+    fn note(&self, msg: &str) {
+        match &self.bar {
+            Some(b) => b.println(format!("note: {msg}")),
+            None => eprintln!("note: {msg}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_civil_utc() {
+        assert_eq!(utc_from_unix(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc_from_unix(1_795_305_600), "2026-11-22T00:00:00Z");
+        assert_eq!(utc_from_unix(951_782_400), "2000-02-29T00:00:00Z");
+    }
+
+    #[test]
+    fn default_names_are_kebab_case() {
+        assert_eq!(default_name("NVIDIA H200", 2), "h200-2x");
+        assert_eq!(
+            default_name("NVIDIA H100 80GB HBM3", 1),
+            "h100-80gb-hbm3-1x"
+        );
+    }
+
+    #[test]
+    fn quoting() {
+        assert_eq!(shell_quote("--only=gemm,hbm"), "--only=gemm,hbm");
+        assert_eq!(shell_quote("a b"), "'a b'");
+    }
 }

@@ -1,5 +1,6 @@
 //! The one integration-test binary (matklad's "delete cargo integration tests").
 
+mod calibrate;
 mod catalog;
 mod cli;
 mod measure;

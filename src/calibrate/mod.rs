@@ -1,0 +1,512 @@
+//! `gpuplan calibrate`: microbenchmarks on this node (cudarc: driver, NVRTC, cuBLASLt, NCCL;
+//! nvml-wrapper), each timed with CUDA events after warm-up as p10/p50/p90 over repetitions, on
+//! random inputs, checked where a check is cheap; then nalgebra fits into a `Profile`.
+//!
+//! Everything here is loaded at run time: without a GPU only [`libs`], [`fit`], [`nccl_tests`]
+//! and [`stats`] do anything. Printing and exiting belong to `cli`; progress goes through the
+//! [`Progress`] trait.
+
+pub mod collectives;
+pub mod fit;
+pub mod gemm;
+pub mod gpu;
+pub mod libs;
+pub mod memory;
+pub mod nccl_tests;
+pub mod output;
+pub mod power;
+pub mod stats;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crate::hardware::profile::CollectiveOp;
+use crate::hardware::Dtype;
+
+use collectives::{CollRow, P2pRow};
+use gemm::{GemmRow, GemmShape};
+use gpu::{Gpu, Reps};
+use memory::{EltRow, LaunchRow, MemRow};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CalibrateError {
+    #[error("CUDA driver: {0}")]
+    Driver(#[from] cudarc::driver::DriverError),
+    #[error("compiling `{file}` with NVRTC: {detail}")]
+    Compile { file: &'static str, detail: String },
+    #[error("cuBLASLt: {0}")]
+    Cublas(String),
+    #[error("NCCL: {0}")]
+    Nccl(String),
+    #[error("NVML: {0}")]
+    Nvml(String),
+    #[error("check failed for {what}: {detail}")]
+    Check { what: String, detail: String },
+    #[error("not supported here: {0}")]
+    Unsupported(String),
+    #[error("no CUDA GPU is visible{}", .0)]
+    NoGpu(String),
+    #[error(transparent)]
+    MissingLibrary(#[from] libs::MissingLibrary),
+    #[error("{0}")]
+    Fit(String),
+    #[error("cannot write `{path}`: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("`{path}` already exists\nhint: pass `--force` to replace it")]
+    Exists { path: PathBuf },
+}
+
+/// A group of benchmarks, selectable with `--only`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Bench {
+    Launch,
+    Hbm,
+    Elementwise,
+    Gemm,
+    P2p,
+    Nccl,
+    Power,
+}
+
+impl Bench {
+    pub const ALL: [Bench; 7] = [
+        Bench::Launch,
+        Bench::Hbm,
+        Bench::Elementwise,
+        Bench::Gemm,
+        Bench::P2p,
+        Bench::Nccl,
+        Bench::Power,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Bench::Launch => "launch",
+            Bench::Hbm => "hbm",
+            Bench::Elementwise => "elementwise",
+            Bench::Gemm => "gemm",
+            Bench::P2p => "p2p",
+            Bench::Nccl => "nccl",
+            Bench::Power => "power",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Bench> {
+        Bench::ALL.into_iter().find(|b| b.name() == s)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub quick: bool,
+    pub benches: Vec<Bench>,
+    pub dtypes: Vec<Dtype>,
+    /// Seconds each power phase runs (default: 4 quick, 12 full).
+    pub power_seconds: Option<f64>,
+    /// NVML library found by discovery (else nvml-wrapper's default name).
+    pub nvml_lib: Option<PathBuf>,
+    /// Go on past a failing benchmark group (noted in the profile) instead of stopping.
+    pub keep_going: bool,
+}
+
+/// Progress reporting, implemented by `cli` (an indicatif bar on a TTY, nothing otherwise).
+pub trait Progress {
+    fn stage(&self, name: &str, steps: u64);
+    fn step(&self);
+    fn note(&self, msg: &str);
+}
+
+/// Everything measured, before fitting.
+#[derive(Debug, Clone, Default)]
+pub struct Measurements {
+    pub gpu_name: String,
+    pub gpu_uuids: Vec<String>,
+    pub n_gpus: u32,
+    pub compute_capability: (i32, i32),
+    pub n_sms: u32,
+    pub l2_bytes: u64,
+    pub memory_bytes: u64,
+    pub driver_version: Option<String>,
+    pub cuda_driver_version: Option<String>,
+    pub cublaslt_version: Option<usize>,
+    pub nccl_version: Option<String>,
+    pub nvrtc_version: Option<String>,
+    pub power_limit_w: Option<f64>,
+    pub max_sm_clock_mhz: Option<f64>,
+    pub max_mem_clock_mhz: Option<f64>,
+    pub launch: Vec<LaunchRow>,
+    pub hbm: Vec<MemRow>,
+    pub elementwise: Vec<EltRow>,
+    pub gemm: Vec<GemmRow>,
+    pub p2p: Vec<P2pRow>,
+    pub collectives: Vec<CollRow>,
+    pub all_reduce_check_err: Option<f64>,
+    pub power_phases: Vec<power::Phase>,
+    pub power_samples: Vec<power::Sample>,
+    pub notes: Vec<String>,
+    /// Groups that failed under `keep_going`.
+    pub failed: Vec<Bench>,
+    pub wall_s: f64,
+}
+
+fn reps(quick: bool, heavy: bool) -> Reps {
+    match (quick, heavy) {
+        (true, false) => Reps {
+            warmup: 3,
+            reps: 10,
+            min_batch_s: 1e-3,
+            max_iters: 2000,
+        },
+        (false, false) => Reps {
+            warmup: 5,
+            reps: 25,
+            min_batch_s: 2e-3,
+            max_iters: 5000,
+        },
+        (true, true) => Reps {
+            warmup: 2,
+            reps: 7,
+            min_batch_s: 4e-3,
+            max_iters: 50,
+        },
+        (false, true) => Reps {
+            warmup: 3,
+            reps: 12,
+            min_batch_s: 8e-3,
+            max_iters: 100,
+        },
+    }
+}
+
+/// Run the selected benchmarks on every visible GPU (single-GPU ones on GPU 0).
+pub fn run(opts: &Options, progress: &dyn Progress) -> Result<Measurements, CalibrateError> {
+    let t0 = Instant::now();
+    std::env::set_var("NCCL_NVLS_ENABLE", "0");
+    cudarc::driver::result::init()?;
+    let n = cudarc::driver::result::device::get_count()? as usize;
+    if n == 0 {
+        let vis = std::env::var("CUDA_VISIBLE_DEVICES")
+            .map(|v| format!(" (CUDA_VISIBLE_DEVICES=`{v}`)"))
+            .unwrap_or_default();
+        return Err(CalibrateError::NoGpu(vis));
+    }
+    progress.stage("compiling kernels", n as u64);
+    let mut gpus = Vec::new();
+    for i in 0..n {
+        gpus.push(Gpu::open(i)?);
+        progress.step();
+    }
+    let g0 = &gpus[0];
+    let mut m = Measurements {
+        gpu_name: g0.name.clone(),
+        gpu_uuids: gpus.iter().map(|g| g.uuid.clone()).collect(),
+        n_gpus: n as u32,
+        compute_capability: g0.cc,
+        n_sms: g0.n_sms,
+        l2_bytes: g0.l2_bytes,
+        memory_bytes: g0.total_mem,
+        ..Default::default()
+    };
+    let (mut maj, mut min) = (0, 0);
+    if unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut maj, &mut min) }
+        == cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS
+    {
+        m.nvrtc_version = Some(format!("{maj}.{min}"));
+    }
+    let nvml = match power::open(opts.nvml_lib.as_deref()) {
+        Ok(n) => Some(n),
+        Err(e) => {
+            m.notes.push(format!(
+                "NVML unavailable ({e}): no power, clock or temperature readings"
+            ));
+            progress.note(m.notes.last().unwrap());
+            None
+        }
+    };
+    if let Some(nv) = &nvml {
+        let f = power::facts(nv, &g0.uuid);
+        m.driver_version = f.driver_version;
+        m.cuda_driver_version = f.cuda_driver_version;
+        m.power_limit_w = f.power_limit_w;
+        m.max_sm_clock_mhz = f.max_sm_clock_mhz;
+        m.max_mem_clock_mhz = f.max_mem_clock_mhz;
+    }
+    let ctx = Ctx {
+        opts,
+        gpus: &gpus,
+        nvml: nvml.as_ref(),
+        progress,
+    };
+    for b in Bench::ALL {
+        if !opts.benches.contains(&b) {
+            continue;
+        }
+        if let Err(e) = run_bench(b, &ctx, &mut m) {
+            if !opts.keep_going {
+                return Err(e);
+            }
+            m.failed.push(b);
+            m.notes.push(format!("{}: FAILED: {e}", b.name()));
+            progress.note(m.notes.last().unwrap());
+        }
+    }
+    m.wall_s = t0.elapsed().as_secs_f64();
+    Ok(m)
+}
+
+struct Ctx<'a> {
+    opts: &'a Options,
+    gpus: &'a [Gpu],
+    nvml: Option<&'a nvml_wrapper::Nvml>,
+    progress: &'a dyn Progress,
+}
+
+fn run_bench(b: Bench, c: &Ctx, m: &mut Measurements) -> Result<(), CalibrateError> {
+    let (opts, gpus, progress) = (c.opts, c.gpus, c.progress);
+    let g0 = &gpus[0];
+    let n = gpus.len();
+    let q = opts.quick;
+    let sm_clock = || c.nvml.and_then(|nv| power::sm_clock(nv, &g0.uuid));
+    match b {
+        Bench::Launch => {
+            progress.stage("launch overhead", 1);
+            m.launch = memory::launch(g0, if q { 200 } else { 1000 })?;
+            progress.step();
+        }
+        Bench::Hbm => {
+            let sizes = if q {
+                collectives::sizes(1 << 20, 4 << 30, 4)
+            } else {
+                collectives::sizes(1 << 20, 4 << 30, 2)
+            };
+            progress.stage(
+                "memory bandwidth",
+                (sizes.len() * memory::MemKernel::ALL.len()) as u64,
+            );
+            m.hbm = memory::hbm(g0, &sizes, reps(q, false), || progress.step())?;
+        }
+        Bench::Elementwise => {
+            let rows: Vec<u64> = if q {
+                vec![1024, 8192, 32768]
+            } else {
+                vec![256, 1024, 4096, 8192, 16384, 32768]
+            };
+            progress.stage(
+                "elementwise ops",
+                (rows.len() * memory::EltOp::ALL.len()) as u64,
+            );
+            m.elementwise = memory::elementwise(g0, &rows, reps(q, false), || progress.step())?;
+        }
+        Bench::Gemm => {
+            let ge = gemm::Gemm::new(g0)?;
+            m.cublaslt_version = Some(gemm::Gemm::version());
+            let dtypes: Vec<Dtype> = opts
+                .dtypes
+                .iter()
+                .copied()
+                .filter(|d| gemm::Gemm::supports(*d, g0.cc))
+                .collect();
+            for d in &opts.dtypes {
+                if !dtypes.contains(d) {
+                    m.notes.push(format!(
+                        "gemm: `{}` skipped: no such tensor-core path on compute capability {}.{}",
+                        d.name(),
+                        g0.cc.0,
+                        g0.cc.1
+                    ));
+                }
+            }
+            let mut jobs: Vec<(Dtype, Vec<GemmShape>)> = Vec::new();
+            for &d in &dtypes {
+                let mut shapes = gemm::llm_shapes(q);
+                if d == Dtype::Bf16 {
+                    shapes.extend(gemm::wave_shapes(q));
+                }
+                jobs.push((d, shapes));
+            }
+            progress.stage(
+                "gemm (cuBLASLt)",
+                jobs.iter().map(|j| j.1.len() as u64).sum(),
+            );
+            for (i, (d, shapes)) in jobs.iter().enumerate() {
+                let ops = ge.operands(*d, shapes, 100 + i as u32 * 10)?;
+                for &s in shapes {
+                    let row =
+                        ge.measure(&ops, s, if q { 3 } else { 4 }, reps(q, true), &sm_clock)?;
+                    m.gemm.push(row);
+                    progress.step();
+                }
+            }
+        }
+        Bench::P2p if n > 1 => {
+            let sizes = if q {
+                collectives::sizes(8, 1 << 30, 16)
+            } else {
+                collectives::sizes(8, 1 << 30, 4)
+            };
+            progress.stage("p2p copies", (n * (n - 1)) as u64);
+            for a in 0..n {
+                for b in 0..n {
+                    if a != b {
+                        m.p2p.extend(collectives::p2p(
+                            &gpus[a],
+                            &gpus[b],
+                            &sizes,
+                            reps(q, false),
+                        )?);
+                        progress.step();
+                    }
+                }
+            }
+        }
+        Bench::Nccl if n > 1 => {
+            m.nccl_version = collectives::nccl_version();
+            let max: u64 = 4 << 30;
+            let sizes = if q {
+                collectives::sizes(8, max, 8)
+            } else {
+                collectives::sizes(8, max, 2)
+            };
+            // The whole node and its power-of-two prefixes (0..2, 0..4, ...).
+            let mut group_sizes: Vec<usize> =
+                (1..).map(|k| 1usize << k).take_while(|&g| g < n).collect();
+            group_sizes.push(n);
+            let ops = [
+                CollectiveOp::AllReduce,
+                CollectiveOp::AllGather,
+                CollectiveOp::ReduceScatter,
+                CollectiveOp::AllToAll,
+                CollectiveOp::SendRecv,
+            ];
+            progress.stage(
+                "nccl collectives",
+                (group_sizes.len() * ops.len() * sizes.len()) as u64,
+            );
+            for &gs in &group_sizes {
+                let members: Vec<&Gpu> = gpus.iter().take(gs).collect();
+                let group = collectives::Group::new(members, max as usize, 300)?;
+                let err = group.check_all_reduce(1 << 20)?;
+                if err.is_nan() || err >= 0.02 {
+                    return Err(CalibrateError::Check {
+                        what: format!("nccl all_reduce on {gs} GPUs"),
+                        detail: format!("result differs from the host sum by {err:.3e}"),
+                    });
+                }
+                if gs == n {
+                    m.all_reduce_check_err = Some(err);
+                }
+                for op in ops {
+                    for &s in &sizes {
+                        if group.valid_size(op, s) {
+                            let heavy = s >= 64 << 20;
+                            m.collectives.push(group.measure(op, s, reps(q, heavy))?);
+                        }
+                        progress.step();
+                    }
+                }
+            }
+        }
+        Bench::P2p | Bench::Nccl => m.notes.push(format!("{}: skipped, one GPU", b.name())),
+        Bench::Power => match c.nvml {
+            None => m.notes.push("power: skipped, NVML unavailable".into()),
+            Some(nv) => {
+                let secs = opts.power_seconds.unwrap_or(if q { 4.0 } else { 12.0 });
+                progress.stage("power phases", 4);
+                power_phases(g0, nv, Duration::from_secs_f64(secs), m, progress)?;
+            }
+        },
+    }
+    Ok(())
+}
+
+fn power_phases(
+    g: &Gpu,
+    nv: &nvml_wrapper::Nvml,
+    d: Duration,
+    m: &mut Measurements,
+    progress: &dyn Progress,
+) -> Result<(), CalibrateError> {
+    let settle = 0.4;
+    let ge = gemm::Gemm::new(g)?;
+    let shape = GemmShape {
+        m: 8192,
+        n: 8192,
+        k: 8192,
+    };
+    let ops = ge.operands(Dtype::Bf16, &[shape], 900)?;
+    let copy_bytes: usize = 2 << 30;
+    let src = g.alloc(copy_bytes)?;
+    let dst = g.alloc(copy_bytes)?;
+    g.fill_random(&src, gpu::Elem::F32, 901, 1.0)?;
+    let side = g.ctx.new_stream()?;
+    let copy_on = |stream: &cudarc::driver::CudaStream| -> Result<(), CalibrateError> {
+        g.ctx.bind_to_thread()?;
+        unsafe {
+            cudarc::driver::result::memcpy_dtod_async(
+                dst.ptr,
+                src.ptr,
+                copy_bytes,
+                stream.cu_stream(),
+            )?
+        };
+        Ok(())
+    };
+
+    let (_, s, p) = power::sample_phase(nv, &g.uuid, "idle", d, settle, |until| {
+        std::thread::sleep(until.saturating_duration_since(Instant::now()));
+        Ok(())
+    })?;
+    m.power_samples.extend(s);
+    m.power_phases.push(p);
+    progress.step();
+
+    let t = Instant::now();
+    let (count, s, mut p) = power::sample_phase(nv, &g.uuid, "gemm", d, settle, |until| {
+        ge.sustain(&ops, shape, until)
+    })?;
+    p.gemm_tflops = Some(count as f64 * shape.flops() / t.elapsed().as_secs_f64() / 1e12);
+    m.power_samples.extend(s);
+    m.power_phases.push(p);
+    progress.step();
+
+    let t = Instant::now();
+    let (count, s, mut p) = power::sample_phase(nv, &g.uuid, "hbm", d, settle, |until| {
+        let mut c = 0u64;
+        while Instant::now() < until {
+            for _ in 0..8 {
+                copy_on(&g.stream)?;
+                c += 1;
+            }
+            g.stream.synchronize()?;
+        }
+        Ok(c)
+    })?;
+    p.hbm_gb_per_s = Some(count as f64 * 2.0 * copy_bytes as f64 / t.elapsed().as_secs_f64() / 1e9);
+    m.power_samples.extend(s);
+    m.power_phases.push(p);
+    progress.step();
+
+    let t = Instant::now();
+    let (counts, s, mut p) = power::sample_phase(nv, &g.uuid, "mixed", d, settle, |until| {
+        let plan_until = until;
+        let mut copies = 0u64;
+        let mut gemms = 0u64;
+        while Instant::now() < plan_until {
+            for _ in 0..2 {
+                copy_on(&side)?;
+                copies += 1;
+            }
+            gemms += ge.sustain(&ops, shape, Instant::now())?; // 16 GEMMs, then waits for them
+            side.synchronize()?;
+        }
+        Ok((gemms, copies))
+    })?;
+    let el = t.elapsed().as_secs_f64();
+    p.gemm_tflops = Some(counts.0 as f64 * shape.flops() / el / 1e12);
+    p.hbm_gb_per_s = Some(counts.1 as f64 * 2.0 * copy_bytes as f64 / el / 1e9);
+    m.power_samples.extend(s);
+    m.power_phases.push(p);
+    progress.step();
+    Ok(())
+}
