@@ -359,6 +359,25 @@ fn activity(bd: &Breakdown) -> Activity {
     }
 }
 
+/// The GPU as the power model sees it: the system's GPU, with the power, clocks and cap a
+/// calibration profile measured when there is one.
+pub fn power_gpu(s: &Scenario) -> std::borrow::Cow<'_, crate::hardware::Gpu> {
+    use crate::hardware::{Source, Sourced};
+    use crate::units::Hertz;
+    let Some((p, pw)) = s.profile.as_ref().and_then(|p| p.power.as_ref().map(|pw| (p, pw))) else {
+        return std::borrow::Cow::Borrowed(&s.system.gpu);
+    };
+    let src = |what: &str| Source::Measured(format!("profile `{}`: {what} ({})", p.name, p.provenance));
+    let mut g = s.system.gpu.clone();
+    g.idle_power = Sourced::new(pw.idle, src("idle power with a context open"));
+    g.tdp = Sourced::new(pw.power_limit, src("power limit"));
+    g.max_clock = Sourced::new(pw.max_clock, src("maximum SM clock"));
+    let clock = if pw.gemm_clock.value() > 0.0 { pw.gemm_clock.min(pw.max_clock) } else { Hertz::mhz(g.efficiency.sustained_gemm_clock.value.as_mhz()) };
+    g.efficiency.sustained_gemm_clock = Sourced::new(clock, src("SM clock under sustained GEMM"));
+    g.efficiency.hbm_load_power = Sourced::new(pw.hbm_load, src("power under HBM-bound load"));
+    std::borrow::Cow::Owned(g)
+}
+
 /// Clock, stage pass times and the op list of a scenario: what both engines start from.
 pub struct Priced<'a> {
     pub cost: CostModel<'a>,
@@ -375,7 +394,7 @@ pub fn price(s: &Scenario) -> Result<Priced<'_>, PredictError> {
     let ops = forward_ops(&s.model, &s.parallel, &s.workload);
     let parts = part_times(&cost, s, &ops, 1.0);
     let at_sustained: Vec<StageTimes> = (0..s.parallel.pp).map(|st| stage_times(s, &parts, st)).collect();
-    let power = power::solve(&s.system.gpu, &activity(&step_breakdown(s, &cost, &at_sustained, n_micro)));
+    let power = power::solve(&power_gpu(s), &activity(&step_breakdown(s, &cost, &at_sustained, n_micro)));
     Ok(Priced { cost, ops, power, n_micro })
 }
 
@@ -608,7 +627,7 @@ pub fn used_numbers(s: &Scenario) -> Vec<UsedNumber> {
     let cost = CostModel::new(&s.system, s.profile.as_ref());
     let w = &s.workload;
     let mut used = cost.used_numbers(w.precision);
-    let g = &s.system.gpu;
+    let g = power_gpu(s);
     used.push(UsedNumber { name: "tdp_w".into(), value: format!("{:.0}", g.tdp.value.value()), source: g.tdp.source.clone() });
     used.push(UsedNumber { name: "idle_w".into(), value: format!("{:.0}", g.idle_power.value.value()), source: g.idle_power.source.clone() });
     used.push(UsedNumber {

@@ -7,3 +7,4 @@ mod measure;
 mod plan;
 mod reference;
 mod sim;
+mod validation;
