@@ -123,6 +123,11 @@ fn optimizer_bytes_per_param(stack: Stack) -> f64 {
     }
 }
 
+/// Share of the SMs NCCL's kernels hold while a collective overlaps compute: one CTA per channel,
+/// 16-32 channels on NVLink systems (NCCL_MIN/MAX_NCHANNELS), ~24 of an H100/H200's 132 SMs.
+/// An estimate (unsourced); the compute beside a collective runs this much slower.
+pub const NCCL_SM_SHARE: f64 = 0.18;
+
 /// DDP/Megatron gradient bucket size (PyTorch DDP `bucket_cap_mb` = 25).
 pub const BUCKET_BYTES: f64 = 25e6;
 
@@ -510,6 +515,11 @@ pub struct DpPlan {
     /// its gradients' reduce-scatter after its backward, per micro-batch.
     pub layer_gather: Option<CommStep>,
     pub layer_reduce: Option<CommStep>,
+    /// FSDP's copies on the compute stream around them (PyTorch FSDP2 copy-out of the gathered
+    /// flat buffer into the layer's parameters, copy-in of the gradients before the
+    /// reduce-scatter): memory-bound, read + write of the layer's parameters or gradients.
+    pub gather_copy: Seconds,
+    pub reduce_copy: Seconds,
     /// Optimizer step of the rank's shard: memory-bound.
     pub optimizer: Seconds,
 }
@@ -565,6 +575,10 @@ pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
                 let per_layer = (dense + experts) / layers;
                 plan.layer_gather = Some(cost.comm_step(pc, CollectiveOp::AllGather, Group::Dp, per_layer * param_bytes, Overlap::Blocking));
                 plan.layer_reduce = Some(cost.comm_step(pc, CollectiveOp::ReduceScatter, Group::Dp, per_layer * grad_bytes, Overlap::Blocking));
+                if s.workload.stack != Stack::Megatron {
+                    plan.gather_copy = cost.memory_time(2.0 * per_layer * param_bytes, 1).time;
+                    plan.reduce_copy = cost.memory_time(2.0 * per_layer * grad_bytes, 1).time;
+                }
             }
         }
     }
@@ -578,17 +592,23 @@ fn data_parallel_and_optimizer(cost: &CostModel, s: &Scenario, stages: &[StageTi
     // In the drain, stage s finishes its last backward while stages 0..s still run theirs: its
     // DP tail and optimizer hide behind them.
     let mut slack = Seconds::ZERO;
+    let mut stretch = Seconds::ZERO;
     for (stage, st) in stages.iter().enumerate() {
         let plan = dp_plan(cost, s, stage as u32);
         let (grad_sync, param_sync) = (total_time(&plan.grad), total_time(&plan.param));
         let (bwd_one, fwd_one) = (st.bwd.total(), st.fwd.total());
-        let exposed = if let (Some(g), Some(r)) = (&plan.layer_gather, &plan.layer_reduce) {
+        let (exposed, overlapped) = if let (Some(g), Some(r)) = (&plan.layer_gather, &plan.layer_reduce) {
             // FSDP: the next layer's gather runs beside this layer's compute; a layer costs the
-            // longer of the two. The first gather of each pass is exposed.
+            // longer of the two, plus FSDP's copies. The first gather of each pass is exposed.
             let layers = parallelism::stage_layer_counts(s.model.n_layers, pc.pp)[stage] as f64;
             let (f_layer, b_layer) = (fwd_one / layers, bwd_one / layers);
-            let per_micro = (g.time() - f_layer).max(Seconds::ZERO) * layers + (g.time() + r.time() - b_layer).max(Seconds::ZERO) * layers + g.time() * 2.0;
-            per_micro * n_micro as f64
+            let fwd_wait = (g.time() - f_layer).max(Seconds::ZERO);
+            let bwd_wait = (g.time() + r.time() - b_layer).max(Seconds::ZERO);
+            let copies = plan.gather_copy * 2.0 + plan.reduce_copy;
+            let per_micro = (fwd_wait + bwd_wait + copies) * layers + g.time() * 2.0;
+            let comm = (g.time() * 2.0 + r.time()) * layers;
+            let hidden = (comm - (fwd_wait + bwd_wait) * layers).max(Seconds::ZERO).min((fwd_one + bwd_one) * 1.0);
+            (per_micro * n_micro as f64, hidden * n_micro as f64)
         } else if s.options.dp_overlap {
             // Buckets reduce during the last micro-batch's backward; the last bucket is exposed.
             let last = |v: &[Buckets]| v.last().map_or(Seconds::ZERO, |b| b.step.time());
@@ -596,10 +616,17 @@ fn data_parallel_and_optimizer(cost: &CostModel, s: &Scenario, stages: &[StageTi
             // The parameter all-gather overlaps the next step's first forward (Megatron
             // --overlap-param-gather).
             let p = (param_sync - fwd_one + last(&plan.param)).max(last(&plan.param));
-            g + p
+            // What runs beside compute: the gradient buckets within the last backward, and (on
+            // the stage that starts at once) the parameter gathers within the first forward.
+            let hidden_g = (grad_sync - g).max(Seconds::ZERO).min(bwd_one);
+            let hidden_p = if stage == 0 { (param_sync - p).max(Seconds::ZERO).min(fwd_one) } else { Seconds::ZERO };
+            (g + p, hidden_g + hidden_p)
         } else {
-            grad_sync + param_sync
+            (grad_sync + param_sync, Seconds::ZERO)
         };
+        // NCCL kernels take SMs from the compute they overlap, which runs that much slower; each
+        // stage's stretched passes are on the pipeline's fill or drain path, so they add up.
+        stretch += overlapped * NCCL_SM_SHARE;
         let tail = exposed + plan.optimizer - slack;
         if tail > worst.0 + worst.1 {
             // Report the optimizer whole and the DP part as what is left of the tail.
@@ -609,7 +636,7 @@ fn data_parallel_and_optimizer(cost: &CostModel, s: &Scenario, stages: &[StageTi
             slack += st.bwd.total();
         }
     }
-    worst
+    (worst.0 + stretch, worst.1)
 }
 
 fn bottleneck(bd: &Breakdown) -> &'static str {

@@ -197,6 +197,8 @@ struct Device {
     gathers_done: u64,
     gathers_total: u64,
     waiting_gather: Option<u64>,
+    /// Data-parallel flows in flight (DP stream, FSDP gathers): NCCL's kernels slow compute.
+    background: u32,
     /// Gradient buckets not yet handed to the DP stream, in launch order.
     grad_buckets: Vec<CommStep>,
     /// Gradient buckets owed so far (fractional), and DP collectives completed.
@@ -248,6 +250,7 @@ impl Device {
             waiting_gather: None,
             grad_owed: 0.0,
             grad_per_layer: grad_buckets.len() as f64 / layers.max(1) as f64,
+            background: 0,
             grad_buckets,
             dp_completed: 0,
             finished_tasks: false,
@@ -376,6 +379,9 @@ impl Sim {
             span: Some((dev, track, name, self.now)),
         });
         self.wire_bytes += bytes;
+        if matches!(waiter, Waiter::DpStream(_) | Waiter::Gather(..)) {
+            self.devices[dev as usize].background += 1;
+        }
         self.push(SimTime(self.now.0 + latency.0), Event::FlowStart(id));
     }
 
@@ -480,6 +486,7 @@ impl Sim {
             Waiter::DpStream(d) => {
                 let now = self.now;
                 let dev = &mut self.devices[d as usize];
+                dev.background -= 1;
                 dev.dp_busy = false;
                 dev.dp_completed += 1;
                 let ungate = std::mem::take(&mut dev.param_gate);
@@ -494,6 +501,7 @@ impl Sim {
             }
             Waiter::Gather(d, seq) => {
                 let dev = &mut self.devices[d as usize];
+                dev.background -= 1;
                 dev.gathers_done = dev.gathers_done.max(seq + 1);
                 if dev.waiting_gather.is_some_and(|w| w < dev.gathers_done) {
                     dev.waiting_gather = None;
@@ -562,9 +570,12 @@ impl Sim {
                     let first_launch = dev.cpu.0 + (per_launch * launches.min(1.0)) as u64;
                     dev.cpu = SimTime(dev.cpu.0 + cpu.0);
                     let start = now.0.max(first_launch);
+                    // NCCL kernels of data-parallel traffic running beside it take SMs from it:
+                    // the stretch counts as communication, not as the kernel's own time.
+                    dev.busy[usize::from(bound != Bound::Compute)].0 += time.0;
+                    let time = if dev.background > 0 { SimTime((time.0 as f64 * (1.0 + analytic::NCCL_SM_SHARE)) as u64) } else { time };
                     let end = SimTime((start + time.0).max(dev.cpu.0));
                     dev.wait_cpu.0 += end.0 - now.0 - time.0;
-                    dev.busy[usize::from(bound != Bound::Compute)].0 += time.0;
                     dev.join += 1;
                     let start = SimTime(end.0 - time.0);
                     self.span(d, "compute", name, start, end);
@@ -803,7 +814,8 @@ fn schedule(kind: Schedule, pp: u32, vp: u32, m: u32, d: u32) -> Vec<TaskKey> {
 }
 
 /// Build a virtual stage's forward and backward step lists.
-fn chunk_lists(s: &Scenario, pr: &analytic::Priced, v: u32, n_v: u32, slow: f64, fsdp: bool, train: bool) -> (Vec<SimStep>, Vec<SimStep>) {
+fn chunk_lists(s: &Scenario, pr: &analytic::Priced, plan: &DpPlan, v: u32, n_v: u32, slow: f64, fsdp: bool, train: bool) -> (Vec<SimStep>, Vec<SimStep>) {
+    let copy = |name, t: Seconds| SimStep::Kernel { name, time: SimTime::from_seconds(t / slow), bound: Bound::Memory, cpu: SimTime(0), launches: 0.0 };
     let counts = stage_layer_counts(s.model.n_layers, n_v);
     let first: u64 = counts[..v as usize].iter().sum();
     let here = counts[v as usize];
@@ -821,15 +833,22 @@ fn chunk_lists(s: &Scenario, pr: &analytic::Priced, v: u32, n_v: u32, slow: f64,
         let ops = if layer < s.model.n_dense_layers() { &pr.ops.dense_layer } else { &pr.ops.moe_layer };
         if fsdp {
             fwd.push(SimStep::FsdpGather);
+            fwd.push(copy("fsdp_copy_out", plan.gather_copy));
         }
         fwd.extend(lower(ops));
         if train {
             let mut b = Vec::new();
             if fsdp {
                 b.push(SimStep::FsdpGather);
+                b.push(copy("fsdp_copy_out", plan.gather_copy));
             }
             b.extend(lower(&back_ops(ops)));
-            b.push(if fsdp { SimStep::FsdpReduce } else { SimStep::GradsReady });
+            if fsdp {
+                b.push(copy("fsdp_copy_in", plan.reduce_copy));
+                b.push(SimStep::FsdpReduce);
+            } else {
+                b.push(SimStep::GradsReady);
+            }
             bwd_layers.push(b);
         }
     }
@@ -864,8 +883,8 @@ pub fn simulate(s: &Scenario, opts: &SimOptions) -> Result<SimResult, PredictErr
     let mut devices = Vec::new();
     for d in 0..pp {
         let slow = factor(&opts.faults.slow_gpu, d);
-        lists.push((0..vp).map(|c| chunk_lists(s, &pr, c * pp + d, n_v, slow, fsdp, train)).collect::<Vec<_>>());
         let plan = if train { analytic::dp_plan(&pr.cost, s, d) } else { DpPlan::default() };
+        lists.push((0..vp).map(|c| chunk_lists(s, &pr, &plan, c * pp + d, n_v, slow, fsdp, train)).collect::<Vec<_>>());
         let layers = stage_layer_counts(s.model.n_layers, pp)[d as usize].max(1);
         // Every virtual stage on this device adds its layers' gradients.
         let gathers_total = if fsdp { 2 * m as u64 * layers } else { 0 };
