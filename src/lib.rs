@@ -16,6 +16,7 @@ pub mod model;
 pub mod parallelism;
 pub mod plan;
 pub mod power;
+pub mod report;
 pub mod scenario;
 pub mod sim;
 pub mod units;

@@ -54,6 +54,10 @@ fn check_file(path: &std::path::Path) -> anyhow::Result<&'static str> {
             }
         };
     }
+    if in_dir("scenarios") && crate::report::claims::is_claims_file(&text) {
+        let _: crate::report::claims::ClaimsWire = config::parse_toml(path, &text)?;
+        return Ok("claims");
+    }
     if in_dir("scenarios") {
         let wire = config::scenario::read_scenario(path)?;
         let scenario = config::scenario::build(&wire, Some(path))?;

@@ -7,6 +7,7 @@ pub mod compare;
 pub mod measure;
 pub mod plan;
 pub mod predict;
+pub mod report;
 pub mod simulate;
 pub mod validate;
 
@@ -33,6 +34,8 @@ pub enum Command {
     Plan(plan::PlanArgs),
     /// Plan the same workload on several systems or hardware variants and print the deltas
     Compare(compare::CompareArgs),
+    /// Cost-per-token report (markdown + SVG, HTML, CSV) of scenarios; --claims audits the seed documents' figures
+    Report(report::ReportArgs),
     /// Check model, system, scenario and profile files; report every problem
     Check(check::CheckArgs),
     /// Run microbenchmarks on this node and write a calibration profile
@@ -54,6 +57,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Validate(a) => validate::run(a),
         Command::Plan(a) => plan::run(a),
         Command::Compare(a) => compare::run(a),
+        Command::Report(a) => report::run(a),
         Command::Check(a) => check::run(a),
         Command::Calibrate(a) => calibrate::run(a),
         Command::Measure(a) => measure::run(a),

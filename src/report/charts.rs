@@ -1,0 +1,310 @@
+//! SVG charts (plotters): horizontal bars with uncertainty whiskers, stacked bars, and curves.
+//! Each returns the SVG text; the caller embeds it in HTML or writes it beside the markdown.
+
+use plotters::coord::ranged1d::SegmentValue;
+use plotters::prelude::*;
+
+/// Series colours, distinguishable and printable.
+pub const COLORS: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+const WIDTH: u32 = 1100;
+const LABEL_W: u32 = 330;
+const FONT: &str = "sans-serif";
+
+fn err<E: std::fmt::Debug>(e: E) -> String {
+    format!("chart: {e:?}")
+}
+
+fn height_for(n_bars: usize) -> u32 {
+    (150 + 30 * n_bars as u32).max(260)
+}
+
+/// Draw a legend strip: coloured boxes and names, wrapped over lines.
+fn legend<DB: DrawingBackend>(area: &DrawingArea<DB, plotters::coord::Shift>, names: &[(String, RGBColor)]) -> Result<(), String> {
+    let (mut x, mut y) = (LABEL_W as i32, 6);
+    let style = (FONT, 14).into_font().color(&BLACK);
+    for (name, c) in names {
+        let w = 28 + 8 * name.chars().count() as i32;
+        if x + w > WIDTH as i32 - 10 {
+            x = LABEL_W as i32;
+            y += 20;
+        }
+        area.draw(&Rectangle::new([(x, y + 2), (x + 14, y + 14)], c.filled())).map_err(err)?;
+        area.draw(&Text::new(name.clone(), (x + 18, y), style.clone())).map_err(err)?;
+        x += w;
+    }
+    Ok(())
+}
+
+/// A bar with its band: `value`, `lo`, `hi`.
+#[derive(Debug, Clone, Copy)]
+pub struct Banded {
+    pub value: f64,
+    pub lo: f64,
+    pub hi: f64,
+}
+
+/// Horizontal bars, one per label, with whiskers for the band; `groups[i]` colours bar `i`
+/// (legend: `group_names`). A log axis when the values span more than 30x.
+pub fn bars(title: &str, x_desc: &str, labels: &[String], values: &[Option<Banded>], groups: &[usize], group_names: &[String], note: &str) -> Result<String, String> {
+    let mut svg = String::new();
+    {
+        let h = height_for(labels.len()) + 20;
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let (head, rest) = root.split_vertically(54);
+        let (body, foot) = rest.split_vertically(h - 54 - 22);
+        head.draw(&Text::new(title.to_string(), (10, 6), (FONT, 20).into_font().style(FontStyle::Bold))).map_err(err)?;
+        let names: Vec<(String, RGBColor)> = group_names.iter().enumerate().map(|(i, n)| (n.clone(), COLORS[i % COLORS.len()])).collect();
+        let head_legend = head.margin(28, 0, 0, 0);
+        legend(&head_legend, &names)?;
+        foot.draw(&Text::new(note.to_string(), (10, 2), (FONT, 12).into_font().color(&RGBColor(90, 90, 90)))).map_err(err)?;
+
+        let present: Vec<Banded> = values.iter().flatten().copied().collect();
+        let hi = present.iter().map(|b| b.hi.max(b.value)).fold(0.0, f64::max).max(1e-12);
+        let lo_pos = present.iter().map(|b| b.lo.min(b.value)).filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min);
+        let log = lo_pos.is_finite() && hi / lo_pos > 30.0;
+        let n = labels.len().max(1) as u32;
+        let ylab = |v: &SegmentValue<u32>| match v {
+            SegmentValue::CenterOf(i) => labels.get(*i as usize).cloned().unwrap_or_default(),
+            _ => String::new(),
+        };
+        if log {
+            let lo = 10f64.powf((lo_pos * 0.8).log10().floor());
+            let top = 10f64.powf((hi * 1.2).log10().ceil());
+            let mut chart = ChartBuilder::on(&body)
+                .margin_right(30)
+                .x_label_area_size(44)
+                .y_label_area_size(LABEL_W)
+                .build_cartesian_2d((lo..top).log_scale(), (0u32..n).into_segmented())
+                .map_err(err)?;
+            chart
+                .configure_mesh()
+                .disable_y_mesh()
+                .x_desc(x_desc)
+                .x_label_formatter(&|v| short(*v))
+                .y_label_formatter(&ylab)
+                .y_labels(n as usize)
+                .label_style((FONT, 14))
+                .axis_desc_style((FONT, 15))
+                .draw()
+                .map_err(err)?;
+            for (i, b) in values.iter().enumerate() {
+                let Some(b) = b else { continue };
+                let c = COLORS[groups.get(i).copied().unwrap_or(0) % COLORS.len()];
+                let i = i as u32;
+                chart.draw_series(std::iter::once(Rectangle::new([(lo, SegmentValue::Exact(i)), (b.value.max(lo), SegmentValue::Exact(i + 1))], c.mix(0.8).filled()))).map_err(err)?;
+                for seg in [vec![(b.lo.max(lo), SegmentValue::CenterOf(i)), (b.hi, SegmentValue::CenterOf(i))]] {
+                    chart.draw_series(std::iter::once(PathElement::new(seg, BLACK.stroke_width(2)))).map_err(err)?;
+                }
+                for e in [b.lo.max(lo), b.hi] {
+                    chart.draw_series(std::iter::once(EmptyElement::at((e, SegmentValue::CenterOf(i))) + PathElement::new(vec![(0, -7), (0, 7)], BLACK.stroke_width(2)))).map_err(err)?;
+                }
+                chart.draw_series(std::iter::once(EmptyElement::at((b.hi.max(b.value), SegmentValue::CenterOf(i))) + Text::new(short(b.value), (6, 0), (FONT, 13).into_font().color(&BLACK).pos(text_right())))).map_err(err)?;
+            }
+        } else {
+            let top = hi * 1.15;
+            let mut chart = ChartBuilder::on(&body)
+                .margin_right(30)
+                .x_label_area_size(44)
+                .y_label_area_size(LABEL_W)
+                .build_cartesian_2d(0.0..top, (0u32..n).into_segmented())
+                .map_err(err)?;
+            chart
+                .configure_mesh()
+                .disable_y_mesh()
+                .x_desc(x_desc)
+                .x_label_formatter(&|v| short(*v))
+                .y_label_formatter(&ylab)
+                .y_labels(n as usize)
+                .label_style((FONT, 14))
+                .axis_desc_style((FONT, 15))
+                .draw()
+                .map_err(err)?;
+            for (i, b) in values.iter().enumerate() {
+                let Some(b) = b else { continue };
+                let c = COLORS[groups.get(i).copied().unwrap_or(0) % COLORS.len()];
+                let i = i as u32;
+                chart.draw_series(std::iter::once(Rectangle::new([(0.0, SegmentValue::Exact(i)), (b.value, SegmentValue::Exact(i + 1))], c.mix(0.8).filled()))).map_err(err)?;
+                for seg in [vec![(b.lo, SegmentValue::CenterOf(i)), (b.hi, SegmentValue::CenterOf(i))]] {
+                    chart.draw_series(std::iter::once(PathElement::new(seg, BLACK.stroke_width(2)))).map_err(err)?;
+                }
+                for e in [b.lo, b.hi] {
+                    chart.draw_series(std::iter::once(EmptyElement::at((e, SegmentValue::CenterOf(i))) + PathElement::new(vec![(0, -7), (0, 7)], BLACK.stroke_width(2)))).map_err(err)?;
+                }
+                chart.draw_series(std::iter::once(EmptyElement::at((b.hi.max(b.value), SegmentValue::CenterOf(i))) + Text::new(short(b.value), (6, 0), (FONT, 13).into_font().color(&BLACK).pos(text_right())))).map_err(err)?;
+            }
+        }
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}
+
+fn text_right() -> plotters::style::text_anchor::Pos {
+    use plotters::style::text_anchor::{HPos, Pos, VPos};
+    Pos::new(HPos::Left, VPos::Center)
+}
+
+/// A number in few characters: 1.23M, 45.6K, 0.0123.
+pub fn short(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 1e9 {
+        format!("{:.3}G", v / 1e9)
+    } else if a >= 1e6 {
+        format!("{:.3}M", v / 1e6)
+    } else if a >= 1e4 {
+        format!("{:.1}K", v / 1e3)
+    } else if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// Stacked horizontal bars: `rows[i][k]` is part `k` of bar `i`; `marker[i]` draws a black tick
+/// (a limit such as the memory capacity).
+pub fn stacked(title: &str, x_desc: &str, labels: &[String], parts: &[String], rows: &[Vec<f64>], marker: Option<(&[f64], &str)>, note: &str) -> Result<String, String> {
+    let mut svg = String::new();
+    {
+        let h = height_for(labels.len()) + 20;
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let (head, rest) = root.split_vertically(54);
+        let (body, foot) = rest.split_vertically(h - 54 - 22);
+        head.draw(&Text::new(title.to_string(), (10, 6), (FONT, 20).into_font().style(FontStyle::Bold))).map_err(err)?;
+        let mut names: Vec<(String, RGBColor)> = parts.iter().enumerate().map(|(i, n)| (n.clone(), COLORS[i % COLORS.len()])).collect();
+        if let Some((_, m)) = marker {
+            names.push((m.to_string(), BLACK));
+        }
+        legend(&head.margin(28, 0, 0, 0), &names)?;
+        foot.draw(&Text::new(note.to_string(), (10, 2), (FONT, 12).into_font().color(&RGBColor(90, 90, 90)))).map_err(err)?;
+        let totals: Vec<f64> = rows.iter().map(|r| r.iter().sum()).collect();
+        let top = totals.iter().copied().chain(marker.into_iter().flat_map(|m| m.0.iter().copied())).fold(0.0, f64::max).max(1e-12) * 1.12;
+        let n = labels.len().max(1) as u32;
+        let ylab = |v: &SegmentValue<u32>| match v {
+            SegmentValue::CenterOf(i) => labels.get(*i as usize).cloned().unwrap_or_default(),
+            _ => String::new(),
+        };
+        let mut chart = ChartBuilder::on(&body).margin_right(30).x_label_area_size(44).y_label_area_size(LABEL_W).build_cartesian_2d(0.0..top, (0u32..n).into_segmented()).map_err(err)?;
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .x_desc(x_desc)
+            .x_label_formatter(&|v| short(*v))
+            .y_label_formatter(&ylab)
+            .y_labels(n as usize)
+            .label_style((FONT, 14))
+            .axis_desc_style((FONT, 15))
+            .draw()
+            .map_err(err)?;
+        for (i, row) in rows.iter().enumerate() {
+            let mut x = 0.0;
+            let iu = i as u32;
+            for (k, v) in row.iter().enumerate() {
+                if *v <= 0.0 {
+                    continue;
+                }
+                let c = COLORS[k % COLORS.len()];
+                chart.draw_series(std::iter::once(Rectangle::new([(x, SegmentValue::Exact(iu)), (x + v, SegmentValue::Exact(iu + 1))], c.mix(0.85).filled()))).map_err(err)?;
+                x += v;
+            }
+            if let Some((m, _)) = marker {
+                if let Some(mv) = m.get(i) {
+                    chart.draw_series(std::iter::once(PathElement::new(vec![(*mv, SegmentValue::Exact(iu)), (*mv, SegmentValue::Exact(iu + 1))], BLACK.stroke_width(3)))).map_err(err)?;
+                }
+            }
+        }
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}
+
+/// Curves on log-2 GPU axes: one line per series, with an optional band per point.
+pub fn curves(title: &str, x_desc: &str, y_desc: &str, series: &[(String, Vec<(f64, f64)>)], log_y: bool, band: f64, note: &str) -> Result<String, String> {
+    let mut svg = String::new();
+    {
+        let h = 560;
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let (head, rest) = root.split_vertically(74);
+        let (body, foot) = rest.split_vertically(h - 74 - 22);
+        head.draw(&Text::new(title.to_string(), (10, 6), (FONT, 20).into_font().style(FontStyle::Bold))).map_err(err)?;
+        let names: Vec<(String, RGBColor)> = series.iter().enumerate().map(|(i, s)| (s.0.clone(), COLORS[i % COLORS.len()])).collect();
+        let legend_area = head.margin(28, 0, 0, 0);
+        // Curves have short y labels: start the legend further left.
+        legend_offset(&legend_area, &names)?;
+        foot.draw(&Text::new(note.to_string(), (10, 2), (FONT, 12).into_font().color(&RGBColor(90, 90, 90)))).map_err(err)?;
+        let pts: Vec<(f64, f64)> = series.iter().flat_map(|s| s.1.iter().copied()).filter(|p| p.1.is_finite() && p.1 > 0.0).collect();
+        let x_hi = pts.iter().map(|p| p.0).fold(1.0, f64::max) * 1.5;
+        let x_lo = pts.iter().map(|p| p.0).fold(f64::INFINITY, f64::min).min(x_hi) / 1.5;
+        let y_hi = pts.iter().map(|p| p.1).fold(0.0, f64::max).max(1e-12) * (1.0 + band) * 1.3;
+        let y_lo = pts.iter().map(|p| p.1).fold(f64::INFINITY, f64::min).min(y_hi) * (1.0 - band).max(0.05) / 1.3;
+        let mut builder = ChartBuilder::on(&body);
+        builder.margin_right(40).x_label_area_size(44).y_label_area_size(90);
+        let xfmt = |v: &f64| format!("{:.0}", v);
+        macro_rules! draw {
+            ($chart:expr) => {{
+                let mut chart = $chart;
+                chart
+                    .configure_mesh()
+                    .x_desc(x_desc)
+                    .y_desc(y_desc)
+                    .x_label_formatter(&xfmt)
+                    .y_label_formatter(&|v| short(*v))
+                    .label_style((FONT, 14))
+                    .axis_desc_style((FONT, 15))
+                    .draw()
+                    .map_err(err)?;
+                for (i, (_, p)) in series.iter().enumerate() {
+                    let c = COLORS[i % COLORS.len()];
+                    let p: Vec<(f64, f64)> = p.iter().copied().filter(|q| q.1.is_finite() && q.1 > 0.0).collect();
+                    if band > 0.0 && p.len() > 1 {
+                        let mut poly: Vec<(f64, f64)> = p.iter().map(|q| (q.0, q.1 * (1.0 + band))).collect();
+                        poly.extend(p.iter().rev().map(|q| (q.0, q.1 * (1.0 - band))));
+                        chart.draw_series(std::iter::once(Polygon::new(poly, c.mix(0.12)))).map_err(err)?;
+                    }
+                    chart.draw_series(LineSeries::new(p.clone(), c.stroke_width(2))).map_err(err)?;
+                    chart.draw_series(p.iter().map(|q| Circle::new(*q, 4, c.filled()))).map_err(err)?;
+                }
+            }};
+        }
+        if log_y {
+            draw!(builder.build_cartesian_2d((x_lo..x_hi).log_scale().base(2.0), (y_lo..y_hi).log_scale()).map_err(err)?);
+        } else {
+            draw!(builder.build_cartesian_2d((x_lo..x_hi).log_scale().base(2.0), 0.0..y_hi).map_err(err)?);
+        }
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}
+
+fn legend_offset<DB: DrawingBackend>(area: &DrawingArea<DB, plotters::coord::Shift>, names: &[(String, RGBColor)]) -> Result<(), String> {
+    let (mut x, mut y) = (100, 6);
+    let style = (FONT, 14).into_font().color(&BLACK);
+    for (name, c) in names {
+        let w = 28 + 8 * name.chars().count() as i32;
+        if x + w > WIDTH as i32 - 10 {
+            x = 100;
+            y += 20;
+        }
+        area.draw(&Rectangle::new([(x, y + 2), (x + 14, y + 14)], c.filled())).map_err(err)?;
+        area.draw(&Text::new(name.clone(), (x + 18, y), style.clone())).map_err(err)?;
+        x += w;
+    }
+    Ok(())
+}
