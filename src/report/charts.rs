@@ -30,14 +30,39 @@ fn height_for(n_bars: usize) -> u32 {
     (150 + 30 * n_bars as u32).max(260)
 }
 
-/// Draw a legend strip: coloured boxes and names, wrapped over lines.
-fn legend<DB: DrawingBackend>(area: &DrawingArea<DB, plotters::coord::Shift>, names: &[(String, RGBColor)]) -> Result<(), String> {
-    let (mut x, mut y) = (LABEL_W as i32, 6);
+fn legend_width(name: &str) -> i32 {
+    30 + 8 * name.chars().count() as i32
+}
+
+/// Rows a legend strip starting at `x0` needs.
+fn legend_rows(names: &[(String, RGBColor)], x0: i32) -> i32 {
+    let mut x = x0;
+    let mut rows = 1;
+    for (name, _) in names {
+        let w = legend_width(name);
+        if x + w > WIDTH as i32 - 10 && x > x0 {
+            x = x0;
+            rows += 1;
+        }
+        x += w;
+    }
+    rows
+}
+
+/// Height of the title and legend strip.
+fn head_height(names: &[(String, RGBColor)], x0: i32) -> u32 {
+    (34 + 20 * legend_rows(names, x0) + 4) as u32
+}
+
+/// Draw the title and a legend strip: coloured boxes and names, wrapped over lines.
+fn head<DB: DrawingBackend>(area: &DrawingArea<DB, plotters::coord::Shift>, title: &str, names: &[(String, RGBColor)], x0: i32) -> Result<(), String> {
+    area.draw(&Text::new(title.to_string(), (10, 6), (FONT, 20).into_font().style(FontStyle::Bold))).map_err(err)?;
+    let (mut x, mut y) = (x0, 34);
     let style = (FONT, 14).into_font().color(&BLACK);
     for (name, c) in names {
-        let w = 28 + 8 * name.chars().count() as i32;
-        if x + w > WIDTH as i32 - 10 {
-            x = LABEL_W as i32;
+        let w = legend_width(name);
+        if x + w > WIDTH as i32 - 10 && x > x0 {
+            x = x0;
             y += 20;
         }
         area.draw(&Rectangle::new([(x, y + 2), (x + 14, y + 14)], c.filled())).map_err(err)?;
@@ -60,15 +85,14 @@ pub struct Banded {
 pub fn bars(title: &str, x_desc: &str, labels: &[String], values: &[Option<Banded>], groups: &[usize], group_names: &[String], note: &str) -> Result<String, String> {
     let mut svg = String::new();
     {
-        let h = height_for(labels.len()) + 20;
+        let names: Vec<(String, RGBColor)> = group_names.iter().enumerate().map(|(i, n)| (n.clone(), COLORS[i % COLORS.len()])).collect();
+        let hh = head_height(&names, LABEL_W as i32);
+        let h = height_for(labels.len()) + hh;
         let root = SVGBackend::with_string(&mut svg, (WIDTH, h)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let (head, rest) = root.split_vertically(54);
-        let (body, foot) = rest.split_vertically(h - 54 - 22);
-        head.draw(&Text::new(title.to_string(), (10, 6), (FONT, 20).into_font().style(FontStyle::Bold))).map_err(err)?;
-        let names: Vec<(String, RGBColor)> = group_names.iter().enumerate().map(|(i, n)| (n.clone(), COLORS[i % COLORS.len()])).collect();
-        let head_legend = head.margin(28, 0, 0, 0);
-        legend(&head_legend, &names)?;
+        let (top, rest) = root.split_vertically(hh);
+        let (body, foot) = rest.split_vertically(h - hh - 22);
+        head(&top, title, &names, LABEL_W as i32)?;
         foot.draw(&Text::new(note.to_string(), (10, 2), (FONT, 12).into_font().color(&RGBColor(90, 90, 90)))).map_err(err)?;
 
         let present: Vec<Banded> = values.iter().flatten().copied().collect();
@@ -77,7 +101,7 @@ pub fn bars(title: &str, x_desc: &str, labels: &[String], values: &[Option<Bande
         let log = lo_pos.is_finite() && hi / lo_pos > 30.0;
         let n = labels.len().max(1) as u32;
         let ylab = |v: &SegmentValue<u32>| match v {
-            SegmentValue::CenterOf(i) => labels.get(*i as usize).cloned().unwrap_or_default(),
+            SegmentValue::CenterOf(i) => n.checked_sub(1 + *i).and_then(|k| labels.get(k as usize)).cloned().unwrap_or_default(),
             _ => String::new(),
         };
         if log {
@@ -87,7 +111,7 @@ pub fn bars(title: &str, x_desc: &str, labels: &[String], values: &[Option<Bande
                 .margin_right(30)
                 .x_label_area_size(44)
                 .y_label_area_size(LABEL_W)
-                .build_cartesian_2d((lo..top).log_scale(), (0u32..n).into_segmented())
+                .build_cartesian_2d((lo..top).log_scale(), (0u32..n.saturating_sub(1).max(1)).into_segmented())
                 .map_err(err)?;
             chart
                 .configure_mesh()
@@ -103,8 +127,8 @@ pub fn bars(title: &str, x_desc: &str, labels: &[String], values: &[Option<Bande
             for (i, b) in values.iter().enumerate() {
                 let Some(b) = b else { continue };
                 let c = COLORS[groups.get(i).copied().unwrap_or(0) % COLORS.len()];
-                let i = i as u32;
-                chart.draw_series(std::iter::once(Rectangle::new([(lo, SegmentValue::Exact(i)), (b.value.max(lo), SegmentValue::Exact(i + 1))], c.mix(0.8).filled()))).map_err(err)?;
+                let i = n - 1 - i as u32;
+                chart.draw_series(std::iter::once(Rectangle::new([(lo, SegmentValue::Exact(i)), (b.value.max(lo), SegmentValue::Exact(i + 1))], c.mix(0.8).filled()).set_margin(3, 3, 0, 0))).map_err(err)?;
                 for seg in [vec![(b.lo.max(lo), SegmentValue::CenterOf(i)), (b.hi, SegmentValue::CenterOf(i))]] {
                     chart.draw_series(std::iter::once(PathElement::new(seg, BLACK.stroke_width(2)))).map_err(err)?;
                 }
@@ -119,7 +143,7 @@ pub fn bars(title: &str, x_desc: &str, labels: &[String], values: &[Option<Bande
                 .margin_right(30)
                 .x_label_area_size(44)
                 .y_label_area_size(LABEL_W)
-                .build_cartesian_2d(0.0..top, (0u32..n).into_segmented())
+                .build_cartesian_2d(0.0..top, (0u32..n.saturating_sub(1).max(1)).into_segmented())
                 .map_err(err)?;
             chart
                 .configure_mesh()
@@ -135,8 +159,8 @@ pub fn bars(title: &str, x_desc: &str, labels: &[String], values: &[Option<Bande
             for (i, b) in values.iter().enumerate() {
                 let Some(b) = b else { continue };
                 let c = COLORS[groups.get(i).copied().unwrap_or(0) % COLORS.len()];
-                let i = i as u32;
-                chart.draw_series(std::iter::once(Rectangle::new([(0.0, SegmentValue::Exact(i)), (b.value, SegmentValue::Exact(i + 1))], c.mix(0.8).filled()))).map_err(err)?;
+                let i = n - 1 - i as u32;
+                chart.draw_series(std::iter::once(Rectangle::new([(0.0, SegmentValue::Exact(i)), (b.value, SegmentValue::Exact(i + 1))], c.mix(0.8).filled()).set_margin(3, 3, 0, 0))).map_err(err)?;
                 for seg in [vec![(b.lo, SegmentValue::CenterOf(i)), (b.hi, SegmentValue::CenterOf(i))]] {
                     chart.draw_series(std::iter::once(PathElement::new(seg, BLACK.stroke_width(2)))).map_err(err)?;
                 }
@@ -170,9 +194,19 @@ pub fn short(v: f64) -> String {
     } else if a >= 100.0 {
         format!("{v:.0}")
     } else if a >= 1.0 {
-        format!("{v:.2}")
+        trim(format!("{v:.2}"))
+    } else if a >= 0.001 {
+        trim(format!("{v:.4}"))
     } else {
-        format!("{v:.3}")
+        format!("{v:.2e}")
+    }
+}
+
+fn trim(s: String) -> String {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
     }
 }
 
@@ -181,26 +215,26 @@ pub fn short(v: f64) -> String {
 pub fn stacked(title: &str, x_desc: &str, labels: &[String], parts: &[String], rows: &[Vec<f64>], marker: Option<(&[f64], &str)>, note: &str) -> Result<String, String> {
     let mut svg = String::new();
     {
-        let h = height_for(labels.len()) + 20;
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, h)).into_drawing_area();
-        root.fill(&WHITE).map_err(err)?;
-        let (head, rest) = root.split_vertically(54);
-        let (body, foot) = rest.split_vertically(h - 54 - 22);
-        head.draw(&Text::new(title.to_string(), (10, 6), (FONT, 20).into_font().style(FontStyle::Bold))).map_err(err)?;
         let mut names: Vec<(String, RGBColor)> = parts.iter().enumerate().map(|(i, n)| (n.clone(), COLORS[i % COLORS.len()])).collect();
         if let Some((_, m)) = marker {
             names.push((m.to_string(), BLACK));
         }
-        legend(&head.margin(28, 0, 0, 0), &names)?;
+        let hh = head_height(&names, LABEL_W as i32);
+        let h = height_for(labels.len()) + hh;
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let (top, rest) = root.split_vertically(hh);
+        let (body, foot) = rest.split_vertically(h - hh - 22);
+        head(&top, title, &names, LABEL_W as i32)?;
         foot.draw(&Text::new(note.to_string(), (10, 2), (FONT, 12).into_font().color(&RGBColor(90, 90, 90)))).map_err(err)?;
         let totals: Vec<f64> = rows.iter().map(|r| r.iter().sum()).collect();
         let top = totals.iter().copied().chain(marker.into_iter().flat_map(|m| m.0.iter().copied())).fold(0.0, f64::max).max(1e-12) * 1.12;
         let n = labels.len().max(1) as u32;
         let ylab = |v: &SegmentValue<u32>| match v {
-            SegmentValue::CenterOf(i) => labels.get(*i as usize).cloned().unwrap_or_default(),
+            SegmentValue::CenterOf(i) => n.checked_sub(1 + *i).and_then(|k| labels.get(k as usize)).cloned().unwrap_or_default(),
             _ => String::new(),
         };
-        let mut chart = ChartBuilder::on(&body).margin_right(30).x_label_area_size(44).y_label_area_size(LABEL_W).build_cartesian_2d(0.0..top, (0u32..n).into_segmented()).map_err(err)?;
+        let mut chart = ChartBuilder::on(&body).margin_right(30).x_label_area_size(44).y_label_area_size(LABEL_W).build_cartesian_2d(0.0..top, (0u32..n.saturating_sub(1).max(1)).into_segmented()).map_err(err)?;
         chart
             .configure_mesh()
             .disable_y_mesh()
@@ -214,13 +248,13 @@ pub fn stacked(title: &str, x_desc: &str, labels: &[String], parts: &[String], r
             .map_err(err)?;
         for (i, row) in rows.iter().enumerate() {
             let mut x = 0.0;
-            let iu = i as u32;
+            let iu = n - 1 - i as u32;
             for (k, v) in row.iter().enumerate() {
                 if *v <= 0.0 {
                     continue;
                 }
                 let c = COLORS[k % COLORS.len()];
-                chart.draw_series(std::iter::once(Rectangle::new([(x, SegmentValue::Exact(iu)), (x + v, SegmentValue::Exact(iu + 1))], c.mix(0.85).filled()))).map_err(err)?;
+                chart.draw_series(std::iter::once(Rectangle::new([(x, SegmentValue::Exact(iu)), (x + v, SegmentValue::Exact(iu + 1))], c.mix(0.85).filled()).set_margin(3, 3, 0, 0))).map_err(err)?;
                 x += v;
             }
             if let Some((m, _)) = marker {
@@ -235,21 +269,25 @@ pub fn stacked(title: &str, x_desc: &str, labels: &[String], parts: &[String], r
 }
 
 /// Curves on log-2 GPU axes: one line per series, with an optional band per point.
-pub fn curves(title: &str, x_desc: &str, y_desc: &str, series: &[(String, Vec<(f64, f64)>)], log_y: bool, band: f64, note: &str) -> Result<String, String> {
+/// `hollow[i]` are points of series `i` drawn as open circles (configurations that do not fit).
+#[allow(clippy::too_many_arguments)]
+pub fn curves(title: &str, x_desc: &str, y_desc: &str, series: &[(String, Vec<(f64, f64)>)], hollow: &[Vec<(f64, f64)>], log_y: bool, band: f64, note: &str) -> Result<String, String> {
     let mut svg = String::new();
     {
-        let h = 560;
+        let mut names: Vec<(String, RGBColor)> = series.iter().enumerate().map(|(i, s)| (s.0.clone(), COLORS[i % COLORS.len()])).collect();
+        if hollow.iter().any(|h| !h.is_empty()) {
+            names.push(("○ (hollow) = does not fit in memory".into(), WHITE));
+        }
+        // Curves have short y labels: the legend starts further left.
+        let hh = head_height(&names, 100);
+        let h = 480 + hh;
         let root = SVGBackend::with_string(&mut svg, (WIDTH, h)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let (head, rest) = root.split_vertically(74);
-        let (body, foot) = rest.split_vertically(h - 74 - 22);
-        head.draw(&Text::new(title.to_string(), (10, 6), (FONT, 20).into_font().style(FontStyle::Bold))).map_err(err)?;
-        let names: Vec<(String, RGBColor)> = series.iter().enumerate().map(|(i, s)| (s.0.clone(), COLORS[i % COLORS.len()])).collect();
-        let legend_area = head.margin(28, 0, 0, 0);
-        // Curves have short y labels: start the legend further left.
-        legend_offset(&legend_area, &names)?;
+        let (top, rest) = root.split_vertically(hh);
+        let (body, foot) = rest.split_vertically(h - hh - 22);
+        head(&top, title, &names, 100)?;
         foot.draw(&Text::new(note.to_string(), (10, 2), (FONT, 12).into_font().color(&RGBColor(90, 90, 90)))).map_err(err)?;
-        let pts: Vec<(f64, f64)> = series.iter().flat_map(|s| s.1.iter().copied()).filter(|p| p.1.is_finite() && p.1 > 0.0).collect();
+        let pts: Vec<(f64, f64)> = series.iter().flat_map(|s| s.1.iter().copied()).chain(hollow.iter().flatten().copied()).filter(|p| p.1.is_finite() && p.1 > 0.0).collect();
         let x_hi = pts.iter().map(|p| p.0).fold(1.0, f64::max) * 1.5;
         let x_lo = pts.iter().map(|p| p.0).fold(f64::INFINITY, f64::min).min(x_hi) / 1.5;
         let y_hi = pts.iter().map(|p| p.1).fold(0.0, f64::max).max(1e-12) * (1.0 + band) * 1.3;
@@ -270,6 +308,10 @@ pub fn curves(title: &str, x_desc: &str, y_desc: &str, series: &[(String, Vec<(f
                     .axis_desc_style((FONT, 15))
                     .draw()
                     .map_err(err)?;
+                for (i, h) in hollow.iter().enumerate() {
+                    let c = COLORS[i % COLORS.len()];
+                    chart.draw_series(h.iter().filter(|q| q.1.is_finite() && q.1 > 0.0).map(|q| Circle::new(*q, 5, c.stroke_width(2)))).map_err(err)?;
+                }
                 for (i, (_, p)) in series.iter().enumerate() {
                     let c = COLORS[i % COLORS.len()];
                     let p: Vec<(f64, f64)> = p.iter().copied().filter(|q| q.1.is_finite() && q.1 > 0.0).collect();
@@ -291,20 +333,4 @@ pub fn curves(title: &str, x_desc: &str, y_desc: &str, series: &[(String, Vec<(f
         root.present().map_err(err)?;
     }
     Ok(svg)
-}
-
-fn legend_offset<DB: DrawingBackend>(area: &DrawingArea<DB, plotters::coord::Shift>, names: &[(String, RGBColor)]) -> Result<(), String> {
-    let (mut x, mut y) = (100, 6);
-    let style = (FONT, 14).into_font().color(&BLACK);
-    for (name, c) in names {
-        let w = 28 + 8 * name.chars().count() as i32;
-        if x + w > WIDTH as i32 - 10 {
-            x = 100;
-            y += 20;
-        }
-        area.draw(&Rectangle::new([(x, y + 2), (x + 14, y + 14)], c.filled())).map_err(err)?;
-        area.draw(&Text::new(name.clone(), (x + 18, y), style.clone())).map_err(err)?;
-        x += w;
-    }
-    Ok(())
 }

@@ -225,7 +225,8 @@ pub fn render(inp: &Input) -> Result<Vec<(String, String)>, String> {
         let used_parts: Vec<usize> = (0..part_names.len()).filter(|k| bd_rows.iter().any(|r| r[*k] > 0.0)).collect();
         let ok_labels: Vec<String> = ok.iter().map(|r| format!("{} ({})", label(r.run), fmt_time(r.run.outcome.as_ref().unwrap().json["step_time_s"].as_f64().unwrap_or(0.0)))).collect();
         chart(&mut b, "step-breakdown", "", charts::stacked("Step time breakdown (% of one step; step time in brackets)", "% of step time (critical path)", &ok_labels, &used_parts.iter().map(|k| part_names[*k].clone()).collect::<Vec<_>>(), &bd_rows.iter().map(|r| used_parts.iter().map(|k| r[*k]).collect()).collect::<Vec<_>>(), None, &format!("step = train: one optimizer step; prefill: one forward pass; decode: one token step; {band_note}")))?;
-        let mem_names: Vec<String> = ok.first().map(|r| r.run.outcome.as_ref().unwrap().json["memory"]["components"].as_object().map(|o| o.keys().map(|k| k.trim_end_matches("_bytes").to_string()).collect()).unwrap_or_default()).unwrap_or_default();
+        // In the order of `MemoryPlan::components`, which the JSON object does not keep.
+        let mem_names: Vec<String> = ["weights", "gradients", "optimizer", "activations", "logits", "kv_cache", "transient", "runtime", "fragmentation"].iter().map(|s| s.to_string()).collect();
         let mem_rows: Vec<Vec<f64>> = ok.iter().map(|r| {
             let j = &r.run.outcome.as_ref().unwrap().json;
             mem_names.iter().map(|k| j["memory"]["components"][format!("{k}_bytes")].as_f64().unwrap_or(0.0) / (1u64 << 30) as f64).collect()
@@ -254,7 +255,8 @@ pub fn render(inp: &Input) -> Result<Vec<(String, String)>, String> {
         // Scaling.
         b.push(Block::H(2, "Scaling with the data-parallel degree".into()));
         let series: Vec<(String, Vec<(f64, f64)>)> = inp.entries.iter().map(|e| (format!("{} · {}", e.name, e.primary_mode), e.scaling.iter().filter(|p| p.fits).filter_map(|p| p.tokens_per_s.map(|t| (p.gpus as f64, t))).collect())).collect();
-        chart(&mut b, "scaling-throughput", "", charts::curves("Throughput vs GPUs (data-parallel degree scaled, per-replica batch kept)", "GPUs (log2)", "tokens/s (log)", &series, true, band.throughput(), &format!("points that do not fit in memory are left out; {band_note}")))?;
+        let hollow: Vec<Vec<(f64, f64)>> = inp.entries.iter().map(|e| e.scaling.iter().filter(|p| !p.fits).filter_map(|p| p.tokens_per_s.map(|t| (p.gpus as f64, t))).collect()).collect();
+        chart(&mut b, "scaling-throughput", "", charts::curves("Throughput vs GPUs (data-parallel degree scaled, per-replica batch kept)", "GPUs (log2)", "tokens/s (log)", &series, &hollow, true, band.throughput(), &format!("hollow circles: predicted not to fit in memory (throughput shown as if it did); {band_note}")))?;
         let eff: Vec<(String, Vec<(f64, f64)>)> = series
             .iter()
             .map(|(n, pts)| {
@@ -262,7 +264,7 @@ pub fn render(inp: &Input) -> Result<Vec<(String, String)>, String> {
                 (n.clone(), pts.iter().map(|p| (p.0, 100.0 * (p.1 / p.0) / base)).collect())
             })
             .collect();
-        chart(&mut b, "scaling-efficiency", "", charts::curves("Scaling efficiency vs GPUs (tokens/s per GPU relative to the smallest)", "GPUs (log2)", "efficiency (%)", &eff, false, 0.0, "efficiency = (tokens/s per GPU) / (tokens/s per GPU at the smallest data-parallel degree)"))?;
+        chart(&mut b, "scaling-efficiency", "", charts::curves("Scaling efficiency vs GPUs (tokens/s per GPU relative to the smallest)", "GPUs (log2)", "efficiency (%)", &eff, &[], false, 0.0, "efficiency = (tokens/s per GPU) / (tokens/s per GPU at the smallest data-parallel degree)"))?;
         b.push(Block::P("Each point is the scenario re-predicted with `--gpus` and `--dp` scaled (and `--global-batch` scaled with dp in training), other flags unchanged; `scaling.csv` has the flags of every point. Efficiency below 100% is the data-parallel communication gpuplan predicts becoming exposed; across nodes it crosses the scale-out fabric.".into()));
 
         // CSVs.
