@@ -22,6 +22,18 @@ const WIDTH: u32 = 1100;
 const LABEL_W: u32 = 330;
 const FONT: &str = "sans-serif";
 
+/// Bars with a few pixels between neighbours.
+trait Gap {
+    fn gap(self) -> Self;
+}
+
+impl<C> Gap for Rectangle<C> {
+    fn gap(mut self) -> Self {
+        self.set_margin(3, 3, 0, 0);
+        self
+    }
+}
+
 fn err<E: std::fmt::Debug>(e: E) -> String {
     format!("chart: {e:?}")
 }
@@ -128,7 +140,7 @@ pub fn bars(title: &str, x_desc: &str, labels: &[String], values: &[Option<Bande
                 let Some(b) = b else { continue };
                 let c = COLORS[groups.get(i).copied().unwrap_or(0) % COLORS.len()];
                 let i = n - 1 - i as u32;
-                chart.draw_series(std::iter::once(Rectangle::new([(lo, SegmentValue::Exact(i)), (b.value.max(lo), SegmentValue::Exact(i + 1))], c.mix(0.8).filled()).set_margin(3, 3, 0, 0))).map_err(err)?;
+                chart.draw_series(std::iter::once(Rectangle::new([(lo, SegmentValue::Exact(i)), (b.value.max(lo), SegmentValue::Exact(i + 1))], c.mix(0.8).filled()).gap())).map_err(err)?;
                 for seg in [vec![(b.lo.max(lo), SegmentValue::CenterOf(i)), (b.hi, SegmentValue::CenterOf(i))]] {
                     chart.draw_series(std::iter::once(PathElement::new(seg, BLACK.stroke_width(2)))).map_err(err)?;
                 }
@@ -160,7 +172,7 @@ pub fn bars(title: &str, x_desc: &str, labels: &[String], values: &[Option<Bande
                 let Some(b) = b else { continue };
                 let c = COLORS[groups.get(i).copied().unwrap_or(0) % COLORS.len()];
                 let i = n - 1 - i as u32;
-                chart.draw_series(std::iter::once(Rectangle::new([(0.0, SegmentValue::Exact(i)), (b.value, SegmentValue::Exact(i + 1))], c.mix(0.8).filled()).set_margin(3, 3, 0, 0))).map_err(err)?;
+                chart.draw_series(std::iter::once(Rectangle::new([(0.0, SegmentValue::Exact(i)), (b.value, SegmentValue::Exact(i + 1))], c.mix(0.8).filled()).gap())).map_err(err)?;
                 for seg in [vec![(b.lo, SegmentValue::CenterOf(i)), (b.hi, SegmentValue::CenterOf(i))]] {
                     chart.draw_series(std::iter::once(PathElement::new(seg, BLACK.stroke_width(2)))).map_err(err)?;
                 }
@@ -254,7 +266,7 @@ pub fn stacked(title: &str, x_desc: &str, labels: &[String], parts: &[String], r
                     continue;
                 }
                 let c = COLORS[k % COLORS.len()];
-                chart.draw_series(std::iter::once(Rectangle::new([(x, SegmentValue::Exact(iu)), (x + v, SegmentValue::Exact(iu + 1))], c.mix(0.85).filled()).set_margin(3, 3, 0, 0))).map_err(err)?;
+                chart.draw_series(std::iter::once(Rectangle::new([(x, SegmentValue::Exact(iu)), (x + v, SegmentValue::Exact(iu + 1))], c.mix(0.85).filled()).gap())).map_err(err)?;
                 x += v;
             }
             if let Some((m, _)) = marker {
