@@ -6,5 +6,6 @@ mod cli;
 mod measure;
 mod plan;
 mod reference;
+mod report;
 mod sim;
 mod validation;
