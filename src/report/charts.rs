@@ -197,6 +197,8 @@ pub fn short(v: f64) -> String {
     let a = v.abs();
     if a == 0.0 {
         "0".into()
+    } else if a >= 1e12 {
+        trim(format!("{:.3}", v / 1e12)) + "T"
     } else if a >= 1e9 {
         format!("{:.3}G", v / 1e9)
     } else if a >= 1e6 {
@@ -224,7 +226,9 @@ fn trim(s: String) -> String {
 
 /// Stacked horizontal bars: `rows[i][k]` is part `k` of bar `i`; `marker[i]` draws a black tick
 /// (a limit such as the memory capacity).
-pub fn stacked(title: &str, x_desc: &str, labels: &[String], parts: &[String], rows: &[Vec<f64>], marker: Option<(&[f64], &str)>, note: &str) -> Result<String, String> {
+/// `band` > 0 draws whiskers of that relative half-width around each bar's total.
+#[allow(clippy::too_many_arguments)]
+pub fn stacked(title: &str, x_desc: &str, labels: &[String], parts: &[String], rows: &[Vec<f64>], marker: Option<(&[f64], &str)>, band: f64, note: &str) -> Result<String, String> {
     let mut svg = String::new();
     {
         let mut names: Vec<(String, RGBColor)> = parts.iter().enumerate().map(|(i, n)| (n.clone(), COLORS[i % COLORS.len()])).collect();
@@ -240,7 +244,7 @@ pub fn stacked(title: &str, x_desc: &str, labels: &[String], parts: &[String], r
         head(&top, title, &names, LABEL_W as i32)?;
         foot.draw(&Text::new(note.to_string(), (10, 2), (FONT, 12).into_font().color(&RGBColor(90, 90, 90)))).map_err(err)?;
         let totals: Vec<f64> = rows.iter().map(|r| r.iter().sum()).collect();
-        let top = totals.iter().copied().chain(marker.into_iter().flat_map(|m| m.0.iter().copied())).fold(0.0, f64::max).max(1e-12) * 1.12;
+        let top = totals.iter().map(|t| t * (1.0 + band)).chain(marker.into_iter().flat_map(|m| m.0.iter().copied())).fold(0.0, f64::max).max(1e-12) * 1.12;
         let n = labels.len().max(1) as u32;
         let ylab = |v: &SegmentValue<u32>| match v {
             SegmentValue::CenterOf(i) => n.checked_sub(1 + *i).and_then(|k| labels.get(k as usize)).cloned().unwrap_or_default(),
@@ -268,6 +272,13 @@ pub fn stacked(title: &str, x_desc: &str, labels: &[String], parts: &[String], r
                 let c = COLORS[k % COLORS.len()];
                 chart.draw_series(std::iter::once(Rectangle::new([(x, SegmentValue::Exact(iu)), (x + v, SegmentValue::Exact(iu + 1))], c.mix(0.85).filled()).gap())).map_err(err)?;
                 x += v;
+            }
+            if band > 0.0 && x > 0.0 {
+                let (lo, hi) = (x * (1.0 - band), x * (1.0 + band));
+                chart.draw_series(std::iter::once(PathElement::new(vec![(lo, SegmentValue::CenterOf(iu)), (hi, SegmentValue::CenterOf(iu))], BLACK.stroke_width(2)))).map_err(err)?;
+                for e in [lo, hi] {
+                    chart.draw_series(std::iter::once(EmptyElement::at((e, SegmentValue::CenterOf(iu))) + PathElement::new(vec![(0, -6), (0, 6)], BLACK.stroke_width(2)))).map_err(err)?;
+                }
             }
             if let Some((m, _)) = marker {
                 if let Some(mv) = m.get(i) {

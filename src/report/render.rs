@@ -210,7 +210,7 @@ pub fn render(inp: &Input) -> Result<Vec<(String, String)>, String> {
                 }
             }
             b.push(Block::Table(vec!["scenario · mode".into(), "GPUs".into(), "days".into(), "cost".into(), "facility MWh".into(), "$/hour (job)".into(), "capital / energy / network+storage".into()], tt));
-            b.push(Block::P(format!("At the predicted training throughput, running without interruption (`--tokens {}`); checkpointing, failures and evaluation are not included.", inp.tokens)));
+            b.push(Block::P(format!("At the predicted training throughput, running without interruption (`--tokens {:e}`); checkpointing, failures and evaluation are not included.", inp.tokens)));
         }
 
         // Breakdowns.
@@ -223,8 +223,8 @@ pub fn render(inp: &Input) -> Result<Vec<(String, String)>, String> {
             part_names.iter().map(|k| 100.0 * j["breakdown"][format!("{k}_s")].as_f64().unwrap_or(0.0) / total).collect()
         }).collect();
         let used_parts: Vec<usize> = (0..part_names.len()).filter(|k| bd_rows.iter().any(|r| r[*k] > 0.0)).collect();
-        let ok_labels: Vec<String> = ok.iter().map(|r| format!("{} ({})", label(r.run), fmt_time(r.run.outcome.as_ref().unwrap().json["step_time_s"].as_f64().unwrap_or(0.0)))).collect();
-        chart(&mut b, "step-breakdown", "", charts::stacked("Step time breakdown (% of one step; step time in brackets)", "% of step time (critical path)", &ok_labels, &used_parts.iter().map(|k| part_names[*k].clone()).collect::<Vec<_>>(), &bd_rows.iter().map(|r| used_parts.iter().map(|k| r[*k]).collect()).collect::<Vec<_>>(), None, &format!("step = train: one optimizer step; prefill: one forward pass; decode: one token step; {band_note}")))?;
+        let ok_labels: Vec<String> = ok.iter().map(|r| format!("{} ({} ±{:.0}%)", label(r.run), fmt_time(r.run.outcome.as_ref().unwrap().json["step_time_s"].as_f64().unwrap_or(0.0)), band.step_time_pct)).collect();
+        chart(&mut b, "step-breakdown", "", charts::stacked("Step time breakdown (% of one step; step time and its band in brackets)", "% of step time (critical path)", &ok_labels, &used_parts.iter().map(|k| part_names[*k].clone()).collect::<Vec<_>>(), &bd_rows.iter().map(|r| used_parts.iter().map(|k| r[*k]).collect()).collect::<Vec<_>>(), None, 0.0, &format!("step = train: one optimizer step; prefill: one forward pass; decode: one token step; {band_note}")))?;
         // In the order of `MemoryPlan::components`, which the JSON object does not keep.
         let mem_names: Vec<String> = ["weights", "gradients", "optimizer", "activations", "logits", "kv_cache", "transient", "runtime", "fragmentation"].iter().map(|s| s.to_string()).collect();
         let mem_rows: Vec<Vec<f64>> = ok.iter().map(|r| {
@@ -234,15 +234,26 @@ pub fn render(inp: &Input) -> Result<Vec<(String, String)>, String> {
         let caps: Vec<f64> = ok.iter().map(|r| r.run.outcome.as_ref().unwrap().json["memory"]["capacity_bytes"].as_f64().unwrap_or(0.0) / (1u64 << 30) as f64).collect();
         let used_mem: Vec<usize> = (0..mem_names.len()).filter(|k| mem_rows.iter().any(|r| r[*k] > 0.0)).collect();
         b.push(Block::H(2, "Memory per GPU".into()));
-        chart(&mut b, "memory-breakdown", "", charts::stacked("Peak memory per GPU (GiB)", "GiB per GPU", &ok.iter().map(|r| label(r.run)).collect::<Vec<_>>(), &used_mem.iter().map(|k| mem_names[*k].clone()).collect::<Vec<_>>(), &mem_rows.iter().map(|r| used_mem.iter().map(|k| r[*k]).collect()).collect::<Vec<_>>(), Some((&caps, "HBM capacity")), &format!("peak-memory band ±{:.1}% ({})", band.memory_pct, band.origin)))?;
+        chart(&mut b, "memory-breakdown", "", charts::stacked("Peak memory per GPU (GiB)", "GiB per GPU", &ok.iter().map(|r| label(r.run)).collect::<Vec<_>>(), &used_mem.iter().map(|k| mem_names[*k].clone()).collect::<Vec<_>>(), &mem_rows.iter().map(|r| used_mem.iter().map(|k| r[*k]).collect()).collect::<Vec<_>>(), Some((&caps, "HBM capacity")), band.memory(), &format!("whiskers: peak-memory band ±{:.1}% ({})", band.memory_pct, band.origin)))?;
 
         // Power.
         b.push(Block::H(2, "Power".into()));
         let okl: Vec<String> = ok.iter().map(|r| label(r.run)).collect();
         let okg: Vec<usize> = ok.iter().map(|r| mode_index(&r.run.mode)).collect();
-        let pv = |ptr: &str, scale: f64| -> Vec<Option<Banded>> { ok.iter().map(|r| r.run.outcome.as_ref().unwrap().json.pointer(ptr).and_then(|v| v.as_f64()).map(|v| v * scale).map(|v| Banded { value: v, lo: v * (1.0 - band.power()), hi: v * (1.0 + band.power()) })).collect() };
-        chart(&mut b, "power-per-gpu", "", charts::bars("Average power per GPU (W)", "W per GPU (time-averaged over a step)", &okl, &pv("/power/avg_w_per_gpu", 1.0), &okg, &gnames, &format!("TDP and idle power per scenario in sources.csv; {band_note}")))?;
-        chart(&mut b, "power-per-node", "", charts::bars("Average power per node (kW, GPUs + host)", "kW per node", &okl, &pv("/power/node_w", 1e-3), &okg, &gnames, &format!("host power: the system file's figure (sources.csv); {band_note}")))?;
+        // The band's upper end stops at the cap: TDP per GPU, TDP x GPUs + host per node.
+        let pv = |ptr: &str, scale: f64, per_node: bool| -> Vec<Option<Banded>> {
+            ok.iter()
+                .map(|r| {
+                    let p = r.run.outcome.as_ref().unwrap();
+                    let sys = &p.scenario.system;
+                    let gpus = p.scenario.n_gpus.min(sys.gpus_per_node as u64) as f64;
+                    let cap = if per_node { sys.gpu.tdp.value.value() * gpus + sys.host_power_per_node.value.value() } else { sys.gpu.tdp.value.value() } * scale;
+                    p.json.pointer(ptr).and_then(|v| v.as_f64()).map(|v| v * scale).map(|v| Banded { value: v, lo: v * (1.0 - band.power()), hi: (v * (1.0 + band.power())).min(cap.max(v)) })
+                })
+                .collect()
+        };
+        chart(&mut b, "power-per-gpu", "", charts::bars("Average power per GPU (W)", "W per GPU (time-averaged over a step)", &okl, &pv("/power/avg_w_per_gpu", 1.0, false), &okg, &gnames, &format!("band capped at TDP; TDP and idle power per scenario in sources.csv; {band_note}")))?;
+        chart(&mut b, "power-per-node", "", charts::bars("Average power per node (kW, GPUs + host)", "kW per node", &okl, &pv("/power/node_w", 1e-3, true), &okg, &gnames, &format!("host power: the system file's figure (sources.csv); band capped at TDP x GPUs + host; {band_note}")))?;
         let mut pt = Vec::new();
         for r in &ok {
             let p = r.run.outcome.as_ref().unwrap();
@@ -363,10 +374,16 @@ fn claim_row(c: &Checked) -> Vec<String> {
         format!("{}: {}", c.claim.id, c.claim.quote),
         c.claim.source.clone(),
         range(c),
-        c.predicted.map_or("-".into(), |p| format!("{} ±{:.0}%{}", short(p), c.tolerance * 100.0, if c.provenance.is_empty() { String::new() } else { format!(" [{}]", c.provenance) })),
-        c.bound.as_ref().map_or("-".into(), |(v, w)| format!("{} ({w})", short(*v))),
-        c.verdict.name().into(),
-        c.reasons.join("; "),
+        c.predicted.map_or("-".into(), |p| format!("{} ±{:.0}%{}", short(p), c.tolerance * 100.0, if c.provenance.is_empty() { String::new() } else { format!(" (inputs: {})", c.provenance) })),
+        c.bound.as_ref().map_or("- (datasheet figure)".into(), |(v, w)| format!("{} ({w})", short(*v))),
+        if c.verdict == super::claims::Verdict::Consistent { c.verdict.name().into() } else { format!("**{}**", c.verdict.name()) },
+        {
+            let mut r = c.reasons.join("; ");
+            if let Some(n) = &c.claim.note {
+                r += &format!("{}read as: {n}", if r.is_empty() { "" } else { ". " });
+            }
+            r
+        },
     ]
 }
 
