@@ -171,7 +171,7 @@ pub fn render(inp: &Input) -> Result<Vec<(String, String)>, String> {
             }
         }
         b.push(Block::Table(head, tab));
-        b.push(Block::P("Training tokens are trained tokens (global batch x sequence per step); prefill tokens are prompt tokens; decode tokens are generated tokens at the given KV length. IT energy: GPUs and host, as `predict` reports (`/energy/kwh_per_million_tokens`); facility energy multiplies by PUE and uses the price file's node overhead where it sets one.".into()));
+        b.push(Block::P("Training tokens are trained tokens (global batch x sequence per step); prefill tokens are prompt tokens; decode tokens are generated tokens at the given KV length. IT energy: GPUs and host, as `predict` reports (`/energy/kwh_per_million_tokens`); facility energy multiplies by PUE and uses the price file's node overhead where it sets one. A job on fewer GPUs than a node is charged the whole node's host power, as `predict` counts it (`/power/node_w`); GPUs are charged per GPU-hour, network and storage per node-hour.".into()));
 
         // Charts over every run.
         let labels: Vec<String> = all.iter().map(|r| label(r.run)).collect();
