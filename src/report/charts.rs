@@ -141,9 +141,7 @@ pub fn bars(title: &str, x_desc: &str, labels: &[String], values: &[Option<Bande
                 let c = COLORS[groups.get(i).copied().unwrap_or(0) % COLORS.len()];
                 let i = n - 1 - i as u32;
                 chart.draw_series(std::iter::once(Rectangle::new([(lo, SegmentValue::Exact(i)), (b.value.max(lo), SegmentValue::Exact(i + 1))], c.mix(0.8).filled()).gap())).map_err(err)?;
-                for seg in [vec![(b.lo.max(lo), SegmentValue::CenterOf(i)), (b.hi, SegmentValue::CenterOf(i))]] {
-                    chart.draw_series(std::iter::once(PathElement::new(seg, BLACK.stroke_width(2)))).map_err(err)?;
-                }
+                chart.draw_series(std::iter::once(PathElement::new(vec![(b.lo.max(lo), SegmentValue::CenterOf(i)), (b.hi, SegmentValue::CenterOf(i))], BLACK.stroke_width(2)))).map_err(err)?;
                 for e in [b.lo.max(lo), b.hi] {
                     chart.draw_series(std::iter::once(EmptyElement::at((e, SegmentValue::CenterOf(i))) + PathElement::new(vec![(0, -7), (0, 7)], BLACK.stroke_width(2)))).map_err(err)?;
                 }
@@ -173,9 +171,7 @@ pub fn bars(title: &str, x_desc: &str, labels: &[String], values: &[Option<Bande
                 let c = COLORS[groups.get(i).copied().unwrap_or(0) % COLORS.len()];
                 let i = n - 1 - i as u32;
                 chart.draw_series(std::iter::once(Rectangle::new([(0.0, SegmentValue::Exact(i)), (b.value, SegmentValue::Exact(i + 1))], c.mix(0.8).filled()).gap())).map_err(err)?;
-                for seg in [vec![(b.lo, SegmentValue::CenterOf(i)), (b.hi, SegmentValue::CenterOf(i))]] {
-                    chart.draw_series(std::iter::once(PathElement::new(seg, BLACK.stroke_width(2)))).map_err(err)?;
-                }
+                chart.draw_series(std::iter::once(PathElement::new(vec![(b.lo, SegmentValue::CenterOf(i)), (b.hi, SegmentValue::CenterOf(i))], BLACK.stroke_width(2)))).map_err(err)?;
                 for e in [b.lo, b.hi] {
                     chart.draw_series(std::iter::once(EmptyElement::at((e, SegmentValue::CenterOf(i))) + PathElement::new(vec![(0, -7), (0, 7)], BLACK.stroke_width(2)))).map_err(err)?;
                 }

@@ -336,7 +336,8 @@ fn pct_range(a: f64, b: f64) -> String {
 /// Check paired claims (`pairs_with`) against each other: a throughput and an MFU claim about the
 /// same run must imply each other through the model's FLOPs per token.
 pub fn cross_check(all: &mut [Checked]) {
-    let snapshot: Vec<(String, String, f64, f64, Option<(f64, f64)>)> = all.iter().map(|c| (c.claim.id.clone(), c.claim.quantity.clone(), c.claim.low, c.claim.high, c.implied)).collect();
+    type Key = (String, String, f64, f64, Option<(f64, f64)>);
+    let snapshot: Vec<Key> = all.iter().map(|c| (c.claim.id.clone(), c.claim.quantity.clone(), c.claim.low, c.claim.high, c.implied)).collect();
     for c in all.iter_mut() {
         let Some(other) = c.claim.pairs_with.clone() else { continue };
         let Some((id, q, lo, hi, _)) = snapshot.iter().find(|s| s.0 == other) else {
