@@ -22,6 +22,26 @@ const WIDTH: u32 = 1100;
 const LABEL_W: u32 = 330;
 const FONT: &str = "sans-serif";
 
+/// Height of the footnote strip (two lines).
+const FOOT: u32 = 36;
+
+/// A footnote in at most two lines, broken at a `; ` near the middle when long.
+fn footnote<DB: DrawingBackend>(area: &DrawingArea<DB, plotters::coord::Shift>, note: &str) -> Result<(), String> {
+    let style = (FONT, 12).into_font().color(&RGBColor(90, 90, 90));
+    let lines: Vec<&str> = if note.chars().count() > 150 {
+        match note.match_indices("; ").map(|(i, _)| i).min_by_key(|i| (*i as i64 - note.len() as i64 / 2).abs()) {
+            Some(i) => vec![&note[..i + 1], &note[i + 2..]],
+            None => vec![note],
+        }
+    } else {
+        vec![note]
+    };
+    for (k, l) in lines.iter().enumerate() {
+        area.draw(&Text::new(l.to_string(), (10, 2 + 16 * k as i32), style.clone())).map_err(err)?;
+    }
+    Ok(())
+}
+
 /// Bars with a few pixels between neighbours.
 trait Gap {
     fn gap(self) -> Self;
@@ -99,13 +119,13 @@ pub fn bars(title: &str, x_desc: &str, labels: &[String], values: &[Option<Bande
     {
         let names: Vec<(String, RGBColor)> = group_names.iter().enumerate().map(|(i, n)| (n.clone(), COLORS[i % COLORS.len()])).collect();
         let hh = head_height(&names, LABEL_W as i32);
-        let h = height_for(labels.len()) + hh;
+        let h = height_for(labels.len()) + hh + FOOT - 22;
         let root = SVGBackend::with_string(&mut svg, (WIDTH, h)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let (top, rest) = root.split_vertically(hh);
-        let (body, foot) = rest.split_vertically(h - hh - 22);
+        let (body, foot) = rest.split_vertically(h - hh - FOOT);
         head(&top, title, &names, LABEL_W as i32)?;
-        foot.draw(&Text::new(note.to_string(), (10, 2), (FONT, 12).into_font().color(&RGBColor(90, 90, 90)))).map_err(err)?;
+        footnote(&foot, note)?;
 
         let present: Vec<Banded> = values.iter().flatten().copied().collect();
         let hi = present.iter().map(|b| b.hi.max(b.value)).fold(0.0, f64::max).max(1e-12);
@@ -232,13 +252,13 @@ pub fn stacked(title: &str, x_desc: &str, labels: &[String], parts: &[String], r
             names.push((m.to_string(), BLACK));
         }
         let hh = head_height(&names, LABEL_W as i32);
-        let h = height_for(labels.len()) + hh;
+        let h = height_for(labels.len()) + hh + FOOT - 22;
         let root = SVGBackend::with_string(&mut svg, (WIDTH, h)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let (top, rest) = root.split_vertically(hh);
-        let (body, foot) = rest.split_vertically(h - hh - 22);
+        let (body, foot) = rest.split_vertically(h - hh - FOOT);
         head(&top, title, &names, LABEL_W as i32)?;
-        foot.draw(&Text::new(note.to_string(), (10, 2), (FONT, 12).into_font().color(&RGBColor(90, 90, 90)))).map_err(err)?;
+        footnote(&foot, note)?;
         let totals: Vec<f64> = rows.iter().map(|r| r.iter().sum()).collect();
         let top = totals.iter().map(|t| t * (1.0 + band)).chain(marker.into_iter().flat_map(|m| m.0.iter().copied())).fold(0.0, f64::max).max(1e-12) * 1.12;
         let n = labels.len().max(1) as u32;
@@ -299,13 +319,13 @@ pub fn curves(title: &str, x_desc: &str, y_desc: &str, series: &[(String, Vec<(f
         }
         // Curves have short y labels: the legend starts further left.
         let hh = head_height(&names, 100);
-        let h = 480 + hh;
+        let h = 480 + hh + FOOT - 22;
         let root = SVGBackend::with_string(&mut svg, (WIDTH, h)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let (top, rest) = root.split_vertically(hh);
-        let (body, foot) = rest.split_vertically(h - hh - 22);
+        let (body, foot) = rest.split_vertically(h - hh - FOOT);
         head(&top, title, &names, 100)?;
-        foot.draw(&Text::new(note.to_string(), (10, 2), (FONT, 12).into_font().color(&RGBColor(90, 90, 90)))).map_err(err)?;
+        footnote(&foot, note)?;
         let pts: Vec<(f64, f64)> = series.iter().flat_map(|s| s.1.iter().copied()).chain(hollow.iter().flatten().copied()).filter(|p| p.1.is_finite() && p.1 > 0.0).collect();
         let x_hi = pts.iter().map(|p| p.0).fold(1.0, f64::max) * 1.5;
         let x_lo = pts.iter().map(|p| p.0).fold(f64::INFINITY, f64::min).min(x_hi) / 1.5;

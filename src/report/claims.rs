@@ -52,7 +52,7 @@ pub fn is_claims_file(text: &str) -> bool {
 }
 
 /// Quantities of a scenario's prediction.
-pub const SCENARIO_QUANTITIES: [&str; 5] = ["tokens_per_s", "mfu", "peak_memory_gb", "node_power_w", "gpus_power_w"];
+pub const SCENARIO_QUANTITIES: [&str; 6] = ["tokens_per_s", "tokens_per_s_per_gpu", "mfu", "peak_memory_gb", "node_power_w", "gpus_power_w"];
 /// Quantities of a system's hardware.
 /// `hbm_bandwidth_gb_per_s`, `dense_tflops`, `nvlink_p2p_gb_per_s` and `allreduce_busbw_gb_per_s`
 /// are what a benchmark achieves (predicted with the efficiency fractions); the others are
@@ -72,6 +72,7 @@ pub const HARDWARE_QUANTITIES: [&str; 8] = [
 pub fn unit(quantity: &str) -> &'static str {
     match quantity {
         "tokens_per_s" => "tokens/s",
+        "tokens_per_s_per_gpu" => "tokens/s per GPU",
         "mfu" => "fraction of peak",
         "peak_memory_gb" => "GB",
         "node_power_w" | "gpus_power_w" | "gpu_tdp_w" => "W",
@@ -187,6 +188,14 @@ pub fn check(c: &ClaimWire, subject: Subject, band: &Band) -> Checked {
                     let implied = |t: f64| t * mfpt / (n * peak);
                     out.implied = Some((implied(c.low), implied(c.high)));
                     out.reasons.push(format!("implies MFU {} ({} GFLOP per token, {} GPUs x {} TFLOP/s)", pct_range(implied(c.low), implied(c.high)), fmt(mfpt / 1e9), s.n_gpus, fmt(peak / 1e12)));
+                }
+                "tokens_per_s_per_gpu" => {
+                    out.predicted = Some(num(json, "/tokens_per_s_per_gpu"));
+                    (out.tolerance, out.tolerance_origin) = step();
+                    out.bound = Some((peak / mfpt, format!("{} TFLOP/s {} / {} GFLOP per token", fmt(peak / 1e12), s.workload.precision.name(), fmt(mfpt / 1e9))));
+                    let implied = |t: f64| t * mfpt / peak;
+                    out.implied = Some((implied(c.low), implied(c.high)));
+                    out.reasons.push(format!("implies MFU {}", pct_range(implied(c.low), implied(c.high))));
                 }
                 "mfu" => {
                     out.predicted = Some(num(json, "/mfu"));

@@ -76,7 +76,7 @@ pub fn render(inp: &Input) -> Result<Vec<(String, String)>, String> {
     let all = rows(inp.entries, inp.prices);
     let mut files: Vec<(String, String)> = Vec::new();
     let mut b: Vec<Block> = Vec::new();
-    let band_note = format!("band: ±validation MAPE ({})", band.origin);
+    let mut band_note = format!("band: ±validation MAPE over {} measured runs (see \"Inputs and their sources\")", band.n_runs);
 
     b.push(Block::H(1, format!("gpuplan report: {}", inp.title)));
     b.push(Block::P(format!("Regenerate: `gpuplan report {}`. Every figure is the analytic engine's prediction (`gpuplan predict --json` with the flags in `summary.csv`); none is measured on the systems shown.", inp.command)));
@@ -187,7 +187,16 @@ pub fn render(inp: &Input) -> Result<Vec<(String, String)>, String> {
             Ok(())
         };
         b.push(Block::H(2, "Throughput, energy and cost per token".into()));
-        let note = format!("inputs: datasheet/measured/transferred numbers per scenario (sources.csv); {band_note}");
+        // Where the inputs came from: the source kinds of the numbers each prediction used.
+        let mut kinds: Vec<String> = all.iter().filter_map(|r| r.run.outcome.as_ref().ok().map(|p| provenance(&p.used))).collect();
+        kinds.sort();
+        kinds.dedup();
+        let inputs = match kinds.as_slice() {
+            [one] => format!("inputs: {one} numbers per bar (sources.csv)"),
+            _ => "inputs: source kinds per scenario in the table above (sources.csv)".to_string(),
+        };
+        let note = format!("{inputs}; {band_note}");
+        band_note = format!("{inputs}; {band_note}");
         chart(&mut b, "tokens-per-s-per-gpu", "", charts::bars("Throughput per GPU (tokens/s per GPU)", "tokens/s per GPU (log scale when values span >30x)", &labels, &val(&|r| jnum(r, "/tokens_per_s_per_gpu"), band.throughput()), &groups, &gnames, &note))?;
         chart(&mut b, "tokens-per-joule", "", charts::bars("Energy efficiency (tokens per joule, IT energy)", "tokens per joule (GPUs + host)", &labels, &val(&|r| jnum(r, "/energy/j_per_token").map(|j| 1.0 / j), band.energy()), &groups, &gnames, &note))?;
         if inp.prices.is_some() {
