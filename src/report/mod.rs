@@ -194,3 +194,59 @@ pub fn scaling_dps(dp: u32) -> Vec<u32> {
     }
     v
 }
+
+#[cfg(test)]
+mod tests {
+    use super::prices::{Figure, GpuPrice};
+    use super::*;
+
+    fn fig(v: f64) -> Figure {
+        Figure { value: v, source: "test".into(), unsourced: false, note: None }
+    }
+
+    #[test]
+    fn cost_adds_capital_energy_and_per_node_charges() {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/seed-gpt-39.5b-decode-b4.toml");
+        let s = crate::config::scenario::build(&crate::config::scenario::read_scenario(&p).unwrap(), Some(&p)).unwrap();
+        assert_eq!((s.n_gpus, s.system.gpus_per_node), (2, 8));
+        let json = serde_json::json!({
+            "step_time_s": 1.0, "tokens_per_s": 1000.0, "tokens_per_s_per_gpu": 500.0, "mfu": 0.1,
+            "power": { "avg_w_per_gpu": 500.0, "node_w": 7300.0 },
+            "energy": { "j_per_token": 7.3, "kwh_per_million_tokens": 2.0 },
+            "memory": { "peak_bytes_per_gpu": 1.0, "capacity_bytes": 2.0, "fits": true },
+        });
+        let prices = Prices {
+            name: "t".into(),
+            gpu: GpuPrice::Rental { usd_per_gpu_hour: fig(2.0) },
+            electricity_usd_per_kwh: fig(0.1),
+            pue: Some(fig(1.5)),
+            node_overhead_w: Some(fig(1000.0)),
+            network_usd_per_node_hour: fig(1.0),
+            storage_usd_per_node_hour: fig(0.5),
+        };
+        let c = cost(&s, &json, &prices);
+        // One node: 2 x 500 W + 1000 W overhead = 2 kW, x 1.5 PUE = 3 kW at $0.1.
+        assert_eq!(c.nodes, 1);
+        assert!((c.priced_node_w - 2000.0).abs() < 1e-9);
+        assert!((c.energy_usd_per_hour - 0.3).abs() < 1e-12);
+        assert!((c.capital_usd_per_hour - 4.0).abs() < 1e-12);
+        assert!((c.node_usd_per_hour - 1.5).abs() < 1e-12);
+        // $5.8 per hour over 3.6M tokens per hour.
+        assert!((c.usd_per_million_tokens - 5.8 / 3.6).abs() < 1e-12);
+        assert!((c.facility_kwh_per_million_tokens - 3.0 / 3.6).abs() < 1e-12);
+        let (hours, usd, kwh) = time_to_train(&c, 3.6e6);
+        assert!((hours - 1.0).abs() < 1e-12 && (usd - 5.8).abs() < 1e-12 && (kwh - 3.0).abs() < 1e-12);
+        // Without overrides the system's PUE and `predict`'s node power are used.
+        let plain = Prices { pue: None, node_overhead_w: None, ..prices };
+        let c = cost(&s, &json, &plain);
+        assert_eq!(c.priced_node_w, 7300.0);
+        assert_eq!(c.pue, s.system.pue.value);
+    }
+
+    #[test]
+    fn scaling_degrees_are_powers_of_two_and_the_files_own() {
+        assert_eq!(scaling_dps(2), vec![1, 2, 4, 8, 16]);
+        assert_eq!(scaling_dps(3), vec![1, 2, 3, 4, 8, 16]);
+        assert_eq!(scaling_dps(8), vec![1, 2, 4, 8, 16, 32, 64]);
+    }
+}
