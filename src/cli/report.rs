@@ -156,10 +156,25 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
     if let Some(out) = &args.out {
         let title = args.title.clone().unwrap_or_else(|| out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "report".into()));
         let command = args.command();
-        let files = render::render(&render::Input { title: &title, command: &command, entries: &entries, prices: prices.as_ref(), band: &band, tokens: args.tokens, claims: claims.as_deref() }).map_err(|e| anyhow::anyhow!(e))?;
+        let files = render::render(&render::Input {
+            title: &title,
+            command: &command,
+            entries: &entries,
+            prices: prices.as_ref(),
+            band: &band,
+            tokens: args.tokens,
+            claims: claims.as_deref(),
+        })
+        .map_err(|e| anyhow::anyhow!(e))?;
         if !args.force {
             let existing: Vec<String> = files.iter().map(|(p, _)| out.join(p)).filter(|p| p.exists()).map(|p| p.display().to_string()).collect();
-            anyhow::ensure!(existing.is_empty(), "`{}` would be overwritten ({} files, e.g. `{}`)\nhint: pass --force to overwrite", out.display(), existing.len(), existing[0]);
+            anyhow::ensure!(
+                existing.is_empty(),
+                "`{}` would be overwritten ({} files, e.g. `{}`)\nhint: pass --force to overwrite",
+                out.display(),
+                existing.len(),
+                existing[0]
+            );
         }
         for (p, text) in &files {
             write_atomic(&out.join(p), text.as_bytes())?;
@@ -176,7 +191,9 @@ pub fn band(runs: &Path, profile: &str) -> anyhow::Result<Band> {
     let scored: Vec<_> = records
         .iter()
         .map(|r| {
-            let p = crate::config::scenario::build(&super::validate::scenario_wire(r, Some(profile)), None).map_err(|e| e.to_string()).and_then(|s| crate::analytic::predict(&s).map_err(|e| e.to_string()));
+            let p = crate::config::scenario::build(&super::validate::scenario_wire(r, Some(profile)), None)
+                .map_err(|e| e.to_string())
+                .and_then(|s| crate::analytic::predict(&s).map_err(|e| e.to_string()));
             score(r, p.as_ref().map_err(Clone::clone))
         })
         .collect();
@@ -285,7 +302,14 @@ fn audit(file: &Path, band: &Band) -> anyhow::Result<Vec<claims::Checked>> {
     let w: ClaimsWire = crate::config::parse_toml(file, &crate::config::read_file(file)?)?;
     let mut out = Vec::new();
     for c in &w.claim {
-        anyhow::ensure!(c.low <= c.high && c.low.is_finite() && c.high.is_finite(), "{}: claim `{}`: `low` = {} is above `high` = {}", file.display(), c.id, c.low, c.high);
+        anyhow::ensure!(
+            c.low <= c.high && c.low.is_finite() && c.high.is_finite(),
+            "{}: claim `{}`: `low` = {} is above `high` = {}",
+            file.display(),
+            c.id,
+            c.low,
+            c.high
+        );
         let checked = match (&c.scenario, &c.system) {
             (Some(sf), None) => {
                 let a = ScenarioArgs { scenario: Some(PathBuf::from(sf)), ..Default::default() };

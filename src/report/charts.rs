@@ -114,7 +114,15 @@ pub struct Banded {
 
 /// Horizontal bars, one per label, with whiskers for the band; `groups[i]` colours bar `i`
 /// (legend: `group_names`). A log axis when the values span more than 30x.
-pub fn bars(title: &str, x_desc: &str, labels: &[String], values: &[Option<Banded>], groups: &[usize], group_names: &[String], note: &str) -> Result<String, String> {
+pub fn bars(
+    title: &str,
+    x_desc: &str,
+    labels: &[String],
+    values: &[Option<Banded>],
+    groups: &[usize],
+    group_names: &[String],
+    note: &str,
+) -> Result<String, String> {
     let mut svg = String::new();
     {
         let names: Vec<(String, RGBColor)> = group_names.iter().enumerate().map(|(i, n)| (n.clone(), COLORS[i % COLORS.len()])).collect();
@@ -160,12 +168,30 @@ pub fn bars(title: &str, x_desc: &str, labels: &[String], values: &[Option<Bande
                 let Some(b) = b else { continue };
                 let c = COLORS[groups.get(i).copied().unwrap_or(0) % COLORS.len()];
                 let i = n - 1 - i as u32;
-                chart.draw_series(std::iter::once(Rectangle::new([(lo, SegmentValue::Exact(i)), (b.value.max(lo), SegmentValue::Exact(i + 1))], c.mix(0.8).filled()).gap())).map_err(err)?;
-                chart.draw_series(std::iter::once(PathElement::new(vec![(b.lo.max(lo), SegmentValue::CenterOf(i)), (b.hi, SegmentValue::CenterOf(i))], BLACK.stroke_width(2)))).map_err(err)?;
+                chart
+                    .draw_series(std::iter::once(
+                        Rectangle::new([(lo, SegmentValue::Exact(i)), (b.value.max(lo), SegmentValue::Exact(i + 1))], c.mix(0.8).filled()).gap(),
+                    ))
+                    .map_err(err)?;
+                chart
+                    .draw_series(std::iter::once(PathElement::new(
+                        vec![(b.lo.max(lo), SegmentValue::CenterOf(i)), (b.hi, SegmentValue::CenterOf(i))],
+                        BLACK.stroke_width(2),
+                    )))
+                    .map_err(err)?;
                 for e in [b.lo.max(lo), b.hi] {
-                    chart.draw_series(std::iter::once(EmptyElement::at((e, SegmentValue::CenterOf(i))) + PathElement::new(vec![(0, -7), (0, 7)], BLACK.stroke_width(2)))).map_err(err)?;
+                    chart
+                        .draw_series(std::iter::once(
+                            EmptyElement::at((e, SegmentValue::CenterOf(i))) + PathElement::new(vec![(0, -7), (0, 7)], BLACK.stroke_width(2)),
+                        ))
+                        .map_err(err)?;
                 }
-                chart.draw_series(std::iter::once(EmptyElement::at((b.hi.max(b.value), SegmentValue::CenterOf(i))) + Text::new(short(b.value), (6, 0), (FONT, 13).into_font().color(&BLACK).pos(text_right())))).map_err(err)?;
+                chart
+                    .draw_series(std::iter::once(
+                        EmptyElement::at((b.hi.max(b.value), SegmentValue::CenterOf(i)))
+                            + Text::new(short(b.value), (6, 0), (FONT, 13).into_font().color(&BLACK).pos(text_right())),
+                    ))
+                    .map_err(err)?;
             }
         } else {
             let top = hi * 1.15;
@@ -190,12 +216,30 @@ pub fn bars(title: &str, x_desc: &str, labels: &[String], values: &[Option<Bande
                 let Some(b) = b else { continue };
                 let c = COLORS[groups.get(i).copied().unwrap_or(0) % COLORS.len()];
                 let i = n - 1 - i as u32;
-                chart.draw_series(std::iter::once(Rectangle::new([(0.0, SegmentValue::Exact(i)), (b.value, SegmentValue::Exact(i + 1))], c.mix(0.8).filled()).gap())).map_err(err)?;
-                chart.draw_series(std::iter::once(PathElement::new(vec![(b.lo, SegmentValue::CenterOf(i)), (b.hi, SegmentValue::CenterOf(i))], BLACK.stroke_width(2)))).map_err(err)?;
+                chart
+                    .draw_series(std::iter::once(
+                        Rectangle::new([(0.0, SegmentValue::Exact(i)), (b.value, SegmentValue::Exact(i + 1))], c.mix(0.8).filled()).gap(),
+                    ))
+                    .map_err(err)?;
+                chart
+                    .draw_series(std::iter::once(PathElement::new(
+                        vec![(b.lo, SegmentValue::CenterOf(i)), (b.hi, SegmentValue::CenterOf(i))],
+                        BLACK.stroke_width(2),
+                    )))
+                    .map_err(err)?;
                 for e in [b.lo, b.hi] {
-                    chart.draw_series(std::iter::once(EmptyElement::at((e, SegmentValue::CenterOf(i))) + PathElement::new(vec![(0, -7), (0, 7)], BLACK.stroke_width(2)))).map_err(err)?;
+                    chart
+                        .draw_series(std::iter::once(
+                            EmptyElement::at((e, SegmentValue::CenterOf(i))) + PathElement::new(vec![(0, -7), (0, 7)], BLACK.stroke_width(2)),
+                        ))
+                        .map_err(err)?;
                 }
-                chart.draw_series(std::iter::once(EmptyElement::at((b.hi.max(b.value), SegmentValue::CenterOf(i))) + Text::new(short(b.value), (6, 0), (FONT, 13).into_font().color(&BLACK).pos(text_right())))).map_err(err)?;
+                chart
+                    .draw_series(std::iter::once(
+                        EmptyElement::at((b.hi.max(b.value), SegmentValue::CenterOf(i)))
+                            + Text::new(short(b.value), (6, 0), (FONT, 13).into_font().color(&BLACK).pos(text_right())),
+                    ))
+                    .map_err(err)?;
             }
         }
         root.present().map_err(err)?;
@@ -244,7 +288,16 @@ fn trim(s: String) -> String {
 /// (a limit such as the memory capacity).
 /// `band` > 0 draws whiskers of that relative half-width around each bar's total.
 #[allow(clippy::too_many_arguments)]
-pub fn stacked(title: &str, x_desc: &str, labels: &[String], parts: &[String], rows: &[Vec<f64>], marker: Option<(&[f64], &str)>, band: f64, note: &str) -> Result<String, String> {
+pub fn stacked(
+    title: &str,
+    x_desc: &str,
+    labels: &[String],
+    parts: &[String],
+    rows: &[Vec<f64>],
+    marker: Option<(&[f64], &str)>,
+    band: f64,
+    note: &str,
+) -> Result<String, String> {
     let mut svg = String::new();
     {
         let mut names: Vec<(String, RGBColor)> = parts.iter().enumerate().map(|(i, n)| (n.clone(), COLORS[i % COLORS.len()])).collect();
@@ -266,7 +319,12 @@ pub fn stacked(title: &str, x_desc: &str, labels: &[String], parts: &[String], r
             SegmentValue::CenterOf(i) => n.checked_sub(1 + *i).and_then(|k| labels.get(k as usize)).cloned().unwrap_or_default(),
             _ => String::new(),
         };
-        let mut chart = ChartBuilder::on(&body).margin_right(30).x_label_area_size(44).y_label_area_size(LABEL_W).build_cartesian_2d(0.0..top, (0u32..n.saturating_sub(1).max(1)).into_segmented()).map_err(err)?;
+        let mut chart = ChartBuilder::on(&body)
+            .margin_right(30)
+            .x_label_area_size(44)
+            .y_label_area_size(LABEL_W)
+            .build_cartesian_2d(0.0..top, (0u32..n.saturating_sub(1).max(1)).into_segmented())
+            .map_err(err)?;
         chart
             .configure_mesh()
             .disable_y_mesh()
@@ -286,19 +344,37 @@ pub fn stacked(title: &str, x_desc: &str, labels: &[String], parts: &[String], r
                     continue;
                 }
                 let c = COLORS[k % COLORS.len()];
-                chart.draw_series(std::iter::once(Rectangle::new([(x, SegmentValue::Exact(iu)), (x + v, SegmentValue::Exact(iu + 1))], c.mix(0.85).filled()).gap())).map_err(err)?;
+                chart
+                    .draw_series(std::iter::once(
+                        Rectangle::new([(x, SegmentValue::Exact(iu)), (x + v, SegmentValue::Exact(iu + 1))], c.mix(0.85).filled()).gap(),
+                    ))
+                    .map_err(err)?;
                 x += v;
             }
             if band > 0.0 && x > 0.0 {
                 let (lo, hi) = (x * (1.0 - band), x * (1.0 + band));
-                chart.draw_series(std::iter::once(PathElement::new(vec![(lo, SegmentValue::CenterOf(iu)), (hi, SegmentValue::CenterOf(iu))], BLACK.stroke_width(2)))).map_err(err)?;
+                chart
+                    .draw_series(std::iter::once(PathElement::new(
+                        vec![(lo, SegmentValue::CenterOf(iu)), (hi, SegmentValue::CenterOf(iu))],
+                        BLACK.stroke_width(2),
+                    )))
+                    .map_err(err)?;
                 for e in [lo, hi] {
-                    chart.draw_series(std::iter::once(EmptyElement::at((e, SegmentValue::CenterOf(iu))) + PathElement::new(vec![(0, -6), (0, 6)], BLACK.stroke_width(2)))).map_err(err)?;
+                    chart
+                        .draw_series(std::iter::once(
+                            EmptyElement::at((e, SegmentValue::CenterOf(iu))) + PathElement::new(vec![(0, -6), (0, 6)], BLACK.stroke_width(2)),
+                        ))
+                        .map_err(err)?;
                 }
             }
             if let Some((m, _)) = marker {
                 if let Some(mv) = m.get(i) {
-                    chart.draw_series(std::iter::once(PathElement::new(vec![(*mv, SegmentValue::Exact(iu)), (*mv, SegmentValue::Exact(iu + 1))], BLACK.stroke_width(3)))).map_err(err)?;
+                    chart
+                        .draw_series(std::iter::once(PathElement::new(
+                            vec![(*mv, SegmentValue::Exact(iu)), (*mv, SegmentValue::Exact(iu + 1))],
+                            BLACK.stroke_width(3),
+                        )))
+                        .map_err(err)?;
                 }
             }
         }
@@ -310,7 +386,16 @@ pub fn stacked(title: &str, x_desc: &str, labels: &[String], parts: &[String], r
 /// Curves on log-2 GPU axes: one line per series, with an optional band per point.
 /// `hollow[i]` are points of series `i` drawn as open circles (configurations that do not fit).
 #[allow(clippy::too_many_arguments)]
-pub fn curves(title: &str, x_desc: &str, y_desc: &str, series: &[(String, Vec<(f64, f64)>)], hollow: &[Vec<(f64, f64)>], log_y: bool, band: f64, note: &str) -> Result<String, String> {
+pub fn curves(
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+    hollow: &[Vec<(f64, f64)>],
+    log_y: bool,
+    band: f64,
+    note: &str,
+) -> Result<String, String> {
     let mut svg = String::new();
     {
         let mut names: Vec<(String, RGBColor)> = series.iter().enumerate().map(|(i, s)| (s.0.clone(), COLORS[i % COLORS.len()])).collect();
@@ -326,7 +411,8 @@ pub fn curves(title: &str, x_desc: &str, y_desc: &str, series: &[(String, Vec<(f
         let (body, foot) = rest.split_vertically(h - hh - FOOT);
         head(&top, title, &names, 100)?;
         footnote(&foot, note)?;
-        let pts: Vec<(f64, f64)> = series.iter().flat_map(|s| s.1.iter().copied()).chain(hollow.iter().flatten().copied()).filter(|p| p.1.is_finite() && p.1 > 0.0).collect();
+        let pts: Vec<(f64, f64)> =
+            series.iter().flat_map(|s| s.1.iter().copied()).chain(hollow.iter().flatten().copied()).filter(|p| p.1.is_finite() && p.1 > 0.0).collect();
         let x_hi = pts.iter().map(|p| p.0).fold(1.0, f64::max) * 1.5;
         let x_lo = pts.iter().map(|p| p.0).fold(f64::INFINITY, f64::min).min(x_hi) / 1.5;
         let y_hi = pts.iter().map(|p| p.1).fold(0.0, f64::max).max(1e-12) * (1.0 + band) * 1.3;

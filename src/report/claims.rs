@@ -86,8 +86,13 @@ pub const DATASHEET_TOLERANCE: f64 = 0.05;
 
 /// What a claim is checked against.
 pub enum Subject<'a> {
-    Scenario { s: &'a Scenario, json: &'a Value },
-    Hardware { system: &'a System },
+    Scenario {
+        s: &'a Scenario,
+        json: &'a Value,
+    },
+    Hardware {
+        system: &'a System,
+    },
     /// The scenario or system could not be loaded or predicted.
     Missing(String),
 }
@@ -162,7 +167,12 @@ pub fn check(c: &ClaimWire, subject: Subject, band: &Band) -> Checked {
         Subject::Scenario { s, json } => {
             out.provenance = super::provenance(&crate::analytic::used_numbers(s));
             if json.pointer("/memory/fits").and_then(Value::as_bool) == Some(false) {
-                out.reasons.push(format!("gpuplan predicts `{}` does not fit in memory ({} of {} GB per GPU)", s.name, fmt(num(json, "/memory/peak_bytes_per_gpu") / 1e9), fmt(num(json, "/memory/capacity_bytes") / 1e9)));
+                out.reasons.push(format!(
+                    "gpuplan predicts `{}` does not fit in memory ({} of {} GB per GPU)",
+                    s.name,
+                    fmt(num(json, "/memory/peak_bytes_per_gpu") / 1e9),
+                    fmt(num(json, "/memory/capacity_bytes") / 1e9)
+                ));
             }
             let peak = s.system.gpu.peak.get(s.workload.precision).map(|p| p.value.value()).unwrap_or(f64::NAN);
             let n = s.n_gpus as f64;
@@ -174,25 +184,38 @@ pub fn check(c: &ClaimWire, subject: Subject, band: &Band) -> Checked {
                 "tokens_per_s" => {
                     out.predicted = Some(num(json, "/tokens_per_s"));
                     (out.tolerance, out.tolerance_origin) = step();
-                    let mut b = (n * peak / mfpt, format!("{} GPUs x {} TFLOP/s {} / {} GFLOP per token", s.n_gpus, fmt(peak / 1e12), s.workload.precision.name(), fmt(mfpt / 1e9)));
+                    let mut b = (
+                        n * peak / mfpt,
+                        format!("{} GPUs x {} TFLOP/s {} / {} GFLOP per token", s.n_gpus, fmt(peak / 1e12), s.workload.precision.name(), fmt(mfpt / 1e9)),
+                    );
                     if s.workload.mode == crate::workload::Mode::Decode {
                         let weights = num(json, "/memory/components/weights_bytes");
                         let per_step = num(json, "/tokens_per_step");
                         let hbm = g.hbm_bandwidth.value.value();
                         let hbm_bound = per_step * hbm / weights;
                         if hbm_bound < b.0 {
-                            b = (hbm_bound, format!("every decode step reads each GPU's {:.1} GB of weights at {} GB/s (datasheet HBM)", weights / 1e9, fmt(hbm / 1e9)));
+                            b = (
+                                hbm_bound,
+                                format!("every decode step reads each GPU's {:.1} GB of weights at {} GB/s (datasheet HBM)", weights / 1e9, fmt(hbm / 1e9)),
+                            );
                         }
                     }
                     out.bound = Some(b);
                     let implied = |t: f64| t * mfpt / (n * peak);
                     out.implied = Some((implied(c.low), implied(c.high)));
-                    out.reasons.push(format!("implies MFU {} ({} GFLOP per token, {} GPUs x {} TFLOP/s)", pct_range(implied(c.low), implied(c.high)), fmt(mfpt / 1e9), s.n_gpus, fmt(peak / 1e12)));
+                    out.reasons.push(format!(
+                        "implies MFU {} ({} GFLOP per token, {} GPUs x {} TFLOP/s)",
+                        pct_range(implied(c.low), implied(c.high)),
+                        fmt(mfpt / 1e9),
+                        s.n_gpus,
+                        fmt(peak / 1e12)
+                    ));
                 }
                 "tokens_per_s_per_gpu" => {
                     out.predicted = Some(num(json, "/tokens_per_s_per_gpu"));
                     (out.tolerance, out.tolerance_origin) = step();
-                    out.bound = Some((peak / mfpt, format!("{} TFLOP/s {} / {} GFLOP per token", fmt(peak / 1e12), s.workload.precision.name(), fmt(mfpt / 1e9))));
+                    out.bound =
+                        Some((peak / mfpt, format!("{} TFLOP/s {} / {} GFLOP per token", fmt(peak / 1e12), s.workload.precision.name(), fmt(mfpt / 1e9))));
                     let implied = |t: f64| t * mfpt / peak;
                     out.implied = Some((implied(c.low), implied(c.high)));
                     out.reasons.push(format!("implies MFU {}", pct_range(implied(c.low), implied(c.high))));
@@ -203,10 +226,15 @@ pub fn check(c: &ClaimWire, subject: Subject, band: &Band) -> Checked {
                     out.bound = Some((1.0, "100% of dense peak".into()));
                     let t = |m: f64| m * n * peak / mfpt;
                     out.implied = Some((t(c.low), t(c.high)));
-                    out.reasons.push(format!("implies {} tokens/s", if c.low == c.high { fmt(t(c.low)) } else { format!("{}-{}", fmt(t(c.low)), fmt(t(c.high))) }));
+                    out.reasons
+                        .push(format!("implies {} tokens/s", if c.low == c.high { fmt(t(c.low)) } else { format!("{}-{}", fmt(t(c.low)), fmt(t(c.high))) }));
                     let ceiling = g.efficiency.gemm_max.value;
                     if c.high > ceiling {
-                        out.reasons.push(format!("above the best large-GEMM efficiency gpuplan uses, {:.1}% [{}]", ceiling * 100.0, g.efficiency.gemm_max.source.kind()));
+                        out.reasons.push(format!(
+                            "above the best large-GEMM efficiency gpuplan uses, {:.1}% [{}]",
+                            ceiling * 100.0,
+                            g.efficiency.gemm_max.source.kind()
+                        ));
                     }
                 }
                 "peak_memory_gb" => {
@@ -217,16 +245,19 @@ pub fn check(c: &ClaimWire, subject: Subject, band: &Band) -> Checked {
                 }
                 "node_power_w" | "gpus_power_w" => {
                     let w = num(json, "/power/avg_w_per_gpu");
-                    let (k, host, what) = if c.quantity == "node_power_w" {
-                        (in_node, s.system.host_power_per_node.value.value(), "node")
-                    } else {
-                        (n, 0.0, "GPUs")
-                    };
+                    let (k, host, what) =
+                        if c.quantity == "node_power_w" { (in_node, s.system.host_power_per_node.value.value(), "node") } else { (n, 0.0, "GPUs") };
                     out.predicted = Some(if c.quantity == "node_power_w" { num(json, "/power/node_w") } else { w * n });
                     out.tolerance = band.power();
                     out.tolerance_origin = format!("power MAPE {:.1}% on {} measured runs", band.power_pct, band.n_runs);
-                    out.bound = Some((k * g.tdp.value.value() + host, format!("{k} x {} W TDP{}", fmt(g.tdp.value.value()), if host > 0.0 { format!(" + {} W host", fmt(host)) } else { String::new() })));
-                    lower = Some((k * g.idle_power.value.value(), format!("{k} GPUs idle at {} W ({}) ({what})", fmt(g.idle_power.value.value()), g.idle_power.source.kind())));
+                    out.bound = Some((
+                        k * g.tdp.value.value() + host,
+                        format!("{k} x {} W TDP{}", fmt(g.tdp.value.value()), if host > 0.0 { format!(" + {} W host", fmt(host)) } else { String::new() }),
+                    ));
+                    lower = Some((
+                        k * g.idle_power.value.value(),
+                        format!("{k} GPUs idle at {} W ({}) ({what})", fmt(g.idle_power.value.value()), g.idle_power.source.kind()),
+                    ));
                 }
                 other => out.reasons.push(format!("`{other}` is not a scenario quantity; one of: {}", SCENARIO_QUANTITIES.join(", "))),
             }
@@ -234,8 +265,22 @@ pub fn check(c: &ClaimWire, subject: Subject, band: &Band) -> Checked {
         Subject::Hardware { system } => {
             let g = &system.gpu;
             let link = g.nvlink_bandwidth.value.value() / 1e9;
-            let ds = |_src: &str| (DATASHEET_TOLERANCE, format!("{:.0}% for rounding of quoted datasheet figures (the system file's value, sources in calibration/systems/{}.toml)", DATASHEET_TOLERANCE * 100.0, g.name));
-            let achieved = |kind: &str| (band.throughput(), format!("step-time MAPE {:.1}% (measured-vs-predicted on {} runs), applied to a {kind} efficiency", band.step_time_pct, band.n_runs));
+            let ds = |_src: &str| {
+                (
+                    DATASHEET_TOLERANCE,
+                    format!(
+                        "{:.0}% for rounding of quoted datasheet figures (the system file's value, sources in calibration/systems/{}.toml)",
+                        DATASHEET_TOLERANCE * 100.0,
+                        g.name
+                    ),
+                )
+            };
+            let achieved = |kind: &str| {
+                (
+                    band.throughput(),
+                    format!("step-time MAPE {:.1}% (measured-vs-predicted on {} runs), applied to a {kind} efficiency", band.step_time_pct, band.n_runs),
+                )
+            };
             match c.quantity.as_str() {
                 "hbm_bandwidth_gb_per_s" => {
                     let e = &g.efficiency.hbm;
@@ -359,7 +404,15 @@ pub fn cross_check(all: &mut [Checked]) {
         }
         // Overlap within 10% (the claims are rounded: "~170K").
         if ihi * 1.1 < *lo || ilo > hi * 1.1 {
-            let shown = |a: f64, b: f64| if q == "mfu" { format!("MFU {}", pct_range(a, b)) } else if (a - b).abs() < 1e-9 { format!("{} {}", fmt(a), unit(q)) } else { format!("{}-{} {}", fmt(a), fmt(b), unit(q)) };
+            let shown = |a: f64, b: f64| {
+                if q == "mfu" {
+                    format!("MFU {}", pct_range(a, b))
+                } else if (a - b).abs() < 1e-9 {
+                    format!("{} {}", fmt(a), unit(q))
+                } else {
+                    format!("{}-{} {}", fmt(a), fmt(b), unit(q))
+                }
+            };
             c.reasons.insert(0, format!("contradicts `{id}` of the same document: this claim implies {}, `{id}` says {}", shown(ilo, ihi), shown(*lo, *hi)));
             if c.verdict != Verdict::Impossible {
                 c.verdict = Verdict::Contradictory;

@@ -127,13 +127,25 @@ fn figure(origin: &str, key: &str, w: &FigureWire, check: fn(f64) -> bool, what:
     let unsourced = match w.kind.as_deref() {
         None | Some("cited") => false,
         Some("unsourced") => true,
-        Some(other) => return Err(PriceError::Invalid { origin: origin.into(), key: format!("{key}.kind"), value: format!("`{other}`"), problem: "is not `cited` or `unsourced`".into() }),
+        Some(other) => {
+            return Err(PriceError::Invalid {
+                origin: origin.into(),
+                key: format!("{key}.kind"),
+                value: format!("`{other}`"),
+                problem: "is not `cited` or `unsourced`".into(),
+            })
+        }
     };
     if !w.value.is_finite() || !check(w.value) {
         return Err(PriceError::Invalid { origin: origin.into(), key: key.into(), value: w.value.to_string(), problem: what.into() });
     }
     if w.source.trim().is_empty() {
-        return Err(PriceError::Invalid { origin: origin.into(), key: format!("{key}.source"), value: "\"\"".into(), problem: "is empty; cite a price page or mark the figure `kind = \"unsourced\"`".into() });
+        return Err(PriceError::Invalid {
+            origin: origin.into(),
+            key: format!("{key}.source"),
+            value: "\"\"".into(),
+            problem: "is empty; cite a price page or mark the figure `kind = \"unsourced\"`".into(),
+        });
     }
     Ok(Figure { value: w.value, source: w.source.clone(), unsourced, note: w.note.clone() })
 }
@@ -155,10 +167,17 @@ impl PricesWire {
     /// Check the file's figures.
     pub fn build(&self, origin: &str) -> Result<Prices, PriceError> {
         if self.kind != "prices" {
-            return Err(PriceError::Invalid { origin: origin.into(), key: "kind".into(), value: format!("`{}`", self.kind), problem: "is not `prices`".into() });
+            return Err(PriceError::Invalid {
+                origin: origin.into(),
+                key: "kind".into(),
+                value: format!("`{}`", self.kind),
+                problem: "is not `prices`".into(),
+            });
         }
         let gpu = match &self.gpu {
-            GpuPriceWire::Rental { usd_per_gpu_hour } => GpuPrice::Rental { usd_per_gpu_hour: figure(origin, "gpu.usd_per_gpu_hour", usd_per_gpu_hour, non_negative, "must be at least 0")? },
+            GpuPriceWire::Rental { usd_per_gpu_hour } => {
+                GpuPrice::Rental { usd_per_gpu_hour: figure(origin, "gpu.usd_per_gpu_hour", usd_per_gpu_hour, non_negative, "must be at least 0")? }
+            }
             GpuPriceWire::Owned { purchase_usd_per_gpu, amortization_years, utilization } => GpuPrice::Owned {
                 purchase_usd_per_gpu: figure(origin, "gpu.purchase_usd_per_gpu", purchase_usd_per_gpu, non_negative, "must be at least 0")?,
                 amortization_years: figure(origin, "gpu.amortization_years", amortization_years, positive, "must be positive")?,
@@ -171,9 +190,25 @@ impl PricesWire {
             gpu,
             electricity_usd_per_kwh: figure(origin, "facility.electricity_usd_per_kwh", &f.electricity_usd_per_kwh, non_negative, "must be at least 0")?,
             pue: f.pue.as_ref().map(|w| figure(origin, "facility.pue", w, pue_range, "must be at least 1")).transpose()?,
-            node_overhead_w: f.node_overhead_w.as_ref().map(|w| figure(origin, "facility.node_overhead_w", w, non_negative, "must be at least 0")).transpose()?,
-            network_usd_per_node_hour: figure(origin, "per_node.network_usd_per_node_hour", &self.per_node.network_usd_per_node_hour, non_negative, "must be at least 0")?,
-            storage_usd_per_node_hour: figure(origin, "per_node.storage_usd_per_node_hour", &self.per_node.storage_usd_per_node_hour, non_negative, "must be at least 0")?,
+            node_overhead_w: f
+                .node_overhead_w
+                .as_ref()
+                .map(|w| figure(origin, "facility.node_overhead_w", w, non_negative, "must be at least 0"))
+                .transpose()?,
+            network_usd_per_node_hour: figure(
+                origin,
+                "per_node.network_usd_per_node_hour",
+                &self.per_node.network_usd_per_node_hour,
+                non_negative,
+                "must be at least 0",
+            )?,
+            storage_usd_per_node_hour: figure(
+                origin,
+                "per_node.storage_usd_per_node_hour",
+                &self.per_node.storage_usd_per_node_hour,
+                non_negative,
+                "must be at least 0",
+            )?,
         })
     }
 }
@@ -194,7 +229,12 @@ pub struct PriceFlags {
 
 /// The file's prices (if any) with the flags laid over them.
 pub fn resolve(file: Option<Prices>, flags: &PriceFlags) -> Result<Prices, PriceError> {
-    let bad = |key: &str, v: f64, problem: &str| PriceError::Invalid { origin: "command line".into(), key: key.into(), value: v.to_string(), problem: problem.into() };
+    let bad = |key: &str, v: f64, problem: &str| PriceError::Invalid {
+        origin: "command line".into(),
+        key: key.into(),
+        value: v.to_string(),
+        problem: problem.into(),
+    };
     let check = |key: &str, v: Option<f64>, ok: fn(f64) -> bool, problem: &str| -> Result<(), PriceError> {
         match v {
             Some(x) if !x.is_finite() || !ok(x) => Err(bad(key, x, problem)),
@@ -214,7 +254,9 @@ pub fn resolve(file: Option<Prices>, flags: &PriceFlags) -> Result<Prices, Price
     let pick = |flag_value: Option<f64>, flag: &str, base: Option<&Figure>| flag_value.map(|v| Figure::flag(v, flag)).or_else(|| base.cloned());
     let (base_rent, base_owned) = match file.as_ref().map(|p| &p.gpu) {
         Some(GpuPrice::Rental { usd_per_gpu_hour }) => (Some(usd_per_gpu_hour), None),
-        Some(GpuPrice::Owned { purchase_usd_per_gpu, amortization_years, utilization }) => (None, Some((purchase_usd_per_gpu, amortization_years, utilization))),
+        Some(GpuPrice::Owned { purchase_usd_per_gpu, amortization_years, utilization }) => {
+            (None, Some((purchase_usd_per_gpu, amortization_years, utilization)))
+        }
         None => (None, None),
     };
     let owned_flag = flags.purchase_usd_per_gpu.is_some() || flags.amortization_years.is_some() || flags.utilization.is_some();
@@ -223,8 +265,10 @@ pub fn resolve(file: Option<Prices>, flags: &PriceFlags) -> Result<Prices, Price
     } else if owned_flag || base_owned.is_some() {
         let missing = |key, flag| PriceError::Missing { key, flag };
         GpuPrice::Owned {
-            purchase_usd_per_gpu: pick(flags.purchase_usd_per_gpu, "--purchase-usd-per-gpu", base_owned.map(|b| b.0)).ok_or_else(|| missing("gpu.purchase_usd_per_gpu", "--purchase-usd-per-gpu"))?,
-            amortization_years: pick(flags.amortization_years, "--amortization-years", base_owned.map(|b| b.1)).ok_or_else(|| missing("gpu.amortization_years", "--amortization-years"))?,
+            purchase_usd_per_gpu: pick(flags.purchase_usd_per_gpu, "--purchase-usd-per-gpu", base_owned.map(|b| b.0))
+                .ok_or_else(|| missing("gpu.purchase_usd_per_gpu", "--purchase-usd-per-gpu"))?,
+            amortization_years: pick(flags.amortization_years, "--amortization-years", base_owned.map(|b| b.1))
+                .ok_or_else(|| missing("gpu.amortization_years", "--amortization-years"))?,
             utilization: pick(flags.utilization, "--utilization", base_owned.map(|b| b.2)).ok_or_else(|| missing("gpu.utilization", "--utilization"))?,
         }
     } else if let Some(r) = base_rent {
@@ -272,7 +316,9 @@ impl Prices {
     pub fn usd_per_gpu_hour(&self) -> f64 {
         match &self.gpu {
             GpuPrice::Rental { usd_per_gpu_hour } => usd_per_gpu_hour.value,
-            GpuPrice::Owned { purchase_usd_per_gpu, amortization_years, utilization } => purchase_usd_per_gpu.value / (amortization_years.value * HOURS_PER_YEAR * utilization.value),
+            GpuPrice::Owned { purchase_usd_per_gpu, amortization_years, utilization } => {
+                purchase_usd_per_gpu.value / (amortization_years.value * HOURS_PER_YEAR * utilization.value)
+            }
         }
     }
 }

@@ -21,7 +21,8 @@ fn read_csv(path: &Path) -> Vec<std::collections::HashMap<String, String>> {
     r.records().map(|rec| head.iter().cloned().zip(rec.unwrap().iter().map(str::to_string)).collect()).collect()
 }
 
-const PRICE_FLAGS: [&str; 8] = ["--gpu-hour-usd", "4", "--electricity-usd-per-kwh", "0.1", "--network-usd-per-node-hour", "0", "--storage-usd-per-node-hour", "0"];
+const PRICE_FLAGS: [&str; 8] =
+    ["--gpu-hour-usd", "4", "--electricity-usd-per-kwh", "0.1", "--network-usd-per-node-hour", "0", "--storage-usd-per-node-hour", "0"];
 
 #[test]
 fn report_numbers_equal_predict_json() {
@@ -31,7 +32,19 @@ fn report_numbers_equal_predict_json() {
     args.extend(PRICE_FLAGS);
     let (code, _, err) = gpuplan(&args);
     assert_eq!(code, 0, "{err}");
-    for f in ["report.md", "report.html", "summary.csv", "breakdown.csv", "memory.csv", "scaling.csv", "sources.csv", "prices.csv", "time_to_train.csv", "charts/usd-per-million-tokens.svg", "charts/step-breakdown.svg"] {
+    for f in [
+        "report.md",
+        "report.html",
+        "summary.csv",
+        "breakdown.csv",
+        "memory.csv",
+        "scaling.csv",
+        "sources.csv",
+        "prices.csv",
+        "time_to_train.csv",
+        "charts/usd-per-million-tokens.svg",
+        "charts/step-breakdown.svg",
+    ] {
         assert!(out.join(f).is_file(), "{f} missing");
     }
     let rows = read_csv(&out.join("summary.csv"));
@@ -64,7 +77,8 @@ fn report_numbers_equal_predict_json() {
         }
         assert_eq!(row["fits"], v["memory"]["fits"].to_string());
         // Memory components add up to the peak; $ per 1M tokens follows from the hourly cost.
-        let parts: f64 = memory.iter().filter(|m| m["scenario"] == row["scenario"] && m["mode"] == row["mode"]).map(|m| m["bytes_per_gpu"].parse::<f64>().unwrap()).sum();
+        let parts: f64 =
+            memory.iter().filter(|m| m["scenario"] == row["scenario"] && m["mode"] == row["mode"]).map(|m| m["bytes_per_gpu"].parse::<f64>().unwrap()).sum();
         let peak: f64 = row["peak_bytes_per_gpu"].parse().unwrap();
         assert!((parts - peak).abs() <= 1e-6 * peak, "{parts} vs {peak}");
         let tps: f64 = row["tokens_per_s"].parse().unwrap();
@@ -185,7 +199,11 @@ fn checked_in_example_reports_are_fresh() {
             }
             let fresh = std::fs::read_to_string(&p).unwrap();
             let shipped = std::fs::read_to_string(dir.join(&name)).unwrap_or_default();
-            assert!(fresh == shipped, "reports/{}/{name} is stale; regenerate with `sh reports/regenerate.sh` (see reports/README.md)", dir.file_name().unwrap().to_string_lossy());
+            assert!(
+                fresh == shipped,
+                "reports/{}/{name} is stale; regenerate with `sh reports/regenerate.sh` (see reports/README.md)",
+                dir.file_name().unwrap().to_string_lossy()
+            );
         }
         let _ = std::fs::remove_dir_all(&out);
     }
