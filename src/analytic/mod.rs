@@ -369,7 +369,8 @@ fn activity(bd: &Breakdown) -> Activity {
 pub fn power_gpu(s: &Scenario) -> std::borrow::Cow<'_, crate::hardware::Gpu> {
     use crate::hardware::{Source, Sourced};
     use crate::units::Hertz;
-    let Some((p, pw)) = s.profile.as_ref().and_then(|p| p.power.as_ref().map(|pw| (p, pw))) else {
+    let native = s.profile.as_ref().filter(|p| crate::cost::profile_is_native(&s.system.gpu, p));
+    let Some((p, pw)) = native.and_then(|p| p.power.as_ref().map(|pw| (p, pw))) else {
         return std::borrow::Cow::Borrowed(&s.system.gpu);
     };
     let src = |what: &str| Source::Measured(format!("profile `{}`: {what} ({})", p.name, p.provenance));

@@ -373,6 +373,7 @@ impl ProfileFile {
             kernel_launch: self.kernel_launch_us.map(Seconds::us),
             collectives,
             power,
+            measured_gpu: None,
         })
     }
 

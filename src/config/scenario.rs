@@ -172,8 +172,12 @@ pub fn build(w: &ScenarioWire, file: Option<&Path>) -> Result<Scenario, ConfigEr
     p.finish()?;
     let model = super::model::load_model(model_name.as_deref().unwrap_or_default())?;
     let system = super::system::load_system(system_name.as_deref().unwrap_or_default())?;
-    let profile = match &w.calibration {
-        Some(c) => Some(super::profile::load_profile(&resolve_profile(c, file)?)?),
+    let profile = match w.calibration.as_ref().or(system.calibration.as_ref()) {
+        Some(c) => {
+            let mut p = super::profile::load_profile(&resolve_profile(c, file)?)?;
+            p.measured_gpu = super::system::gpu_by_driver_name(&p.gpu_name).map(Box::new);
+            Some(p)
+        }
         None => None,
     };
 
