@@ -260,7 +260,17 @@ impl<'a> CostModel<'a> {
             intra
         };
         let nvls_algbw = (sys.nvls && shape.size > 2).then(|| gpu.nvlink_bandwidth.value * NVLS_EFFICIENCY);
-        nccl::Links { n_ranks: shape.size, crosses_network: shape.crosses_domains(), busbw, nvls_algbw }
+        let inter = sys.network_bandwidth_per_gpu() * gpu.efficiency.network_busbw.value / sys.fabric.oversubscription.value;
+        nccl::Links {
+            n_ranks: shape.size,
+            crosses_network: shape.crosses_domains(),
+            busbw,
+            nvls_algbw,
+            ranks_per_domain: shape.ranks_per_domain,
+            domains: shape.domains,
+            intra_busbw: intra,
+            inter_busbw: inter,
+        }
     }
 
     /// How NCCL runs `op` of `bytes` on a group of this shape: a measured fit from the profile
