@@ -449,7 +449,7 @@ pub enum ProfileWriteError {
         "`{path}` already exists\nhint: pass `--force` to replace it, or choose another `--name`"
     )]
     Exists { path: PathBuf },
-    #[error("cannot write `{path}`: {source}")]
+    #[error("cannot write `{path}`")]
     Io {
         path: PathBuf,
         source: std::io::Error,
