@@ -453,7 +453,12 @@ pub fn curves(
         if log_y {
             draw!(builder.build_cartesian_2d((x_lo..x_hi).log_scale().base(2.0), (y_lo..y_hi).log_scale()).map_err(err)?);
         } else {
-            draw!(builder.build_cartesian_2d((x_lo..x_hi).log_scale().base(2.0), 0.0..y_hi).map_err(err)?);
+            // A linear axis around the data (efficiencies near 100% would overlap on a 0-based one).
+            let lo = pts.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+            let hi = pts.iter().map(|p| p.1).fold(0.0, f64::max);
+            let pad = ((hi - lo) * 0.15).max(hi.abs() * 0.02).max(1e-9);
+            let (y0, y1) = if lo.is_finite() { ((lo - pad).max(0.0), hi + pad) } else { (0.0, 1.0) };
+            draw!(builder.build_cartesian_2d((x_lo..x_hi).log_scale().base(2.0), y0..y1).map_err(err)?);
         }
         root.present().map_err(err)?;
     }

@@ -515,10 +515,9 @@ pub fn render(inp: &Input) -> Result<Vec<(String, String)>, String> {
             .entries
             .iter()
             .map(|e| {
-                (
-                    format!("{} · {}", e.name, e.primary_mode),
-                    e.scaling.iter().filter(|p| p.fits).filter_map(|p| p.tokens_per_s.map(|t| (p.gpus as f64, t))).collect(),
-                )
+                let pts: Vec<(f64, f64)> = e.scaling.iter().filter(|p| p.fits).filter_map(|p| p.tokens_per_s.map(|t| (p.gpus as f64, t))).collect();
+                let name = format!("{} · {}{}", e.name, e.primary_mode, if pts.is_empty() { " (none fits)" } else { "" });
+                (name, pts)
             })
             .collect();
         let hollow: Vec<Vec<(f64, f64)>> =
@@ -557,7 +556,7 @@ pub fn render(inp: &Input) -> Result<Vec<(String, String)>, String> {
                 &[],
                 false,
                 0.0,
-                "efficiency = (tokens/s per GPU) / (tokens/s per GPU at the smallest data-parallel degree)",
+                "efficiency = (tokens/s per GPU) / (tokens/s per GPU at the smallest data-parallel degree that fits); the y axis does not start at 0; overlapping lines hide each other",
             ),
         )?;
         b.push(Block::P("Each point is the scenario re-predicted with `--gpus` and `--dp` scaled (and `--global-batch` scaled with dp in training), other flags unchanged; `scaling.csv` has the flags of every point. Efficiency below 100% is the data-parallel communication gpuplan predicts becoming exposed; across nodes it crosses the scale-out fabric.".into()));
