@@ -19,7 +19,11 @@ pub const COLORS: [RGBColor; 10] = [
 ];
 
 const WIDTH: u32 = 1100;
-const LABEL_W: u32 = 330;
+/// Width of the label column: the longest label at ~7.6 px a character (14 px DejaVu Sans), within bounds.
+fn label_width(labels: &[String]) -> u32 {
+    let longest = labels.iter().map(|l| l.chars().count()).max().unwrap_or(10) as f64;
+    ((longest * 7.6) as u32 + 24).clamp(160, 520)
+}
 const FONT: &str = "sans-serif";
 
 /// Height of the footnote strip (two lines).
@@ -125,14 +129,15 @@ pub fn bars(
 ) -> Result<String, String> {
     let mut svg = String::new();
     {
+        let lw = label_width(labels);
         let names: Vec<(String, RGBColor)> = group_names.iter().enumerate().map(|(i, n)| (n.clone(), COLORS[i % COLORS.len()])).collect();
-        let hh = head_height(&names, LABEL_W as i32);
+        let hh = head_height(&names, lw as i32);
         let h = height_for(labels.len()) + hh + FOOT - 22;
         let root = SVGBackend::with_string(&mut svg, (WIDTH, h)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let (top, rest) = root.split_vertically(hh);
         let (body, foot) = rest.split_vertically(h - hh - FOOT);
-        head(&top, title, &names, LABEL_W as i32)?;
+        head(&top, title, &names, lw as i32)?;
         footnote(&foot, note)?;
 
         let present: Vec<Banded> = values.iter().flatten().copied().collect();
@@ -150,7 +155,7 @@ pub fn bars(
             let mut chart = ChartBuilder::on(&body)
                 .margin_right(30)
                 .x_label_area_size(44)
-                .y_label_area_size(LABEL_W)
+                .y_label_area_size(lw)
                 .build_cartesian_2d((lo..top).log_scale(), (0u32..n.saturating_sub(1).max(1)).into_segmented())
                 .map_err(err)?;
             chart
@@ -198,7 +203,7 @@ pub fn bars(
             let mut chart = ChartBuilder::on(&body)
                 .margin_right(30)
                 .x_label_area_size(44)
-                .y_label_area_size(LABEL_W)
+                .y_label_area_size(lw)
                 .build_cartesian_2d(0.0..top, (0u32..n.saturating_sub(1).max(1)).into_segmented())
                 .map_err(err)?;
             chart
@@ -300,17 +305,18 @@ pub fn stacked(
 ) -> Result<String, String> {
     let mut svg = String::new();
     {
+        let lw = label_width(labels);
         let mut names: Vec<(String, RGBColor)> = parts.iter().enumerate().map(|(i, n)| (n.clone(), COLORS[i % COLORS.len()])).collect();
         if let Some((_, m)) = marker {
             names.push((m.to_string(), BLACK));
         }
-        let hh = head_height(&names, LABEL_W as i32);
+        let hh = head_height(&names, lw as i32);
         let h = height_for(labels.len()) + hh + FOOT - 22;
         let root = SVGBackend::with_string(&mut svg, (WIDTH, h)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let (top, rest) = root.split_vertically(hh);
         let (body, foot) = rest.split_vertically(h - hh - FOOT);
-        head(&top, title, &names, LABEL_W as i32)?;
+        head(&top, title, &names, lw as i32)?;
         footnote(&foot, note)?;
         let totals: Vec<f64> = rows.iter().map(|r| r.iter().sum()).collect();
         let top = totals.iter().map(|t| t * (1.0 + band)).chain(marker.into_iter().flat_map(|m| m.0.iter().copied())).fold(0.0, f64::max).max(1e-12) * 1.12;
@@ -322,7 +328,7 @@ pub fn stacked(
         let mut chart = ChartBuilder::on(&body)
             .margin_right(30)
             .x_label_area_size(44)
-            .y_label_area_size(LABEL_W)
+            .y_label_area_size(lw)
             .build_cartesian_2d(0.0..top, (0u32..n.saturating_sub(1).max(1)).into_segmented())
             .map_err(err)?;
         chart

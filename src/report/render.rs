@@ -48,8 +48,10 @@ fn rows<'a>(entries: &'a [Entry], prices: Option<&Prices>) -> Vec<Row<'a>> {
         .collect()
 }
 
+/// A run's name in tables and charts; "[no fit]" marks a configuration predicted not to fit in memory.
 fn label(r: &Run) -> String {
-    format!("{} · {}", r.scenario_name, r.mode)
+    let fits = r.outcome.as_ref().map(|p| p.json.pointer("/memory/fits").and_then(|v| v.as_bool()) != Some(false)).unwrap_or(true);
+    format!("{} · {}{}", r.scenario_name, r.mode, if fits { "" } else { " [no fit]" })
 }
 
 fn flags(r: &Run) -> String {
@@ -354,6 +356,7 @@ pub fn render(inp: &Input) -> Result<Vec<(String, String)>, String> {
                             100.0 * c.energy_usd_per_hour / c.usd_per_hour,
                             100.0 * c.node_usd_per_hour / c.usd_per_hour
                         ),
+                        if c.fits { "yes".into() } else { "**no**".into() },
                     ]);
                     let _ = usd;
                 }
@@ -367,10 +370,11 @@ pub fn render(inp: &Input) -> Result<Vec<(String, String)>, String> {
                     "facility MWh".into(),
                     "$/hour (job)".into(),
                     "capital / energy / network+storage".into(),
+                    "fits".into(),
                 ],
                 tt,
             ));
-            b.push(Block::P(format!("At the predicted training throughput, running without interruption (`--tokens {:e}`); checkpointing, failures and evaluation are not included.", inp.tokens)));
+            b.push(Block::P(format!("At the predicted training throughput, running without interruption (`--tokens {:e}`); checkpointing, failures and evaluation are not included. A configuration that does not fit in memory (fits: no) cannot run as given; its row shows what it would cost if it did.", inp.tokens)));
         }
 
         // Breakdowns.
@@ -747,7 +751,7 @@ fn claim_row(c: &Checked) -> Vec<String> {
         {
             let mut r = c.reasons.join("; ");
             if let Some(n) = &c.claim.note {
-                r += &format!("{}read as: {n}", if r.is_empty() { "" } else { ". " });
+                r += &format!("{}note: {n}", if r.is_empty() { "" } else { ". " });
             }
             r
         },
