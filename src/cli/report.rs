@@ -53,11 +53,13 @@ pub struct ReportArgs {
     /// Purchase price per GPU (USD, the node's price / its GPUs)
     #[arg(long)]
     pub purchase_usd_per_gpu: Option<f64>,
+    /// Years over which the purchase is written off (straight line)
     #[arg(long)]
     pub amortization_years: Option<f64>,
     /// Share of hours the GPUs do paid work (0-1]
     #[arg(long)]
     pub utilization: Option<f64>,
+    /// Electricity price, USD per kWh at the facility meter (0 when the GPU-hour price includes power)
     #[arg(long)]
     pub electricity_usd_per_kwh: Option<f64>,
     /// Power usage effectiveness (replaces the system file's)
@@ -66,8 +68,10 @@ pub struct ReportArgs {
     /// Host power per node beyond the GPUs, W (replaces the system file's)
     #[arg(long)]
     pub node_overhead_w: Option<f64>,
+    /// Network (fabric, egress) cost per node-hour, USD
     #[arg(long)]
     pub network_usd_per_node_hour: Option<f64>,
+    /// Storage cost per node-hour, USD
     #[arg(long)]
     pub storage_usd_per_node_hour: Option<f64>,
 }
@@ -185,9 +189,19 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::Ok)
 }
 
+/// A data file given relative to the repository (`calibration/runs/...`, `scenarios/...`): as given
+/// if it exists, else under the data roots (`GPUPLAN_HOME`, the source tree), like model and system
+/// names.
+fn locate(p: &Path) -> PathBuf {
+    if p.exists() || p.is_absolute() {
+        return p.to_path_buf();
+    }
+    crate::config::data_roots().into_iter().map(|r| r.join(p)).find(|c| c.exists()).unwrap_or_else(|| p.to_path_buf())
+}
+
 /// Validation error of the shipped run set with the shipped profile, computed now.
 pub fn band(runs: &Path, profile: &str) -> anyhow::Result<Band> {
-    let records = read_all(runs).with_context(|| format!("reading the band's run set `{}`", runs.display()))?;
+    let records = read_all(&locate(runs)).with_context(|| format!("reading the band's run set `{}`", runs.display()))?;
     let scored: Vec<_> = records
         .iter()
         .map(|r| {
@@ -299,6 +313,7 @@ fn entry(file: &Path) -> anyhow::Result<Entry> {
 
 /// Check every claim of a claims file.
 fn audit(file: &Path, band: &Band) -> anyhow::Result<Vec<claims::Checked>> {
+    let file = &locate(file);
     let w: ClaimsWire = crate::config::parse_toml(file, &crate::config::read_file(file)?)?;
     let mut out = Vec::new();
     for c in &w.claim {
@@ -312,7 +327,7 @@ fn audit(file: &Path, band: &Band) -> anyhow::Result<Vec<claims::Checked>> {
         );
         let checked = match (&c.scenario, &c.system) {
             (Some(sf), None) => {
-                let a = ScenarioArgs { scenario: Some(PathBuf::from(sf)), ..Default::default() };
+                let a = ScenarioArgs { scenario: Some(locate(Path::new(sf))), ..Default::default() };
                 match a.build().map_err(|e| format!("{e:#}")).and_then(|s| crate::analytic::predict(&s).map(|p| (s, p)).map_err(|e| e.to_string())) {
                     Ok((s, p)) => {
                         let json = super::predict::to_json(&s, &p);
