@@ -17,6 +17,7 @@ pub mod parallelism;
 pub mod plan;
 pub mod power;
 pub mod scenario;
+pub mod serve;
 pub mod sim;
 pub mod units;
 pub mod validate;
