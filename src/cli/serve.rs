@@ -623,3 +623,161 @@ where
     area.present().map_err(err)?;
     Ok(())
 }
+
+/// `plan --mode serve --qps Q`: flags of the load the SLO search simulates.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct PlanServeArgs {
+    /// Serving: requests per second the deployment must sustain (turns on the request-level search)
+    #[arg(long)]
+    pub qps: Option<f64>,
+    /// Serving: seconds of Poisson arrivals per simulated configuration
+    #[arg(long, default_value_t = 120.0)]
+    pub duration_s: f64,
+    /// Serving: prompt lengths (N, uniform:LO:HI, lognormal:MEAN[:SIGMA]; default: --seq)
+    #[arg(long)]
+    pub input_len: Option<String>,
+    /// Serving: output lengths (N, uniform:LO:HI, lognormal:MEAN[:SIGMA])
+    #[arg(long)]
+    pub output_len: Option<String>,
+    /// Serving: seed of the request stream
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Serving: percentile the TTFT and TPOT targets apply to (50, 90, 95, 99)
+    #[arg(long, default_value_t = 99.0)]
+    pub slo_percentile: f64,
+    /// Serving: most tokens per iteration per replica
+    #[arg(long, default_value_t = 8192)]
+    pub token_budget: u32,
+}
+
+/// The cheapest deployment (GPUs, TP, max batch) meeting `--ttft-ms` / `--tpot-ms` at `--qps`,
+/// each configuration checked by `serve::simulate` on the same request stream.
+pub fn plan_slo(args: &super::plan::PlanArgs) -> anyhow::Result<Outcome> {
+    use crate::serve::plan::{search, ServeSpace, Slo};
+    let (a, o, v) = (&args.scenario, &args.options, &args.serve);
+    let qps = v.qps.context("`--qps` is required")?;
+    if !(qps > 0.0 && qps.is_finite()) {
+        bail!("`--qps` = {qps} must be positive");
+    }
+    if ![50.0, 90.0, 95.0, 99.0].contains(&v.slo_percentile) {
+        bail!("`--slo-percentile` = {} is not one of 50, 90, 95, 99", v.slo_percentile);
+    }
+    if o.ttft_ms.is_none() && o.tpot_ms.is_none() {
+        bail!("give `--ttft-ms` and/or `--tpot-ms` (the latency targets)");
+    }
+    let first = match (a.gpus.filter(|_| o.min_gpus.is_none()), o.min_gpus) {
+        (Some(g), _) if g >= 1 => g as u64,
+        (_, Some(g)) if g >= 1 => g,
+        _ => bail!("give `--gpus N`, or both `--min-gpus` and `--max-gpus`"),
+    };
+    // The base scenario carries model, system, precision and stack; the layout is searched.
+    let mut sa = a.clone();
+    sa.kv_len = sa.kv_len.or(Some(1));
+    sa.gpus = Some(first as i64);
+    sa.tp = None;
+    let mut base = super::plan::base_scenario(&sa, crate::plan::PlanMode::Serve, first, None)?;
+    if let Some(p) = &a.precision {
+        base.workload.precision = crate::hardware::Dtype::parse(p).with_context(|| format!("`--precision` = `{p}` is not known"))?;
+    }
+    let gpus = super::plan::gpu_counts(a, o, base.system.gpus_per_node as u64)?;
+    let domain = base.system.nvlink_domain_size as u64;
+    let tp: Vec<u32> = match a.tp {
+        Some(t) if t >= 1 => vec![t as u32],
+        Some(t) => bail!("`--tp` = {t} must be a positive integer"),
+        None => (0..8).map(|i| 1u32 << i).filter(|t| (*t as u64) <= domain).collect(),
+    };
+    let max_batch: Vec<u32> = match a.batch {
+        Some(b) if b >= 1 => vec![b as u32],
+        Some(b) => bail!("`--batch` = {b} must be a positive integer"),
+        None => (0..20).map(|i| 1u32 << i).filter(|b| *b as u64 <= o.max_batch.max(1)).collect(),
+    };
+    let input = match (&v.input_len, a.seq) {
+        (Some(s), _) => Lengths::parse(s).map_err(|e| anyhow::anyhow!("`--input-len`: {e}"))?,
+        (None, Some(s)) if s >= 1 => Lengths::Fixed(s as u32),
+        _ => bail!("give `--input-len` (or `--seq`) for the prompts"),
+    };
+    let output = Lengths::parse(v.output_len.as_deref().context("give `--output-len` for the generated tokens")?).map_err(|e| anyhow::anyhow!("`--output-len`: {e}"))?;
+    let max_len = base.model.max_seq_len.min(u32::MAX as u64) as u32;
+    let arrivals = arrivals::generate(&Process::Poisson { qps }, input, output, v.duration_s, v.seed, max_len);
+    let space = ServeSpace {
+        n_gpus: gpus,
+        tp,
+        max_batch,
+        sched: SchedConfig { token_budget: v.token_budget, ..SchedConfig::default() },
+        routing: Routing::LeastLoaded,
+    };
+    let slo = Slo { ttft_s: o.ttft_ms.map(|m| m / 1e3), tpot_s: o.tpot_ms.map(|m| m / 1e3), percentile: v.slo_percentile };
+    // Overloaded configurations would queue without end: stop them a duration after the last arrival.
+    let opts = RunOptions { bin_s: v.duration_s.max(1.0), drain_s: v.duration_s };
+    let results = search(&base, &space, &arrivals, &slo, &opts);
+    let feasible = results.iter().filter(|r| r.outcome.is_ok()).count();
+    let price = super::plan::gpu_hour_price(o, &base.system.name)?;
+    let pct = v.slo_percentile as u32;
+    let shown = if args.top == 0 { results.len() } else { args.top.min(results.len()) };
+    if args.json {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        for (i, r) in results[..shown].iter().enumerate() {
+            let c = &r.candidate;
+            let (ok, miss, s) = match &r.outcome {
+                Ok(s) => (true, None, Some(s)),
+                Err((m, s)) => (false, Some(m.describe()), s.as_ref()),
+            };
+            let mut j = serde_json::json!({
+                "schema_version": SERVE_SCHEMA_VERSION, "kind": "serve-plan", "rank": i + 1, "meets_slo": ok, "miss": miss,
+                "gpus": c.n_gpus, "tp": c.tp, "replicas": c.replicas(), "max_batch": c.max_batch, "qps": qps,
+                "slo": { "percentile": v.slo_percentile, "ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s },
+            });
+            if let Some(s) = s {
+                j["result"] = summary_json(s, Some(qps));
+                j["usd_per_million_output_tokens"] = price.map(|p| p * c.n_gpus as f64 / 3600.0 / s.output_token_throughput * 1e6).into();
+            }
+            if writeln!(out, "{}", serde_json::to_string(&j)?).is_err() {
+                break;
+            }
+        }
+    } else {
+        use std::fmt::Write;
+        let mut t = String::new();
+        let _ = writeln!(
+            t,
+            "serve plan: {} on {} at {qps} QPS (Poisson, {} s, input {:?}, output {:?}); targets P{pct} TTFT {} ms, TPOT {} ms",
+            base.model.name,
+            base.system.display_name,
+            v.duration_s,
+            input,
+            output,
+            o.ttft_ms.map_or("-".into(), |x| x.to_string()),
+            o.tpot_ms.map_or("-".into(), |x| x.to_string())
+        );
+        let _ = writeln!(t, "  {} configurations simulated, {feasible} meet the targets", results.len());
+        let _ = writeln!(t);
+        let _ = writeln!(t, "{:>4}  {:>5}  {:<28}  {:>10}  {:>10}  {:>10}  {:>9}  {}", "rank", "gpus", "config", format!("TTFT P{pct}"), format!("TPOT P{pct}"), "out tok/s", "$/1M out", "verdict");
+        for (i, r) in results[..shown].iter().enumerate() {
+            let c = &r.candidate;
+            let (verdict, s) = match &r.outcome {
+                Ok(s) => ("meets".to_string(), Some(s)),
+                Err((m, s)) => (m.describe(), s.as_ref()),
+            };
+            let cost = match (price, s) {
+                (Some(p), Some(s)) => format!("{:.3}", p * c.n_gpus as f64 / 3600.0 / s.output_token_throughput * 1e6),
+                _ => "-".into(),
+            };
+            let _ = writeln!(
+                t,
+                "{:>4}  {:>5}  {:<28}  {:>10}  {:>10}  {:>10}  {:>9}  {}",
+                i + 1,
+                c.n_gpus,
+                c.label(),
+                s.map_or("-".into(), |s| ms(s.ttft.at(v.slo_percentile))),
+                s.map_or("-".into(), |s| ms(s.tpot.at(v.slo_percentile))),
+                s.map_or("-".into(), |s| format!("{:.0}", s.output_token_throughput)),
+                cost,
+                verdict
+            );
+        }
+        let _ = writeln!(t, "(latencies in ms; cheapest = fewest GPUs, then lowest TTFT)");
+        print!("{t}");
+    }
+    Ok(if feasible == 0 { Outcome::Infeasible } else { Outcome::Ok })
+}
