@@ -6,5 +6,6 @@ mod cli;
 mod measure;
 mod plan;
 mod reference;
+mod serve;
 mod sim;
 mod validation;
