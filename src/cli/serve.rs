@@ -299,6 +299,14 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
     })
 }
 
+/// `gpuplan check` on a serving scenario: resolve it and simulate 5 s of its load.
+pub fn check_file(path: &Path) -> anyhow::Result<()> {
+    let a = ServeArgs { scenario: Some(path.to_path_buf()), duration_s: Some(5.0), bin_s: 1.0, ..ServeArgs::default() };
+    let r = resolve(&a)?;
+    serve::simulate(&r.deployment, &r.arrivals(None), &r.opts).with_context(|| format!("{}: deployment cannot run", path.display()))?;
+    Ok(())
+}
+
 pub fn run(a: ServeArgs) -> anyhow::Result<Outcome> {
     let r = resolve(&a)?;
     if let Some(qs) = &a.sweep_qps {

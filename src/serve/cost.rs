@@ -223,7 +223,8 @@ impl<'a> IterCost<'a> {
     pub fn iteration(&mut self, n_decode: u64, decode_kv: u64, chunks: &[Chunk], rows: u64) -> IterTime {
         let n_tokens = n_decode + chunks.iter().map(|c| c.q as u64).sum::<u64>();
         let [dense, moe, emb] = self.linear(n_tokens.max(1));
-        let head = self.head(rows.max(1));
+        // No row samples (prefill chunks that do not finish a prompt): no LM head.
+        let head = if rows == 0 { Parts::default() } else { self.head(rows) };
         // Attention of one layer: the decoders as one op at their mean context (their KV reads
         // and FLOPs are linear in the total), each prefill chunk as its own op.
         let mut attn = Parts::default();
