@@ -760,7 +760,7 @@ pub fn plan_slo(args: &super::plan::PlanArgs) -> anyhow::Result<Outcome> {
         );
         let _ = writeln!(t, "  {} configurations simulated, {feasible} meet the targets", results.len());
         let _ = writeln!(t);
-        let _ = writeln!(t, "{:>4}  {:>5}  {:<28}  {:>10}  {:>10}  {:>10}  {:>9}  {}", "rank", "gpus", "config", format!("TTFT P{pct}"), format!("TPOT P{pct}"), "out tok/s", "$/1M out", "verdict");
+        let _ = writeln!(t, "{:>4}  {:>5}  {:<28}  {:>10}  {:>10}  {:>10}  {:>9}  verdict", "rank", "gpus", "config", format!("TTFT P{pct}"), format!("TPOT P{pct}"), "out tok/s", "$/1M out");
         for (i, r) in results[..shown].iter().enumerate() {
             let c = &r.candidate;
             let (verdict, s) = match &r.outcome {

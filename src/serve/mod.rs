@@ -352,9 +352,11 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
         })
         .collect();
 
-    let mut heap: BinaryHeap<Reverse<(u64, u64, u8, u32, u32)>> = BinaryHeap::new();
+    // (time in ps, insertion sequence, kind, a, b): earliest first, FIFO among equal times.
+    type Event = Reverse<(u64, u64, u8, u32, u32)>;
+    let mut heap: BinaryHeap<Event> = BinaryHeap::new();
     let mut seq_no = 0u64;
-    let mut push = |heap: &mut BinaryHeap<Reverse<(u64, u64, u8, u32, u32)>>, t: SimTime, kind: u8, a: u32, b: u32| {
+    let mut push = |heap: &mut BinaryHeap<Event>, t: SimTime, kind: u8, a: u32, b: u32| {
         heap.push(Reverse((t.0, seq_no, kind, a, b)));
         seq_no += 1;
     };

@@ -80,7 +80,7 @@ pub fn candidates(base: &Scenario, space: &ServeSpace) -> Vec<ServeCandidate> {
     let mut out = Vec::new();
     for &n in &space.n_gpus {
         for &tp in &space.tp {
-            if tp == 0 || n % tp as u64 != 0 || tp > domain || domain % tp != 0 {
+            if tp == 0 || n % tp as u64 != 0 || tp > domain || !domain.is_multiple_of(tp) {
                 continue;
             }
             for &b in &space.max_batch {
@@ -116,9 +116,9 @@ pub fn evaluate(base: &Scenario, c: &ServeCandidate, space: &ServeSpace, arrival
             let tpot = s.tpot.at(slo.percentile);
             if s.unfinished > 0 || s.rejected > 0 {
                 Err((Miss::Unserved { unfinished: s.unfinished, rejected: s.rejected }, Some(s)))
-            } else if slo.ttft_s.is_some_and(|m| !(ttft <= m)) {
+            } else if slo.ttft_s.is_some_and(|m| ttft.is_nan() || ttft > m) {
                 Err((Miss::Ttft(ttft), Some(s)))
-            } else if slo.tpot_s.is_some_and(|m| !(tpot <= m || s.tpot.n == 0)) {
+            } else if slo.tpot_s.is_some_and(|m| s.tpot.n > 0 && (tpot.is_nan() || tpot > m)) {
                 Err((Miss::Tpot(tpot), Some(s)))
             } else {
                 Ok(s)
