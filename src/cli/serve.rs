@@ -612,14 +612,16 @@ where
     let series: [(&str, Pick); 2] = [("TTFT (ms)", |s| (s.ttft.p50, s.ttft.p99)), ("TPOT (ms)", |s| (s.tpot.p50, s.tpot.p99))];
     for (panel, (name, pick)) in panels.iter().zip(series) {
         let pts: Vec<(f64, f64, f64)> = rows.iter().map(|(q, s)| (*q, pick(s).0 * 1e3, pick(s).1 * 1e3)).filter(|p| p.1.is_finite() && p.2.is_finite()).collect();
-        let ymax = pts.iter().map(|p| p.2.max(p.1)).fold(0.0, f64::max) * 1.1;
-        let ymax = if ymax > 0.0 { ymax } else { 1.0 };
+        // Log scale: latency spans orders of magnitude between light load and saturation.
+        let ymax = pts.iter().map(|p| p.2.max(p.1)).fold(0.0, f64::max) * 1.5;
+        let ymin = pts.iter().map(|p| p.1.min(p.2)).filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min) / 1.5;
+        let (ymin, ymax) = if ymax > 0.0 && ymin.is_finite() { (ymin, ymax) } else { (0.1, 1.0) };
         let mut c = ChartBuilder::on(panel)
-            .caption(name, ("sans-serif", 18))
+            .caption(format!("{name}, log scale"), ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(60)
-            .build_cartesian_2d(0.0..qmax.max(1e-9), 0.0..ymax)
+            .build_cartesian_2d(0.0..qmax.max(1e-9), (ymin..ymax).log_scale())
             .map_err(err)?;
         c.configure_mesh().x_desc("offered load (requests/s)").y_desc(name).draw().map_err(err)?;
         c.draw_series(LineSeries::new(pts.iter().map(|p| (p.0, p.1)), BLUE.stroke_width(2))).map_err(err)?.label("P50").legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], BLUE));
