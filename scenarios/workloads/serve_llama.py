@@ -125,7 +125,8 @@ class Server:
     def __init__(self, a, model_args):
         self.a = a
         self.dev = torch.device("cuda", 0)
-        self.model = train_llama.Llama(model_args, a.max_len).to(self.dev)
+        with torch.device(self.dev):  # build on the GPU (no host copy of the fp32 weights)
+            self.model = train_llama.Llama(model_args, a.max_len)
         train_llama.init_weights(self.model)
         self.model = self.model.to(torch.bfloat16).eval()
         self.cos = self.model.cos.to(torch.bfloat16)

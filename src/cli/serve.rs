@@ -439,7 +439,8 @@ fn deployment_json(r: &Resolved, res: Option<&ServeResult>) -> serde_json::Value
             (None, Some(Process::Constant { qps })) => serde_json::json!({ "kind": "constant", "qps": qps }),
             (None, None) => serde_json::Value::Null,
         },
-        "input_len": format!("{:?}", r.input), "output_len": format!("{:?}", r.output),
+        "input_len": if r.trace.is_some() { serde_json::Value::Null } else { r.input.spec().into() },
+        "output_len": if r.trace.is_some() { serde_json::Value::Null } else { r.output.spec().into() },
         "duration_s": r.duration_s, "seed": r.seed,
         "pools": pools,
     })
@@ -544,10 +545,16 @@ fn table(r: &Resolved, res: &ServeResult, s: &Summary) -> String {
     }
     let load = match (&r.trace, &r.process) {
         (Some(_), _) => "trace".to_string(),
-        (None, Some(p)) => format!("{:?}", p),
+        (None, Some(Process::Poisson { qps })) => format!("Poisson at {qps} QPS"),
+        (None, Some(Process::Gamma { qps, cv })) => format!("gamma inter-arrivals at {qps} QPS, CV {cv}"),
+        (None, Some(Process::Constant { qps })) => format!("constant at {qps} QPS"),
         (None, None) => "-".into(),
     };
-    let _ = writeln!(o, "  load: {load}; {} s of arrivals, input {:?}, output {:?}, seed {}", r.duration_s, r.input, r.output, r.seed);
+    if r.trace.is_some() {
+        let _ = writeln!(o, "  load: {load}");
+    } else {
+        let _ = writeln!(o, "  load: {load}; {} s of arrivals, input {}, output {}, seed {}", r.duration_s, r.input.spec(), r.output.spec(), r.seed);
+    }
     let _ = writeln!(o);
     let _ = writeln!(o, "  requests         {} arrived, {} completed, {} unfinished, {} refused, {} preempted", s.arrived, s.completed, s.unfinished, s.rejected, s.preempted_requests);
     let _ = writeln!(o, "  duration         {:.1} s (first send to last completion)", s.duration_s);
@@ -751,12 +758,12 @@ pub fn plan_slo(args: &super::plan::PlanArgs) -> anyhow::Result<Outcome> {
         let mut t = String::new();
         let _ = writeln!(
             t,
-            "serve plan: {} on {} at {qps} QPS (Poisson, {} s, input {:?}, output {:?}); targets P{pct} TTFT {} ms, TPOT {} ms",
+            "serve plan: {} on {} at {qps} QPS (Poisson, {} s, input {}, output {}); targets P{pct} TTFT {} ms, TPOT {} ms",
             base.model.name,
             base.system.display_name,
             v.duration_s,
-            input,
-            output,
+            input.spec(),
+            output.spec(),
             o.ttft_ms.map_or("-".into(), |x| x.to_string()),
             o.tpot_ms.map_or("-".into(), |x| x.to_string())
         );

@@ -137,6 +137,14 @@ impl Lengths {
             Lengths::Lognormal { mean, .. } => mean,
         }
     }
+    /// The text form `parse` reads.
+    pub fn spec(&self) -> String {
+        match *self {
+            Lengths::Fixed(n) => n.to_string(),
+            Lengths::Uniform { lo, hi } => format!("uniform:{lo}:{hi}"),
+            Lengths::Lognormal { mean, sigma } => format!("lognormal:{mean}:{sigma}"),
+        }
+    }
     /// Parse `512`, `uniform:128:1024` or `lognormal:512` / `lognormal:512:0.8` (sigma 1 by default).
     pub fn parse(text: &str) -> Result<Lengths, String> {
         let parts: Vec<&str> = text.split(':').collect();
@@ -236,6 +244,9 @@ mod tests {
         let m = (0..n).map(|_| l.sample(&mut r) as f64).sum::<f64>() / n as f64;
         assert!((m / 400.0 - 1.0).abs() < 0.01, "{m}");
         assert_eq!(Lengths::parse("128").unwrap(), Lengths::Fixed(128));
+        for t in ["128", "uniform:1:4", "lognormal:400:0.7"] {
+            assert_eq!(Lengths::parse(&Lengths::parse(t).unwrap().spec()).unwrap(), Lengths::parse(t).unwrap());
+        }
         assert_eq!(Lengths::parse("uniform:1:4").unwrap(), Lengths::Uniform { lo: 1, hi: 4 });
         assert!(Lengths::parse("uniform:4:1").is_err());
         assert!(Lengths::parse("zipf:3").is_err());

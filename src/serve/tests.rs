@@ -194,3 +194,27 @@ fn disaggregated_pools_serve_everything() {
     let single = a.iter().filter(|x| x.output_len == 1).count() as u64;
     assert_eq!(r.pools[1].decode_tokens, a.iter().map(|x| x.output_len as u64 - 1).sum::<u64>(), "{single}");
 }
+
+#[test]
+fn bursty_arrivals_raise_tail_ttft() {
+    let s = scenario("llama-3-8b", "dgx-h100", 1, 1);
+    let d = deployment(&s, 1, SchedConfig::default());
+    let len = Lengths::Lognormal { mean: 600.0, sigma: 0.8 };
+    let p99 = |p: Process| {
+        let a = arrivals::generate(&p, len, Lengths::Lognormal { mean: 200.0, sigma: 0.8 }, 300.0, 11, 8192);
+        summarize(&simulate(&d, &a, &RunOptions::default()).unwrap()).ttft.p99
+    };
+    let (poisson, bursty) = (p99(Process::Poisson { qps: 12.0 }), p99(Process::Gamma { qps: 12.0, cv: 4.0 }));
+    assert!(bursty > poisson, "gamma cv 4 {bursty} vs Poisson {poisson}");
+}
+
+#[test]
+fn trace_replay_keeps_the_requests() {
+    let s = scenario("llama-3-8b", "dgx-h100", 1, 1);
+    let a = arrivals::read_trace("arrival_s,input_len,output_len\n0,100,5\n0.5,200,1\n0.5,50,3\n").unwrap();
+    let r = simulate(&deployment(&s, 1, SchedConfig::default()), &a, &RunOptions::default()).unwrap();
+    assert!(r.requests.iter().all(|x| x.finished()));
+    // A one-token request finishes with its first token.
+    assert_eq!(r.requests[1].first_token, r.requests[1].finish);
+    assert_eq!(r.pools[0].decode_tokens, 4 + 2);
+}
