@@ -111,6 +111,13 @@ fn every_shipped_serving_scenario_runs() {
 }
 
 #[test]
+fn check_accepts_serving_files() {
+    let (code, _, err) = gpuplan(&["check", "scenarios/serving/llama-3-8b-chat-8xh100.toml", "scenarios/serving/llama-3-70b-disagg-16xh100.toml"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("(serving scenario)"), "{err}");
+}
+
+#[test]
 fn overload_cut_off_exits_1_and_conserves_requests() {
     let (code, out, _) = gpuplan(&[
         "serve", "--model", "llama-3-70b", "--system", "dgx-h100", "--gpus", "4", "--tp", "4", "--qps", "50", "--duration-s", "20", "--input-len", "2048", "--output-len", "512", "--drain-s", "0", "--json",
