@@ -369,7 +369,8 @@ fn activity(bd: &Breakdown) -> Activity {
 pub fn power_gpu(s: &Scenario) -> std::borrow::Cow<'_, crate::hardware::Gpu> {
     use crate::hardware::{Source, Sourced};
     use crate::units::Hertz;
-    let Some((p, pw)) = s.profile.as_ref().and_then(|p| p.power.as_ref().map(|pw| (p, pw))) else {
+    let native = s.profile.as_ref().filter(|p| crate::cost::profile_is_native(&s.system.gpu, p));
+    let Some((p, pw)) = native.and_then(|p| p.power.as_ref().map(|pw| (p, pw))) else {
         return std::borrow::Cow::Borrowed(&s.system.gpu);
     };
     let src = |what: &str| Source::Measured(format!("profile `{}`: {what} ({})", p.name, p.provenance));
@@ -442,7 +443,7 @@ pub fn finish(s: &Scenario, cost: &CostModel, ops: &workload::OpList, n_micro: u
 
     Prediction {
         step_time,
-        bottleneck: bottleneck(&bd),
+        bottleneck: bottleneck(s, &bd),
         breakdown: bd,
         tokens_per_s,
         tokens_per_step,
@@ -639,11 +640,23 @@ fn data_parallel_and_optimizer(cost: &CostModel, s: &Scenario, stages: &[StageTi
     (worst.0 + stretch, worst.1)
 }
 
-fn bottleneck(bd: &Breakdown) -> &'static str {
+/// What limits the step most: compute, HBM, NVLink, the scale-out network, the pipeline bubble or
+/// the CPU. Communication counts as network when its group spans NVLink domains.
+fn bottleneck(s: &Scenario, bd: &Breakdown) -> &'static str {
+    let crosses = |g: Group| parallelism::group_shape(&s.parallel, g, &s.system).crosses_domains();
+    let (mut nvlink, mut network) = (Seconds::ZERO, Seconds::ZERO);
+    for (t, g) in [(bd.tp_comm, Group::Tp), (bd.cp_comm, Group::Cp), (bd.ep_comm, Group::Ep), (bd.dp_comm, Group::Dp), (bd.pp_p2p, Group::Pp)] {
+        if crosses(g) {
+            network += t;
+        } else {
+            nvlink += t;
+        }
+    }
     let mut parts: BTreeMap<&'static str, f64> = BTreeMap::new();
     parts.insert("compute", bd.compute.value());
     parts.insert("hbm", (bd.memory + bd.optimizer).value());
-    parts.insert("nvlink/network", (bd.tp_comm + bd.cp_comm + bd.ep_comm + bd.dp_comm + bd.pp_p2p).value());
+    parts.insert("nvlink", nvlink.value());
+    parts.insert("network", network.value());
     parts.insert("bubble", bd.pp_bubble.value());
     parts.insert("cpu", bd.cpu_launch.value());
     parts.into_iter().max_by(|a, b| a.1.total_cmp(&b.1)).map(|(k, _)| k).unwrap_or("compute")

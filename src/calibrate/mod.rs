@@ -50,7 +50,7 @@ pub enum CalibrateError {
     MissingLibrary(#[from] libs::MissingLibrary),
     #[error("{0}")]
     Fit(String),
-    #[error("cannot write `{path}`: {source}")]
+    #[error("cannot write `{path}`")]
     Io {
         path: PathBuf,
         source: std::io::Error,

@@ -76,7 +76,8 @@ pub struct ScenarioArgs {
     /// Overlap TP communication with GEMMs (Megatron --tp-comm-overlap)
     #[arg(long)]
     pub tp_comm_overlap: Option<bool>,
-    /// Calibration profile (calibration/profiles/<name>/profile.toml)
+    /// Calibration profile: a name under calibration/profiles/, its folder or profile.toml;
+    /// `none` ignores the one a system file names
     #[arg(long)]
     pub calibration: Option<String>,
 }

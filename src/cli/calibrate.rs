@@ -347,33 +347,9 @@ fn git_sha() -> Option<String> {
         .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
 }
 
-/// Current UTC time as `YYYY-MM-DDTHH:MM:SSZ` (civil-from-days, no time-zone database needed).
+/// Current UTC time as `YYYY-MM-DDTHH:MM:SSZ` (the run records' format).
 pub fn utc_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    utc_from_unix(secs)
-}
-
-pub fn utc_from_unix(secs: u64) -> String {
-    let days = (secs / 86400) as i64;
-    let rem = secs % 86400;
-    let z = days + 719468;
-    let era = z.div_euclid(146097);
-    let doe = z - era * 146097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem / 60) % 60,
-        rem % 60
-    )
+    crate::measure::rfc3339(std::time::SystemTime::now())
 }
 
 fn import_nccl_tests(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
@@ -547,13 +523,6 @@ impl Progress for Bar {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn dates_are_civil_utc() {
-        assert_eq!(utc_from_unix(0), "1970-01-01T00:00:00Z");
-        assert_eq!(utc_from_unix(1_795_305_600), "2026-11-22T00:00:00Z");
-        assert_eq!(utc_from_unix(951_782_400), "2000-02-29T00:00:00Z");
-    }
 
     #[test]
     fn default_names_are_kebab_case() {

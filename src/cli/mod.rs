@@ -64,7 +64,22 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
     }
 }
 
+/// Chart text uses fonts compiled into the binary (DejaVu Sans, assets/fonts/LICENSE-DejaVu.txt), so
+/// PNG/SVG output needs no system fonts or fontconfig on the machine it runs on.
+pub fn register_fonts() {
+    use plotters::style::{register_font, FontStyle};
+    static REGULAR: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
+    static BOLD: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans-Bold.ttf");
+    for family in ["sans-serif", "serif", "monospace"] {
+        let _ = register_font(family, FontStyle::Normal, REGULAR);
+        let _ = register_font(family, FontStyle::Bold, BOLD);
+        let _ = register_font(family, FontStyle::Italic, REGULAR);
+        let _ = register_font(family, FontStyle::Oblique, REGULAR);
+    }
+}
+
 pub fn main() -> ExitCode {
+    register_fonts();
     let cli = Cli::parse();
     match run(cli) {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,

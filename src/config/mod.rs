@@ -21,7 +21,7 @@ use crate::hardware::{Source, Sourced};
 /// A bad input file or name. Carries the file, the key path and the offending value where known.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read `{path}`: {source}")]
+    #[error("cannot read `{path}`")]
     Io { path: PathBuf, source: std::io::Error },
     #[error("{path}:{line}:{column}: {message}\n{snippet}")]
     Parse { path: PathBuf, line: usize, column: usize, message: String, snippet: String },

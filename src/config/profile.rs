@@ -373,6 +373,7 @@ impl ProfileFile {
             kernel_launch: self.kernel_launch_us.map(Seconds::us),
             collectives,
             power,
+            measured_gpu: None,
         })
     }
 
@@ -448,7 +449,7 @@ pub enum ProfileWriteError {
         "`{path}` already exists\nhint: pass `--force` to replace it, or choose another `--name`"
     )]
     Exists { path: PathBuf },
-    #[error("cannot write `{path}`: {source}")]
+    #[error("cannot write `{path}`")]
     Io {
         path: PathBuf,
         source: std::io::Error,

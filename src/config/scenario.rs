@@ -172,8 +172,14 @@ pub fn build(w: &ScenarioWire, file: Option<&Path>) -> Result<Scenario, ConfigEr
     p.finish()?;
     let model = super::model::load_model(model_name.as_deref().unwrap_or_default())?;
     let system = super::system::load_system(system_name.as_deref().unwrap_or_default())?;
-    let profile = match &w.calibration {
-        Some(c) => Some(super::profile::load_profile(&resolve_profile(c, file)?)?),
+    // `calibration = "none"` (or `--calibration none`) keeps the datasheet values even where the
+    // system file names a profile.
+    let profile = match w.calibration.as_ref().or(system.calibration.as_ref()).filter(|c| c.as_str() != "none") {
+        Some(c) => {
+            let mut p = super::profile::load_profile(&resolve_profile(c, file)?)?;
+            p.measured_gpu = super::system::gpu_by_driver_name(&p.gpu_name).map(Box::new);
+            Some(p)
+        }
         None => None,
     };
 

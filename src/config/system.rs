@@ -77,6 +77,10 @@ pub struct SystemWire {
     pub nic_bandwidth_gbit_per_s: SourcedWire,
     pub host_power_per_node_w: SourcedWire,
     pub pue: SourcedWire,
+    /// A calibration profile (name under calibration/profiles/, or a path) measured on this
+    /// system, used when a scenario names none.
+    #[serde(default)]
+    pub calibration: Option<String>,
     pub fabric: FabricWire,
 }
 
@@ -245,8 +249,26 @@ pub fn system_from_wire(path: &Path, w: &SystemWire) -> Result<System, ConfigErr
         },
         host_power_per_node: w.host_power_per_node_w.to_sourced(path, "host_power_per_node_w", true, Watts::new, &mut p),
         pue: w.pue.to_sourced(path, "pue", false, |x| x, &mut p),
+        calibration: w.calibration.clone(),
     };
     p.finish()?;
     Ok(system)
 }
 
+
+/// The catalog GPU a driver name (`NVIDIA H200`, `NVIDIA H100 80GB HBM3`) describes: the one whose
+/// display name carries the same model token (H200, H100, B200, GB200, A100), if exactly one does.
+pub fn gpu_by_driver_name(driver_name: &str) -> Option<Gpu> {
+    let token = |s: &str| -> Option<String> {
+        s.split(|c: char| !c.is_ascii_alphanumeric())
+            .find(|t| t.len() >= 4 && t.chars().next().is_some_and(|c| c.is_ascii_uppercase()) && t.chars().any(|c| c.is_ascii_digit()) && t.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()))
+            .map(str::to_string)
+    };
+    let want = token(driver_name)?;
+    let matches: Vec<Gpu> = super::list_names(DIR)
+        .iter()
+        .filter_map(|n| load_gpu(n).ok())
+        .filter(|g| token(&g.display_name).as_deref() == Some(want.as_str()))
+        .collect();
+    if matches.len() == 1 { matches.into_iter().next() } else { None }
+}

@@ -56,9 +56,19 @@ const K_RAMP: f64 = 128.0;
 /// The GEMM the datasheet-derived `gemm_max_fraction` is measured on (cuBLAS 8192^3).
 const REFERENCE_GEMM: u64 = 8192;
 
+/// A measured GEMM shape and its measured / modelled efficiency.
+struct Correction {
+    dtype: Dtype,
+    log_m: f64,
+    log_n: f64,
+    log_k: f64,
+    ratio: f64,
+}
+
 pub struct CostModel<'a> {
     pub system: &'a System,
     pub profile: Option<&'a Profile>,
+    corrections: Vec<Correction>,
     gemm_max: Sourced<f64>,
     hbm: Sourced<BytesPerSec>,
     kernel_overhead: Sourced<Seconds>,
@@ -72,27 +82,56 @@ impl<'a> CostModel<'a> {
         let mut hbm = Sourced::new(gpu.hbm_bandwidth.value * e.hbm.value, e.hbm.source.clone());
         let mut kernel_overhead = e.kernel_overhead.clone();
         if let Some(p) = profile {
-            let measured = |what: &str| {
-                if p.gpu_name.contains(&gpu.name) || gpu.display_name.contains(&p.gpu_name) || p.gpu_name.is_empty() {
-                    Source::Measured(format!("profile `{}`: {what} ({})", p.name, p.provenance))
-                } else {
-                    Source::Transferred(format!("profile `{}` measured on {}: {what}, applied to {}", p.name, p.gpu_name, gpu.display_name))
+            match profile_relation(gpu, p) {
+                Relation::Same => {
+                    let measured = |what: &str| Source::Measured(format!("profile `{}`: {what} ({})", p.name, p.provenance));
+                    if let Some(big) = largest_gemm(p, Dtype::Bf16) {
+                        let shape = gemm_shape_factor(gpu.arch, gpu.sm_count.value as u64, big.m, big.n, big.k, 1);
+                        gemm_max = Sourced::new(big.achieved / gpu.peak.bf16.value / shape, measured("bf16 GEMM efficiency"));
+                    }
+                    if let Some(st) = &p.stream {
+                        hbm = Sourced::new(st.bandwidth, measured("HBM copy bandwidth"));
+                    }
+                    if let Some(l) = p.kernel_launch {
+                        kernel_overhead = Sourced::new(l, measured("kernel launch overhead"));
+                    }
                 }
-            };
-            if let Some(big) = largest_gemm(p, Dtype::Bf16) {
-                let peak = gpu.peak.bf16.value;
-                let shape = gemm_shape_factor(gpu.arch, gpu.sm_count.value as u64, big.m, big.n, big.k, 1);
-                gemm_max = Sourced::new(big.achieved / peak / shape, measured("bf16 GEMM efficiency"));
-            }
-            if let Some(s) = &p.stream {
-                // Scale the measured fraction of the measured GPU's datasheet to this GPU.
-                hbm = Sourced::new(s.bandwidth, measured("HBM copy bandwidth"));
-            }
-            if let Some(l) = p.kernel_launch {
-                kernel_overhead = Sourced::new(l, measured("kernel launch overhead"));
+                Relation::Other(src) => {
+                    // Only the dimensionless parts carry over, as fractions of the measured GPU's
+                    // peaks applied to this GPU's.
+                    let transferred = |what: &str| Source::Transferred(format!("profile `{}` measured on {}: {what}, as a fraction of peak, applied to {}", p.name, src.display_name, gpu.display_name));
+                    if let Some(big) = largest_gemm(p, Dtype::Bf16) {
+                        let shape = gemm_shape_factor(src.arch, src.sm_count.value as u64, big.m, big.n, big.k, 1);
+                        gemm_max = Sourced::new(big.achieved / src.peak.bf16.value / shape, transferred("bf16 GEMM efficiency"));
+                    }
+                    if let Some(st) = &p.stream {
+                        let fraction = st.bandwidth / src.hbm_bandwidth.value;
+                        hbm = Sourced::new(gpu.hbm_bandwidth.value * fraction, transferred("HBM efficiency"));
+                    }
+                }
+                Relation::Unknown => {}
             }
         }
-        CostModel { system, profile, gemm_max, hbm, kernel_overhead }
+        // Measured / modelled efficiency at every measured shape, against the GPU it was measured on.
+        let corrections = match profile.map(|p| (p, profile_relation(gpu, p))) {
+            Some((p, rel @ (Relation::Same | Relation::Other(_)))) => {
+                let src = match rel {
+                    Relation::Other(g) => g,
+                    _ => gpu,
+                };
+                p.gemm
+                    .iter()
+                    .filter_map(|g| {
+                        let peak = src.peak.get(g.dtype)?.value;
+                        let modelled = gemm_shape_factor(src.arch, src.sm_count.value as u64, g.m, g.n, g.k, 1) * gemm_max.value;
+                        let lg = |x: u64| (x.max(1) as f64).ln();
+                        Some(Correction { dtype: g.dtype, log_m: lg(g.m), log_n: lg(g.n), log_k: lg(g.k), ratio: (g.achieved / peak) / modelled })
+                    })
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
+        CostModel { system, profile, corrections, gemm_max, hbm, kernel_overhead }
     }
 
     pub fn hbm_bandwidth(&self) -> BytesPerSec {
@@ -147,36 +186,25 @@ impl<'a> CostModel<'a> {
     /// Measured / modelled efficiency near this shape (inverse-distance weights in log space over
     /// the three nearest measured shapes of the dtype, bf16 when the dtype was not measured).
     fn profile_correction(&self, m: u64, n: u64, k: u64, dtype: Dtype) -> f64 {
-        let Some(p) = self.profile else { return 1.0 };
-        let peak_of = |d: Dtype| self.system.gpu.peak.get(d).map(|s| s.value);
-        let points: Vec<_> = {
-            let same: Vec<_> = p.gemm.iter().filter(|g| g.dtype == dtype).collect();
-            if same.is_empty() {
-                p.gemm.iter().filter(|g| g.dtype == Dtype::Bf16).collect()
-            } else {
-                same
-            }
-        };
+        let same: Vec<&Correction> = self.corrections.iter().filter(|c| c.dtype == dtype).collect();
+        let points = if same.is_empty() { self.corrections.iter().filter(|c| c.dtype == Dtype::Bf16).collect() } else { same };
         if points.is_empty() {
             return 1.0;
         }
         let lg = |x: u64| (x.max(1) as f64).ln();
-        let mut scored: Vec<(f64, f64)> = points
-            .iter()
-            .filter_map(|g| {
-                let peak = peak_of(g.dtype)?;
-                let modelled = self.gemm_model(g.m, g.n, g.k, 1) * self.gemm_max.value;
-                let measured = g.achieved / peak;
-                let d = (lg(g.m) - lg(m)).powi(2) + (lg(g.n) - lg(n)).powi(2) + (lg(g.k) - lg(k)).powi(2);
-                Some((d, measured / modelled))
-            })
-            .collect();
-        scored.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let near = &scored[..scored.len().min(3)];
+        let (lm, ln, lk) = (lg(m), lg(n), lg(k));
+        let mut near: [(f64, f64); 3] = [(f64::INFINITY, 1.0); 3];
+        for c in points {
+            let d = (c.log_m - lm).powi(2) + (c.log_n - ln).powi(2) + (c.log_k - lk).powi(2);
+            if d < near[2].0 {
+                near[2] = (d, c.ratio);
+                near.sort_by(|a, b| a.0.total_cmp(&b.0));
+            }
+        }
         if near[0].0 < 1e-12 {
             return near[0].1;
         }
-        let (wsum, vsum) = near.iter().fold((0.0, 0.0), |(w, v), (d, r)| (w + 1.0 / d, v + r / d));
+        let (wsum, vsum) = near.iter().filter(|x| x.0.is_finite()).fold((0.0, 0.0), |(w, v), (d, r)| (w + 1.0 / d, v + r / d));
         vsum / wsum
     }
 
@@ -232,7 +260,17 @@ impl<'a> CostModel<'a> {
             intra
         };
         let nvls_algbw = (sys.nvls && shape.size > 2).then(|| gpu.nvlink_bandwidth.value * NVLS_EFFICIENCY);
-        nccl::Links { n_ranks: shape.size, crosses_network: shape.crosses_domains(), busbw, nvls_algbw }
+        let inter = sys.network_bandwidth_per_gpu() * gpu.efficiency.network_busbw.value / sys.fabric.oversubscription.value;
+        nccl::Links {
+            n_ranks: shape.size,
+            crosses_network: shape.crosses_domains(),
+            busbw,
+            nvls_algbw,
+            ranks_per_domain: shape.ranks_per_domain,
+            domains: shape.domains,
+            intra_busbw: intra,
+            inter_busbw: inter,
+        }
     }
 
     /// How NCCL runs `op` of `bytes` on a group of this shape: a measured fit from the profile
@@ -252,7 +290,7 @@ impl<'a> CostModel<'a> {
 
     /// A measured fit for this op and group size on one node, if the profile has one.
     fn profile_collective(&self, op: CollectiveOp, shape: &GroupShape) -> Option<(Seconds, BytesPerSec)> {
-        let p = self.profile?;
+        let p = self.profile.filter(|p| profile_is_native(&self.system.gpu, p))?;
         let want_intra = !shape.crosses_domains();
         p.collectives
             .iter()
@@ -276,6 +314,30 @@ impl<'a> CostModel<'a> {
 /// nccl/README.md sample output; Azure ND H100 v5 478.9 GB/s), i.e. algbw 480.16 / (2 x 7/8) =
 /// 274.4 GB/s = 0.61 x 450 GB/s.
 const NVLS_EFFICIENCY: f64 = 0.61;
+
+/// How a profile relates to the GPU it is applied to.
+enum Relation<'p> {
+    /// Measured on this GPU model: every part applies.
+    Same,
+    /// Measured on another catalog GPU: transferred as fractions of that GPU's peaks.
+    Other(&'p crate::hardware::Gpu),
+    /// Measured on a GPU the catalog does not know: nothing can be scaled, nothing applies.
+    Unknown,
+}
+
+fn profile_relation<'p>(gpu: &crate::hardware::Gpu, p: &'p Profile) -> Relation<'p> {
+    match &p.measured_gpu {
+        Some(g) if g.name == gpu.name => Relation::Same,
+        Some(g) => Relation::Other(g),
+        None if !p.gpu_name.is_empty() && gpu.display_name.contains(&p.gpu_name) => Relation::Same,
+        None => Relation::Unknown,
+    }
+}
+
+/// Whether a profile's absolute measurements (collectives, power) apply to this GPU.
+pub fn profile_is_native(gpu: &crate::hardware::Gpu, p: &Profile) -> bool {
+    matches!(profile_relation(gpu, p), Relation::Same)
+}
 
 /// Wave quantization over the SMs x tile padding x K ramp, relative to the reference 8192^3 GEMM
 /// (so the efficiency ceiling is the efficiency of that GEMM). Small dimensions get small tiles

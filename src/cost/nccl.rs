@@ -18,6 +18,10 @@ pub enum Algo {
     Nvls,
     /// Parallel aggregated trees (all-gather / reduce-scatter with one rank per node, NCCL >= 2.23).
     Pat,
+    /// Two levels for a group spanning NVLink domains: reduce-scatter inside each domain over
+    /// NVLink, the cross-domain collective on 1/r of the data over each rank's NIC share, then an
+    /// all-gather inside each domain.
+    Hierarchical,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -34,6 +38,7 @@ impl Algo {
             Algo::Tree => "tree",
             Algo::Nvls => "nvls",
             Algo::Pat => "pat",
+            Algo::Hierarchical => "hierarchical",
         }
     }
 }
@@ -61,7 +66,7 @@ impl Proto {
 fn base_latency_us(algo: Algo, proto: Proto) -> f64 {
     let row = match algo {
         Algo::Tree | Algo::Pat => [6.8, 14.0, 0.0],
-        Algo::Ring => [6.6, 14.0, 8.4],
+        Algo::Ring | Algo::Hierarchical => [6.6, 14.0, 8.4],
         Algo::Nvls => [0.0, 0.0, 0.0],
     };
     row[proto as usize]
@@ -71,9 +76,9 @@ fn base_latency_us(algo: Algo, proto: Proto) -> f64 {
 fn step_latency_us(network: bool, algo: Algo, proto: Proto) -> f64 {
     let row = match (network, algo) {
         (false, Algo::Tree | Algo::Pat) => [0.6, 1.25, 4.0],
-        (false, Algo::Ring) => [0.6, 1.9, 3.4],
+        (false, Algo::Ring | Algo::Hierarchical) => [0.6, 1.9, 3.4],
         (true, Algo::Tree | Algo::Pat) => [5.0, 8.5, 14.0],
-        (true, Algo::Ring) => [2.7, 4.0, 14.0],
+        (true, Algo::Ring | Algo::Hierarchical) => [2.7, 4.0, 14.0],
         (_, Algo::Nvls) => [0.0, 0.0, 25.0],
     };
     row[proto as usize]
@@ -89,6 +94,12 @@ pub struct Links {
     pub busbw: BytesPerSec,
     /// NVLS algorithm bandwidth (all-reduce through the switch), where the system has NVLS.
     pub nvls_algbw: Option<BytesPerSec>,
+    /// For groups spanning domains: ranks per domain, domains, the NVLink bus bandwidth inside a
+    /// domain, and the bus bandwidth one rank gets across domains (its NIC share).
+    pub ranks_per_domain: u32,
+    pub domains: u32,
+    pub intra_busbw: BytesPerSec,
+    pub inter_busbw: BytesPerSec,
 }
 
 /// A chosen algorithm and protocol: `base` once, then `steps` steps of `step_latency` each, moving
@@ -118,6 +129,16 @@ pub fn choose(op: CollectiveOp, links: &Links, bytes: f64) -> Plan {
     let n = links.n_ranks.max(2);
     let factor = op.busbw_factor(n);
     let mut best: Option<(Seconds, Plan)> = None;
+    // A hierarchical collective moves, per rank: (r-1)/r of the data over NVLink in each intra
+    // phase and the cross-domain share of 1/r of it over the network; as one bus bandwidth for the
+    // nccl-tests factor of the whole group.
+    let hierarchical = |intra_factor: f64, inter_factor: f64| -> BytesPerSec {
+        let (r, d) = (links.ranks_per_domain.max(1) as f64, links.domains.max(1) as f64);
+        let per_byte = intra_factor * (r - 1.0) / r / links.intra_busbw.value() + inter_factor * (d - 1.0) / d / r / links.inter_busbw.value();
+        BytesPerSec::gb_per_s(factor / per_byte / 1e9)
+    };
+    let two_level = links.crosses_network && links.ranks_per_domain > 1 && links.inter_busbw.value() > 0.0 && links.intra_busbw.value() > 0.0;
+    let hier_steps = 2 * (links.ranks_per_domain.saturating_sub(1)) + 2 * links.domains.saturating_sub(1);
     let mut consider = |algo: Algo, steps: u32, busbw: BytesPerSec| {
         for proto in Proto::ALL {
             if algo == Algo::Nvls && proto != Proto::Simple {
@@ -144,6 +165,10 @@ pub fn choose(op: CollectiveOp, links: &Links, bytes: f64) -> Plan {
             if links.crosses_network {
                 consider(Algo::Tree, 2 * log2_ceil(n), links.busbw);
             }
+            if two_level {
+                // Reduce-scatter + all-gather inside (2 x (r-1)/r), all-reduce across (2 x (d-1)/d).
+                consider(Algo::Hierarchical, hier_steps, hierarchical(2.0, 2.0));
+            }
             if let (Some(alg), false) = (links.nvls_algbw, links.crosses_network) {
                 // NVLS moves each byte to the switch and back once: algbw is its rate, so the
                 // bus bandwidth (nccl-tests convention) is algbw x 2(n-1)/n.
@@ -154,6 +179,9 @@ pub fn choose(op: CollectiveOp, links: &Links, bytes: f64) -> Plan {
             consider(Algo::Ring, n - 1, links.busbw);
             if links.crosses_network {
                 consider(Algo::Pat, log2_ceil(n), links.busbw);
+            }
+            if two_level {
+                consider(Algo::Hierarchical, hier_steps / 2, hierarchical(1.0, 1.0));
             }
         }
         CollectiveOp::AllToAll => consider(Algo::Ring, n - 1, links.busbw),
@@ -167,7 +195,8 @@ mod tests {
     use super::*;
 
     fn intra(n: u32) -> Links {
-        Links { n_ranks: n, crosses_network: false, busbw: BytesPerSec::gb_per_s(346.0), nvls_algbw: None }
+        let bw = BytesPerSec::gb_per_s(346.0);
+        Links { n_ranks: n, crosses_network: false, busbw: bw, nvls_algbw: None, ranks_per_domain: n, domains: 1, intra_busbw: bw, inter_busbw: bw }
     }
 
     #[test]
@@ -180,7 +209,16 @@ mod tests {
 
     #[test]
     fn large_groups_across_nodes_take_the_tree_for_small_messages() {
-        let links = Links { n_ranks: 1024, crosses_network: true, busbw: BytesPerSec::gb_per_s(42.0), nvls_algbw: None };
+        let links = Links {
+            n_ranks: 1024,
+            crosses_network: true,
+            busbw: BytesPerSec::gb_per_s(42.0),
+            nvls_algbw: None,
+            ranks_per_domain: 1,
+            domains: 1024,
+            intra_busbw: BytesPerSec::gb_per_s(346.0),
+            inter_busbw: BytesPerSec::gb_per_s(42.0),
+        };
         assert_eq!(choose(CollectiveOp::AllReduce, &links, 65536.0).algo, Algo::Tree);
         assert_eq!(choose(CollectiveOp::AllGather, &links, 65536.0).algo, Algo::Pat);
     }
@@ -191,6 +229,25 @@ mod tests {
         let p = choose(CollectiveOp::AllReduce, &links, 8.0 * 1024.0 * 1024.0 * 1024.0);
         assert_eq!(p.algo, Algo::Nvls);
         assert!((p.busbw.as_gb_per_s() - 274.0 * 1.75).abs() < 1e-6);
+    }
+
+    #[test]
+    fn two_levels_beat_a_flat_ring_when_the_network_is_the_bottleneck() {
+        // 16 nodes x 8 ranks with one slow NIC share each: the flat ring is capped by the NIC,
+        // the hierarchical all-reduce sends only 1/8 of the data across.
+        let links = Links {
+            n_ranks: 128,
+            crosses_network: true,
+            busbw: BytesPerSec::gb_per_s(20.0),
+            nvls_algbw: None,
+            ranks_per_domain: 8,
+            domains: 16,
+            intra_busbw: BytesPerSec::gb_per_s(346.0),
+            inter_busbw: BytesPerSec::gb_per_s(20.0),
+        };
+        let p = choose(CollectiveOp::AllReduce, &links, 1e9);
+        assert_eq!(p.algo, Algo::Hierarchical);
+        assert!(p.busbw.as_gb_per_s() > 20.0);
     }
 
     #[test]

@@ -202,6 +202,8 @@ pub struct System {
     /// Power of a node beyond its GPUs (CPUs, NICs, fans, switches), under load.
     pub host_power_per_node: Sourced<Watts>,
     pub pue: Sourced<f64>,
+    /// The calibration profile measured on this system, if its file names one.
+    pub calibration: Option<String>,
 }
 
 impl System {

@@ -91,4 +91,8 @@ pub struct Profile {
     pub kernel_launch: Option<Seconds>,
     pub collectives: Vec<CollectiveFit>,
     pub power: Option<PowerProfile>,
+    /// The catalog GPU the profile was measured on, when `config` could tell which it is. A
+    /// profile applied to another GPU is transferred: only its dimensionless parts (GEMM
+    /// efficiency vs shape, HBM efficiency) carry over, scaled to the other GPU's peaks.
+    pub measured_gpu: Option<Box<super::Gpu>>,
 }

@@ -428,6 +428,7 @@ mod tests {
     #[test]
     fn dates() {
         assert_eq!(rfc3339(SystemTime::UNIX_EPOCH), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400)), "2000-02-29T00:00:00Z");
         assert_eq!(rfc3339(SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_305_600 + 3661)), "2026-11-22T01:01:01Z");
     }
 

@@ -147,11 +147,11 @@ pub struct Job {
 
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
-    #[error("cannot write `{path}`: {source}")]
+    #[error("cannot write `{path}`")]
     Write { path: String, source: std::io::Error },
-    #[error("cannot read `{path}`: {source}")]
+    #[error("cannot read `{path}`")]
     Read { path: String, source: std::io::Error },
-    #[error("{path}:{line}: not a run record: {source}")]
+    #[error("{path}:{line}: not a run record")]
     Parse { path: String, line: usize, source: serde_json::Error },
     #[error("{path}:{line}: `schema_version` = {found}, this gpuplan reads {SCHEMA_VERSION}")]
     Version { path: String, line: usize, found: u64 },

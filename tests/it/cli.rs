@@ -99,3 +99,21 @@ fn check_accepts_the_catalog_and_rejects_a_bad_gpu_file() {
     assert_eq!(code, 2);
     assert!(err.contains("`tdp_w.value` = `-700` must be positive"), "{err}");
 }
+
+#[test]
+fn a_profile_applies_as_measured_on_its_gpu_and_transferred_on_another() {
+    let sources = |system: &str| {
+        let (code, out, err) = gpuplan(&["predict", "--model", "llama-3-8b", "--system", system, "--gpus", "8", "--zero", "1", "--seq", "4096", "--calibration", "h200-sxm-1x", "--json"]);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["sources"].as_array().unwrap().iter().find(|s| s["name"] == "gemm_max_fraction").cloned().unwrap()
+    };
+    let h200 = sources("hgx-h200");
+    assert_eq!(h200["kind"], "measured", "{h200}");
+    let b200 = sources("dgx-b200");
+    assert_eq!(b200["kind"], "transferred", "{b200}");
+    assert!(b200["source"].as_str().unwrap().contains("measured on NVIDIA H200"));
+    // Transferred as a fraction of the H200's peak, not the H200's TFLOP/s over the B200's peak.
+    let f: f64 = b200["value"].as_str().unwrap().parse().unwrap();
+    assert!(f > 0.6 && f < 0.8, "{f}");
+}

@@ -7,7 +7,7 @@ use gpuplan::analytic::predict;
 use gpuplan::config::scenario::{build, ParallelWire, ScenarioWire, WorkloadWire, OptionsWire};
 
 /// Bound on the throughput MAPE over all rows (README: "Accuracy").
-const MAX_MAPE: f64 = 15.0;
+const MAX_MAPE: f64 = 12.0;
 
 struct Row {
     id: String,
