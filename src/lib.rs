@@ -18,6 +18,7 @@ pub mod plan;
 pub mod power;
 pub mod report;
 pub mod scenario;
+pub mod serve;
 pub mod sim;
 pub mod units;
 pub mod validate;

@@ -58,6 +58,10 @@ fn check_file(path: &std::path::Path) -> anyhow::Result<&'static str> {
         let _: crate::report::claims::ClaimsWire = config::parse_toml(path, &text)?;
         return Ok("claims");
     }
+    if in_dir("serving") {
+        super::serve::check_file(path)?;
+        return Ok("serving scenario");
+    }
     if in_dir("scenarios") {
         let wire = config::scenario::read_scenario(path)?;
         let scenario = config::scenario::build(&wire, Some(path))?;

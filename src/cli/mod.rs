@@ -8,6 +8,7 @@ pub mod measure;
 pub mod plan;
 pub mod predict;
 pub mod report;
+pub mod serve;
 pub mod simulate;
 pub mod validate;
 
@@ -38,6 +39,8 @@ pub enum Command {
     Report(report::ReportArgs),
     /// Check model, system, scenario and profile files; report every problem
     Check(check::CheckArgs),
+    /// Simulate an inference deployment under load: TTFT, TPOT, latency percentiles, throughput
+    Serve(serve::ServeArgs),
     /// Run microbenchmarks on this node and write a calibration profile
     Calibrate(calibrate::CalibrateArgs),
     /// Run a real job, sample NVML, parse its step times, and append a run record
@@ -59,6 +62,7 @@ pub fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Compare(a) => compare::run(a),
         Command::Report(a) => report::run(a),
         Command::Check(a) => check::run(a),
+        Command::Serve(a) => serve::run(a),
         Command::Calibrate(a) => calibrate::run(a),
         Command::Measure(a) => measure::run(a),
     }

@@ -104,6 +104,9 @@ pub struct PlanArgs {
     /// Batch-size advice for the best layout (training: micro-batch; serving: batch under --ttft-ms/--tpot-ms)
     #[arg(long)]
     pub batch_advice: bool,
+    /// Serving under load (`--mode serve --qps Q`): the request-level simulator checks the targets
+    #[command(flatten)]
+    pub serve: super::serve::PlanServeArgs,
 }
 
 /// The plan mode from `--mode` (train | serve; prefill and decode plan as serve).
@@ -168,7 +171,7 @@ fn positive(name: &str, v: Option<i64>) -> anyhow::Result<Option<u32>> {
 
 /// GPU counts to try: `--gpus`, or a range (powers of two, whole nodes times powers of two, and
 /// the ends).
-fn gpu_counts(a: &ScenarioArgs, o: &PlanOptions, gpus_per_node: u64) -> anyhow::Result<Vec<u64>> {
+pub(crate) fn gpu_counts(a: &ScenarioArgs, o: &PlanOptions, gpus_per_node: u64) -> anyhow::Result<Vec<u64>> {
     // A range on the command line wins over a scenario file's GPU count.
     let gpus = if o.min_gpus.is_some() || o.max_gpus.is_some() { None } else { a.gpus };
     match (gpus, o.min_gpus, o.max_gpus) {
@@ -334,6 +337,9 @@ pub fn run_search(base: &Scenario, req: &Request, o: &PlanOptions, quiet_output:
 
 pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
     let mode = plan_mode(&args.scenario)?;
+    if mode == PlanMode::Serve && args.serve.qps.is_some() {
+        return super::serve::plan_slo(&args);
+    }
     let scenario_args = with_file_batch(&args.scenario)?;
     let first_gpus = match (scenario_args.gpus.filter(|_| args.options.min_gpus.is_none()), args.options.min_gpus) {
         (Some(g), _) if g >= 1 => g as u64,

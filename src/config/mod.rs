@@ -8,6 +8,7 @@ pub mod hf;
 pub mod model;
 pub mod profile;
 pub mod scenario;
+pub mod serve;
 pub mod system;
 
 use std::fmt;

@@ -7,5 +7,6 @@ mod measure;
 mod plan;
 mod reference;
 mod report;
+mod serve;
 mod sim;
 mod validation;

@@ -1,0 +1,331 @@
+#!/usr/bin/env python3
+"""gpuplan reference serving workload: a load generator driving a continuous-batching server loop.
+
+No downloads: the Llama-architecture model of train_llama.py (same shapes from a models/*.toml),
+random bf16 weights, random prompt tokens. One process, one GPU:
+
+  load generator  Poisson arrivals at --qps for --duration-s (seeded), prompt and output lengths
+                  fixed, uniform or lognormal (as `gpuplan serve --input-len/--output-len`); or a
+                  replayed trace CSV (arrival_s,input_len,output_len). Requests become visible
+                  to the server when the wall clock passes their arrival time.
+  server loop     continuous batching with the scheduler of `gpuplan serve` (vLLM v1's order):
+                  running requests first, oldest first, one decode token each or their next
+                  prefill chunk; then waiting requests in arrival order while the batch
+                  (--max-batch), the token budget (--token-budget) and the KV slots allow. One
+                  iteration is one forward over all its tokens: the projections and the MLP run on
+                  the concatenated tokens, attention runs per part (the decoders batched against
+                  their caches, each prefill chunk against its own). Output tokens are sampled
+                  greedily (argmax). The KV cache is one contiguous slot of --max-len tokens per
+                  running request (no paging: nothing is ever preempted; size --max-batch and
+                  --max-len to fit).
+
+Definitions (vLLM benchmark_serving.py): TTFT = first token time - arrival; TPOT = (E2E - TTFT) /
+(output tokens - 1) for requests with more than one output token; throughput = completed requests
+or output tokens / (first arrival to last completion). Token times are taken after a
+torch.cuda.synchronize() at the end of the iteration that produced them.
+
+Output (stdout): one line per iteration, which `gpuplan measure` parses as a step,
+
+  step=<n> step_time_s=<s> tokens=<tokens in the iteration> tokens_per_s=<t> batch=<sequences> max_mem_alloc_bytes=<b> max_mem_reserved_bytes=<b>
+
+then a summary line, and a JSON document after the line `serve-summary-json:` with the keys of
+`gpuplan serve --json` (throughput, ttft_s, tpot_s, e2e_latency_s, queueing_s with mean/p50/p90/
+p95/p99/max). --requests-csv writes one row per request: arrival_s,input_len,output_len,
+scheduled_s,first_token_s,finish_s; it is also a trace `gpuplan serve --trace` replays, so the
+simulator sees exactly the measured requests.
+"""
+
+import argparse
+import bisect
+import csv
+import json
+import math
+import os
+import random
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import train_llama  # noqa: E402  (the model module)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model-file", required=True, help="a gpuplan models/*.toml (dense Llama shape)")
+    p.add_argument("--qps", type=float, default=None, help="Poisson arrival rate (requests/s)")
+    p.add_argument("--duration-s", type=float, default=60.0, help="seconds of arrivals")
+    p.add_argument("--input-len", default="512", help="N | uniform:LO:HI | lognormal:MEAN[:SIGMA]")
+    p.add_argument("--output-len", default="128", help="N | uniform:LO:HI | lognormal:MEAN[:SIGMA]")
+    p.add_argument("--trace", help="replay arrival_s,input_len,output_len from this CSV instead")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-batch", type=int, default=64, help="most sequences per iteration (and KV slots)")
+    p.add_argument("--token-budget", type=int, default=2048, help="most tokens per iteration")
+    p.add_argument("--no-chunked-prefill", action="store_true", help="prompts are never split")
+    p.add_argument("--max-len", type=int, default=4096, help="KV slot length: prompt + output must fit")
+    p.add_argument("--warmup-iters", type=int, default=8, help="untimed iterations before the load starts")
+    p.add_argument("--requests-csv", help="write one row per request here")
+    return p.parse_args(argv)
+
+
+# --------------------------------------------------------------------------------------------
+# Load generator
+
+
+def lengths(spec):
+    parts = spec.split(":")
+    if len(parts) == 1:
+        n = int(parts[0])
+        return lambda r: n
+    if parts[0] == "uniform":
+        lo, hi = int(parts[1]), int(parts[2])
+        return lambda r: r.randint(lo, hi)
+    if parts[0] == "lognormal":
+        mean = float(parts[1])
+        sigma = float(parts[2]) if len(parts) > 2 else 1.0
+        mu = math.log(mean) - 0.5 * sigma * sigma
+        return lambda r: max(1, int(round(r.lognormvariate(mu, sigma))))
+    sys.exit(f"`{spec}` is not a length distribution")
+
+
+def make_requests(a):
+    if a.trace:
+        with open(a.trace) as f:
+            rows = [(float(r["arrival_s"]), int(r["input_len"]), int(r["output_len"])) for r in csv.DictReader(f)]
+        rows.sort(key=lambda x: x[0])
+    else:
+        if a.qps is None:
+            sys.exit("give --qps or --trace")
+        r = random.Random(a.seed)
+        fi, fo = lengths(a.input_len), lengths(a.output_len)
+        rows, t = [], 0.0  # the first request at t = 0, as vLLM's benchmark_serving.py
+        while t < a.duration_s:
+            rows.append((t, fi(r), fo(r)))
+            t += r.expovariate(a.qps)
+    out = []
+    for t, i, o in rows:
+        i = max(1, min(i, a.max_len - 1))
+        o = max(1, min(o, a.max_len - i))
+        out.append({"arrival": t, "input": i, "output": o, "scheduled": None, "first": None, "finish": None})
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Model pieces (weights from train_llama.Llama; the forward is per-token for mixed batches)
+
+
+def rope(x, cos, sin):
+    # x: [tokens, heads, d]; cos/sin: [tokens, d]
+    return x * cos[:, None, :] + train_llama.rotate_half(x) * sin[:, None, :]
+
+
+class Server:
+    def __init__(self, a, model_args):
+        self.a = a
+        self.dev = torch.device("cuda", 0)
+        with torch.device(self.dev):  # build on the GPU (no host copy of the fp32 weights)
+            self.model = train_llama.Llama(model_args, a.max_len)
+        train_llama.init_weights(self.model)
+        self.model = self.model.to(torch.bfloat16).eval()
+        self.cos = self.model.cos.to(torch.bfloat16)
+        self.sin = self.model.sin.to(torch.bfloat16)
+        m = model_args
+        self.h, self.kv, self.hd = m.heads, m.kv_heads, m.hidden // m.heads
+        shape = (a.max_batch, self.kv, a.max_len, self.hd)
+        self.kc = [torch.zeros(shape, dtype=torch.bfloat16, device=self.dev) for _ in self.model.layers]
+        self.vc = [torch.zeros(shape, dtype=torch.bfloat16, device=self.dev) for _ in self.model.layers]
+        self.free_slots = list(range(a.max_batch))
+        self.vocab = m.vocab
+
+    @torch.no_grad()
+    def forward(self, parts):
+        """One iteration. `parts` is a list of (slot, token ids [q], start position); decoders have
+        q = 1 and come first. Returns the next token of every part (argmax at its last position)."""
+        dev = self.dev
+        ids = torch.cat([p[1] for p in parts])
+        pos = torch.cat([torch.arange(p[2], p[2] + p[1].numel(), device=dev) for p in parts])
+        slots = torch.cat([torch.full((p[1].numel(),), p[0], device=dev, dtype=torch.long) for p in parts])
+        n_dec = 0
+        while n_dec < len(parts) and parts[n_dec][1].numel() == 1 and parts[n_dec][2] > 0:
+            n_dec += 1
+        cos, sin = self.cos[pos], self.sin[pos]
+        x = self.model.embed_tokens(ids)
+        dec_slots = slots[:n_dec]
+        dec_len = pos[:n_dec] + 1
+        max_dec = int(dec_len.max()) if n_dec else 0
+        if n_dec:
+            dec_mask = (torch.arange(max_dec, device=dev)[None, :] < dec_len[:, None])[:, None, None, :]
+        for li, layer in enumerate(self.model.layers):
+            at = layer.self_attn
+            hsx = layer.input_layernorm(x)
+            q = at.q_proj(hsx).view(-1, self.h, self.hd)
+            k = at.k_proj(hsx).view(-1, self.kv, self.hd)
+            v = at.v_proj(hsx).view(-1, self.kv, self.hd)
+            q, k = rope(q, cos, sin), rope(k, cos, sin)
+            kc, vc = self.kc[li], self.vc[li]
+            kc[slots, :, pos] = k
+            vc[slots, :, pos] = v
+            outs = []
+            if n_dec:
+                # Decoders: one query each against their cache (a length mask over the longest).
+                qd = q[:n_dec].unsqueeze(2)  # [b, h, 1, d]
+                kd = kc[dec_slots, :, :max_dec]
+                vd = vc[dec_slots, :, :max_dec]
+                outs.append(F.scaled_dot_product_attention(qd, kd, vd, attn_mask=dec_mask, enable_gqa=self.kv != self.h).squeeze(2))
+            off = n_dec
+            for slot, toks, start in parts[n_dec:]:
+                n = toks.numel()
+                qp = q[off:off + n].transpose(0, 1).unsqueeze(0)  # [1, h, n, d]
+                kp = kc[slot:slot + 1, :, :start + n]
+                vp = vc[slot:slot + 1, :, :start + n]
+                if start == 0:
+                    o = F.scaled_dot_product_attention(qp, kp, vp, is_causal=True, enable_gqa=self.kv != self.h)
+                else:
+                    # A later chunk: every cached key, causal within the chunk.
+                    mask = torch.ones(n, start + n, dtype=torch.bool, device=dev).tril(diagonal=start)
+                    o = F.scaled_dot_product_attention(qp, kp, vp, attn_mask=mask, enable_gqa=self.kv != self.h)
+                outs.append(o.squeeze(0).transpose(0, 1))
+                off += n
+            o = torch.cat(outs).reshape(-1, self.h * self.hd)
+            x = x + at.o_proj(o)
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        # The LM head on the last position of every part only.
+        last = torch.cumsum(torch.tensor([p[1].numel() for p in parts], device=dev), 0) - 1
+        logits = self.model.lm_head(self.model.norm(x[last]))
+        return logits.argmax(-1)
+
+
+def percentile(v, p):
+    """numpy's default (linear) percentile."""
+    if not v:
+        return None
+    v = sorted(v)
+    r = p / 100 * (len(v) - 1)
+    lo, hi = math.floor(r), math.ceil(r)
+    return v[lo] + (v[hi] - v[lo]) * (r - lo)
+
+
+def dist(v):
+    return {"n": len(v), "mean": sum(v) / len(v) if v else None, "p50": percentile(v, 50), "p90": percentile(v, 90),
+            "p95": percentile(v, 95), "p99": percentile(v, 99), "max": max(v) if v else None}
+
+
+def main():
+    a = parse_args()
+    m = train_llama.parse_args([])
+    import tomllib
+    with open(a.model_file, "rb") as f:
+        t = tomllib.load(f)
+    m.hidden, m.layers, m.heads = t["hidden_size"], t["n_layers"], t["n_heads"]
+    m.kv_heads, m.ffn, m.vocab = t.get("n_kv_heads", t["n_heads"]), t["ffn_hidden_size"], t["vocab_size"]
+    m.tie_embeddings = bool(t["tied_embeddings"])
+    torch.cuda.set_device(0)
+    torch.manual_seed(a.seed)
+    srv = Server(a, m)
+    reqs = make_requests(a)
+    gen = torch.Generator(device="cuda").manual_seed(a.seed)
+
+    # Warm-up: a few iterations of the shapes to come (untimed, not reported).
+    for _ in range(a.warmup_iters):
+        toks = torch.randint(0, m.vocab, (min(a.token_budget, a.max_len),), device=srv.dev, generator=gen)
+        srv.forward([(0, toks, 0)])
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+
+    waiting, running = [], []  # running: dicts with slot, target, computed, generated, prompt, last
+    nxt, done, step = 0, 0, 0
+    t0 = time.perf_counter()
+    budget0 = a.token_budget
+    while done < len(reqs):
+        now = time.perf_counter() - t0
+        while nxt < len(reqs) and reqs[nxt]["arrival"] <= now:
+            r = reqs[nxt]
+            r["prompt"] = torch.randint(0, m.vocab, (r["input"],), device=srv.dev, generator=gen)
+            waiting.append(nxt)
+            nxt += 1
+        # Schedule (the order of `gpuplan serve`).
+        budget, sched = budget0, []
+        for s in running:
+            if budget == 0:
+                break
+            rem = s["target"] - s["computed"]
+            need = 1 if rem == 0 else min(rem, budget)
+            sched.append((s, need))
+            budget -= need
+        while waiting and budget > 0 and len(running) < a.max_batch:
+            r = reqs[waiting[0]]
+            rem = r["input"]
+            if a.no_chunked_prefill and rem > budget and budget != budget0:
+                break
+            need = rem if a.no_chunked_prefill else min(rem, budget)
+            waiting.pop(0)
+            s = {"req": r, "slot": srv.free_slots.pop(), "target": r["input"], "computed": 0, "generated": 0, "last": None}
+            r["scheduled"] = time.perf_counter() - t0
+            running.append(s)
+            sched.append((s, need))
+            budget = max(0, budget - need)
+        if not sched:
+            # Idle: sleep until the next arrival.
+            if nxt < len(reqs):
+                time.sleep(max(0.0, reqs[nxt]["arrival"] - (time.perf_counter() - t0)))
+            continue
+        # Decoders first, then prefill chunks.
+        dec = [(s, n) for s, n in sched if s["computed"] >= s["target"]]
+        pre = [(s, n) for s, n in sched if s["computed"] < s["target"]]
+        parts = [(s["slot"], s["last"].view(1), s["computed"]) for s, _ in dec]
+        parts += [(s["slot"], s["req"]["prompt"][s["computed"]:s["computed"] + n], s["computed"]) for s, n in pre]
+        ts = time.perf_counter()
+        out = srv.forward(parts)
+        torch.cuda.synchronize()
+        te = time.perf_counter()
+        now = te - t0
+        n_tokens = sum(n for _, n in sched)
+        step += 1
+        print(f"step={step} step_time_s={te - ts:.6f} tokens={n_tokens} tokens_per_s={n_tokens / (te - ts):.1f} batch={len(sched)} "
+              f"max_mem_alloc_bytes={torch.cuda.max_memory_allocated()} max_mem_reserved_bytes={torch.cuda.max_memory_reserved()}", flush=True)
+        for (s, n), tok in zip(dec + pre, out):
+            s["computed"] += n
+            if s["computed"] >= s["target"]:
+                s["generated"] += 1
+                s["last"] = tok
+                r = s["req"]
+                if r["first"] is None:
+                    r["first"] = now
+                if s["generated"] >= r["output"]:
+                    r["finish"] = now
+                    done += 1
+                    srv.free_slots.append(s["slot"])
+                    s["done"] = True
+        running = [s for s in running if not s.get("done")]
+
+    ttft = [r["first"] - r["arrival"] for r in reqs]
+    tpot = [(r["finish"] - r["first"]) / (r["output"] - 1) for r in reqs if r["output"] > 1]
+    e2e = [r["finish"] - r["arrival"] for r in reqs]
+    queue = [r["scheduled"] - r["arrival"] for r in reqs]
+    duration = max(r["finish"] for r in reqs)
+    out_tok = sum(r["output"] for r in reqs)
+    in_tok = sum(r["input"] for r in reqs)
+    summary = {
+        "schema_version": 1, "kind": "serve-measured", "model_file": a.model_file, "qps": a.qps, "trace": a.trace,
+        "max_batch": a.max_batch, "token_budget": a.token_budget, "chunked_prefill": not a.no_chunked_prefill,
+        "requests": {"arrived": len(reqs), "completed": len(reqs)}, "duration_s": duration,
+        "throughput": {"requests_per_s": len(reqs) / duration, "output_tokens_per_s": out_tok / duration,
+                       "total_tokens_per_s": (in_tok + out_tok) / duration},
+        "ttft_s": dist(ttft), "tpot_s": dist(tpot), "e2e_latency_s": dist(e2e), "queueing_s": dist(queue),
+        "iterations": step,
+    }
+    print(f"summary rank=0 world=1 mode=serve requests={len(reqs)} steps={step} duration_s={duration:.3f} "
+          f"max_mem_alloc_bytes={torch.cuda.max_memory_allocated()} max_mem_reserved_bytes={torch.cuda.max_memory_reserved()}", flush=True)
+    print("serve-summary-json: " + json.dumps(summary), flush=True)
+    if a.requests_csv:
+        with open(a.requests_csv, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["arrival_s", "input_len", "output_len", "scheduled_s", "first_token_s", "finish_s"])
+            for r in reqs:
+                w.writerow([f"{r['arrival']:.6f}", r["input"], r["output"], f"{r['scheduled']:.6f}", f"{r['first']:.6f}", f"{r['finish']:.6f}"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+//! Serving scenario files (`scenarios/serving/*.toml`) for `gpuplan serve`; flags override them.
+//!
+//! ```toml
+//! name = "llama-3-8b-chat-8xh100"
+//! model = "llama-3-8b"
+//! system = "dgx-h100"
+//! gpus = 8                       # all replicas (and both pools when disaggregated)
+//! tp = 2                         # per replica; replicas = gpus / (tp * pp)
+//! [traffic]
+//! qps = 20.0
+//! duration_s = 120.0
+//! arrival = "poisson"            # poisson | gamma (with cv) | constant
+//! input_len = "lognormal:1024"   # N | uniform:LO:HI | lognormal:MEAN[:SIGMA]
+//! output_len = "lognormal:256"
+//! seed = 0
+//! # trace = "trace.csv"          # arrival_s,input_len,output_len; replaces the generated stream
+//! [scheduler]
+//! max_batch = 256
+//! token_budget = 8192
+//! chunked_prefill = true
+//! block_size = 16
+//! gpu_memory_utilization = 0.9
+//! routing = "least-loaded"       # round-robin | least-loaded
+//! # [disaggregated]              # a prefill pool of prefill_gpus GPUs (TP prefill_tp); the rest decode
+//! # prefill_gpus = 4
+//! # prefill_tp = 2
+//! ```
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::{parse_toml, read_file, ConfigError};
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeWire {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub source: Option<String>,
+    pub model: Option<String>,
+    pub system: Option<String>,
+    pub gpus: Option<i64>,
+    pub tp: Option<i64>,
+    pub pp: Option<i64>,
+    pub precision: Option<String>,
+    pub stack: Option<String>,
+    pub calibration: Option<String>,
+    #[serde(default)]
+    pub traffic: TrafficWire,
+    #[serde(default)]
+    pub scheduler: SchedulerWire,
+    pub disaggregated: Option<DisaggWire>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrafficWire {
+    pub qps: Option<f64>,
+    pub duration_s: Option<f64>,
+    pub arrival: Option<String>,
+    pub cv: Option<f64>,
+    pub input_len: Option<String>,
+    pub output_len: Option<String>,
+    pub seed: Option<u64>,
+    pub trace: Option<String>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulerWire {
+    pub max_batch: Option<i64>,
+    pub token_budget: Option<i64>,
+    pub chunked_prefill: Option<bool>,
+    pub block_size: Option<i64>,
+    pub gpu_memory_utilization: Option<f64>,
+    pub routing: Option<String>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DisaggWire {
+    pub prefill_gpus: Option<i64>,
+    pub prefill_tp: Option<i64>,
+}
+
+pub fn read_serve(path: &Path) -> Result<ServeWire, ConfigError> {
+    let text = read_file(path)?;
+    parse_toml(path, &text)
+}

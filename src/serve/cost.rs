@@ -1,0 +1,297 @@
+//! Time of one continuous-batching iteration on one replica, from the same op lists, lowering,
+//! overlap rules, CPU-launch floor and power model as `analytic::predict` (one source of truth).
+//!
+//! An iteration runs one forward over `N` tokens: some sequences decode one token each (with `k`
+//! cached tokens), some prefill a chunk of `q` prompt tokens on top of `c` already cached. The
+//! token-parallel part (GEMMs with `m = N`, norms, activations, TP collectives, embedding) is the
+//! op list `workload::forward_ops` builds for `N` tokens; the LM head runs over the sequences that
+//! sample a token; attention is priced per part: one flash-attention op for the decoding sequences
+//! (`b` sequences, `k + 1` keys each) and one per prefill chunk (`q` queries at the end of `c + q`
+//! keys, causal). Each part is lowered by `CostModel::lower` at the sustained clock, stages add
+//! up as in `analytic` (per stage: GPU time or the CPU's launch time, whichever is longer; plus
+//! pipeline sends), then `power::solve` settles the clock for the iteration's activity mix and
+//! compute-bound time shrinks by its speedup.
+//!
+//! For a decode-only iteration this equals `predict --mode decode` at that batch and `kv_len`; for
+//! one whole prompt it equals `predict --mode prefill` at batch 1 up to the final norm, which here
+//! runs over the sampled rows only (the tests hold both).
+//!
+//! Memoized: the token-parallel parts per `N` and the LM head per row count (exact keys); the
+//! power solution per activity mix, quantized to 1/4096 of the iteration.
+
+use std::collections::HashMap;
+
+use crate::analytic::{self, exposed_time, PredictError};
+use crate::cost::CostModel;
+use crate::memory;
+use crate::power::{self, Activity};
+use crate::scenario::Scenario;
+use crate::units::{Seconds, Watts};
+use crate::workload::{forward_ops, Mode, Op, OpKind, Workload};
+
+/// Time by activity of one pass at the sustained clock.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Parts {
+    pub compute: f64,
+    pub memory: f64,
+    pub comm: f64,
+    pub cpu: f64,
+}
+
+impl Parts {
+    fn add(&mut self, o: &Parts, k: f64) {
+        self.compute += o.compute * k;
+        self.memory += o.memory * k;
+        self.comm += o.comm * k;
+        self.cpu += o.cpu * k;
+    }
+    fn gpu(&self, speedup: f64) -> f64 {
+        self.compute / speedup + self.memory + self.comm
+    }
+}
+
+/// One prefill chunk of an iteration: `q` new prompt tokens after `c` cached ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chunk {
+    pub q: u32,
+    pub c: u32,
+}
+
+/// What one iteration costs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IterTime {
+    pub time: Seconds,
+    /// Average power of one GPU of the replica during the iteration.
+    pub gpu_power: Watts,
+}
+
+/// Attention op template: per-sequence heads and dims, KV bytes per (sequence x key).
+#[derive(Debug, Clone)]
+struct AttnTemplate {
+    op: Op,
+    heads: u64,
+    kv_bytes_per_key: f64,
+}
+
+impl AttnTemplate {
+    fn from_ops(ops: &[Op], seqs: u64, keys: u64) -> Option<AttnTemplate> {
+        let op = ops.iter().find(|o| matches!(o.kind, OpKind::Attention { .. }))?.clone();
+        let OpKind::Attention { batch_heads, kv_bytes, .. } = op.kind else { return None };
+        Some(AttnTemplate { heads: batch_heads / seqs, kv_bytes_per_key: kv_bytes / (seqs * keys) as f64, op })
+    }
+    fn with(&self, seqs: u64, q_len: u64, kv_len: u64) -> Op {
+        let mut op = self.op.clone();
+        if let OpKind::Attention { batch_heads, q_len: q, kv_len: k, kv_bytes, .. } = &mut op.kind {
+            *batch_heads = seqs * self.heads;
+            *q = q_len;
+            *k = kv_len;
+            *kv_bytes = self.kv_bytes_per_key * (seqs * kv_len) as f64;
+        }
+        op
+    }
+}
+
+/// The iteration cost model of one replica configuration (the scenario's model, system, TP, PP,
+/// precision and stack).
+pub struct IterCost<'a> {
+    s: &'a Scenario,
+    cost: CostModel<'a>,
+    gpu: std::borrow::Cow<'a, crate::hardware::Gpu>,
+    /// Dense and MoE layers and whether embedding/head sit on each pipeline stage.
+    stages: Vec<(f64, f64, bool, bool)>,
+    p2p_per_token: Option<(f64, f64)>,
+    decode_attn: AttnTemplate,
+    prefill_attn: AttnTemplate,
+    /// Token-parallel parts per token count: (dense layer, moe layer, embedding).
+    linear: HashMap<u64, [Parts; 3]>,
+    head: HashMap<u64, Parts>,
+    power: HashMap<[u16; 3], (f64, f64)>,
+}
+
+fn parts_of(cost: &CostModel, s: &Scenario, w: &Workload, ops: &[Op]) -> Parts {
+    if ops.is_empty() {
+        return Parts::default();
+    }
+    let steps = cost.lower(&s.parallel, &s.options, w, ops, 1.0);
+    let (compute, memory, cpu, comm) = exposed_time(&steps);
+    Parts { compute: compute.value(), memory: memory.value(), comm: comm.iter().map(|(_, t)| t.value()).sum(), cpu: cpu.value() }
+}
+
+impl<'a> IterCost<'a> {
+    /// `s` holds the replica's model, system and layout (`dp` = 1, `cp` = 1).
+    pub fn new(s: &'a Scenario) -> Result<IterCost<'a>, PredictError> {
+        let mut probe = s.clone();
+        probe.workload.mode = Mode::Decode;
+        probe.workload.batch = 1;
+        probe.workload.kv_len = 1;
+        analytic::check_scenario(&probe)?;
+        if s.parallel.cp > 1 || s.parallel.dp > 1 {
+            return Err(PredictError::Unsupported("serving replicas take `dp` = 1 and `cp` = 1 (replicas are the data-parallel dimension)".into()));
+        }
+        let cost = CostModel::new(&s.system, s.profile.as_ref());
+        let decode_w = Workload { mode: Mode::Decode, batch: 1, kv_len: 1, ..s.workload.clone() };
+        let decode_attn = AttnTemplate::from_ops(&forward_ops(&s.model, &s.parallel, &decode_w).dense_layer, 1, 2)
+            .ok_or_else(|| PredictError::Unsupported("no attention op in the decode op list".into()))?;
+        let prefill_w = Workload { mode: Mode::Prefill, batch: 1, seq: 128, flash_attention: true, ..s.workload.clone() };
+        let prefill_attn = AttnTemplate::from_ops(&forward_ops(&s.model, &s.parallel, &prefill_w).dense_layer, 1, 128)
+            .ok_or_else(|| PredictError::Unsupported("no attention op in the prefill op list".into()))?;
+        let pp = s.parallel.pp;
+        let stages = (0..pp)
+            .map(|st| {
+                let (d, m) = analytic::stage_layers(s, st);
+                (d as f64, m as f64, st == 0, st == pp - 1)
+            })
+            .collect();
+        // Pipeline sends scale with the tokens of the batch: price one token's and the latency.
+        let p2p_per_token = if pp > 1 {
+            let mut one = s.clone();
+            one.workload = Workload { mode: Mode::Decode, batch: 1, kv_len: 1, ..s.workload.clone() };
+            let a = analytic::p2p_step(&cost, &one).map(|c| c.time().value()).unwrap_or(0.0);
+            one.workload.batch = 1024;
+            let b = analytic::p2p_step(&cost, &one).map(|c| c.time().value()).unwrap_or(0.0);
+            let per = (b - a) / 1023.0;
+            Some((a - per, per))
+        } else {
+            None
+        };
+        Ok(IterCost {
+            gpu: analytic::power_gpu(s),
+            s,
+            cost,
+            stages,
+            p2p_per_token,
+            decode_attn,
+            prefill_attn,
+            linear: HashMap::new(),
+            head: HashMap::new(),
+            power: HashMap::new(),
+        })
+    }
+
+    fn linear(&mut self, n: u64) -> [Parts; 3] {
+        if let Some(p) = self.linear.get(&n) {
+            return *p;
+        }
+        let s = self.s;
+        let w = Workload { mode: Mode::Decode, batch: n, kv_len: 1, ..s.workload.clone() };
+        let ops = forward_ops(&s.model, &s.parallel, &w);
+        let strip = |v: &[Op]| -> Vec<Op> { v.iter().filter(|o| !matches!(o.kind, OpKind::Attention { .. })).cloned().collect() };
+        let p = [
+            parts_of(&self.cost, s, &w, &strip(&ops.dense_layer)),
+            parts_of(&self.cost, s, &w, &strip(&ops.moe_layer)),
+            parts_of(&self.cost, s, &w, &ops.embedding),
+        ];
+        self.linear.insert(n, p);
+        p
+    }
+
+    fn head(&mut self, rows: u64) -> Parts {
+        if let Some(p) = self.head.get(&rows) {
+            return *p;
+        }
+        let s = self.s;
+        let w = Workload { mode: Mode::Decode, batch: rows.max(1), kv_len: 1, ..s.workload.clone() };
+        let ops = forward_ops(&s.model, &s.parallel, &w);
+        let p = parts_of(&self.cost, s, &w, &ops.head);
+        self.head.insert(rows, p);
+        p
+    }
+
+    fn attention(&self, op: Op) -> Parts {
+        parts_of(&self.cost, self.s, &self.s.workload, std::slice::from_ref(&op))
+    }
+
+    /// Speedup and GPU power for an activity mix (memoized on the mix, which is all they depend on).
+    fn solve(&mut self, a: &Activity) -> (f64, f64) {
+        let total = (a.compute + a.memory + a.comm + a.idle).value();
+        if total <= 0.0 {
+            return (1.0, self.gpu.idle_power.value.value());
+        }
+        let q = |x: Seconds| ((x.value() / total) * 4096.0).round() as u16;
+        let key = [q(a.compute), q(a.memory), q(a.comm)];
+        if let Some(v) = self.power.get(&key) {
+            return *v;
+        }
+        let ps = power::solve(&self.gpu, a);
+        let v = (ps.speedup, ps.gpu_power.value());
+        self.power.insert(key, v);
+        v
+    }
+
+    /// One iteration: `n_decode` sequences decoding with `decode_kv` cached tokens in all, the
+    /// prefill `chunks`, and `rows` sequences sampling a token (decoders + prompts that finish).
+    pub fn iteration(&mut self, n_decode: u64, decode_kv: u64, chunks: &[Chunk], rows: u64) -> IterTime {
+        let n_tokens = n_decode + chunks.iter().map(|c| c.q as u64).sum::<u64>();
+        let [dense, moe, emb] = self.linear(n_tokens.max(1));
+        // No row samples (prefill chunks that do not finish a prompt): no LM head.
+        let head = if rows == 0 { Parts::default() } else { self.head(rows) };
+        // Attention of one layer: the decoders as one op at their mean context (their KV reads
+        // and FLOPs are linear in the total), each prefill chunk as its own op.
+        let mut attn = Parts::default();
+        if n_decode > 0 {
+            let k = (decode_kv as f64 / n_decode as f64).round().max(0.0) as u64;
+            attn.add(&self.attention(self.decode_attn.with(n_decode, 1, k + 1)), 1.0);
+        }
+        for c in chunks {
+            let op = self.prefill_attn.with(1, c.q as u64, (c.c + c.q) as u64);
+            attn.add(&self.attention(op), 1.0);
+        }
+        let mut stage_parts = Vec::with_capacity(self.stages.len());
+        for &(d, m, first, last) in &self.stages {
+            let mut p = Parts::default();
+            p.add(&dense, d);
+            p.add(&moe, m);
+            p.add(&attn, d + m);
+            if first {
+                p.add(&emb, 1.0);
+            }
+            if last {
+                p.add(&head, 1.0);
+            }
+            stage_parts.push(p);
+        }
+        let p2p = self.p2p_per_token.map_or(0.0, |(lat, per)| (lat + per * n_tokens as f64) * (self.stages.len() - 1) as f64);
+        let mut act = Activity { comm: Seconds::new(p2p), ..Activity::default() };
+        for p in &stage_parts {
+            act.compute += Seconds::new(p.compute);
+            act.memory += Seconds::new(p.memory);
+            act.comm += Seconds::new(p.comm);
+            act.idle += Seconds::new((p.cpu - p.gpu(1.0)).max(0.0));
+        }
+        let (speedup, watts) = self.solve(&act);
+        let time: f64 = stage_parts.iter().map(|p| p.gpu(speedup).max(p.cpu)).sum::<f64>() + p2p;
+        IterTime { time: Seconds::new(time), gpu_power: Watts::new(watts) }
+    }
+
+    pub fn idle_power(&self) -> Watts {
+        self.gpu.idle_power.value
+    }
+}
+
+/// KV-cache room of one replica: bytes per cached token on its peak GPU, and the bytes left for
+/// the cache once weights, one iteration's transients, logits, runtime and fragmentation are
+/// placed within `utilization` of HBM (vLLM's `gpu_memory_utilization`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KvRoom {
+    pub bytes_per_token: f64,
+    pub cache_bytes: f64,
+    pub other_bytes: f64,
+    pub capacity_bytes: f64,
+}
+
+pub fn kv_room(s: &Scenario, token_budget: u64, max_batch: u64, utilization: f64) -> KvRoom {
+    let cap = s.system.gpu.hbm_capacity.value;
+    let probe = |batch: u64, kv_len: u64| {
+        let w = Workload { mode: Mode::Decode, batch, kv_len, ..s.workload.clone() };
+        memory::plan(&s.model, &s.parallel, &w, cap)
+    };
+    // Per-token KV bytes from the memory plan (1024 tokens of one sequence).
+    let per_token = probe(1, 1023).kv_cache.value() / 1024.0;
+    // One iteration of `token_budget` tokens: its transients; logits for `max_batch` rows.
+    let it = probe(token_budget.max(1), 0);
+    let logits = it.logits.value() * max_batch.min(token_budget.max(1)) as f64 / token_budget.max(1) as f64;
+    let frac = crate::memory::stack_memory(s.workload.stack).fragmentation;
+    let other = (it.weights.value() + it.activations.value() + logits) * (1.0 + frac) + it.runtime.value();
+    let cache = (cap.value() * utilization - other).max(0.0) / (1.0 + frac);
+    KvRoom { bytes_per_token: per_token, cache_bytes: cache, other_bytes: other, capacity_bytes: cap.value() }
+}

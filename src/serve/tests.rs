@@ -1,0 +1,220 @@
+use super::*;
+use crate::analytic::predict;
+use crate::config::scenario::{build, ScenarioWire};
+use crate::serve::stats::summarize;
+use crate::workload::Mode;
+
+fn scenario(model: &str, system: &str, tp: i64, pp: i64) -> Scenario {
+    let mut w = ScenarioWire { model: Some(model.into()), system: Some(system.into()), gpus: Some(tp * pp), ..ScenarioWire::default() };
+    w.parallelism.tp = Some(tp);
+    w.parallelism.pp = Some(pp);
+    w.workload.mode = Some("decode".into());
+    w.workload.kv_len = Some(1);
+    build(&w, None).expect("scenario")
+}
+
+fn rel(a: f64, b: f64) -> f64 {
+    (a / b - 1.0).abs()
+}
+
+#[test]
+fn decode_iteration_equals_predict_decode() {
+    for (m, tp, pp) in [("llama-3-8b", 1, 1), ("llama-3-70b", 4, 1), ("llama-3-70b", 2, 2), ("mixtral-8x7b", 2, 1)] {
+        let s = scenario(m, "dgx-h100", tp, pp);
+        let mut c = cost::IterCost::new(&s).unwrap();
+        for (b, k) in [(1u64, 100u64), (32, 1200), (200, 3000)] {
+            let mut p = s.clone();
+            p.workload.mode = Mode::Decode;
+            p.workload.batch = b;
+            p.workload.kv_len = k;
+            let want = predict(&p).unwrap().step_time.value();
+            let got = c.iteration(b, b * k, &[], b).time.value();
+            assert!(rel(got, want) < 2e-3, "{m} tp{tp} pp{pp} b{b} k{k}: {got} vs {want}");
+        }
+    }
+}
+
+#[test]
+fn one_prompt_iteration_equals_predict_prefill() {
+    for (m, tp) in [("llama-3-8b", 1), ("llama-3-70b", 4)] {
+        let s = scenario(m, "dgx-h100", tp, 1);
+        let mut c = cost::IterCost::new(&s).unwrap();
+        for l in [128u32, 2048, 8000] {
+            let mut p = s.clone();
+            p.workload.mode = Mode::Prefill;
+            p.workload.batch = 1;
+            p.workload.seq = l as u64;
+            p.workload.kv_len = 0;
+            let want = predict(&p).unwrap().step_time.value();
+            let got = c.iteration(0, 0, &[cost::Chunk { q: l, c: 0 }], 1).time.value();
+            // The final norm runs over the sampled row only here (the whole prompt in predict).
+            assert!(rel(got, want) < 5e-3, "{m} tp{tp} L{l}: {got} vs {want}");
+        }
+    }
+}
+
+#[test]
+fn chunk_with_context_costs_more_than_without() {
+    let s = scenario("llama-3-8b", "dgx-h100", 1, 1);
+    let mut c = cost::IterCost::new(&s).unwrap();
+    let a = c.iteration(0, 0, &[cost::Chunk { q: 512, c: 0 }], 0).time.value();
+    let b = c.iteration(0, 0, &[cost::Chunk { q: 512, c: 6000 }], 0).time.value();
+    assert!(b > a, "{a} {b}");
+}
+
+fn deployment(s: &Scenario, replicas: u32, sched: SchedConfig) -> Deployment {
+    Deployment { pools: vec![Pool { role: Role::Both, scenario: s.clone(), n_replicas: replicas, sched }], routing: Routing::LeastLoaded }
+}
+
+fn stream(qps: f64, dur: f64, seed: u64) -> Vec<Arrival> {
+    arrivals::generate(&Process::Poisson { qps }, Lengths::Lognormal { mean: 600.0, sigma: 0.8 }, Lengths::Lognormal { mean: 200.0, sigma: 0.8 }, dur, seed, 8192)
+}
+
+#[test]
+fn lone_request_sees_prefill_then_decode_steps() {
+    let s = scenario("llama-3-8b", "dgx-h100", 1, 1);
+    let d = deployment(&s, 1, SchedConfig::default());
+    let a = vec![Arrival { at: 0.0, input_len: 1000, output_len: 4 }];
+    let r = simulate(&d, &a, &RunOptions::default()).unwrap();
+    let rec = r.requests[0];
+    let mut p = s.clone();
+    p.workload.mode = Mode::Prefill;
+    p.workload.seq = 1000;
+    p.workload.kv_len = 0;
+    let prefill = predict(&p).unwrap().step_time.value();
+    assert!(rel(rec.first_token, prefill) < 5e-3, "{} vs {prefill}", rec.first_token);
+    let mut dsum = 0.0;
+    for k in 1000..1003 {
+        let mut q = s.clone();
+        q.workload.batch = 1;
+        q.workload.kv_len = k;
+        dsum += predict(&q).unwrap().step_time.value();
+    }
+    assert!(rel(rec.finish - rec.first_token, dsum) < 2e-3, "{} vs {dsum}", rec.finish - rec.first_token);
+    assert_eq!(rec.scheduled, 0.0);
+}
+
+#[test]
+fn conservation_and_littles_law() {
+    let s = scenario("llama-3-8b", "dgx-h100", 1, 1);
+    let sched = SchedConfig { max_batch: 64, ..SchedConfig::default() };
+    // Overloaded and cut off: requests in = out + in flight at the stop.
+    for (qps, drain) in [(20.0, f64::INFINITY), (200.0, 0.0)] {
+        let a = stream(qps, 60.0, 1);
+        let r = simulate(&deployment(&s, 2, sched), &a, &RunOptions { bin_s: 1.0, drain_s: drain }).unwrap();
+        let sm = summarize(&r);
+        let arrived = r.arrived;
+        let seen = &r.requests[..arrived as usize];
+        assert_eq!(arrived, sm.completed + sm.unfinished + sm.rejected, "qps {qps}");
+        assert_eq!(r.bins.iter().map(|b| b.arrivals).sum::<u64>(), arrived);
+        assert_eq!(r.bins.iter().map(|b| b.completions).sum::<u64>(), sm.completed);
+        if drain.is_infinite() {
+            assert_eq!(sm.unfinished, 0);
+        } else {
+            assert!(sm.unfinished > 0);
+        }
+        // L = lambda W over the horizon: the time-average number in the system equals the
+        // arrival rate times the mean time each request spent in it (inside the horizon).
+        let h = r.horizon_s;
+        let admitted: Vec<_> = seen.iter().filter(|x| !x.rejected).collect();
+        let in_sys: f64 = admitted.iter().map(|x| if x.finished() { x.finish } else { h } - x.arrival).sum();
+        let lambda = admitted.len() as f64 / h;
+        let w = in_sys / admitted.len() as f64;
+        assert!(rel(sm.mean_in_system, lambda * w) < 1e-6, "L {} vs lambda W {}", sm.mean_in_system, lambda * w);
+        // The same for the queue: waiting until first scheduled.
+        let q: f64 = admitted.iter().map(|x| if x.scheduled.is_finite() { x.scheduled } else { h } - x.arrival).sum();
+        assert!((sm.mean_queued - q / h).abs() < 1e-6 * (1.0 + sm.mean_queued), "Lq {} vs {}", sm.mean_queued, q / h);
+    }
+}
+
+#[test]
+fn stable_queue_mean_in_system_is_offered_rate_times_latency() {
+    // Below saturation over a long run, L = lambda x W with lambda the offered rate.
+    let s = scenario("llama-3-8b", "dgx-h100", 1, 1);
+    let a = stream(10.0, 600.0, 5);
+    let r = simulate(&deployment(&s, 1, SchedConfig::default()), &a, &RunOptions::default()).unwrap();
+    let sm = summarize(&r);
+    let lambda = a.len() as f64 / r.horizon_s;
+    assert!(rel(sm.mean_in_system, lambda * sm.e2e.mean) < 1e-6);
+    assert!(rel(lambda, 10.0) < 0.05, "{lambda}");
+}
+
+#[test]
+fn same_seed_same_run() {
+    let s = scenario("llama-3-8b", "dgx-h100", 1, 1);
+    let d = deployment(&s, 2, SchedConfig::default());
+    let run = |seed| {
+        let r = simulate(&d, &stream(30.0, 30.0, seed), &RunOptions::default()).unwrap();
+        (r.requests.iter().map(|x| (x.first_token.to_bits(), x.finish.to_bits())).collect::<Vec<_>>(), r.events)
+    };
+    assert_eq!(run(3), run(3));
+    assert_ne!(run(3), run(4));
+}
+
+#[test]
+fn small_cache_preempts_and_still_finishes() {
+    let s = scenario("llama-3-8b", "dgx-h100", 1, 1);
+    // Weights ~16 GB of 80: at 0.25 the cache holds a few thousand tokens.
+    let sched = SchedConfig { gpu_memory_utilization: 0.25, ..SchedConfig::default() };
+    let a = stream(40.0, 30.0, 2);
+    let r = simulate(&deployment(&s, 1, sched), &a, &RunOptions::default()).unwrap();
+    let sm = summarize(&r);
+    assert!(r.pools[0].preemptions > 0, "no preemption with {} KV tokens", r.pools[0].kv_tokens_per_replica);
+    assert_eq!(sm.completed + sm.rejected, a.len() as u64);
+    assert!(r.pools[0].max_kv_occupancy <= 1.0);
+}
+
+#[test]
+fn chunked_prefill_keeps_decode_steps_short() {
+    let s = scenario("llama-3-8b", "dgx-h100", 1, 1);
+    let a = arrivals::generate(&Process::Poisson { qps: 4.0 }, Lengths::Fixed(7000), Lengths::Fixed(300), 60.0, 9, 8192);
+    let p99 = |chunked: bool, budget: u32| {
+        let sched = SchedConfig { chunked_prefill: chunked, token_budget: budget, ..SchedConfig::default() };
+        summarize(&simulate(&deployment(&s, 1, sched), &a, &RunOptions::default()).unwrap()).tpot.p99
+    };
+    let (on, off) = (p99(true, 512), p99(false, 8192));
+    assert!(on < off, "chunked {on} vs whole prompts {off}");
+}
+
+#[test]
+fn disaggregated_pools_serve_everything() {
+    let s = scenario("llama-3-8b", "dgx-h100", 1, 1);
+    let d = Deployment {
+        pools: vec![
+            Pool { role: Role::Prefill, scenario: s.clone(), n_replicas: 1, sched: SchedConfig::default() },
+            Pool { role: Role::Decode, scenario: s.clone(), n_replicas: 2, sched: SchedConfig::default() },
+        ],
+        routing: Routing::RoundRobin,
+    };
+    let a = stream(10.0, 30.0, 4);
+    let r = simulate(&d, &a, &RunOptions::default()).unwrap();
+    let sm = summarize(&r);
+    assert_eq!(sm.completed, a.len() as u64);
+    assert!(r.pools[0].decode_tokens == 0 && r.pools[1].prefill_tokens == 0);
+    let single = a.iter().filter(|x| x.output_len == 1).count() as u64;
+    assert_eq!(r.pools[1].decode_tokens, a.iter().map(|x| x.output_len as u64 - 1).sum::<u64>(), "{single}");
+}
+
+#[test]
+fn bursty_arrivals_raise_tail_ttft() {
+    let s = scenario("llama-3-8b", "dgx-h100", 1, 1);
+    let d = deployment(&s, 1, SchedConfig::default());
+    let len = Lengths::Lognormal { mean: 600.0, sigma: 0.8 };
+    let p99 = |p: Process| {
+        let a = arrivals::generate(&p, len, Lengths::Lognormal { mean: 200.0, sigma: 0.8 }, 300.0, 11, 8192);
+        summarize(&simulate(&d, &a, &RunOptions::default()).unwrap()).ttft.p99
+    };
+    let (poisson, bursty) = (p99(Process::Poisson { qps: 12.0 }), p99(Process::Gamma { qps: 12.0, cv: 4.0 }));
+    assert!(bursty > poisson, "gamma cv 4 {bursty} vs Poisson {poisson}");
+}
+
+#[test]
+fn trace_replay_keeps_the_requests() {
+    let s = scenario("llama-3-8b", "dgx-h100", 1, 1);
+    let a = arrivals::read_trace("arrival_s,input_len,output_len\n0,100,5\n0.5,200,1\n0.5,50,3\n").unwrap();
+    let r = simulate(&deployment(&s, 1, SchedConfig::default()), &a, &RunOptions::default()).unwrap();
+    assert!(r.requests.iter().all(|x| x.finished()));
+    // A one-token request finishes with its first token.
+    assert_eq!(r.requests[1].first_token, r.requests[1].finish);
+    assert_eq!(r.pools[0].decode_tokens, 4 + 2);
+}

@@ -1,0 +1,162 @@
+//! `gpuplan serve` and `plan --mode serve --qps` as a user runs them: JSON contract, seeds,
+//! outputs, every shipped serving scenario, errors.
+
+use std::process::Command;
+
+fn gpuplan(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuplan")).args(args).current_dir(env!("CARGO_MANIFEST_DIR")).output().expect("run gpuplan");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn temp(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("gpuplan-it-serve-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+const BASE: [&str; 16] = ["serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "2", "--tp", "1", "--qps", "8", "--duration-s", "20", "--input-len", "lognormal:512", "--output-len"];
+
+fn with(extra: &[&str]) -> Vec<String> {
+    BASE.iter().map(|s| s.to_string()).chain(std::iter::once("lognormal:128".to_string())).chain(extra.iter().map(|s| s.to_string())).collect()
+}
+
+fn run(extra: &[&str]) -> (i32, String, String) {
+    let v = with(extra);
+    gpuplan(&v.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+#[test]
+fn serve_json_has_the_contract_keys() {
+    let (code, out, err) = run(&["--json", "--seed", "1"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for ptr in [
+        "/schema_version",
+        "/throughput/requests_per_s",
+        "/throughput/output_tokens_per_s",
+        "/ttft_s/p50",
+        "/ttft_s/p90",
+        "/ttft_s/p95",
+        "/ttft_s/p99",
+        "/tpot_s/p99",
+        "/e2e_latency_s/p99",
+        "/queueing_s/p50",
+        "/kv_cache/mean_occupancy",
+        "/batch/mean",
+        "/power/avg_w_per_gpu",
+        "/energy/j_per_output_token",
+        "/deployment/pools/0/kv_tokens_per_replica",
+        "/timeseries/mean_batch",
+        "/littles_law/mean_in_system",
+    ] {
+        assert!(v.pointer(ptr).is_some_and(|x| !x.is_null()), "missing {ptr}");
+    }
+    assert_eq!(v["schema_version"], 1);
+    let p50 = v.pointer("/ttft_s/p50").unwrap().as_f64().unwrap();
+    let p99 = v.pointer("/ttft_s/p99").unwrap().as_f64().unwrap();
+    assert!(p50 > 0.0 && p50 <= p99);
+    assert_eq!(v.pointer("/requests/arrived"), v.pointer("/requests/completed"));
+}
+
+#[test]
+fn same_seed_same_output_other_seed_differs() {
+    let a = run(&["--json", "--seed", "7"]).1;
+    let b = run(&["--json", "--seed", "7"]).1;
+    let c = run(&["--json", "--seed", "8"]).1;
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+}
+
+#[test]
+fn csv_outputs_and_sweep_chart() {
+    let (ts, rq, svg) = (temp("ts.csv"), temp("req.csv"), temp("sweep.svg"));
+    let (code, _, err) = run(&["--csv", ts.to_str().unwrap(), "--requests-csv", rq.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let t = std::fs::read_to_string(&ts).unwrap();
+    assert!(t.starts_with("t_s,arrivals,completions,output_tokens_per_s,mean_batch,kv_occupancy"));
+    let r = std::fs::read_to_string(&rq).unwrap();
+    assert!(r.starts_with("request,arrival_s,input_len,output_len"));
+    assert!(r.lines().count() > 100);
+    let (code, out, err) = gpuplan(&[
+        "serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "1", "--sweep-qps", "2,8,16", "--duration-s", "20", "--input-len", "512", "--output-len", "128",
+        "--chart", svg.to_str().unwrap(), "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let sweep = v["sweep"].as_array().unwrap();
+    assert_eq!(sweep.len(), 3);
+    // Latency does not fall as load rises.
+    let p99: Vec<f64> = sweep.iter().map(|s| s.pointer("/e2e_latency_s/p99").unwrap().as_f64().unwrap()).collect();
+    assert!(p99[0] <= p99[2], "{p99:?}");
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+}
+
+#[test]
+fn every_shipped_serving_scenario_runs() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/serving");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().and_then(|x| x.to_str()) != Some("toml") {
+            continue;
+        }
+        // Shortened to keep the test quick; the files' own loads otherwise.
+        let (code, out, err) = gpuplan(&["serve", "--scenario", p.to_str().unwrap(), "--duration-s", "15", "--json"]);
+        assert_eq!(code, 0, "{}: {err}", p.display());
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert!(v.pointer("/requests/completed").unwrap().as_u64().unwrap() > 0, "{}", p.display());
+        n += 1;
+    }
+    assert!(n >= 4);
+}
+
+#[test]
+fn check_accepts_serving_files() {
+    let (code, _, err) = gpuplan(&["check", "scenarios/serving/llama-3-8b-chat-8xh100.toml", "scenarios/serving/llama-3-70b-disagg-16xh100.toml"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("(serving scenario)"), "{err}");
+}
+
+#[test]
+fn overload_cut_off_exits_1_and_conserves_requests() {
+    let (code, out, _) = gpuplan(&[
+        "serve", "--model", "llama-3-70b", "--system", "dgx-h100", "--gpus", "4", "--tp", "4", "--qps", "50", "--duration-s", "20", "--input-len", "2048", "--output-len", "512", "--drain-s", "0", "--json",
+    ]);
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let n = |p: &str| v.pointer(p).unwrap().as_u64().unwrap();
+    assert!(n("/requests/unfinished") > 0);
+    assert_eq!(n("/requests/arrived"), n("/requests/completed") + n("/requests/unfinished") + n("/requests/rejected"));
+}
+
+#[test]
+fn bad_inputs_exit_2_with_a_hint() {
+    for (args, needle) in [
+        (vec!["serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--input-len", "512", "--output-len", "64"], "--qps"),
+        (vec!["serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--qps", "1", "--input-len", "zipf:2", "--output-len", "64"], "lognormal"),
+        (vec!["serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "3", "--tp", "2", "--qps", "1", "--input-len", "8", "--output-len", "8"], "tp*pp"),
+        (vec!["serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--qps", "1", "--input-len", "8", "--output-len", "8", "--arrival", "gamma"], "--cv"),
+        (vec!["serve", "--model", "llama-3.1-405b", "--system", "dgx-h100", "--qps", "1", "--input-len", "8", "--output-len", "8"], "KV cache has no room"),
+    ] {
+        let (code, _, err) = gpuplan(&args);
+        assert_eq!(code, 2, "{args:?}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn plan_serve_finds_the_cheapest_deployment_meeting_the_slo() {
+    let (code, out, err) = gpuplan(&[
+        "plan", "--mode", "serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--min-gpus", "1", "--max-gpus", "4", "--qps", "20", "--duration-s", "30",
+        "--input-len", "lognormal:1024", "--output-len", "lognormal:256", "--ttft-ms", "300", "--tpot-ms", "20", "--json", "--top", "0",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let best = &rows[0];
+    assert_eq!(best["meets_slo"], true);
+    assert!(best.pointer("/result/ttft_s/p99").unwrap().as_f64().unwrap() <= 0.3);
+    assert!(best.pointer("/result/tpot_s/p99").unwrap().as_f64().unwrap() <= 0.02);
+    // No configuration with fewer GPUs meets the targets.
+    let g = best["gpus"].as_u64().unwrap();
+    assert!(rows.iter().filter(|r| r["gpus"].as_u64().unwrap() < g).all(|r| r["meets_slo"] == false));
+}
