@@ -54,6 +54,11 @@ fn check_file(path: &std::path::Path) -> anyhow::Result<&'static str> {
             }
         };
     }
+    if in_dir("prices") {
+        let w: crate::report::prices::PricesWire = config::parse_toml(path, &text)?;
+        w.build(s)?;
+        return Ok("prices");
+    }
     if in_dir("scenarios") && crate::report::claims::is_claims_file(&text) {
         let _: crate::report::claims::ClaimsWire = config::parse_toml(path, &text)?;
         return Ok("claims");
