@@ -331,6 +331,9 @@ pub fn run_search(base: &Scenario, req: &Request, o: &PlanOptions, quiet_output:
     if let Some(k) = o.rerank_des {
         let des = plan::FnEngine { name: "des", f: |s: &Scenario| crate::sim::simulate(s, &Default::default()).map(|r| r.prediction) };
         plan::rerank(base, req, &mut result, k, &des);
+        if !o.quiet {
+            eprintln!("the top {} configurations were re-predicted and re-ranked by the discrete-event engine", k.min(result.ranked.len()));
+        }
     }
     Ok(result)
 }
