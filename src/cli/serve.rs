@@ -107,6 +107,17 @@ pub struct ServeArgs {
     /// Write one CSV row per request to this file
     #[arg(long)]
     pub requests_csv: Option<PathBuf>,
+    /// Compare with a measured run: its per-request CSV (arrival_s, input_len, output_len,
+    /// scheduled_s, first_token_s, finish_s; what scenarios/workloads/serve_llama.py writes and
+    /// `--requests-csv` writes). Replay it with `--trace` on the same file.
+    #[arg(long)]
+    pub measured: Option<PathBuf>,
+    /// With --measured: fail (exit 1) when P50/P99 TTFT or TPOT differ by more than PCT percent
+    #[arg(long)]
+    pub max_latency_error: Option<f64>,
+    /// With --measured: fail (exit 1) when output-token throughput differs by more than PCT percent
+    #[arg(long)]
+    pub max_throughput_error: Option<f64>,
     /// Run at each of these loads (comma-separated QPS) and print latency against load
     #[arg(long, value_delimiter = ',')]
     pub sweep_qps: Option<Vec<f64>>,
@@ -337,6 +348,9 @@ pub fn run(a: ServeArgs) -> anyhow::Result<Outcome> {
     let arr = r.arrivals(None);
     let res = serve::simulate(&r.deployment, &arr, &r.opts)?;
     let s = summarize(&res);
+    if let Some(path) = &a.measured {
+        return compare_measured(&a, path, &s);
+    }
     if let Some(p) = &a.csv {
         super::write_atomic(p, timeseries_csv(&res).as_bytes())?;
     }
@@ -797,4 +811,96 @@ pub fn plan_slo(args: &super::plan::PlanArgs) -> anyhow::Result<Outcome> {
         print!("{t}");
     }
     Ok(if feasible == 0 { Outcome::Infeasible } else { Outcome::Ok })
+}
+
+/// Read a measured per-request CSV into request records (missing times mean not finished).
+pub fn read_measured(path: &std::path::Path) -> anyhow::Result<ServeResult> {
+    let mut rd = csv::Reader::from_path(path).with_context(|| format!("cannot read `{}`", path.display()))?;
+    let headers = rd.headers()?.clone();
+    let col = |name: &str| headers.iter().position(|h| h == name).with_context(|| format!("`{}`: no `{name}` column\nhint: columns arrival_s, input_len, output_len, scheduled_s, first_token_s, finish_s", path.display()));
+    let (ia, ii, io, is, ift, ifi) = (col("arrival_s")?, col("input_len")?, col("output_len")?, col("scheduled_s")?, col("first_token_s")?, col("finish_s")?);
+    let mut requests = Vec::new();
+    for (n, rec) in rd.records().enumerate() {
+        let rec = rec.with_context(|| format!("`{}`: row {}", path.display(), n + 2))?;
+        let num = |i: usize| -> anyhow::Result<f64> {
+            let v = rec.get(i).unwrap_or("").trim();
+            if v.is_empty() {
+                return Ok(f64::INFINITY);
+            }
+            v.parse::<f64>().with_context(|| format!("`{}`: row {}, `{}` = `{v}` is not a number", path.display(), n + 2, &headers[i]))
+        };
+        requests.push(serve::RequestRecord {
+            arrival: num(ia)?,
+            input_len: num(ii)? as u32,
+            output_len: num(io)? as u32,
+            scheduled: num(is)?,
+            first_token: num(ift)?,
+            finish: num(ifi)?,
+            preemptions: 0,
+            rejected: false,
+        });
+    }
+    anyhow::ensure!(!requests.is_empty(), "`{}` has no requests", path.display());
+    let n = requests.len() as u64;
+    let unfinished = requests.iter().filter(|r| !r.finished()).count() as u64;
+    Ok(ServeResult {
+        requests,
+        pools: Vec::new(),
+        bins: Vec::new(),
+        bin_s: 1.0,
+        horizon_s: 0.0,
+        in_system_area: 0.0,
+        queued_area: 0.0,
+        arrived: n,
+        in_flight_at_end: unfinished,
+        events: 0,
+        host_energy_j: 0.0,
+        n_gpus: 1,
+        pue: 1.0,
+    })
+}
+
+/// Predicted against measured serving metrics: P50/P99 TTFT and TPOT and output-token throughput.
+fn compare_measured(a: &ServeArgs, path: &std::path::Path, predicted: &Summary) -> anyhow::Result<Outcome> {
+    let measured = summarize(&read_measured(path)?);
+    let rows: Vec<(&str, f64, f64, bool)> = vec![
+        ("ttft_p50_s", predicted.ttft.p50, measured.ttft.p50, true),
+        ("ttft_p99_s", predicted.ttft.p99, measured.ttft.p99, true),
+        ("tpot_p50_s", predicted.tpot.p50, measured.tpot.p50, true),
+        ("tpot_p99_s", predicted.tpot.p99, measured.tpot.p99, true),
+        ("output_tokens_per_s", predicted.output_token_throughput, measured.output_token_throughput, false),
+    ];
+    let err = |p: f64, m: f64| (p - m) / m * 100.0;
+    let mut failed = Vec::new();
+    for (name, p, m, latency) in &rows {
+        let bound = if *latency { a.max_latency_error } else { a.max_throughput_error };
+        if let Some(b) = bound {
+            let e = err(*p, *m);
+            if !e.is_finite() || e.abs() > b {
+                failed.push(format!("{name} {e:+.1}% (bound {b}%)"));
+            }
+        }
+    }
+    if a.json {
+        let v = serde_json::json!({
+            "schema_version": SERVE_SCHEMA_VERSION,
+            "kind": "serve-compare",
+            "measured_file": path.display().to_string(),
+            "metrics": rows.iter().map(|(n, p, m, _)| serde_json::json!({"metric": n, "predicted": nan_null(*p), "measured": nan_null(*m), "error_pct": nan_null(err(*p, *m))})).collect::<Vec<_>>(),
+            "requests": {"predicted_completed": predicted.completed, "measured_completed": measured.completed},
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!("predicted (gpuplan serve) against measured ({}), {} and {} requests completed", path.display(), predicted.completed, measured.completed);
+        println!("  {:<22} {:>12} {:>12} {:>9}", "metric", "predicted", "measured", "error");
+        for (n, p, m, _) in &rows {
+            println!("  {:<22} {:>12.4} {:>12.4} {:>+8.1}%", n, p, m, err(*p, *m));
+        }
+    }
+    if failed.is_empty() {
+        Ok(Outcome::Ok)
+    } else {
+        eprintln!("serving error bounds exceeded: {}", failed.join("; "));
+        Ok(Outcome::Infeasible)
+    }
 }

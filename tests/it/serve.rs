@@ -160,3 +160,44 @@ fn plan_serve_finds_the_cheapest_deployment_meeting_the_slo() {
     let g = best["gpus"].as_u64().unwrap();
     assert!(rows.iter().filter(|r| r["gpus"].as_u64().unwrap() < g).all(|r| r["meets_slo"] == false));
 }
+
+#[test]
+fn measured_comparison_scores_a_replayed_run() {
+    // The simulator's own per-request output, replayed as a trace and read as "measured", agrees
+    // with itself exactly; a run whose decode was 30% slower fails a 15% latency bound.
+    let reqs = temp("measured.csv");
+    let (code, _, err) = run(&["--seed", "4", "--requests-csv", reqs.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let replay = ["serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "2", "--tp", "1", "--trace", reqs.to_str().unwrap()];
+    let args: Vec<&str> = replay.iter().copied().chain(["--measured", reqs.to_str().unwrap(), "--max-latency-error", "0.5", "--max-throughput-error", "0.5", "--json"]).collect();
+    let (code, out, err) = gpuplan(&args);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let metrics = v["metrics"].as_array().unwrap();
+    assert_eq!(metrics.len(), 5);
+    for m in metrics {
+        assert!(m["error_pct"].as_f64().unwrap().abs() < 0.5, "{m}");
+    }
+
+    // Stretch every request's decode phase by 30%.
+    let text = std::fs::read_to_string(&reqs).unwrap();
+    let mut rd = csv::Reader::from_reader(text.as_bytes());
+    let h = rd.headers().unwrap().clone();
+    let idx = |n: &str| h.iter().position(|x| x == n).unwrap();
+    let (first, finish) = (idx("first_token_s"), idx("finish_s"));
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(&h).unwrap();
+    for rec in rd.records() {
+        let rec = rec.unwrap();
+        let mut row: Vec<String> = rec.iter().map(str::to_string).collect();
+        let (f, e): (f64, f64) = (row[first].parse().unwrap(), row[finish].parse().unwrap());
+        row[finish] = format!("{}", f + (e - f) * 1.3);
+        w.write_record(&row).unwrap();
+    }
+    let slow = temp("measured-slow.csv");
+    std::fs::write(&slow, w.into_inner().unwrap()).unwrap();
+    let args: Vec<&str> = replay.iter().copied().chain(["--measured", slow.to_str().unwrap(), "--max-latency-error", "15"]).collect();
+    let (code, out, err) = gpuplan(&args);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(err.contains("tpot_p50_s") && err.contains("bound 15%"), "{err}");
+}
