@@ -217,7 +217,7 @@ pub fn build(w: &ScenarioWire, file: Option<&Path>) -> Result<Scenario, ConfigEr
             (gpus / model_parallel).max(1) as u32
         }
     };
-    p.check(model_parallel * dp as u64 == gpus, || {
+    p.check(pw.dp.is_none() || model_parallel * dp as u64 == gpus, || {
         ConfigError::invalid(&path, "gpus", gpus, format!("does not equal tp*pp*dp*cp = {tp}*{pp}*{dp}*{cp} = {}", model_parallel * dp as u64))
             .with_hint("set `--dp` to gpus / (tp*pp*cp), or leave it out to derive it")
     });
@@ -247,7 +247,7 @@ pub fn build(w: &ScenarioWire, file: Option<&Path>) -> Result<Scenario, ConfigEr
         "prefill" => Mode::Prefill,
         "decode" => Mode::Decode,
         other => {
-            p.push(ConfigError::invalid(&path, "workload.mode", other, "is not known").with_hint("one of: train, prefill, decode"));
+            p.push(ConfigError::invalid(&path, "workload.mode", other, "is not known").with_hint("one of: train, prefill, decode (for request-level serving, `gpuplan serve`)"));
             Mode::Train
         }
     };

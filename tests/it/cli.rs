@@ -117,3 +117,21 @@ fn a_profile_applies_as_measured_on_its_gpu_and_transferred_on_another() {
     let f: f64 = b200["value"].as_str().unwrap().parse().unwrap();
     assert!(f > 0.6 && f < 0.8, "{f}");
 }
+
+/// Error text is part of the interface: every problem of a file, each with its key, value and hint.
+#[test]
+fn error_text_of_a_scenario_with_several_problems() {
+    let p = write_temp("several.toml", "model = \"llama-3-8b\"\nsystem = \"dgx-h100\"\ngpus = 8\n[parallelism]\ntp = 3\nzero = 7\n[workload]\nmode = \"serve\"\nseq = 0\nstack = \"jax\"\n");
+    let (code, _, err) = gpuplan(&["predict", "--scenario", p.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    let err = err.replace(p.to_str().unwrap(), "several.toml");
+    insta::assert_snapshot!("several_problems", err);
+}
+
+/// The readable table of a bundled scenario (deterministic: no wall-clock values in it).
+#[test]
+fn predict_table_of_the_main_scenario() {
+    let (code, out, err) = gpuplan(&["predict", "--scenario", "scenarios/seed-llama2-1.36b-8xb200-ddp.toml"]);
+    assert_eq!(code, 0, "{err}");
+    insta::assert_snapshot!("predict_table_seed_llama2", out);
+}
