@@ -368,7 +368,6 @@ fn activity(bd: &Breakdown) -> Activity {
 /// calibration profile measured when there is one.
 pub fn power_gpu(s: &Scenario) -> std::borrow::Cow<'_, crate::hardware::Gpu> {
     use crate::hardware::{Source, Sourced};
-    use crate::units::Hertz;
     let native = s.profile.as_ref().filter(|p| crate::cost::profile_is_native(&s.system.gpu, p));
     let Some((p, pw)) = native.and_then(|p| p.power.as_ref().map(|pw| (p, pw))) else {
         return std::borrow::Cow::Borrowed(&s.system.gpu);
@@ -378,8 +377,9 @@ pub fn power_gpu(s: &Scenario) -> std::borrow::Cow<'_, crate::hardware::Gpu> {
     g.idle_power = Sourced::new(pw.idle, src("idle power with a context open"));
     g.tdp = Sourced::new(pw.power_limit, src("power limit"));
     g.max_clock = Sourced::new(pw.max_clock, src("maximum SM clock"));
-    let clock = if pw.gemm_clock.value() > 0.0 { pw.gemm_clock.min(pw.max_clock) } else { Hertz::mhz(g.efficiency.sustained_gemm_clock.value.as_mhz()) };
-    g.efficiency.sustained_gemm_clock = Sourced::new(clock, src("SM clock under sustained GEMM"));
+    if pw.gemm_clock.value() > 0.0 {
+        g.efficiency.sustained_gemm_clock = Sourced::new(pw.gemm_clock.min(pw.max_clock), src("SM clock under sustained GEMM"));
+    }
     g.efficiency.hbm_load_power = Sourced::new(pw.hbm_load, src("power under HBM-bound load"));
     std::borrow::Cow::Owned(g)
 }
