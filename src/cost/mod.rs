@@ -13,20 +13,17 @@ use crate::parallelism::GroupShape;
 use crate::units::{Bytes, BytesPerSec, Flops, FlopsPerSec, Seconds};
 use crate::workload::{Op, OpKind};
 
-/// What limits an op; the analytic engine sums time by bound.
+/// What limits a kernel; the engines sum time by bound (collectives are `lower::CommStep`s).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Bound {
     Compute,
     Memory,
-    Comm,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct OpCost {
     pub time: Seconds,
     pub bound: Bound,
-    /// Collectives that cross NVLink domains (over the scale-out fabric).
-    pub crosses_network: bool,
 }
 
 /// One number a prediction used, with its origin.
@@ -134,10 +131,6 @@ impl<'a> CostModel<'a> {
         CostModel { system, profile, corrections, gemm_max, hbm, kernel_overhead }
     }
 
-    pub fn hbm_bandwidth(&self) -> BytesPerSec {
-        self.hbm.value
-    }
-
     pub fn peak(&self, dtype: Dtype) -> Option<FlopsPerSec> {
         self.system.gpu.peak.get(dtype).map(|s| s.value)
     }
@@ -215,7 +208,7 @@ impl<'a> CostModel<'a> {
         let bytes = Bytes::new((m * k + k * n) as f64 * dtype.bytes() * count as f64 + (m * n * count) as f64 * 2.0);
         let memory = bytes / self.hbm.value;
         let (time, bound) = if compute >= memory { (compute, Bound::Compute) } else { (memory, Bound::Memory) };
-        OpCost { time: time + self.kernel_overhead.value, bound, crosses_network: false }
+        OpCost { time: time + self.kernel_overhead.value, bound }
     }
 
     pub fn attention_time(&self, op: &Op) -> OpCost {
@@ -237,12 +230,12 @@ impl<'a> CostModel<'a> {
         let bytes = Bytes::new((q_o + kv_bytes) * if backward { 2.0 } else { 1.0 });
         let memory = bytes / self.hbm.value;
         let (time, bound) = if compute >= memory { (compute, Bound::Compute) } else { (memory, Bound::Memory) };
-        OpCost { time: time + self.kernel_overhead.value, bound, crosses_network: false }
+        OpCost { time: time + self.kernel_overhead.value, bound }
     }
 
     pub fn memory_time(&self, bytes: f64, kernels: u32) -> OpCost {
         let time = Bytes::new(bytes) / self.hbm.value + self.kernel_overhead.value * kernels as f64;
-        OpCost { time, bound: Bound::Memory, crosses_network: false }
+        OpCost { time, bound: Bound::Memory }
     }
 
     /// What the links offer a group of this shape: ring bus bandwidth over its slowest link class
@@ -297,15 +290,6 @@ impl<'a> CostModel<'a> {
             .filter(|c| c.op == op && c.intra_node == want_intra && c.n_ranks == shape.size)
             .map(|c| (c.latency, c.busbw))
             .next()
-    }
-
-    pub fn collective_time(&self, op: CollectiveOp, shape: &GroupShape, bytes: f64) -> OpCost {
-        if shape.size <= 1 {
-            return OpCost { time: Seconds::ZERO, bound: Bound::Comm, crosses_network: false };
-        }
-        let plan = self.collective_plan(op, shape, bytes);
-        let time = plan.latency() + Bytes::new(bytes * op.busbw_factor(shape.size)) / plan.busbw;
-        OpCost { time, bound: Bound::Comm, crosses_network: shape.crosses_domains() }
     }
 }
 
