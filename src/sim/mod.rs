@@ -898,14 +898,14 @@ pub fn simulate(s: &Scenario, opts: &SimOptions) -> Result<SimResult, PredictErr
 
     // Link capacities of each representative rank: the largest bus bandwidth any of its
     // collectives may use, times the fault factors.
+    let p2p = analytic::p2p_step(&pr.cost, s);
     let mut capacity = vec![0.0; pp as usize * 2];
     for d in 0..pp {
         let mut caps = [0.0f64; 2];
-        let steps = lists[d as usize].iter().flat_map(|(f, b)| f.iter().chain(b.iter()));
-        let dp = devices[d as usize].plan.clone();
-        let extra = dp.grad.iter().chain(dp.param.iter()).map(|b| b.step.clone()).chain(dp.layer_gather.iter().cloned()).chain(dp.layer_reduce.iter().cloned());
-        let p2p = analytic::p2p_step(&pr.cost, s);
-        for c in steps.filter_map(|st| if let SimStep::Comm { comm, .. } = st { Some(comm.clone()) } else { None }).chain(extra).chain(p2p) {
+        let dp = &devices[d as usize].plan;
+        let steps = lists[d as usize].iter().flat_map(|(f, b)| f.iter().chain(b.iter())).filter_map(|st| if let SimStep::Comm { comm, .. } = st { Some(comm) } else { None });
+        let extra = dp.grad.iter().chain(dp.param.iter()).map(|b| &b.step).chain(dp.layer_gather.iter()).chain(dp.layer_reduce.iter());
+        for c in steps.chain(extra).chain(p2p.iter()) {
             caps[NVLINK] = caps[NVLINK].max(c.busbw.value());
             if c.crosses_network {
                 caps[NIC] = caps[NIC].max(c.busbw.value());
@@ -915,7 +915,7 @@ pub fn simulate(s: &Scenario, opts: &SimOptions) -> Result<SimResult, PredictErr
         capacity[d as usize * 2 + NIC] = caps[NIC].max(1.0) * factor(&opts.faults.nic, d) * opts.faults.spine.unwrap_or(1.0);
     }
 
-    let mut sim = Sim::new(devices, lists, capacity, analytic::p2p_step(&pr.cost, s), m, pp, vp, opts.trace);
+    let mut sim = Sim::new(devices, lists, capacity, p2p, m, pp, vp, opts.trace);
     sim.run();
 
     let total = sim.end_time().seconds();
