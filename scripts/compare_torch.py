@@ -17,6 +17,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
@@ -28,11 +29,19 @@ def p50(xs):
     return statistics.median(xs)
 
 
-def time_batches(fn, warmup=5, batches=15, min_batch_s=8e-3, iters=None):
-    """Per-op seconds of each batch. Collectives pass `iters`: every rank must issue as many."""
+def time_batches(fn, warmup=5, batches=15, min_batch_s=10e-3, iters=None, settle_s=0.0):
+    """Per-op seconds of each batch. Collectives pass `iters`: every rank must issue as many.
+    `settle_s`: untimed back-to-back runs first, so the clock settles under the power cap (as
+    gpuplan calibrate's GEMM rows do)."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
+    if settle_s > 0:
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < settle_s:
+            for _ in range(10):
+                fn()
+            torch.cuda.synchronize()
     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     if iters is None:
         s.record()
@@ -60,14 +69,14 @@ def single_gpu():
         torch.backends.cuda.matmul.allow_tf32 = name == "tf32"
         a = torch.randn(n, n, device="cuda", dtype=dt)
         b = torch.randn(n, n, device="cuda", dtype=dt)
-        t = time_batches(lambda: torch.matmul(a, b))
+        t = time_batches(lambda: torch.matmul(a, b), settle_s=0.2)
         res[f"matmul_{name}_8192_tflops_p50"] = flops / p50(t) / 1e12
         del a, b
     try:
         a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
         b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn).t()  # column-major, as _scaled_mm needs
         one = torch.tensor(1.0, device="cuda")
-        t = time_batches(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16))
+        t = time_batches(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16), settle_s=0.2)
         res["scaled_mm_fp8_8192_tflops_p50"] = flops / p50(t) / 1e12
         del a, b
     except Exception as e:  # noqa: BLE001

@@ -227,10 +227,15 @@ def main():
     reqs = make_requests(a)
     gen = torch.Generator(device="cuda").manual_seed(a.seed)
 
-    # Warm-up: a few iterations of the shapes to come (untimed, not reported).
+    # Warm-up: a few iterations of the shapes to come (untimed, not reported): a full prefill, a
+    # later prefill chunk, and decode steps of a few sequences mixed with a chunk.
+    n = min(a.token_budget, a.max_len // 2)
     for _ in range(a.warmup_iters):
-        toks = torch.randint(0, m.vocab, (min(a.token_budget, a.max_len),), device=srv.dev, generator=gen)
+        toks = torch.randint(0, m.vocab, (n,), device=srv.dev, generator=gen)
         srv.forward([(0, toks, 0)])
+        srv.forward([(0, toks[: n // 2], n)])
+        dec = [(s, toks[s:s + 1], n + s) for s in range(min(8, a.max_batch))]
+        srv.forward(dec + [(min(8, a.max_batch) - 1, toks[: n // 4], 0)])
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
 
@@ -251,7 +256,7 @@ def main():
             if budget == 0:
                 break
             rem = s["target"] - s["computed"]
-            need = 1 if rem == 0 else min(rem, budget)
+            need = 1 if rem <= 0 else min(rem, budget)  # decoding (rem < 0 after its first token): one
             sched.append((s, need))
             budget -= need
         while waiting and budget > 0 and len(running) < a.max_batch:
@@ -314,7 +319,7 @@ def main():
         "throughput": {"requests_per_s": len(reqs) / duration, "output_tokens_per_s": out_tok / duration,
                        "total_tokens_per_s": (in_tok + out_tok) / duration},
         "ttft_s": dist(ttft), "tpot_s": dist(tpot), "e2e_latency_s": dist(e2e), "queueing_s": dist(queue),
-        "iterations": step,
+        "iterations": step, "requests_csv": a.requests_csv,
     }
     print(f"summary rank=0 world=1 mode=serve requests={len(reqs)} steps={step} duration_s={duration:.3f} "
           f"max_mem_alloc_bytes={torch.cuda.max_memory_allocated()} max_mem_reserved_bytes={torch.cuda.max_memory_reserved()}", flush=True)

@@ -318,6 +318,7 @@ impl<'g> Gemm<'g> {
                 reps: 3,
                 min_batch_s: reps.min_batch_s / 2.0,
                 max_iters: reps.max_iters,
+                settle_s: 0.0,
             };
             for i in 0..plan.algos.len() {
                 let t = time_op(&self.gpu.ctx, &self.gpu.stream, trial, || {

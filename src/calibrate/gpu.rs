@@ -392,6 +392,10 @@ pub struct Reps {
     /// launch gaps and event resolution do not dominate small operations.
     pub min_batch_s: f64,
     pub max_iters: usize,
+    /// Seconds of untimed back-to-back runs between warm-up and timing, so that the power
+    /// controller settles at this operation's own sustained clock (under the power cap a GEMM
+    /// that follows a hungrier one starts at that one's lower clock and climbs for tens of ms).
+    pub settle_s: f64,
 }
 
 /// Time `body` (which enqueues one operation on `stream`): warm up, size a batch, then `reps`
@@ -412,6 +416,15 @@ pub fn time_op(
     timer.stop(stream)?;
     let one = timer.seconds()?.max(1e-7);
     let iters = ((r.min_batch_s / one).ceil() as usize).clamp(1, r.max_iters.max(1));
+    if r.settle_s > 0.0 {
+        let n = ((r.settle_s / one).ceil() as usize).min(1_000_000);
+        timer.start(stream)?;
+        for _ in 0..n {
+            body()?;
+        }
+        timer.stop(stream)?;
+        timer.seconds()?; // waits for the settle runs to finish
+    }
     let mut out = Vec::with_capacity(r.reps);
     for _ in 0..r.reps {
         timer.start(stream)?;

@@ -335,6 +335,7 @@ pub fn launch(gpu: &Gpu, n: usize) -> Result<Vec<LaunchRow>, CalibrateError> {
         reps: 30,
         min_batch_s: 2e-3,
         max_iters: 10_000,
+        settle_s: 0.0,
     };
     let t = time_op(&gpu.ctx, &gpu.stream, r, || {
         unsafe { gpu.stream.launch_builder(&f).launch(cfg)? };

@@ -42,7 +42,7 @@ pub struct MeasureArgs {
     /// 0 = DDP, 3 = FSDP full shard
     #[arg(long)]
     pub zero: Option<u32>,
-    /// train | prefill | decode
+    /// train | prefill | decode | serve (a serving run: request statistics from the job's `serve-summary-json:` line; --batch is its batch limit)
     #[arg(long)]
     pub mode: Option<String>,
     #[arg(long)]
@@ -146,7 +146,7 @@ fn scenario(a: &MeasureArgs) -> anyhow::Result<Scenario> {
         None => ScenarioFileWire::default(),
     };
     let mode = a.mode.clone().or(f.mode).unwrap_or_else(|| "train".into());
-    one_of("mode", &Some(mode.clone()), &["train", "prefill", "decode"])?;
+    one_of("mode", &Some(mode.clone()), &["train", "prefill", "decode", "serve"])?;
     let recompute = a.recompute.clone().or(f.recompute);
     one_of("recompute", &recompute, &["none", "selective", "full"])?;
     let precision = a.precision.clone().or(f.precision);

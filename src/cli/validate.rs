@@ -89,6 +89,11 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<Outcome> {
         records.extend(read_all(f)?);
     }
     let records: Vec<RunRecord> = records.into_iter().filter(|r| args.split == "all" || r.split.as_deref() == Some(args.split.as_str())).collect();
+    // Serving runs are scored request by request against the serving simulator, not here.
+    let (serving, records): (Vec<RunRecord>, Vec<RunRecord>) = records.into_iter().partition(|r| r.scenario.mode == "serve");
+    if !serving.is_empty() {
+        eprintln!("note: {} serving run(s) skipped: score them with `gpuplan serve --trace CSV --measured CSV` (their requests_csv)", serving.len());
+    }
     anyhow::ensure!(!records.is_empty(), "no run records of split `{}` in {:?}", args.split, args.runs);
 
     let scored: Vec<Scored> = records

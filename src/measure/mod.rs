@@ -44,6 +44,7 @@ pub struct LogSummary {
     pub facts: BTreeMap<String, String>,
     pub run_steps_per_s: Option<f64>,
     pub format: Option<&'static str>,
+    pub serve: Option<record::ServeMetrics>,
 }
 
 impl LogSummary {
@@ -66,6 +67,7 @@ impl LogSummary {
                 }
             }
             LineEvent::RunSummary { steps_per_s } => self.run_steps_per_s = Some(steps_per_s),
+            LineEvent::Serve(m) => self.serve = Some(*m),
         }
     }
 }
@@ -203,7 +205,9 @@ pub fn summarize(log: &LogSummary, series: &[Vec<nvml::GpuSample>], scenario: &S
         }
     }
     let med = median(&times);
-    let tokens_per_step = log.steps.iter().find_map(|s| s.tokens).or_else(|| scenario_tokens_per_step(scenario));
+    // Serving iterations carry different token counts: throughput comes from the job's summary.
+    let serve = scenario.mode == "serve";
+    let tokens_per_step = if serve { None } else { log.steps.iter().find_map(|s| s.tokens).or_else(|| scenario_tokens_per_step(scenario)) };
     let n_ranks = log.mem.keys().max().map(|r| r + 1).unwrap_or(0);
     let by_rank = |f: fn(&MemReport) -> Option<f64>| (0..n_ranks).map(|r| log.mem.get(&r).and_then(f)).collect::<Vec<_>>();
 
@@ -218,8 +222,9 @@ pub fn summarize(log: &LogSummary, series: &[Vec<nvml::GpuSample>], scenario: &S
         step_time_s_max: times.iter().copied().reduce(f64::max),
         step_times_s: times.clone(),
         tokens_per_step,
-        tokens_per_s: match (tokens_per_step, med) {
-            (Some(t), Some(s)) if s > 0.0 => Some(t / s),
+        tokens_per_s: match (tokens_per_step, med, &log.serve) {
+            (_, _, Some(sv)) if serve => Some(sv.output_tokens_per_s),
+            (Some(t), Some(s), _) if s > 0.0 => Some(t / s),
             _ => None,
         },
         peak_mem_reserved_bytes_per_rank: by_rank(|m| m.max_reserved_bytes),
@@ -258,6 +263,11 @@ pub fn summarize(log: &LogSummary, series: &[Vec<nvml::GpuSample>], scenario: &S
             let per_step = total_j / st.n_steps as f64;
             m.energy_j_per_step = Some(per_step);
             m.energy_j_per_token = tokens_per_step.filter(|t| *t > 0.0).map(|t| per_step / t);
+            if serve {
+                // Watts over the window / output tokens per second of the run.
+                let watts = total_j / (b - a);
+                m.energy_j_per_token = log.serve.as_ref().filter(|sv| sv.output_tokens_per_s > 0.0).map(|sv| watts / sv.output_tokens_per_s);
+            }
         }
     }
     m
@@ -308,6 +318,10 @@ pub fn run(cfg: &MeasureConfig, out: impl Write + Send + 'static, err: impl Writ
     let exit_code = end.status.code();
     let status = status(end.status.success(), end.timed_out, log.oom_line.is_some(), metrics.step_times_s.len());
     let inv = session.as_ref().map(|s| s.inventory.clone()).unwrap_or_default();
+    let serve = log.serve.clone().map(|mut sv| {
+        sv.energy_j_per_output_token = if cfg.scenario.mode == "serve" { metrics.energy_j_per_token } else { None };
+        sv
+    });
     let env = std::env::vars()
         .filter(|(k, _)| {
             k == "CUDA_VISIBLE_DEVICES" || k == "CUDA_DEVICE_ORDER" || k.starts_with("NCCL_") || k.starts_with("PYTORCH_") || k.starts_with("TORCH_") || k == "NVSHMEM_DISABLE_NVLS" || k == "OMP_NUM_THREADS"
@@ -347,6 +361,7 @@ pub fn run(cfg: &MeasureConfig, out: impl Write + Send + 'static, err: impl Writ
             gpuplan_version: env!("CARGO_PKG_VERSION").to_string(),
         },
         note: cfg.note.clone(),
+        serve,
     })
 }
 

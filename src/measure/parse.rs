@@ -73,6 +73,8 @@ pub enum LineEvent {
     /// A whole-run throughput summary (HF Trainer's `train_steps_per_second`), used only when
     /// no step lines were seen.
     RunSummary { steps_per_s: f64 },
+    /// A serving job's request statistics (`serve-summary-json: {...}`).
+    Serve(Box<super::record::ServeMetrics>),
 }
 
 struct Patterns {
@@ -221,6 +223,11 @@ impl LogParser {
             out.push(LineEvent::Facts(kvs));
         } else if line.starts_with("config ") {
             out.push(LineEvent::Facts(kv(line)));
+        } else if let Some(doc) = line.strip_prefix("serve-summary-json:") {
+            match super::record::ServeMetrics::from_summary_json(doc) {
+                Ok(m) => out.push(LineEvent::Serve(Box::new(m))),
+                Err(e) => out.push(LineEvent::Facts(vec![("serve_summary_error".into(), e)])),
+            }
         }
         out
     }

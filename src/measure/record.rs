@@ -27,6 +27,95 @@ pub struct RunRecord {
     pub machine: Machine,
     pub job: Job,
     pub note: Option<String>,
+    /// Serving runs (`mode = "serve"`): the load generator's request statistics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve: Option<ServeMetrics>,
+}
+
+/// A serving run's statistics as its load generator measured them (vLLM benchmark_serving
+/// definitions: TTFT = first token - arrival; TPOT = (E2E - TTFT) / (output tokens - 1); throughput
+/// over first arrival to last completion), read from the job's `serve-summary-json:` line (the
+/// keys of `gpuplan serve --json`), plus the energy NVML saw per output token.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ServeMetrics {
+    /// Poisson arrival rate asked for (requests/s); `None` for a replayed trace.
+    pub qps: Option<f64>,
+    pub max_batch: Option<u64>,
+    pub token_budget: Option<u64>,
+    pub requests_completed: u64,
+    /// First arrival to last completion.
+    pub duration_s: f64,
+    pub requests_per_s: f64,
+    pub output_tokens_per_s: f64,
+    pub total_tokens_per_s: Option<f64>,
+    pub ttft_s: LatencyDist,
+    pub tpot_s: LatencyDist,
+    pub e2e_latency_s: LatencyDist,
+    pub queueing_s: LatencyDist,
+    /// The per-request CSV the job wrote (arrival, lengths, times): a trace `gpuplan serve
+    /// --trace` replays and `--measured` scores.
+    pub requests_csv: Option<String>,
+    /// All sampled GPUs' energy over the timed iterations / output tokens in that time.
+    pub energy_j_per_output_token: Option<f64>,
+}
+
+/// Mean and percentiles of a latency, seconds (`None` where the run had no sample).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct LatencyDist {
+    pub n: u64,
+    pub mean: Option<f64>,
+    pub p50: Option<f64>,
+    pub p90: Option<f64>,
+    pub p95: Option<f64>,
+    pub p99: Option<f64>,
+    pub max: Option<f64>,
+}
+
+impl ServeMetrics {
+    /// Read the JSON document a serving job prints after `serve-summary-json:`.
+    pub fn from_summary_json(text: &str) -> Result<ServeMetrics, String> {
+        #[derive(Deserialize)]
+        struct Throughput {
+            requests_per_s: f64,
+            output_tokens_per_s: f64,
+            total_tokens_per_s: Option<f64>,
+        }
+        #[derive(Deserialize)]
+        struct Requests {
+            completed: u64,
+        }
+        #[derive(Deserialize)]
+        struct Wire {
+            qps: Option<f64>,
+            max_batch: Option<u64>,
+            token_budget: Option<u64>,
+            requests: Requests,
+            duration_s: f64,
+            throughput: Throughput,
+            ttft_s: LatencyDist,
+            tpot_s: LatencyDist,
+            e2e_latency_s: LatencyDist,
+            queueing_s: LatencyDist,
+            requests_csv: Option<String>,
+        }
+        let w: Wire = serde_json::from_str(text.trim()).map_err(|e| e.to_string())?;
+        Ok(ServeMetrics {
+            qps: w.qps,
+            max_batch: w.max_batch,
+            token_budget: w.token_budget,
+            requests_completed: w.requests.completed,
+            duration_s: w.duration_s,
+            requests_per_s: w.throughput.requests_per_s,
+            output_tokens_per_s: w.throughput.output_tokens_per_s,
+            total_tokens_per_s: w.throughput.total_tokens_per_s,
+            ttft_s: w.ttft_s,
+            tpot_s: w.tpot_s,
+            e2e_latency_s: w.e2e_latency_s,
+            queueing_s: w.queueing_s,
+            requests_csv: w.requests_csv,
+            energy_j_per_output_token: None,
+        })
+    }
 }
 
 /// What ran, in the terms `gpuplan predict` takes (its flag names, snake_case).

@@ -32,6 +32,33 @@ fn measure(out: &Path, extra: &[&str], script: &str) -> (i32, Vec<RunRecord>) {
 const STEPS: &str = "for i in 1 2 3 4 5 6; do echo \"step=$i step_time_s=0.2$i tokens=4096 tokens_per_s=1 max_mem_alloc_bytes=10 max_mem_reserved_bytes=20\"; done";
 
 #[test]
+fn serve_run_keeps_the_request_statistics() {
+    let out = tmp("serve.jsonl");
+    let summary = r#"{"qps": 8.0, "max_batch": 64, "token_budget": 2048, "requests": {"arrived": 3, "completed": 3}, "duration_s": 2.0, "throughput": {"requests_per_s": 1.5, "output_tokens_per_s": 150.0, "total_tokens_per_s": 900.0}, "ttft_s": {"n": 3, "mean": 0.02, "p50": 0.02, "p90": 0.03, "p95": 0.03, "p99": 0.03, "max": 0.03}, "tpot_s": {"n": 3, "mean": 0.01, "p50": 0.01, "p90": 0.012, "p95": 0.012, "p99": 0.012, "max": 0.012}, "e2e_latency_s": {"n": 3, "mean": 1.0, "p50": 1.0, "p90": 1.1, "p95": 1.1, "p99": 1.1, "max": 1.1}, "queueing_s": {"n": 3, "mean": 0.0, "p50": 0.0, "p90": 0.0, "p95": 0.0, "p99": 0.0, "max": 0.0}, "requests_csv": "q8.csv"}"#;
+    let script = format!("for i in 1 2 3 4 5 6; do echo \"step=$i step_time_s=0.01$i tokens=$((i * 7)) tokens_per_s=1 batch=$i\"; done; echo 'serve-summary-json: {summary}'");
+    let (code, recs) = measure(&out, &["--mode", "serve", "--model", "ref-llama-1b", "--batch", "64", "--warmup", "0"], &script);
+    assert_eq!(code, 0);
+    let r = &recs[0];
+    assert_eq!(r.scenario.mode, "serve");
+    let sv = r.serve.as_ref().expect("serve block");
+    assert_eq!(sv.requests_completed, 3);
+    assert_eq!(sv.qps, Some(8.0));
+    assert_eq!(sv.ttft_s.p99, Some(0.03));
+    assert_eq!(sv.tpot_s.p50, Some(0.01));
+    assert_eq!(sv.requests_csv.as_deref(), Some("q8.csv"));
+    // Throughput is the run's output tokens/s, not one iteration's tokens over the median time.
+    assert_eq!(r.metrics.tokens_per_s, Some(150.0));
+    assert_eq!(r.metrics.tokens_per_step, None);
+    assert_eq!(r.metrics.n_steps_timed, 6);
+    // Without NVML (CUDA_VISIBLE_DEVICES="") there is no energy.
+    assert_eq!(sv.energy_j_per_output_token, None);
+    // `validate` leaves serving runs to `serve --measured`, with a note.
+    let v = bin().args(["validate", "--runs"]).arg(&out).output().unwrap();
+    assert!(String::from_utf8_lossy(&v.stderr).contains("serving run(s) skipped"), "{}", String::from_utf8_lossy(&v.stderr));
+    let _ = std::fs::remove_file(&out);
+}
+
+#[test]
 fn ok_run_appends_a_record() {
     let out = tmp("ok.jsonl");
     let (code, recs) = measure(&out, &["--model", "ref-llama-0.1b", "--micro-batch", "4", "--seq", "1024", "--run-id", "a", "--split", "fit"], STEPS);
@@ -134,4 +161,24 @@ fn h200_validation_set() {
     let test = recs.iter().filter(|r| r.split.as_deref() == Some("test")).count();
     assert_eq!(test, recs.len() / 3);
     assert!(recs.iter().any(|r| r.split.as_deref() == Some("test") && r.is_oom()));
+}
+
+/// On the GPU machine: NVML opens, names the GPU and samples power and memory while a job runs.
+#[cfg(feature = "gpu-tests")]
+#[test]
+fn nvml_samples_on_this_gpu() {
+    let out = tmp("gpu.jsonl");
+    let exe = std::env::var_os("GPUPLAN_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_gpuplan")));
+    let script = "for i in 1 2 3 4 5 6 7 8 9 10; do sleep 0.2; echo \"step=$i step_time_s=0.2 tokens=1\"; done";
+    let st = Command::new(exe).args(["measure", "--warmup", "1", "--out"]).arg(&out).args(["--", "sh", "-c", script]).output().expect("gpuplan runs");
+    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    let r = &record::read_all(&out).unwrap()[0];
+    assert_eq!(r.machine.nvml_error, None);
+    assert!(r.machine.gpu_name.as_deref().unwrap_or("").contains("NVIDIA"), "{:?}", r.machine);
+    assert!(r.machine.power_limit_w.unwrap() > 100.0);
+    assert!(r.metrics.n_nvml_samples >= 20, "{}", r.metrics.n_nvml_samples);
+    // An idle GPU still draws tens of watts; the energy counter must have moved.
+    let p = r.metrics.avg_power_w_per_gpu[0].expect("power over the steady window");
+    assert!(p > 20.0 && p < 1500.0, "{p}");
+    let _ = std::fs::remove_file(&out);
 }

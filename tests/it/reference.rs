@@ -67,7 +67,13 @@ fn rows() -> Vec<Row> {
 fn published_training_throughput_within_bound() {
     let mut report = String::new();
     let mut errors = Vec::new();
-    for row in rows() {
+    // GPUPLAN_REF_CALIBRATION=NAME predicts every row with that profile (to compare datasheet and
+    // measured efficiencies on the same rows); by default the system files decide.
+    let calibration = std::env::var("GPUPLAN_REF_CALIBRATION").ok();
+    for mut row in rows() {
+        if calibration.is_some() {
+            row.wire.calibration = calibration.clone();
+        }
         let s = build(&row.wire, None).unwrap_or_else(|e| panic!("{}: {e}", row.id));
         let p = predict(&s).unwrap_or_else(|e| panic!("{}: {e}", row.id));
         let m = &s.model;
