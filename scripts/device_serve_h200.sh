@@ -24,6 +24,6 @@ run() {  # model qps duration
   grep -o '"throughput": {[^}]*}' $R/$id.log | tail -1
   pack
 }
-for q in 2 8 16 32; do run ref-llama-1b $q 40; done
-for q in 4 12; do run ref-llama-8b $q 40; done
+for q in 2 8 16 24; do run ref-llama-1b $q 40; done
+for q in 4 10; do run ref-llama-8b $q 40; done
 step done
