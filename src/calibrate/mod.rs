@@ -39,6 +39,8 @@ pub enum CalibrateError {
     Compile { file: &'static str, detail: String },
     #[error("cuBLASLt: {0}")]
     Cublas(String),
+    #[error("cuBLASLt: no algorithm for {0}")]
+    NoAlgorithm(String),
     #[error("NCCL: {0}")]
     Nccl(String),
     #[error("NVML: {0}")]
