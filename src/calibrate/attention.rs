@@ -10,10 +10,14 @@
 //! attention kernel reads V with d contiguous, which changes its loads but not its tensor-core work.
 //!
 //! Two regimes:
-//! - prefill (compute-bound): s_q = s_kv = s in {512 .. 8192}, d in {64, 128}, batch = b * h
-//!   chosen so the score matrix of the whole batch holds [`SCORE_ELEMENTS`] (1 GiB in bf16):
-//!   2^36 FLOPs per GEMM at d = 64, 2^37 at d = 128, at every s. `output` fits QK^T + PV into
-//!   the profile's `attention_bmm` table, which `cost` reads for attention's shape dependence.
+//! - prefill: s_q = s_kv = s in {512 .. 8192}, d in {64, 128}, batch = b * h chosen so the score
+//!   matrix of the whole batch holds [`SCORE_ELEMENTS`] (1 GiB in bf16): 2^36 FLOPs per GEMM at
+//!   d = 64, 2^37 at d = 128, at every s. `output` fits QK^T + PV into the profile's
+//!   `attention_bmm` table, which `cost` reads for attention's shape dependence. Note: each
+//!   product moves the s x s score matrix through HBM once (QK^T writes it, PV reads it), 2 bytes
+//!   per 2d FLOPs, so d FLOP/byte at any s; at d <= 128 that is below the FLOP/byte ridge of an
+//!   H100 or H200 (989 TFLOP/s over 3.35 or 4.8 TB/s: about 300 or 200), so these rows can sit at the HBM bound rather than the
+//!   tensor-core bound (`attention.csv` has both rates). A fused kernel keeps the scores on chip.
 //! - decode (memory-bound): s_q = the GQA group size (query heads per KV head, 1 .. 8 rows),
 //!   s_kv in {1024 .. 8192}, d = 128, batch = b * kv_heads chosen so the K (or V) of the whole
 //!   batch is [`DECODE_KV_BYTES`], far past L2. Reported as FLOP/s and bytes/s in `attention.csv`.
@@ -40,7 +44,7 @@ const ELEM_BYTES: u64 = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Regime {
-    /// s_q = s_kv: compute-bound, as in training and prefill.
+    /// s_q = s_kv, as in training and prefill (d FLOP per byte of the score matrix).
     Prefill,
     /// s_q = rows of one KV head's queries for one new token: memory-bound.
     Decode,
@@ -111,7 +115,7 @@ impl Case {
     }
 }
 
-/// Compute-bound cases: s_q = s_kv = s, batch = [`SCORE_ELEMENTS`] / s^2. The reference of the
+/// Prefill cases: s_q = s_kv = s, batch = [`SCORE_ELEMENTS`] / s^2. The reference of the
 /// cost model (s = 8192, d = 128) is in both modes.
 pub fn prefill_cases(quick: bool) -> Vec<Case> {
     let seqs: &[u64] = if quick {
