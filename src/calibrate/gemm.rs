@@ -4,6 +4,12 @@
 //!
 //! For each shape the top heuristic algorithms (up to `n_algos`) are each timed briefly and the
 //! fastest is then measured; PyTorch takes the top heuristic, so this is never slower.
+//!
+//! A strided batch (`batch` > 1, for [`super::attention`]) runs `batch` such GEMMs in one call:
+//! the operands of batch element `b` start `b * m * k`, `b * k * n` and `b * m * n` elements in
+//! (packed back to back), set through `CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT` (int32) and
+//! `CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET` (int64, in elements) on all three layouts.
+//! With `batch` = 1 neither attribute is set: the plain GEMM path is what it always was.
 
 use std::ffi::c_void;
 
@@ -35,6 +41,20 @@ pub struct GemmRow {
     pub dtype: Dtype,
     pub shape: GemmShape,
     /// Seconds per GEMM.
+    pub time: Percentiles,
+    pub sm_clock_mhz: Option<f64>,
+    /// cuBLASLt's own estimate of waves for the chosen algorithm.
+    pub waves: f32,
+    /// Index of the chosen algorithm among the heuristic's list (0 = its first choice).
+    pub algo_index: usize,
+    /// Largest relative error of the sampled output elements against a float64 dot product.
+    pub check_rel_err: f64,
+}
+
+/// One timed (batched) GEMM: what [`Gemm::measure_batched`] returns.
+#[derive(Debug, Clone)]
+pub struct Timed {
+    /// Seconds per call (the whole batch).
     pub time: Percentiles,
     pub sm_clock_mhz: Option<f64>,
     /// cuBLASLt's own estimate of waves for the chosen algorithm.
@@ -130,7 +150,7 @@ impl Drop for Plan {
     }
 }
 
-/// Buffers for one dtype, sized for the largest shape of the grid.
+/// Buffers for one dtype, sized for the largest shape (or batch) of the grid.
 pub struct Operands {
     pub dtype: Dtype,
     a: DevBuf,
@@ -171,11 +191,22 @@ impl<'g> Gemm<'g> {
         shapes: &[GemmShape],
         seed: u32,
     ) -> Result<Operands, CalibrateError> {
+        let batched: Vec<(GemmShape, u64)> = shapes.iter().map(|&s| (s, 1)).collect();
+        self.batched_operands(dtype, &batched, seed)
+    }
+
+    /// Allocate and randomly fill operands big enough for every (shape, batch) in `shapes`.
+    pub fn batched_operands(
+        &self,
+        dtype: Dtype,
+        shapes: &[(GemmShape, u64)],
+        seed: u32,
+    ) -> Result<Operands, CalibrateError> {
         let t = types(dtype)
             .ok_or_else(|| CalibrateError::Unsupported(format!("GEMM in `{}`", dtype.name())))?;
-        let max_a = shapes.iter().map(|s| s.m * s.k).max().unwrap_or(1) as usize;
-        let max_b = shapes.iter().map(|s| s.k * s.n).max().unwrap_or(1) as usize;
-        let max_c = shapes.iter().map(|s| s.m * s.n).max().unwrap_or(1) as usize;
+        let max_a = shapes.iter().map(|(s, b)| b * s.m * s.k).max().unwrap_or(1) as usize;
+        let max_b = shapes.iter().map(|(s, b)| b * s.k * s.n).max().unwrap_or(1) as usize;
+        let max_c = shapes.iter().map(|(s, b)| b * s.m * s.n).max().unwrap_or(1) as usize;
         let a = self.gpu.alloc(max_a * t.in_elem.size())?;
         let b = self.gpu.alloc(max_b * t.in_elem.size())?;
         let c = self.gpu.alloc(max_c * t.out_elem.size())?;
@@ -188,7 +219,13 @@ impl<'g> Gemm<'g> {
         Ok(Operands { dtype, a, b, c })
     }
 
-    fn plan(&self, dtype: Dtype, s: GemmShape, n_algos: usize) -> Result<Plan, CalibrateError> {
+    fn plan(
+        &self,
+        dtype: Dtype,
+        s: GemmShape,
+        batch: u64,
+        n_algos: usize,
+    ) -> Result<Plan, CalibrateError> {
         use lt::cublasLtMatmulDescAttributes_t::*;
         let t = types(dtype)
             .ok_or_else(|| CalibrateError::Unsupported(format!("GEMM in `{}`", dtype.name())))?;
@@ -225,6 +262,36 @@ impl<'g> Gemm<'g> {
             check(lt::cublasLtMatrixLayoutCreate(
                 &mut c, t.cd, s.m, s.n, s.m as i64,
             ))?;
+            // Owns the layouts from here on, so that every error path below destroys them.
+            let mut plan = Plan {
+                desc,
+                a,
+                b,
+                c,
+                algos: Vec::new(),
+            };
+            if batch > 1 {
+                let count = i32::try_from(batch).map_err(|_| {
+                    CalibrateError::Unsupported(format!(
+                        "a batch of {batch} GEMMs (cuBLASLt counts in int32)"
+                    ))
+                })?;
+                for (layout, stride) in [(a, s.m * s.k), (b, s.k * s.n), (c, s.m * s.n)] {
+                    let stride = stride as i64;
+                    check(lt::cublasLtMatrixLayoutSetAttribute(
+                        layout,
+                        lt::cublasLtMatrixLayoutAttribute_t::CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                        &count as *const i32 as *const c_void,
+                        std::mem::size_of::<i32>(),
+                    ))?;
+                    check(lt::cublasLtMatrixLayoutSetAttribute(
+                        layout,
+                        lt::cublasLtMatrixLayoutAttribute_t::CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                        &stride as *const i64 as *const c_void,
+                        std::mem::size_of::<i64>(),
+                    ))?;
+                }
+            }
             let mut pref = std::ptr::null_mut();
             check(lt::cublasLtMatmulPreferenceCreate(&mut pref))?;
             let ws = WORKSPACE_BYTES as u64;
@@ -250,25 +317,29 @@ impl<'g> Gemm<'g> {
                 &mut got,
             );
             let _ = lt::cublasLtMatmulPreferenceDestroy(pref);
-            // Owns the descriptors from here on: dropped (destroyed) on every error path.
-            let mut plan = Plan {
-                desc,
-                a,
-                b,
-                c,
-                algos: Vec::new(),
+            let none = || {
+                CalibrateError::NoAlgorithm(format!(
+                    "{} {}x{}x{}{}",
+                    dtype.name(),
+                    s.m,
+                    s.n,
+                    s.k,
+                    if batch > 1 {
+                        format!(" x {batch}")
+                    } else {
+                        String::new()
+                    }
+                ))
             };
+            // NOT_SUPPORTED: no heuristic for this configuration at all.
+            if st == lt::cublasStatus_t::CUBLAS_STATUS_NOT_SUPPORTED {
+                return Err(none());
+            }
             check(st)?;
             results.truncate(got.max(0) as usize);
             results.retain(|r| r.state == lt::cublasStatus_t::CUBLAS_STATUS_SUCCESS);
             if results.is_empty() {
-                return Err(CalibrateError::Cublas(format!(
-                    "no cuBLASLt algorithm for {} {}x{}x{}",
-                    dtype.name(),
-                    s.m,
-                    s.n,
-                    s.k
-                )));
+                return Err(none());
             }
             plan.algos = results;
             Ok(plan)
@@ -310,7 +381,30 @@ impl<'g> Gemm<'g> {
         reps: Reps,
         sm_clock: &dyn Fn() -> Option<f64>,
     ) -> Result<GemmRow, CalibrateError> {
-        let plan = self.plan(ops.dtype, s, n_algos)?;
+        let t = self.measure_batched(ops, s, 1, n_algos, reps, sm_clock)?;
+        Ok(GemmRow {
+            dtype: ops.dtype,
+            shape: s,
+            time: t.time,
+            sm_clock_mhz: t.sm_clock_mhz,
+            waves: t.waves,
+            algo_index: t.algo_index,
+            check_rel_err: t.check_rel_err,
+        })
+    }
+
+    /// Measure a strided batch of `batch` GEMMs of shape `s` in one cuBLASLt call (`batch` = 1:
+    /// one plain GEMM), as [`Gemm::measure`] does; times are per call.
+    pub fn measure_batched(
+        &self,
+        ops: &Operands,
+        s: GemmShape,
+        batch: u64,
+        n_algos: usize,
+        reps: Reps,
+        sm_clock: &dyn Fn() -> Option<f64>,
+    ) -> Result<Timed, CalibrateError> {
+        let plan = self.plan(ops.dtype, s, batch, n_algos)?;
         let mut best = (0usize, f64::INFINITY);
         if plan.algos.len() > 1 {
             let trial = Reps {
@@ -346,16 +440,19 @@ impl<'g> Gemm<'g> {
             what: "gemm".into(),
             detail: "no valid timings".into(),
         })?;
-        let check_rel_err = self.check_output(ops, s)?;
+        let check_rel_err = self.check_output(ops, s, batch)?;
         if check_rel_err.is_nan() || check_rel_err >= 0.05 {
+            let batched = if batch > 1 {
+                format!(" x {batch}")
+            } else {
+                String::new()
+            };
             return Err(CalibrateError::Check {
-                what: format!("gemm {} {}x{}x{}", ops.dtype.name(), s.m, s.n, s.k),
+                what: format!("gemm {} {}x{}x{}{batched}", ops.dtype.name(), s.m, s.n, s.k),
                 detail: format!("sampled outputs differ from a float64 reference by {check_rel_err:.3e} (relative)"),
             });
         }
-        Ok(GemmRow {
-            dtype: ops.dtype,
-            shape: s,
+        Ok(Timed {
             time,
             sm_clock_mhz: clock,
             waves: plan.algos[algo].wavesCount,
@@ -366,27 +463,39 @@ impl<'g> Gemm<'g> {
 
     /// Compare a few output elements with a float64 dot product of the same (decoded) inputs.
     /// Error is relative to the root-sum-square of the products (the natural scale of a sum of
-    /// k random-signed terms), so it is meaningful even where the output is near zero.
-    fn check_output(&self, ops: &Operands, s: GemmShape) -> Result<f64, CalibrateError> {
+    /// k random-signed terms), so it is meaningful even where the output is near zero. In a
+    /// batch, the samples come from the first, last and two middle batch elements.
+    fn check_output(
+        &self,
+        ops: &Operands,
+        s: GemmShape,
+        batch: u64,
+    ) -> Result<f64, CalibrateError> {
         let t = types(ops.dtype).expect("checked in plan");
         let (ie, oe) = (t.in_elem.size(), t.out_elem.size());
         let mut worst: f64 = 0.0;
+        let last = batch.max(1) - 1;
         let picks = [
-            (0, 0),
-            (s.m - 1, s.n - 1),
-            (s.m / 2, s.n / 3),
-            (s.m / 3 + 1, s.n / 2 + 1),
+            (0, 0, 0),
+            (last, s.m - 1, s.n - 1),
+            (batch / 2, s.m / 2, s.n / 3),
+            (batch / 3, s.m / 3 + 1, s.n / 2 + 1),
         ];
-        for (i, j) in picks {
-            let arow = self
-                .gpu
-                .read_bytes(ops.a.ptr_at((i * s.k) as usize * ie), s.k as usize * ie)?;
-            let bcol = self
-                .gpu
-                .read_bytes(ops.b.ptr_at((j * s.k) as usize * ie), s.k as usize * ie)?;
-            let c = self
-                .gpu
-                .read_bytes(ops.c.ptr_at((i + j * s.m) as usize * oe), oe)?;
+        for (bi, i, j) in picks {
+            // Clamped for tiny dimensions (decode-like GEMMs with m = 1).
+            let (i, j) = (i.min(s.m - 1), j.min(s.n - 1));
+            let arow = self.gpu.read_bytes(
+                ops.a.ptr_at((bi * s.m * s.k + i * s.k) as usize * ie),
+                s.k as usize * ie,
+            )?;
+            let bcol = self.gpu.read_bytes(
+                ops.b.ptr_at((bi * s.k * s.n + j * s.k) as usize * ie),
+                s.k as usize * ie,
+            )?;
+            let c = self.gpu.read_bytes(
+                ops.c.ptr_at((bi * s.m * s.n + i + j * s.m) as usize * oe),
+                oe,
+            )?;
             let (mut dot, mut rss) = (0.0f64, 0.0f64);
             for l in 0..s.k as usize {
                 let p = t.in_elem.decode(&arow[l * ie..]) * t.in_elem.decode(&bcol[l * ie..]);
@@ -408,7 +517,7 @@ impl<'g> Gemm<'g> {
         s: GemmShape,
         until: std::time::Instant,
     ) -> Result<u64, CalibrateError> {
-        let plan = self.plan(ops.dtype, s, 1)?;
+        let plan = self.plan(ops.dtype, s, 1, 1)?;
         let mut n = 0u64;
         loop {
             for _ in 0..16 {

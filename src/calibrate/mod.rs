@@ -6,6 +6,7 @@
 //! and [`stats`] do anything. Printing and exiting belong to `cli`; progress goes through the
 //! [`Progress`] trait.
 
+pub mod attention;
 pub mod collectives;
 pub mod fit;
 pub mod gemm;
@@ -26,7 +27,8 @@ use crate::hardware::Dtype;
 use collectives::{CollRow, P2pRow};
 use gemm::{GemmRow, GemmShape};
 
-/// Seconds of bf16 8192^3 GEMM load before the GEMM grid: quick, full.
+/// Seconds of bf16 8192^3 GEMM load before the GEMM grid (and before the attention group when
+/// the GEMM group did not just run): quick, full.
 const GEMM_SOAK_S: [u64; 2] = [3, 15];
 use gpu::{Gpu, Reps};
 use memory::{EltRow, LaunchRow, MemRow};
@@ -39,6 +41,8 @@ pub enum CalibrateError {
     Compile { file: &'static str, detail: String },
     #[error("cuBLASLt: {0}")]
     Cublas(String),
+    #[error("cuBLASLt: no algorithm for {0}")]
+    NoAlgorithm(String),
     #[error("NCCL: {0}")]
     Nccl(String),
     #[error("NVML: {0}")]
@@ -69,17 +73,19 @@ pub enum Bench {
     Hbm,
     Elementwise,
     Gemm,
+    Attention,
     P2p,
     Nccl,
     Power,
 }
 
 impl Bench {
-    pub const ALL: [Bench; 7] = [
+    pub const ALL: [Bench; 8] = [
         Bench::Launch,
         Bench::Hbm,
         Bench::Elementwise,
         Bench::Gemm,
+        Bench::Attention,
         Bench::P2p,
         Bench::Nccl,
         Bench::Power,
@@ -90,6 +96,7 @@ impl Bench {
             Bench::Hbm => "hbm",
             Bench::Elementwise => "elementwise",
             Bench::Gemm => "gemm",
+            Bench::Attention => "attention",
             Bench::P2p => "p2p",
             Bench::Nccl => "nccl",
             Bench::Power => "power",
@@ -142,6 +149,8 @@ pub struct Measurements {
     pub hbm: Vec<MemRow>,
     pub elementwise: Vec<EltRow>,
     pub gemm: Vec<GemmRow>,
+    /// Attention-like batched GEMMs (bf16), prefill and decode regimes.
+    pub attention: Vec<attention::AttnRow>,
     pub p2p: Vec<P2pRow>,
     pub collectives: Vec<CollRow>,
     pub all_reduce_check_err: Option<f64>,
@@ -343,18 +352,63 @@ fn run_bench(b: Bench, c: &Ctx, m: &mut Measurements) -> Result<(), CalibrateErr
             // and rows measured later disagree (the 2026-11-22 H200 repeat check: 33 of 152 GEMM
             // rows differed by more than 3%, at clocks from 1400 to 1980 MHz). Running the
             // reference GEMM for a while first puts every row at the sustained clock.
-            let soak = std::time::Duration::from_secs(GEMM_SOAK_S[usize::from(!q)]);
-            let reference = GemmShape { m: 8192, n: 8192, k: 8192 };
-            let soak_ops = ge.operands(Dtype::Bf16, &[reference], 7)?;
-            let soaked = ge.sustain(&soak_ops, reference, std::time::Instant::now() + soak)?;
-            drop(soak_ops);
-            m.notes.push(format!("gemm: heat-soaked {} s ({soaked} bf16 8192^3 GEMMs) before the grid", soak.as_secs()));
+            heat_soak(&ge, q, "gemm", "the grid", m)?;
             for (i, (d, shapes)) in jobs.iter().enumerate() {
                 let ops = ge.operands(*d, shapes, 100 + i as u32 * 10)?;
                 for &s in shapes {
                     let row =
                         ge.measure(&ops, s, if q { 3 } else { 4 }, reps(q, true), &sm_clock)?;
                     m.gemm.push(row);
+                    progress.step();
+                }
+            }
+        }
+        Bench::Attention => {
+            let ge = gemm::Gemm::new(g0)?;
+            m.cublaslt_version = Some(gemm::Gemm::version());
+            if !gemm::Gemm::supports(Dtype::Bf16, g0.cc) {
+                m.notes.push(format!(
+                    "attention: skipped, no bf16 tensor-core path on compute capability {}.{}",
+                    g0.cc.0, g0.cc.1
+                ));
+                return Ok(());
+            }
+            let cases: Vec<attention::Case> = attention::prefill_cases(q)
+                .into_iter()
+                .chain(attention::decode_cases(q))
+                .collect();
+            progress.stage(
+                "attention (batched)",
+                (cases.len() * attention::Product::BOTH.len()) as u64,
+            );
+            // Rows at the sustained clock, as in the GEMM group. Right after that group (it runs
+            // just before this one) the GPU is already there.
+            if opts.benches.contains(&Bench::Gemm) && !m.failed.contains(&Bench::Gemm) {
+                m.notes.push(
+                    "attention: measured right after the GEMM grid (no separate heat soak)".into(),
+                );
+            } else {
+                heat_soak(&ge, q, "attention", "the batched GEMMs", m)?;
+            }
+            let shapes = attention::batched_shapes(&cases);
+            let ops = ge.batched_operands(Dtype::Bf16, &shapes, 500)?;
+            let n_algos = if q { 3 } else { 4 };
+            for case in cases {
+                for p in attention::Product::BOTH {
+                    match attention::measure(&ge, &ops, case, p, n_algos, reps(q, true), &sm_clock)
+                    {
+                        Ok(row) => m.attention.push(row),
+                        // A shape cuBLASLt has no kernel for is noted and skipped, not fatal.
+                        Err(CalibrateError::NoAlgorithm(what)) => {
+                            m.notes.push(format!(
+                                "attention: {} {} skipped: no cuBLASLt algorithm for {what}",
+                                case.regime.name(),
+                                p.name()
+                            ));
+                            progress.note(m.notes.last().unwrap());
+                        }
+                        Err(e) => return Err(e),
+                    }
                     progress.step();
                 }
             }
@@ -437,6 +491,31 @@ fn run_bench(b: Bench, c: &Ctx, m: &mut Measurements) -> Result<(), CalibrateErr
             }
         },
     }
+    Ok(())
+}
+
+/// Run the reference bf16 8192^3 GEMM for [`GEMM_SOAK_S`] so that the rows after it run at the
+/// sustained clock (see the GEMM group), and note it under `group`.
+fn heat_soak(
+    ge: &gemm::Gemm,
+    quick: bool,
+    group: &str,
+    before: &str,
+    m: &mut Measurements,
+) -> Result<(), CalibrateError> {
+    let soak = Duration::from_secs(GEMM_SOAK_S[usize::from(!quick)]);
+    let reference = GemmShape {
+        m: 8192,
+        n: 8192,
+        k: 8192,
+    };
+    let soak_ops = ge.operands(Dtype::Bf16, &[reference], 7)?;
+    let soaked = ge.sustain(&soak_ops, reference, Instant::now() + soak)?;
+    drop(soak_ops);
+    m.notes.push(format!(
+        "{group}: heat-soaked {} s ({soaked} bf16 8192^3 GEMMs) before {before}",
+        soak.as_secs()
+    ));
     Ok(())
 }
 

@@ -6,14 +6,15 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::attention::{AttnRow, Product, Regime};
 use super::collectives::CollRow;
 use super::fit;
 use super::nccl_tests::NcclTestsRun;
 use super::stats::Percentiles;
 use super::Measurements;
 use crate::config::profile::{
-    CollectiveWire, ElementwiseWire, GemmWire, L2Wire, P2pWire, PowerActivityWire, PowerPhaseWire,
-    PowerWire, ProfileFile, StreamWire, SCHEMA_VERSION,
+    AttentionBmmWire, CollectiveWire, ElementwiseWire, GemmWire, L2Wire, P2pWire,
+    PowerActivityWire, PowerPhaseWire, PowerWire, ProfileFile, StreamWire, SCHEMA_VERSION,
 };
 use crate::hardware::profile::CollectiveOp;
 
@@ -190,6 +191,44 @@ pub fn csvs(m: &Measurements) -> Vec<(String, Vec<u8>)> {
             ),
         ));
     }
+    if !m.attention.is_empty() {
+        let rows = m
+            .attention
+            .iter()
+            .map(|r| {
+                let (c, s) = (r.case, r.shape());
+                let mut v = vec![
+                    c.regime.name().to_string(),
+                    r.product.name().to_string(),
+                    "bf16".to_string(),
+                    c.batch.to_string(),
+                    c.seq_q.to_string(),
+                    c.seq_kv.to_string(),
+                    c.head_dim.to_string(),
+                    s.m.to_string(),
+                    s.n.to_string(),
+                    s.k.to_string(),
+                ];
+                v.extend(us(r.time));
+                v.push(format!("{:.1}", r.flops_per_s() / 1e12));
+                v.push(c.bytes(r.product).to_string());
+                v.push(format!("{:.1}", r.bytes_per_s() / 1e9));
+                v.push(
+                    r.sm_clock_mhz
+                        .map(|c| format!("{c:.0}"))
+                        .unwrap_or_default(),
+                );
+                v.push(format!("{:.2}", r.waves));
+                v.push(r.algo_index.to_string());
+                v.push(format!("{:.2e}", r.check_rel_err));
+                v
+            })
+            .collect();
+        out.push((
+            "attention.csv".into(),
+            csv_bytes(&ATTENTION_CSV_HEADER, rows),
+        ));
+    }
     if !m.p2p.is_empty() {
         let rows = m
             .p2p
@@ -323,6 +362,71 @@ pub fn csvs(m: &Measurements) -> Vec<(String, Vec<u8>)> {
     out
 }
 
+/// Columns of `attention.csv`: one row per (regime, product); times are per call (the whole
+/// batch), `bytes_moved` is A + B read and C written once each.
+pub const ATTENTION_CSV_HEADER: [&str; 20] = [
+    "regime",
+    "product",
+    "dtype",
+    "batch",
+    "seq_q",
+    "seq_kv",
+    "head_dim",
+    "m",
+    "n",
+    "k",
+    "time_us_p10",
+    "time_us_p50",
+    "time_us_p90",
+    "tflops_p50",
+    "bytes_moved",
+    "bandwidth_gb_per_s_p50",
+    "sm_clock_mhz",
+    "waves",
+    "algo_index",
+    "check_max_rel_err",
+];
+
+/// The `attention_bmm` table: for each prefill (s, d) measured with both products, their FLOPs
+/// over the sum of their median times (the two run back to back in attention, with equal FLOPs),
+/// sorted by head_dim then seq_len. A case missing one product is left out with a note.
+pub fn attention_table(rows: &[AttnRow]) -> (Vec<AttentionBmmWire>, Vec<String>) {
+    let mut cases: BTreeMap<(u64, u64), [Option<&AttnRow>; 2]> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.case.regime == Regime::Prefill) {
+        let slot = cases.entry((r.case.head_dim, r.case.seq_q)).or_default();
+        slot[match r.product {
+            Product::Qk => 0,
+            Product::Pv => 1,
+        }] = Some(r);
+    }
+    let mut out = Vec::new();
+    let mut notes = Vec::new();
+    for ((d, s), pair) in cases {
+        let [Some(qk), Some(pv)] = pair else {
+            notes.push(format!(
+                "attention s={s} d={d}: only one of QK^T and PV measured, left out of `attention_bmm`"
+            ));
+            continue;
+        };
+        let flops = qk.case.flops(Product::Qk) + pv.case.flops(Product::Pv);
+        let clocks: Vec<f64> = [qk.sm_clock_mhz, pv.sm_clock_mhz]
+            .into_iter()
+            .flatten()
+            .collect();
+        out.push(AttentionBmmWire {
+            seq_len: s,
+            head_dim: d,
+            batch: qk.case.batch,
+            qk_tflops: qk.flops_per_s() / 1e12,
+            pv_tflops: pv.flops_per_s() / 1e12,
+            achieved_tflops: flops / (qk.time.p50 + pv.time.p50) / 1e12,
+            sm_clock_mhz: (!clocks.is_empty())
+                .then(|| clocks.iter().sum::<f64>() / clocks.len() as f64),
+        });
+    }
+    (out, notes)
+}
+
 /// Fit latency + size * factor / busbw per (op, group size).
 pub fn collective_fits(
     rows: &[CollRow],
@@ -409,6 +513,7 @@ pub fn profile(m: &Measurements, name: &str, provenance: &str) -> (ProfileFile, 
         p2p: Vec::new(),
         elementwise: Vec::new(),
         gemm: Vec::new(),
+        attention_bmm: Vec::new(),
     };
     // Stream fit: the driver's device-to-device copy (the faster of the copies measured, and what
     // `Tensor.copy_` runs) at sizes well past L2 (HBM, not cache).
@@ -456,6 +561,9 @@ pub fn profile(m: &Measurements, name: &str, provenance: &str) -> (ProfileFile, 
             sm_clock_mhz: r.sm_clock_mhz.or(m.max_sm_clock_mhz).unwrap_or(f64::NAN),
         })
         .collect();
+    let (table, n) = attention_table(&m.attention);
+    pf.attention_bmm = table;
+    notes.extend(n);
     pf.elementwise = m
         .elementwise
         .iter()
@@ -585,6 +693,20 @@ pub fn readme(meta: &Meta, pf: &ProfileFile, files: &[String]) -> String {
             ));
         }
     }
+    let mut dims: Vec<u64> = pf.attention_bmm.iter().map(|a| a.head_dim).collect();
+    dims.dedup();
+    for d in dims {
+        let pts: Vec<String> = pf
+            .attention_bmm
+            .iter()
+            .filter(|a| a.head_dim == d)
+            .map(|a| format!("s={} {:.0}", a.seq_len, a.achieved_tflops))
+            .collect();
+        s.push_str(&format!(
+            "- attention-like bf16 batched GEMMs (QK^T + PV), d={d}: {} TFLOP/s\n",
+            pts.join(", ")
+        ));
+    }
     if let Some(st) = &pf.stream {
         s.push_str(&format!(
             "- HBM copy fit: {:.0} GB/s (read + write), {:.1} us latency\n",
@@ -653,6 +775,100 @@ mod tests {
             gemm_tflops: tf,
             hbm_gb_per_s: gb,
         }
+    }
+
+    fn attn_row(regime: Regime, s_q: u64, s_kv: u64, d: u64, p: Product, tflops: f64) -> AttnRow {
+        use crate::calibrate::attention::Case;
+        let case = Case {
+            regime,
+            seq_q: s_q,
+            seq_kv: s_kv,
+            head_dim: d,
+            batch: (1 << 29) / (s_q * s_kv),
+        };
+        AttnRow {
+            case,
+            product: p,
+            time: exact(case.flops(p) / (tflops * 1e12)),
+            sm_clock_mhz: Some(if p == Product::Qk { 1500.0 } else { 1600.0 }),
+            waves: 10.0,
+            algo_index: 0,
+            check_rel_err: 1e-3,
+        }
+    }
+
+    #[test]
+    fn attention_table_from_synthetic_rows() {
+        // QK^T at 300 and PV at 600 TFLOP/s: equal FLOPs, so together 2 / (1/300 + 1/600) = 400.
+        let mut rows = vec![
+            attn_row(Regime::Prefill, 8192, 8192, 128, Product::Qk, 300.0),
+            attn_row(Regime::Prefill, 8192, 8192, 128, Product::Pv, 600.0),
+            attn_row(Regime::Prefill, 512, 512, 128, Product::Pv, 200.0),
+            attn_row(Regime::Prefill, 512, 512, 128, Product::Qk, 200.0),
+            attn_row(Regime::Prefill, 2048, 2048, 64, Product::Qk, 250.0),
+            // Decode rows never enter the table.
+            attn_row(Regime::Decode, 8, 4096, 128, Product::Qk, 20.0),
+            attn_row(Regime::Decode, 8, 4096, 128, Product::Pv, 20.0),
+        ];
+        rows[3].sm_clock_mhz = None;
+        let (table, notes) = attention_table(&rows);
+        // (d, s) order; d = 64 has only QK^T, so it is left out with a note.
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("s=2048 d=64"), "{notes:?}");
+        let got: Vec<(u64, u64, u64)> = table
+            .iter()
+            .map(|a| (a.head_dim, a.seq_len, a.batch))
+            .collect();
+        assert_eq!(got, vec![(128, 512, 2048), (128, 8192, 8)]);
+        let t = &table[1];
+        assert!((t.qk_tflops - 300.0).abs() < 1e-9, "{t:?}");
+        assert!((t.pv_tflops - 600.0).abs() < 1e-9, "{t:?}");
+        assert!((t.achieved_tflops - 400.0).abs() < 1e-9, "{t:?}");
+        assert_eq!(t.sm_clock_mhz, Some(1550.0));
+        assert!((table[0].achieved_tflops - 200.0).abs() < 1e-9);
+        assert_eq!(table[0].sm_clock_mhz, Some(1600.0));
+
+        // Through `profile`: the table lands in the wire file and loads as the domain table.
+        let m = Measurements {
+            gpu_name: "Synthetic".into(),
+            n_gpus: 1,
+            attention: rows.clone(),
+            ..Default::default()
+        };
+        let (pf, notes) = profile(&m, "synthetic", "unit test");
+        assert_eq!(pf.attention_bmm, table);
+        assert_eq!(notes.len(), 1);
+        let d = pf
+            .to_domain(std::path::Path::new("synthetic/profile.toml"))
+            .unwrap();
+        assert_eq!(d.attention_bmm.len(), 2);
+        assert!((d.attention_bmm[1].achieved.as_tflops() - 400.0).abs() < 1e-9);
+
+        // The raw CSV: one row per measured product, decode rows with their bandwidth.
+        let files = csvs(&m);
+        let text = String::from_utf8(
+            files
+                .iter()
+                .find(|(n, _)| n == "attention.csv")
+                .unwrap()
+                .1
+                .clone(),
+        )
+        .unwrap();
+        let mut lines = text.lines();
+        assert_eq!(lines.next().unwrap(), "regime,product,dtype,batch,seq_q,seq_kv,head_dim,m,n,k,time_us_p10,time_us_p50,time_us_p90,tflops_p50,bytes_moved,bandwidth_gb_per_s_p50,sm_clock_mhz,waves,algo_index,check_max_rel_err");
+        assert_eq!(lines.clone().count(), rows.len());
+        // Decode QK^T, g = 8, s_kv = 4096, d = 128, batch 2^29 / 2^15 = 16384 (synthetic batch):
+        // m n k = 8 x 4096 x 128.
+        let decode = lines.find(|l| l.starts_with("decode,qk")).unwrap();
+        let f: Vec<&str> = decode.split(',').collect();
+        assert_eq!(
+            &f[..10],
+            &["decode", "qk", "bf16", "16384", "8", "4096", "128", "8", "4096", "128"]
+        );
+        assert_eq!(f[13], "20.0");
+        let bytes: u64 = f[14].parse().unwrap();
+        assert_eq!(bytes, 16384 * (8 * 128 + 128 * 4096 + 8 * 4096) * 2);
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub struct CalibrateArgs {
     /// About 2 minutes: fewer sizes, shapes and repetitions, short power phases
     #[arg(long)]
     pub quick: bool,
-    /// Run only these benchmark groups (comma-separated): launch, hbm, elementwise, gemm, p2p, nccl, power
+    /// Run only these benchmark groups (comma-separated): launch, hbm, elementwise, gemm, attention, p2p, nccl, power
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// GEMM dtypes (comma-separated; those the GPU lacks are skipped with a note)
@@ -74,7 +74,10 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Ok);
     }
     let mut required = vec![CudaLib::Driver, CudaLib::Nvrtc];
-    if benches.contains(&Bench::Gemm) || benches.contains(&Bench::Power) {
+    if [Bench::Gemm, Bench::Attention, Bench::Power]
+        .iter()
+        .any(|b| benches.contains(b))
+    {
         required.push(CudaLib::CublasLt);
     }
     for lib in required {
@@ -408,6 +411,7 @@ fn import_nccl_tests(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
         p2p: Vec::new(),
         elementwise: Vec::new(),
         gemm: Vec::new(),
+        attention_bmm: Vec::new(),
     };
     let dir = args.out_dir.join(&name);
     pf.to_domain(&dir.join("profile.toml"))

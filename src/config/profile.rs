@@ -1,11 +1,15 @@
 //! Calibration profiles written by `gpuplan calibrate`: `calibration/profiles/<name>/profile.toml`
 //! (fits and per-shape GEMM efficiency) beside raw CSVs and `meta.toml`.
 //!
-//! Wire format (schema 1). Keys carry units. `gemm`, `collectives`, `stream`, `kernel_launch_us`
-//! and `power` become the domain `Profile`; `l2`, `p2p`, `elementwise`, `power_activity` and
-//! `power_phases` are recorded for people and later models and are checked but not converted.
+//! Wire format (schema 1). Keys carry units. `gemm`, `attention_bmm`, `collectives`, `stream`,
+//! `kernel_launch_us` and `power` become the domain `Profile`; `l2`, `p2p`, `elementwise`,
+//! `power_activity` and `power_phases` are recorded for people and later models and are checked
+//! but not converted. Every table is optional: profiles written before `attention_bmm` existed
+//! load unchanged.
 //! Interpolation policy (for `cost`): GEMM points are samples of achieved FLOP/s per (dtype, m, n,
 //! k), looked up nearest in log-space, never extrapolated past the grid without saying so;
+//! `attention_bmm` points are achieved FLOP/s per (seq_len, head_dim), interpolated linearly in
+//! log seq_len within the nearest head_dim's points and clamped to their range (`cost`);
 //! collective fits hold for any size (latency + size * factor / busbw) within the fitted range.
 
 use std::path::{Path, PathBuf};
@@ -14,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{parse_toml, read_file, ConfigError, Problems};
 use crate::hardware::profile::{
-    CollectiveFit, CollectiveOp, GemmPoint, PowerProfile, Profile, StreamFit,
+    AttentionBmmPoint, CollectiveFit, CollectiveOp, GemmPoint, PowerProfile, Profile, StreamFit,
 };
 use crate::hardware::Dtype;
 use crate::units::{BytesPerSec, FlopsPerSec, Hertz, Seconds, Watts};
@@ -52,6 +56,8 @@ pub struct ProfileFile {
     pub elementwise: Vec<ElementwiseWire>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gemm: Vec<GemmWire>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attention_bmm: Vec<AttentionBmmWire>,
 }
 
 /// time = latency + bytes / bandwidth for a memory-bound copy (bytes read + written).
@@ -155,6 +161,25 @@ pub struct GemmWire {
     pub k: u64,
     pub achieved_tflops: f64,
     pub sm_clock_mhz: f64,
+}
+
+/// Attention-like batched GEMMs in bf16 at one (s, d): QK^T (s x s x d) and PV (s x d x s) over
+/// `batch` (sequence, head) pairs, from `attention.csv`'s prefill rows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttentionBmmWire {
+    /// s_q = s_kv.
+    pub seq_len: u64,
+    pub head_dim: u64,
+    /// Sequence-heads in the measured batch.
+    pub batch: u64,
+    pub qk_tflops: f64,
+    pub pv_tflops: f64,
+    /// Both products: their FLOPs over the sum of their median times (what `cost` reads).
+    pub achieved_tflops: f64,
+    /// Mean of the two rows' SM clock readings, when NVML gave them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sm_clock_mhz: Option<f64>,
 }
 
 pub fn op_from_str(s: &str) -> Option<CollectiveOp> {
@@ -271,6 +296,46 @@ impl ProfileFile {
                 });
             }
         }
+        let mut attention_bmm = Vec::new();
+        for (i, a) in self.attention_bmm.iter().enumerate() {
+            let key = format!("attention_bmm[{i}]");
+            for (k, v) in [
+                ("seq_len", a.seq_len),
+                ("head_dim", a.head_dim),
+                ("batch", a.batch),
+            ] {
+                p.check(v > 0, || {
+                    ConfigError::invalid(path, &format!("{key}.{k}"), v, "must be positive")
+                });
+            }
+            for (k, v) in [
+                ("qk_tflops", a.qk_tflops),
+                ("pv_tflops", a.pv_tflops),
+                ("achieved_tflops", a.achieved_tflops),
+            ] {
+                pos(&mut p, path, &format!("{key}.{k}"), v);
+            }
+            if let Some(c) = a.sm_clock_mhz {
+                pos(&mut p, path, &format!("{key}.sm_clock_mhz"), c);
+            }
+            let twin = self.attention_bmm[..i]
+                .iter()
+                .any(|b| (b.seq_len, b.head_dim) == (a.seq_len, a.head_dim));
+            p.check(!twin, || {
+                ConfigError::invalid(
+                    path,
+                    &key,
+                    format!("seq_len = {}, head_dim = {}", a.seq_len, a.head_dim),
+                    "appears twice",
+                )
+                .with_hint("keep one point per (seq_len, head_dim)")
+            });
+            attention_bmm.push(AttentionBmmPoint {
+                seq_len: a.seq_len,
+                head_dim: a.head_dim,
+                achieved: FlopsPerSec::tflops(a.achieved_tflops),
+            });
+        }
         let mut collectives = Vec::new();
         for (i, c) in self.collectives.iter().enumerate() {
             let key = format!("collectives[{i}]");
@@ -369,6 +434,7 @@ impl ProfileFile {
             n_gpus: self.n_gpus,
             provenance: self.provenance.clone(),
             gemm,
+            attention_bmm,
             stream,
             kernel_launch: self.kernel_launch_us.map(Seconds::us),
             collectives,
@@ -507,7 +573,84 @@ mod tests {
                 achieved_tflops: 790.0,
                 sm_clock_mhz: 1980.0,
             }],
+            attention_bmm: vec![],
         }
+    }
+
+    fn attention_point(seq_len: u64, head_dim: u64, achieved_tflops: f64) -> AttentionBmmWire {
+        AttentionBmmWire {
+            seq_len,
+            head_dim,
+            batch: (1 << 29) / (seq_len * seq_len),
+            qk_tflops: achieved_tflops * 0.8,
+            pv_tflops: achieved_tflops * 1.3,
+            achieved_tflops,
+            sm_clock_mhz: Some(1500.0),
+        }
+    }
+
+    #[test]
+    fn the_attention_table_round_trips_through_toml() {
+        let mut f = sample();
+        f.attention_bmm = vec![
+            attention_point(512, 64, 350.0),
+            attention_point(8192, 128, 610.0),
+        ];
+        f.attention_bmm[0].sm_clock_mhz = None;
+        let text = f.to_toml();
+        assert!(text.contains("[[attention_bmm]]"), "{text}");
+        let back: ProfileFile = parse_toml(Path::new("p.toml"), &text).unwrap();
+        assert_eq!(back, f);
+        let d = back.to_domain(Path::new("p.toml")).unwrap();
+        let got: Vec<(u64, u64, f64)> = d
+            .attention_bmm
+            .iter()
+            .map(|a| (a.seq_len, a.head_dim, a.achieved.as_tflops()))
+            .collect();
+        assert_eq!(got, vec![(512, 64, 350.0), (8192, 128, 610.0)]);
+    }
+
+    #[test]
+    fn profiles_without_the_attention_table_still_load() {
+        // A profile as written before the table existed: no `attention_bmm` key at all.
+        let text = sample().to_toml();
+        assert!(!text.contains("attention_bmm"));
+        let back: ProfileFile = parse_toml(Path::new("p.toml"), &text).unwrap();
+        let d = back.to_domain(Path::new("p.toml")).unwrap();
+        assert!(d.attention_bmm.is_empty());
+        assert_eq!(d.gemm.len(), 1);
+    }
+
+    #[test]
+    fn bad_attention_points_are_reported() {
+        let mut f = sample();
+        f.attention_bmm = vec![
+            attention_point(8192, 128, 610.0),
+            attention_point(8192, 128, 600.0),
+            AttentionBmmWire {
+                seq_len: 0,
+                ..attention_point(512, 64, -1.0)
+            },
+        ];
+        let e = f.to_domain(Path::new("p.toml")).unwrap_err().to_string();
+        assert!(
+            e.contains("`attention_bmm[1]`") && e.contains("appears twice"),
+            "{e}"
+        );
+        assert!(
+            e.contains("`attention_bmm[2].seq_len` = `0` must be positive"),
+            "{e}"
+        );
+        assert!(
+            e.contains("`attention_bmm[2].achieved_tflops` = `-1` must be positive"),
+            "{e}"
+        );
+        // Unknown keys inside a point are rejected like everywhere else.
+        let point = "\n[[attention_bmm]]\nseq_len = 512\nhead_dim = 64\nbatch = 2048\nqk_tflops = 1.0\npv_tflops = 1.0\nachieved_tflops = 1.0\n";
+        let good = format!("{}{point}", sample().to_toml());
+        assert!(parse_toml::<ProfileFile>(Path::new("p.toml"), &good).is_ok());
+        let bad = format!("{}{point}seq = 3\n", sample().to_toml());
+        assert!(parse_toml::<ProfileFile>(Path::new("p.toml"), &bad).is_err());
     }
 
     #[test]

@@ -7,7 +7,7 @@
 pub mod lower;
 pub mod nccl;
 
-use crate::hardware::profile::{CollectiveOp, Profile};
+use crate::hardware::profile::{AttentionBmmPoint, CollectiveOp, Profile};
 use crate::hardware::{Arch, Dtype, Source, Sourced, System};
 use crate::parallelism::GroupShape;
 use crate::units::{Bytes, BytesPerSec, Flops, FlopsPerSec, Seconds};
@@ -39,6 +39,84 @@ pub struct UsedNumber {
 /// an estimate applied to all GPUs.
 const ATTENTION_BACKWARD_RATIO: f64 = 0.7;
 
+/// (s, d) at which `efficiency.attention` is quoted: the published FlashAttention-2 forward
+/// figures the GPU files cite are at head dim 128, sequence length 8192 ("[AZ] FlashAttention-2
+/// (hd128, b2, s8192)" in calibration/systems/h100-sxm.toml and gb200.toml, transferred to
+/// h200-sxm and b200). A profile's attention shape factor is 1 there, so the level stays the GPU
+/// file's and only the shape dependence comes from the profile. (a100-sxm-80g's fraction is the
+/// middle of FlashAttention-2's published A100 range, at no single shape; the same reference is
+/// used for it.)
+const ATTENTION_REFERENCE: (u64, u64) = (8192, 128);
+
+/// Achieved FLOP/s of attention-like batched GEMMs (a profile's `attention_bmm` table) as a
+/// function of (s, d). Policy: the points of the nearest measured head dim (distance in log d,
+/// ties to the larger), linear in ln s between them, clamped to their measured range.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttentionCurves {
+    /// (head dim, [(ln s, FLOP/s)] by ascending s), by ascending head dim.
+    curves: Vec<(u64, Vec<(f64, f64)>)>,
+}
+
+impl AttentionCurves {
+    /// `None` without points.
+    pub fn new(points: &[AttentionBmmPoint]) -> Option<AttentionCurves> {
+        let mut curves: Vec<(u64, Vec<(f64, f64)>)> = Vec::new();
+        for p in points {
+            let pt = ((p.seq_len.max(1) as f64).ln(), p.achieved.value());
+            match curves.iter_mut().find(|(d, _)| *d == p.head_dim) {
+                Some((_, v)) => v.push(pt),
+                None => curves.push((p.head_dim, vec![pt])),
+            }
+        }
+        if curves.is_empty() {
+            return None;
+        }
+        curves.sort_by_key(|(d, _)| *d);
+        for (_, v) in &mut curves {
+            v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
+        Some(AttentionCurves { curves })
+    }
+
+    /// FLOP/s at sequence length `s` and head dim `d`.
+    pub fn at(&self, s: f64, d: u64) -> f64 {
+        let ld = (d.max(1) as f64).ln();
+        let dist = |h: u64| ((h.max(1) as f64).ln() - ld).abs();
+        // Ascending head dims: `<=` lets the larger of two equally near ones win.
+        let mut best = &self.curves[0];
+        for c in &self.curves[1..] {
+            if dist(c.0) <= dist(best.0) {
+                best = c;
+            }
+        }
+        let pts = &best.1;
+        let x = s.max(1.0).ln();
+        let (first, last) = (pts[0], pts[pts.len() - 1]);
+        if x <= first.0 {
+            return first.1;
+        }
+        if x >= last.0 {
+            return last.1;
+        }
+        let i = pts.iter().position(|p| p.0 >= x).expect("x is inside the range");
+        let (a, b) = (pts[i - 1], pts[i]);
+        a.1 + (b.1 - a.1) * (x - a.0) / (b.0 - a.0)
+    }
+
+    /// Efficiency at (s, d) relative to the reference shape [`ATTENTION_REFERENCE`].
+    pub fn factor(&self, s: f64, d: u64) -> f64 {
+        let (rs, rd) = ATTENTION_REFERENCE;
+        self.at(s, d) / self.at(rs as f64, rd)
+    }
+
+    /// Smallest and largest factor over the measured points.
+    fn range(&self) -> (f64, f64) {
+        let reference = self.at(ATTENTION_REFERENCE.0 as f64, ATTENTION_REFERENCE.1);
+        let fs = self.curves.iter().flat_map(|(_, v)| v.iter().map(|p| p.1 / reference));
+        fs.fold((f64::INFINITY, 0.0f64), |(lo, hi), f| (lo.min(f), hi.max(f)))
+    }
+}
+
 /// cuBLAS tile of the large-GEMM kernels: 128 x 256 on Hopper/Blackwell, 128 x 128 on Ampere
 /// (the CUTLASS default tile shapes for those architectures).
 fn tile(arch: Arch) -> (u64, u64) {
@@ -69,6 +147,8 @@ pub struct CostModel<'a> {
     gemm_max: Sourced<f64>,
     hbm: Sourced<BytesPerSec>,
     kernel_overhead: Sourced<Seconds>,
+    /// Attention's shape dependence from a profile's `attention_bmm` table, with its source.
+    attention_shape: Option<(AttentionCurves, Source)>,
 }
 
 impl<'a> CostModel<'a> {
@@ -128,7 +208,19 @@ impl<'a> CostModel<'a> {
             }
             _ => Vec::new(),
         };
-        CostModel { system, profile, corrections, gemm_max, hbm, kernel_overhead }
+        // Attention's shape dependence: a ratio of two measured efficiencies, so it carries to
+        // another GPU as it is (transferred), like the GEMM corrections.
+        let attention_shape = profile.and_then(|p| {
+            let curves = AttentionCurves::new(&p.attention_bmm)?;
+            let what = format!("attention-like bf16 batched GEMMs (QK^T + PV) vs (s, d), relative to s = {}, d = {} where `attention_fraction` is quoted", ATTENTION_REFERENCE.0, ATTENTION_REFERENCE.1);
+            let source = match profile_relation(gpu, p) {
+                Relation::Same => Source::Measured(format!("profile `{}`: {what} ({})", p.name, p.provenance)),
+                Relation::Other(src) => Source::Transferred(format!("profile `{}` measured on {}: {what}, applied to {}", p.name, src.display_name, gpu.display_name)),
+                Relation::Unknown => return None,
+            };
+            Some((curves, source))
+        });
+        CostModel { system, profile, corrections, gemm_max, hbm, kernel_overhead, attention_shape }
     }
 
     pub fn peak(&self, dtype: Dtype) -> Option<FlopsPerSec> {
@@ -143,13 +235,19 @@ impl<'a> CostModel<'a> {
             UsedNumber { name: "gemm_max_fraction".into(), value: format!("{:.3}", self.gemm_max.value), source: self.gemm_max.source.clone() },
             UsedNumber { name: "hbm_bandwidth_gb_per_s (achieved)".into(), value: format!("{:.0}", self.hbm.value.as_gb_per_s()), source: self.hbm.source.clone() },
             UsedNumber { name: "attention_fraction".into(), value: format!("{:.3}", g.efficiency.attention.value), source: g.efficiency.attention.source.clone() },
+        ];
+        if let Some((curves, source)) = &self.attention_shape {
+            let (lo, hi) = curves.range();
+            v.push(UsedNumber { name: "attention_shape_factor".into(), value: format!("{lo:.3}..{hi:.3}"), source: source.clone() });
+        }
+        v.extend([
             UsedNumber { name: "kernel_overhead_us".into(), value: format!("{:.1}", self.kernel_overhead.value.as_us()), source: self.kernel_overhead.source.clone() },
             UsedNumber { name: "nvlink_bandwidth_unidir_gb_per_s".into(), value: format!("{:.0}", g.nvlink_bandwidth.value.as_gb_per_s()), source: g.nvlink_bandwidth.source.clone() },
             UsedNumber { name: "nvlink_busbw_fraction".into(), value: format!("{:.3}", g.efficiency.nvlink_busbw.value), source: g.efficiency.nvlink_busbw.source.clone() },
             UsedNumber { name: "nic_bandwidth_gb_per_s".into(), value: format!("{:.0}", self.system.nic_bandwidth.value.as_gb_per_s()), source: self.system.nic_bandwidth.source.clone() },
             UsedNumber { name: "network_busbw_fraction".into(), value: format!("{:.3}", g.efficiency.network_busbw.value), source: g.efficiency.network_busbw.source.clone() },
             UsedNumber { name: "hbm_capacity_gib".into(), value: format!("{:.1}", g.hbm_capacity.value.as_gib()), source: g.hbm_capacity.source.clone() },
-        ];
+        ]);
         if let Some(p) = self.profile {
             for c in &p.collectives {
                 v.push(UsedNumber {
@@ -211,12 +309,22 @@ impl<'a> CostModel<'a> {
         OpCost { time: time + self.kernel_overhead.value, bound }
     }
 
+    /// Flash attention: FLOPs at `efficiency.attention` of the bf16 peak (lower in backward), times
+    /// a profile's measured shape factor when it has an `attention_bmm` table (1 at the reference
+    /// shape the fraction is quoted at), times wave quantization of 128-query tiles over the SMs;
+    /// or the bytes it must move at the achieved HBM bandwidth, whichever is longer.
     pub fn attention_time(&self, op: &Op) -> OpCost {
-        let OpKind::Attention { batch_heads, q_len, head_dim_qk, head_dim_v, backward, kv_bytes, .. } = op.kind else {
+        let OpKind::Attention { batch_heads, q_len, kv_len, head_dim_qk, head_dim_v, backward, kv_bytes, .. } = op.kind else {
             unreachable!("attention_time on {}", op.name)
         };
         let gpu = &self.system.gpu;
         let mut eff = gpu.efficiency.attention.value;
+        if let Some((curves, _)) = &self.attention_shape {
+            // The table is measured at s_q = s_kv = s; a rectangular (s_q, s_kv) is read at the
+            // square of equal work per (sequence, head): s = sqrt(s_q s_kv).
+            let s = ((q_len as f64) * (kv_len as f64)).sqrt();
+            eff = (eff * curves.factor(s, head_dim_qk)).min(1.0);
+        }
         if backward {
             eff *= ATTENTION_BACKWARD_RATIO;
         }
@@ -349,4 +457,134 @@ pub fn gemm_shape_factor(arch: Arch, sms: u64, m: u64, n: u64, k: u64, count: u6
 
 fn largest_gemm(p: &Profile, dtype: Dtype) -> Option<&crate::hardware::profile::GemmPoint> {
     p.gemm.iter().filter(|g| g.dtype == dtype).max_by_key(|g| g.m.min(g.n).min(g.k))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::system::{gpu_by_driver_name, load_system};
+    use crate::workload::Pass;
+
+    fn point(seq_len: u64, head_dim: u64, tflops: f64) -> AttentionBmmPoint {
+        AttentionBmmPoint { seq_len, head_dim, achieved: FlopsPerSec::tflops(tflops) }
+    }
+
+    /// A synthetic H200 table: efficiency rising with s at d = 128, one level at d = 64.
+    fn table() -> Vec<AttentionBmmPoint> {
+        vec![point(8192, 128, 600.0), point(512, 128, 200.0), point(2048, 128, 400.0), point(1024, 64, 300.0)]
+    }
+
+    fn h200_profile(attention_bmm: Vec<AttentionBmmPoint>) -> Profile {
+        Profile { name: "synthetic".into(), gpu_name: "NVIDIA H200".into(), n_gpus: 1, provenance: "unit test".into(), attention_bmm, ..Default::default() }
+    }
+
+    /// Forward, non-causal attention of 256 (sequence, head) pairs.
+    fn attention(q_len: u64, kv_len: u64, d: u64) -> Op {
+        let kv_bytes = (256 * kv_len * 2 * d) as f64 * 2.0;
+        Op { name: "attention", kind: OpKind::Attention { batch_heads: 256, q_len, kv_len, head_dim_qk: d, head_dim_v: d, causal: false, backward: false, kv_bytes }, pass: Pass::Forward }
+    }
+
+    #[test]
+    fn attention_curves_interpolate_in_log_s_clamp_and_take_the_nearest_head_dim() {
+        let c = AttentionCurves::new(&table()).unwrap();
+        let tf = |s: f64, d: u64| c.at(s, d) / 1e12;
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        // Measured points.
+        assert!(close(tf(512.0, 128), 200.0) && close(tf(2048.0, 128), 400.0) && close(tf(8192.0, 128), 600.0));
+        // 1024 is halfway from 512 to 2048 in log s.
+        assert!(close(tf(1024.0, 128), 300.0), "{}", tf(1024.0, 128));
+        assert!(close(tf(4096.0, 128), 500.0));
+        // Clamped past both ends.
+        assert!(close(tf(64.0, 128), 200.0) && close(tf(131072.0, 128), 600.0));
+        // One point at d = 64: constant in s.
+        assert!(close(tf(512.0, 64), 300.0) && close(tf(8192.0, 64), 300.0));
+        // Nearest head dim in log d: 96 -> 128 (ln 4/3 < ln 3/2), 80 -> 64, 256 -> 128, 32 -> 64.
+        assert!(close(tf(4096.0, 96), 500.0) && close(tf(4096.0, 80), 300.0));
+        assert!(close(tf(4096.0, 256), 500.0) && close(tf(4096.0, 32), 300.0));
+        // Factor relative to s = 8192, d = 128.
+        assert!(close(c.factor(8192.0, 128), 1.0) && close(c.factor(512.0, 128), 1.0 / 3.0) && close(c.factor(2048.0, 64), 0.5));
+        assert_eq!(c.range(), (200.0 / 600.0, 1.0));
+        assert!(AttentionCurves::new(&[]).is_none());
+        // Without the reference shape in the table, the reference is read by the same policy.
+        let c = AttentionCurves::new(&[point(1024, 128, 300.0), point(4096, 128, 450.0)]).unwrap();
+        assert!(close(c.factor(4096.0, 128), 1.0) && close(c.factor(1024.0, 128), 300.0 / 450.0));
+    }
+
+    #[test]
+    fn measured_attention_shape_slows_what_it_should_and_leaves_the_reference_alone() {
+        let system = load_system("hgx-h200").unwrap();
+        let base = CostModel::new(&system, None);
+        let with_table = h200_profile(table());
+        let measured = CostModel::new(&system, Some(&with_table));
+        let overhead = base.kernel_overhead.value;
+        let kernel = |c: &CostModel, op: &Op| {
+            let t = c.attention_time(op);
+            assert_eq!(t.bound, Bound::Compute, "{op:?}");
+            (t.time - overhead).value()
+        };
+        // The reference shape (s = 8192, d = 128): unchanged, to the bit.
+        let r = attention(8192, 8192, 128);
+        assert_eq!(base.attention_time(&r), measured.attention_time(&r));
+        // s = 2048 measured at 2/3 of the reference's efficiency: 1.5x the compute time.
+        let a = attention(2048, 2048, 128);
+        let ratio = kernel(&measured, &a) / kernel(&base, &a);
+        assert!((ratio - 1.5).abs() < 1e-9, "{ratio}");
+        // Rectangular: s_q = 1024, s_kv = 4096 is read at s = 2048.
+        let a = attention(1024, 4096, 128);
+        assert!((kernel(&measured, &a) / kernel(&base, &a) - 1.5).abs() < 1e-9);
+        // d = 64 at half the reference: twice as long.
+        let a = attention(2048, 2048, 64);
+        assert!((kernel(&measured, &a) / kernel(&base, &a) - 2.0).abs() < 1e-9);
+        // Between two shapes, FLOP rates move by the measured ratio (300 / 500 TFLOP/s at
+        // s = 1024 and 4096) on top of what the model already had (wave quantization).
+        let rate = |c: &CostModel, s: u64| attention(s, s, 128).flops() / kernel(c, &attention(s, s, 128));
+        let moved = (rate(&measured, 1024) / rate(&measured, 4096)) / (rate(&base, 1024) / rate(&base, 4096));
+        assert!((moved - 0.6).abs() < 1e-9, "{moved}");
+        // Said in the numbers used: measured on this GPU.
+        let used = measured.used_numbers(Dtype::Bf16);
+        let f = used.iter().find(|u| u.name == "attention_shape_factor").unwrap();
+        assert_eq!((f.source.kind(), f.value.as_str()), ("measured", "0.333..1.000"));
+        assert!(f.source.citation().contains("profile `synthetic`"), "{f:?}");
+        // The level stays the GPU file's.
+        let level = used.iter().find(|u| u.name == "attention_fraction").unwrap();
+        assert_eq!(level.source, system.gpu.efficiency.attention.source);
+    }
+
+    #[test]
+    fn profiles_without_the_table_price_attention_as_before() {
+        let system = load_system("hgx-h200").unwrap();
+        let mut without = h200_profile(vec![]);
+        // Other measured parts (HBM, launch) still apply; only attention's factor is absent.
+        without.kernel_launch = Some(Seconds::us(3.0));
+        let mut flat = without.clone();
+        flat.attention_bmm = vec![point(512, 128, 500.0), point(8192, 128, 500.0), point(1024, 64, 500.0)];
+        let (a, b) = (CostModel::new(&system, Some(&without)), CostModel::new(&system, Some(&flat)));
+        for op in [attention(512, 512, 128), attention(8192, 8192, 64), attention(1, 4096, 128), attention(3000, 3000, 96)] {
+            assert_eq!(a.attention_time(&op), b.attention_time(&op), "{op:?}");
+        }
+        assert!(a.used_numbers(Dtype::Bf16).iter().all(|u| u.name != "attention_shape_factor"));
+        assert!(CostModel::new(&system, None).used_numbers(Dtype::Bf16).iter().all(|u| u.name != "attention_shape_factor"));
+    }
+
+    #[test]
+    fn the_attention_shape_transfers_to_another_gpu_and_not_from_an_unknown_one() {
+        let b200 = load_system("dgx-b200").unwrap();
+        let mut p = h200_profile(table());
+        p.measured_gpu = gpu_by_driver_name("NVIDIA H200").map(Box::new);
+        assert!(p.measured_gpu.is_some());
+        let (base, moved) = (CostModel::new(&b200, None), CostModel::new(&b200, Some(&p)));
+        let a = attention(2048, 2048, 128);
+        let over = base.kernel_overhead.value;
+        let ratio = (moved.attention_time(&a).time - over).value() / (base.attention_time(&a).time - over).value();
+        assert!((ratio - 1.5).abs() < 1e-9, "{ratio}");
+        let used = moved.used_numbers(Dtype::Bf16);
+        let f = used.iter().find(|u| u.name == "attention_shape_factor").unwrap();
+        assert_eq!(f.source.kind(), "transferred");
+        assert!(f.source.citation().contains("measured on NVIDIA H200"), "{f:?}");
+        // A GPU the catalog does not know: nothing can be said about it, nothing applies.
+        let mut unknown = h200_profile(table());
+        unknown.gpu_name = "Some Future GPU".into();
+        let c = CostModel::new(&b200, Some(&unknown));
+        assert_eq!(c.attention_time(&a), base.attention_time(&a));
+    }
 }

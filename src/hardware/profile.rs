@@ -16,6 +16,16 @@ pub struct GemmPoint {
     pub sm_clock: Hertz,
 }
 
+/// Attention-like batched GEMMs at one (s, d) in bf16: QK^T and PV of `seq_len` queries over
+/// `seq_len` keys with head dim `head_dim`, batched over (sequence, head) pairs; achieved FLOP/s of
+/// the two together (their FLOPs over the sum of their times).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttentionBmmPoint {
+    pub seq_len: u64,
+    pub head_dim: u64,
+    pub achieved: FlopsPerSec,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum CollectiveOp {
     AllReduce,
@@ -87,12 +97,16 @@ pub struct Profile {
     /// Machine, date and command, for provenance lines.
     pub provenance: String,
     pub gemm: Vec<GemmPoint>,
+    /// Attention-like batched GEMMs vs (s, d); `cost` takes attention's shape dependence from
+    /// them (empty in profiles measured before the `attention` group existed).
+    pub attention_bmm: Vec<AttentionBmmPoint>,
     pub stream: Option<StreamFit>,
     pub kernel_launch: Option<Seconds>,
     pub collectives: Vec<CollectiveFit>,
     pub power: Option<PowerProfile>,
     /// The catalog GPU the profile was measured on, when `config` could tell which it is. A
     /// profile applied to another GPU is transferred: only its dimensionless parts (GEMM
-    /// efficiency vs shape, HBM efficiency) carry over, scaled to the other GPU's peaks.
+    /// efficiency vs shape, HBM efficiency, attention's shape dependence) carry over, scaled to the
+    /// other GPU's peaks.
     pub measured_gpu: Option<Box<super::Gpu>>,
 }

@@ -212,3 +212,53 @@ fn quick_calibration_on_this_gpu() {
     assert!(p.stream.unwrap().bandwidth.as_gb_per_s() > 500.0);
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+/// The `attention` group alone (so it heat-soaks first), quick: every case measured and checked,
+/// the table holds the cost model's reference shape, and the numbers are of the right order.
+#[cfg(feature = "gpu-tests")]
+#[test]
+fn quick_attention_calibration_on_this_gpu() {
+    let out = scratch("gpu-attention");
+    let o = Command::new(bin())
+        .args([
+            "calibrate",
+            "--quick",
+            "--only",
+            "attention",
+            "--name",
+            "gpu-attention",
+            "--no-progress",
+            "--out-dir",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let dir = out.join("gpu-attention");
+    let p = load_profile(&dir).unwrap();
+    // Quick: s in 512, 2048, 8192 at d = 64 and 128.
+    assert_eq!(p.attention_bmm.len(), 6, "{:?}", p.attention_bmm);
+    let reference = p
+        .attention_bmm
+        .iter()
+        .find(|a| (a.seq_len, a.head_dim) == (8192, 128))
+        .unwrap();
+    assert!(reference.achieved.as_tflops() > 100.0, "{reference:?}");
+    let csv = std::fs::read_to_string(dir.join("attention.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    // 6 prefill and 2 decode cases, two products each.
+    assert_eq!(rows.len(), 16, "{csv}");
+    for r in rows.iter().filter(|r| r[col("regime")] == "decode") {
+        let gb: f64 = r[col("bandwidth_gb_per_s_p50")].parse().unwrap();
+        assert!(gb > 500.0, "{r:?}");
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+}

@@ -118,6 +118,36 @@ fn a_profile_applies_as_measured_on_its_gpu_and_transferred_on_another() {
     assert!(f > 0.6 && f < 0.8, "{f}");
 }
 
+/// The shipped profiles predate the `attention` group: they load and price attention as before (a
+/// table that says "no shape dependence" gives the same predictions to the bit), and a measured
+/// table with lower efficiency at the scenario's sequence length slows the step.
+#[test]
+fn a_profile_attention_table_shapes_attention_and_old_profiles_are_unchanged() {
+    let predict = |system: &str, profile: &str| {
+        let (code, out, err) = gpuplan(&["predict", "--model", "llama-3-8b", "--system", system, "--gpus", "8", "--tp", "2", "--zero", "1", "--seq", "4096", "--global-batch", "64", "--calibration", profile, "--json"]);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let factor = v["sources"].as_array().unwrap().iter().find(|s| s["name"] == "attention_shape_factor").cloned();
+        (v["step_time_s"].as_f64().unwrap(), v["tokens_per_s"].as_f64().unwrap(), factor)
+    };
+    let point = |s: u64, d: u64, tflops: f64| format!("\n[[attention_bmm]]\nseq_len = {s}\nhead_dim = {d}\nbatch = {}\nqk_tflops = {tflops}\npv_tflops = {tflops}\nachieved_tflops = {tflops}\n", (1u64 << 29) / (s * s));
+    for (name, system) in [("h200-sxm-1x", "hgx-h200"), ("h200-sxm-2x", "hgx-h200"), ("h100-sxm-1x", "dgx-h100")] {
+        let text = std::fs::read_to_string(format!("{}/calibration/profiles/{name}/profile.toml", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        assert!(!text.contains("attention_bmm"), "{name} has an attention table now: update this test");
+        let (t0, tps0, f0) = predict(system, name);
+        assert!(f0.is_none(), "{name}: {f0:?}");
+        let flat = write_temp(&format!("{name}-flat.toml"), &format!("{text}{}{}{}", point(1024, 128, 500.0), point(8192, 128, 500.0), point(2048, 64, 500.0)));
+        let (t1, tps1, f1) = predict(system, flat.to_str().unwrap());
+        assert_eq!((t1, tps1), (t0, tps0), "{name}");
+        assert_eq!(f1.unwrap()["kind"], "measured");
+        // 4096 tokens at d = 128 measured at 3/4 of the reference's rate: attention slows, the step too.
+        let slower = write_temp(&format!("{name}-shaped.toml"), &format!("{text}{}{}", point(4096, 128, 450.0), point(8192, 128, 600.0)));
+        let (t2, _, f2) = predict(system, slower.to_str().unwrap());
+        assert!(t2 > t0 * 1.001, "{name}: {t2} vs {t0}");
+        assert_eq!(f2.unwrap()["value"], "0.750..1.000");
+    }
+}
+
 /// Error text is part of the interface: every problem of a file, each with its key, value and hint.
 #[test]
 fn error_text_of_a_scenario_with_several_problems() {
