@@ -13,7 +13,7 @@ import json
 import os
 import statistics
 
-TABLES = ["hbm.csv", "gemm.csv", "elementwise.csv", "collectives.csv", "p2p.csv", "launch.csv"]
+TABLES = ["hbm.csv", "gemm.csv", "attention.csv", "elementwise.csv", "collectives.csv", "p2p.csv", "launch.csv"]
 
 
 def rows(path):

@@ -24,6 +24,7 @@ run() {  # model qps duration
   grep -o '"throughput": {[^}]*}' $R/$id.log | tail -1
   pack
 }
-for q in 2 8 16 24; do run ref-llama-1b $q 40; done
-for q in 4 10; do run ref-llama-8b $q 40; done
+timeout 60 python3 $W --model-file models/ref-llama-1b.toml --qps 1 --duration-s 1 --profile 20 --warmup-iters 2 2>&1 | grep "profile:"
+for q in 2 8 16 24; do run ref-llama-1b $q 30; done
+for q in 4 10; do run ref-llama-8b $q 30; done
 step done
