@@ -11,6 +11,7 @@ use super::Outcome;
 use crate::config::serve::{read_serve, ServeWire};
 use crate::serve::stats::{summarize, Dist, Summary};
 use crate::serve::{self, arrivals, Arrival, Deployment, Lengths, Pool, Process, Role, Routing, RunOptions, SchedConfig, ServeResult};
+use crate::units::Seconds;
 
 /// Version of the JSON document `serve --json` prints.
 pub const SERVE_SCHEMA_VERSION: u32 = 1;
@@ -83,6 +84,12 @@ pub struct ServeArgs {
     /// Share of HBM the server may use (vLLM gpu_memory_utilization)
     #[arg(long)]
     pub gpu_memory_utilization: Option<f64>,
+    /// The engine's host time in microseconds: per iteration and per sequence in it (serial: the
+    /// GPU waits), per layer when sequences decode, per layer and prefill chunk (beside the GPU, as
+    /// launches); default: the stack's (torch-eager: fitted on the reference server, others
+    /// zero). `--json` shows the one used.
+    #[arg(long, value_name = "ITER,SEQ,DECODE_LAYER,CHUNK_LAYER", value_delimiter = ',')]
+    pub host_overhead_us: Option<Vec<f64>>,
     /// round-robin or least-loaded
     #[arg(long)]
     pub routing: Option<String>,
@@ -202,6 +209,15 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
         chunked_prefill: a.chunked_prefill.or(sc.chunked_prefill).unwrap_or(d.chunked_prefill),
         block_size: int("block_size", a.block_size, sc.block_size, d.block_size as u64)? as u32,
         gpu_memory_utilization: a.gpu_memory_utilization.or(sc.gpu_memory_utilization).unwrap_or(d.gpu_memory_utilization),
+        host: match a.host_overhead_us.clone().or(sc.host_overhead_us.clone()) {
+            None => None,
+            Some(v) => {
+                if v.len() != 4 || v.iter().any(|x| !(x.is_finite() && *x >= 0.0)) {
+                    bail!("`host_overhead_us` = {v:?} is not four non-negative numbers\nhint: microseconds per iteration, per sequence, per layer with decoders, per layer and prefill chunk, e.g. 100,10,80,400");
+                }
+                Some(crate::serve::cost::HostOverhead { per_iteration: Seconds::us(v[0]), per_sequence: Seconds::us(v[1]), per_layer_decode: Seconds::us(v[2]), per_layer_chunk: Seconds::us(v[3]) })
+            }
+        },
     };
     if !(sched.gpu_memory_utilization > 0.0 && sched.gpu_memory_utilization <= 1.0) {
         bail!("`gpu_memory_utilization` = {} must be in (0, 1]", sched.gpu_memory_utilization);
@@ -423,6 +439,14 @@ fn deployment_json(r: &Resolved, res: Option<&ServeResult>) -> serde_json::Value
                 "role": p.role.name(), "replicas": p.n_replicas, "tp": p.scenario.parallel.tp, "pp": p.scenario.parallel.pp,
                 "max_batch": p.sched.max_batch, "token_budget": p.sched.token_budget, "chunked_prefill": p.sched.chunked_prefill,
                 "block_size": p.sched.block_size, "gpu_memory_utilization": p.sched.gpu_memory_utilization,
+            });
+            let (h, source) = match p.sched.host {
+                Some(h) => (h, "given"),
+                None => crate::serve::cost::HostOverhead::default_for(p.scenario.workload.stack),
+            };
+            v["host_overhead_us"] = serde_json::json!({
+                "per_iteration": h.per_iteration.value() * 1e6, "per_sequence": h.per_sequence.value() * 1e6, "per_layer_decode": h.per_layer_decode.value() * 1e6,
+                "per_layer_chunk": h.per_layer_chunk.value() * 1e6, "source": source,
             });
             if let Some(st) = res.map(|x| &x.pools[i]) {
                 v["kv_blocks_per_replica"] = st.kv_blocks_per_replica.into();

@@ -20,6 +20,9 @@
 //! chunked_prefill = true
 //! block_size = 16
 //! gpu_memory_utilization = 0.9
+//! # host_overhead_us = [100, 10, 80, 400] # engine host time: per iteration, per sequence, per
+//! #                                       # layer with decoders, per layer and prefill chunk
+//! #                                       # (default: the stack's)
 //! routing = "least-loaded"       # round-robin | least-loaded
 //! # [disaggregated]              # a prefill pool of prefill_gpus GPUs (TP prefill_tp); the rest decode
 //! # prefill_gpus = 4
@@ -74,6 +77,7 @@ pub struct SchedulerWire {
     pub chunked_prefill: Option<bool>,
     pub block_size: Option<i64>,
     pub gpu_memory_utilization: Option<f64>,
+    pub host_overhead_us: Option<Vec<f64>>,
     pub routing: Option<String>,
 }
 

@@ -50,6 +50,44 @@ impl Parts {
     }
 }
 
+/// Host time a serving engine spends per iteration beyond launching the op list's kernels: input
+/// preparation, scheduling and bookkeeping between iterations (the GPU waits), and, per layer, the
+/// host side of its attention for the decoders and for each prefill chunk (the Python that slices,
+/// masks and dispatches them: it overlaps the GPU as kernel launches do).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct HostOverhead {
+    pub per_iteration: Seconds,
+    /// Per sequence in the iteration (building its inputs, reading its token back), serial.
+    pub per_sequence: Seconds,
+    pub per_layer_decode: Seconds,
+    pub per_layer_chunk: Seconds,
+}
+
+impl HostOverhead {
+    /// The stack's default and where it comes from. Only `torch-eager` has one: fitted on the fit
+    /// split of the measured serving runs of the project's reference server
+    /// (calibration/runs/serve/, scenarios/workloads/serve_llama.py on one H200, 2026-11-22, by
+    /// scripts/fit_serve_overhead.py). Other stacks: none measured, zero.
+    pub fn default_for(stack: crate::workload::Stack) -> (HostOverhead, &'static str) {
+        match stack {
+            crate::workload::Stack::TorchEager => (
+                HostOverhead {
+                    per_iteration: Seconds::us(EAGER_HOST_US[0]),
+                    per_sequence: Seconds::us(EAGER_HOST_US[1]),
+                    per_layer_decode: Seconds::us(EAGER_HOST_US[2]),
+                    per_layer_chunk: Seconds::us(EAGER_HOST_US[3]),
+                },
+                "fitted: serving runs of scenarios/workloads/serve_llama.py on one H200, fit split (calibration/runs/serve/FIT.md)",
+            ),
+            _ => (HostOverhead::default(), "none measured for this stack: zero (set --host-overhead-us)"),
+        }
+    }
+}
+
+/// `torch-eager` host overhead, microseconds: per iteration, per sequence, per layer with
+/// decoders, per layer and prefill chunk. See [`HostOverhead::default_for`].
+pub const EAGER_HOST_US: [f64; 4] = [200.0, 15.0, 60.0, 450.0];
+
 /// One prefill chunk of an iteration: `q` new prompt tokens after `c` cached ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Chunk {
@@ -106,6 +144,7 @@ pub struct IterCost<'a> {
     linear: HashMap<u64, [Parts; 3]>,
     head: HashMap<u64, Parts>,
     power: HashMap<[u16; 3], (f64, f64)>,
+    host: HostOverhead,
 }
 
 fn parts_of(cost: &CostModel, s: &Scenario, w: &Workload, ops: &[Op]) -> Parts {
@@ -165,7 +204,14 @@ impl<'a> IterCost<'a> {
             linear: HashMap::new(),
             head: HashMap::new(),
             power: HashMap::new(),
+            host: HostOverhead::default_for(s.workload.stack).0,
         })
+    }
+
+    /// Replace the stack's default host overhead.
+    pub fn with_host(mut self, host: HostOverhead) -> Self {
+        self.host = host;
+        self
     }
 
     fn linear(&mut self, n: u64) -> [Parts; 3] {
@@ -236,9 +282,10 @@ impl<'a> IterCost<'a> {
             let op = self.prefill_attn.with(1, c.q as u64, (c.c + c.q) as u64);
             attn.add(&self.attention(op), 1.0);
         }
+        let host_per_layer = if n_decode > 0 { self.host.per_layer_decode.value() } else { 0.0 } + self.host.per_layer_chunk.value() * chunks.len() as f64;
         let mut stage_parts = Vec::with_capacity(self.stages.len());
         for &(d, m, first, last) in &self.stages {
-            let mut p = Parts::default();
+            let mut p = Parts { cpu: host_per_layer * (d + m), ..Parts::default() };
             p.add(&dense, d);
             p.add(&moe, m);
             p.add(&attn, d + m);
@@ -259,7 +306,7 @@ impl<'a> IterCost<'a> {
             act.idle += Seconds::new((p.cpu - p.gpu(1.0)).max(0.0));
         }
         let (speedup, watts) = self.solve(&act);
-        let time: f64 = stage_parts.iter().map(|p| p.gpu(speedup).max(p.cpu)).sum::<f64>() + p2p;
+        let time: f64 = stage_parts.iter().map(|p| p.gpu(speedup).max(p.cpu)).sum::<f64>() + p2p + self.host.per_iteration.value() + self.host.per_sequence.value() * (n_decode + chunks.len() as u64) as f64;
         IterTime { time: Seconds::new(time), gpu_power: Watts::new(watts) }
     }
 

@@ -63,11 +63,13 @@ pub struct SchedConfig {
     pub block_size: u32,
     /// Share of HBM the server may use (weights, transients and KV cache).
     pub gpu_memory_utilization: f64,
+    /// The engine's host overhead; `None`: the stack's default (`HostOverhead::default_for`).
+    pub host: Option<cost::HostOverhead>,
 }
 
 impl Default for SchedConfig {
     fn default() -> Self {
-        SchedConfig { max_batch: 256, token_budget: 8192, chunked_prefill: true, block_size: DEFAULT_BLOCK_SIZE, gpu_memory_utilization: DEFAULT_GPU_MEMORY_UTILIZATION }
+        SchedConfig { max_batch: 256, token_budget: 8192, chunked_prefill: true, block_size: DEFAULT_BLOCK_SIZE, gpu_memory_utilization: DEFAULT_GPU_MEMORY_UTILIZATION, host: None }
     }
 }
 
@@ -305,7 +307,10 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
         if p.n_replicas == 0 || p.sched.max_batch == 0 || p.sched.token_budget == 0 || p.sched.block_size == 0 {
             return Err(ServeError::Invalid(format!("pool `{}`: replicas, max batch, token budget and block size must be positive", p.role.name())));
         }
-        let cost = IterCost::new(&p.scenario)?;
+        let mut cost = IterCost::new(&p.scenario)?;
+        if let Some(h) = p.sched.host {
+            cost = cost.with_host(h);
+        }
         let room = cost::kv_room(&p.scenario, p.sched.token_budget as u64, p.sched.max_batch as u64, p.sched.gpu_memory_utilization);
         let total_blocks = (room.cache_bytes / (room.bytes_per_token * p.sched.block_size as f64)).floor() as u64;
         if total_blocks == 0 {

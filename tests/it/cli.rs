@@ -131,7 +131,12 @@ fn a_profile_attention_table_shapes_attention_and_old_profiles_are_unchanged() {
         (v["step_time_s"].as_f64().unwrap(), v["tokens_per_s"].as_f64().unwrap(), factor)
     };
     let point = |s: u64, d: u64, tflops: f64| format!("\n[[attention_bmm]]\nseq_len = {s}\nhead_dim = {d}\nbatch = {}\nqk_tflops = {tflops}\npv_tflops = {tflops}\nachieved_tflops = {tflops}\n", (1u64 << 29) / (s * s));
-    for (name, system) in [("h200-sxm-1x", "hgx-h200"), ("h200-sxm-2x", "hgx-h200"), ("h100-sxm-1x", "dgx-h100")] {
+    // The shipped profile with a table: its factor applies, measured on its GPU, transferred on another.
+    let (_, _, f) = predict("hgx-h200", "h200-sxm-1x");
+    assert_eq!(f.expect("h200-sxm-1x has an attention table")["kind"], "measured");
+    let (_, _, f) = predict("dgx-h100", "h200-sxm-1x");
+    assert_eq!(f.expect("transferred to H100")["kind"], "transferred");
+    for (name, system) in [("h200-sxm-2x", "hgx-h200"), ("h100-sxm-1x", "dgx-h100")] {
         let text = std::fs::read_to_string(format!("{}/calibration/profiles/{name}/profile.toml", env!("CARGO_MANIFEST_DIR"))).unwrap();
         assert!(!text.contains("attention_bmm"), "{name} has an attention table now: update this test");
         let (t0, tps0, f0) = predict(system, name);

@@ -201,3 +201,38 @@ fn measured_comparison_scores_a_replayed_run() {
     assert_eq!(code, 1, "{out}\n{err}");
     assert!(err.contains("tpot_p50_s") && err.contains("bound 15%"), "{err}");
 }
+
+/// The measured serving runs (calibration/runs/serve, one H200): each replayed through the
+/// simulator with the torch-eager host overhead fitted on the fit split. The bounds (15%
+/// latency, 10% throughput) are not met yet (docs/serving.md); every run but one is held to what
+/// it reaches today (30% latency, 10% throughput), so a change that makes them worse fails. The
+/// 8B run at 10 QPS is not bounded (padded decode attention is not modelled: 49% off at TTFT P99).
+#[test]
+fn measured_serving_runs_replayed() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/calibration/runs/serve");
+    let text = std::fs::read_to_string(format!("{dir}/h200-serve.jsonl")).unwrap();
+    let mut checked = 0;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let r: serde_json::Value = serde_json::from_str(line).unwrap();
+        let id = r["run_id"].as_str().unwrap();
+        let csv = format!("{dir}/{}", r["serve"]["requests_csv"].as_str().unwrap());
+        let model = r["scenario"]["model"].as_str().unwrap();
+        let (code, out, err) = gpuplan(&[
+            "serve", "--model", model, "--system", "hgx-h200", "--gpus", "1", "--stack", "torch-eager", "--trace", &csv, "--measured", &csv,
+            "--max-batch", "64", "--token-budget", "2048", "--gpu-memory-utilization", "1.0", "--json",
+        ]);
+        assert_eq!(code, 0, "{id}: {err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        if id == "h200-serve-8b-q10" {
+            continue;
+        }
+        let (lat, thr) = (30.0, 10.0);
+        for m in v["metrics"].as_array().unwrap() {
+            let e = m["error_pct"].as_f64().unwrap().abs();
+            let bound = if m["metric"] == "output_tokens_per_s" { thr } else { lat };
+            assert!(e <= bound, "{id} {}: {e:.1}% > {bound}%", m["metric"]);
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 5);
+}

@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Fit the torch-eager serving host overhead (per iteration, per sequence, per layer with decoders,
+per layer and prefill chunk) on the fit split of the measured serving runs, and score every run with it.
+
+    python3 scripts/fit_serve_overhead.py [--gpuplan target/release/gpuplan] [--runs calibration/runs/serve]
+
+Each run is replayed by `gpuplan serve --trace RUN.csv --measured RUN.csv` (the simulator serves
+exactly the measured requests with the measured scheduler limits) under a grid of overheads; the
+fit minimizes the mean absolute error over P50/P99 TTFT, P50/P99 TPOT and output-token throughput
+of the fit runs only. Prints the grid's best point and the per-run errors at it (fit and test).
+"""
+import argparse
+import itertools
+import json
+import os
+import subprocess
+
+METRICS = ["ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "output_tokens_per_s"]
+
+
+def score(g, runs_dir, rec, host):
+    csv = os.path.join(runs_dir, rec["serve"]["requests_csv"])
+    sc = rec["scenario"]
+    cmd = [g, "serve", "--model", sc["model"], "--system", sc["system"], "--gpus", "1", "--stack", sc["stack"],
+           "--trace", csv, "--measured", csv, "--max-batch", str(rec["serve"]["max_batch"]),
+           "--token-budget", str(rec["serve"]["token_budget"]), "--gpu-memory-utilization", "1.0", "--json"]
+    if host is not None:
+        cmd += ["--host-overhead-us", ",".join(str(x) for x in host)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    d = json.loads(out)
+    return {m["metric"]: m["error_pct"] for m in d["metrics"]}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gpuplan", default="target/release/gpuplan")
+    ap.add_argument("--runs", default="calibration/runs/serve")
+    a = ap.parse_args()
+    recs = [json.loads(l) for l in open(os.path.join(a.runs, "h200-serve.jsonl")) if l.strip()]
+    fit = [r for r in recs if r["split"] == "fit"]
+    grid = itertools.product(range(0, 601, 100), range(0, 41, 5), range(0, 161, 20), range(0, 601, 50))
+    best = None
+    for host in grid:
+        errs = [abs(e) for r in fit for e in score(a.gpuplan, a.runs, r, host).values()]
+        m = sum(errs) / len(errs)
+        if best is None or m < best[0]:
+            best = (m, host)
+    print(f"fit: host_overhead_us = {list(best[1])} (mean |error| over the fit runs' metrics {best[0]:.1f}%)")
+    for label, host in [("zero overhead", (0, 0, 0, 0)), ("fitted", best[1])]:
+        print(f"\n{label} {list(host)}:")
+        print(f"{'run':<20} {'split':<5} " + " ".join(f"{m:>20}" for m in METRICS))
+        for r in recs:
+            e = score(a.gpuplan, a.runs, r, host)
+            print(f"{r['run_id']:<20} {r['split']:<5} " + " ".join(f"{e[m]:>+19.1f}%" for m in METRICS))
+
+
+if __name__ == "__main__":
+    main()
