@@ -3,7 +3,8 @@
 //! the grid compares like with like). FLOPs = 2 m n k.
 //!
 //! For each shape the top heuristic algorithms (up to `n_algos`) are each timed briefly and the
-//! fastest is then measured; PyTorch takes the top heuristic, so this is never slower.
+//! fastest is then measured; `calibrate` asks for one (the heuristic's choice, as PyTorch makes it:
+//! see `GEMM_ALGOS`).
 //!
 //! A strided batch (`batch` > 1, for [`super::attention`]) runs `batch` such GEMMs in one call:
 //! the operands of batch element `b` start `b * m * k`, `b * k * n` and `b * m * n` elements in
