@@ -2,6 +2,7 @@ use super::*;
 use crate::analytic::predict;
 use crate::config::scenario::{build, ScenarioWire};
 use crate::serve::stats::summarize;
+use crate::units::Seconds;
 use crate::workload::Mode;
 
 fn scenario(model: &str, system: &str, tp: i64, pp: i64) -> Scenario {
@@ -51,6 +52,37 @@ fn one_prompt_iteration_equals_predict_prefill() {
             assert!(rel(got, want) < 5e-3, "{m} tp{tp} L{l}: {got} vs {want}");
         }
     }
+}
+
+#[test]
+fn host_overhead_adds_where_it_should() {
+    // llama-3-8b on an H100, eager stack: a decode iteration at batch 8 is host-bound (launches).
+    let mut s = scenario("llama-3-8b", "dgx-h100", 1, 1);
+    s.workload.stack = crate::workload::Stack::TorchEager;
+    let zero = cost::HostOverhead::default();
+    let mut c0 = cost::IterCost::new(&s).unwrap().with_host(zero);
+    let base = c0.iteration(8, 8 * 500, &[], 8).time.value();
+    // Serial terms add in full: 300 us + 8 x 20 us.
+    let h = cost::HostOverhead { per_iteration: Seconds::us(300.0), per_sequence: Seconds::us(20.0), ..zero };
+    let mut c1 = cost::IterCost::new(&s).unwrap().with_host(h);
+    assert!((c1.iteration(8, 8 * 500, &[], 8).time.value() - base - 460e-6).abs() < 1e-9);
+    // Per-layer decode host time adds to the launch side: on a host-bound iteration, 32 layers x 50 us.
+    let h = cost::HostOverhead { per_layer_decode: Seconds::us(50.0), ..zero };
+    let mut c2 = cost::IterCost::new(&s).unwrap().with_host(h);
+    let got = c2.iteration(8, 8 * 500, &[], 8).time.value() - base;
+    assert!((got - 32.0 * 50e-6).abs() < 1e-6, "{got}");
+    // Per-chunk host time counts once per chunk, and not at all without chunks.
+    let h = cost::HostOverhead { per_layer_chunk: Seconds::us(100.0), ..zero };
+    let mut c3 = cost::IterCost::new(&s).unwrap().with_host(h);
+    assert_eq!(c3.iteration(8, 8 * 500, &[], 8).time.value(), base);
+    let one = c3.iteration(8, 8 * 500, &[cost::Chunk { q: 16, c: 0 }], 9).time.value();
+    let two = c3.iteration(8, 8 * 500, &[cost::Chunk { q: 16, c: 0 }, cost::Chunk { q: 16, c: 0 }], 10).time.value();
+    let one0 = c0.iteration(8, 8 * 500, &[cost::Chunk { q: 16, c: 0 }], 9).time.value();
+    assert!((one - one0 - 32.0 * 100e-6).abs() < 1e-6, "{one} {one0}");
+    assert!(two > one);
+    // The eager stack's default is the fitted one; Megatron's is zero.
+    assert_eq!(cost::HostOverhead::default_for(crate::workload::Stack::TorchEager).0.per_layer_chunk, Seconds::us(cost::EAGER_HOST_US[3]));
+    assert_eq!(cost::HostOverhead::default_for(crate::workload::Stack::Megatron).0, zero);
 }
 
 #[test]

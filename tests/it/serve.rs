@@ -236,3 +236,16 @@ fn measured_serving_runs_replayed() {
     }
     assert_eq!(checked, 5);
 }
+
+#[test]
+fn host_overhead_flag_is_checked_and_reported() {
+    let (code, _, err) = gpuplan(&["serve", "--model", "ref-llama-1b", "--system", "hgx-h200", "--gpus", "1", "--qps", "2", "--duration-s", "5", "--input-len", "256", "--output-len", "32", "--host-overhead-us", "100,-1,3,4"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("host_overhead_us") && err.contains("hint:"), "{err}");
+    let (code, out, err) = gpuplan(&["serve", "--model", "ref-llama-1b", "--system", "hgx-h200", "--gpus", "1", "--qps", "2", "--duration-s", "5", "--input-len", "256", "--output-len", "32", "--stack", "torch-eager", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let h = &v["deployment"]["pools"][0]["host_overhead_us"];
+    assert!(h["source"].as_str().unwrap().starts_with("fitted"), "{h}");
+    assert!(h["per_layer_chunk"].as_f64().unwrap() > 0.0);
+}
