@@ -23,7 +23,8 @@ def score(g, runs_dir, rec, host):
     sc = rec["scenario"]
     cmd = [g, "serve", "--model", sc["model"], "--system", sc["system"], "--gpus", "1", "--stack", sc["stack"],
            "--trace", csv, "--measured", csv, "--max-batch", str(rec["serve"]["max_batch"]),
-           "--token-budget", str(rec["serve"]["token_budget"]), "--gpu-memory-utilization", "1.0", "--json"]
+           "--token-budget", str(rec["serve"]["token_budget"]), "--gpu-memory-utilization", "1.0",
+           "--decode-attention", "padded", "--json"]
     if host is not None:
         cmd += ["--host-overhead-us", ",".join(str(x) for x in host)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout

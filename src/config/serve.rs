@@ -23,6 +23,7 @@
 //! # host_overhead_us = [100, 10, 80, 400] # engine host time: per iteration, per sequence, per
 //! #                                       # layer with decoders, per layer and prefill chunk
 //! #                                       # (default: the stack's)
+//! # decode_attention = "padded"           # paged (default) | padded: to the longest context
 //! routing = "least-loaded"       # round-robin | least-loaded
 //! # [disaggregated]              # a prefill pool of prefill_gpus GPUs (TP prefill_tp); the rest decode
 //! # prefill_gpus = 4
@@ -78,6 +79,7 @@ pub struct SchedulerWire {
     pub block_size: Option<i64>,
     pub gpu_memory_utilization: Option<f64>,
     pub host_overhead_us: Option<Vec<f64>>,
+    pub decode_attention: Option<String>,
     pub routing: Option<String>,
 }
 

@@ -65,11 +65,15 @@ pub struct SchedConfig {
     pub gpu_memory_utilization: f64,
     /// The engine's host overhead; `None`: the stack's default (`HostOverhead::default_for`).
     pub host: Option<cost::HostOverhead>,
+    /// The engine's decode attention reads each decoder's cache padded to the batch's longest
+    /// context (a contiguous per-sequence cache, as simple servers and static caches do) instead
+    /// of its own context (paged attention, vLLM's).
+    pub padded_decode_attention: bool,
 }
 
 impl Default for SchedConfig {
     fn default() -> Self {
-        SchedConfig { max_batch: 256, token_budget: 8192, chunked_prefill: true, block_size: DEFAULT_BLOCK_SIZE, gpu_memory_utilization: DEFAULT_GPU_MEMORY_UTILIZATION, host: None }
+        SchedConfig { max_batch: 256, token_budget: 8192, chunked_prefill: true, block_size: DEFAULT_BLOCK_SIZE, gpu_memory_utilization: DEFAULT_GPU_MEMORY_UTILIZATION, host: None, padded_decode_attention: false }
     }
 }
 
@@ -499,7 +503,9 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
             let Some(batch) = schedule(rep, &pool.sched, &mut records, &mut scratch_chunks, &mut pool.stats, now_s, &mut n_queued) else {
                 continue;
             };
-            let it = pool.cost.iteration(batch.n_decode, batch.decode_kv, &scratch_chunks, batch.rows);
+            // Padded decode attention reads every decoder's cache up to the longest context.
+            let kv = if pool.sched.padded_decode_attention { batch.n_decode * batch.decode_kv_max } else { batch.decode_kv };
+            let it = pool.cost.iteration(batch.n_decode, kv, &scratch_chunks, batch.rows);
             let dur = it.time.value();
             rep.busy = true;
             rep.iter_power_w = it.gpu_power.value();
@@ -566,6 +572,8 @@ fn route(pool: &mut PoolState, replicas: &[Replica], routing: Routing) -> usize 
 struct Batch {
     n_decode: u64,
     decode_kv: u64,
+    /// The longest decoder's context.
+    decode_kv_max: u64,
     rows: u64,
 }
 
@@ -645,7 +653,7 @@ fn schedule(
             rep.running.push(s);
         }
     }
-    let mut b = Batch { n_decode: 0, decode_kv: 0, rows: 0 };
+    let mut b = Batch { n_decode: 0, decode_kv: 0, decode_kv_max: 0, rows: 0 };
     for s in rep.running.iter().filter(|s| s.sched > 0) {
         if s.computed < s.target {
             chunks.push(Chunk { q: s.sched, c: s.computed });
@@ -655,6 +663,7 @@ fn schedule(
         } else {
             b.n_decode += 1;
             b.decode_kv += s.computed as u64;
+            b.decode_kv_max = b.decode_kv_max.max(s.computed as u64);
             b.rows += 1;
         }
     }

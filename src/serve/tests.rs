@@ -127,6 +127,24 @@ fn lone_request_sees_prefill_then_decode_steps() {
 }
 
 #[test]
+fn padded_decode_attention_reads_to_the_longest_context() {
+    // Two requests decoding together, one with a 100-token and one with a 30000-token prompt, on
+    // a memory-bound model: padded attention reads both caches to 30000 tokens, so the short
+    // request's tokens come slower than with paged attention; alone, a request is unchanged.
+    let s = scenario("llama-3-8b", "dgx-h100", 1, 1);
+    let a = vec![Arrival { at: 0.0, input_len: 100, output_len: 50 }, Arrival { at: 0.0, input_len: 30000, output_len: 50 }];
+    let run = |padded: bool, a: &[Arrival]| {
+        let sched = SchedConfig { padded_decode_attention: padded, token_budget: 32768, ..SchedConfig::default() };
+        simulate(&deployment(&s, 1, sched), a, &RunOptions::default()).unwrap()
+    };
+    let tpot = |r: &ServeResult| (r.requests[0].finish - r.requests[0].first_token) / 49.0;
+    let (paged, padded) = (run(false, &a), run(true, &a));
+    assert!(tpot(&padded) > tpot(&paged) * 1.02, "{} vs {}", tpot(&padded), tpot(&paged));
+    let alone = &a[..1];
+    assert_eq!(tpot(&run(true, alone)), tpot(&run(false, alone)));
+}
+
+#[test]
 fn conservation_and_littles_law() {
     let s = scenario("llama-3-8b", "dgx-h100", 1, 1);
     let sched = SchedConfig { max_batch: 64, ..SchedConfig::default() };

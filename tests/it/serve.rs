@@ -219,7 +219,7 @@ fn measured_serving_runs_replayed() {
         let model = r["scenario"]["model"].as_str().unwrap();
         let (code, out, err) = gpuplan(&[
             "serve", "--model", model, "--system", "hgx-h200", "--gpus", "1", "--stack", "torch-eager", "--trace", &csv, "--measured", &csv,
-            "--max-batch", "64", "--token-budget", "2048", "--gpu-memory-utilization", "1.0", "--json",
+            "--max-batch", "64", "--token-budget", "2048", "--gpu-memory-utilization", "1.0", "--decode-attention", "padded", "--json",
         ]);
         assert_eq!(code, 0, "{id}: {err}");
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
