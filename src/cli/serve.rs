@@ -11,7 +11,6 @@ use super::Outcome;
 use crate::config::serve::{read_serve, ServeWire};
 use crate::serve::stats::{summarize, Dist, Summary};
 use crate::serve::{self, arrivals, Arrival, Deployment, Lengths, Pool, Process, Role, Routing, RunOptions, SchedConfig, ServeResult};
-use crate::units::Seconds;
 
 /// Version of the JSON document `serve --json` prints.
 pub const SERVE_SCHEMA_VERSION: u32 = 1;
@@ -94,6 +93,11 @@ pub struct ServeArgs {
     /// or padded (reads up to the batch's longest context, as a contiguous per-sequence cache does)
     #[arg(long)]
     pub decode_attention: Option<String>,
+    /// Share of the shorter of host and GPU time hidden under the longer, 0..1: 1 = the host
+    /// launches ahead of the GPU and an iteration takes the longer; 0 = the host waits for the GPU
+    /// (their sum); default: the stack's (with the host overhead)
+    #[arg(long)]
+    pub host_gpu_overlap: Option<f64>,
     /// round-robin or least-loaded
     #[arg(long)]
     pub routing: Option<String>,
@@ -118,6 +122,10 @@ pub struct ServeArgs {
     /// Write one CSV row per request to this file
     #[arg(long)]
     pub requests_csv: Option<PathBuf>,
+    /// Write one CSV row per iteration to this file (start, replica, decoders and their cached
+    /// tokens, prefill chunks and their tokens, time)
+    #[arg(long)]
+    pub iterations_csv: Option<PathBuf>,
     /// Compare with a measured run: its per-request CSV (arrival_s, input_len, output_len,
     /// scheduled_s, first_token_s, finish_s; what scenarios/workloads/serve_llama.py writes and
     /// `--requests-csv` writes). Replay it with `--trace` on the same file.
@@ -212,6 +220,10 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
         "padded" => true,
         x => bail!("`decode_attention` = `{x}` is not known\nhint: paged or padded"),
     };
+    let host_gpu_overlap = a.host_gpu_overlap.or(sc.host_gpu_overlap);
+    if let Some(o) = host_gpu_overlap.filter(|o| !(0.0..=1.0).contains(o)) {
+        bail!("`host_gpu_overlap` = {o} is not in 0..1\nhint: 1 = host launches overlap the GPU fully, 0 = not at all");
+    }
     let sched = SchedConfig {
         padded_decode_attention,
         max_batch: int("max_batch", a.max_batch, sc.max_batch, d.max_batch as u64)? as u32,
@@ -219,15 +231,16 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
         chunked_prefill: a.chunked_prefill.or(sc.chunked_prefill).unwrap_or(d.chunked_prefill),
         block_size: int("block_size", a.block_size, sc.block_size, d.block_size as u64)? as u32,
         gpu_memory_utilization: a.gpu_memory_utilization.or(sc.gpu_memory_utilization).unwrap_or(d.gpu_memory_utilization),
-        host: match a.host_overhead_us.clone().or(sc.host_overhead_us.clone()) {
+        host_us: match a.host_overhead_us.clone().or(sc.host_overhead_us.clone()) {
             None => None,
             Some(v) => {
                 if v.len() != 4 || v.iter().any(|x| !(x.is_finite() && *x >= 0.0)) {
                     bail!("`host_overhead_us` = {v:?} is not four non-negative numbers\nhint: microseconds per iteration, per sequence, per layer with decoders, per layer and prefill chunk, e.g. 100,10,80,400");
                 }
-                Some(crate::serve::cost::HostOverhead { per_iteration: Seconds::us(v[0]), per_sequence: Seconds::us(v[1]), per_layer_decode: Seconds::us(v[2]), per_layer_chunk: Seconds::us(v[3]) })
+                Some([v[0], v[1], v[2], v[3]])
             }
         },
+        host_gpu_overlap,
     };
     if !(sched.gpu_memory_utilization > 0.0 && sched.gpu_memory_utilization <= 1.0) {
         bail!("`gpu_memory_utilization` = {} must be in (0, 1]", sched.gpu_memory_utilization);
@@ -332,7 +345,7 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
         duration_s,
         seed: a.seed.or(t.seed).unwrap_or(0),
         trace,
-        opts: RunOptions { bin_s: a.bin_s, drain_s },
+        opts: RunOptions { bin_s: a.bin_s, drain_s, record_iterations: a.iterations_csv.is_some() },
     })
 }
 
@@ -382,6 +395,9 @@ pub fn run(a: ServeArgs) -> anyhow::Result<Outcome> {
     }
     if let Some(p) = &a.requests_csv {
         super::write_atomic(p, requests_csv(&res).as_bytes())?;
+    }
+    if let Some(p) = &a.iterations_csv {
+        super::write_atomic(p, iterations_csv(&res).as_bytes())?;
     }
     if a.json {
         let mut v = serde_json::json!({ "schema_version": SERVE_SCHEMA_VERSION, "kind": "serve", "name": r.name, "deployment": deployment_json(&r, Some(&res)) });
@@ -450,14 +466,11 @@ fn deployment_json(r: &Resolved, res: Option<&ServeResult>) -> serde_json::Value
                 "max_batch": p.sched.max_batch, "token_budget": p.sched.token_budget, "chunked_prefill": p.sched.chunked_prefill,
                 "block_size": p.sched.block_size, "gpu_memory_utilization": p.sched.gpu_memory_utilization,
             });
-            let (h, source) = match p.sched.host {
-                Some(h) => (h, "given"),
-                None => crate::serve::cost::HostOverhead::default_for(p.scenario.workload.stack),
-            };
+            let (h, source) = crate::serve::cost::HostOverhead::resolve(&p.sched, p.scenario.workload.stack);
             v["decode_attention"] = (if p.sched.padded_decode_attention { "padded" } else { "paged" }).into();
             v["host_overhead_us"] = serde_json::json!({
                 "per_iteration": h.per_iteration.value() * 1e6, "per_sequence": h.per_sequence.value() * 1e6, "per_layer_decode": h.per_layer_decode.value() * 1e6,
-                "per_layer_chunk": h.per_layer_chunk.value() * 1e6, "source": source,
+                "per_layer_chunk": h.per_layer_chunk.value() * 1e6, "gpu_overlap": h.gpu_overlap, "source": source,
             });
             if let Some(st) = res.map(|x| &x.pools[i]) {
                 v["kv_blocks_per_replica"] = st.kv_blocks_per_replica.into();
@@ -535,6 +548,17 @@ fn timeseries_csv(res: &ServeResult) -> String {
     for r in timeseries_rows(res) {
         o.push_str(&r.iter().map(|x| format!("{x}")).collect::<Vec<_>>().join(","));
         o.push('\n');
+    }
+    o
+}
+
+fn iterations_csv(res: &ServeResult) -> String {
+    let mut o = String::from("start_s,replica,n_decode,decode_kv,decode_kv_max,n_chunks,prefill_tokens,tokens,time_s\n");
+    for it in &res.iterations {
+        o.push_str(&format!(
+            "{},{},{},{},{},{},{},{},{}\n",
+            it.start_s, it.replica, it.n_decode, it.decode_kv, it.decode_kv_max, it.n_chunks, it.prefill_tokens, it.n_decode + it.prefill_tokens, it.time_s
+        ));
     }
     o
 }
@@ -774,7 +798,7 @@ pub fn plan_slo(args: &super::plan::PlanArgs) -> anyhow::Result<Outcome> {
     };
     let slo = Slo { ttft_s: o.ttft_ms.map(|m| m / 1e3), tpot_s: o.tpot_ms.map(|m| m / 1e3), percentile: v.slo_percentile };
     // Overloaded configurations would queue without end: stop them a duration after the last arrival.
-    let opts = RunOptions { bin_s: v.duration_s.max(1.0), drain_s: v.duration_s };
+    let opts = RunOptions { bin_s: v.duration_s.max(1.0), drain_s: v.duration_s, record_iterations: false };
     let results = search(&base, &space, &arrivals, &slo, &opts);
     let feasible = results.iter().filter(|r| r.outcome.is_ok()).count();
     let price = super::plan::gpu_hour_price(o, &base.system.name)?;
@@ -880,6 +904,7 @@ pub fn read_measured(path: &std::path::Path) -> anyhow::Result<ServeResult> {
     let unfinished = requests.iter().filter(|r| !r.finished()).count() as u64;
     Ok(ServeResult {
         requests,
+        iterations: Vec::new(),
         pools: Vec::new(),
         bins: Vec::new(),
         bin_s: 1.0,

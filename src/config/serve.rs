@@ -80,6 +80,7 @@ pub struct SchedulerWire {
     pub gpu_memory_utilization: Option<f64>,
     pub host_overhead_us: Option<Vec<f64>>,
     pub decode_attention: Option<String>,
+    pub host_gpu_overlap: Option<f64>,
     pub routing: Option<String>,
 }
 

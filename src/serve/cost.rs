@@ -54,13 +54,23 @@ impl Parts {
 /// preparation, scheduling and bookkeeping between iterations (the GPU waits), and, per layer, the
 /// host side of its attention for the decoders and for each prefill chunk (the Python that slices,
 /// masks and dispatches them: it overlaps the GPU as kernel launches do).
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct HostOverhead {
     pub per_iteration: Seconds,
     /// Per sequence in the iteration (building its inputs, reading its token back), serial.
     pub per_sequence: Seconds,
     pub per_layer_decode: Seconds,
     pub per_layer_chunk: Seconds,
+    /// Share of the shorter of host and GPU time hidden under the longer: 1 = the host launches
+    /// ahead of the GPU (time per stage = the longer), 0 = it waits for each kernel (the sum).
+    pub gpu_overlap: f64,
+}
+
+impl Default for HostOverhead {
+    /// None: the op list's launches only, fully overlapped with the GPU.
+    fn default() -> Self {
+        HostOverhead { per_iteration: Seconds::ZERO, per_sequence: Seconds::ZERO, per_layer_decode: Seconds::ZERO, per_layer_chunk: Seconds::ZERO, gpu_overlap: 1.0 }
+    }
 }
 
 impl HostOverhead {
@@ -76,17 +86,37 @@ impl HostOverhead {
                     per_sequence: Seconds::us(EAGER_HOST_US[1]),
                     per_layer_decode: Seconds::us(EAGER_HOST_US[2]),
                     per_layer_chunk: Seconds::us(EAGER_HOST_US[3]),
+                    gpu_overlap: EAGER_GPU_OVERLAP,
                 },
                 "fitted: serving runs of scenarios/workloads/serve_llama.py on one H200, fit split (calibration/runs/serve/FIT.md)",
             ),
             _ => (HostOverhead::default(), "none measured for this stack: zero (set --host-overhead-us)"),
         }
     }
+
+    /// The stack's default with what the scheduler configuration overrides, and its source.
+    pub fn resolve(sched: &super::SchedConfig, stack: crate::workload::Stack) -> (HostOverhead, &'static str) {
+        let (mut h, mut source) = HostOverhead::default_for(stack);
+        if let Some(v) = sched.host_us {
+            h.per_iteration = Seconds::us(v[0]);
+            h.per_sequence = Seconds::us(v[1]);
+            h.per_layer_decode = Seconds::us(v[2]);
+            h.per_layer_chunk = Seconds::us(v[3]);
+            source = "given";
+        }
+        if let Some(o) = sched.host_gpu_overlap {
+            h.gpu_overlap = o;
+            source = "given";
+        }
+        (h, source)
+    }
 }
 
 /// `torch-eager` host overhead, microseconds: per iteration, per sequence, per layer with
 /// decoders, per layer and prefill chunk. See [`HostOverhead::default_for`].
-pub const EAGER_HOST_US: [f64; 4] = [200.0, 15.0, 60.0, 450.0];
+/// `torch-eager` share of host and GPU time that overlaps (see [`HostOverhead::gpu_overlap`]).
+pub const EAGER_GPU_OVERLAP: f64 = 0.75;
+pub const EAGER_HOST_US: [f64; 4] = [100.0, 0.0, 20.0, 450.0];
 
 /// One prefill chunk of an iteration: `q` new prompt tokens after `c` cached ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -208,6 +238,7 @@ impl<'a> IterCost<'a> {
         })
     }
 
+
     /// Replace the stack's default host overhead.
     pub fn with_host(mut self, host: HostOverhead) -> Self {
         self.host = host;
@@ -306,7 +337,11 @@ impl<'a> IterCost<'a> {
             act.idle += Seconds::new((p.cpu - p.gpu(1.0)).max(0.0));
         }
         let (speedup, watts) = self.solve(&act);
-        let time: f64 = stage_parts.iter().map(|p| p.gpu(speedup).max(p.cpu)).sum::<f64>() + p2p + self.host.per_iteration.value() + self.host.per_sequence.value() * (n_decode + chunks.len() as u64) as f64;
+        let stage = |p: &Parts| {
+            let (g, c) = (p.gpu(speedup), p.cpu);
+            g.max(c) + (1.0 - self.host.gpu_overlap) * g.min(c)
+        };
+        let time: f64 = stage_parts.iter().map(stage).sum::<f64>() + p2p + self.host.per_iteration.value() + self.host.per_sequence.value() * (n_decode + chunks.len() as u64) as f64;
         IterTime { time: Seconds::new(time), gpu_power: Watts::new(watts) }
     }
 

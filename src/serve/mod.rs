@@ -63,8 +63,11 @@ pub struct SchedConfig {
     pub block_size: u32,
     /// Share of HBM the server may use (weights, transients and KV cache).
     pub gpu_memory_utilization: f64,
-    /// The engine's host overhead; `None`: the stack's default (`HostOverhead::default_for`).
-    pub host: Option<cost::HostOverhead>,
+    /// The engine's host overhead in microseconds (per iteration, per sequence, per layer with
+    /// decoders, per layer and chunk); `None`: the stack's default (`HostOverhead::default_for`).
+    pub host_us: Option<[f64; 4]>,
+    /// Share of host and GPU time that overlaps (`HostOverhead::gpu_overlap`); `None`: the stack's.
+    pub host_gpu_overlap: Option<f64>,
     /// The engine's decode attention reads each decoder's cache padded to the batch's longest
     /// context (a contiguous per-sequence cache, as simple servers and static caches do) instead
     /// of its own context (paged attention, vLLM's).
@@ -73,7 +76,7 @@ pub struct SchedConfig {
 
 impl Default for SchedConfig {
     fn default() -> Self {
-        SchedConfig { max_batch: 256, token_budget: 8192, chunked_prefill: true, block_size: DEFAULT_BLOCK_SIZE, gpu_memory_utilization: DEFAULT_GPU_MEMORY_UTILIZATION, host: None, padded_decode_attention: false }
+        SchedConfig { max_batch: 256, token_budget: 8192, chunked_prefill: true, block_size: DEFAULT_BLOCK_SIZE, gpu_memory_utilization: DEFAULT_GPU_MEMORY_UTILIZATION, host_us: None, host_gpu_overlap: None, padded_decode_attention: false }
     }
 }
 
@@ -129,6 +132,8 @@ impl Deployment {
 pub struct RunOptions {
     /// Width of the time-series bins.
     pub bin_s: f64,
+    /// Keep one `IterationRecord` per iteration in `ServeResult::iterations`.
+    pub record_iterations: bool,
     /// After the last arrival, keep serving for at most this long (requests still in the system
     /// then are reported as unfinished).
     pub drain_s: f64,
@@ -136,7 +141,7 @@ pub struct RunOptions {
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { bin_s: 1.0, drain_s: f64::INFINITY }
+        RunOptions { bin_s: 1.0, drain_s: f64::INFINITY, record_iterations: false }
     }
 }
 
@@ -211,6 +216,8 @@ pub struct Bin {
 #[derive(Debug, Clone)]
 pub struct ServeResult {
     pub requests: Vec<RequestRecord>,
+    /// One per iteration, when `RunOptions::record_iterations` asked for them.
+    pub iterations: Vec<IterationRecord>,
     pub pools: Vec<PoolStats>,
     pub bins: Vec<Bin>,
     pub bin_s: f64,
@@ -230,6 +237,21 @@ pub struct ServeResult {
     pub host_energy_j: f64,
     pub n_gpus: u64,
     pub pue: f64,
+}
+
+/// One iteration of one replica, as simulated.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IterationRecord {
+    pub start_s: f64,
+    pub replica: u32,
+    /// Sequences decoding one token, and their cached tokens in all and at most.
+    pub n_decode: u64,
+    pub decode_kv: u64,
+    pub decode_kv_max: u64,
+    /// Prefill chunks and their tokens.
+    pub n_chunks: u64,
+    pub prefill_tokens: u64,
+    pub time_s: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -311,10 +333,7 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
         if p.n_replicas == 0 || p.sched.max_batch == 0 || p.sched.token_budget == 0 || p.sched.block_size == 0 {
             return Err(ServeError::Invalid(format!("pool `{}`: replicas, max batch, token budget and block size must be positive", p.role.name())));
         }
-        let mut cost = IterCost::new(&p.scenario)?;
-        if let Some(h) = p.sched.host {
-            cost = cost.with_host(h);
-        }
+        let cost = IterCost::new(&p.scenario)?.with_host(cost::HostOverhead::resolve(&p.sched, p.scenario.workload.stack).0);
         let room = cost::kv_room(&p.scenario, p.sched.token_budget as u64, p.sched.max_batch as u64, p.sched.gpu_memory_utilization);
         let total_blocks = (room.cache_bytes / (room.bytes_per_token * p.sched.block_size as f64)).floor() as u64;
         if total_blocks == 0 {
@@ -363,6 +382,7 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
 
     // (time in ps, insertion sequence, kind, a, b): earliest first, FIFO among equal times.
     type Event = Reverse<(u64, u64, u8, u32, u32)>;
+    let mut iterations: Vec<IterationRecord> = Vec::new();
     let mut heap: BinaryHeap<Event> = BinaryHeap::new();
     let mut seq_no = 0u64;
     let mut push = |heap: &mut BinaryHeap<Event>, t: SimTime, kind: u8, a: u32, b: u32| {
@@ -507,6 +527,18 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
             let kv = if pool.sched.padded_decode_attention { batch.n_decode * batch.decode_kv_max } else { batch.decode_kv };
             let it = pool.cost.iteration(batch.n_decode, kv, &scratch_chunks, batch.rows);
             let dur = it.time.value();
+            if opts.record_iterations {
+                iterations.push(IterationRecord {
+                    start_s: now_s,
+                    replica: rid as u32,
+                    n_decode: batch.n_decode,
+                    decode_kv: batch.decode_kv,
+                    decode_kv_max: batch.decode_kv_max,
+                    n_chunks: scratch_chunks.len() as u64,
+                    prefill_tokens: scratch_chunks.iter().map(|c| c.q as u64).sum(),
+                    time_s: dur,
+                });
+            }
             rep.busy = true;
             rep.iter_power_w = it.gpu_power.value();
             rep.iter_time_s = dur;
@@ -542,6 +574,7 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
     let n_nodes = (n_gpus as f64 / system.gpus_per_node as f64).ceil();
     let in_flight_at_end = records[..n_arrived as usize].iter().filter(|r| !r.rejected && !r.finished()).count() as u64;
     Ok(ServeResult {
+        iterations,
         requests: records,
         pools: pools.into_iter().map(|p| p.stats).collect(),
         bins,

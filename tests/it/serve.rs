@@ -249,3 +249,26 @@ fn host_overhead_flag_is_checked_and_reported() {
     assert!(h["source"].as_str().unwrap().starts_with("fitted"), "{h}");
     assert!(h["per_layer_chunk"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn iterations_csv_has_one_row_per_iteration() {
+    let p = std::env::temp_dir().join(format!("gpuplan-it-iters-{}.csv", std::process::id()));
+    let (code, out, err) = gpuplan(&[
+        "serve", "--model", "ref-llama-1b", "--system", "hgx-h200", "--gpus", "1", "--qps", "4", "--duration-s", "10", "--input-len", "256",
+        "--output-len", "32", "--seed", "3", "--json", "--iterations-csv", p.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let n = v["deployment"]["pools"][0]["iterations"].as_u64().unwrap();
+    let text = std::fs::read_to_string(&p).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next().unwrap(), "start_s,replica,n_decode,decode_kv,decode_kv_max,n_chunks,prefill_tokens,tokens,time_s");
+    let rows: Vec<Vec<f64>> = lines.map(|l| l.split(',').map(|x| x.parse().unwrap()).collect()).collect();
+    assert_eq!(rows.len() as u64, n);
+    // Tokens = decoders + prefill tokens; every prompt is 256 tokens and is prefilled once, so the
+    // prefilled tokens add up to a multiple of 256.
+    assert!(rows.iter().all(|r| r[7] == r[2] + r[6] && r[8] > 0.0 && r[4] * r[2] >= r[3]));
+    let prefilled: f64 = rows.iter().map(|r| r[6]).sum();
+    assert_eq!(prefilled as u64 % 256, 0, "{prefilled}");
+    let _ = std::fs::remove_file(&p);
+}
