@@ -4,8 +4,10 @@ per layer and prefill chunk) on the fit split of the measured serving runs, and 
 
     python3 scripts/fit_serve_overhead.py [--gpuplan target/release/gpuplan] [--runs calibration/runs/serve]
 
-Each run is replayed by `gpuplan serve --trace RUN.csv --measured RUN.csv` (the simulator serves
-exactly the measured requests with the measured scheduler limits) under a grid of overheads; the
+Each run is replayed by `gpuplan serve --trace RUN.csv --measured RUN.csv --decode-attention
+padded-matmul --calibration h200-sxm-1x` (the simulator serves exactly the measured requests with
+the measured scheduler limits, and prices the server's decode attention as it runs: batched matmuls
+over a cache padded to the longest context, at the profile's decode-regime rate) under a grid of overheads; the
 fit minimizes the mean absolute error over P50/P99 TTFT, P50/P99 TPOT and output-token throughput
 of the fit runs only. Prints the grid's best point and the per-run errors at it (fit and test).
 """
@@ -24,7 +26,7 @@ def score(g, runs_dir, rec, host):
     cmd = [g, "serve", "--model", sc["model"], "--system", sc["system"], "--gpus", "1", "--stack", sc["stack"],
            "--trace", csv, "--measured", csv, "--max-batch", str(rec["serve"]["max_batch"]),
            "--token-budget", str(rec["serve"]["token_budget"]), "--gpu-memory-utilization", "1.0",
-           "--decode-attention", "padded", "--json"]
+           "--decode-attention", "padded-matmul", "--calibration", "h200-sxm-1x", "--json"]
     if host is not None:
         cmd += ["--host-overhead-us", ",".join(str(x) for x in host[:4]), "--host-gpu-overlap", str(host[4])]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
@@ -41,7 +43,7 @@ def main():
     a = ap.parse_args()
     recs = [json.loads(l) for l in open(os.path.join(a.runs, "h200-serve.jsonl")) if l.strip()]
     fit = [r for r in recs if r["split"] == "fit"]
-    grid = itertools.product(range(0, 401, 100), range(0, 21, 5), range(0, 61, 20), range(0, 751, 75), (0.0, 0.25, 0.5, 0.75, 1.0))
+    grid = itertools.product(range(0, 601, 100), (0, 5, 10), (0, 20, 40), range(150, 551, 50), (0.5, 0.625, 0.75, 0.875, 1.0))
     best = None
     for host in grid:
         errs = [abs(e) for r in fit for k, e in score(a.gpuplan, a.runs, r, host).items() if a.objective == "all" or "p99" not in k]

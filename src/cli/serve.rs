@@ -89,8 +89,10 @@ pub struct ServeArgs {
     /// zero). `--json` shows the one used.
     #[arg(long, value_name = "ITER,SEQ,DECODE_LAYER,CHUNK_LAYER", value_delimiter = ',')]
     pub host_overhead_us: Option<Vec<f64>>,
-    /// paged (default: each decoder's attention reads its own context, as vLLM's paged attention)
-    /// or padded (reads up to the batch's longest context, as a contiguous per-sequence cache does)
+    /// paged (default: each decoder's attention reads its own context, as vLLM's paged attention),
+    /// padded (reads up to the batch's longest context, as a contiguous per-sequence cache does),
+    /// or padded-matmul (padded, as unfused batched matmuls priced from the calibration profile's
+    /// decode-regime attention rows, the host waiting for them)
     #[arg(long)]
     pub decode_attention: Option<String>,
     /// Share of the shorter of host and GPU time hidden under the longer, 0..1: 1 = the host
@@ -215,10 +217,11 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
     };
     let int = |name: &str, flag: Option<i64>, file: Option<i64>, d: u64| -> anyhow::Result<u64> { Ok(pos(name, flag.or(file))?.unwrap_or(d)) };
     let d = SchedConfig::default();
-    let padded_decode_attention = match a.decode_attention.as_deref().or(sc.decode_attention.as_deref()).unwrap_or("paged") {
-        "paged" => false,
-        "padded" => true,
-        x => bail!("`decode_attention` = `{x}` is not known\nhint: paged or padded"),
+    let (padded_decode_attention, unfused_decode_attention) = match a.decode_attention.as_deref().or(sc.decode_attention.as_deref()).unwrap_or("paged") {
+        "paged" => (false, false),
+        "padded" => (true, false),
+        "padded-matmul" => (true, true),
+        x => bail!("`decode_attention` = `{x}` is not known\nhint: paged, padded or padded-matmul"),
     };
     let host_gpu_overlap = a.host_gpu_overlap.or(sc.host_gpu_overlap);
     if let Some(o) = host_gpu_overlap.filter(|o| !(0.0..=1.0).contains(o)) {
@@ -226,6 +229,7 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
     }
     let sched = SchedConfig {
         padded_decode_attention,
+        unfused_decode_attention,
         max_batch: int("max_batch", a.max_batch, sc.max_batch, d.max_batch as u64)? as u32,
         token_budget: int("token_budget", a.token_budget, sc.token_budget, d.token_budget as u64)? as u32,
         chunked_prefill: a.chunked_prefill.or(sc.chunked_prefill).unwrap_or(d.chunked_prefill),
@@ -467,7 +471,12 @@ fn deployment_json(r: &Resolved, res: Option<&ServeResult>) -> serde_json::Value
                 "block_size": p.sched.block_size, "gpu_memory_utilization": p.sched.gpu_memory_utilization,
             });
             let (h, source) = crate::serve::cost::HostOverhead::resolve(&p.sched, p.scenario.workload.stack);
-            v["decode_attention"] = (if p.sched.padded_decode_attention { "padded" } else { "paged" }).into();
+            v["decode_attention"] = (match (p.sched.padded_decode_attention, p.sched.unfused_decode_attention) {
+                (_, true) => "padded-matmul",
+                (true, false) => "padded",
+                (false, false) => "paged",
+            })
+            .into();
             v["host_overhead_us"] = serde_json::json!({
                 "per_iteration": h.per_iteration.value() * 1e6, "per_sequence": h.per_sequence.value() * 1e6, "per_layer_decode": h.per_layer_decode.value() * 1e6,
                 "per_layer_chunk": h.per_layer_chunk.value() * 1e6, "gpu_overlap": h.gpu_overlap, "source": source,

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{parse_toml, read_file, ConfigError, Problems};
 use crate::hardware::profile::{
-    AttentionBmmPoint, CollectiveFit, CollectiveOp, GemmPoint, PowerProfile, Profile, StreamFit,
+    AttentionDecodePoint,     AttentionBmmPoint, CollectiveFit, CollectiveOp, GemmPoint, PowerProfile, Profile, StreamFit,
 };
 use crate::hardware::Dtype;
 use crate::units::{BytesPerSec, FlopsPerSec, Hertz, Seconds, Watts};
@@ -231,7 +231,35 @@ pub fn load_profile(path: &Path) -> Result<Profile, ConfigError> {
     };
     let text = read_file(&file)?;
     let wire: ProfileFile = parse_toml(&file, &text)?;
-    wire.to_domain(&file)
+    let mut profile = wire.to_domain(&file)?;
+    let raw = file.with_file_name("attention.csv");
+    if raw.exists() {
+        profile.attention_decode = read_attention_decode(&raw)?;
+    }
+    Ok(profile)
+}
+
+/// The `decode` rows of a profile's `attention.csv`: per (rows, keys, head dim), QK^T and PV
+/// together, bytes moved over the sum of their p50 times.
+fn read_attention_decode(path: &Path) -> Result<Vec<AttentionDecodePoint>, ConfigError> {
+    let bad = |row: usize, what: String| ConfigError::invalid(path, &format!("row {row}"), what, "is not a row of gpuplan calibrate's attention.csv");
+    let mut r = csv::Reader::from_path(path).map_err(|e| bad(0, e.to_string()))?;
+    let headers = r.headers().map_err(|e| bad(0, e.to_string()))?.clone();
+    let col = |name: &str| headers.iter().position(|h| h == name).ok_or_else(|| bad(0, format!("no column `{name}`")));
+    let (regime, rows, keys, dim, time, bytes) = (col("regime")?, col("seq_q")?, col("seq_kv")?, col("head_dim")?, col("time_us_p50")?, col("bytes_moved")?);
+    let mut sums: std::collections::BTreeMap<(u64, u64, u64), (f64, f64)> = Default::default();
+    for (i, rec) in r.records().enumerate() {
+        let rec = rec.map_err(|e| bad(i + 2, e.to_string()))?;
+        if rec.get(regime) != Some("decode") {
+            continue;
+        }
+        let num = |c: usize| rec.get(c).and_then(|v| v.parse::<f64>().ok()).filter(|v| v.is_finite() && *v > 0.0).ok_or_else(|| bad(i + 2, format!("`{}`", rec.get(c).unwrap_or(""))));
+        let key = (num(rows)? as u64, num(keys)? as u64, num(dim)? as u64);
+        let e = sums.entry(key).or_insert((0.0, 0.0));
+        e.0 += num(bytes)?;
+        e.1 += num(time)? * 1e-6;
+    }
+    Ok(sums.into_iter().map(|((rows, seq_kv, head_dim), (b, t))| AttentionDecodePoint { rows, seq_kv, head_dim, bandwidth: BytesPerSec::gb_per_s(b / t / 1e9) }).collect())
 }
 
 fn pos(p: &mut Problems, path: &Path, key: &str, v: f64) {
@@ -435,6 +463,7 @@ impl ProfileFile {
             provenance: self.provenance.clone(),
             gemm,
             attention_bmm,
+            attention_decode: Vec::new(),
             stream,
             kernel_launch: self.kernel_launch_us.map(Seconds::us),
             collectives,

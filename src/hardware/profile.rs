@@ -26,6 +26,17 @@ pub struct AttentionBmmPoint {
     pub achieved: FlopsPerSec,
 }
 
+/// A decode-like pair of batched GEMMs (`rows` query rows of one KV head against `seq_kv` keys of
+/// head dim `head_dim`, QK^T then PV): the HBM rate the two reach together (bytes they must move
+/// over the sum of their times). Memory-bound, so this is what an unfused decode attention gets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttentionDecodePoint {
+    pub rows: u64,
+    pub seq_kv: u64,
+    pub head_dim: u64,
+    pub bandwidth: BytesPerSec,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum CollectiveOp {
     AllReduce,
@@ -100,6 +111,9 @@ pub struct Profile {
     /// Attention-like batched GEMMs vs (s, d); `cost` takes attention's shape dependence from
     /// them (empty in profiles measured before the `attention` group existed).
     pub attention_bmm: Vec<AttentionBmmPoint>,
+    /// Decode-like batched GEMMs, from the `decode` rows of the profile's `attention.csv` (empty
+    /// without them).
+    pub attention_decode: Vec<AttentionDecodePoint>,
     pub stream: Option<StreamFit>,
     pub kernel_launch: Option<Seconds>,
     pub collectives: Vec<CollectiveFit>,
@@ -109,4 +123,18 @@ pub struct Profile {
     /// efficiency vs shape, HBM efficiency, attention's shape dependence) carry over, scaled to the
     /// other GPU's peaks.
     pub measured_gpu: Option<Box<super::Gpu>>,
+}
+
+impl Profile {
+    /// HBM rate of an unfused decode attention with `rows` query rows per KV head: the measured
+    /// points of the nearest row count and head dim (log distance), median over their key counts.
+    pub fn decode_attention_bandwidth(&self, rows: u64, head_dim: u64) -> Option<BytesPerSec> {
+        let dist = |a: u64, b: u64| ((a.max(1) as f64).ln() - (b.max(1) as f64).ln()).abs();
+        let best = self.attention_decode.iter().min_by(|a, b| {
+            (dist(a.rows, rows) + dist(a.head_dim, head_dim)).total_cmp(&(dist(b.rows, rows) + dist(b.head_dim, head_dim)))
+        })?;
+        let mut v: Vec<f64> = self.attention_decode.iter().filter(|p| p.rows == best.rows && p.head_dim == best.head_dim).map(|p| p.bandwidth.value()).collect();
+        v.sort_by(f64::total_cmp);
+        Some(BytesPerSec::gb_per_s(v[v.len() / 2] / 1e9))
+    }
 }

@@ -115,8 +115,8 @@ impl HostOverhead {
 /// `torch-eager` host overhead, microseconds: per iteration, per sequence, per layer with
 /// decoders, per layer and prefill chunk. See [`HostOverhead::default_for`].
 /// `torch-eager` share of host and GPU time that overlaps (see [`HostOverhead::gpu_overlap`]).
-pub const EAGER_GPU_OVERLAP: f64 = 0.75;
-pub const EAGER_HOST_US: [f64; 4] = [100.0, 0.0, 20.0, 450.0];
+pub const EAGER_GPU_OVERLAP: f64 = 0.875;
+pub const EAGER_HOST_US: [f64; 4] = [300.0, 0.0, 20.0, 350.0];
 
 /// One prefill chunk of an iteration: `q` new prompt tokens after `c` cached ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,6 +175,9 @@ pub struct IterCost<'a> {
     head: HashMap<u64, Parts>,
     power: HashMap<[u16; 3], (f64, f64)>,
     host: HostOverhead,
+    /// Unfused decode attention (batched matmuls over the cache) at this HBM rate, with the host
+    /// waiting for it; `None`: the op list's fused decode attention.
+    unfused_decode: Option<f64>,
 }
 
 fn parts_of(cost: &CostModel, s: &Scenario, w: &Workload, ops: &[Op]) -> Parts {
@@ -235,7 +238,15 @@ impl<'a> IterCost<'a> {
             head: HashMap::new(),
             power: HashMap::new(),
             host: HostOverhead::default_for(s.workload.stack).0,
+            unfused_decode: None,
         })
+    }
+
+    /// Price decode attention as unfused batched matmuls reading the cache at `bandwidth` (a
+    /// profile's decode-regime rows), with the host waiting for them.
+    pub fn with_unfused_decode(mut self, bandwidth: crate::units::BytesPerSec) -> Self {
+        self.unfused_decode = Some(bandwidth.value());
+        self
     }
 
 
@@ -305,9 +316,18 @@ impl<'a> IterCost<'a> {
         // Attention of one layer: the decoders as one op at their mean context (their KV reads
         // and FLOPs are linear in the total), each prefill chunk as its own op.
         let mut attn = Parts::default();
+        // Unfused decode attention: its launches as usual, its cache reads serial (per layer).
+        let mut serial_per_layer = 0.0;
         if n_decode > 0 {
             let k = (decode_kv as f64 / n_decode as f64).round().max(0.0) as u64;
-            attn.add(&self.attention(self.decode_attn.with(n_decode, 1, k + 1)), 1.0);
+            let da = self.attention(self.decode_attn.with(n_decode, 1, k + 1));
+            match self.unfused_decode {
+                Some(bw) => {
+                    attn.cpu += da.cpu;
+                    serial_per_layer = self.decode_attn.kv_bytes_per_key * (n_decode * (k + 1)) as f64 / bw;
+                }
+                None => attn.add(&da, 1.0),
+            }
         }
         for c in chunks {
             let op = self.prefill_attn.with(1, c.q as u64, (c.c + c.q) as u64);
@@ -341,7 +361,8 @@ impl<'a> IterCost<'a> {
             let (g, c) = (p.gpu(speedup), p.cpu);
             g.max(c) + (1.0 - self.host.gpu_overlap) * g.min(c)
         };
-        let time: f64 = stage_parts.iter().map(stage).sum::<f64>() + p2p + self.host.per_iteration.value() + self.host.per_sequence.value() * (n_decode + chunks.len() as u64) as f64;
+        let layers: f64 = self.stages.iter().map(|x| x.0 + x.1).sum();
+        let time: f64 = stage_parts.iter().map(stage).sum::<f64>() + serial_per_layer * layers + p2p + self.host.per_iteration.value() + self.host.per_sequence.value() * (n_decode + chunks.len() as u64) as f64;
         IterTime { time: Seconds::new(time), gpu_power: Watts::new(watts) }
     }
 

@@ -72,11 +72,14 @@ pub struct SchedConfig {
     /// context (a contiguous per-sequence cache, as simple servers and static caches do) instead
     /// of its own context (paged attention, vLLM's).
     pub padded_decode_attention: bool,
+    /// The engine's decode attention is unfused batched matmuls (priced from the calibration
+    /// profile's decode-regime rows, the host waiting for them) rather than a fused kernel.
+    pub unfused_decode_attention: bool,
 }
 
 impl Default for SchedConfig {
     fn default() -> Self {
-        SchedConfig { max_batch: 256, token_budget: 8192, chunked_prefill: true, block_size: DEFAULT_BLOCK_SIZE, gpu_memory_utilization: DEFAULT_GPU_MEMORY_UTILIZATION, host_us: None, host_gpu_overlap: None, padded_decode_attention: false }
+        SchedConfig { max_batch: 256, token_budget: 8192, chunked_prefill: true, block_size: DEFAULT_BLOCK_SIZE, gpu_memory_utilization: DEFAULT_GPU_MEMORY_UTILIZATION, host_us: None, host_gpu_overlap: None, padded_decode_attention: false, unfused_decode_attention: false }
     }
 }
 
@@ -333,7 +336,15 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
         if p.n_replicas == 0 || p.sched.max_batch == 0 || p.sched.token_budget == 0 || p.sched.block_size == 0 {
             return Err(ServeError::Invalid(format!("pool `{}`: replicas, max batch, token budget and block size must be positive", p.role.name())));
         }
-        let cost = IterCost::new(&p.scenario)?.with_host(cost::HostOverhead::resolve(&p.sched, p.scenario.workload.stack).0);
+        let mut cost = IterCost::new(&p.scenario)?.with_host(cost::HostOverhead::resolve(&p.sched, p.scenario.workload.stack).0);
+        if p.sched.unfused_decode_attention {
+            let m = &p.scenario.model;
+            let rows = (m.n_heads / m.n_kv_heads.max(1)) as u64;
+            let bw = p.scenario.profile.as_ref().and_then(|pr| pr.decode_attention_bandwidth(rows, m.head_dim as u64)).ok_or_else(|| {
+                ServeError::Invalid("unfused decode attention is priced from a calibration profile's decode-regime attention rows, and this scenario's profile has none\nhint: name a profile measured with `gpuplan calibrate` (group `attention`), e.g. --calibration h200-sxm-1x".into())
+            })?;
+            cost = cost.with_unfused_decode(bw);
+        }
         let room = cost::kv_room(&p.scenario, p.sched.token_budget as u64, p.sched.max_batch as u64, p.sched.gpu_memory_utilization);
         let total_blocks = (room.cache_bytes / (room.bytes_per_token * p.sched.block_size as f64)).floor() as u64;
         if total_blocks == 0 {

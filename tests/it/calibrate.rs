@@ -262,3 +262,20 @@ fn quick_attention_calibration_on_this_gpu() {
     }
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+/// The decode-regime rows of a profile's attention.csv load with it (QK^T and PV together), and
+/// give the HBM rate an unfused decode attention gets: lower with more query rows per KV head.
+#[test]
+fn decode_attention_rows_load_from_the_profile_csv() {
+    let p = load_profile(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/calibration/profiles/h200-sxm-1x"))).unwrap();
+    assert_eq!(p.attention_decode.len(), 16, "{:?}", p.attention_decode);
+    let one = p.decode_attention_bandwidth(1, 128).unwrap().as_gb_per_s();
+    let four = p.decode_attention_bandwidth(4, 128).unwrap().as_gb_per_s();
+    assert!(one > 3500.0 && one < 5000.0, "{one}");
+    assert!(four > 1500.0 && four < one, "{four} vs {one}");
+    // Nearest row count: 3 reads the 4-row points (log distance), 5 too.
+    assert_eq!(p.decode_attention_bandwidth(5, 128).unwrap().as_gb_per_s(), four);
+    // A profile without attention.csv has none.
+    let old = load_profile(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/calibration/profiles/h200-sxm-2x"))).unwrap();
+    assert!(old.attention_decode.is_empty() && old.decode_attention_bandwidth(4, 128).is_none());
+}
