@@ -112,11 +112,12 @@ impl HostOverhead {
     }
 }
 
-/// `torch-eager` host overhead, microseconds: per iteration, per sequence, per layer with
-/// decoders, per layer and prefill chunk. See [`HostOverhead::default_for`].
 /// `torch-eager` share of host and GPU time that overlaps (see [`HostOverhead::gpu_overlap`]).
-pub const EAGER_GPU_OVERLAP: f64 = 0.875;
-pub const EAGER_HOST_US: [f64; 4] = [300.0, 0.0, 20.0, 350.0];
+pub const EAGER_GPU_OVERLAP: f64 = 0.75;
+/// `torch-eager` host overhead, microseconds: per iteration, per sequence, per layer with
+/// decoders, per layer and prefill chunk. See [`HostOverhead::default_for`]; fitted together with
+/// `--decode-attention padded-matmul` (how the reference server attends).
+pub const EAGER_HOST_US: [f64; 4] = [300.0, 0.0, 0.0, 350.0];
 
 /// One prefill chunk of an iteration: `q` new prompt tokens after `c` cached ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -249,7 +250,6 @@ impl<'a> IterCost<'a> {
         self
     }
 
-
     /// Replace the stack's default host overhead.
     pub fn with_host(mut self, host: HostOverhead) -> Self {
         self.host = host;
@@ -349,7 +349,9 @@ impl<'a> IterCost<'a> {
             stage_parts.push(p);
         }
         let p2p = self.p2p_per_token.map_or(0.0, |(lat, per)| (lat + per * n_tokens as f64) * (self.stages.len() - 1) as f64);
-        let mut act = Activity { comm: Seconds::new(p2p), ..Activity::default() };
+        let layers: f64 = self.stages.iter().map(|x| x.0 + x.1).sum();
+        // The unfused decode attention keeps HBM busy while the host waits for it.
+        let mut act = Activity { comm: Seconds::new(p2p), memory: Seconds::new(serial_per_layer * layers), ..Activity::default() };
         for p in &stage_parts {
             act.compute += Seconds::new(p.compute);
             act.memory += Seconds::new(p.memory);
@@ -361,7 +363,6 @@ impl<'a> IterCost<'a> {
             let (g, c) = (p.gpu(speedup), p.cpu);
             g.max(c) + (1.0 - self.host.gpu_overlap) * g.min(c)
         };
-        let layers: f64 = self.stages.iter().map(|x| x.0 + x.1).sum();
         let time: f64 = stage_parts.iter().map(stage).sum::<f64>() + serial_per_layer * layers + p2p + self.host.per_iteration.value() + self.host.per_sequence.value() * (n_decode + chunks.len() as u64) as f64;
         IterTime { time: Seconds::new(time), gpu_power: Watts::new(watts) }
     }

@@ -206,7 +206,7 @@ fn measured_comparison_scores_a_replayed_run() {
 /// simulator with the torch-eager host overhead fitted on the fit split. The bounds (15%
 /// latency, 10% throughput) are not met yet (docs/serving.md); every run but one is held to what
 /// it reaches today (30% latency, 10% throughput), so a change that makes them worse fails. The
-/// 8B run at 10 QPS is not bounded (44% off at TTFT P99).
+/// 8B run at 10 QPS is not bounded (39% off at TTFT P99).
 #[test]
 fn measured_serving_runs_replayed() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/calibration/runs/serve");
