@@ -113,11 +113,18 @@ impl HostOverhead {
 }
 
 /// `torch-eager` share of host and GPU time that overlaps (see [`HostOverhead::gpu_overlap`]).
-pub const EAGER_GPU_OVERLAP: f64 = 0.75;
+pub const EAGER_GPU_OVERLAP: f64 = 0.625;
 /// `torch-eager` host overhead, microseconds: per iteration, per sequence, per layer with
 /// decoders, per layer and prefill chunk. See [`HostOverhead::default_for`]; fitted together with
 /// `--decode-attention padded-matmul` (how the reference server attends).
-pub const EAGER_HOST_US: [f64; 4] = [300.0, 0.0, 0.0, 350.0];
+pub const EAGER_HOST_US: [f64; 4] = [200.0, 5.0, 0.0, 150.0];
+
+/// HBM bytes per attention score of an unfused (matmul, mask, softmax) attention that
+/// materializes its scores, as the reference server does for a prompt's later chunks
+/// (scenarios/workloads/serve_llama.py): the bf16 QK^T output written (2), cast to fp32 (2 + 4),
+/// scaled (4 + 4), masked in place (4 + 4), softmax (4 + 4), cast to bf16 (4 + 2), read by PV (2):
+/// 40, counted from its code (the boolean mask is shared by the KV heads: under 1 byte a score).
+pub const UNFUSED_BYTES_PER_SCORE: f64 = 40.0;
 
 /// One prefill chunk of an iteration: `q` new prompt tokens after `c` cached ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -332,6 +339,12 @@ impl<'a> IterCost<'a> {
         for c in chunks {
             let op = self.prefill_attn.with(1, c.q as u64, (c.c + c.q) as u64);
             attn.add(&self.attention(op), 1.0);
+            if self.unfused_decode.is_some() && c.c > 0 {
+                // A later chunk of an unfused engine: the scores go through HBM (see
+                // UNFUSED_BYTES_PER_SCORE), on top of the products' arithmetic priced above.
+                let scores = (self.prefill_attn.heads * c.q as u64 * (c.c + c.q) as u64) as f64;
+                attn.memory += self.cost.memory_time(scores * UNFUSED_BYTES_PER_SCORE, 7).time.value();
+            }
         }
         let host_per_layer = if n_decode > 0 { self.host.per_layer_decode.value() } else { 0.0 } + self.host.per_layer_chunk.value() * chunks.len() as f64;
         let mut stage_parts = Vec::with_capacity(self.stages.len());
