@@ -9,10 +9,15 @@ padded-matmul --calibration h200-sxm-1x` (the simulator serves exactly the measu
 the measured scheduler limits, and prices the server's decode attention as it runs: batched matmuls
 over a cache padded to the longest context, at the profile's decode-regime rate) under a grid of overheads; the
 fit minimizes the mean absolute error over P50/P99 TTFT, P50/P99 TPOT and output-token throughput
-of the fit runs only. Prints the grid's best point and the per-run errors at it (fit and test).
+of the fit runs only (with the iteration-time spread, which this script also derives from the fit
+runs' logs and prints first). Prints the grid's best point and the per-run errors at it (fit and
+test).
 """
 import argparse
+import collections
+import gzip
 import itertools
+import statistics
 import json
 import os
 import subprocess
@@ -34,6 +39,37 @@ def score(g, runs_dir, rec, host):
     return {m["metric"]: m["error_pct"] for m in d["metrics"]}
 
 
+SPREAD_P = [0, 0.01, 0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95, 0.99, 0.999]
+
+
+def spread(runs_dir, recs):
+    """Quantiles of decode-only iteration times over the median of their batch size (batches of 8,
+    those with at least 20 iterations), pooled over the given runs' logs: the iteration-time
+    spread (`EAGER_ITERATION_SPREAD`)."""
+    ratios = []
+    for r in recs:
+        groups = collections.defaultdict(list)
+        with gzip.open(os.path.join(runs_dir, r["job"]["log_file"]), "rt") as f:
+            for line in f:
+                if line.startswith("step="):
+                    d = dict(kv.split("=", 1) for kv in line.split())
+                    tokens, batch = int(d["tokens"]), int(d["batch"])
+                    if tokens == batch:
+                        groups[batch // 8].append(float(d["step_time_s"]))
+        for v in groups.values():
+            if len(v) >= 20:
+                m = statistics.median(v)
+                ratios += [x / m for x in v]
+    ratios.sort()
+
+    def q(p):
+        i = p * (len(ratios) - 1)
+        lo = int(i)
+        hi = min(lo + 1, len(ratios) - 1)
+        return ratios[lo] + (ratios[hi] - ratios[lo]) * (i - lo)
+    return len(ratios), [round(q(p), 3) for p in SPREAD_P]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gpuplan", default="target/release/gpuplan")
@@ -43,6 +79,8 @@ def main():
     a = ap.parse_args()
     recs = [json.loads(l) for l in open(os.path.join(a.runs, "h200-serve.jsonl")) if l.strip()]
     fit = [r for r in recs if r["split"] == "fit"]
+    n, table = spread(a.runs, fit)
+    print(f"iteration-time spread of the fit runs ({n} decode-only iterations), quantiles at {SPREAD_P}: {table}")
     grid = itertools.product(range(0, 601, 100), (0, 5, 10), (0, 20, 40), range(150, 551, 50), (0.5, 0.625, 0.75, 0.875, 1.0))
     best = None
     for host in grid:

@@ -100,6 +100,10 @@ pub struct ServeArgs {
     /// (their sum); default: the stack's (with the host overhead)
     #[arg(long)]
     pub host_gpu_overlap: Option<f64>,
+    /// on (default) or off: vary each iteration's time by a seeded draw from the stack's measured
+    /// iteration-time spread (torch-eager: from the reference server's runs; others have none)
+    #[arg(long)]
+    pub iteration_spread: Option<String>,
     /// round-robin or least-loaded
     #[arg(long)]
     pub routing: Option<String>,
@@ -227,7 +231,13 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
     if let Some(o) = host_gpu_overlap.filter(|o| !(0.0..=1.0).contains(o)) {
         bail!("`host_gpu_overlap` = {o} is not in 0..1\nhint: 1 = host launches overlap the GPU fully, 0 = not at all");
     }
+    let iteration_spread = match a.iteration_spread.as_deref().or(sc.iteration_spread.as_deref()).unwrap_or("on") {
+        "on" => true,
+        "off" => false,
+        x => bail!("`iteration_spread` = `{x}` is not known\nhint: on or off"),
+    };
     let sched = SchedConfig {
+        iteration_spread,
         padded_decode_attention,
         unfused_decode_attention,
         max_batch: int("max_batch", a.max_batch, sc.max_batch, d.max_batch as u64)? as u32,
@@ -471,6 +481,7 @@ fn deployment_json(r: &Resolved, res: Option<&ServeResult>) -> serde_json::Value
                 "block_size": p.sched.block_size, "gpu_memory_utilization": p.sched.gpu_memory_utilization,
             });
             let (h, source) = crate::serve::cost::HostOverhead::resolve(&p.sched, p.scenario.workload.stack);
+            v["iteration_spread"] = (p.sched.iteration_spread && p.scenario.workload.stack == crate::workload::Stack::TorchEager).into();
             v["decode_attention"] = (match (p.sched.padded_decode_attention, p.sched.unfused_decode_attention) {
                 (_, true) => "padded-matmul",
                 (true, false) => "padded",

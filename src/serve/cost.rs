@@ -113,11 +113,33 @@ impl HostOverhead {
 }
 
 /// `torch-eager` share of host and GPU time that overlaps (see [`HostOverhead::gpu_overlap`]).
-pub const EAGER_GPU_OVERLAP: f64 = 0.625;
+pub const EAGER_GPU_OVERLAP: f64 = 0.75;
 /// `torch-eager` host overhead, microseconds: per iteration, per sequence, per layer with
 /// decoders, per layer and prefill chunk. See [`HostOverhead::default_for`]; fitted together with
 /// `--decode-attention padded-matmul` (how the reference server attends).
-pub const EAGER_HOST_US: [f64; 4] = [200.0, 5.0, 0.0, 150.0];
+pub const EAGER_HOST_US: [f64; 4] = [0.0, 5.0, 0.0, 250.0];
+
+/// Probabilities of [`EAGER_ITERATION_SPREAD`]'s quantiles.
+pub const SPREAD_P: [f64; 11] = [0.0, 0.01, 0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95, 0.99, 0.999];
+/// `torch-eager` iteration-time spread: quantiles (at [`SPREAD_P`]) of measured decode-only
+/// iteration times over the median of their batch size (batches of 8), pooled over the fit runs of
+/// calibration/runs/serve (6,435 iterations; scripts/fit_serve_overhead.py prints them). Above
+/// p99.9 the table holds its last value.
+pub const EAGER_ITERATION_SPREAD: [f64; 11] = [0.829, 0.893, 0.924, 0.942, 0.972, 1.0, 1.037, 1.099, 1.14, 1.328, 2.003];
+
+/// The multiplicative factor at probability `u` of a spread table (linear between quantiles).
+pub fn spread_factor(table: &[f64; 11], u: f64) -> f64 {
+    let u = u.clamp(0.0, 1.0);
+    let i = SPREAD_P.iter().position(|&p| p >= u).unwrap_or(SPREAD_P.len());
+    if i == 0 {
+        return table[0];
+    }
+    if i == SPREAD_P.len() {
+        return table[SPREAD_P.len() - 1];
+    }
+    let (p0, p1) = (SPREAD_P[i - 1], SPREAD_P[i]);
+    table[i - 1] + (table[i] - table[i - 1]) * (u - p0) / (p1 - p0)
+}
 
 /// HBM bytes per attention score of an unfused (matmul, mask, softmax) attention that
 /// materializes its scores, as the reference server does for a prompt's later chunks

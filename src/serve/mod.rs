@@ -75,11 +75,14 @@ pub struct SchedConfig {
     /// The engine's decode attention is unfused batched matmuls (priced from the calibration
     /// profile's decode-regime rows, the host waiting for them) rather than a fused kernel.
     pub unfused_decode_attention: bool,
+    /// Vary each iteration's time by a factor drawn (seeded) from the stack's measured spread
+    /// (`cost::EAGER_ITERATION_SPREAD` for torch-eager; none for the others).
+    pub iteration_spread: bool,
 }
 
 impl Default for SchedConfig {
     fn default() -> Self {
-        SchedConfig { max_batch: 256, token_budget: 8192, chunked_prefill: true, block_size: DEFAULT_BLOCK_SIZE, gpu_memory_utilization: DEFAULT_GPU_MEMORY_UTILIZATION, host_us: None, host_gpu_overlap: None, padded_decode_attention: false, unfused_decode_attention: false }
+        SchedConfig { max_batch: 256, token_budget: 8192, chunked_prefill: true, block_size: DEFAULT_BLOCK_SIZE, gpu_memory_utilization: DEFAULT_GPU_MEMORY_UTILIZATION, host_us: None, host_gpu_overlap: None, padded_decode_attention: false, unfused_decode_attention: false, iteration_spread: true }
     }
 }
 
@@ -308,6 +311,8 @@ struct PoolState<'a> {
     replicas: Vec<usize>,
     rr: usize,
     stats: PoolStats,
+    /// The stack's measured iteration-time spread, when it has one and it is asked for.
+    spread: Option<&'static [f64; 11]>,
 }
 
 const EV_ARRIVAL: u8 = 0;
@@ -374,7 +379,8 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
             ids.push(replicas.len());
             replicas.push(Replica { pool: pi, waiting: VecDeque::new(), running: Vec::new(), free_blocks: total_blocks, busy: false, iter_power_w: 0.0, iter_time_s: 0.0 });
         }
-        pools.push(PoolState { role: p.role, sched: p.sched, cost, room, total_blocks, gpus: p.gpus_per_replica(), replicas: ids, rr: 0, stats });
+        let spread = (p.sched.iteration_spread && p.scenario.workload.stack == crate::workload::Stack::TorchEager).then_some(&cost::EAGER_ITERATION_SPREAD);
+        pools.push(PoolState { role: p.role, sched: p.sched, cost, room, total_blocks, gpus: p.gpus_per_replica(), replicas: ids, rr: 0, stats, spread });
     }
 
     let mut records: Vec<RequestRecord> = arrivals
@@ -394,6 +400,8 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
     // (time in ps, insertion sequence, kind, a, b): earliest first, FIFO among equal times.
     type Event = Reverse<(u64, u64, u8, u32, u32)>;
     let mut iterations: Vec<IterationRecord> = Vec::new();
+    // Iteration-time spread draws: their own seeded stream, so runs are deterministic.
+    let mut spread_rng = arrivals::Rng::new(0x5EED_0F17);
     let mut heap: BinaryHeap<Event> = BinaryHeap::new();
     let mut seq_no = 0u64;
     let mut push = |heap: &mut BinaryHeap<Event>, t: SimTime, kind: u8, a: u32, b: u32| {
@@ -536,7 +544,10 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
             };
             // Padded decode attention reads every decoder's cache up to the longest context.
             let kv = if pool.sched.padded_decode_attention { batch.n_decode * batch.decode_kv_max } else { batch.decode_kv };
-            let it = pool.cost.iteration(batch.n_decode, kv, &scratch_chunks, batch.rows);
+            let mut it = pool.cost.iteration(batch.n_decode, kv, &scratch_chunks, batch.rows);
+            if let Some(table) = pool.spread {
+                it.time = it.time * cost::spread_factor(table, spread_rng.unit());
+            }
             let dur = it.time.value();
             if opts.record_iterations {
                 iterations.push(IterationRecord {

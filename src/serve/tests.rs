@@ -127,6 +127,39 @@ fn lone_request_sees_prefill_then_decode_steps() {
 }
 
 #[test]
+fn iteration_spread_table_interpolates_and_holds_its_ends() {
+    let t = &cost::EAGER_ITERATION_SPREAD;
+    assert_eq!(cost::spread_factor(t, 0.5), 1.0);
+    assert_eq!(cost::spread_factor(t, 0.0), t[0]);
+    assert_eq!(cost::spread_factor(t, 1.0), t[10]);
+    // Halfway between p50 (1.0) and p75 (1.037).
+    assert!((cost::spread_factor(t, 0.625) - 1.0185).abs() < 1e-12);
+    // Monotone in the probability.
+    let mut last = 0.0;
+    for i in 0..=1000 {
+        let f = cost::spread_factor(t, i as f64 / 1000.0);
+        assert!(f >= last);
+        last = f;
+    }
+}
+
+#[test]
+fn iteration_spread_applies_to_torch_eager_only_and_is_deterministic() {
+    let mut s = scenario("llama-3-8b", "dgx-h100", 1, 1);
+    let a = stream(4.0, 20.0, 7);
+    let run = |s: &Scenario, spread: bool| {
+        let sched = SchedConfig { iteration_spread: spread, ..SchedConfig::default() };
+        simulate(&deployment(s, 1, sched), &a, &RunOptions::default()).unwrap()
+    };
+    // Megatron has no measured spread: on and off agree.
+    assert_eq!(run(&s, true).requests, run(&s, false).requests);
+    s.workload.stack = crate::workload::Stack::TorchEager;
+    let (on, off) = (run(&s, true), run(&s, false));
+    assert_ne!(on.requests, off.requests);
+    assert_eq!(on.requests, run(&s, true).requests);
+}
+
+#[test]
 fn padded_decode_attention_reads_to_the_longest_context() {
     // Two requests decoding together, one with a 100-token and one with a 30000-token prompt, on
     // a memory-bound model: padded attention reads both caches to 30000 tokens, so the short
