@@ -42,10 +42,11 @@ def score(g, runs_dir, rec, host):
 SPREAD_P = [0, 0.01, 0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95, 0.99, 0.999]
 
 
-def spread(runs_dir, recs):
+def spread(runs_dir, recs, mixed=False):
     """Quantiles of decode-only iteration times over the median of their batch size (batches of 8,
-    those with at least 20 iterations), pooled over the given runs' logs: the iteration-time
-    spread (`EAGER_ITERATION_SPREAD`)."""
+    groups of at least 20 iterations), pooled over the given runs' logs: the iteration-time spread
+    (`EAGER_ITERATION_SPREAD`); with `mixed`, of the iterations with prefill chunks over the median
+    of their (batch of 8, prefill tokens of 256) group of at least 5 (`EAGER_MIXED_ITERATION_SPREAD`)."""
     ratios = []
     for r in recs:
         groups = collections.defaultdict(list)
@@ -54,10 +55,12 @@ def spread(runs_dir, recs):
                 if line.startswith("step="):
                     d = dict(kv.split("=", 1) for kv in line.split())
                     tokens, batch = int(d["tokens"]), int(d["batch"])
-                    if tokens == batch:
+                    if tokens == batch and not mixed:
                         groups[batch // 8].append(float(d["step_time_s"]))
+                    elif tokens != batch and mixed:
+                        groups[(batch // 8, (tokens - batch) // 256)].append(float(d["step_time_s"]))
         for v in groups.values():
-            if len(v) >= 20:
+            if len(v) >= (5 if mixed else 20):
                 m = statistics.median(v)
                 ratios += [x / m for x in v]
     ratios.sort()
@@ -81,6 +84,8 @@ def main():
     fit = [r for r in recs if r["split"] == "fit"]
     n, table = spread(a.runs, fit)
     print(f"iteration-time spread of the fit runs ({n} decode-only iterations), quantiles at {SPREAD_P}: {table}")
+    n, table = spread(a.runs, fit, mixed=True)
+    print(f"iteration-time spread of the fit runs ({n} iterations with prefill chunks): {table}")
     grid = itertools.product(range(0, 601, 100), (0, 5, 10), (0, 20, 40), range(150, 551, 50), (0.5, 0.625, 0.75, 0.875, 1.0))
     best = None
     for host in grid:

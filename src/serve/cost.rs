@@ -113,11 +113,11 @@ impl HostOverhead {
 }
 
 /// `torch-eager` share of host and GPU time that overlaps (see [`HostOverhead::gpu_overlap`]).
-pub const EAGER_GPU_OVERLAP: f64 = 0.75;
+pub const EAGER_GPU_OVERLAP: f64 = 0.875;
 /// `torch-eager` host overhead, microseconds: per iteration, per sequence, per layer with
 /// decoders, per layer and prefill chunk. See [`HostOverhead::default_for`]; fitted together with
 /// `--decode-attention padded-matmul` (how the reference server attends).
-pub const EAGER_HOST_US: [f64; 4] = [0.0, 5.0, 0.0, 250.0];
+pub const EAGER_HOST_US: [f64; 4] = [300.0, 0.0, 0.0, 250.0];
 
 /// Probabilities of [`EAGER_ITERATION_SPREAD`]'s quantiles.
 pub const SPREAD_P: [f64; 11] = [0.0, 0.01, 0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95, 0.99, 0.999];
@@ -126,6 +126,9 @@ pub const SPREAD_P: [f64; 11] = [0.0, 0.01, 0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 
 /// calibration/runs/serve (6,435 iterations; scripts/fit_serve_overhead.py prints them). Above
 /// p99.9 the table holds its last value.
 pub const EAGER_ITERATION_SPREAD: [f64; 11] = [0.829, 0.893, 0.924, 0.942, 0.972, 1.0, 1.037, 1.099, 1.14, 1.328, 2.003];
+/// The same for iterations with prefill chunks, over the median of their (batch of 8, prefill
+/// tokens of 256) group with at least 5 iterations (525 iterations of the fit runs): wider.
+pub const EAGER_MIXED_ITERATION_SPREAD: [f64; 11] = [0.682, 0.793, 0.885, 0.912, 0.96, 1.0, 1.063, 1.187, 1.437, 1.904, 2.971];
 
 /// The multiplicative factor at probability `u` of a spread table (linear between quantiles).
 pub fn spread_factor(table: &[f64; 11], u: f64) -> f64 {

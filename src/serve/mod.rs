@@ -311,8 +311,9 @@ struct PoolState<'a> {
     replicas: Vec<usize>,
     rr: usize,
     stats: PoolStats,
-    /// The stack's measured iteration-time spread, when it has one and it is asked for.
-    spread: Option<&'static [f64; 11]>,
+    /// The stack's measured iteration-time spreads (decode-only, with prefill chunks), when it
+    /// has them and they are asked for.
+    spread: Option<(&'static [f64; 11], &'static [f64; 11])>,
 }
 
 const EV_ARRIVAL: u8 = 0;
@@ -379,7 +380,7 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
             ids.push(replicas.len());
             replicas.push(Replica { pool: pi, waiting: VecDeque::new(), running: Vec::new(), free_blocks: total_blocks, busy: false, iter_power_w: 0.0, iter_time_s: 0.0 });
         }
-        let spread = (p.sched.iteration_spread && p.scenario.workload.stack == crate::workload::Stack::TorchEager).then_some(&cost::EAGER_ITERATION_SPREAD);
+        let spread = (p.sched.iteration_spread && p.scenario.workload.stack == crate::workload::Stack::TorchEager).then_some((&cost::EAGER_ITERATION_SPREAD, &cost::EAGER_MIXED_ITERATION_SPREAD));
         pools.push(PoolState { role: p.role, sched: p.sched, cost, room, total_blocks, gpus: p.gpus_per_replica(), replicas: ids, rr: 0, stats, spread });
     }
 
@@ -545,7 +546,8 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
             // Padded decode attention reads every decoder's cache up to the longest context.
             let kv = if pool.sched.padded_decode_attention { batch.n_decode * batch.decode_kv_max } else { batch.decode_kv };
             let mut it = pool.cost.iteration(batch.n_decode, kv, &scratch_chunks, batch.rows);
-            if let Some(table) = pool.spread {
+            if let Some((decode_only, mixed)) = pool.spread {
+                let table = if scratch_chunks.is_empty() { decode_only } else { mixed };
                 it.time = it.time * cost::spread_factor(table, spread_rng.unit());
             }
             let dur = it.time.value();
