@@ -221,12 +221,8 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
     };
     let int = |name: &str, flag: Option<i64>, file: Option<i64>, d: u64| -> anyhow::Result<u64> { Ok(pos(name, flag.or(file))?.unwrap_or(d)) };
     let d = SchedConfig::default();
-    let (padded_decode_attention, unfused_decode_attention) = match a.decode_attention.as_deref().or(sc.decode_attention.as_deref()).unwrap_or("paged") {
-        "paged" => (false, false),
-        "padded" => (true, false),
-        "padded-matmul" => (true, true),
-        x => bail!("`decode_attention` = `{x}` is not known\nhint: paged, padded or padded-matmul"),
-    };
+    let x = a.decode_attention.as_deref().or(sc.decode_attention.as_deref()).unwrap_or("paged");
+    let decode_attention = serve::DecodeAttention::parse(x).ok_or_else(|| anyhow::anyhow!("`decode_attention` = `{x}` is not known\nhint: paged, padded or padded-matmul"))?;
     let host_gpu_overlap = a.host_gpu_overlap.or(sc.host_gpu_overlap);
     if let Some(o) = host_gpu_overlap.filter(|o| !(0.0..=1.0).contains(o)) {
         bail!("`host_gpu_overlap` = {o} is not in 0..1\nhint: 1 = host launches overlap the GPU fully, 0 = not at all");
@@ -238,8 +234,7 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
     };
     let sched = SchedConfig {
         iteration_spread,
-        padded_decode_attention,
-        unfused_decode_attention,
+        decode_attention,
         max_batch: int("max_batch", a.max_batch, sc.max_batch, d.max_batch as u64)? as u32,
         token_budget: int("token_budget", a.token_budget, sc.token_budget, d.token_budget as u64)? as u32,
         chunked_prefill: a.chunked_prefill.or(sc.chunked_prefill).unwrap_or(d.chunked_prefill),
@@ -481,13 +476,8 @@ fn deployment_json(r: &Resolved, res: Option<&ServeResult>) -> serde_json::Value
                 "block_size": p.sched.block_size, "gpu_memory_utilization": p.sched.gpu_memory_utilization,
             });
             let (h, source) = crate::serve::cost::HostOverhead::resolve(&p.sched, p.scenario.workload.stack);
-            v["iteration_spread"] = (p.sched.iteration_spread && p.scenario.workload.stack == crate::workload::Stack::TorchEager).into();
-            v["decode_attention"] = (match (p.sched.padded_decode_attention, p.sched.unfused_decode_attention) {
-                (_, true) => "padded-matmul",
-                (true, false) => "padded",
-                (false, false) => "paged",
-            })
-            .into();
+            v["iteration_spread"] = (p.sched.iteration_spread && serve::cost::iteration_spread(p.scenario.workload.stack).is_some()).into();
+            v["decode_attention"] = p.sched.decode_attention.name().into();
             v["host_overhead_us"] = serde_json::json!({
                 "per_iteration": h.per_iteration.value() * 1e6, "per_sequence": h.per_sequence.value() * 1e6, "per_layer_decode": h.per_layer_decode.value() * 1e6,
                 "per_layer_chunk": h.per_layer_chunk.value() * 1e6, "gpu_overlap": h.gpu_overlap, "source": source,

@@ -130,6 +130,12 @@ pub const EAGER_ITERATION_SPREAD: [f64; 11] = [0.829, 0.893, 0.924, 0.942, 0.972
 /// tokens of 256) group with at least 5 iterations (525 iterations of the fit runs): wider.
 pub const EAGER_MIXED_ITERATION_SPREAD: [f64; 11] = [0.682, 0.793, 0.885, 0.912, 0.96, 1.0, 1.063, 1.187, 1.437, 1.904, 2.971];
 
+/// A stack's measured iteration-time spreads (decode-only, with prefill chunks); only torch-eager
+/// has them.
+pub fn iteration_spread(stack: crate::workload::Stack) -> Option<(&'static [f64; 11], &'static [f64; 11])> {
+    (stack == crate::workload::Stack::TorchEager).then_some((&EAGER_ITERATION_SPREAD, &EAGER_MIXED_ITERATION_SPREAD))
+}
+
 /// The multiplicative factor at probability `u` of a spread table (linear between quantiles).
 pub fn spread_factor(table: &[f64; 11], u: f64) -> f64 {
     let u = u.clamp(0.0, 1.0);
@@ -200,6 +206,8 @@ pub struct IterCost<'a> {
     gpu: std::borrow::Cow<'a, crate::hardware::Gpu>,
     /// Dense and MoE layers and whether embedding/head sit on each pipeline stage.
     stages: Vec<(f64, f64, bool, bool)>,
+    /// Layers over all stages.
+    layers: f64,
     p2p_per_token: Option<(f64, f64)>,
     decode_attn: AttnTemplate,
     prefill_attn: AttnTemplate,
@@ -241,7 +249,7 @@ impl<'a> IterCost<'a> {
         let prefill_attn = AttnTemplate::from_ops(&forward_ops(&s.model, &s.parallel, &prefill_w).dense_layer, 1, 128)
             .ok_or_else(|| PredictError::Unsupported("no attention op in the prefill op list".into()))?;
         let pp = s.parallel.pp;
-        let stages = (0..pp)
+        let stages: Vec<(f64, f64, bool, bool)> = (0..pp)
             .map(|st| {
                 let (d, m) = analytic::stage_layers(s, st);
                 (d as f64, m as f64, st == 0, st == pp - 1)
@@ -260,6 +268,7 @@ impl<'a> IterCost<'a> {
             None
         };
         Ok(IterCost {
+            layers: stages.iter().map(|x| x.0 + x.1).sum(),
             gpu: analytic::power_gpu(s),
             s,
             cost,
@@ -387,9 +396,8 @@ impl<'a> IterCost<'a> {
             stage_parts.push(p);
         }
         let p2p = self.p2p_per_token.map_or(0.0, |(lat, per)| (lat + per * n_tokens as f64) * (self.stages.len() - 1) as f64);
-        let layers: f64 = self.stages.iter().map(|x| x.0 + x.1).sum();
         // The unfused decode attention keeps HBM busy while the host waits for it.
-        let mut act = Activity { comm: Seconds::new(p2p), memory: Seconds::new(serial_per_layer * layers), ..Activity::default() };
+        let mut act = Activity { comm: Seconds::new(p2p), memory: Seconds::new(serial_per_layer * self.layers), ..Activity::default() };
         for p in &stage_parts {
             act.compute += Seconds::new(p.compute);
             act.memory += Seconds::new(p.memory);
@@ -401,7 +409,7 @@ impl<'a> IterCost<'a> {
             let (g, c) = (p.gpu(speedup), p.cpu);
             g.max(c) + (1.0 - self.host.gpu_overlap) * g.min(c)
         };
-        let time: f64 = stage_parts.iter().map(stage).sum::<f64>() + serial_per_layer * layers + p2p + self.host.per_iteration.value() + self.host.per_sequence.value() * (n_decode + chunks.len() as u64) as f64;
+        let time: f64 = stage_parts.iter().map(stage).sum::<f64>() + serial_per_layer * self.layers + p2p + self.host.per_iteration.value() + self.host.per_sequence.value() * (n_decode + chunks.len() as u64) as f64;
         IterTime { time: Seconds::new(time), gpu_power: Watts::new(watts) }
     }
 

@@ -68,13 +68,8 @@ pub struct SchedConfig {
     pub host_us: Option<[f64; 4]>,
     /// Share of host and GPU time that overlaps (`HostOverhead::gpu_overlap`); `None`: the stack's.
     pub host_gpu_overlap: Option<f64>,
-    /// The engine's decode attention reads each decoder's cache padded to the batch's longest
-    /// context (a contiguous per-sequence cache, as simple servers and static caches do) instead
-    /// of its own context (paged attention, vLLM's).
-    pub padded_decode_attention: bool,
-    /// The engine's decode attention is unfused batched matmuls (priced from the calibration
-    /// profile's decode-regime rows, the host waiting for them) rather than a fused kernel.
-    pub unfused_decode_attention: bool,
+    /// How the engine's decode attention reads the cache.
+    pub decode_attention: DecodeAttention,
     /// Vary each iteration's time by a factor drawn (seeded) from the stack's measured spread
     /// (`cost::EAGER_ITERATION_SPREAD` for torch-eager; none for the others).
     pub iteration_spread: bool,
@@ -82,7 +77,36 @@ pub struct SchedConfig {
 
 impl Default for SchedConfig {
     fn default() -> Self {
-        SchedConfig { max_batch: 256, token_budget: 8192, chunked_prefill: true, block_size: DEFAULT_BLOCK_SIZE, gpu_memory_utilization: DEFAULT_GPU_MEMORY_UTILIZATION, host_us: None, host_gpu_overlap: None, padded_decode_attention: false, unfused_decode_attention: false, iteration_spread: true }
+        SchedConfig { max_batch: 256, token_budget: 8192, chunked_prefill: true, block_size: DEFAULT_BLOCK_SIZE, gpu_memory_utilization: DEFAULT_GPU_MEMORY_UTILIZATION, host_us: None, host_gpu_overlap: None, decode_attention: DecodeAttention::Paged, iteration_spread: true }
+    }
+}
+
+/// How an engine's decode attention reads the KV cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecodeAttention {
+    /// Each decoder reads its own context (paged attention, vLLM's), in a fused kernel.
+    Paged,
+    /// Each decoder's cache is read to the batch's longest context (a contiguous per-sequence
+    /// cache, as simple servers and static caches have), in a fused kernel.
+    Padded,
+    /// Padded, as unfused batched matmuls priced from the calibration profile's decode-regime
+    /// rows, the host waiting for them; later prefill chunks' scores go through HBM too.
+    PaddedMatmul,
+}
+
+impl DecodeAttention {
+    pub fn name(self) -> &'static str {
+        match self {
+            DecodeAttention::Paged => "paged",
+            DecodeAttention::Padded => "padded",
+            DecodeAttention::PaddedMatmul => "padded-matmul",
+        }
+    }
+    pub fn parse(s: &str) -> Option<DecodeAttention> {
+        [DecodeAttention::Paged, DecodeAttention::Padded, DecodeAttention::PaddedMatmul].into_iter().find(|d| d.name() == s)
+    }
+    fn padded(self) -> bool {
+        self != DecodeAttention::Paged
     }
 }
 
@@ -343,7 +367,7 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
             return Err(ServeError::Invalid(format!("pool `{}`: replicas, max batch, token budget and block size must be positive", p.role.name())));
         }
         let mut cost = IterCost::new(&p.scenario)?.with_host(cost::HostOverhead::resolve(&p.sched, p.scenario.workload.stack).0);
-        if p.sched.unfused_decode_attention {
+        if p.sched.decode_attention == DecodeAttention::PaddedMatmul {
             let m = &p.scenario.model;
             let rows = (m.n_heads / m.n_kv_heads.max(1)) as u64;
             let bw = p.scenario.profile.as_ref().and_then(|pr| pr.decode_attention_bandwidth(rows, m.head_dim as u64)).ok_or_else(|| {
@@ -380,7 +404,7 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
             ids.push(replicas.len());
             replicas.push(Replica { pool: pi, waiting: VecDeque::new(), running: Vec::new(), free_blocks: total_blocks, busy: false, iter_power_w: 0.0, iter_time_s: 0.0 });
         }
-        let spread = (p.sched.iteration_spread && p.scenario.workload.stack == crate::workload::Stack::TorchEager).then_some((&cost::EAGER_ITERATION_SPREAD, &cost::EAGER_MIXED_ITERATION_SPREAD));
+        let spread = p.sched.iteration_spread.then(|| cost::iteration_spread(p.scenario.workload.stack)).flatten();
         pools.push(PoolState { role: p.role, sched: p.sched, cost, room, total_blocks, gpus: p.gpus_per_replica(), replicas: ids, rr: 0, stats, spread });
     }
 
@@ -544,7 +568,7 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
                 continue;
             };
             // Padded decode attention reads every decoder's cache up to the longest context.
-            let kv = if pool.sched.padded_decode_attention { batch.n_decode * batch.decode_kv_max } else { batch.decode_kv };
+            let kv = if pool.sched.decode_attention.padded() { batch.n_decode * batch.decode_kv_max } else { batch.decode_kv };
             let mut it = pool.cost.iteration(batch.n_decode, kv, &scratch_chunks, batch.rows);
             if let Some((decode_only, mixed)) = pool.spread {
                 let table = if scratch_chunks.is_empty() { decode_only } else { mixed };

@@ -167,7 +167,8 @@ fn padded_decode_attention_reads_to_the_longest_context() {
     let s = scenario("llama-3-8b", "dgx-h100", 1, 1);
     let a = vec![Arrival { at: 0.0, input_len: 100, output_len: 50 }, Arrival { at: 0.0, input_len: 30000, output_len: 50 }];
     let run = |padded: bool, a: &[Arrival]| {
-        let sched = SchedConfig { padded_decode_attention: padded, token_budget: 32768, ..SchedConfig::default() };
+        let decode_attention = if padded { DecodeAttention::Padded } else { DecodeAttention::Paged };
+        let sched = SchedConfig { decode_attention, token_budget: 32768, ..SchedConfig::default() };
         simulate(&deployment(&s, 1, sched), a, &RunOptions::default()).unwrap()
     };
     let tpot = |r: &ServeResult| (r.requests[0].finish - r.requests[0].first_token) / 49.0;
