@@ -40,6 +40,7 @@ import bisect
 import csv
 import heapq
 import json
+import statistics
 import math
 import os
 import random
@@ -75,6 +76,9 @@ def parse_args(argv=None):
     p.add_argument("--requests-csv", help="write one row per request here")
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="instead of serving: time N decode iterations of 16 sequences under torch.profiler and print where the time goes")
+    p.add_argument("--host-probe", type=int, default=0, metavar="N",
+                   help="instead of serving: time N decode iterations of one sequence at 512 cached tokens (the host-bound floor "
+                        "of this model on this node; `gpuplan serve --host-probe-ms`) and print their median")
     return p.parse_args(argv)
 
 
@@ -251,6 +255,27 @@ def dist(v):
             "p95": percentile(v, 95), "p99": percentile(v, 99), "max": max(v) if v else None}
 
 
+def host_probe(srv, a, m, gen):
+    """The engine's floor on this node: decode iterations of one sequence (slot 0) at 512 cached
+    tokens, each timed as the serving loop times them (forward and synchronize), the context held
+    (the same position rewritten) so every iteration has the same shape."""
+    tok = torch.randint(0, m.vocab, (1,), device=srv.dev, generator=gen)
+    for _ in range(20):
+        srv.forward([(0, tok, 512)])
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(a.host_probe):
+        ts = time.perf_counter()
+        srv.forward([(0, tok, 512)])
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - ts)
+    times.sort()
+    q = lambda p: times[min(len(times) - 1, int(p * len(times)))]
+    out = {"kind": "host-probe", "model_file": a.model_file, "iterations": len(times), "batch": 1, "context": 512,
+           "median_step_s": statistics.median(times), "p10_step_s": q(0.1), "p90_step_s": q(0.9)}
+    print("host-probe-json: " + json.dumps(out), flush=True)
+
+
 def profile(srv, a, m, gen):
     """Where one decode iteration's time goes: wall time per iteration, then torch.profiler's
     top operators by host and by device time."""
@@ -286,7 +311,6 @@ def main():
     torch.cuda.set_device(0)
     torch.manual_seed(a.seed)
     srv = Server(a, m)
-    reqs = make_requests(a)
     gen = torch.Generator(device="cuda").manual_seed(a.seed)
 
     # Warm-up: a few iterations of the shapes to come (untimed, not reported): a full prefill, a
@@ -303,6 +327,10 @@ def main():
     if a.profile:
         profile(srv, a, m, gen)
         return
+    if a.host_probe:
+        host_probe(srv, a, m, gen)
+        return
+    reqs = make_requests(a)
 
     waiting, running = [], []  # running: dicts with slot, target, computed, generated, prompt, last
     nxt, done, step = 0, 0, 0
@@ -353,7 +381,14 @@ def main():
         now = te - t0
         n_tokens = sum(n for _, n in sched)
         step += 1
+        # The iteration's shape, for comparing iteration times with the simulator's: decoders, the
+        # slots and context their attention reads (see Server.forward), prefill chunks' new and
+        # cached tokens.
+        span = max((s["slot"] for s, _ in dec), default=-1) + 1
+        ctx = max((s["computed"] for s, _ in dec), default=-1) + 1
         print(f"step={step} step_time_s={te - ts:.6f} tokens={n_tokens} tokens_per_s={n_tokens / (te - ts):.1f} batch={len(sched)} "
+              f"start_s={ts - t0:.6f} n_decode={len(dec)} slot_span={span} max_context={ctx} chunks={len(pre)} "
+              f"chunk_tokens={sum(n for _, n in pre)} chunk_cached={sum(s['computed'] for s, _ in pre)} "
               f"max_mem_alloc_bytes={torch.cuda.max_memory_allocated()} max_mem_reserved_bytes={torch.cuda.max_memory_reserved()}", flush=True)
         for (s, n), tok in zip(dec + pre, out):
             s["computed"] += n

@@ -62,12 +62,18 @@ pub struct ServeArgs {
     /// Coefficient of variation of gamma inter-arrival times (1 = Poisson)
     #[arg(long)]
     pub cv: Option<f64>,
-    /// Seed of the request stream
+    /// Seed of the request stream and of the iteration-time spread draws (default 0)
     #[arg(long)]
     pub seed: Option<u64>,
     /// Replay a CSV trace (arrival_s,input_len,output_len) instead of generating requests
     #[arg(long)]
     pub trace: Option<PathBuf>,
+    /// Simulate N replications (seeds SEED..SEED+N-1: new request streams, or the same trace with
+    /// new iteration-time draws) and report percentiles over their requests pooled, throughputs
+    /// and the other figures averaged; files (--csv, --requests-csv, --iterations-csv) are of the
+    /// first (default 1; 16 is the usual for comparing latency tails with a measured run)
+    #[arg(long, default_value_t = 1)]
+    pub replications: u32,
     /// Most sequences per iteration per replica (vLLM max_num_seqs)
     #[arg(long)]
     pub max_batch: Option<i64>,
@@ -100,6 +106,11 @@ pub struct ServeArgs {
     /// (their sum); default: the stack's (with the host overhead)
     #[arg(long)]
     pub host_gpu_overlap: Option<f64>,
+    /// Multiply all the engine's host time (kernel launches and host overhead) by F: how much
+    /// slower this node's host runs it than the host the defaults were fitted on (1 = as fast;
+    /// fit it on runs of your node: scripts/fit_serve_overhead.py --fit-split ... --scale-only)
+    #[arg(long)]
+    pub host_time_scale: Option<f64>,
     /// on (default) or off: vary each iteration's time by a seeded draw from the stack's measured
     /// iteration-time spread (torch-eager: from the reference server's runs; others have none)
     #[arg(long)]
@@ -166,11 +177,16 @@ pub struct Resolved {
 
 impl Resolved {
     pub fn arrivals(&self, process: Option<&Process>) -> Vec<Arrival> {
+        self.arrivals_seeded(process, self.seed)
+    }
+
+    /// The requests of a replication with another seed (a trace is the same whatever the seed).
+    pub fn arrivals_seeded(&self, process: Option<&Process>, seed: u64) -> Vec<Arrival> {
         match (&self.trace, process.or(self.process.as_ref())) {
             (Some(t), _) => t.clone(),
             (None, Some(p)) => {
                 let max_len = self.deployment.pools[0].scenario.model.max_seq_len.min(u32::MAX as u64) as u32;
-                arrivals::generate(p, self.input, self.output, self.duration_s, self.seed, max_len)
+                arrivals::generate(p, self.input, self.output, self.duration_s, seed, max_len)
             }
             (None, None) => Vec::new(),
         }
@@ -227,6 +243,10 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
     if let Some(o) = host_gpu_overlap.filter(|o| !(0.0..=1.0).contains(o)) {
         bail!("`host_gpu_overlap` = {o} is not in 0..1\nhint: 1 = host launches overlap the GPU fully, 0 = not at all");
     }
+    let host_time_scale = a.host_time_scale.or(sc.host_time_scale);
+    if let Some(k) = host_time_scale.filter(|k| !(k.is_finite() && *k > 0.0)) {
+        bail!("`host_time_scale` = {k} must be positive\nhint: 1 = this host runs the engine as fast as the one its defaults were fitted on, 2 = twice as slow");
+    }
     let iteration_spread = match a.iteration_spread.as_deref().or(sc.iteration_spread.as_deref()).unwrap_or("on") {
         "on" => true,
         "off" => false,
@@ -250,6 +270,7 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
             }
         },
         host_gpu_overlap,
+        host_time_scale,
     };
     if !(sched.gpu_memory_utilization > 0.0 && sched.gpu_memory_utilization <= 1.0) {
         bail!("`gpu_memory_utilization` = {} must be in (0, 1]", sched.gpu_memory_utilization);
@@ -338,6 +359,7 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
         bail!("`duration_s` = {duration_s} must be positive");
     }
     let drain_s = a.drain_s.unwrap_or(f64::INFINITY);
+    let seed = a.seed.or(t.seed).unwrap_or(0);
     if drain_s.is_nan() || drain_s < 0.0 {
         bail!("`--drain-s` = {drain_s} must be non-negative");
     }
@@ -352,9 +374,9 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
         input,
         output,
         duration_s,
-        seed: a.seed.or(t.seed).unwrap_or(0),
+        seed,
         trace,
-        opts: RunOptions { bin_s: a.bin_s, drain_s, record_iterations: a.iterations_csv.is_some() },
+        opts: RunOptions { bin_s: a.bin_s, drain_s, record_iterations: a.iterations_csv.is_some(), seed },
     })
 }
 
@@ -395,10 +417,17 @@ pub fn run(a: ServeArgs) -> anyhow::Result<Outcome> {
     }
     let arr = r.arrivals(None);
     let res = serve::simulate(&r.deployment, &arr, &r.opts)?;
-    let s = summarize(&res);
-    if let Some(path) = &a.measured {
-        return compare_measured(&a, path, &s);
-    }
+    let s = if a.replications <= 1 {
+        summarize(&res)
+    } else {
+        let mut more = Vec::new();
+        for i in 1..a.replications as u64 {
+            let seed = r.seed.wrapping_add(i);
+            let opts = RunOptions { seed, record_iterations: false, ..r.opts };
+            more.push(serve::simulate(&r.deployment, &r.arrivals_seeded(None, seed), &opts)?);
+        }
+        serve::stats::summarize_pooled(&std::iter::once(&res).chain(&more).collect::<Vec<_>>())
+    };
     if let Some(p) = &a.csv {
         super::write_atomic(p, timeseries_csv(&res).as_bytes())?;
     }
@@ -407,6 +436,9 @@ pub fn run(a: ServeArgs) -> anyhow::Result<Outcome> {
     }
     if let Some(p) = &a.iterations_csv {
         super::write_atomic(p, iterations_csv(&res).as_bytes())?;
+    }
+    if let Some(path) = &a.measured {
+        return compare_measured(&a, path, &s);
     }
     if a.json {
         let mut v = serde_json::json!({ "schema_version": SERVE_SCHEMA_VERSION, "kind": "serve", "name": r.name, "deployment": deployment_json(&r, Some(&res)) });
@@ -480,7 +512,7 @@ fn deployment_json(r: &Resolved, res: Option<&ServeResult>) -> serde_json::Value
             v["decode_attention"] = p.sched.decode_attention.name().into();
             v["host_overhead_us"] = serde_json::json!({
                 "per_iteration": h.per_iteration.value() * 1e6, "per_sequence": h.per_sequence.value() * 1e6, "per_layer_decode": h.per_layer_decode.value() * 1e6,
-                "per_layer_chunk": h.per_layer_chunk.value() * 1e6, "gpu_overlap": h.gpu_overlap, "source": source,
+                "per_layer_chunk": h.per_layer_chunk.value() * 1e6, "gpu_overlap": h.gpu_overlap, "time_scale": h.time_scale, "source": source,
             });
             if let Some(st) = res.map(|x| &x.pools[i]) {
                 v["kv_blocks_per_replica"] = st.kv_blocks_per_replica.into();
@@ -563,11 +595,20 @@ fn timeseries_csv(res: &ServeResult) -> String {
 }
 
 fn iterations_csv(res: &ServeResult) -> String {
-    let mut o = String::from("start_s,replica,n_decode,decode_kv,decode_kv_max,n_chunks,prefill_tokens,tokens,time_s\n");
+    let mut o = String::from("start_s,replica,n_decode,decode_kv,decode_kv_max,decode_slot_span,n_chunks,prefill_tokens,tokens,time_s\n");
     for it in &res.iterations {
         o.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{}\n",
-            it.start_s, it.replica, it.n_decode, it.decode_kv, it.decode_kv_max, it.n_chunks, it.prefill_tokens, it.n_decode + it.prefill_tokens, it.time_s
+            "{},{},{},{},{},{},{},{},{},{}\n",
+            it.start_s,
+            it.replica,
+            it.n_decode,
+            it.decode_kv,
+            it.decode_kv_max,
+            it.decode_slot_span,
+            it.n_chunks,
+            it.prefill_tokens,
+            it.n_decode + it.prefill_tokens,
+            it.time_s
         ));
     }
     o
@@ -808,7 +849,7 @@ pub fn plan_slo(args: &super::plan::PlanArgs) -> anyhow::Result<Outcome> {
     };
     let slo = Slo { ttft_s: o.ttft_ms.map(|m| m / 1e3), tpot_s: o.tpot_ms.map(|m| m / 1e3), percentile: v.slo_percentile };
     // Overloaded configurations would queue without end: stop them a duration after the last arrival.
-    let opts = RunOptions { bin_s: v.duration_s.max(1.0), drain_s: v.duration_s, record_iterations: false };
+    let opts = RunOptions { bin_s: v.duration_s.max(1.0), drain_s: v.duration_s, record_iterations: false, seed: 0 };
     let results = search(&base, &space, &arrivals, &slo, &opts);
     let feasible = results.iter().filter(|r| r.outcome.is_ok()).count();
     let price = super::plan::gpu_hour_price(o, &base.system.name)?;

@@ -81,6 +81,7 @@ pub struct SchedulerWire {
     pub host_overhead_us: Option<Vec<f64>>,
     pub decode_attention: Option<String>,
     pub host_gpu_overlap: Option<f64>,
+    pub host_time_scale: Option<f64>,
     pub iteration_spread: Option<String>,
     pub routing: Option<String>,
 }

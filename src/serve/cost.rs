@@ -64,12 +64,15 @@ pub struct HostOverhead {
     /// Share of the shorter of host and GPU time hidden under the longer: 1 = the host launches
     /// ahead of the GPU (time per stage = the longer), 0 = it waits for each kernel (the sum).
     pub gpu_overlap: f64,
+    /// Multiplies all host time (the kernels' launches and the terms above): how much slower this
+    /// node's host runs the engine than the host the defaults were fitted on (1 = as fast).
+    pub time_scale: f64,
 }
 
 impl Default for HostOverhead {
     /// None: the op list's launches only, fully overlapped with the GPU.
     fn default() -> Self {
-        HostOverhead { per_iteration: Seconds::ZERO, per_sequence: Seconds::ZERO, per_layer_decode: Seconds::ZERO, per_layer_chunk: Seconds::ZERO, gpu_overlap: 1.0 }
+        HostOverhead { per_iteration: Seconds::ZERO, per_sequence: Seconds::ZERO, per_layer_decode: Seconds::ZERO, per_layer_chunk: Seconds::ZERO, gpu_overlap: 1.0, time_scale: 1.0 }
     }
 }
 
@@ -87,6 +90,7 @@ impl HostOverhead {
                     per_layer_decode: Seconds::us(EAGER_HOST_US[2]),
                     per_layer_chunk: Seconds::us(EAGER_HOST_US[3]),
                     gpu_overlap: EAGER_GPU_OVERLAP,
+                    time_scale: 1.0,
                 },
                 "fitted: serving runs of scenarios/workloads/serve_llama.py on one H200, fit split (calibration/runs/serve/FIT.md)",
             ),
@@ -108,16 +112,20 @@ impl HostOverhead {
             h.gpu_overlap = o;
             source = "given";
         }
+        if let Some(k) = sched.host_time_scale {
+            h.time_scale = k;
+            source = "given";
+        }
         (h, source)
     }
 }
 
 /// `torch-eager` share of host and GPU time that overlaps (see [`HostOverhead::gpu_overlap`]).
-pub const EAGER_GPU_OVERLAP: f64 = 0.875;
+pub const EAGER_GPU_OVERLAP: f64 = 1.0;
 /// `torch-eager` host overhead, microseconds: per iteration, per sequence, per layer with
 /// decoders, per layer and prefill chunk. See [`HostOverhead::default_for`]; fitted together with
 /// `--decode-attention padded-matmul` (how the reference server attends).
-pub const EAGER_HOST_US: [f64; 4] = [300.0, 0.0, 0.0, 250.0];
+pub const EAGER_HOST_US: [f64; 4] = [100.0, 0.0, 0.0, 200.0];
 
 /// Probabilities of [`EAGER_ITERATION_SPREAD`]'s quantiles.
 pub const SPREAD_P: [f64; 11] = [0.0, 0.01, 0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95, 0.99, 0.999];
@@ -130,10 +138,34 @@ pub const EAGER_ITERATION_SPREAD: [f64; 11] = [0.829, 0.893, 0.924, 0.942, 0.972
 /// tokens of 256) group with at least 5 iterations (525 iterations of the fit runs): wider.
 pub const EAGER_MIXED_ITERATION_SPREAD: [f64; 11] = [0.682, 0.793, 0.885, 0.912, 0.96, 1.0, 1.063, 1.187, 1.437, 1.904, 2.971];
 
-/// A stack's measured iteration-time spreads (decode-only, with prefill chunks); only torch-eager
-/// has them.
-pub fn iteration_spread(stack: crate::workload::Stack) -> Option<(&'static [f64; 11], &'static [f64; 11])> {
-    (stack == crate::workload::Stack::TorchEager).then_some((&EAGER_ITERATION_SPREAD, &EAGER_MIXED_ITERATION_SPREAD))
+/// A stack's measured iteration-time spread: each simulated iteration's time is multiplied by a
+/// factor drawn from `decode_only` (iterations without prefill chunks) or `mixed`, at a probability
+/// that follows a Gaussian AR(1) process with lag-1 correlation `lag1` (a Gaussian copula: each
+/// draw keeps its table's distribution, consecutive draws of a replica are correlated as measured).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IterationSpread {
+    pub decode_only: &'static [f64; 11],
+    pub mixed: &'static [f64; 11],
+    pub lag1: f64,
+}
+
+/// `torch-eager` lag-1 correlation of the normal scores of the decode-only iteration-time ratios
+/// (see [`EAGER_ITERATION_SPREAD`]) of the fit runs: slow iterations come in runs.
+pub const EAGER_SPREAD_LAG1: f64 = 0.62;
+
+/// The measured spread of a stack; only torch-eager has one.
+pub fn iteration_spread(stack: crate::workload::Stack) -> Option<IterationSpread> {
+    (stack == crate::workload::Stack::TorchEager).then_some(IterationSpread { decode_only: &EAGER_ITERATION_SPREAD, mixed: &EAGER_MIXED_ITERATION_SPREAD, lag1: EAGER_SPREAD_LAG1 })
+}
+
+impl IterationSpread {
+    /// The next factor: advance the replica's AR(1) state `z` (standard normal) with the
+    /// innovation `noise` (standard normal) and read the table at the probability of `z`.
+    pub fn factor(&self, z: &mut f64, noise: f64, mixed: bool) -> f64 {
+        *z = self.lag1 * *z + (1.0 - self.lag1 * self.lag1).sqrt() * noise;
+        let u = 0.5 * libm::erfc(-*z / std::f64::consts::SQRT_2);
+        spread_factor(if mixed { self.mixed } else { self.decode_only }, u)
+    }
 }
 
 /// The multiplicative factor at probability `u` of a spread table (linear between quantiles).
@@ -151,8 +183,8 @@ pub fn spread_factor(table: &[f64; 11], u: f64) -> f64 {
 }
 
 /// HBM bytes per attention score of an unfused (matmul, mask, softmax) attention that
-/// materializes its scores, as the reference server does for a prompt's later chunks
-/// (scenarios/workloads/serve_llama.py): the bf16 QK^T output written (2), cast to fp32 (2 + 4),
+/// materializes its scores, as the reference server does for its decoders and a prompt's later
+/// chunks (scenarios/workloads/serve_llama.py): the bf16 QK^T output written (2), cast to fp32 (2 + 4),
 /// scaled (4 + 4), masked in place (4 + 4), softmax (4 + 4), cast to bf16 (4 + 2), read by PV (2):
 /// 40, counted from its code (the boolean mask is shared by the KV heads: under 1 byte a score).
 pub const UNFUSED_BYTES_PER_SCORE: f64 = 40.0;
@@ -365,7 +397,12 @@ impl<'a> IterCost<'a> {
             match self.unfused_decode {
                 Some(bw) => {
                     attn.cpu += da.cpu;
-                    serial_per_layer = self.decode_attn.kv_bytes_per_key * (n_decode * (k + 1)) as f64 / bw;
+                    // The products' cache reads at the profile's decode-regime rate, and their
+                    // scores through HBM between the products (cast, scale, mask, softmax, cast:
+                    // UNFUSED_BYTES_PER_SCORE, five kernels).
+                    let keys = (n_decode * (k + 1)) as f64;
+                    let scores = self.decode_attn.heads as f64 * keys;
+                    serial_per_layer = self.decode_attn.kv_bytes_per_key * keys / bw + self.cost.memory_time(scores * UNFUSED_BYTES_PER_SCORE, 5).time.value();
                 }
                 None => attn.add(&da, 1.0),
             }
@@ -393,6 +430,7 @@ impl<'a> IterCost<'a> {
             if last {
                 p.add(&head, 1.0);
             }
+            p.cpu *= self.host.time_scale;
             stage_parts.push(p);
         }
         let p2p = self.p2p_per_token.map_or(0.0, |(lat, per)| (lat + per * n_tokens as f64) * (self.stages.len() - 1) as f64);
@@ -409,7 +447,8 @@ impl<'a> IterCost<'a> {
             let (g, c) = (p.gpu(speedup), p.cpu);
             g.max(c) + (1.0 - self.host.gpu_overlap) * g.min(c)
         };
-        let time: f64 = stage_parts.iter().map(stage).sum::<f64>() + serial_per_layer * self.layers + p2p + self.host.per_iteration.value() + self.host.per_sequence.value() * (n_decode + chunks.len() as u64) as f64;
+        let serial_host = self.host.per_iteration.value() + self.host.per_sequence.value() * (n_decode + chunks.len() as u64) as f64;
+        let time: f64 = stage_parts.iter().map(stage).sum::<f64>() + serial_per_layer * self.layers + p2p + serial_host * self.host.time_scale;
         IterTime { time: Seconds::new(time), gpu_power: Watts::new(watts) }
     }
 

@@ -68,6 +68,8 @@ pub struct SchedConfig {
     pub host_us: Option<[f64; 4]>,
     /// Share of host and GPU time that overlaps (`HostOverhead::gpu_overlap`); `None`: the stack's.
     pub host_gpu_overlap: Option<f64>,
+    /// Host time multiplier (`HostOverhead::time_scale`); `None`: 1.
+    pub host_time_scale: Option<f64>,
     /// How the engine's decode attention reads the cache.
     pub decode_attention: DecodeAttention,
     /// Vary each iteration's time by a factor drawn (seeded) from the stack's measured spread
@@ -77,7 +79,7 @@ pub struct SchedConfig {
 
 impl Default for SchedConfig {
     fn default() -> Self {
-        SchedConfig { max_batch: 256, token_budget: 8192, chunked_prefill: true, block_size: DEFAULT_BLOCK_SIZE, gpu_memory_utilization: DEFAULT_GPU_MEMORY_UTILIZATION, host_us: None, host_gpu_overlap: None, decode_attention: DecodeAttention::Paged, iteration_spread: true }
+        SchedConfig { max_batch: 256, token_budget: 8192, chunked_prefill: true, block_size: DEFAULT_BLOCK_SIZE, gpu_memory_utilization: DEFAULT_GPU_MEMORY_UTILIZATION, host_us: None, host_gpu_overlap: None, host_time_scale: None, decode_attention: DecodeAttention::Paged, iteration_spread: true }
     }
 }
 
@@ -89,8 +91,11 @@ pub enum DecodeAttention {
     /// Each decoder's cache is read to the batch's longest context (a contiguous per-sequence
     /// cache, as simple servers and static caches have), in a fused kernel.
     Padded,
-    /// Padded, as unfused batched matmuls priced from the calibration profile's decode-regime
-    /// rows, the host waiting for them; later prefill chunks' scores go through HBM too.
+    /// The reference server's (scenarios/workloads/serve_llama.py): a cache slot per running
+    /// sequence (the lowest free one), decoders attending with unfused batched matmuls over every
+    /// slot up to the highest decoder's, each to the longest context, priced from the calibration
+    /// profile's decode-regime rows, the host waiting for them; later prefill chunks' scores go
+    /// through HBM too.
     PaddedMatmul,
 }
 
@@ -104,9 +109,6 @@ impl DecodeAttention {
     }
     pub fn parse(s: &str) -> Option<DecodeAttention> {
         [DecodeAttention::Paged, DecodeAttention::Padded, DecodeAttention::PaddedMatmul].into_iter().find(|d| d.name() == s)
-    }
-    fn padded(self) -> bool {
-        self != DecodeAttention::Paged
     }
 }
 
@@ -167,11 +169,13 @@ pub struct RunOptions {
     /// After the last arrival, keep serving for at most this long (requests still in the system
     /// then are reported as unfinished).
     pub drain_s: f64,
+    /// Seed of the iteration-time spread draws (the request stream has its own seed).
+    pub seed: u64,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { bin_s: 1.0, drain_s: f64::INFINITY, record_iterations: false }
+        RunOptions { bin_s: 1.0, drain_s: f64::INFINITY, record_iterations: false, seed: 0 }
     }
 }
 
@@ -278,6 +282,8 @@ pub struct IterationRecord {
     pub n_decode: u64,
     pub decode_kv: u64,
     pub decode_kv_max: u64,
+    /// Cache slots up to the highest decoder's (what a per-slot padded cache reads).
+    pub decode_slot_span: u64,
     /// Prefill chunks and their tokens.
     pub n_chunks: u64,
     pub prefill_tokens: u64,
@@ -307,13 +313,22 @@ struct Seq {
     blocks: u32,
     /// Tokens scheduled in the current iteration.
     sched: u32,
+    /// Its slot of a per-slot (padded) cache while running: the lowest free one when admitted,
+    /// as a static-cache server assigns them ([`NO_SLOT`] while waiting).
+    slot: u32,
 }
+
+const NO_SLOT: u32 = u32::MAX;
 
 struct Replica {
     pool: usize,
     waiting: VecDeque<Seq>,
     running: Vec<Seq>,
     free_blocks: u64,
+    /// Free cache slots (see [`Seq::slot`]), lowest first.
+    free_slots: BinaryHeap<Reverse<u32>>,
+    /// State of its iteration-time spread draws (see [`cost::IterationSpread`]).
+    spread_z: f64,
     busy: bool,
     iter_power_w: f64,
     iter_time_s: f64,
@@ -337,7 +352,7 @@ struct PoolState<'a> {
     stats: PoolStats,
     /// The stack's measured iteration-time spreads (decode-only, with prefill chunks), when it
     /// has them and they are asked for.
-    spread: Option<(&'static [f64; 11], &'static [f64; 11])>,
+    spread: Option<cost::IterationSpread>,
 }
 
 const EV_ARRIVAL: u8 = 0;
@@ -402,7 +417,8 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
         let mut ids = Vec::new();
         for _ in 0..p.n_replicas {
             ids.push(replicas.len());
-            replicas.push(Replica { pool: pi, waiting: VecDeque::new(), running: Vec::new(), free_blocks: total_blocks, busy: false, iter_power_w: 0.0, iter_time_s: 0.0 });
+            let free_slots = (0..p.sched.max_batch).map(Reverse).collect();
+            replicas.push(Replica { pool: pi, waiting: VecDeque::new(), running: Vec::new(), free_blocks: total_blocks, free_slots, spread_z: 0.0, busy: false, iter_power_w: 0.0, iter_time_s: 0.0 });
         }
         let spread = p.sched.iteration_spread.then(|| cost::iteration_spread(p.scenario.workload.stack)).flatten();
         pools.push(PoolState { role: p.role, sched: p.sched, cost, room, total_blocks, gpus: p.gpus_per_replica(), replicas: ids, rr: 0, stats, spread });
@@ -426,7 +442,7 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
     type Event = Reverse<(u64, u64, u8, u32, u32)>;
     let mut iterations: Vec<IterationRecord> = Vec::new();
     // Iteration-time spread draws: their own seeded stream, so runs are deterministic.
-    let mut spread_rng = arrivals::Rng::new(0x5EED_0F17);
+    let mut spread_rng = arrivals::Rng::new(0x5EED_0F17 ^ opts.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let mut heap: BinaryHeap<Event> = BinaryHeap::new();
     let mut seq_no = 0u64;
     let mut push = |heap: &mut BinaryHeap<Event>, t: SimTime, kind: u8, a: u32, b: u32| {
@@ -493,7 +509,7 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
                 n_queued += 1;
                 let pool = &mut pools[0];
                 let rid = route(pool, &replicas, deployment.routing);
-                replicas[rid].waiting.push_back(Seq { req: a, target: r.input_len, computed: 0, generated: 0, blocks: 0, sched: 0 });
+                replicas[rid].waiting.push_back(Seq { req: a, target: r.input_len, computed: 0, generated: 0, blocks: 0, sched: 0, slot: NO_SLOT });
                 wake = Some(rid);
             }
             EV_HANDOFF => {
@@ -501,7 +517,7 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
                 let pool = &mut pools[1];
                 let rid = route(pool, &replicas, deployment.routing);
                 let rec = &records[a as usize];
-                replicas[rid].waiting.push_back(Seq { req: a, target: rec.input_len, computed: rec.input_len, generated: 1, blocks: 0, sched: 0 });
+                replicas[rid].waiting.push_back(Seq { req: a, target: rec.input_len, computed: rec.input_len, generated: 1, blocks: 0, sched: 0, slot: NO_SLOT });
                 let _ = b;
                 wake = Some(rid);
             }
@@ -534,12 +550,14 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
                             completions += 1;
                             freed += s.blocks as u64;
                             s.blocks = 0;
+                            rep.free_slots.push(Reverse(s.slot));
                             s.target = u32::MAX; // mark done
                         } else if role == Role::Prefill {
                             let kv_bytes = pools[pi].room.bytes_per_token * s.computed as f64;
                             handoffs.push((s.req, kv_bytes / net_bw));
                             freed += s.blocks as u64;
                             s.blocks = 0;
+                            rep.free_slots.push(Reverse(s.slot));
                             s.target = u32::MAX;
                         }
                     }
@@ -567,12 +585,16 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
             let Some(batch) = schedule(rep, &pool.sched, &mut records, &mut scratch_chunks, &mut pool.stats, now_s, &mut n_queued) else {
                 continue;
             };
-            // Padded decode attention reads every decoder's cache up to the longest context.
-            let kv = if pool.sched.decode_attention.padded() { batch.n_decode * batch.decode_kv_max } else { batch.decode_kv };
+            // Padded decode attention reads every decoder's cache up to the longest context; the
+            // reference server's batched matmuls read every slot up to the highest decoder's.
+            let kv = match pool.sched.decode_attention {
+                DecodeAttention::Paged => batch.decode_kv,
+                DecodeAttention::Padded => batch.n_decode * batch.decode_kv_max,
+                DecodeAttention::PaddedMatmul => batch.decode_slot_span * batch.decode_kv_max,
+            };
             let mut it = pool.cost.iteration(batch.n_decode, kv, &scratch_chunks, batch.rows);
-            if let Some((decode_only, mixed)) = pool.spread {
-                let table = if scratch_chunks.is_empty() { decode_only } else { mixed };
-                it.time = it.time * cost::spread_factor(table, spread_rng.unit());
+            if let Some(spread) = &pool.spread {
+                it.time = it.time * spread.factor(&mut rep.spread_z, spread_rng.normal(), !scratch_chunks.is_empty());
             }
             let dur = it.time.value();
             if opts.record_iterations {
@@ -582,6 +604,7 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
                     n_decode: batch.n_decode,
                     decode_kv: batch.decode_kv,
                     decode_kv_max: batch.decode_kv_max,
+                    decode_slot_span: batch.decode_slot_span,
                     n_chunks: scratch_chunks.len() as u64,
                     prefill_tokens: scratch_chunks.iter().map(|c| c.q as u64).sum(),
                     time_s: dur,
@@ -655,6 +678,8 @@ struct Batch {
     decode_kv: u64,
     /// The longest decoder's context.
     decode_kv_max: u64,
+    /// Slots up to the highest decoder's (see [`Seq::slot`]).
+    decode_slot_span: u64,
     rows: u64,
 }
 
@@ -685,6 +710,8 @@ fn schedule(
         while rep.free_blocks < need_blocks && rep.running.len() > i {
             let mut v = rep.running.pop().expect("non-empty");
             rep.free_blocks += v.blocks as u64;
+            rep.free_slots.push(Reverse(v.slot));
+            v.slot = NO_SLOT;
             v.target = records[v.req as usize].input_len + v.generated;
             v.computed = 0;
             v.blocks = 0;
@@ -725,6 +752,7 @@ fn schedule(
             rep.free_blocks -= need_blocks;
             s.blocks += need_blocks as u32;
             s.sched = need as u32;
+            s.slot = rep.free_slots.pop().expect("a slot per running sequence up to the batch limit").0;
             budget = budget.saturating_sub(need);
             let rec = &mut records[s.req as usize];
             if !rec.scheduled.is_finite() {
@@ -734,7 +762,7 @@ fn schedule(
             rep.running.push(s);
         }
     }
-    let mut b = Batch { n_decode: 0, decode_kv: 0, decode_kv_max: 0, rows: 0 };
+    let mut b = Batch { n_decode: 0, decode_kv: 0, decode_kv_max: 0, decode_slot_span: 0, rows: 0 };
     for s in rep.running.iter().filter(|s| s.sched > 0) {
         if s.computed < s.target {
             chunks.push(Chunk { q: s.sched, c: s.computed });
@@ -745,6 +773,7 @@ fn schedule(
             b.n_decode += 1;
             b.decode_kv += s.computed as u64;
             b.decode_kv_max = b.decode_kv_max.max(s.computed as u64);
+            b.decode_slot_span = b.decode_slot_span.max(s.slot as u64 + 1);
             b.rows += 1;
         }
     }

@@ -98,6 +98,53 @@ pub struct Summary {
     pub mean_queued: f64,
 }
 
+/// TTFT, TPOT (excluding the first token), end-to-end latency and queueing of requests.
+fn latencies<'a>(requests: impl Iterator<Item = &'a RequestRecord> + Clone) -> [Dist; 4] {
+    let done = requests.clone().filter(|x| x.finished());
+    [
+        Dist::of(done.clone().map(|x| x.first_token - x.arrival).collect()),
+        Dist::of(done.clone().filter(|x| x.output_len > 1).map(|x| (x.finish - x.first_token) / (x.output_len - 1) as f64).collect()),
+        Dist::of(done.map(|x| x.finish - x.arrival).collect()),
+        Dist::of(requests.filter(|x| x.scheduled.is_finite()).map(|x| x.scheduled - x.arrival).collect()),
+    ]
+}
+
+/// Several replications of one run (other seeds): the latency distributions over all their
+/// requests pooled (a tail percentile of one replication rests on a few requests and draws),
+/// every other figure averaged over the replications.
+pub fn summarize_pooled(rs: &[&ServeResult]) -> Summary {
+    let sums: Vec<Summary> = rs.iter().map(|r| summarize(r)).collect();
+    let n = sums.len().max(1) as f64;
+    let mean = |f: fn(&Summary) -> f64| sums.iter().map(f).sum::<f64>() / n;
+    let count = |f: fn(&Summary) -> u64| (sums.iter().map(f).sum::<u64>() as f64 / n).round() as u64;
+    let [ttft, tpot, e2e, queueing] = latencies(rs.iter().flat_map(|r| r.requests.iter()));
+    Summary {
+        arrived: count(|s| s.arrived),
+        completed: count(|s| s.completed),
+        rejected: count(|s| s.rejected),
+        unfinished: count(|s| s.unfinished),
+        duration_s: mean(|s| s.duration_s),
+        request_throughput: mean(|s| s.request_throughput),
+        output_token_throughput: mean(|s| s.output_token_throughput),
+        total_token_throughput: mean(|s| s.total_token_throughput),
+        offered_qps: mean(|s| s.offered_qps),
+        ttft,
+        tpot,
+        e2e,
+        queueing,
+        preempted_requests: count(|s| s.preempted_requests),
+        mean_batch: mean(|s| s.mean_batch),
+        mean_kv_occupancy: mean(|s| s.mean_kv_occupancy),
+        max_kv_occupancy: mean(|s| s.max_kv_occupancy),
+        avg_gpu_power_w: mean(|s| s.avg_gpu_power_w),
+        gpu_energy_j: mean(|s| s.gpu_energy_j),
+        j_per_output_token: mean(|s| s.j_per_output_token),
+        j_per_output_token_facility: mean(|s| s.j_per_output_token_facility),
+        mean_in_system: mean(|s| s.mean_in_system),
+        mean_queued: mean(|s| s.mean_queued),
+    }
+}
+
 pub fn summarize(r: &ServeResult) -> Summary {
     let done: Vec<&RequestRecord> = r.requests.iter().filter(|x| x.finished()).collect();
     let arrived = r.arrived;
@@ -106,10 +153,7 @@ pub fn summarize(r: &ServeResult) -> Summary {
     let out_tokens: u64 = done.iter().map(|x| x.output_len as u64).sum();
     let in_tokens: u64 = done.iter().map(|x| x.input_len as u64).sum();
     let per = |n: f64| if duration > 0.0 { n / duration } else { f64::NAN };
-    let ttft = Dist::of(done.iter().map(|x| x.first_token - x.arrival).collect());
-    let tpot = Dist::of(done.iter().filter(|x| x.output_len > 1).map(|x| (x.finish - x.first_token) / (x.output_len - 1) as f64).collect());
-    let e2e = Dist::of(done.iter().map(|x| x.finish - x.arrival).collect());
-    let queueing = Dist::of(r.requests.iter().filter(|x| x.scheduled.is_finite()).map(|x| x.scheduled - x.arrival).collect());
+    let [ttft, tpot, e2e, queueing] = latencies(r.requests.iter());
     let last_arrival = r.requests.iter().map(|x| x.arrival).fold(0.0, f64::max);
     let (busy, batch_area, kv_area) = r.pools.iter().fold((0.0, 0.0, 0.0), |a, p| (a.0 + p.busy_s, a.1 + p.batch_area, a.2 + p.kv_area));
     let gpu_energy: f64 = r.pools.iter().map(|p| p.busy_energy_j + p.idle_energy_j).sum();

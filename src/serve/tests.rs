@@ -185,7 +185,7 @@ fn conservation_and_littles_law() {
     // Overloaded and cut off: requests in = out + in flight at the stop.
     for (qps, drain) in [(20.0, f64::INFINITY), (200.0, 0.0)] {
         let a = stream(qps, 60.0, 1);
-        let r = simulate(&deployment(&s, 2, sched), &a, &RunOptions { bin_s: 1.0, drain_s: drain, record_iterations: false }).unwrap();
+        let r = simulate(&deployment(&s, 2, sched), &a, &RunOptions { bin_s: 1.0, drain_s: drain, record_iterations: false, seed: 0 }).unwrap();
         let sm = summarize(&r);
         let arrived = r.arrived;
         let seen = &r.requests[..arrived as usize];
@@ -301,4 +301,67 @@ fn trace_replay_keeps_the_requests() {
     // A one-token request finishes with its first token.
     assert_eq!(r.requests[1].first_token, r.requests[1].finish);
     assert_eq!(r.pools[0].decode_tokens, 4 + 2);
+}
+
+#[test]
+fn spread_draws_keep_the_table_and_the_lag1_correlation() {
+    // The AR(1) copula: each factor is distributed as the table says, consecutive ones are
+    // correlated (normal scores) about as the constant says.
+    let sp = cost::iteration_spread(crate::workload::Stack::TorchEager).unwrap();
+    let mut rng = arrivals::Rng::new(11);
+    let mut z = 0.0;
+    let n = 200_000;
+    let (mut f, mut zs) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for _ in 0..n {
+        f.push(sp.factor(&mut z, rng.normal(), false));
+        zs.push(z);
+    }
+    let mut sorted = f.clone();
+    sorted.sort_by(f64::total_cmp);
+    for (i, &p) in cost::SPREAD_P.iter().enumerate().skip(1).take(9) {
+        let got = sorted[(p * n as f64) as usize];
+        assert!((got / sp.decode_only[i] - 1.0).abs() < 0.01, "p{p}: {got} vs {}", sp.decode_only[i]);
+    }
+    let lag1 = zs.windows(2).map(|w| w[0] * w[1]).sum::<f64>() / zs.iter().map(|x| x * x).sum::<f64>();
+    assert!((lag1 - sp.lag1).abs() < 0.01, "{lag1} vs {}", sp.lag1);
+}
+
+#[test]
+fn slots_are_the_lowest_free_and_the_span_keeps_holes() {
+    // Three requests at once take slots 0, 1, 2; the middle one finishes first, so the other two
+    // decode with a span of 3 (the reference server's attention reads slot 1 too); a later
+    // request takes slot 1 again.
+    let s = scenario("llama-3-8b", "dgx-h100", 1, 1);
+    let a = vec![
+        Arrival { at: 0.0, input_len: 100, output_len: 200 },
+        Arrival { at: 0.0, input_len: 100, output_len: 5 },
+        Arrival { at: 0.0, input_len: 100, output_len: 200 },
+        Arrival { at: 1.0, input_len: 100, output_len: 10 },
+    ];
+    let r = simulate(&deployment(&s, 1, SchedConfig::default()), &a, &RunOptions { record_iterations: true, ..RunOptions::default() }).unwrap();
+    assert!(r.iterations.iter().all(|it| it.decode_slot_span >= it.n_decode));
+    assert!(r.iterations.iter().any(|it| it.n_decode == 2 && it.decode_slot_span == 3));
+    assert!(r.iterations.iter().any(|it| it.n_decode == 3 && it.decode_slot_span == 3 && it.start_s > 1.0));
+    assert!(r.iterations.iter().all(|it| it.decode_slot_span <= 3));
+}
+
+#[test]
+fn pooled_replications_average_figures_and_pool_requests() {
+    let mut s = scenario("llama-3-8b", "dgx-h100", 1, 1);
+    s.workload.stack = crate::workload::Stack::TorchEager;
+    let a = stream(4.0, 20.0, 7);
+    let d = deployment(&s, 1, SchedConfig::default());
+    let runs: Vec<ServeResult> = (0..3).map(|seed| simulate(&d, &a, &RunOptions { seed, ..RunOptions::default() }).unwrap()).collect();
+    let each: Vec<_> = runs.iter().map(summarize).collect();
+    // Other seeds, other iteration-time draws.
+    assert_ne!(each[0].tpot.p99, each[1].tpot.p99);
+    let pooled = crate::serve::stats::summarize_pooled(&runs.iter().collect::<Vec<_>>());
+    let mean = each.iter().map(|x| x.output_token_throughput).sum::<f64>() / 3.0;
+    assert!(rel(pooled.output_token_throughput, mean) < 1e-12);
+    assert_eq!(pooled.completed, each[0].completed);
+    let lo = each.iter().map(|x| x.tpot.p50).fold(f64::INFINITY, f64::min);
+    let hi = each.iter().map(|x| x.tpot.p50).fold(0.0, f64::max);
+    assert!(pooled.tpot.p50 >= lo && pooled.tpot.p50 <= hi);
+    let one = crate::serve::stats::summarize_pooled(&[&runs[0]]);
+    assert_eq!(one, each[0]);
 }

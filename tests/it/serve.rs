@@ -202,36 +202,67 @@ fn measured_comparison_scores_a_replayed_run() {
     assert!(err.contains("tpot_p50_s") && err.contains("bound 15%"), "{err}");
 }
 
-/// The measured serving runs (calibration/runs/serve, one H200): each replayed through the
-/// simulator with the torch-eager engine model fitted on the fit split. The issue's bounds (15%
-/// latency, 10% throughput) are not met on every metric yet (docs/serving.md: the TTFT tail); every
-/// run is held to what it reaches today (30% latency, 10% throughput), so a change that makes
-/// them worse fails.
-#[test]
-fn measured_serving_runs_replayed() {
+/// The measured serving runs (calibration/runs/serve), each replayed through the simulator with
+/// the torch-eager engine model fitted on the fit split (16 replications pooled, as
+/// scripts/fit_serve_overhead.py scores them). Bounds are what the model reaches today
+/// (docs/serving.md, "Measured validation"), so a change that makes it worse fails:
+/// - the six runs of the fit machine (fit and test splits): every metric, latency 30% (the issue
+///   asks 15%; the 8B run at 10 QPS misses its TTFT P99), throughput 10%;
+/// - the held-out H200 runs (two other machines of the kind): the P50s 25%, throughput 10% (their
+///   P99s are not held: 12-87% low, docs/serving.md says why);
+/// - the H100 runs of the first H100 machine with its fitted host time scale (2.1): TPOT P50 15%,
+///   throughput 10%.
+fn replay_measured(file: &str, extra: &[&str], check: impl Fn(&str, &str) -> Option<f64>) -> usize {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/calibration/runs/serve");
-    let text = std::fs::read_to_string(format!("{dir}/h200-serve.jsonl")).unwrap();
+    let text = std::fs::read_to_string(format!("{dir}/{file}")).unwrap();
     let mut checked = 0;
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let r: serde_json::Value = serde_json::from_str(line).unwrap();
-        let id = r["run_id"].as_str().unwrap();
+        let (id, split) = (r["run_id"].as_str().unwrap(), r["split"].as_str().unwrap());
         let csv = format!("{dir}/{}", r["serve"]["requests_csv"].as_str().unwrap());
-        let model = r["scenario"]["model"].as_str().unwrap();
-        let (code, out, err) = gpuplan(&[
-            "serve", "--model", model, "--system", "hgx-h200", "--gpus", "1", "--stack", "torch-eager", "--trace", &csv, "--measured", &csv,
-            "--max-batch", "64", "--token-budget", "2048", "--gpu-memory-utilization", "1.0", "--decode-attention", "padded-matmul", "--calibration", "h200-sxm-1x", "--json",
-        ]);
+        let (model, system) = (r["scenario"]["model"].as_str().unwrap(), r["scenario"]["system"].as_str().unwrap());
+        let mut args = vec![
+            "serve", "--model", model, "--system", system, "--gpus", "1", "--stack", "torch-eager", "--trace", &csv, "--measured", &csv, "--max-batch", "64",
+            "--token-budget", "2048", "--gpu-memory-utilization", "1.0", "--decode-attention", "padded-matmul", "--replications", "16", "--json",
+        ];
+        args.extend_from_slice(extra);
+        let (code, out, err) = gpuplan(&args);
         assert_eq!(code, 0, "{id}: {err}");
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        let (lat, thr) = (30.0, 10.0);
         for m in v["metrics"].as_array().unwrap() {
             let e = m["error_pct"].as_f64().unwrap().abs();
-            let bound = if m["metric"] == "output_tokens_per_s" { thr } else { lat };
-            assert!(e <= bound, "{id} {}: {e:.1}% > {bound}%", m["metric"]);
+            if let Some(bound) = check(split, m["metric"].as_str().unwrap()) {
+                assert!(e <= bound, "{id} ({split}) {}: {e:.1}% > {bound}%", m["metric"]);
+            }
         }
         checked += 1;
     }
-    assert_eq!(checked, 6);
+    checked
+}
+
+#[test]
+fn measured_serving_runs_replayed() {
+    let h200 = ["--calibration", "h200-sxm-1x"];
+    let n = replay_measured("h200-serve.jsonl", &h200, |split, metric| match (split, metric) {
+        (_, "output_tokens_per_s") => Some(10.0),
+        ("fit" | "test", _) => Some(30.0),
+        ("holdout", "ttft_p50_s" | "tpot_p50_s") => Some(25.0),
+        ("holdout", _) => None,
+        (s, _) => panic!("unknown split {s}"),
+    });
+    assert_eq!(n, 10);
+    let n = replay_measured("h200b-serve.jsonl", &h200, |_, metric| match metric {
+        "output_tokens_per_s" => Some(10.0),
+        "ttft_p50_s" | "tpot_p50_s" => Some(25.0),
+        _ => None,
+    });
+    assert_eq!(n, 2);
+    let n = replay_measured("h100-serve.jsonl", &["--calibration", "h100-sxm-1x", "--host-time-scale", "2.1"], |_, metric| match metric {
+        "output_tokens_per_s" => Some(10.0),
+        "tpot_p50_s" => Some(15.0),
+        _ => None,
+    });
+    assert_eq!(n, 4);
 }
 
 #[test]
@@ -259,13 +290,14 @@ fn iterations_csv_has_one_row_per_iteration() {
     let n = v["deployment"]["pools"][0]["iterations"].as_u64().unwrap();
     let text = std::fs::read_to_string(&p).unwrap();
     let mut lines = text.lines();
-    assert_eq!(lines.next().unwrap(), "start_s,replica,n_decode,decode_kv,decode_kv_max,n_chunks,prefill_tokens,tokens,time_s");
+    assert_eq!(lines.next().unwrap(), "start_s,replica,n_decode,decode_kv,decode_kv_max,decode_slot_span,n_chunks,prefill_tokens,tokens,time_s");
     let rows: Vec<Vec<f64>> = lines.map(|l| l.split(',').map(|x| x.parse().unwrap()).collect()).collect();
     assert_eq!(rows.len() as u64, n);
     // Tokens = decoders + prefill tokens; every prompt is 256 tokens and is prefilled once, so the
     // prefilled tokens add up to a multiple of 256.
-    assert!(rows.iter().all(|r| r[7] == r[2] + r[6] && r[8] > 0.0 && r[4] * r[2] >= r[3]));
-    let prefilled: f64 = rows.iter().map(|r| r[6]).sum();
+    // A decoder's slot is one of the batch limit's, so the span covers the decoders and no more.
+    assert!(rows.iter().all(|r| r[8] == r[2] + r[7] && r[9] > 0.0 && r[4] * r[2] >= r[3] && r[5] >= r[2] && r[5] <= 256.0));
+    let prefilled: f64 = rows.iter().map(|r| r[7]).sum();
     assert_eq!(prefilled as u64 % 256, 0, "{prefilled}");
     let _ = std::fs::remove_file(&p);
 }
