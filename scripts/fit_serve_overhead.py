@@ -29,7 +29,7 @@ import os
 import subprocess
 
 METRICS = ["ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "output_tokens_per_s"]
-RUN_FILES = ["h200-serve.jsonl", "h200b-serve.jsonl", "h100-serve.jsonl", "h100b-serve.jsonl"]
+RUN_FILES = ["h200-serve.jsonl", "h200b-serve.jsonl", "h200c-serve.jsonl", "h100-serve.jsonl", "h100b-serve.jsonl"]
 # The calibration profile of each measured system (the GPU the runs were on).
 PROFILE = {"hgx-h200": "h200-sxm-1x", "dgx-h100": "h100-sxm-1x"}
 REPLICATIONS = 16
@@ -43,7 +43,9 @@ def score(g, runs_dir, rec, host):
            "--token-budget", str(rec["serve"]["token_budget"]), "--gpu-memory-utilization", "1.0",
            "--decode-attention", "padded-matmul", "--calibration", PROFILE[sc["system"]],
            "--replications", str(REPLICATIONS), "--json"]
-    if host is not None and len(host) == 1:
+    if host is not None and host[0] == "probe":
+        cmd += ["--host-probe-ms", str(host[1])]
+    elif host is not None and len(host) == 1:
         cmd += ["--host-time-scale", str(host[0])]
     elif host is not None:
         cmd += ["--host-overhead-us", ",".join(str(x) for x in host[:4]), "--host-gpu-overlap", str(host[4])]
@@ -120,6 +122,18 @@ def lag1(runs_dir, recs):
     return n, round(cov / math.sqrt(va * vb), 2)
 
 
+def probe_ms(runs_dir, rec):
+    """The mean of the host probes (before and after the runs) of the run's model on its machine,
+    in ms: `TAG-host-probe-MODEL.txt` beside the runs (scripts/device_serve.sh), or None."""
+    tag = rec["run_id"].split("-serve-")[0]
+    model = rec["scenario"]["model"].removeprefix("ref-llama-")
+    path = os.path.join(runs_dir, f"{tag}-host-probe-{model}.txt")
+    if not os.path.exists(path):
+        return None
+    v = [json.loads(l.split("host-probe-json: ", 1)[1])["median_step_s"] for l in open(path) if "host-probe-json: " in l]
+    return round(1e3 * sum(v) / len(v), 3) if v else None
+
+
 def p99_interval(runs_dir, rec, reps=1000):
     """Bootstrap 90% interval of the measured TTFT and TPOT P99s, relative to the P99s."""
     rows = list(csvmod.DictReader(open(os.path.join(runs_dir, rec["serve"]["requests_csv"]))))
@@ -183,6 +197,12 @@ def main():
         for r in recs:
             e = score(a.gpuplan, a.runs, r, host)
             print(f"{r['run_id']:<20} {r['split']:<8} " + " ".join(f"{e[m]:>+19.1f}%" for m in METRICS))
+    print("\nruns with host probes on their machine, scored with --host-probe-ms (the mean of the probes before and after the runs):")
+    for r in recs:
+        ms = probe_ms(a.runs, r)
+        if ms is not None:
+            e = score(a.gpuplan, a.runs, r, ("probe", ms))
+            print(f"{r['run_id']:<20} {ms:7.2f} ms " + " ".join(f"{e[m]:>+19.1f}%" for m in METRICS))
     print("\nmeasured P99s' bootstrap 90% intervals (requests resampled, 1000 times):")
     for r in recs:
         n, ((t0, t1), (u0, u1)) = p99_interval(a.runs, r)

@@ -111,6 +111,11 @@ pub struct ServeArgs {
     /// fit it on runs of your node: scripts/fit_serve_overhead.py --fit-split ... --scale-only)
     #[arg(long)]
     pub host_time_scale: Option<f64>,
+    /// Set the host time scale from a host probe measured on this node: the median iteration of
+    /// `scenarios/workloads/serve_llama.py --host-probe N` for the same model, in milliseconds
+    /// (the scale at which the engine model takes that long for it)
+    #[arg(long)]
+    pub host_probe_ms: Option<f64>,
     /// on (default) or off: vary each iteration's time by a seeded draw from the stack's measured
     /// iteration-time spread (torch-eager: from the reference server's runs; others have none)
     #[arg(long)]
@@ -281,7 +286,7 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
         r => bail!("`routing` = `{r}` is not known\nhint: round-robin or least-loaded"),
     };
     let prefill_gpus = pos("prefill_gpus", a.prefill_gpus.or(file.disaggregated.as_ref().and_then(|d| d.prefill_gpus)))?;
-    let pools = match prefill_gpus {
+    let mut pools = match prefill_gpus {
         None => {
             if gpus % (tp * pp) != 0 {
                 bail!("`gpus` = {gpus} is not a multiple of tp*pp = {}\nhint: replicas = gpus / (tp * pp)", tp * pp);
@@ -303,6 +308,17 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
             ]
         }
     };
+    if let Some(ms) = a.host_probe_ms.or(sc.host_probe_ms) {
+        if host_time_scale.is_some() {
+            bail!("give `host_time_scale` or `host_probe_ms`, not both\nhint: the probe sets the scale");
+        }
+        if !(ms.is_finite() && ms > 0.0) {
+            bail!("`host_probe_ms` = {ms} must be positive");
+        }
+        for p in pools.iter_mut() {
+            p.sched.host_time_scale = Some(serve::host_time_scale_for_probe(p, ms * 1e-3)?);
+        }
+    }
     let deployment = Deployment { pools, routing };
 
     let trace_path = a.trace.clone().or_else(|| {

@@ -82,6 +82,7 @@ pub struct SchedulerWire {
     pub decode_attention: Option<String>,
     pub host_gpu_overlap: Option<f64>,
     pub host_time_scale: Option<f64>,
+    pub host_probe_ms: Option<f64>,
     pub iteration_spread: Option<String>,
     pub routing: Option<String>,
 }

@@ -363,6 +363,57 @@ fn ceil_div(a: u64, b: u64) -> u64 {
     a.div_ceil(b)
 }
 
+/// The iteration pricer of a pool: its scenario's cost model with the engine's host overhead and
+/// decode attention.
+pub fn iteration_cost(p: &Pool) -> Result<IterCost<'_>, ServeError> {
+    let mut cost = IterCost::new(&p.scenario)?.with_host(cost::HostOverhead::resolve(&p.sched, p.scenario.workload.stack).0);
+    if p.sched.decode_attention == DecodeAttention::PaddedMatmul {
+        let m = &p.scenario.model;
+        let rows = (m.n_heads / m.n_kv_heads.max(1)) as u64;
+        let bw = p.scenario.profile.as_ref().and_then(|pr| pr.decode_attention_bandwidth(rows, m.head_dim as u64)).ok_or_else(|| {
+            ServeError::Invalid("unfused decode attention is priced from a calibration profile's decode-regime attention rows, and this scenario's profile has none\nhint: name a profile measured with `gpuplan calibrate` (group `attention`), e.g. --calibration h200-sxm-1x".into())
+        })?;
+        cost = cost.with_unfused_decode(bw);
+    }
+    Ok(cost)
+}
+
+/// Context of the host probe: one sequence decoding at this many cached tokens
+/// (scenarios/workloads/serve_llama.py `--host-probe`).
+pub const HOST_PROBE_CONTEXT: u64 = 512;
+
+/// The host time scale at which the pool's engine takes `probe_s` for the host probe's iteration
+/// (one decoder at [`HOST_PROBE_CONTEXT`] cached tokens, no spread): the probe measures this node's
+/// host against the one the engine's host terms were fitted on. Bisection (the iteration's time
+/// grows with the scale); an error when no scale in 0.05..20 reaches it (a probe faster than the
+/// GPU side alone, or a pool with no host time).
+pub fn host_time_scale_for_probe(p: &Pool, probe_s: f64) -> Result<f64, ServeError> {
+    let at = |k: f64| -> Result<f64, ServeError> {
+        let sched = SchedConfig { host_time_scale: Some(k), ..p.sched };
+        let pool = Pool { sched, scenario: p.scenario.clone(), ..*p };
+        Ok(iteration_cost(&pool)?.iteration(1, HOST_PROBE_CONTEXT + 1, &[], 1).time.value())
+    };
+    let (mut lo, mut hi) = (0.05, 20.0);
+    let (t_lo, t_hi) = (at(lo)?, at(hi)?);
+    if !(probe_s >= t_lo && probe_s <= t_hi) {
+        return Err(ServeError::Invalid(format!(
+            "a host probe of {:.2} ms is outside what this engine model gives for it at host time scales 0.05-20 ({:.2}-{:.2} ms)\nhint: the probe is the median iteration of `serve_llama.py --host-probe` for the same model on this node",
+            probe_s * 1e3,
+            t_lo * 1e3,
+            t_hi * 1e3
+        )));
+    }
+    for _ in 0..60 {
+        let mid = 0.5 * (lo + hi);
+        if at(mid)? < probe_s {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(0.5 * (lo + hi))
+}
+
 /// Run the simulation of `deployment` serving `arrivals` (sorted by time).
 pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions) -> Result<ServeResult, ServeError> {
     if deployment.pools.is_empty() {
@@ -381,15 +432,7 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
         if p.n_replicas == 0 || p.sched.max_batch == 0 || p.sched.token_budget == 0 || p.sched.block_size == 0 {
             return Err(ServeError::Invalid(format!("pool `{}`: replicas, max batch, token budget and block size must be positive", p.role.name())));
         }
-        let mut cost = IterCost::new(&p.scenario)?.with_host(cost::HostOverhead::resolve(&p.sched, p.scenario.workload.stack).0);
-        if p.sched.decode_attention == DecodeAttention::PaddedMatmul {
-            let m = &p.scenario.model;
-            let rows = (m.n_heads / m.n_kv_heads.max(1)) as u64;
-            let bw = p.scenario.profile.as_ref().and_then(|pr| pr.decode_attention_bandwidth(rows, m.head_dim as u64)).ok_or_else(|| {
-                ServeError::Invalid("unfused decode attention is priced from a calibration profile's decode-regime attention rows, and this scenario's profile has none\nhint: name a profile measured with `gpuplan calibrate` (group `attention`), e.g. --calibration h200-sxm-1x".into())
-            })?;
-            cost = cost.with_unfused_decode(bw);
-        }
+        let cost = iteration_cost(p)?;
         let room = cost::kv_room(&p.scenario, p.sched.token_budget as u64, p.sched.max_batch as u64, p.sched.gpu_memory_utilization);
         let total_blocks = (room.cache_bytes / (room.bytes_per_token * p.sched.block_size as f64)).floor() as u64;
         if total_blocks == 0 {

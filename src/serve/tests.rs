@@ -365,3 +365,22 @@ fn pooled_replications_average_figures_and_pool_requests() {
     let one = crate::serve::stats::summarize_pooled(&[&runs[0]]);
     assert_eq!(one, each[0]);
 }
+
+#[test]
+fn host_probe_sets_the_scale_that_reproduces_it() {
+    let mut s = scenario("llama-3-8b", "dgx-h100", 1, 1);
+    s.workload.stack = crate::workload::Stack::TorchEager;
+    let pool = Pool { role: Role::Both, scenario: s, n_replicas: 1, sched: SchedConfig::default() };
+    let at = |k: f64| {
+        let p = Pool { sched: SchedConfig { host_time_scale: Some(k), ..pool.sched }, ..pool.clone() };
+        iteration_cost(&p).unwrap().iteration(1, HOST_PROBE_CONTEXT + 1, &[], 1).time.value()
+    };
+    // The engine's own time for the probe gives scale 1; a probe 1.5x as long a larger scale that
+    // reproduces it.
+    let k1 = host_time_scale_for_probe(&pool, at(1.0)).unwrap();
+    assert!((k1 - 1.0).abs() < 1e-6, "{k1}");
+    let k = host_time_scale_for_probe(&pool, 1.5 * at(1.0)).unwrap();
+    assert!(k > 1.4 && rel(at(k), 1.5 * at(1.0)) < 1e-6, "{k}");
+    // Faster than the GPU side alone: no scale reaches it.
+    assert!(host_time_scale_for_probe(&pool, 1e-6).is_err());
+}

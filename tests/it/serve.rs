@@ -213,6 +213,24 @@ fn measured_comparison_scores_a_replayed_run() {
 /// - the H100 runs of the first H100 machine with its fitted host time scale (2.1): TPOT P50 15%,
 ///   throughput 10%.
 fn replay_measured(file: &str, extra: &[&str], check: impl Fn(&str, &str) -> Option<f64>) -> usize {
+    replay_measured_with(file, |_| extra.iter().map(|x| x.to_string()).collect(), check)
+}
+
+/// The mean of the host probes before and after a run's machine served (`TAG-host-probe-MODEL.txt`
+/// beside the runs, scripts/device_serve.sh), in ms.
+fn probe_ms(dir: &str, run_id: &str, model: &str) -> f64 {
+    let tag = run_id.split("-serve-").next().unwrap();
+    let text = std::fs::read_to_string(format!("{dir}/{tag}-host-probe-{}.txt", model.trim_start_matches("ref-llama-"))).unwrap();
+    let v: Vec<f64> = text
+        .lines()
+        .filter_map(|l| l.split_once("host-probe-json: "))
+        .map(|(_, j)| serde_json::from_str::<serde_json::Value>(j).unwrap()["median_step_s"].as_f64().unwrap())
+        .collect();
+    assert_eq!(v.len(), 2, "{run_id}: a probe before and one after");
+    1e3 * v.iter().sum::<f64>() / v.len() as f64
+}
+
+fn replay_measured_with(file: &str, extra: impl Fn(&serde_json::Value) -> Vec<String>, check: impl Fn(&str, &str) -> Option<f64>) -> usize {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/calibration/runs/serve");
     let text = std::fs::read_to_string(format!("{dir}/{file}")).unwrap();
     let mut checked = 0;
@@ -225,7 +243,8 @@ fn replay_measured(file: &str, extra: &[&str], check: impl Fn(&str, &str) -> Opt
             "serve", "--model", model, "--system", system, "--gpus", "1", "--stack", "torch-eager", "--trace", &csv, "--measured", &csv, "--max-batch", "64",
             "--token-budget", "2048", "--gpu-memory-utilization", "1.0", "--decode-attention", "padded-matmul", "--replications", "16", "--json",
         ];
-        args.extend_from_slice(extra);
+        let extra = extra(&r);
+        args.extend(extra.iter().map(String::as_str));
         let (code, out, err) = gpuplan(&args);
         assert_eq!(code, 0, "{id}: {err}");
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -257,12 +276,42 @@ fn measured_serving_runs_replayed() {
         _ => None,
     });
     assert_eq!(n, 2);
+    // The third H200 machine had host probes: their mean sets its host time scale.
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/calibration/runs/serve");
+    let probed = |r: &serde_json::Value| {
+        let ms = probe_ms(dir, r["run_id"].as_str().unwrap(), r["scenario"]["model"].as_str().unwrap());
+        vec!["--calibration".into(), "h200-sxm-1x".into(), "--host-probe-ms".into(), format!("{ms}")]
+    };
+    let n = replay_measured_with("h200c-serve.jsonl", probed, |_, metric| match metric {
+        "output_tokens_per_s" => Some(10.0),
+        "ttft_p50_s" | "tpot_p50_s" => Some(25.0),
+        _ => None,
+    });
+    assert_eq!(n, 2);
     let n = replay_measured("h100-serve.jsonl", &["--calibration", "h100-sxm-1x", "--host-time-scale", "2.1"], |_, metric| match metric {
         "output_tokens_per_s" => Some(10.0),
         "tpot_p50_s" => Some(15.0),
         _ => None,
     });
     assert_eq!(n, 4);
+}
+
+#[test]
+fn host_probe_and_time_scale_are_checked_and_reported() {
+    let base = ["serve", "--model", "ref-llama-1b", "--system", "hgx-h200", "--gpus", "1", "--stack", "torch-eager", "--qps", "2", "--duration-s", "5", "--input-len", "256", "--output-len", "32", "--json"];
+    let with = |extra: &[&'static str]| gpuplan(&base.iter().copied().chain(extra.iter().copied()).collect::<Vec<_>>());
+    let (code, _, err) = with(&["--host-probe-ms", "20", "--host-time-scale", "2"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not both"), "{err}");
+    let (code, _, err) = with(&["--host-time-scale", "0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("must be positive"), "{err}");
+    // A probe twice the fit host's floor: a scale near 2, reported.
+    let (code, out, err) = with(&["--host-probe-ms", "21.2"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let k = v["deployment"]["pools"][0]["host_overhead_us"]["time_scale"].as_f64().unwrap();
+    assert!(k > 1.8 && k < 2.2, "{k}");
 }
 
 #[test]
