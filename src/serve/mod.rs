@@ -369,8 +369,8 @@ pub fn iteration_cost(p: &Pool) -> Result<IterCost<'_>, ServeError> {
     let mut cost = IterCost::new(&p.scenario)?.with_host(cost::HostOverhead::resolve(&p.sched, p.scenario.workload.stack).0);
     if p.sched.decode_attention == DecodeAttention::PaddedMatmul {
         let m = &p.scenario.model;
-        let rows = (m.n_heads / m.n_kv_heads.max(1)) as u64;
-        let bw = p.scenario.profile.as_ref().and_then(|pr| pr.decode_attention_bandwidth(rows, m.head_dim as u64)).ok_or_else(|| {
+        let rows = m.n_heads / m.n_kv_heads.max(1);
+        let bw = p.scenario.profile.as_ref().and_then(|pr| pr.decode_attention_bandwidth(rows, m.head_dim)).ok_or_else(|| {
             ServeError::Invalid("unfused decode attention is priced from a calibration profile's decode-regime attention rows, and this scenario's profile has none\nhint: name a profile measured with `gpuplan calibrate` (group `attention`), e.g. --calibration h200-sxm-1x".into())
         })?;
         cost = cost.with_unfused_decode(bw);
