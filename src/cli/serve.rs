@@ -410,6 +410,9 @@ pub fn run(a: ServeArgs) -> anyhow::Result<Outcome> {
         if r.trace.is_some() {
             bail!("`--sweep-qps` generates requests; it cannot replay a trace");
         }
+        if a.replications > 1 {
+            bail!("`--replications` applies to one load, not to `--sweep-qps`\nhint: lengthen `--duration-s` to steady the sweep's tails");
+        }
         let base = r.process.clone().context("`--sweep-qps` needs at least one load")?;
         let mut rows = Vec::new();
         for &q in qs {

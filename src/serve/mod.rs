@@ -9,8 +9,8 @@
 //! lists, lowering and power model as `analytic::predict` (one source of truth).
 //!
 //! Time is integer picoseconds (`sim::SimTime`); events at equal times run in insertion order. No
-//! wall clock; the only randomness is the seeded request stream, so the same inputs and seed give
-//! the same result, bit for bit. Architecture Invariant: no I/O, printing or clock reads.
+//! wall clock; the only randomness is seeded (the request stream, the iteration-time draws), so the
+//! same inputs and seed give the same result, bit for bit. Architecture Invariant: no I/O, printing or clock reads.
 
 pub mod arrivals;
 pub mod cost;
