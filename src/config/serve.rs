@@ -23,7 +23,12 @@
 //! # host_overhead_us = [100, 10, 80, 400] # engine host time: per iteration, per sequence, per
 //! #                                       # layer with decoders, per layer and prefill chunk
 //! #                                       # (default: the stack's)
-//! # decode_attention = "padded"           # paged (default) | padded: to the longest context
+//! # decode_attention = "padded"           # paged (default) | padded: to the longest context |
+//! #                                       # padded-matmul: the reference server's (needs a profile)
+//! # host_gpu_overlap = 1.0                # share of host and GPU time that overlaps (default: the stack's)
+//! # host_time_scale = 1.0                 # this node's host time over the fit host's, or:
+//! # host_probe_ms = 13.3                  # the host probe measured on this node (sets the scale)
+//! # iteration_spread = "on"               # on | off: the stack's measured iteration-time spread
 //! routing = "least-loaded"       # round-robin | least-loaded
 //! # [disaggregated]              # a prefill pool of prefill_gpus GPUs (TP prefill_tp); the rest decode
 //! # prefill_gpus = 4
