@@ -329,6 +329,12 @@ impl<'a> IterCost<'a> {
         self
     }
 
+    /// Set the host time multiplier (`HostOverhead::time_scale`); the memoized parts stay valid
+    /// (the scale applies after them).
+    pub fn set_host_time_scale(&mut self, k: f64) {
+        self.host.time_scale = k;
+    }
+
     fn linear(&mut self, n: u64) -> [Parts; 3] {
         if let Some(p) = self.linear.get(&n) {
             return *p;

@@ -388,13 +388,13 @@ pub const HOST_PROBE_CONTEXT: u64 = 512;
 /// grows with the scale); an error when no scale in 0.05..20 reaches it (a probe faster than the
 /// GPU side alone, or a pool with no host time).
 pub fn host_time_scale_for_probe(p: &Pool, probe_s: f64) -> Result<f64, ServeError> {
-    let at = |k: f64| -> Result<f64, ServeError> {
-        let sched = SchedConfig { host_time_scale: Some(k), ..p.sched };
-        let pool = Pool { sched, scenario: p.scenario.clone(), ..*p };
-        Ok(iteration_cost(&pool)?.iteration(1, HOST_PROBE_CONTEXT + 1, &[], 1).time.value())
+    let mut cost = iteration_cost(p)?;
+    let mut at = |k: f64| {
+        cost.set_host_time_scale(k);
+        cost.iteration(1, HOST_PROBE_CONTEXT + 1, &[], 1).time.value()
     };
     let (mut lo, mut hi) = (0.05, 20.0);
-    let (t_lo, t_hi) = (at(lo)?, at(hi)?);
+    let (t_lo, t_hi) = (at(lo), at(hi));
     if !(probe_s >= t_lo && probe_s <= t_hi) {
         return Err(ServeError::Invalid(format!(
             "a host probe of {:.2} ms is outside what this engine model gives for it at host time scales 0.05-20 ({:.2}-{:.2} ms)\nhint: the probe is the median iteration of `serve_llama.py --host-probe` for the same model on this node",
@@ -405,7 +405,7 @@ pub fn host_time_scale_for_probe(p: &Pool, probe_s: f64) -> Result<f64, ServeErr
     }
     for _ in 0..60 {
         let mid = 0.5 * (lo + hi);
-        if at(mid)? < probe_s {
+        if at(mid) < probe_s {
             lo = mid;
         } else {
             hi = mid;
