@@ -176,32 +176,24 @@ fn shipped_profiles_load() {
     eprintln!("{n} shipped profiles load");
 }
 
+/// `gpuplan calibrate --quick` on this GPU into `out` as profile `name`, with `extra` flags; it
+/// must succeed.
+#[cfg(feature = "gpu-tests")]
+fn quick_calibration(out: &Path, name: &str, extra: &[&str]) {
+    let o = Command::new(bin())
+        .args(["calibrate", "--quick", "--name", name, "--no-progress", "--out-dir"])
+        .arg(out)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+}
+
 #[cfg(feature = "gpu-tests")]
 #[test]
 fn quick_calibration_on_this_gpu() {
     let out = scratch("gpu");
-    let o = Command::new(bin())
-        .args([
-            "calibrate",
-            "--quick",
-            "--only",
-            "launch,hbm,gemm",
-            "--dtypes",
-            "bf16",
-            "--name",
-            "gpu-test",
-            "--no-progress",
-            "--out-dir",
-        ])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    quick_calibration(&out, "gpu-test", &["--only", "launch,hbm,gemm", "--dtypes", "bf16"]);
     let p = load_profile(&out.join("gpu-test")).unwrap();
     let g = p
         .gemm
@@ -219,26 +211,7 @@ fn quick_calibration_on_this_gpu() {
 #[test]
 fn quick_attention_calibration_on_this_gpu() {
     let out = scratch("gpu-attention");
-    let o = Command::new(bin())
-        .args([
-            "calibrate",
-            "--quick",
-            "--only",
-            "attention",
-            "--name",
-            "gpu-attention",
-            "--no-progress",
-            "--out-dir",
-        ])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    quick_calibration(&out, "gpu-attention", &["--only", "attention"]);
     let dir = out.join("gpu-attention");
     let p = load_profile(&dir).unwrap();
     // Quick: s in 512, 2048, 8192 at d = 64 and 128.
