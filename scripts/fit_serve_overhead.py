@@ -19,7 +19,6 @@ import argparse
 import collections
 import concurrent.futures
 import csv as csvmod
-import math
 import random
 import gzip
 import itertools
@@ -57,69 +56,73 @@ def score(g, runs_dir, rec, host):
 SPREAD_P = [0, 0.01, 0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95, 0.99, 0.999]
 
 
+def steps(runs_dir, rec):
+    """The run's iterations from its log: (time, batch, tokens) per `step=` line."""
+    out = []
+    with gzip.open(os.path.join(runs_dir, rec["job"]["log_file"]), "rt") as f:
+        for line in f:
+            if line.startswith("step="):
+                d = dict(kv.split("=", 1) for kv in line.split())
+                out.append((float(d["step_time_s"]), int(d["batch"]), int(d["tokens"])))
+    return out
+
+
+def decode_ratios(run_steps):
+    """Per iteration, a decode-only iteration's time over the median of its batch size's (batches
+    of 8, groups of at least 20 iterations); None for the others."""
+    groups = collections.defaultdict(list)
+    for x, b, t in run_steps:
+        if t == b:
+            groups[b // 8].append(x)
+    med = {k: statistics.median(v) for k, v in groups.items() if len(v) >= 20}
+    return [x / med[b // 8] if t == b and b // 8 in med else None for x, b, t in run_steps]
+
+
+def quantile(sorted_values, p):
+    """numpy's default (linear) quantile of sorted values."""
+    i = p * (len(sorted_values) - 1)
+    lo = int(i)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (i - lo)
+
+
 def spread(runs_dir, recs, mixed=False):
-    """Quantiles of decode-only iteration times over the median of their batch size (batches of 8,
-    groups of at least 20 iterations), pooled over the given runs' logs: the iteration-time spread
+    """Quantiles of `decode_ratios`, pooled over the given runs' logs: the iteration-time spread
     (`EAGER_ITERATION_SPREAD`); with `mixed`, of the iterations with prefill chunks over the median
     of their (batch of 8, prefill tokens of 256) group of at least 5 (`EAGER_MIXED_ITERATION_SPREAD`)."""
     ratios = []
     for r in recs:
+        run_steps = steps(runs_dir, r)
+        if not mixed:
+            ratios += [x for x in decode_ratios(run_steps) if x is not None]
+            continue
         groups = collections.defaultdict(list)
-        with gzip.open(os.path.join(runs_dir, r["job"]["log_file"]), "rt") as f:
-            for line in f:
-                if line.startswith("step="):
-                    d = dict(kv.split("=", 1) for kv in line.split())
-                    tokens, batch = int(d["tokens"]), int(d["batch"])
-                    if tokens == batch and not mixed:
-                        groups[batch // 8].append(float(d["step_time_s"]))
-                    elif tokens != batch and mixed:
-                        groups[(batch // 8, (tokens - batch) // 256)].append(float(d["step_time_s"]))
+        for x, b, t in run_steps:
+            if t != b:
+                groups[(b // 8, (t - b) // 256)].append(x)
         for v in groups.values():
-            if len(v) >= (5 if mixed else 20):
+            if len(v) >= 5:
                 m = statistics.median(v)
                 ratios += [x / m for x in v]
     ratios.sort()
-
-    def q(p):
-        i = p * (len(ratios) - 1)
-        lo = int(i)
-        hi = min(lo + 1, len(ratios) - 1)
-        return ratios[lo] + (ratios[hi] - ratios[lo]) * (i - lo)
-    return len(ratios), [round(q(p), 3) for p in SPREAD_P]
+    return len(ratios), [round(quantile(ratios, p), 3) for p in SPREAD_P]
 
 
 def lag1(runs_dir, recs):
-    """Lag-1 correlation of the normal scores of consecutive decode-only iterations' ratios (as in
-    `spread`) within each run: the AR(1) correlation of the simulator's spread draws
+    """Lag-1 correlation of the normal scores of consecutive decode-only iterations' ratios
+    (`decode_ratios`) within each run: the AR(1) correlation of the simulator's spread draws
     (`EAGER_SPREAD_LAG1`)."""
     pairs = []
+    nd = statistics.NormalDist()
     for r in recs:
-        steps = []
-        with gzip.open(os.path.join(runs_dir, r["job"]["log_file"]), "rt") as f:
-            for line in f:
-                if line.startswith("step="):
-                    d = dict(kv.split("=", 1) for kv in line.split())
-                    steps.append((float(d["step_time_s"]), int(d["batch"]), int(d["tokens"])))
-        groups = collections.defaultdict(list)
-        for x, b, t in steps:
-            if t == b:
-                groups[b // 8].append(x)
-        med = {k: statistics.median(v) for k, v in groups.items() if len(v) >= 20}
-        ratio = [x / med[b // 8] if t == b and b // 8 in med else None for x, b, t in steps]
+        ratio = decode_ratios(steps(runs_dir, r))
         # Normal scores of the ratios' ranks within the run.
         order = sorted((v, i) for i, v in enumerate(ratio) if v is not None)
-        nd = statistics.NormalDist()
         z = [None] * len(ratio)
         for rank, (_, i) in enumerate(order):
             z[i] = nd.inv_cdf((rank + 0.5) / len(order))
         pairs += [(z[i], z[i + 1]) for i in range(len(z) - 1) if z[i] is not None and z[i + 1] is not None]
-    n = len(pairs)
-    mx = sum(a for a, _ in pairs) / n
-    my = sum(b for _, b in pairs) / n
-    cov = sum((a - mx) * (b - my) for a, b in pairs)
-    va = sum((a - mx) ** 2 for a, _ in pairs)
-    vb = sum((b - my) ** 2 for _, b in pairs)
-    return n, round(cov / math.sqrt(va * vb), 2)
+    return len(pairs), round(statistics.correlation([a for a, _ in pairs], [b for _, b in pairs]), 2)
 
 
 def probe_ms(runs_dir, rec):
@@ -141,11 +144,7 @@ def p99_interval(runs_dir, rec, reps=1000):
     tpot = [(float(r["finish_s"]) - float(r["first_token_s"])) / (int(r["output_len"]) - 1) for r in rows if int(r["output_len"]) > 1]
 
     def p99(v):
-        v = sorted(v)
-        i = 0.99 * (len(v) - 1)
-        lo = int(i)
-        hi = min(lo + 1, len(v) - 1)
-        return v[lo] + (v[hi] - v[lo]) * (i - lo)
+        return quantile(sorted(v), 0.99)
     rnd = random.Random(0)
     out = []
     for v in (ttft, tpot):
