@@ -57,6 +57,17 @@ fn us(p: Percentiles) -> [String; 3] {
     ]
 }
 
+/// The columns every timed cuBLASLt row ends with (gemm.csv, attention.csv): SM clock, waves,
+/// algorithm index, check error.
+fn run_columns(sm_clock_mhz: Option<f64>, waves: f32, algo_index: usize, check_rel_err: f64) -> [String; 4] {
+    [
+        sm_clock_mhz.map(|c| format!("{c:.0}")).unwrap_or_default(),
+        format!("{waves:.2}"),
+        algo_index.to_string(),
+        format!("{check_rel_err:.2e}"),
+    ]
+}
+
 fn csv_bytes(header: &[&str], rows: Vec<Vec<String>>) -> Vec<u8> {
     let mut w = csv::Writer::from_writer(Vec::new());
     w.write_record(header).expect("in-memory csv");
@@ -159,14 +170,7 @@ pub fn csvs(m: &Measurements) -> Vec<(String, Vec<u8>)> {
                 ];
                 v.extend(us(r.time));
                 v.push(format!("{:.1}", r.shape.flops() / r.time.p50 / 1e12));
-                v.push(
-                    r.sm_clock_mhz
-                        .map(|c| format!("{c:.0}"))
-                        .unwrap_or_default(),
-                );
-                v.push(format!("{:.2}", r.waves));
-                v.push(r.algo_index.to_string());
-                v.push(format!("{:.2e}", r.check_rel_err));
+                v.extend(run_columns(r.sm_clock_mhz, r.waves, r.algo_index, r.check_rel_err));
                 v
             })
             .collect();
@@ -213,14 +217,7 @@ pub fn csvs(m: &Measurements) -> Vec<(String, Vec<u8>)> {
                 v.push(format!("{:.1}", r.flops_per_s() / 1e12));
                 v.push(c.bytes(r.product).to_string());
                 v.push(format!("{:.1}", r.bytes_per_s() / 1e9));
-                v.push(
-                    r.sm_clock_mhz
-                        .map(|c| format!("{c:.0}"))
-                        .unwrap_or_default(),
-                );
-                v.push(format!("{:.2}", r.waves));
-                v.push(r.algo_index.to_string());
-                v.push(format!("{:.2e}", r.check_rel_err));
+                v.extend(run_columns(r.sm_clock_mhz, r.waves, r.algo_index, r.check_rel_err));
                 v
             })
             .collect();
