@@ -18,11 +18,18 @@ random bf16 weights, random prompt tokens. One process, one GPU:
                   greedily (argmax). The KV cache is one contiguous slot of --max-len tokens per
                   running request (no paging: nothing is ever preempted; size --max-batch and
                   --max-len to fit).
+  --cuda-graphs   decode-only iterations replay a CUDA graph (captured at start, one per padded
+                  shape: slot span rounded up to 1, 2, 4 or a multiple of 8, context up to a
+                  multiple of --graph-context-step) instead of launching each kernel from Python;
+                  the sampled tokens come back to the host every iteration. Iterations with
+                  prefill chunks stay eager. --check-graphs N compares the graphs' tokens with the
+                  eager forward's.
 
 Definitions (vLLM benchmark_serving.py): TTFT = first token time - arrival; TPOT = (E2E - TTFT) /
 (output tokens - 1) for requests with more than one output token; throughput = completed requests
 or output tokens / (first arrival to last completion). Token times are taken after a
-torch.cuda.synchronize() at the end of the iteration that produced them.
+torch.cuda.synchronize() (with --cuda-graphs: the tokens' read-back, which waits as well) at the
+end of the iteration that produced them.
 
 Output (stdout): one line per iteration, which `gpuplan measure` parses as a step,
 
@@ -74,6 +81,14 @@ def parse_args(argv=None):
     p.add_argument("--max-len", type=int, default=4096, help="KV slot length: prompt + output must fit")
     p.add_argument("--warmup-iters", type=int, default=8, help="untimed iterations before the load starts")
     p.add_argument("--requests-csv", help="write one row per request here")
+    p.add_argument("--cuda-graphs", action="store_true",
+                   help="decode-only iterations replay a CUDA graph captured at start for their padded shape (slot span "
+                        "rounded up to a capture size, context up to --graph-context-step), as vLLM does; iterations "
+                        "with prefill chunks stay eager (`gpuplan serve --cuda-graphs`)")
+    p.add_argument("--graph-context-step", type=int, default=256, help="context padding of the captured decode graphs")
+    p.add_argument("--check-graphs", type=int, default=0, metavar="N",
+                   help="instead of serving: N random decode batches through both the eager forward and the graphs; "
+                        "print how many sampled tokens agree")
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="instead of serving: time N decode iterations of 16 sequences under torch.profiler and print where the time goes")
     p.add_argument("--host-probe", type=int, default=0, metavar="N",
@@ -145,7 +160,8 @@ class Server:
         self.sin = self.model.sin.to(torch.bfloat16)
         m = model_args
         self.h, self.kv, self.hd = m.heads, m.kv_heads, m.hidden // m.heads
-        shape = (a.max_batch, self.kv, a.max_len, self.hd)
+        # One position past --max-len: the scratch row the decode graphs' padding rows write to.
+        shape = (a.max_batch, self.kv, a.max_len + 1, self.hd)
         self.kc = [torch.zeros(shape, dtype=torch.bfloat16, device=self.dev) for _ in self.model.layers]
         self.vc = [torch.zeros(shape, dtype=torch.bfloat16, device=self.dev) for _ in self.model.layers]
         self.free_slots = list(range(a.max_batch))  # a heap: the lowest free slot first, so the
@@ -240,6 +256,122 @@ class Server:
         return logits.argmax(-1)
 
 
+def graph_sizes(max_batch):
+    """Slot spans the decode graphs are captured for: 1, 2, 4, then multiples of 8 (vLLM's
+    capture sizes), up to and including --max-batch."""
+    sizes = [b for b in [1, 2, 4] + list(range(8, max_batch + 1, 8)) if b <= max_batch]
+    if sizes[-1] != max_batch:
+        sizes.append(max_batch)
+    return sizes
+
+
+class DecodeGraphs:
+    """CUDA graphs of decode-only iterations, one per (slot span S, context L) of the padded grid.
+
+    A graph runs every slot 0..S-1 (the decoders at their slots, padding rows elsewhere) through
+    the whole forward as `Server.forward` does for decoders, attending each to L keys with the
+    same batched matmuls; padding rows read one key and write their K/V to the scratch position
+    --max-len, which no attention reads. Inputs come through one static tensor (token, position,
+    write position, attended keys per slot), filled by one host-to-device copy per iteration."""
+
+    def __init__(self, srv):
+        a = srv.a
+        self.srv = srv
+        self.spans = graph_sizes(a.max_batch)
+        step = a.graph_context_step
+        self.ctxs = list(range(step, a.max_len, step)) + [a.max_len]
+        self.inp = torch.zeros(a.max_batch, 4, dtype=torch.long, device=srv.dev)
+        self.keys = torch.arange(a.max_len, device=srv.dev)
+        self.graphs, self.out = {}, {}
+        pool = torch.cuda.graph_pool_handle()
+        ts = time.perf_counter()
+        self.inp[:, 2] = a.max_len  # padding everywhere while capturing
+        self.inp[:, 3] = 1
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # the eager warm-up capture needs (cuBLAS handles, workspaces)
+            for S in self.spans:
+                self.run(S, self.ctxs[0])
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        # Largest first, as vLLM: the pool's blocks are sized by the first capture.
+        for S in reversed(self.spans):
+            for L in reversed(self.ctxs):
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g, pool=pool):
+                    self.out[(S, L)] = self.run(S, L)
+                self.graphs[(S, L)] = g
+        torch.cuda.synchronize()
+        print(f"cuda-graphs: captured {len(self.graphs)} decode graphs (spans {self.spans}, contexts {self.ctxs[0]}.."
+              f"{self.ctxs[-1]} by {step}) in {time.perf_counter() - ts:.1f} s", flush=True)
+
+    @torch.no_grad()
+    def run(self, S, L):
+        srv = self.srv
+        inp = self.inp[:S]
+        ids, pos, wpos, lens = inp[:, 0], inp[:, 1], inp[:, 2], inp[:, 3]
+        cos, sin = srv.cos[pos], srv.sin[pos]
+        x = srv.model.embed_tokens(ids)
+        g = srv.h // srv.kv
+        scale = 1.0 / math.sqrt(srv.hd)
+        slots = self.keys[:S]
+        masked = (self.keys[:L][None, :] >= lens[:, None])[:, None, None, :]  # [S, 1, 1, L]
+        for li, layer in enumerate(srv.model.layers):
+            at = layer.self_attn
+            hsx = layer.input_layernorm(x)
+            q = at.q_proj(hsx).view(S, srv.h, srv.hd)
+            k = at.k_proj(hsx).view(S, srv.kv, srv.hd)
+            v = at.v_proj(hsx).view(S, srv.kv, srv.hd)
+            q, k = rope(q, cos, sin), rope(k, cos, sin)
+            kc, vc = srv.kc[li], srv.vc[li]
+            kc[slots, :, wpos] = k
+            vc[slots, :, wpos] = v
+            sc = torch.matmul(q.view(S, srv.kv, g, srv.hd), kc[:S, :, :L].transpose(-1, -2)).float() * scale
+            pr = torch.softmax(sc.masked_fill_(masked, float("-inf")), dim=-1).to(q.dtype)
+            o = torch.matmul(pr, vc[:S, :, :L]).reshape(S, srv.h * srv.hd)
+            x = x + at.o_proj(o)
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        return srv.model.lm_head(srv.model.norm(x)).argmax(-1)
+
+    def shape(self, dec):
+        """The captured (span, context) a decode batch of (slot, token, position) runs at."""
+        S = max(d[0] for d in dec) + 1
+        L = max(d[2] for d in dec) + 1
+        return self.spans[bisect.bisect_left(self.spans, S)], self.ctxs[bisect.bisect_left(self.ctxs, L)]
+
+    def decode(self, dec):
+        """One decode-only iteration: `dec` is a list of (slot, token id, position). Returns the
+        graph's output (the next token of every slot of the span; the caller reads its decoders')."""
+        S, L = self.shape(dec)
+        rows = [[0, 0, self.srv.a.max_len, 1] for _ in range(S)]
+        for slot, tok, p in dec:
+            rows[slot] = [tok, p, p, p + 1]
+        self.inp[:S].copy_(torch.tensor(rows, dtype=torch.long).pin_memory(), non_blocking=True)
+        self.graphs[(S, L)].replay()
+        return self.out[(S, L)]
+
+
+def check_graphs(srv, graphs, a, m, gen):
+    """Eager forward and decode graphs on the same decode batches: random slots and contexts
+    (their caches filled by an eager prefill first), the sampled tokens compared."""
+    r = random.Random(a.seed)
+    agree = total = 0
+    for _ in range(a.check_graphs):
+        n = r.randint(1, a.max_batch)
+        slots = sorted(r.sample(range(a.max_batch), n))
+        ctx = {s: r.randint(1, a.max_len // 2) for s in slots}
+        for s in slots:
+            srv.forward([(s, torch.randint(0, m.vocab, (ctx[s],), device=srv.dev, generator=gen), 0)])
+        toks = {s: r.randrange(m.vocab) for s in slots}
+        eager = srv.forward([(s, torch.tensor([toks[s]], device=srv.dev), ctx[s]) for s in slots]).tolist()
+        out = graphs.decode([(s, toks[s], ctx[s]) for s in slots]).tolist()
+        agree += sum(e == out[s] for e, s in zip(eager, slots))
+        total += n
+    print(f"check-graphs: {agree} of {total} sampled tokens agree ({100 * agree / total:.2f}%) over {a.check_graphs} batches",
+          flush=True)
+    print("check-graphs-json: " + json.dumps({"batches": a.check_graphs, "tokens": total, "agree": agree}), flush=True)
+
+
 def percentile(v, p):
     """numpy's default (linear) percentile."""
     if not v:
@@ -255,24 +387,35 @@ def dist(v):
             "p95": percentile(v, 95), "p99": percentile(v, 99), "max": max(v) if v else None}
 
 
-def host_probe(srv, a, m, gen):
+def host_probe(srv, a, m, gen, graphs=None):
     """The engine's floor on this node: decode iterations of one sequence (slot 0) at 512 cached
     tokens, each timed as the serving loop times them (forward and synchronize), the context held
-    (the same position rewritten) so every iteration has the same shape."""
+    (the same position rewritten) so every iteration has the same shape. With graphs, the same
+    through the decode graph too (`graph_*` keys)."""
     tok = torch.randint(0, m.vocab, (1,), device=srv.dev, generator=gen)
-    for _ in range(20):
-        srv.forward([(0, tok, 512)])
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(a.host_probe):
-        ts = time.perf_counter()
-        srv.forward([(0, tok, 512)])
+
+    def timed(fn):
+        for _ in range(20):
+            fn()
         torch.cuda.synchronize()
-        times.append(time.perf_counter() - ts)
-    times.sort()
-    q = lambda p: times[min(len(times) - 1, int(p * len(times)))]
-    out = {"kind": "host-probe", "model_file": a.model_file, "iterations": len(times), "batch": 1, "context": 512,
-           "median_step_s": statistics.median(times), "p10_step_s": q(0.1), "p90_step_s": q(0.9)}
+        times = []
+        for _ in range(a.host_probe):
+            ts = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - ts)
+        times.sort()
+        q = lambda p: times[min(len(times) - 1, int(p * len(times)))]
+        return statistics.median(times), q(0.1), q(0.9)
+
+    med, p10, p90 = timed(lambda: srv.forward([(0, tok, 512)]))
+    out = {"kind": "host-probe", "model_file": a.model_file, "iterations": a.host_probe, "batch": 1, "context": 512,
+           "median_step_s": med, "p10_step_s": p10, "p90_step_s": p90}
+    if graphs is not None:
+        t = int(tok.item())
+        med, p10, p90 = timed(lambda: graphs.decode([(0, t, 512)]).tolist())
+        out.update({"graph_median_step_s": med, "graph_p10_step_s": p10, "graph_p90_step_s": p90,
+                    "graph_shape": list(graphs.shape([(0, t, 512)]))})
     print("host-probe-json: " + json.dumps(out), flush=True)
 
 
@@ -323,12 +466,16 @@ def main():
         dec = [(s, toks[s:s + 1], n + s) for s in range(min(8, a.max_batch))]
         srv.forward(dec + [(min(8, a.max_batch) - 1, toks[: n // 4], 0)])
     torch.cuda.synchronize()
+    graphs = DecodeGraphs(srv) if (a.cuda_graphs or a.check_graphs) else None
     torch.cuda.reset_peak_memory_stats()
+    if a.check_graphs:
+        check_graphs(srv, graphs, a, m, gen)
+        return
     if a.profile:
         profile(srv, a, m, gen)
         return
     if a.host_probe:
-        host_probe(srv, a, m, gen)
+        host_probe(srv, a, m, gen, graphs)
         return
     reqs = make_requests(a)
 
@@ -372,11 +519,25 @@ def main():
         # Decoders first, then prefill chunks.
         dec = [(s, n) for s, n in sched if s["computed"] >= s["target"]]
         pre = [(s, n) for s, n in sched if s["computed"] < s["target"]]
-        parts = [(s["slot"], s["last"].view(1), s["computed"]) for s, _ in dec]
-        parts += [(s["slot"], s["req"]["prompt"][s["computed"]:s["computed"] + n], s["computed"]) for s, n in pre]
         ts = time.perf_counter()
-        out = srv.forward(parts)
-        torch.cuda.synchronize()
+        shape = None
+        if graphs is None:
+            parts = [(s["slot"], s["last"].view(1), s["computed"]) for s, _ in dec]
+            parts += [(s["slot"], s["req"]["prompt"][s["computed"]:s["computed"] + n], s["computed"]) for s, n in pre]
+            out = srv.forward(parts)
+            torch.cuda.synchronize()
+        elif not pre:
+            # Decode only: the graph of the padded shape; the tokens come back to the host (the
+            # next iteration's inputs), which waits for the GPU.
+            batch = [(s["slot"], s["last"], s["computed"]) for s, _ in dec]
+            shape = graphs.shape(batch)
+            full = graphs.decode(batch).tolist()
+            out = [full[s["slot"]] for s, _ in dec]
+        else:
+            ids = torch.tensor([s["last"] for s, _ in dec], dtype=torch.long).pin_memory().to(srv.dev, non_blocking=True)
+            parts = [(s["slot"], ids[i:i + 1], s["computed"]) for i, (s, _) in enumerate(dec)]
+            parts += [(s["slot"], s["req"]["prompt"][s["computed"]:s["computed"] + n], s["computed"]) for s, n in pre]
+            out = srv.forward(parts).tolist()
         te = time.perf_counter()
         now = te - t0
         n_tokens = sum(n for _, n in sched)
@@ -389,6 +550,7 @@ def main():
         print(f"step={step} step_time_s={te - ts:.6f} tokens={n_tokens} tokens_per_s={n_tokens / (te - ts):.1f} batch={len(sched)} "
               f"start_s={ts - t0:.6f} n_decode={len(dec)} slot_span={span} max_context={ctx} chunks={len(pre)} "
               f"chunk_tokens={sum(n for _, n in pre)} chunk_cached={sum(s['computed'] for s, _ in pre)} "
+              f"graph={int(shape is not None)} graph_span={shape[0] if shape else 0} graph_context={shape[1] if shape else 0} "
               f"max_mem_alloc_bytes={torch.cuda.max_memory_allocated()} max_mem_reserved_bytes={torch.cuda.max_memory_reserved()}", flush=True)
         for (s, n), tok in zip(dec + pre, out):
             s["computed"] += n
@@ -415,6 +577,7 @@ def main():
     summary = {
         "schema_version": 1, "kind": "serve-measured", "model_file": a.model_file, "qps": a.qps, "trace": a.trace,
         "max_batch": a.max_batch, "token_budget": a.token_budget, "chunked_prefill": not a.no_chunked_prefill,
+        "cuda_graphs": a.cuda_graphs, "graph_context_step": a.graph_context_step if a.cuda_graphs else None,
         "requests": {"arrived": len(reqs), "completed": len(reqs)}, "duration_s": duration,
         "throughput": {"requests_per_s": len(reqs) / duration, "output_tokens_per_s": out_tok / duration,
                        "total_tokens_per_s": (in_tok + out_tok) / duration},

@@ -120,6 +120,19 @@ pub struct ServeArgs {
     /// iteration-time spread (torch-eager: from the reference server's runs; others have none)
     #[arg(long)]
     pub iteration_spread: Option<String>,
+    /// Decode-only iterations replay CUDA graphs captured for padded shapes (vLLM's
+    /// FULL_DECODE_ONLY; the reference server's --cuda-graphs): the batch padded to 1, 2, 4 or a
+    /// multiple of 8, no kernel launches from the host; iterations with prefill chunks stay eager
+    #[arg(long)]
+    pub cuda_graphs: bool,
+    /// With --cuda-graphs and padded-matmul attention: the graphs' context padding (default 256)
+    #[arg(long)]
+    pub graph_context_step: Option<i64>,
+    /// With --cuda-graphs: a graph iteration's host time (inputs in, replay, tokens back; serial
+    /// with the GPU) and GPU time per layer beyond the op list's kernels, microseconds; default:
+    /// the stack's (torch-eager: fitted on the reference server)
+    #[arg(long, value_name = "ITER,LAYER", value_delimiter = ',')]
+    pub graph_overhead_us: Option<Vec<f64>>,
     /// round-robin or least-loaded
     #[arg(long)]
     pub routing: Option<String>,
@@ -257,7 +270,26 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
         "off" => false,
         x => bail!("`iteration_spread` = `{x}` is not known\nhint: on or off"),
     };
+    let cuda_graphs = (a.cuda_graphs || sc.cuda_graphs.unwrap_or(false))
+        .then(|| -> anyhow::Result<serve::CudaGraphs> {
+            Ok(serve::CudaGraphs { context_step: pos("graph_context_step", a.graph_context_step.or(sc.graph_context_step))?.unwrap_or(serve::DEFAULT_GRAPH_CONTEXT_STEP as u64) as u32 })
+        })
+        .transpose()?;
+    let graph_us = match a.graph_overhead_us.clone().or(sc.graph_overhead_us.clone()) {
+        None => None,
+        Some(v) => {
+            if v.len() != 2 || v.iter().any(|x| !(x.is_finite() && *x >= 0.0)) {
+                bail!("`graph_overhead_us` = {v:?} is not two non-negative numbers\nhint: microseconds of host time per graph iteration and of GPU time per layer beyond the op list, e.g. 0,30.5");
+            }
+            Some([v[0], v[1]])
+        }
+    };
+    if cuda_graphs.is_none() && (graph_us.is_some() || a.graph_context_step.or(sc.graph_context_step).is_some()) {
+        bail!("`graph_overhead_us` and `graph_context_step` describe CUDA graphs, which are off\nhint: add --cuda-graphs (serving file: cuda_graphs = true)");
+    }
     let sched = SchedConfig {
+        cuda_graphs,
+        graph_us,
         iteration_spread,
         decode_attention,
         max_batch: int("max_batch", a.max_batch, sc.max_batch, d.max_batch as u64)? as u32,
@@ -529,6 +561,10 @@ fn deployment_json(r: &Resolved, res: Option<&ServeResult>) -> serde_json::Value
             let (h, source) = crate::serve::cost::HostOverhead::resolve(&p.sched, p.scenario.workload.stack);
             v["iteration_spread"] = (p.sched.iteration_spread && serve::cost::iteration_spread(p.scenario.workload.stack).is_some()).into();
             v["decode_attention"] = p.sched.decode_attention.name().into();
+            v["cuda_graphs"] = match p.sched.cuda_graphs {
+                Some(g) => serde_json::json!({ "context_step": g.context_step, "host_us_per_iteration": h.graph_per_iteration.value() * 1e6, "gpu_us_per_layer": h.graph_per_layer.value() * 1e6 }),
+                None => serde_json::Value::Null,
+            };
             v["host_overhead_us"] = serde_json::json!({
                 "per_iteration": h.per_iteration.value() * 1e6, "per_sequence": h.per_sequence.value() * 1e6, "per_layer_decode": h.per_layer_decode.value() * 1e6,
                 "per_layer_chunk": h.per_layer_chunk.value() * 1e6, "gpu_overlap": h.gpu_overlap, "time_scale": h.time_scale, "source": source,
@@ -614,10 +650,10 @@ fn timeseries_csv(res: &ServeResult) -> String {
 }
 
 fn iterations_csv(res: &ServeResult) -> String {
-    let mut o = String::from("start_s,replica,n_decode,decode_kv,decode_kv_max,decode_slot_span,n_chunks,prefill_tokens,tokens,time_s\n");
+    let mut o = String::from("start_s,replica,n_decode,decode_kv,decode_kv_max,decode_slot_span,n_chunks,prefill_tokens,tokens,graph_rows,graph_keys,time_s\n");
     for it in &res.iterations {
         o.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{}\n",
+            "{},{},{},{},{},{},{},{},{},{},{},{}\n",
             it.start_s,
             it.replica,
             it.n_decode,
@@ -627,6 +663,8 @@ fn iterations_csv(res: &ServeResult) -> String {
             it.n_chunks,
             it.prefill_tokens,
             it.n_decode + it.prefill_tokens,
+            it.graph_rows,
+            it.graph_keys,
             it.time_s
         ));
     }

@@ -67,12 +67,19 @@ pub struct HostOverhead {
     /// Multiplies all host time (the kernels' launches and the terms above): how much slower this
     /// node's host runs the engine than the host the defaults were fitted on (1 = as fast).
     pub time_scale: f64,
+    /// Host time of an iteration that replays a CUDA graph (inputs copied in, replay, tokens read
+    /// back), serial with the GPU; its kernels' launches cost nothing more.
+    pub graph_per_iteration: Seconds,
+    /// GPU time per layer of a replayed graph beyond its op list's kernels: the engine's kernels
+    /// the op list does not list (an eager forward's unfused norm, RoPE and cast kernels), back to
+    /// back in the graph. Not host time: `time_scale` leaves it alone.
+    pub graph_per_layer: Seconds,
 }
 
 impl Default for HostOverhead {
     /// None: the op list's launches only, fully overlapped with the GPU.
     fn default() -> Self {
-        HostOverhead { per_iteration: Seconds::ZERO, per_sequence: Seconds::ZERO, per_layer_decode: Seconds::ZERO, per_layer_chunk: Seconds::ZERO, gpu_overlap: 1.0, time_scale: 1.0 }
+        HostOverhead { per_iteration: Seconds::ZERO, per_sequence: Seconds::ZERO, per_layer_decode: Seconds::ZERO, per_layer_chunk: Seconds::ZERO, gpu_overlap: 1.0, time_scale: 1.0, graph_per_iteration: Seconds::ZERO, graph_per_layer: Seconds::ZERO }
     }
 }
 
@@ -91,6 +98,8 @@ impl HostOverhead {
                     per_layer_chunk: Seconds::us(EAGER_HOST_US[3]),
                     gpu_overlap: EAGER_GPU_OVERLAP,
                     time_scale: 1.0,
+                    graph_per_iteration: Seconds::us(GRAPH_US[0]),
+                    graph_per_layer: Seconds::us(GRAPH_US[1]),
                 },
                 "fitted: serving runs of scenarios/workloads/serve_llama.py on one H200, fit split (calibration/runs/serve/FIT.md)",
             ),
@@ -116,6 +125,11 @@ impl HostOverhead {
             h.time_scale = k;
             source = "given";
         }
+        if let Some([it, layer]) = sched.graph_us {
+            h.graph_per_iteration = Seconds::us(it);
+            h.graph_per_layer = Seconds::us(layer);
+            source = "given";
+        }
         (h, source)
     }
 }
@@ -126,6 +140,14 @@ pub const EAGER_GPU_OVERLAP: f64 = 1.0;
 /// decoders, per layer and prefill chunk. See [`HostOverhead::default_for`]; fitted together with
 /// `--decode-attention padded-matmul` (how the reference server attends).
 pub const EAGER_HOST_US: [f64; 4] = [100.0, 0.0, 0.0, 200.0];
+/// `torch-eager` decode iterations replaying a CUDA graph (`--cuda-graphs`), microseconds: host
+/// time per iteration ([`HostOverhead::graph_per_iteration`]) and GPU time per layer beyond the op
+/// list ([`HostOverhead::graph_per_layer`]). Measured on the graph-fit split of the serving runs
+/// (calibration/runs/serve/FIT.md, scripts/fit_serve_graphs.py): the server's loop between a
+/// graph iteration and the next takes 269 us on average (median 211); the measured minus the
+/// simulated median iteration of each graph shape is 30.4 us per layer for the 1B model (16
+/// layers) and 30.5 for the 8B (32), nothing per iteration (-2.5 us in a joint fit).
+pub const GRAPH_US: [f64; 2] = [269.0, 30.5];
 
 /// Probabilities of [`EAGER_ITERATION_SPREAD`]'s quantiles.
 pub const SPREAD_P: [f64; 11] = [0.0, 0.01, 0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95, 0.99, 0.999];
@@ -137,6 +159,10 @@ pub const EAGER_ITERATION_SPREAD: [f64; 11] = [0.829, 0.893, 0.924, 0.942, 0.972
 /// The same for iterations with prefill chunks, over the median of their (batch of 8, prefill
 /// tokens of 256) group with at least 5 iterations (525 iterations of the fit runs): wider.
 pub const EAGER_MIXED_ITERATION_SPREAD: [f64; 11] = [0.682, 0.793, 0.885, 0.912, 0.96, 1.0, 1.063, 1.187, 1.437, 1.904, 2.971];
+/// The same for decode-only iterations replaying a CUDA graph (`--cuda-graphs`), over the median
+/// of their graph shape (slot span, padded context) with at least 5 iterations (14,587 iterations
+/// of the graph-fit runs; scripts/fit_serve_graphs.py): narrow, the GPU sets their pace.
+pub const GRAPH_ITERATION_SPREAD: [f64; 11] = [0.97, 0.992, 0.995, 0.996, 0.998, 1.0, 1.004, 1.013, 1.02, 1.036, 1.301];
 
 /// A stack's measured iteration-time spread: each simulated iteration's time is multiplied by a
 /// factor drawn from `decode_only` (iterations without prefill chunks) or `mixed`, at a probability
@@ -146,7 +172,17 @@ pub const EAGER_MIXED_ITERATION_SPREAD: [f64; 11] = [0.682, 0.793, 0.885, 0.912,
 pub struct IterationSpread {
     pub decode_only: &'static [f64; 11],
     pub mixed: &'static [f64; 11],
+    /// Decode-only iterations replaying a CUDA graph.
+    pub graph: &'static [f64; 11],
     pub lag1: f64,
+}
+
+/// Which of a spread's tables an iteration draws from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpreadKind {
+    DecodeOnly,
+    Mixed,
+    Graph,
 }
 
 /// `torch-eager` lag-1 correlation of the normal scores of the decode-only iteration-time ratios
@@ -155,16 +191,21 @@ pub const EAGER_SPREAD_LAG1: f64 = 0.62;
 
 /// The measured spread of a stack; only torch-eager has one.
 pub fn iteration_spread(stack: crate::workload::Stack) -> Option<IterationSpread> {
-    (stack == crate::workload::Stack::TorchEager).then_some(IterationSpread { decode_only: &EAGER_ITERATION_SPREAD, mixed: &EAGER_MIXED_ITERATION_SPREAD, lag1: EAGER_SPREAD_LAG1 })
+    (stack == crate::workload::Stack::TorchEager).then_some(IterationSpread { decode_only: &EAGER_ITERATION_SPREAD, mixed: &EAGER_MIXED_ITERATION_SPREAD, graph: &GRAPH_ITERATION_SPREAD, lag1: EAGER_SPREAD_LAG1 })
 }
 
 impl IterationSpread {
     /// The next factor: advance the replica's AR(1) state `z` (standard normal) with the
     /// innovation `noise` (standard normal) and read the table at the probability of `z`.
-    pub fn factor(&self, z: &mut f64, noise: f64, mixed: bool) -> f64 {
+    pub fn factor(&self, z: &mut f64, noise: f64, kind: SpreadKind) -> f64 {
         *z = self.lag1 * *z + (1.0 - self.lag1 * self.lag1).sqrt() * noise;
         let u = 0.5 * libm::erfc(-*z / std::f64::consts::SQRT_2);
-        spread_factor(if mixed { self.mixed } else { self.decode_only }, u)
+        let table = match kind {
+            SpreadKind::DecodeOnly => self.decode_only,
+            SpreadKind::Mixed => self.mixed,
+            SpreadKind::Graph => self.graph,
+        };
+        spread_factor(table, u)
     }
 }
 
@@ -388,6 +429,18 @@ impl<'a> IterCost<'a> {
     /// One iteration: `n_decode` sequences decoding with `decode_kv` cached tokens in all, the
     /// prefill `chunks`, and `rows` sequences sampling a token (decoders + prompts that finish).
     pub fn iteration(&mut self, n_decode: u64, decode_kv: u64, chunks: &[Chunk], rows: u64) -> IterTime {
+        self.price(n_decode, decode_kv, chunks, rows, false)
+    }
+
+    /// A decode-only iteration replaying a CUDA graph captured for `rows` sequences (the padded
+    /// batch: every row runs the whole forward and samples) reading `decode_kv` cached tokens in
+    /// all: the same GPU work as [`IterCost::iteration`] for that batch, no kernel launches from
+    /// the host, [`HostOverhead::graph_per_iteration`] serial with it.
+    pub fn graph_iteration(&mut self, rows: u64, decode_kv: u64) -> IterTime {
+        self.price(rows, decode_kv, &[], rows, true)
+    }
+
+    fn price(&mut self, n_decode: u64, decode_kv: u64, chunks: &[Chunk], rows: u64, graph: bool) -> IterTime {
         let n_tokens = n_decode + chunks.iter().map(|c| c.q as u64).sum::<u64>();
         let [dense, moe, emb] = self.linear(n_tokens.max(1));
         // No row samples (prefill chunks that do not finish a prompt): no LM head.
@@ -436,7 +489,7 @@ impl<'a> IterCost<'a> {
             if last {
                 p.add(&head, 1.0);
             }
-            p.cpu *= self.host.time_scale;
+            p.cpu *= if graph { 0.0 } else { self.host.time_scale };
             stage_parts.push(p);
         }
         let p2p = self.p2p_per_token.map_or(0.0, |(lat, per)| (lat + per * n_tokens as f64) * (self.stages.len() - 1) as f64);
@@ -453,8 +506,13 @@ impl<'a> IterCost<'a> {
             let (g, c) = (p.gpu(speedup), p.cpu);
             g.max(c) + (1.0 - self.host.gpu_overlap) * g.min(c)
         };
-        let serial_host = self.host.per_iteration.value() + self.host.per_sequence.value() * (n_decode + chunks.len() as u64) as f64;
-        let time: f64 = stage_parts.iter().map(stage).sum::<f64>() + serial_per_layer * self.layers + p2p + serial_host * self.host.time_scale;
+        let serial_host = if graph {
+            self.host.graph_per_iteration.value()
+        } else {
+            self.host.per_iteration.value() + self.host.per_sequence.value() * (n_decode + chunks.len() as u64) as f64
+        };
+        let graph_gpu = if graph { self.host.graph_per_layer.value() * self.layers } else { 0.0 };
+        let time: f64 = stage_parts.iter().map(stage).sum::<f64>() + serial_per_layer * self.layers + graph_gpu + p2p + serial_host * self.host.time_scale;
         IterTime { time: Seconds::new(time), gpu_power: Watts::new(watts) }
     }
 

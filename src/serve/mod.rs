@@ -75,11 +75,59 @@ pub struct SchedConfig {
     /// Vary each iteration's time by a factor drawn (seeded) from the stack's measured spread
     /// (`cost::EAGER_ITERATION_SPREAD` for torch-eager; none for the others).
     pub iteration_spread: bool,
+    /// Decode-only iterations replay CUDA graphs; `None`: every kernel is launched from the host.
+    pub cuda_graphs: Option<CudaGraphs>,
+    /// A graph iteration's host time and GPU time per layer beyond the op list, microseconds
+    /// (`HostOverhead::graph_per_iteration`, `graph_per_layer`); `None`: the stack's.
+    pub graph_us: Option<[f64; 2]>,
+}
+
+/// CUDA graphs for decode-only iterations, as vLLM's `FULL_DECODE_ONLY` mode and the reference
+/// server's `--cuda-graphs`: graphs captured at start for a grid of padded shapes; an iteration
+/// runs the smallest that holds it. Its batch is padded up to a capture size ([`capture_size`]);
+/// with `padded-matmul` attention the rows are the cache slots up to the highest decoder's and
+/// every row attends to the longest context rounded up to a multiple of `context_step`.
+/// Iterations with prefill chunks run eagerly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CudaGraphs {
+    pub context_step: u32,
+}
+
+/// Context padding of the reference server's decode graphs (`serve_llama.py --graph-context-step`).
+pub const DEFAULT_GRAPH_CONTEXT_STEP: u32 = 256;
+
+/// The batch a decode graph is captured for that holds `n` rows: 1, 2, 4, then the next multiple
+/// of 8 (vLLM's capture sizes), never above `max_batch` (captured too).
+pub fn capture_size(n: u64, max_batch: u64) -> u64 {
+    let b = match n {
+        0..=1 => 1,
+        2 => 2,
+        3..=4 => 4,
+        _ => n.div_ceil(8) * 8,
+    };
+    b.min(max_batch.max(n))
+}
+
+impl CudaGraphs {
+    /// Rows and cached tokens (all rows, before the new one) a decode-only batch's graph runs.
+    fn padded(&self, attention: DecodeAttention, max_batch: u64, b: &Batch) -> (u64, u64) {
+        match attention {
+            DecodeAttention::PaddedMatmul => {
+                let rows = capture_size(b.decode_slot_span, max_batch);
+                let step = self.context_step.max(1) as u64;
+                let keys = (b.decode_kv_max + 1).div_ceil(step) * step;
+                (rows, rows * (keys - 1))
+            }
+            // Padding rows of a fused kernel read (next to) nothing.
+            DecodeAttention::Paged => (capture_size(b.n_decode, max_batch), b.decode_kv),
+            DecodeAttention::Padded => (capture_size(b.n_decode, max_batch), b.n_decode * b.decode_kv_max),
+        }
+    }
 }
 
 impl Default for SchedConfig {
     fn default() -> Self {
-        SchedConfig { max_batch: 256, token_budget: 8192, chunked_prefill: true, block_size: DEFAULT_BLOCK_SIZE, gpu_memory_utilization: DEFAULT_GPU_MEMORY_UTILIZATION, host_us: None, host_gpu_overlap: None, host_time_scale: None, decode_attention: DecodeAttention::Paged, iteration_spread: true }
+        SchedConfig { max_batch: 256, token_budget: 8192, chunked_prefill: true, block_size: DEFAULT_BLOCK_SIZE, gpu_memory_utilization: DEFAULT_GPU_MEMORY_UTILIZATION, host_us: None, host_gpu_overlap: None, host_time_scale: None, decode_attention: DecodeAttention::Paged, iteration_spread: true, cuda_graphs: None, graph_us: None }
     }
 }
 
@@ -287,6 +335,9 @@ pub struct IterationRecord {
     /// Prefill chunks and their tokens.
     pub n_chunks: u64,
     pub prefill_tokens: u64,
+    /// A CUDA-graph iteration: the rows and keys per row of the graph it replays; (0, 0) eager.
+    pub graph_rows: u64,
+    pub graph_keys: u64,
     pub time_s: f64,
 }
 
@@ -635,9 +686,18 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
                 DecodeAttention::Padded => batch.n_decode * batch.decode_kv_max,
                 DecodeAttention::PaddedMatmul => batch.decode_slot_span * batch.decode_kv_max,
             };
-            let mut it = pool.cost.iteration(batch.n_decode, kv, &scratch_chunks, batch.rows);
+            let graph = pool.sched.cuda_graphs.filter(|_| scratch_chunks.is_empty() && batch.n_decode > 0).map(|g| g.padded(pool.sched.decode_attention, pool.sched.max_batch as u64, &batch));
+            let mut it = match graph {
+                Some((rows, kv)) => pool.cost.graph_iteration(rows, kv),
+                None => pool.cost.iteration(batch.n_decode, kv, &scratch_chunks, batch.rows),
+            };
             if let Some(spread) = &pool.spread {
-                it.time = it.time * spread.factor(&mut rep.spread_z, spread_rng.normal(), !scratch_chunks.is_empty());
+                let kind = match (graph.is_some(), scratch_chunks.is_empty()) {
+                    (true, _) => cost::SpreadKind::Graph,
+                    (false, true) => cost::SpreadKind::DecodeOnly,
+                    (false, false) => cost::SpreadKind::Mixed,
+                };
+                it.time = it.time * spread.factor(&mut rep.spread_z, spread_rng.normal(), kind);
             }
             let dur = it.time.value();
             if opts.record_iterations {
@@ -650,6 +710,8 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
                     decode_slot_span: batch.decode_slot_span,
                     n_chunks: scratch_chunks.len() as u64,
                     prefill_tokens: scratch_chunks.iter().map(|c| c.q as u64).sum(),
+                    graph_rows: graph.map_or(0, |g| g.0),
+                    graph_keys: graph.map_or(0, |(rows, kv)| kv / rows + 1),
                     time_s: dur,
                 });
             }

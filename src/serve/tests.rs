@@ -313,7 +313,7 @@ fn spread_draws_keep_the_table_and_the_lag1_correlation() {
     let n = 200_000;
     let (mut f, mut zs) = (Vec::with_capacity(n), Vec::with_capacity(n));
     for _ in 0..n {
-        f.push(sp.factor(&mut z, rng.normal(), false));
+        f.push(sp.factor(&mut z, rng.normal(), cost::SpreadKind::DecodeOnly));
         zs.push(z);
     }
     let mut sorted = f.clone();

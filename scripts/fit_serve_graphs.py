@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Fit the CUDA-graph terms of the torch-eager serving engine (`gpuplan serve --cuda-graphs`) on the
+graph-fit split of the measured serving runs, and score every graph run with them.
+
+    python3 scripts/fit_serve_graphs.py [--gpuplan target/release/gpuplan] [--runs calibration/runs/serve]
+
+Runs: every `*-serve.jsonl` record in the runs directory whose server ran with `--cuda-graphs`
+(scenarios/workloads/serve_llama.py, scripts/device_serve.sh with SERVE_FLAGS=--cuda-graphs).
+
+1. Per graph shape (slot span, padded context): the measured median iteration (the log's step
+   lines with graph=1, shapes of at least 20 iterations) minus the simulator's for the same shape
+   (`gpuplan serve --trace RUN.csv --cuda-graphs --graph-overhead-us 0,0 --iteration-spread off
+   --iterations-csv`), weighted by the measured count, per layer of the model: `GRAPH_US[1]`; a
+   joint fit `a + b x layers` is printed beside it (`a`: host time inside the step, ~0). The host
+   time between a graph iteration and the next (the scheduler loop: start of the next step minus
+   the end of this one, gaps over 2 ms taken as idle waits and left out), mean over the fit runs:
+   `GRAPH_US[0]`.
+2. The graph iterations' spread: each measured graph iteration over the median of its shape
+   (shapes of at least 5), pooled over the fit runs, quantiles at SPREAD_P
+   (`GRAPH_ITERATION_SPREAD`), and the lag-1 correlation of their normal scores.
+3. Every graph run replayed as in scripts/fit_serve_overhead.py (`--trace RUN.csv --measured
+   RUN.csv --replications 16`) with `--cuda-graphs`: errors of P50/P99 TTFT, P50/P99 TPOT and
+   output tokens/s at the defaults, and with the node's eager host probe (`--host-probe-ms`, the
+   mean of the probes before and after the runs; the graphs' host part is not scaled by it).
+"""
+import argparse
+import collections
+import concurrent.futures
+import csv
+import gzip
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import tomllib
+
+from fit_serve_overhead import METRICS, PROFILE, REPLICATIONS, SPREAD_P, p99_interval, probe_ms, quantile
+
+
+def graph_runs(runs_dir):
+    out = []
+    for name in sorted(os.listdir(runs_dir)):
+        if name.endswith("-serve.jsonl"):
+            for line in open(os.path.join(runs_dir, name)):
+                r = json.loads(line)
+                if "--cuda-graphs" in r["job"]["command"]:
+                    out.append(r)
+    return out
+
+
+def base_cmd(g, runs_dir, rec):
+    csv_path = os.path.join(runs_dir, rec["serve"]["requests_csv"])
+    sc = rec["scenario"]
+    return [g, "serve", "--model", sc["model"], "--system", sc["system"], "--gpus", "1", "--stack", sc["stack"],
+            "--trace", csv_path, "--max-batch", str(rec["serve"]["max_batch"]), "--token-budget", str(rec["serve"]["token_budget"]),
+            "--gpu-memory-utilization", "1.0", "--decode-attention", "padded-matmul", "--calibration", PROFILE[sc["system"]],
+            "--cuda-graphs"]
+
+
+def log_steps(runs_dir, rec):
+    with gzip.open(os.path.join(runs_dir, rec["job"]["log_file"]), "rt") as f:
+        return [dict(kv.split("=", 1) for kv in line.split()) for line in f if line.startswith("step=")]
+
+
+def graph_steps(runs_dir, rec):
+    """Measured graph iterations in order: (shape, time)."""
+    return [((int(d["graph_span"]), int(d["graph_context"])), float(d["step_time_s"])) for d in log_steps(runs_dir, rec) if d["graph"] == "1"]
+
+
+def graph_gaps(runs_dir, rec, idle_s=0.002):
+    """Host time from the end of each graph iteration to the start of the next (under `idle_s`)."""
+    st = log_steps(runs_dir, rec)
+    gaps = [float(b["start_s"]) - float(a["start_s"]) - float(a["step_time_s"]) for a, b in zip(st, st[1:]) if a["graph"] == "1"]
+    return [g for g in gaps if g < idle_s]
+
+
+def layers(rec):
+    with open(f"models/{rec['scenario']['model']}.toml", "rb") as f:
+        return tomllib.load(f)["n_layers"]
+
+
+def shape_diffs(g, runs_dir, rec):
+    """(layers, count, measured - simulated median, s) per shape of the run."""
+    meas = collections.defaultdict(list)
+    for shape, t in graph_steps(runs_dir, rec):
+        meas[shape].append(t)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "it.csv")
+        subprocess.run(base_cmd(g, runs_dir, rec) + ["--graph-overhead-us", "0,0", "--iteration-spread", "off", "--iterations-csv", path],
+                       check=True, capture_output=True)
+        sim = collections.defaultdict(list)
+        for r in csv.DictReader(open(path)):
+            if r["graph_rows"] != "0":
+                sim[(int(r["graph_rows"]), int(r["graph_keys"]))].append(float(r["time_s"]))
+    n = layers(rec)
+    return [(n, len(v), statistics.median(v) - statistics.median(sim[k])) for k, v in meas.items() if len(v) >= 20 and sim.get(k)]
+
+
+def ratios(runs_dir, rec):
+    """Per graph iteration in order, its time over its shape's median (shapes of at least 5)."""
+    st = graph_steps(runs_dir, rec)
+    groups = collections.defaultdict(list)
+    for shape, t in st:
+        groups[shape].append(t)
+    med = {k: statistics.median(v) for k, v in groups.items() if len(v) >= 5}
+    return [t / med[s] if s in med else None for s, t in st]
+
+
+def score(g, runs_dir, rec, extra):
+    csv_path = os.path.join(runs_dir, rec["serve"]["requests_csv"])
+    out = subprocess.run(base_cmd(g, runs_dir, rec) + ["--measured", csv_path, "--replications", str(REPLICATIONS), "--json"] + extra,
+                         capture_output=True, text=True, check=True).stdout
+    return {m["metric"]: m["error_pct"] for m in json.loads(out)["metrics"]}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gpuplan", default="target/release/gpuplan")
+    ap.add_argument("--runs", default="calibration/runs/serve")
+    ap.add_argument("--fit-split", default="graph-fit")
+    a = ap.parse_args()
+    recs = graph_runs(a.runs)
+    fit = [r for r in recs if r["split"] == a.fit_split]
+    if not fit:
+        raise SystemExit(f"no graph runs of split {a.fit_split} in {a.runs}")
+
+    rows = [x for r in fit for x in shape_diffs(a.gpuplan, a.runs, r)]
+    w = sum(n for _, n, _ in rows)
+    per_layer = sum(n * d for l, n, d in rows) / sum(n * l for l, n, _ in rows)
+    for l in sorted({l for l, _, _ in rows}):
+        m = [(n, d) for ll, n, d in rows if ll == l]
+        print(f"{l} layers: measured - simulated graph iteration {1e6 * sum(n * d for n, d in m) / sum(n for n, _ in m):.1f} us "
+              f"({sum(n for n, _ in m)} iterations in {len(m)} shapes), {1e6 * sum(n * d for n, d in m) / sum(n for n, _ in m) / l:.1f} us per layer")
+    # Weighted least squares of d = a + b * layers.
+    ml = sum(n * l for l, n, _ in rows) / w
+    md = sum(n * d for _, n, d in rows) / w
+    b = sum(n * (l - ml) * (d - md) for l, n, d in rows) / sum(n * (l - ml) ** 2 for l, n, _ in rows)
+    gaps = [x for r in fit for x in graph_gaps(a.runs, r)]
+    print(f"host time between a graph iteration and the next: mean {1e6 * statistics.mean(gaps):.0f} us, median "
+          f"{1e6 * statistics.median(gaps):.0f} us ({len(gaps)} gaps)")
+    print(f"fit ({a.fit_split}): graph_overhead_us = [{1e6 * statistics.mean(gaps):.0f}, {1e6 * per_layer:.1f}] (in-step joint fit: "
+          f"{1e6 * (md - b * ml):.1f} us per iteration + {1e6 * b:.1f} us per layer)")
+
+    rat = [x for r in fit for x in ratios(a.runs, r) if x is not None]
+    rat.sort()
+    print(f"graph iteration-time spread ({len(rat)} iterations), quantiles at {SPREAD_P}: {[round(quantile(rat, p), 3) for p in SPREAD_P]}")
+    nd = statistics.NormalDist()
+    pairs = []
+    for r in fit:
+        v = ratios(a.runs, r)
+        order = sorted((x, i) for i, x in enumerate(v) if x is not None)
+        z = [None] * len(v)
+        for rank, (_, i) in enumerate(order):
+            z[i] = nd.inv_cdf((rank + 0.5) / len(order))
+        pairs += [(z[i], z[i + 1]) for i in range(len(z) - 1) if z[i] is not None and z[i + 1] is not None]
+    print(f"lag-1 correlation of consecutive graph iterations' normal scores ({len(pairs)} pairs): "
+          f"{statistics.correlation([p for p, _ in pairs], [q for _, q in pairs]):.2f}")
+
+    jobs = []
+    with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as ex:
+        for r in recs:
+            jobs.append((r, "defaults", ex.submit(score, a.gpuplan, a.runs, r, [])))
+            p = probe_ms(a.runs, r)
+            if p is not None:
+                jobs.append((r, f"probe {p} ms", ex.submit(score, a.gpuplan, a.runs, r, ["--host-probe-ms", str(p)])))
+        print(f"\n{'run':22} {'split':12} {'host':18}" + "".join(f"{m:>21}" for m in METRICS) + "   measured P99 90% interval (TTFT; TPOT)")
+        for r, how, fut in jobs:
+            e = fut.result()
+            n, iv = p99_interval(a.runs, r)
+            print(f"{r['run_id']:22} {r['split']:12} {how:18}" + "".join(f"{e[m]:>+20.1f}%" for m in METRICS)
+                  + f"   {iv[0][0]:+.0f}..{iv[0][1]:+.0f}%; {iv[1][0]:+.0f}..{iv[1][1]:+.0f}% ({n} requests)")
+
+
+if __name__ == "__main__":
+    main()
