@@ -55,7 +55,14 @@ def base_cmd(g, runs_dir, rec):
     return [g, "serve", "--model", sc["model"], "--system", sc["system"], "--gpus", "1", "--stack", sc["stack"],
             "--trace", csv_path, "--max-batch", str(rec["serve"]["max_batch"]), "--token-budget", str(rec["serve"]["token_budget"]),
             "--gpu-memory-utilization", "1.0", "--decode-attention", "padded-matmul", "--calibration", PROFILE[sc["system"]],
-            "--cuda-graphs"]
+            "--cuda-graphs", graph_mode(rec)]
+
+
+def graph_mode(rec):
+    """The server's --cuda-graphs value: decode (given bare) or full."""
+    cmd = rec["job"]["command"]
+    i = cmd.index("--cuda-graphs")
+    return cmd[i + 1] if i + 1 < len(cmd) and cmd[i + 1] in ("decode", "full") else "decode"
 
 
 def log_steps(runs_dir, rec):
@@ -65,13 +72,18 @@ def log_steps(runs_dir, rec):
 
 def graph_steps(runs_dir, rec):
     """Measured graph iterations in order: (shape, time)."""
-    return [((int(d["graph_span"]), int(d["graph_context"])), float(d["step_time_s"])) for d in log_steps(runs_dir, rec) if d["graph"] == "1"]
+    return [((int(d["graph_span"]), int(d["graph_context"])), float(d["step_time_s"])) for d in log_steps(runs_dir, rec) if decode_graph(d)]
+
+
+def decode_graph(d):
+    """A step line of a decode-only iteration replaying its graph."""
+    return d["graph"] == "1" and d["chunks"] == "0"
 
 
 def graph_gaps(runs_dir, rec, idle_s=0.002):
     """Host time from the end of each graph iteration to the start of the next (under `idle_s`)."""
     st = log_steps(runs_dir, rec)
-    gaps = [float(b["start_s"]) - float(a["start_s"]) - float(a["step_time_s"]) for a, b in zip(st, st[1:]) if a["graph"] == "1"]
+    gaps = [float(b["start_s"]) - float(a["start_s"]) - float(a["step_time_s"]) for a, b in zip(st, st[1:]) if decode_graph(a)]
     return [g for g in gaps if g < idle_s]
 
 
@@ -91,7 +103,7 @@ def shape_diffs(g, runs_dir, rec):
                        check=True, capture_output=True)
         sim = collections.defaultdict(list)
         for r in csv.DictReader(open(path)):
-            if r["graph_rows"] != "0":
+            if r["graph_rows"] != "0" and r["n_chunks"] == "0":
                 sim[(int(r["graph_rows"]), int(r["graph_keys"]))].append(float(r["time_s"]))
     n = layers(rec)
     return [(n, len(v), statistics.median(v) - statistics.median(sim[k])) for k, v in meas.items() if len(v) >= 20 and sim.get(k)]

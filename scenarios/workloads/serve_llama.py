@@ -24,6 +24,10 @@ random bf16 weights, random prompt tokens. One process, one GPU:
                   the sampled tokens come back to the host every iteration. Iterations with
                   prefill chunks stay eager. --check-graphs N compares the graphs' tokens with the
                   eager forward's.
+  --cuda-graphs full   as well: in iterations with prefill chunks the decoders replay their graph,
+                  each whole prompt (a first chunk up to --token-budget tokens) a prefill graph of
+                  its length rounded up to --prefill-graph-step (its own pass over the weights),
+                  and only later chunks of a split prompt run eagerly.
 
 Definitions (vLLM benchmark_serving.py): TTFT = first token time - arrival; TPOT = (E2E - TTFT) /
 (output tokens - 1) for requests with more than one output token; throughput = completed requests
@@ -81,10 +85,14 @@ def parse_args(argv=None):
     p.add_argument("--max-len", type=int, default=4096, help="KV slot length: prompt + output must fit")
     p.add_argument("--warmup-iters", type=int, default=8, help="untimed iterations before the load starts")
     p.add_argument("--requests-csv", help="write one row per request here")
-    p.add_argument("--cuda-graphs", action="store_true",
-                   help="decode-only iterations replay a CUDA graph captured at start for their padded shape (slot span "
-                        "rounded up to a capture size, context up to --graph-context-step), as vLLM does; iterations "
-                        "with prefill chunks stay eager (`gpuplan serve --cuda-graphs`)")
+    p.add_argument("--cuda-graphs", nargs="?", const="decode", choices=["decode", "full"],
+                   help="decode: decoders replay a CUDA graph captured at start for their padded shape (slot span "
+                        "rounded up to a capture size, context up to --graph-context-step), as vLLM does, in iterations "
+                        "without prefill chunks; iterations with chunks stay eager. full: decoders always replay their "
+                        "graph, and each whole prompt (a first chunk) replays a prefill graph of its length rounded up "
+                        "to --prefill-graph-step; only later chunks of a split prompt run eagerly "
+                        "(`gpuplan serve --cuda-graphs [decode|full]`)")
+    p.add_argument("--prefill-graph-step", type=int, default=128, help="token padding of the captured prefill graphs")
     p.add_argument("--graph-context-step", type=int, default=256, help="context padding of the captured decode graphs")
     p.add_argument("--check-graphs", type=int, default=0, metavar="N",
                    help="instead of serving: N random decode batches through both the eager forward and the graphs; "
@@ -274,7 +282,7 @@ class DecodeGraphs:
     --max-len, which no attention reads. Inputs come through one static tensor (token, position,
     write position, attended keys per slot), filled by one host-to-device copy per iteration."""
 
-    def __init__(self, srv):
+    def __init__(self, srv, pool):
         a = srv.a
         self.srv = srv
         self.spans = graph_sizes(a.max_batch)
@@ -283,7 +291,6 @@ class DecodeGraphs:
         self.inp = torch.zeros(a.max_batch, 4, dtype=torch.long, device=srv.dev)
         self.keys = torch.arange(a.max_len, device=srv.dev)
         self.graphs, self.out = {}, {}
-        pool = torch.cuda.graph_pool_handle()
         ts = time.perf_counter()
         self.inp[:, 2] = a.max_len  # padding everywhere while capturing
         self.inp[:, 3] = 1
@@ -351,7 +358,85 @@ class DecodeGraphs:
         return self.out[(S, L)]
 
 
-def check_graphs(srv, graphs, a, m, gen):
+class PrefillGraphs:
+    """CUDA graphs of one whole prompt's prefill (a first chunk), one per padded length N (multiples
+    of --prefill-graph-step up to --token-budget): the prompt's tokens, then padding tokens that
+    write their K/V to the scratch position --max-len; causal attention over the N tokens (the
+    padding comes last, so the prompt's tokens never see it); the LM head on the prompt's last
+    token. Inputs: the token ids (copied on the GPU from the prompt), the prompt's length and its
+    cache slot."""
+
+    def __init__(self, srv, pool):
+        a = srv.a
+        self.srv = srv
+        step = a.prefill_graph_step
+        self.sizes = list(range(step, a.token_budget, step)) + [a.token_budget]
+        n = self.sizes[-1]
+        self.ids = torch.zeros(n, dtype=torch.long, device=srv.dev)
+        self.meta = torch.zeros(2, dtype=torch.long, device=srv.dev)  # prompt length, slot
+        self.meta[0] = 1
+        self.pos = torch.arange(n, device=srv.dev)
+        self.graphs, self.out = {}, {}
+        ts = time.perf_counter()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for N in self.sizes[:2]:
+                self.run(N)
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        for N in reversed(self.sizes):
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, pool=pool):
+                self.out[N] = self.run(N)
+            self.graphs[N] = g
+        torch.cuda.synchronize()
+        print(f"cuda-graphs: captured {len(self.graphs)} prefill graphs ({self.sizes[0]}..{self.sizes[-1]} tokens by {step}) "
+              f"in {time.perf_counter() - ts:.1f} s", flush=True)
+
+    @torch.no_grad()
+    def run(self, N):
+        srv = self.srv
+        g = srv.h // srv.kv
+        n, slot = self.meta[0:1], self.meta[1:2]
+        pos = self.pos[:N]
+        wpos = torch.where(pos < n, pos, srv.a.max_len)
+        slots = slot.expand(N)
+        cos, sin = srv.cos[:N], srv.sin[:N]
+        x = srv.model.embed_tokens(self.ids[:N])
+        for li, layer in enumerate(srv.model.layers):
+            at = layer.self_attn
+            hsx = layer.input_layernorm(x)
+            q = at.q_proj(hsx).view(N, srv.h, srv.hd)
+            k = at.k_proj(hsx).view(N, srv.kv, srv.hd)
+            v = at.v_proj(hsx).view(N, srv.kv, srv.hd)
+            q, k = rope(q, cos, sin), rope(k, cos, sin)
+            srv.kc[li][slots, :, wpos] = k
+            srv.vc[li][slots, :, wpos] = v
+            with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                o = F.scaled_dot_product_attention(q.transpose(0, 1).unsqueeze(0), k.transpose(0, 1).unsqueeze(0),
+                                                   v.transpose(0, 1).unsqueeze(0), is_causal=True, enable_gqa=g > 1)
+            o = o.squeeze(0).transpose(0, 1).reshape(N, srv.h * srv.hd)
+            x = x + at.o_proj(o)
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        last = srv.model.norm(x.index_select(0, n - 1))
+        return srv.model.lm_head(last).argmax(-1)
+
+    def size(self, n):
+        return self.sizes[bisect.bisect_left(self.sizes, n)]
+
+    def prefill(self, slot, toks):
+        """Replay the graph of a whole prompt `toks` (a GPU tensor) in cache `slot`; returns its
+        next token (a GPU tensor of one)."""
+        n = toks.numel()
+        N = self.size(n)
+        self.ids[:n].copy_(toks)
+        self.meta.copy_(torch.tensor([n, slot], dtype=torch.long).pin_memory(), non_blocking=True)
+        self.graphs[N].replay()
+        return self.out[N]
+
+
+def check_graphs(srv, graphs, prefills, a, m, gen):
     """Eager forward and decode graphs on the same decode batches: random slots and contexts
     (their caches filled by an eager prefill first), the sampled tokens compared."""
     r = random.Random(a.seed)
@@ -367,6 +452,12 @@ def check_graphs(srv, graphs, a, m, gen):
         out = graphs.decode([(s, toks[s], ctx[s]) for s in slots]).tolist()
         agree += sum(e == out[s] for e, s in zip(eager, slots))
         total += n
+        if prefills is not None:  # a whole prompt both ways, in a free slot
+            free = [s for s in range(a.max_batch) if s not in slots] or [0]
+            p = torch.randint(0, m.vocab, (r.randint(1, a.token_budget),), device=srv.dev, generator=gen)
+            e = srv.forward([(free[0], p, 0)]).tolist()
+            agree += int(e[0] == prefills.prefill(free[0], p).tolist()[0])
+            total += 1
     print(f"check-graphs: {agree} of {total} sampled tokens agree ({100 * agree / total:.2f}%) over {a.check_graphs} batches",
           flush=True)
     print("check-graphs-json: " + json.dumps({"batches": a.check_graphs, "tokens": total, "agree": agree}), flush=True)
@@ -466,10 +557,12 @@ def main():
         dec = [(s, toks[s:s + 1], n + s) for s in range(min(8, a.max_batch))]
         srv.forward(dec + [(min(8, a.max_batch) - 1, toks[: n // 4], 0)])
     torch.cuda.synchronize()
-    graphs = DecodeGraphs(srv) if (a.cuda_graphs or a.check_graphs) else None
+    pool = torch.cuda.graph_pool_handle()  # shared: one graph runs at a time
+    graphs = DecodeGraphs(srv, pool) if (a.cuda_graphs or a.check_graphs) else None
+    prefills = PrefillGraphs(srv, pool) if a.cuda_graphs == "full" else None
     torch.cuda.reset_peak_memory_stats()
     if a.check_graphs:
-        check_graphs(srv, graphs, a, m, gen)
+        check_graphs(srv, graphs, prefills, a, m, gen)
         return
     if a.profile:
         profile(srv, a, m, gen)
@@ -521,18 +614,30 @@ def main():
         pre = [(s, n) for s, n in sched if s["computed"] < s["target"]]
         ts = time.perf_counter()
         shape = None
+        graph_tokens = eager_chunks = 0
         if graphs is None:
             parts = [(s["slot"], s["last"].view(1), s["computed"]) for s, _ in dec]
             parts += [(s["slot"], s["req"]["prompt"][s["computed"]:s["computed"] + n], s["computed"]) for s, n in pre]
             out = srv.forward(parts)
             torch.cuda.synchronize()
-        elif not pre:
-            # Decode only: the graph of the padded shape; the tokens come back to the host (the
-            # next iteration's inputs), which waits for the GPU.
+        elif not pre or prefills is not None:
+            # The decoders: the graph of their padded shape; the tokens come back to the host (the
+            # next iteration's inputs), which waits for the GPU. With prefill graphs, each whole
+            # prompt then replays its graph and later chunks run eagerly, one pass each.
             batch = [(s["slot"], s["last"], s["computed"]) for s, _ in dec]
-            shape = graphs.shape(batch)
-            full = graphs.decode(batch).tolist()
-            out = [full[s["slot"]] for s, _ in dec]
+            shape = graphs.shape(batch) if dec else (0, 0)
+            full = graphs.decode(batch) if dec else None
+            outs = []
+            for s, n in pre:
+                toks = s["req"]["prompt"][s["computed"]:s["computed"] + n]
+                if s["computed"] == 0:
+                    outs.append(prefills.prefill(s["slot"], toks))
+                    graph_tokens += prefills.size(n)
+                else:
+                    outs.append(srv.forward([(s["slot"], toks, s["computed"])]))
+                    eager_chunks += 1
+            full = full.tolist() if full is not None else []
+            out = [full[s["slot"]] for s, _ in dec] + [o.tolist()[0] for o in outs]
         else:
             ids = torch.tensor([s["last"] for s, _ in dec], dtype=torch.long).pin_memory().to(srv.dev, non_blocking=True)
             parts = [(s["slot"], ids[i:i + 1], s["computed"]) for i, (s, _) in enumerate(dec)]
@@ -551,6 +656,7 @@ def main():
               f"start_s={ts - t0:.6f} n_decode={len(dec)} slot_span={span} max_context={ctx} chunks={len(pre)} "
               f"chunk_tokens={sum(n for _, n in pre)} chunk_cached={sum(s['computed'] for s, _ in pre)} "
               f"graph={int(shape is not None)} graph_span={shape[0] if shape else 0} graph_context={shape[1] if shape else 0} "
+              f"prefill_graph_tokens={graph_tokens} eager_chunks={eager_chunks} "
               f"max_mem_alloc_bytes={torch.cuda.max_memory_allocated()} max_mem_reserved_bytes={torch.cuda.max_memory_reserved()}", flush=True)
         for (s, n), tok in zip(dec + pre, out):
             s["computed"] += n
@@ -578,6 +684,7 @@ def main():
         "schema_version": 1, "kind": "serve-measured", "model_file": a.model_file, "qps": a.qps, "trace": a.trace,
         "max_batch": a.max_batch, "token_budget": a.token_budget, "chunked_prefill": not a.no_chunked_prefill,
         "cuda_graphs": a.cuda_graphs, "graph_context_step": a.graph_context_step if a.cuda_graphs else None,
+        "prefill_graph_step": a.prefill_graph_step if a.cuda_graphs == "full" else None,
         "requests": {"arrived": len(reqs), "completed": len(reqs)}, "duration_s": duration,
         "throughput": {"requests_per_s": len(reqs) / duration, "output_tokens_per_s": out_tok / duration,
                        "total_tokens_per_s": (in_tok + out_tok) / duration},

@@ -120,11 +120,16 @@ pub struct ServeArgs {
     /// iteration-time spread (torch-eager: from the reference server's runs; others have none)
     #[arg(long)]
     pub iteration_spread: Option<String>,
-    /// Decode-only iterations replay CUDA graphs captured for padded shapes (vLLM's
-    /// FULL_DECODE_ONLY; the reference server's --cuda-graphs): the batch padded to 1, 2, 4 or a
-    /// multiple of 8, no kernel launches from the host; iterations with prefill chunks stay eager
+    /// CUDA graphs captured for padded shapes (the reference server's --cuda-graphs): decode
+    /// (the default value; vLLM's FULL_DECODE_ONLY): decode-only iterations replay one, the batch
+    /// padded to 1, 2, 4 or a multiple of 8, no kernel launches from the host; iterations with
+    /// prefill chunks stay eager. full: the decoders always replay theirs and each whole prompt a
+    /// prefill graph (padded to --prefill-graph-step), later chunks of split prompts eager
+    #[arg(long, value_name = "decode|full", num_args = 0..=1, default_missing_value = "decode")]
+    pub cuda_graphs: Option<String>,
+    /// With --cuda-graphs full: the prefill graphs' token padding (default 128)
     #[arg(long)]
-    pub cuda_graphs: bool,
+    pub prefill_graph_step: Option<i64>,
     /// With --cuda-graphs and padded-matmul attention: the graphs' context padding (default 256)
     #[arg(long)]
     pub graph_context_step: Option<i64>,
@@ -270,11 +275,21 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
         "off" => false,
         x => bail!("`iteration_spread` = `{x}` is not known\nhint: on or off"),
     };
-    let cuda_graphs = (a.cuda_graphs || sc.cuda_graphs.unwrap_or(false))
-        .then(|| -> anyhow::Result<serve::CudaGraphs> {
-            Ok(serve::CudaGraphs { context_step: pos("graph_context_step", a.graph_context_step.or(sc.graph_context_step))?.unwrap_or(serve::DEFAULT_GRAPH_CONTEXT_STEP as u64) as u32 })
-        })
-        .transpose()?;
+    let context_step = pos("graph_context_step", a.graph_context_step.or(sc.graph_context_step))?;
+    let prefill_step = pos("prefill_graph_step", a.prefill_graph_step.or(sc.prefill_graph_step))?;
+    let cuda_graphs = match a.cuda_graphs.as_deref().or(sc.cuda_graphs.as_deref()) {
+        None | Some("off") => None,
+        Some(m @ ("decode" | "full")) => {
+            if m == "decode" && prefill_step.is_some() {
+                bail!("`prefill_graph_step` describes prefill graphs, which `cuda_graphs` = \"decode\" does not capture\nhint: --cuda-graphs full");
+            }
+            Some(serve::CudaGraphs {
+                context_step: context_step.unwrap_or(serve::DEFAULT_GRAPH_CONTEXT_STEP as u64) as u32,
+                prefill_step: (m == "full").then(|| prefill_step.unwrap_or(serve::DEFAULT_PREFILL_GRAPH_STEP as u64) as u32),
+            })
+        }
+        Some(x) => bail!("`cuda_graphs` = `{x}` is not known\nhint: off, decode (decode-only iterations replay graphs) or full (prefill graphs too)"),
+    };
     let graph_us = match a.graph_overhead_us.clone().or(sc.graph_overhead_us.clone()) {
         None => None,
         Some(v) => {
@@ -284,8 +299,8 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
             Some([v[0], v[1]])
         }
     };
-    if cuda_graphs.is_none() && (graph_us.is_some() || a.graph_context_step.or(sc.graph_context_step).is_some()) {
-        bail!("`graph_overhead_us` and `graph_context_step` describe CUDA graphs, which are off\nhint: add --cuda-graphs (serving file: cuda_graphs = true)");
+    if cuda_graphs.is_none() && (graph_us.is_some() || context_step.is_some() || prefill_step.is_some()) {
+        bail!("`graph_overhead_us`, `graph_context_step` and `prefill_graph_step` describe CUDA graphs, which are off\nhint: add --cuda-graphs (serving file: cuda_graphs = \"decode\" or \"full\")");
     }
     let sched = SchedConfig {
         cuda_graphs,
@@ -562,7 +577,7 @@ fn deployment_json(r: &Resolved, res: Option<&ServeResult>) -> serde_json::Value
             v["iteration_spread"] = (p.sched.iteration_spread && serve::cost::iteration_spread(p.scenario.workload.stack).is_some()).into();
             v["decode_attention"] = p.sched.decode_attention.name().into();
             v["cuda_graphs"] = match p.sched.cuda_graphs {
-                Some(g) => serde_json::json!({ "context_step": g.context_step, "host_us_per_iteration": h.graph_per_iteration.value() * 1e6, "gpu_us_per_layer": h.graph_per_layer.value() * 1e6 }),
+                Some(g) => serde_json::json!({ "mode": if g.prefill_step.is_some() { "full" } else { "decode" }, "context_step": g.context_step, "prefill_step": g.prefill_step, "host_us_per_iteration": h.graph_per_iteration.value() * 1e6, "gpu_us_per_layer": h.graph_per_layer.value() * 1e6 }),
                 None => serde_json::Value::Null,
             };
             v["host_overhead_us"] = serde_json::json!({

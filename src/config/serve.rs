@@ -29,8 +29,10 @@
 //! # host_time_scale = 1.0                 # this node's host time over the fit host's, or:
 //! # host_probe_ms = 13.3                  # the host probe measured on this node (sets the scale)
 //! # iteration_spread = "on"               # on | off: the stack's measured iteration-time spread
-//! # cuda_graphs = true                    # decode-only iterations replay CUDA graphs (padded shapes)
+//! # cuda_graphs = "decode"                # off (default) | decode: decode-only iterations replay
+//! #                                       # CUDA graphs (padded shapes) | full: prefill graphs too
 //! # graph_context_step = 256              # their context padding (padded-matmul attention)
+//! # prefill_graph_step = 128              # full: the prefill graphs' token padding
 //! # graph_overhead_us = [0, 30.5]         # a graph iteration's host time, GPU time per layer
 //! #                                       # beyond the op list (default: the stack's)
 //! routing = "least-loaded"       # round-robin | least-loaded
@@ -93,8 +95,9 @@ pub struct SchedulerWire {
     pub host_time_scale: Option<f64>,
     pub host_probe_ms: Option<f64>,
     pub iteration_spread: Option<String>,
-    pub cuda_graphs: Option<bool>,
+    pub cuda_graphs: Option<String>,
     pub graph_context_step: Option<i64>,
+    pub prefill_graph_step: Option<i64>,
     pub graph_overhead_us: Option<Vec<f64>>,
     pub routing: Option<String>,
 }

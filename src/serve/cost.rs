@@ -434,10 +434,24 @@ impl<'a> IterCost<'a> {
 
     /// A decode-only iteration replaying a CUDA graph captured for `rows` sequences (the padded
     /// batch: every row runs the whole forward and samples) reading `decode_kv` cached tokens in
-    /// all: the same GPU work as [`IterCost::iteration`] for that batch, no kernel launches from
-    /// the host, [`HostOverhead::graph_per_iteration`] serial with it.
+    /// all: [`IterCost::graph_pass`] and [`IterCost::graph_host`] after it.
     pub fn graph_iteration(&mut self, rows: u64, decode_kv: u64) -> IterTime {
-        self.price(rows, decode_kv, &[], rows, true)
+        let mut it = self.graph_pass(rows, decode_kv, &[], rows);
+        it.time += self.graph_host();
+        it
+    }
+
+    /// One replay of a CUDA graph of the forward the arguments describe (as
+    /// [`IterCost::iteration`]'s): the same GPU work, no kernel launches from the host,
+    /// [`HostOverhead::graph_per_layer`] per layer; no host time between iterations.
+    pub fn graph_pass(&mut self, n_decode: u64, decode_kv: u64, chunks: &[Chunk], rows: u64) -> IterTime {
+        self.price(n_decode, decode_kv, chunks, rows, true)
+    }
+
+    /// The engine's host time between a graph iteration and the next
+    /// ([`HostOverhead::graph_per_iteration`] at the host time scale).
+    pub fn graph_host(&self) -> Seconds {
+        self.host.graph_per_iteration * self.host.time_scale
     }
 
     fn price(&mut self, n_decode: u64, decode_kv: u64, chunks: &[Chunk], rows: u64, graph: bool) -> IterTime {
@@ -506,11 +520,7 @@ impl<'a> IterCost<'a> {
             let (g, c) = (p.gpu(speedup), p.cpu);
             g.max(c) + (1.0 - self.host.gpu_overlap) * g.min(c)
         };
-        let serial_host = if graph {
-            self.host.graph_per_iteration.value()
-        } else {
-            self.host.per_iteration.value() + self.host.per_sequence.value() * (n_decode + chunks.len() as u64) as f64
-        };
+        let serial_host = if graph { 0.0 } else { self.host.per_iteration.value() + self.host.per_sequence.value() * (n_decode + chunks.len() as u64) as f64 };
         let graph_gpu = if graph { self.host.graph_per_layer.value() * self.layers } else { 0.0 };
         let time: f64 = stage_parts.iter().map(stage).sum::<f64>() + serial_per_layer * self.layers + graph_gpu + p2p + serial_host * self.host.time_scale;
         IterTime { time: Seconds::new(time), gpu_power: Watts::new(watts) }

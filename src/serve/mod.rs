@@ -91,10 +91,17 @@ pub struct SchedConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CudaGraphs {
     pub context_step: u32,
+    /// Prefill graphs too (the reference server's `--cuda-graphs full`): in an iteration with
+    /// prefill chunks the decoders replay their graph, each whole prompt (a first chunk) a graph
+    /// of its length rounded up to a multiple of this, each its own pass; later chunks of a split
+    /// prompt run eagerly. `None`: such iterations run eagerly as one forward.
+    pub prefill_step: Option<u32>,
 }
 
 /// Context padding of the reference server's decode graphs (`serve_llama.py --graph-context-step`).
 pub const DEFAULT_GRAPH_CONTEXT_STEP: u32 = 256;
+/// Token padding of its prefill graphs (`--prefill-graph-step`).
+pub const DEFAULT_PREFILL_GRAPH_STEP: u32 = 128;
 
 /// The batch a decode graph is captured for that holds `n` rows: 1, 2, 4, then the next multiple
 /// of 8 (vLLM's capture sizes), never above `max_batch` (captured too).
@@ -686,17 +693,13 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
                 DecodeAttention::Padded => batch.n_decode * batch.decode_kv_max,
                 DecodeAttention::PaddedMatmul => batch.decode_slot_span * batch.decode_kv_max,
             };
-            let graph = pool.sched.cuda_graphs.filter(|_| scratch_chunks.is_empty() && batch.n_decode > 0).map(|g| g.padded(pool.sched.decode_attention, pool.sched.max_batch as u64, &batch));
-            let mut it = match graph {
-                Some((rows, kv)) => pool.cost.graph_iteration(rows, kv),
-                None => pool.cost.iteration(batch.n_decode, kv, &scratch_chunks, batch.rows),
+            let graphs = pool.sched.cuda_graphs.filter(|g| batch.n_decode > 0 || g.prefill_step.is_some()).filter(|g| scratch_chunks.is_empty() || g.prefill_step.is_some());
+            let graph = graphs.filter(|_| batch.n_decode > 0).map(|g| g.padded(pool.sched.decode_attention, pool.sched.max_batch as u64, &batch));
+            let (mut it, kind) = match graphs {
+                None => (pool.cost.iteration(batch.n_decode, kv, &scratch_chunks, batch.rows), if scratch_chunks.is_empty() { cost::SpreadKind::DecodeOnly } else { cost::SpreadKind::Mixed }),
+                Some(g) => graph_iteration(&mut pool.cost, g, graph, &scratch_chunks),
             };
             if let Some(spread) = &pool.spread {
-                let kind = match (graph.is_some(), scratch_chunks.is_empty()) {
-                    (true, _) => cost::SpreadKind::Graph,
-                    (false, true) => cost::SpreadKind::DecodeOnly,
-                    (false, false) => cost::SpreadKind::Mixed,
-                };
                 it.time = it.time * spread.factor(&mut rep.spread_z, spread_rng.normal(), kind);
             }
             let dur = it.time.value();
@@ -776,6 +779,34 @@ fn route(pool: &mut PoolState, replicas: &[Replica], routing: Routing) -> usize 
         }
         Routing::LeastLoaded => *pool.replicas.iter().min_by_key(|&&r| (replicas[r].load(), r)).expect("a pool has replicas"),
     }
+}
+
+/// An iteration of an engine with CUDA graphs: the decoders' graph (`decode`: its rows and cached
+/// tokens), then per prefill chunk a prefill graph (a whole prompt, padded) or an eager forward (a
+/// later chunk), then the host's time between iterations. Power: the passes' time-weighted mean.
+/// The spread: the graphs' unless an eager forward ran.
+fn graph_iteration(cost: &mut IterCost, g: CudaGraphs, decode: Option<(u64, u64)>, chunks: &[Chunk]) -> (cost::IterTime, cost::SpreadKind) {
+    let mut passes = Vec::with_capacity(chunks.len() + 1);
+    if let Some((rows, kv)) = decode {
+        passes.push(cost.graph_pass(rows, kv, &[], rows));
+    }
+    let mut kind = cost::SpreadKind::Graph;
+    for c in chunks {
+        match g.prefill_step {
+            Some(step) if c.c == 0 => {
+                let q = c.q.div_ceil(step.max(1)) * step.max(1);
+                passes.push(cost.graph_pass(0, 0, &[Chunk { q, c: 0 }], 1));
+            }
+            _ => {
+                kind = cost::SpreadKind::Mixed;
+                passes.push(cost.iteration(0, 0, std::slice::from_ref(c), 1));
+            }
+        }
+    }
+    let busy: f64 = passes.iter().map(|p| p.time.value()).sum();
+    let energy: f64 = passes.iter().map(|p| p.time.value() * p.gpu_power.value()).sum();
+    let time = busy + cost.graph_host().value();
+    (cost::IterTime { time: Seconds::new(time), gpu_power: crate::units::Watts::new(energy / busy.max(1e-12)) }, kind)
 }
 
 struct Batch {
