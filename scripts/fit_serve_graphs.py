@@ -18,7 +18,15 @@ Runs: every `*-serve.jsonl` record in the runs directory whose server ran with `
 2. The graph iterations' spread: each measured graph iteration over the median of its shape
    (shapes of at least 5), pooled over the fit runs, quantiles at SPREAD_P
    (`GRAPH_ITERATION_SPREAD`), and the lag-1 correlation of their normal scores.
-3. Every graph run replayed as in scripts/fit_serve_overhead.py (`--trace RUN.csv --measured
+3. With `--cuda-graphs full`, the later chunks of split prompts run eagerly, alone, their
+   attention as unfused matmuls with fp32 scores through HBM. For each such iteration of the fit
+   runs whose chunk has at least 500 tokens (GPU-bound), the pass's time (the iteration minus the
+   median decode-only iteration of its graph shape) against the simulator's price of the same pass
+   (a one-request trace replayed so that its second iteration is that chunk alone), the
+   difference spread over its scores at the profile's stream bandwidth: HBM bytes per score, the
+   median over the iterations (`LATER_CHUNK_BYTES_PER_SCORE`, the simulator's counted
+   `UNFUSED_BYTES_PER_SCORE` plus that).
+4. Every graph run replayed as in scripts/fit_serve_overhead.py (`--trace RUN.csv --measured
    RUN.csv --replications 16`) with `--cuda-graphs`: errors of P50/P99 TTFT, P50/P99 TPOT and
    output tokens/s at the defaults, and with the node's eager host probe (`--host-probe-ms`, the
    mean of the probes before and after the runs; the graphs' host part is not scaled by it).
@@ -119,6 +127,40 @@ def ratios(runs_dir, rec):
     return [t / med[s] if s in med else None for s, t in st]
 
 
+def later_chunk_bytes(g, runs_dir, rec, counted=None):
+    """(chunk tokens, cached, bytes per score) per GPU-bound eager later chunk of a full-graph run."""
+    with open(f"models/{rec['scenario']['model']}.toml", "rb") as f:
+        m = tomllib.load(f)
+    with open(f"calibration/profiles/{PROFILE[rec['scenario']['system']]}/profile.toml", "rb") as f:
+        bw = tomllib.load(f)["stream"]["bandwidth_gb_per_s"] * 1e9
+    st = log_steps(runs_dir, rec)
+    dec = collections.defaultdict(list)
+    for d in st:
+        if d["chunks"] == "0":
+            dec[(d["graph_span"], d["graph_context"])].append(float(d["step_time_s"]))
+    dmed = {k: statistics.median(v) for k, v in dec.items() if len(v) >= 5}
+    out = []
+    for d in st:
+        if d.get("eager_chunks") != "1" or d["chunks"] != "1" or int(d["chunk_tokens"]) < 500:
+            continue
+        base = dmed.get((d["graph_span"], d["graph_context"])) if d["n_decode"] != "0" else 0.0
+        if base is None:
+            continue
+        n, c = int(d["chunk_tokens"]), int(d["chunk_cached"])
+        with tempfile.TemporaryDirectory() as tmp:
+            trace, it = os.path.join(tmp, "one.csv"), os.path.join(tmp, "it.csv")
+            with open(trace, "w") as f:
+                f.write(f"arrival_s,input_len,output_len\n0,{c + n},2\n")
+            cmd = base_cmd(g, runs_dir, rec)
+            cmd[cmd.index("--trace") + 1] = trace
+            cmd[cmd.index("--token-budget") + 1] = str(c)
+            subprocess.run(cmd + ["--iteration-spread", "off", "--iterations-csv", it], check=True, capture_output=True)
+            sim = float(list(csv.DictReader(open(it)))[1]["time_s"])
+        scores = m["n_heads"] * n * (c + n) * m["n_layers"]
+        out.append((n, c, counted + (float(d["step_time_s"]) - base - sim) * bw / scores))
+    return out
+
+
 def score(g, runs_dir, rec, extra):
     csv_path = os.path.join(runs_dir, rec["serve"]["requests_csv"])
     out = subprocess.run(base_cmd(g, runs_dir, rec) + ["--measured", csv_path, "--replications", str(REPLICATIONS), "--json"] + extra,
@@ -130,7 +172,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gpuplan", default="target/release/gpuplan")
     ap.add_argument("--runs", default="calibration/runs/serve")
-    ap.add_argument("--fit-split", default="graph-fit")
+    ap.add_argument("--fit-split", default="graph-fit", help="the decode-graph fit split; full-graph runs of it fit the later chunks")
+    ap.add_argument("--counted-bytes", type=float, default=40.0,
+                    help="the bytes per later-chunk score the simulator (the binary given) prices: LATER_CHUNK_BYTES_PER_SCORE")
     a = ap.parse_args()
     recs = graph_runs(a.runs)
     fit = [r for r in recs if r["split"] == a.fit_split]
@@ -168,6 +212,13 @@ def main():
         pairs += [(z[i], z[i + 1]) for i in range(len(z) - 1) if z[i] is not None and z[i + 1] is not None]
     print(f"lag-1 correlation of consecutive graph iterations' normal scores ({len(pairs)} pairs): "
           f"{statistics.correlation([p for p, _ in pairs], [q for _, q in pairs]):.2f}")
+
+    full = [r for r in fit if graph_mode(r) == "full"]
+    if full:
+        later = [x for r in full for x in later_chunk_bytes(a.gpuplan, a.runs, r, counted=a.counted_bytes)]
+        print(f"eager later chunks of >= 500 tokens in the full-graph fit runs ({len(later)}): HBM bytes per score "
+              f"{sorted(round(b) for _, _, b in later)}; median {statistics.median(b for _, _, b in later):.0f} "
+              f"(the simulator's bytes per score at the time: {a.counted_bytes:.0f})")
 
     jobs = []
     with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as ex:

@@ -27,7 +27,9 @@ random bf16 weights, random prompt tokens. One process, one GPU:
   --cuda-graphs full   as well: in iterations with prefill chunks the decoders replay their graph,
                   each whole prompt (a first chunk up to --token-budget tokens) a prefill graph of
                   its length rounded up to --prefill-graph-step (its own pass over the weights),
-                  and only later chunks of a split prompt run eagerly.
+                  and only later chunks of a split prompt run eagerly. With GRAPH_DEBUG=eager in
+                  the environment the graphs' code runs eagerly instead of replaying (debugging:
+                  a failing kernel then shows its Python line).
 
 Definitions (vLLM benchmark_serving.py): TTFT = first token time - arrival; TPOT = (E2E - TTFT) /
 (output tokens - 1) for requests with more than one output token; throughput = completed requests
@@ -354,6 +356,8 @@ class DecodeGraphs:
         for slot, tok, p in dec:
             rows[slot] = [tok, p, p, p + 1]
         self.inp[:S].copy_(torch.tensor(rows, dtype=torch.long).pin_memory(), non_blocking=True)
+        if os.environ.get("GRAPH_DEBUG") == "eager":
+            return self.run(S, L)
         self.graphs[(S, L)].replay()
         return self.out[(S, L)]
 
@@ -427,11 +431,14 @@ class PrefillGraphs:
 
     def prefill(self, slot, toks):
         """Replay the graph of a whole prompt `toks` (a GPU tensor) in cache `slot`; returns its
-        next token (a GPU tensor of one)."""
+        next token (a GPU tensor of one; the graph's output, so read it before replaying the same
+        graph again)."""
         n = toks.numel()
         N = self.size(n)
         self.ids[:n].copy_(toks)
         self.meta.copy_(torch.tensor([n, slot], dtype=torch.long).pin_memory(), non_blocking=True)
+        if os.environ.get("GRAPH_DEBUG") == "eager":
+            return self.run(N)
         self.graphs[N].replay()
         return self.out[N]
 
@@ -557,9 +564,11 @@ def main():
         dec = [(s, toks[s:s + 1], n + s) for s in range(min(8, a.max_batch))]
         srv.forward(dec + [(min(8, a.max_batch) - 1, toks[: n // 4], 0)])
     torch.cuda.synchronize()
-    pool = torch.cuda.graph_pool_handle()  # shared: one graph runs at a time
-    graphs = DecodeGraphs(srv, pool) if (a.cuda_graphs or a.check_graphs) else None
-    prefills = PrefillGraphs(srv, pool) if a.cuda_graphs == "full" else None
+    # One memory pool per kind of graph (graphs of a kind run one at a time and share theirs): the
+    # decode graphs crashed (an index out of bounds) in the iteration after two prompts' prefill
+    # graphs ran when all graphs shared one pool (H200, 2026-11-22), not with the same code eager.
+    graphs = DecodeGraphs(srv, torch.cuda.graph_pool_handle()) if (a.cuda_graphs or a.check_graphs) else None
+    prefills = PrefillGraphs(srv, torch.cuda.graph_pool_handle()) if a.cuda_graphs == "full" else None
     torch.cuda.reset_peak_memory_stats()
     if a.check_graphs:
         check_graphs(srv, graphs, prefills, a, m, gen)
@@ -631,7 +640,7 @@ def main():
             for s, n in pre:
                 toks = s["req"]["prompt"][s["computed"]:s["computed"] + n]
                 if s["computed"] == 0:
-                    outs.append(prefills.prefill(s["slot"], toks))
+                    outs.append(prefills.prefill(s["slot"], toks).clone())  # two prompts may share a graph
                     graph_tokens += prefills.size(n)
                 else:
                     outs.append(srv.forward([(s["slot"], toks, s["computed"])]))

@@ -143,11 +143,11 @@ pub const EAGER_HOST_US: [f64; 4] = [100.0, 0.0, 0.0, 200.0];
 /// `torch-eager` decode iterations replaying a CUDA graph (`--cuda-graphs`), microseconds: host
 /// time per iteration ([`HostOverhead::graph_per_iteration`]) and GPU time per layer beyond the op
 /// list ([`HostOverhead::graph_per_layer`]). Measured on the graph-fit split of the serving runs
-/// (calibration/runs/serve/FIT.md, scripts/fit_serve_graphs.py): the server's loop between a
-/// graph iteration and the next takes 269 us on average (median 211); the measured minus the
-/// simulated median iteration of each graph shape is 30.4 us per layer for the 1B model (16
-/// layers) and 30.5 for the 8B (32), nothing per iteration (-2.5 us in a joint fit).
-pub const GRAPH_US: [f64; 2] = [269.0, 30.5];
+/// (two H200 machines; calibration/runs/serve/FIT.md, scripts/fit_serve_graphs.py): the server's
+/// loop between a graph iteration and the next takes 326 us on average (median 255); the
+/// measured minus the simulated median iteration of each graph shape is 31.3 us per layer for the
+/// 1B model (16 layers) and 23.8 for the 8B (32): 28.2 weighted by iterations.
+pub const GRAPH_US: [f64; 2] = [326.0, 28.2];
 
 /// Probabilities of [`EAGER_ITERATION_SPREAD`]'s quantiles.
 pub const SPREAD_P: [f64; 11] = [0.0, 0.01, 0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95, 0.99, 0.999];
@@ -160,9 +160,10 @@ pub const EAGER_ITERATION_SPREAD: [f64; 11] = [0.829, 0.893, 0.924, 0.942, 0.972
 /// tokens of 256) group with at least 5 iterations (525 iterations of the fit runs): wider.
 pub const EAGER_MIXED_ITERATION_SPREAD: [f64; 11] = [0.682, 0.793, 0.885, 0.912, 0.96, 1.0, 1.063, 1.187, 1.437, 1.904, 2.971];
 /// The same for decode-only iterations replaying a CUDA graph (`--cuda-graphs`), over the median
-/// of their graph shape (slot span, padded context) with at least 5 iterations (14,587 iterations
-/// of the graph-fit runs; scripts/fit_serve_graphs.py): narrow, the GPU sets their pace.
-pub const GRAPH_ITERATION_SPREAD: [f64; 11] = [0.97, 0.992, 0.995, 0.996, 0.998, 1.0, 1.004, 1.013, 1.02, 1.036, 1.301];
+/// of their graph shape (slot span, padded context) with at least 5 iterations (40,960 iterations
+/// of the graph-fit runs; scripts/fit_serve_graphs.py): narrow, the GPU sets their pace. (Their
+/// lag-1 correlation, 0.68, is close to the eager one the draws share.)
+pub const GRAPH_ITERATION_SPREAD: [f64; 11] = [0.97, 0.986, 0.991, 0.993, 0.997, 1.0, 1.006, 1.017, 1.026, 1.047, 1.233];
 
 /// A stack's measured iteration-time spread: each simulated iteration's time is multiplied by a
 /// factor drawn from `decode_only` (iterations without prefill chunks) or `mixed`, at a probability
@@ -230,6 +231,18 @@ pub fn spread_factor(table: &[f64; 11], u: f64) -> f64 {
 /// 40, counted from its code (the boolean mask is shared by the KV heads: under 1 byte a score).
 pub const UNFUSED_BYTES_PER_SCORE: f64 = 40.0;
 
+/// HBM bytes per score of the reference server's attention for a prompt's later chunk (a masked
+/// matmul over the chunk's queries and every cached key, fp32 scores; counted as
+/// [`UNFUSED_BYTES_PER_SCORE`]), as measured: the median over the 17 GPU-bound (>= 500 tokens)
+/// later chunks of the graph-fit runs (68-100 bytes, one at 161; calibration/runs/serve/FIT.md,
+/// scripts/fit_serve_graphs.py), where such a chunk runs alone (`--cuda-graphs full`). Twice the
+/// count: the long fp32 rows' softmax and the mask kernels do not stream at the copy bandwidth the
+/// count is priced at. Used there only ([`IterCost::later_chunk_pass`]): the eager engine's
+/// host terms and iteration-time spread were fitted with the count, and its mixed-iteration
+/// spread carries these chunks' extra time (with 82 its replays' TTFT P99 rose by 20-45 points);
+/// refitting them with it is left.
+pub const LATER_CHUNK_BYTES_PER_SCORE: f64 = 82.0;
+
 /// One prefill chunk of an iteration: `q` new prompt tokens after `c` cached ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Chunk {
@@ -292,6 +305,8 @@ pub struct IterCost<'a> {
     /// Unfused decode attention (batched matmuls over the cache) at this HBM rate, with the host
     /// waiting for it; `None`: the op list's fused decode attention.
     unfused_decode: Option<f64>,
+    /// HBM bytes per score of an unfused engine's later prefill chunk.
+    later_chunk_bytes: f64,
 }
 
 fn parts_of(cost: &CostModel, s: &Scenario, w: &Workload, ops: &[Op]) -> Parts {
@@ -354,6 +369,7 @@ impl<'a> IterCost<'a> {
             power: HashMap::new(),
             host: HostOverhead::default_for(s.workload.stack).0,
             unfused_decode: None,
+            later_chunk_bytes: UNFUSED_BYTES_PER_SCORE,
         })
     }
 
@@ -448,6 +464,15 @@ impl<'a> IterCost<'a> {
         self.price(n_decode, decode_kv, chunks, rows, true)
     }
 
+    /// A later chunk of a prompt run eagerly as its own pass (an engine with prefill graphs), its
+    /// unfused attention's scores at [`LATER_CHUNK_BYTES_PER_SCORE`].
+    pub fn later_chunk_pass(&mut self, chunk: Chunk, rows: u64) -> IterTime {
+        self.later_chunk_bytes = LATER_CHUNK_BYTES_PER_SCORE;
+        let it = self.iteration(0, 0, &[chunk], rows);
+        self.later_chunk_bytes = UNFUSED_BYTES_PER_SCORE;
+        it
+    }
+
     /// The engine's host time between a graph iteration and the next
     /// ([`HostOverhead::graph_per_iteration`] at the host time scale).
     pub fn graph_host(&self) -> Seconds {
@@ -485,9 +510,9 @@ impl<'a> IterCost<'a> {
             attn.add(&self.attention(op), 1.0);
             if self.unfused_decode.is_some() && c.c > 0 {
                 // A later chunk of an unfused engine: the scores go through HBM (see
-                // UNFUSED_BYTES_PER_SCORE), on top of the products' arithmetic priced above.
+                // LATER_CHUNK_BYTES_PER_SCORE), on top of the products' arithmetic priced above.
                 let scores = (self.prefill_attn.heads * c.q as u64 * (c.c + c.q) as u64) as f64;
-                attn.memory += self.cost.memory_time(scores * UNFUSED_BYTES_PER_SCORE, 7).time.value();
+                attn.memory += self.cost.memory_time(scores * self.later_chunk_bytes, 7).time.value();
             }
         }
         let host_per_layer = if n_decode > 0 { self.host.per_layer_decode.value() } else { 0.0 } + self.host.per_layer_chunk.value() * chunks.len() as f64;

@@ -799,7 +799,7 @@ fn graph_iteration(cost: &mut IterCost, g: CudaGraphs, decode: Option<(u64, u64)
             }
             _ => {
                 kind = cost::SpreadKind::Mixed;
-                passes.push(cost.iteration(0, 0, std::slice::from_ref(c), 1));
+                passes.push(cost.later_chunk_pass(*c, 1));
             }
         }
     }

@@ -384,3 +384,40 @@ fn host_probe_sets_the_scale_that_reproduces_it() {
     // Faster than the GPU side alone: no scale reaches it.
     assert!(host_time_scale_for_probe(&pool, 1e-6).is_err());
 }
+
+#[test]
+fn capture_sizes_are_vllms() {
+    let got: Vec<u64> = [1, 2, 3, 4, 5, 8, 9, 17, 63, 64].iter().map(|&n| capture_size(n, 64)).collect();
+    assert_eq!(got, [1, 2, 4, 4, 8, 8, 16, 24, 64, 64]);
+    // Never above the batch limit (captured too), never below the batch.
+    assert_eq!(capture_size(57, 60), 60);
+    assert_eq!(capture_size(60, 60), 60);
+    assert_eq!(capture_size(70, 60), 70);
+}
+
+#[test]
+fn graph_iterations_price_gpu_work_without_launches() {
+    let mut s = scenario("llama-3-8b", "dgx-h100", 1, 1);
+    s.workload.stack = crate::workload::Stack::TorchEager;
+    let zero = cost::HostOverhead::default();
+    let h = cost::HostOverhead { graph_per_iteration: Seconds::us(300.0), graph_per_layer: Seconds::us(20.0), ..zero };
+    let mut c = cost::IterCost::new(&s).unwrap().with_host(h);
+    let mut c0 = cost::IterCost::new(&s).unwrap().with_host(zero);
+    // Batch 8 on an H100 with eager launches is host-bound: the graph pass is shorter.
+    let eager = c.iteration(8, 8 * 500, &[], 8).time.value();
+    let pass = c.graph_pass(8, 8 * 500, &[], 8).time.value();
+    assert!(pass < 0.8 * eager, "{pass} {eager}");
+    // The pass: the GPU work plus 32 layers x 20 us; the iteration adds the host's 300 us.
+    assert!((pass - c0.graph_pass(8, 8 * 500, &[], 8).time.value() - 32.0 * 20e-6).abs() < 1e-9);
+    assert!((c.graph_iteration(8, 8 * 500).time.value() - pass - 300e-6).abs() < 1e-9);
+    // The host time scale stretches the host's part only.
+    c.set_host_time_scale(2.0);
+    assert!((c.graph_iteration(8, 8 * 500).time.value() - pass - 600e-6).abs() < 1e-9);
+    // A later chunk run alone (prefill graphs) prices its scores at the measured bytes: dearer
+    // than the counted ones of the eager forward; a first chunk has no cached keys, no difference.
+    let mut u = cost::IterCost::new(&s).unwrap().with_unfused_decode(crate::units::BytesPerSec::gb_per_s(2000.0));
+    let later = cost::Chunk { q: 1024, c: 2048 };
+    assert!(u.later_chunk_pass(later, 1).time.value() > u.iteration(0, 0, &[later], 1).time.value());
+    let first = cost::Chunk { q: 1024, c: 0 };
+    assert_eq!(u.later_chunk_pass(first, 1).time, u.iteration(0, 0, &[first], 1).time);
+}
