@@ -390,6 +390,9 @@ struct Replica {
     busy: bool,
     iter_power_w: f64,
     iter_time_s: f64,
+    /// Of the current iteration, the host time after its tokens are out (a graph engine's loop
+    /// between iterations): the replica is busy, its tokens are stamped before it.
+    iter_tail_s: f64,
 }
 
 impl Replica {
@@ -519,7 +522,7 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
         for _ in 0..p.n_replicas {
             ids.push(replicas.len());
             let free_slots = (0..p.sched.max_batch).map(Reverse).collect();
-            replicas.push(Replica { pool: pi, waiting: VecDeque::new(), running: Vec::new(), free_blocks: total_blocks, free_slots, spread_z: 0.0, busy: false, iter_power_w: 0.0, iter_time_s: 0.0 });
+            replicas.push(Replica { pool: pi, waiting: VecDeque::new(), running: Vec::new(), free_blocks: total_blocks, free_slots, spread_z: 0.0, busy: false, iter_power_w: 0.0, iter_time_s: 0.0, iter_tail_s: 0.0 });
         }
         let spread = p.sched.iteration_spread.then(|| cost::iteration_spread(p.scenario.workload.stack)).flatten();
         pools.push(PoolState { role: p.role, sched: p.sched, cost, room, total_blocks, gpus: p.gpus_per_replica(), replicas: ids, rr: 0, stats, spread });
@@ -629,6 +632,7 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
                 let role = pools[pi].role;
                 let rep = &mut replicas[rid];
                 rep.busy = false;
+                let tok_s = now_s - rep.iter_tail_s;
                 let mut finished_tokens = 0u64;
                 let mut completions = 0u64;
                 let mut handoffs: Vec<(u32, f64)> = Vec::new();
@@ -644,10 +648,10 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
                         finished_tokens += 1;
                         let rec = &mut records[s.req as usize];
                         if !rec.first_token.is_finite() {
-                            rec.first_token = now_s;
+                            rec.first_token = tok_s;
                         }
                         if s.generated >= rec.output_len {
-                            rec.finish = now_s;
+                            rec.finish = tok_s;
                             completions += 1;
                             freed += s.blocks as u64;
                             s.blocks = 0;
@@ -695,8 +699,8 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
             };
             let graphs = pool.sched.cuda_graphs.filter(|g| batch.n_decode > 0 || g.prefill_step.is_some()).filter(|g| scratch_chunks.is_empty() || g.prefill_step.is_some());
             let graph = graphs.filter(|_| batch.n_decode > 0).map(|g| g.padded(pool.sched.decode_attention, pool.sched.max_batch as u64, &batch));
-            let (mut it, kind) = match graphs {
-                None => (pool.cost.iteration(batch.n_decode, kv, &scratch_chunks, batch.rows), if scratch_chunks.is_empty() { cost::SpreadKind::DecodeOnly } else { cost::SpreadKind::Mixed }),
+            let (mut it, kind, tail) = match graphs {
+                None => (pool.cost.iteration(batch.n_decode, kv, &scratch_chunks, batch.rows), if scratch_chunks.is_empty() { cost::SpreadKind::DecodeOnly } else { cost::SpreadKind::Mixed }, 0.0),
                 Some(g) => graph_iteration(&mut pool.cost, g, graph, &scratch_chunks),
             };
             if let Some(spread) = &pool.spread {
@@ -721,6 +725,7 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
             rep.busy = true;
             rep.iter_power_w = it.gpu_power.value();
             rep.iter_time_s = dur;
+            rep.iter_tail_s = tail.min(dur);
             let st = &mut pool.stats;
             st.iterations += 1;
             st.busy_s += dur;
@@ -783,9 +788,9 @@ fn route(pool: &mut PoolState, replicas: &[Replica], routing: Routing) -> usize 
 
 /// An iteration of an engine with CUDA graphs: the decoders' graph (`decode`: its rows and cached
 /// tokens), then per prefill chunk a prefill graph (a whole prompt, padded) or an eager forward (a
-/// later chunk), then the host's time between iterations. Power: the passes' time-weighted mean.
-/// The spread: the graphs' unless an eager forward ran.
-fn graph_iteration(cost: &mut IterCost, g: CudaGraphs, decode: Option<(u64, u64)>, chunks: &[Chunk]) -> (cost::IterTime, cost::SpreadKind) {
+/// later chunk), then the host's time between iterations (returned too: the tokens are out before
+/// it). Power: the passes' time-weighted mean. The spread: the graphs' unless an eager forward ran.
+fn graph_iteration(cost: &mut IterCost, g: CudaGraphs, decode: Option<(u64, u64)>, chunks: &[Chunk]) -> (cost::IterTime, cost::SpreadKind, f64) {
     let mut passes = Vec::with_capacity(chunks.len() + 1);
     if let Some((rows, kv)) = decode {
         passes.push(cost.graph_pass(rows, kv, &[], rows));
@@ -805,8 +810,8 @@ fn graph_iteration(cost: &mut IterCost, g: CudaGraphs, decode: Option<(u64, u64)
     }
     let busy: f64 = passes.iter().map(|p| p.time.value()).sum();
     let energy: f64 = passes.iter().map(|p| p.time.value() * p.gpu_power.value()).sum();
-    let time = busy + cost.graph_host().value();
-    (cost::IterTime { time: Seconds::new(time), gpu_power: crate::units::Watts::new(energy / busy.max(1e-12)) }, kind)
+    let tail = cost.graph_host().value();
+    (cost::IterTime { time: Seconds::new(busy + tail), gpu_power: crate::units::Watts::new(energy / busy.max(1e-12)) }, kind, tail)
 }
 
 struct Batch {
