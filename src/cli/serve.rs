@@ -133,9 +133,9 @@ pub struct ServeArgs {
     /// With --cuda-graphs and padded-matmul attention: the graphs' context padding (default 256)
     #[arg(long)]
     pub graph_context_step: Option<i64>,
-    /// With --cuda-graphs: a graph iteration's host time (inputs in, replay, tokens back; serial
-    /// with the GPU) and GPU time per layer beyond the op list's kernels, microseconds; default:
-    /// the stack's (torch-eager: fitted on the reference server)
+    /// With --cuda-graphs: the engine's host time between graph iterations (its loop, after the
+    /// tokens are out; serial with the GPU) and a graph's GPU time per layer beyond the op list's
+    /// kernels, microseconds; default: the stack's (torch-eager: fitted on the reference server)
     #[arg(long, value_name = "ITER,LAYER", value_delimiter = ',')]
     pub graph_overhead_us: Option<Vec<f64>>,
     /// round-robin or least-loaded
@@ -294,7 +294,7 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
         None => None,
         Some(v) => {
             if v.len() != 2 || v.iter().any(|x| !(x.is_finite() && *x >= 0.0)) {
-                bail!("`graph_overhead_us` = {v:?} is not two non-negative numbers\nhint: microseconds of host time per graph iteration and of GPU time per layer beyond the op list, e.g. 0,30.5");
+                bail!("`graph_overhead_us` = {v:?} is not two non-negative numbers\nhint: microseconds of host time per graph iteration and of GPU time per layer beyond the op list, e.g. 326,28.2");
             }
             Some([v[0], v[1]])
         }

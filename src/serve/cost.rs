@@ -67,8 +67,9 @@ pub struct HostOverhead {
     /// Multiplies all host time (the kernels' launches and the terms above): how much slower this
     /// node's host runs the engine than the host the defaults were fitted on (1 = as fast).
     pub time_scale: f64,
-    /// Host time of an iteration that replays a CUDA graph (inputs copied in, replay, tokens read
-    /// back), serial with the GPU; its kernels' launches cost nothing more.
+    /// Host time between an iteration that replays CUDA graphs and the next (the engine's loop:
+    /// bookkeeping, scheduling, the next inputs), serial with the GPU, after the iteration's tokens
+    /// are out; the graphs' kernels cost no launches.
     pub graph_per_iteration: Seconds,
     /// GPU time per layer of a replayed graph beyond its op list's kernels: the engine's kernels
     /// the op list does not list (an eager forward's unfused norm, RoPE and cast kernels), back to
@@ -101,7 +102,7 @@ impl HostOverhead {
                     graph_per_iteration: Seconds::us(GRAPH_US[0]),
                     graph_per_layer: Seconds::us(GRAPH_US[1]),
                 },
-                "fitted: serving runs of scenarios/workloads/serve_llama.py on one H200, fit split (calibration/runs/serve/FIT.md)",
+                "fitted: serving runs of scenarios/workloads/serve_llama.py on H200s (eager: one machine's fit split; CUDA graphs: the graph-fit split; calibration/runs/serve/FIT.md)",
             ),
             _ => (HostOverhead::default(), "none measured for this stack: zero (set --host-overhead-us)"),
         }
@@ -448,18 +449,10 @@ impl<'a> IterCost<'a> {
         self.price(n_decode, decode_kv, chunks, rows, false)
     }
 
-    /// A decode-only iteration replaying a CUDA graph captured for `rows` sequences (the padded
-    /// batch: every row runs the whole forward and samples) reading `decode_kv` cached tokens in
-    /// all: [`IterCost::graph_pass`] and [`IterCost::graph_host`] after it.
-    pub fn graph_iteration(&mut self, rows: u64, decode_kv: u64) -> IterTime {
-        let mut it = self.graph_pass(rows, decode_kv, &[], rows);
-        it.time += self.graph_host();
-        it
-    }
-
     /// One replay of a CUDA graph of the forward the arguments describe (as
     /// [`IterCost::iteration`]'s): the same GPU work, no kernel launches from the host,
-    /// [`HostOverhead::graph_per_layer`] per layer; no host time between iterations.
+    /// [`HostOverhead::graph_per_layer`] per layer; no host time between iterations. A decode
+    /// graph runs `rows` = its padded batch (every row runs the whole forward and samples).
     pub fn graph_pass(&mut self, n_decode: u64, decode_kv: u64, chunks: &[Chunk], rows: u64) -> IterTime {
         self.price(n_decode, decode_kv, chunks, rows, true)
     }

@@ -75,19 +75,21 @@ pub struct SchedConfig {
     /// Vary each iteration's time by a factor drawn (seeded) from the stack's measured spread
     /// (`cost::EAGER_ITERATION_SPREAD` for torch-eager; none for the others).
     pub iteration_spread: bool,
-    /// Decode-only iterations replay CUDA graphs; `None`: every kernel is launched from the host.
+    /// Iterations replay CUDA graphs (see [`CudaGraphs`]); `None`: every kernel is launched from
+    /// the host.
     pub cuda_graphs: Option<CudaGraphs>,
-    /// A graph iteration's host time and GPU time per layer beyond the op list, microseconds
-    /// (`HostOverhead::graph_per_iteration`, `graph_per_layer`); `None`: the stack's.
+    /// The host time between graph iterations and a graph's GPU time per layer beyond the op
+    /// list, microseconds (`HostOverhead::graph_per_iteration`, `graph_per_layer`); `None`: the
+    /// stack's.
     pub graph_us: Option<[f64; 2]>,
 }
 
-/// CUDA graphs for decode-only iterations, as vLLM's `FULL_DECODE_ONLY` mode and the reference
-/// server's `--cuda-graphs`: graphs captured at start for a grid of padded shapes; an iteration
-/// runs the smallest that holds it. Its batch is padded up to a capture size ([`capture_size`]);
-/// with `padded-matmul` attention the rows are the cache slots up to the highest decoder's and
-/// every row attends to the longest context rounded up to a multiple of `context_step`.
-/// Iterations with prefill chunks run eagerly.
+/// CUDA graphs captured at start for a grid of padded shapes, as the reference server's
+/// `--cuda-graphs [decode|full]`. Decoders replay the smallest graph that holds them: the batch
+/// padded up to a capture size ([`capture_size`]); with `padded-matmul` attention the rows are the
+/// cache slots up to the highest decoder's and every row attends to the longest context rounded
+/// up to a multiple of `context_step`. Without `prefill_step` (vLLM's `FULL_DECODE_ONLY`) only
+/// decode-only iterations replay graphs and iterations with prefill chunks run eagerly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CudaGraphs {
     pub context_step: u32,
@@ -342,7 +344,7 @@ pub struct IterationRecord {
     /// Prefill chunks and their tokens.
     pub n_chunks: u64,
     pub prefill_tokens: u64,
-    /// A CUDA-graph iteration: the rows and keys per row of the graph it replays; (0, 0) eager.
+    /// The rows and keys per row of the decode graph the iteration replays; (0, 0): none.
     pub graph_rows: u64,
     pub graph_keys: u64,
     pub time_s: f64,
@@ -697,7 +699,8 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
                 DecodeAttention::Padded => batch.n_decode * batch.decode_kv_max,
                 DecodeAttention::PaddedMatmul => batch.decode_slot_span * batch.decode_kv_max,
             };
-            let graphs = pool.sched.cuda_graphs.filter(|g| batch.n_decode > 0 || g.prefill_step.is_some()).filter(|g| scratch_chunks.is_empty() || g.prefill_step.is_some());
+            // Graphs run the iteration with prefill graphs, or without them when it only decodes.
+            let graphs = pool.sched.cuda_graphs.filter(|g| g.prefill_step.is_some() || (batch.n_decode > 0 && scratch_chunks.is_empty()));
             let graph = graphs.filter(|_| batch.n_decode > 0).map(|g| g.padded(pool.sched.decode_attention, pool.sched.max_batch as u64, &batch));
             let (mut it, kind, tail) = match graphs {
                 None => (pool.cost.iteration(batch.n_decode, kv, &scratch_chunks, batch.rows), if scratch_chunks.is_empty() { cost::SpreadKind::DecodeOnly } else { cost::SpreadKind::Mixed }, 0.0),
