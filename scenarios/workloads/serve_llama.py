@@ -97,8 +97,8 @@ def parse_args(argv=None):
     p.add_argument("--prefill-graph-step", type=int, default=128, help="token padding of the captured prefill graphs")
     p.add_argument("--graph-context-step", type=int, default=256, help="context padding of the captured decode graphs")
     p.add_argument("--check-graphs", type=int, default=0, metavar="N",
-                   help="instead of serving: N random decode batches through both the eager forward and the graphs; "
-                        "print how many sampled tokens agree")
+                   help="instead of serving: N random decode batches (with --cuda-graphs full, and N whole prompts) "
+                        "through both the eager forward and the graphs; print how many sampled tokens agree")
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="instead of serving: time N decode iterations of 16 sequences under torch.profiler and print where the time goes")
     p.add_argument("--host-probe", type=int, default=0, metavar="N",
@@ -276,7 +276,7 @@ def graph_sizes(max_batch):
 
 
 class DecodeGraphs:
-    """CUDA graphs of decode-only iterations, one per (slot span S, context L) of the padded grid.
+    """CUDA graphs of the decoders' forward, one per (slot span S, context L) of the padded grid.
 
     A graph runs every slot 0..S-1 (the decoders at their slots, padding rows elsewhere) through
     the whole forward as `Server.forward` does for decoders, attending each to L keys with the
