@@ -535,12 +535,15 @@ impl<'g> Gemm<'g> {
 
 /// The shapes an LLM layer produces: m = tokens, (n, k) = (out, in) features of the projections
 /// of Llama-3-8B/70B-like models (QKV, O, gate/up, down), a non-multiple-of-128 pair, and the
-/// reference 8192^3.
+/// reference 8192^3. The full grid's row counts cover serving's prefill chunks (128-2048 tokens)
+/// at every doubling from 256: between two measured row counts the cost model interpolates the
+/// measurements (`CostModel::gemm_efficiency`), and a 2048/512 gap priced an 8B model's
+/// 768-1024-token prefill 5-8% slow (calibration/runs/serve/FIT.md).
 pub fn llm_shapes(quick: bool) -> Vec<GemmShape> {
     let ms: &[u64] = if quick {
         &[2048, 8192]
     } else {
-        &[512, 2048, 8192, 16384]
+        &[256, 512, 1024, 2048, 8192, 16384]
     };
     let nks: &[(u64, u64)] = if quick {
         &[(6144, 4096), (4096, 14336), (28672, 8192), (5000, 4000)]
