@@ -861,6 +861,21 @@ pub struct PlanServeArgs {
     /// Serving: most tokens per iteration per replica
     #[arg(long, default_value_t = 8192)]
     pub token_budget: u32,
+    /// Serving: the engine replays CUDA graphs (as `serve --cuda-graphs`: decode, the default
+    /// value, for decode-only iterations; full, prefill graphs too), with the stack's graph terms
+    #[arg(long, value_name = "decode|full", num_args = 0..=1, default_missing_value = "decode")]
+    pub cuda_graphs: Option<String>,
+}
+
+/// `plan --mode serve --cuda-graphs`: the graph grid's default steps.
+fn plan_graphs(mode: Option<&str>) -> anyhow::Result<Option<serve::CudaGraphs>> {
+    let full = match mode {
+        None | Some("off") => return Ok(None),
+        Some("decode") => false,
+        Some("full") => true,
+        Some(x) => bail!("`--cuda-graphs` = `{x}` is not known\nhint: off, decode or full"),
+    };
+    Ok(Some(serve::CudaGraphs { context_step: serve::DEFAULT_GRAPH_CONTEXT_STEP, prefill_step: full.then_some(serve::DEFAULT_PREFILL_GRAPH_STEP) }))
 }
 
 /// The cheapest deployment (GPUs, TP, max batch) meeting `--ttft-ms` / `--tpot-ms` at `--qps`,
@@ -916,7 +931,7 @@ pub fn plan_slo(args: &super::plan::PlanArgs) -> anyhow::Result<Outcome> {
         n_gpus: gpus,
         tp,
         max_batch,
-        sched: SchedConfig { token_budget: v.token_budget, ..SchedConfig::default() },
+        sched: SchedConfig { token_budget: v.token_budget, cuda_graphs: plan_graphs(v.cuda_graphs.as_deref())?, ..SchedConfig::default() },
         routing: Routing::LeastLoaded,
     };
     let slo = Slo { ttft_s: o.ttft_ms.map(|m| m / 1e3), tpot_s: o.tpot_ms.map(|m| m / 1e3), percentile: v.slo_percentile };

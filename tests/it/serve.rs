@@ -483,3 +483,31 @@ fn measured_graph_serving_runs_replayed() {
     });
     assert_eq!(n, 4);
 }
+
+/// `plan --mode serve --cuda-graphs`: the same search with an engine that replays graphs; on a
+/// launch-bound eager stack every configuration decodes faster with them.
+#[test]
+fn plan_serve_with_cuda_graphs() {
+    let plan = |extra: &[&str]| {
+        let mut args = vec![
+            "plan", "--mode", "serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--stack", "torch-eager", "--min-gpus", "1", "--max-gpus", "2",
+            "--qps", "4", "--duration-s", "20", "--input-len", "512", "--output-len", "64", "--tpot-ms", "50", "--json", "--top", "0",
+        ];
+        args.extend_from_slice(extra);
+        let (code, out, err) = gpuplan(&args);
+        assert_eq!(code, 0, "{err}");
+        out.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).collect::<Vec<_>>()
+    };
+    let key = |r: &serde_json::Value| (r["gpus"].as_u64(), r["tp"].as_u64(), r["max_batch"].as_u64());
+    let tpot = |r: &serde_json::Value| r.pointer("/result/tpot_s/p50").unwrap().as_f64().unwrap();
+    let (eager, graphs) = (plan(&[]), plan(&["--cuda-graphs", "full"]));
+    assert!(!eager.is_empty());
+    assert_eq!(eager.len(), graphs.len());
+    for e in &eager {
+        let g = graphs.iter().find(|g| key(g) == key(e)).unwrap();
+        assert!(tpot(g) < tpot(e), "{:?}: {} vs {}", key(e), tpot(g), tpot(e));
+    }
+    let (code, _, err) = gpuplan(&["plan", "--mode", "serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "1", "--qps", "4", "--input-len", "512", "--output-len", "64", "--tpot-ms", "50", "--cuda-graphs", "always"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("`--cuda-graphs` = `always`"), "{err}");
+}
