@@ -167,7 +167,8 @@ pub const EAGER_MIXED_ITERATION_SPREAD: [f64; 11] = [0.682, 0.793, 0.885, 0.912,
 pub const GRAPH_ITERATION_SPREAD: [f64; 11] = [0.97, 0.986, 0.991, 0.993, 0.997, 1.0, 1.006, 1.017, 1.026, 1.047, 1.233];
 
 /// A stack's measured iteration-time spread: each simulated iteration's time is multiplied by a
-/// factor drawn from `decode_only` (iterations without prefill chunks) or `mixed`, at a probability
+/// factor drawn from `decode_only` (eager iterations without prefill chunks), `mixed` (eager, with
+/// them) or `graph` (replaying CUDA graphs only), at a probability
 /// that follows a Gaussian AR(1) process with lag-1 correlation `lag1` (a Gaussian copula: each
 /// draw keeps its table's distribution, consecutive draws of a replica are correlated as measured).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -306,8 +307,17 @@ pub struct IterCost<'a> {
     /// Unfused decode attention (batched matmuls over the cache) at this HBM rate, with the host
     /// waiting for it; `None`: the op list's fused decode attention.
     unfused_decode: Option<f64>,
-    /// HBM bytes per score of an unfused engine's later prefill chunk.
-    later_chunk_bytes: f64,
+}
+
+/// How a priced pass runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Run {
+    /// Kernels launched from the host, as the op list says.
+    Eager,
+    /// A CUDA graph's replay: no launches, the graph's per-layer GPU time.
+    Graph,
+    /// Eagerly, one later prompt chunk alone: its scores at the measured bytes.
+    LaterChunkAlone,
 }
 
 fn parts_of(cost: &CostModel, s: &Scenario, w: &Workload, ops: &[Op]) -> Parts {
@@ -370,7 +380,6 @@ impl<'a> IterCost<'a> {
             power: HashMap::new(),
             host: HostOverhead::default_for(s.workload.stack).0,
             unfused_decode: None,
-            later_chunk_bytes: UNFUSED_BYTES_PER_SCORE,
         })
     }
 
@@ -446,7 +455,7 @@ impl<'a> IterCost<'a> {
     /// One iteration: `n_decode` sequences decoding with `decode_kv` cached tokens in all, the
     /// prefill `chunks`, and `rows` sequences sampling a token (decoders + prompts that finish).
     pub fn iteration(&mut self, n_decode: u64, decode_kv: u64, chunks: &[Chunk], rows: u64) -> IterTime {
-        self.price(n_decode, decode_kv, chunks, rows, false)
+        self.price(n_decode, decode_kv, chunks, rows, Run::Eager)
     }
 
     /// One replay of a CUDA graph of the forward the arguments describe (as
@@ -454,16 +463,13 @@ impl<'a> IterCost<'a> {
     /// [`HostOverhead::graph_per_layer`] per layer; no host time between iterations. A decode
     /// graph runs `rows` = its padded batch (every row runs the whole forward and samples).
     pub fn graph_pass(&mut self, n_decode: u64, decode_kv: u64, chunks: &[Chunk], rows: u64) -> IterTime {
-        self.price(n_decode, decode_kv, chunks, rows, true)
+        self.price(n_decode, decode_kv, chunks, rows, Run::Graph)
     }
 
     /// A later chunk of a prompt run eagerly as its own pass (an engine with prefill graphs), its
     /// unfused attention's scores at [`LATER_CHUNK_BYTES_PER_SCORE`].
     pub fn later_chunk_pass(&mut self, chunk: Chunk, rows: u64) -> IterTime {
-        self.later_chunk_bytes = LATER_CHUNK_BYTES_PER_SCORE;
-        let it = self.iteration(0, 0, &[chunk], rows);
-        self.later_chunk_bytes = UNFUSED_BYTES_PER_SCORE;
-        it
+        self.price(0, 0, &[chunk], rows, Run::LaterChunkAlone)
     }
 
     /// The engine's host time between a graph iteration and the next
@@ -472,7 +478,9 @@ impl<'a> IterCost<'a> {
         self.host.graph_per_iteration * self.host.time_scale
     }
 
-    fn price(&mut self, n_decode: u64, decode_kv: u64, chunks: &[Chunk], rows: u64, graph: bool) -> IterTime {
+    fn price(&mut self, n_decode: u64, decode_kv: u64, chunks: &[Chunk], rows: u64, run: Run) -> IterTime {
+        let graph = run == Run::Graph;
+        let later_chunk_bytes = if run == Run::LaterChunkAlone { LATER_CHUNK_BYTES_PER_SCORE } else { UNFUSED_BYTES_PER_SCORE };
         let n_tokens = n_decode + chunks.iter().map(|c| c.q as u64).sum::<u64>();
         let [dense, moe, emb] = self.linear(n_tokens.max(1));
         // No row samples (prefill chunks that do not finish a prompt): no LM head.
@@ -505,7 +513,7 @@ impl<'a> IterCost<'a> {
                 // A later chunk of an unfused engine: the scores go through HBM (see
                 // LATER_CHUNK_BYTES_PER_SCORE), on top of the products' arithmetic priced above.
                 let scores = (self.prefill_attn.heads * c.q as u64 * (c.c + c.q) as u64) as f64;
-                attn.memory += self.cost.memory_time(scores * self.later_chunk_bytes, 7).time.value();
+                attn.memory += self.cost.memory_time(scores * later_chunk_bytes, 7).time.value();
             }
         }
         let host_per_layer = if n_decode > 0 { self.host.per_layer_decode.value() } else { 0.0 } + self.host.per_layer_chunk.value() * chunks.len() as f64;

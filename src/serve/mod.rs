@@ -413,8 +413,8 @@ struct PoolState<'a> {
     replicas: Vec<usize>,
     rr: usize,
     stats: PoolStats,
-    /// The stack's measured iteration-time spreads (decode-only, with prefill chunks), when it
-    /// has them and they are asked for.
+    /// The stack's measured iteration-time spreads (see [`cost::IterationSpread`]), when it has
+    /// them and they are asked for.
     spread: Option<cost::IterationSpread>,
 }
 
