@@ -704,7 +704,7 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
             let graph = graphs.filter(|_| batch.n_decode > 0).map(|g| g.padded(pool.sched.decode_attention, pool.sched.max_batch as u64, &batch));
             let (mut it, kind, tail) = match graphs {
                 None => (pool.cost.iteration(batch.n_decode, kv, &scratch_chunks, batch.rows), if scratch_chunks.is_empty() { cost::SpreadKind::DecodeOnly } else { cost::SpreadKind::Mixed }, 0.0),
-                Some(g) => graph_iteration(&mut pool.cost, g, graph, &scratch_chunks),
+                Some(g) => graph_iteration(&mut pool.cost, g, pool.sched.token_budget, graph, &scratch_chunks),
             };
             if let Some(spread) = &pool.spread {
                 it.time = it.time * spread.factor(&mut rep.spread_z, spread_rng.normal(), kind);
@@ -790,10 +790,12 @@ fn route(pool: &mut PoolState, replicas: &[Replica], routing: Routing) -> usize 
 }
 
 /// An iteration of an engine with CUDA graphs: the decoders' graph (`decode`: its rows and cached
-/// tokens), then per prefill chunk a prefill graph (a whole prompt, padded) or an eager forward (a
-/// later chunk), then the host's time between iterations (returned too: the tokens are out before
-/// it). Power: the passes' time-weighted mean. The spread: the graphs' unless an eager forward ran.
-fn graph_iteration(cost: &mut IterCost, g: CudaGraphs, decode: Option<(u64, u64)>, chunks: &[Chunk]) -> (cost::IterTime, cost::SpreadKind, f64) {
+/// tokens), then per prefill chunk a prefill graph (a whole prompt, padded to a multiple of the
+/// step, the largest graph being the token budget's, as the server captures them) or an eager
+/// forward (a later chunk), then the host's time between iterations (returned too: the tokens are
+/// out before it). Power: the passes' time-weighted mean. The spread: the graphs' unless an eager
+/// forward ran.
+fn graph_iteration(cost: &mut IterCost, g: CudaGraphs, token_budget: u32, decode: Option<(u64, u64)>, chunks: &[Chunk]) -> (cost::IterTime, cost::SpreadKind, f64) {
     let mut passes = Vec::with_capacity(chunks.len() + 1);
     if let Some((rows, kv)) = decode {
         passes.push(cost.graph_pass(rows, kv, &[], rows));
@@ -802,7 +804,7 @@ fn graph_iteration(cost: &mut IterCost, g: CudaGraphs, decode: Option<(u64, u64)
     for c in chunks {
         match g.prefill_step {
             Some(step) if c.c == 0 => {
-                let q = c.q.div_ceil(step.max(1)) * step.max(1);
+                let q = (c.q.div_ceil(step.max(1)) * step.max(1)).min(token_budget.max(c.q));
                 passes.push(cost.graph_pass(0, 0, &[Chunk { q, c: 0 }], 1));
             }
             _ => {

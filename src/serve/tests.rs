@@ -422,3 +422,21 @@ fn graph_iterations_price_gpu_work_without_launches() {
     let first = cost::Chunk { q: 1024, c: 0 };
     assert_eq!(u.later_chunk_pass(first, 1).time, u.iteration(0, 0, &[first], 1).time);
 }
+
+#[test]
+fn prefill_graphs_pad_to_the_step_and_stop_at_the_token_budget() {
+    // One 1000-token prompt, budget 1000, step 128: the server's largest prefill graph is the
+    // budget's (1000 tokens), not 1024; a 300-token prompt pads to 384.
+    let mut s = scenario("llama-3-8b", "dgx-h100", 1, 1);
+    s.workload.stack = crate::workload::Stack::TorchEager;
+    let sched = SchedConfig { token_budget: 1000, iteration_spread: false, cuda_graphs: Some(CudaGraphs { context_step: 256, prefill_step: Some(128) }), ..SchedConfig::default() };
+    let d = deployment(&s, 1, sched);
+    let mut c = iteration_cost(&d.pools[0]).unwrap();
+    let host = c.graph_host().value();
+    for (len, padded) in [(1000u32, 1000u32), (300, 384)] {
+        let a = vec![Arrival { at: 0.0, input_len: len, output_len: 2 }];
+        let r = simulate(&d, &a, &RunOptions { record_iterations: true, ..RunOptions::default() }).unwrap();
+        let want = c.graph_pass(0, 0, &[cost::Chunk { q: padded, c: 0 }], 1).time.value() + host;
+        assert!((r.iterations[0].time_s - want).abs() < 1e-12, "{len}: {} vs {want}", r.iterations[0].time_s);
+    }
+}
