@@ -43,7 +43,7 @@ import subprocess
 import tempfile
 import tomllib
 
-from fit_serve_overhead import METRICS, PROFILE, REPLICATIONS, SPREAD_P, p99_interval, probe_ms, quantile
+from fit_serve_overhead import METRICS, PROFILE, REPLICATIONS, SPREAD_P, lag1_of, p99_interval, probe_ms, quantile
 
 
 def graph_runs(runs_dir):
@@ -117,13 +117,18 @@ def shape_diffs(g, runs_dir, rec):
     return [(n, len(v), statistics.median(v) - statistics.median(sim[k])) for k, v in meas.items() if len(v) >= 20 and sim.get(k)]
 
 
-def ratios(runs_dir, rec):
-    """Per graph iteration in order, its time over its shape's median (shapes of at least 5)."""
-    st = graph_steps(runs_dir, rec)
+def shape_medians(st):
+    """The median time of each graph shape with at least 5 of the (shape, time) iterations."""
     groups = collections.defaultdict(list)
     for shape, t in st:
         groups[shape].append(t)
-    med = {k: statistics.median(v) for k, v in groups.items() if len(v) >= 5}
+    return {k: statistics.median(v) for k, v in groups.items() if len(v) >= 5}
+
+
+def ratios(runs_dir, rec):
+    """Per graph iteration in order, its time over its shape's median (shapes of at least 5)."""
+    st = graph_steps(runs_dir, rec)
+    med = shape_medians(st)
     return [t / med[s] if s in med else None for s, t in st]
 
 
@@ -133,17 +138,12 @@ def later_chunk_bytes(g, runs_dir, rec, counted=None):
         m = tomllib.load(f)
     with open(f"calibration/profiles/{PROFILE[rec['scenario']['system']]}/profile.toml", "rb") as f:
         bw = tomllib.load(f)["stream"]["bandwidth_gb_per_s"] * 1e9
-    st = log_steps(runs_dir, rec)
-    dec = collections.defaultdict(list)
-    for d in st:
-        if d["chunks"] == "0":
-            dec[(d["graph_span"], d["graph_context"])].append(float(d["step_time_s"]))
-    dmed = {k: statistics.median(v) for k, v in dec.items() if len(v) >= 5}
+    dmed = shape_medians(graph_steps(runs_dir, rec))
     out = []
-    for d in st:
+    for d in log_steps(runs_dir, rec):
         if d.get("eager_chunks") != "1" or d["chunks"] != "1" or int(d["chunk_tokens"]) < 500:
             continue
-        base = dmed.get((d["graph_span"], d["graph_context"])) if d["n_decode"] != "0" else 0.0
+        base = dmed.get((int(d["graph_span"]), int(d["graph_context"]))) if d["n_decode"] != "0" else 0.0
         if base is None:
             continue
         n, c = int(d["chunk_tokens"]), int(d["chunk_cached"])
@@ -198,20 +198,11 @@ def main():
     print(f"fit ({a.fit_split}): graph_overhead_us = [{1e6 * statistics.mean(gaps):.0f}, {1e6 * per_layer:.1f}] (in-step joint fit: "
           f"{1e6 * (md - b * ml):.1f} us per iteration + {1e6 * b:.1f} us per layer)")
 
-    rat = [x for r in fit for x in ratios(a.runs, r) if x is not None]
-    rat.sort()
+    runs_ratios = [ratios(a.runs, r) for r in fit]
+    rat = sorted(x for v in runs_ratios for x in v if x is not None)
     print(f"graph iteration-time spread ({len(rat)} iterations), quantiles at {SPREAD_P}: {[round(quantile(rat, p), 3) for p in SPREAD_P]}")
-    nd = statistics.NormalDist()
-    pairs = []
-    for r in fit:
-        v = ratios(a.runs, r)
-        order = sorted((x, i) for i, x in enumerate(v) if x is not None)
-        z = [None] * len(v)
-        for rank, (_, i) in enumerate(order):
-            z[i] = nd.inv_cdf((rank + 0.5) / len(order))
-        pairs += [(z[i], z[i + 1]) for i in range(len(z) - 1) if z[i] is not None and z[i + 1] is not None]
-    print(f"lag-1 correlation of consecutive graph iterations' normal scores ({len(pairs)} pairs): "
-          f"{statistics.correlation([p for p, _ in pairs], [q for _, q in pairs]):.2f}")
+    n_pairs, corr = lag1_of(runs_ratios)
+    print(f"lag-1 correlation of consecutive graph iterations' normal scores ({n_pairs} pairs): {corr:.2f}")
 
     full = [r for r in fit if graph_mode(r) == "full"]
     if full:

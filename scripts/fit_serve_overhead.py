@@ -112,10 +112,15 @@ def lag1(runs_dir, recs):
     """Lag-1 correlation of the normal scores of consecutive decode-only iterations' ratios
     (`decode_ratios`) within each run: the AR(1) correlation of the simulator's spread draws
     (`EAGER_SPREAD_LAG1`)."""
+    return lag1_of(decode_ratios(steps(runs_dir, r)) for r in recs)
+
+
+def lag1_of(runs_ratios):
+    """(pairs, lag-1 correlation to 2 places) of the normal scores of consecutive ratios, each
+    run's list of per-iteration ratios (None: not counted) taken on its own."""
     pairs = []
     nd = statistics.NormalDist()
-    for r in recs:
-        ratio = decode_ratios(steps(runs_dir, r))
+    for ratio in runs_ratios:
         # Normal scores of the ratios' ranks within the run.
         order = sorted((v, i) for i, v in enumerate(ratio) if v is not None)
         z = [None] * len(ratio)
