@@ -277,19 +277,7 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
     };
     let context_step = pos("graph_context_step", a.graph_context_step.or(sc.graph_context_step))?;
     let prefill_step = pos("prefill_graph_step", a.prefill_graph_step.or(sc.prefill_graph_step))?;
-    let cuda_graphs = match a.cuda_graphs.as_deref().or(sc.cuda_graphs.as_deref()) {
-        None | Some("off") => None,
-        Some(m @ ("decode" | "full")) => {
-            if m == "decode" && prefill_step.is_some() {
-                bail!("`prefill_graph_step` describes prefill graphs, which `cuda_graphs` = \"decode\" does not capture\nhint: --cuda-graphs full");
-            }
-            Some(serve::CudaGraphs {
-                context_step: context_step.unwrap_or(serve::DEFAULT_GRAPH_CONTEXT_STEP as u64) as u32,
-                prefill_step: (m == "full").then(|| prefill_step.unwrap_or(serve::DEFAULT_PREFILL_GRAPH_STEP as u64) as u32),
-            })
-        }
-        Some(x) => bail!("`cuda_graphs` = `{x}` is not known\nhint: off, decode (decode-only iterations replay graphs) or full (prefill graphs too)"),
-    };
+    let cuda_graphs = cuda_graphs("cuda_graphs", a.cuda_graphs.as_deref().or(sc.cuda_graphs.as_deref()), context_step, prefill_step)?;
     let graph_us = match a.graph_overhead_us.clone().or(sc.graph_overhead_us.clone()) {
         None => None,
         Some(v) => {
@@ -867,15 +855,22 @@ pub struct PlanServeArgs {
     pub cuda_graphs: Option<String>,
 }
 
-/// `plan --mode serve --cuda-graphs`: the graph grid's default steps.
-fn plan_graphs(mode: Option<&str>) -> anyhow::Result<Option<serve::CudaGraphs>> {
+/// The CUDA graphs of a `--cuda-graphs` value (`name`: the key or flag it came from, for errors)
+/// with the given paddings or the defaults.
+fn cuda_graphs(name: &str, mode: Option<&str>, context_step: Option<u64>, prefill_step: Option<u64>) -> anyhow::Result<Option<serve::CudaGraphs>> {
     let full = match mode {
         None | Some("off") => return Ok(None),
         Some("decode") => false,
         Some("full") => true,
-        Some(x) => bail!("`--cuda-graphs` = `{x}` is not known\nhint: off, decode or full"),
+        Some(x) => bail!("`{name}` = `{x}` is not known\nhint: off, decode (decode-only iterations replay graphs) or full (prefill graphs too)"),
     };
-    Ok(Some(serve::CudaGraphs { context_step: serve::DEFAULT_GRAPH_CONTEXT_STEP, prefill_step: full.then_some(serve::DEFAULT_PREFILL_GRAPH_STEP) }))
+    if !full && prefill_step.is_some() {
+        bail!("`prefill_graph_step` describes prefill graphs, which `{name}` = \"decode\" does not capture\nhint: --cuda-graphs full");
+    }
+    Ok(Some(serve::CudaGraphs {
+        context_step: context_step.unwrap_or(serve::DEFAULT_GRAPH_CONTEXT_STEP as u64) as u32,
+        prefill_step: full.then(|| prefill_step.unwrap_or(serve::DEFAULT_PREFILL_GRAPH_STEP as u64) as u32),
+    }))
 }
 
 /// The cheapest deployment (GPUs, TP, max batch) meeting `--ttft-ms` / `--tpot-ms` at `--qps`,
@@ -931,7 +926,7 @@ pub fn plan_slo(args: &super::plan::PlanArgs) -> anyhow::Result<Outcome> {
         n_gpus: gpus,
         tp,
         max_batch,
-        sched: SchedConfig { token_budget: v.token_budget, cuda_graphs: plan_graphs(v.cuda_graphs.as_deref())?, ..SchedConfig::default() },
+        sched: SchedConfig { token_budget: v.token_budget, cuda_graphs: cuda_graphs("--cuda-graphs", v.cuda_graphs.as_deref(), None, None)?, ..SchedConfig::default() },
         routing: Routing::LeastLoaded,
     };
     let slo = Slo { ttft_s: o.ttft_ms.map(|m| m / 1e3), tpot_s: o.tpot_ms.map(|m| m / 1e3), percentile: v.slo_percentile };
