@@ -7,7 +7,7 @@ runs one of three modes:
   train    forward + backward + fused AdamW step on micro_batch x seq tokens, grad accumulation,
            bf16 autocast over fp32 master params (the `torch-eager` stack), or torch.compile'd
            (`torch-compile`); optional full activation recompute; 1 GPU, or DDP / FSDP (full shard,
-           ZeRO-3) under torchrun.
+           ZeRO-3) / tensor parallel (PyTorch DTensor, over all ranks) under torchrun.
   prefill  one forward pass of batch x seq tokens (bf16 weights) that fills a KV cache; the LM
            head runs on the last position only.
   decode   with kv_len tokens in the KV cache (random keys and values: no prefill is run), one
@@ -64,7 +64,8 @@ def parse_args(argv=None):
     p.add_argument("--kv-len", type=int, default=1024, help="decode: tokens already in the KV cache")
     p.add_argument("--recompute", choices=["none", "full"], default="none", help="train: activation checkpointing per layer")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (Inductor)")
-    p.add_argument("--dist", choices=["none", "ddp", "fsdp"], default="none", help="train under torchrun")
+    p.add_argument("--dist", choices=["none", "ddp", "fsdp", "tp"], default="none",
+                   help="train under torchrun: data parallel (DDP, FSDP full shard) or tensor parallel over all ranks (DTensor)")
     p.add_argument("--steps", type=int, default=10, help="steps in all, warm-up included")
     p.add_argument("--sdpa", choices=["flash", "auto"], default="flash", help="force the flash SDPA backend, or let PyTorch pick")
     p.add_argument("--optim", choices=["fused", "foreach"], default="fused", help="AdamW implementation")
@@ -115,12 +116,13 @@ class Attention(nn.Module):
 
     def forward(self, x, cos, sin, cache=None, pos=0):
         b, s, _ = x.shape
-        q = self.q_proj(x).view(b, s, self.n_heads, self.hd).transpose(1, 2)
-        k = self.k_proj(x).view(b, s, self.n_kv, self.hd).transpose(1, 2)
-        v = self.v_proj(x).view(b, s, self.n_kv, self.hd).transpose(1, 2)
+        # -1 heads: under tensor parallelism the projections return this rank's heads only.
+        q = self.q_proj(x).view(b, s, -1, self.hd).transpose(1, 2)
+        k = self.k_proj(x).view(b, s, -1, self.hd).transpose(1, 2)
+        v = self.v_proj(x).view(b, s, -1, self.hd).transpose(1, 2)
         q = apply_rope(q, cos[pos:pos + s], sin[pos:pos + s])
         k = apply_rope(k, cos[pos:pos + s], sin[pos:pos + s])
-        gqa = self.n_kv != self.n_heads
+        gqa = k.size(1) != q.size(1)
         if cache is None:
             o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
         else:
@@ -129,7 +131,7 @@ class Attention(nn.Module):
             vc[:, :, pos:pos + s] = v
             # Prefill (s > 1) is causal over the new tokens; a decode step (s == 1) sees the whole cache.
             o = F.scaled_dot_product_attention(q, kc[:, :, :pos + s], vc[:, :, :pos + s], is_causal=(s > 1 and pos == 0), enable_gqa=gqa)
-        o = o.transpose(1, 2).reshape(b, s, self.n_heads * self.hd)
+        o = o.transpose(1, 2).reshape(b, s, -1)
         return self.o_proj(o)
 
 
@@ -216,6 +218,8 @@ def main():
         a.kv_heads = a.heads
     if a.hidden % a.heads or a.heads % a.kv_heads:
         sys.exit(f"bad shape: hidden {a.hidden} heads {a.heads} kv_heads {a.kv_heads}")
+    if a.dist == "tp" and (a.mode != "train" or a.compile):
+        sys.exit("--dist tp: train mode without --compile only")
     rank, world, local = 0, 1, 0
     if a.dist != "none":
         import torch.distributed as dist
@@ -224,6 +228,8 @@ def main():
         local = int(os.environ["LOCAL_RANK"])
         torch.cuda.set_device(local)
         dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+        if a.dist == "tp" and (a.heads % world or a.kv_heads % world):
+            sys.exit(f"--dist tp over {world} ranks: heads {a.heads} and kv_heads {a.kv_heads} must divide by it")
     else:
         torch.cuda.set_device(0)
     try:
@@ -262,7 +268,8 @@ def run(a, rank, world):
     model.cos, model.sin = model.cos.float(), model.sin.float()
     init_weights(model)
     n_params = sum(p.numel() for p in model.parameters())
-    torch.manual_seed(a.seed + 1000 + rank)
+    # Data-parallel ranks draw their own tokens; tensor-parallel ranks must all see the same ones.
+    torch.manual_seed(a.seed + 1000 + (0 if a.dist == "tp" else rank))
     if rank == 0:
         print(f"config mode={a.mode} params={n_params} hidden={a.hidden} layers={a.layers} heads={a.heads} kv_heads={a.kv_heads} "
               f"ffn={a.ffn} vocab={a.vocab} tied={int(a.tie_embeddings)} micro_batch={a.micro_batch} grad_accum={a.grad_accum} "
@@ -282,11 +289,22 @@ def run(a, rank, world):
             for layer in model.layers:
                 fully_shard(layer)
             fully_shard(model)
+        elif a.dist == "tp":
+            tensor_parallel(model, a, world)
         fwd = torch.compile(model) if a.compile else model
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1,
-                                fused=a.optim == "fused", foreach=a.optim == "foreach")
+        # Under tensor parallelism the sharded weights are DTensors and the norms' weights plain
+        # tensors; a fused AdamW step takes one kind at a time, so each kind gets its own.
+        from torch.distributed.tensor import DTensor
+        kinds = [[p for p in model.parameters() if isinstance(p, DTensor)], [p for p in model.parameters() if not isinstance(p, DTensor)]]
+        opts = [torch.optim.AdamW(ps, lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1,
+                                  fused=a.optim == "fused", foreach=a.optim == "foreach") for ps in kinds if ps]
         model.train()
-        tokens_per_step = a.micro_batch * a.seq * a.grad_accum * world
+        # Tensor-parallel ranks share their tokens: a step trains on one rank's worth.
+        tokens_per_step = a.micro_batch * a.seq * a.grad_accum * (1 if a.dist == "tp" else world)
+        if a.dist == "tp":
+            from torch.distributed.tensor.parallel import loss_parallel
+        else:
+            loss_parallel = _null
         # The SDPA backend choice must hold in backward too: recompute re-runs the forward there.
         sdpa_ctx = sdpa_kernel(backends)
         sdpa_ctx.__enter__()
@@ -302,11 +320,15 @@ def run(a, rank, world):
                 with sync_ctx:
                     with torch.autocast("cuda", dtype=torch.bfloat16):
                         logits = fwd(inp)
-                        loss = F.cross_entropy(logits.float().view(-1, logits.size(-1)), tgt.reshape(-1))
-                    (loss / a.grad_accum).backward()
+                        # Under TP the logits stay sharded over the vocabulary (loss_parallel).
+                        with loss_parallel():
+                            loss = F.cross_entropy(logits.float().flatten(0, 1), tgt.reshape(-1))
+                    with loss_parallel():
+                        (loss / a.grad_accum).backward()
                 del logits, loss
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            for opt in opts:
+                opt.step()
+                opt.zero_grad(set_to_none=True)
             torch.cuda.synchronize()
             dt = time.perf_counter() - t0
             times.append(dt)
@@ -351,6 +373,31 @@ def run(a, rank, world):
     med = sorted(times)[len(times) // 2] if times else float("nan")
     print(f"summary rank={rank} world={world} mode={a.mode} params={n_params} steps={len(times)} median_step_time_s={med:.6f} "
           f"max_mem_alloc_bytes={torch.cuda.max_memory_allocated()} max_mem_reserved_bytes={torch.cuda.max_memory_reserved()}", flush=True)
+
+
+def tensor_parallel(model, a, world):
+    """Megatron-style tensor parallelism with PyTorch DTensor over all ranks, no sequence
+    parallelism: Q/K/V, gate and up column-parallel, O and down row-parallel (one all-reduce each
+    way per attention and per MLP), the embedding sharded over the vocabulary (its partial lookups
+    all-reduced) and the LM head column-parallel with its logits left sharded for a vocab-parallel
+    loss. Norm weights stay whole on every rank."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    mesh = init_device_mesh("cuda", (world,))
+    for layer in model.layers:
+        parallelize_module(layer, mesh, {
+            "self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(), "self_attn.v_proj": ColwiseParallel(),
+            "self_attn.o_proj": RowwiseParallel(),
+            "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(), "mlp.down_proj": RowwiseParallel(),
+        })
+    parallelize_module(model, mesh, {
+        "embed_tokens": RowwiseParallel(input_layouts=Replicate()),
+        "lm_head": ColwiseParallel(output_layouts=Shard(-1), use_local_output=False),
+    })
+    if a.tie_embeddings:
+        # Both weights are [vocab, hidden] sharded on the vocabulary: the same layout, tie again.
+        model.lm_head.weight = model.embed_tokens.weight
 
 
 class _null:

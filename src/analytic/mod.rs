@@ -142,12 +142,15 @@ struct PassTime {
 
 /// Add up lowered steps with the overlap rules: a blocking collective costs its time; one that
 /// runs beside the next kernel costs its blocking part plus whatever outlasts that kernel.
-pub fn exposed_time(steps: &[Step]) -> (Seconds, Seconds, Seconds, Vec<(Group, Seconds)>) {
-    let (mut compute, mut memory, mut cpu) = (Seconds::ZERO, Seconds::ZERO, Seconds::ZERO);
+/// Returns compute, memory, host launch time (runs ahead of the GPU), host time the GPU waits for
+/// in full (`host_sync`), and the exposed collectives.
+pub fn exposed_time(steps: &[Step]) -> (Seconds, Seconds, Seconds, Seconds, Vec<(Group, Seconds)>) {
+    let (mut compute, mut memory, mut cpu, mut sync) = (Seconds::ZERO, Seconds::ZERO, Seconds::ZERO, Seconds::ZERO);
     let mut comm = Vec::new();
     for (i, st) in steps.iter().enumerate() {
         match st {
-            Step::Kernel { time, bound, cpu: c, .. } => {
+            Step::Kernel { time, bound, cpu: c, host_sync, .. } => {
+                sync += *host_sync;
                 if *bound == Bound::Compute {
                     compute += *time;
                 } else {
@@ -170,14 +173,15 @@ pub fn exposed_time(steps: &[Step]) -> (Seconds, Seconds, Seconds, Vec<(Group, S
             }
         }
     }
-    (compute, memory, cpu, comm)
+    (compute, memory, cpu, sync, comm)
 }
 
 fn pass_time(cost: &CostModel, s: &Scenario, ops: &[Op], times: usize, speedup: f64) -> PassTime {
     debug_assert!(times >= 1);
     let steps = cost.lower(&s.parallel, &s.options, &s.workload, ops, speedup);
-    let (compute, memory, cpu, comm) = exposed_time(&steps);
-    let mut bd = Breakdown { compute, memory, ..Breakdown::default() };
+    let (compute, memory, cpu, host_sync, comm) = exposed_time(&steps);
+    // Host time the GPU waits for in full is a stall on the critical path.
+    let mut bd = Breakdown { compute, memory, cpu_launch: host_sync, ..Breakdown::default() };
     for (group, t) in comm {
         match group {
             Group::Cp => bd.cp_comm += t,
@@ -189,12 +193,13 @@ fn pass_time(cost: &CostModel, s: &Scenario, ops: &[Op], times: usize, speedup: 
     PassTime { bd, cpu: cpu * times as f64 }
 }
 
-/// GPU time of a pass, or the CPU's launch time if that is longer (the GPU then waits).
+/// GPU time of a pass, or the CPU's launch time if that is longer (the GPU then waits). Stalls
+/// already in `cpu_launch` (host time the GPU waits for in full) keep the host busy too.
 fn with_cpu(p: PassTime) -> Breakdown {
     let mut bd = p.bd;
-    let gpu = bd.total();
+    let gpu = bd.total() - bd.cpu_launch;
     if p.cpu > gpu {
-        bd.cpu_launch = p.cpu - gpu;
+        bd.cpu_launch += p.cpu - gpu;
     }
     bd
 }

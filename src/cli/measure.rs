@@ -22,7 +22,7 @@ use crate::measure::{self, MeasureConfig};
 #[command(trailing_var_arg = true)]
 pub struct MeasureArgs {
     /// Scenario file: TOML with the record's scenario keys (model, system, n_gpus, tp, pp, dp,
-    /// zero, mode, micro_batch, grad_accum, global_batch, seq, batch, kv_len, recompute, stack,
+    /// sp, zero, mode, micro_batch, grad_accum, global_batch, seq, batch, kv_len, recompute, stack,
     /// precision); flags override it
     #[arg(long)]
     pub scenario: Option<PathBuf>,
@@ -35,6 +35,9 @@ pub struct MeasureArgs {
     pub gpus: Option<u32>,
     #[arg(long)]
     pub tp: Option<u32>,
+    /// Sequence parallelism with TP (default: on when tp > 1, as `predict` assumes)
+    #[arg(long)]
+    pub sp: Option<bool>,
     #[arg(long)]
     pub pp: Option<u32>,
     #[arg(long)]
@@ -113,6 +116,7 @@ struct ScenarioFileWire {
     system: Option<String>,
     n_gpus: Option<u32>,
     tp: Option<u32>,
+    sp: Option<bool>,
     pp: Option<u32>,
     dp: Option<u32>,
     zero: Option<u32>,
@@ -194,6 +198,7 @@ fn scenario(a: &MeasureArgs) -> anyhow::Result<Scenario> {
         system: a.system.clone().or(f.system),
         n_gpus,
         tp,
+        sp: a.sp.or(f.sp),
         pp,
         dp,
         zero: a.zero.or(f.zero).unwrap_or(0),
@@ -317,5 +322,10 @@ mod tests {
         assert!(scenario(&a).is_ok());
         let a = args(&["--mode", "serving", "--", "x"]);
         assert!(scenario(&a).is_err());
+        // DTensor tensor parallelism runs without sequence parallelism: the record says so.
+        let a = args(&["--gpus", "4", "--tp", "4", "--sp", "false", "--", "x"]);
+        let s = scenario(&a).unwrap();
+        assert_eq!((s.tp, s.dp, s.sp), (4, 1, Some(false)));
+        assert_eq!(scenario(&args(&["--", "x"])).unwrap().sp, None);
     }
 }

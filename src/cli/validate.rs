@@ -60,7 +60,7 @@ pub fn scenario_wire(r: &RunRecord, calibration: Option<&str>) -> ScenarioWire {
         system: s.system.clone(),
         gpus: Some(s.n_gpus as i64),
         calibration: calibration.map(str::to_string),
-        parallelism: ParallelWire { tp: Some(s.tp as i64), pp: Some(s.pp as i64), dp: Some(s.dp as i64), zero: Some(s.zero as i64), ..Default::default() },
+        parallelism: ParallelWire { tp: Some(s.tp as i64), pp: Some(s.pp as i64), dp: Some(s.dp as i64), zero: Some(s.zero as i64), sp: s.sp, ..Default::default() },
         workload: WorkloadWire {
             mode: Some(s.mode.clone()),
             micro_batch: s.micro_batch.and_then(int),

@@ -9,7 +9,7 @@ use crate::hardware::profile::CollectiveOp;
 use crate::parallelism::{group_shape, Group, ParallelConfig};
 use crate::scenario::Options;
 use crate::units::{BytesPerSec, Seconds};
-use crate::workload::{Op, OpKind, Pass, Stack, Workload};
+use crate::workload::{Mode, Op, OpKind, Pass, Stack, Workload};
 
 /// Host time to launch one kernel, by stack and pass: the framework's per-op dispatch (Python,
 /// the dispatcher and autograd recording in forward; the C++ autograd engine in backward).
@@ -22,6 +22,39 @@ pub fn cpu_dispatch(stack: Stack, pass: Pass) -> Seconds {
         (Stack::TorchEager, Pass::Forward | Pass::Recompute) => Seconds::us(18.5),
         (Stack::TorchEager, Pass::Backward) => Seconds::us(9.0),
         (Stack::TorchCompile | Stack::Megatron, _) => Seconds::us(6.0),
+    }
+}
+
+/// Host time per GEMM of a tensor-parallel linear layer when training under `torch-eager` with
+/// tp > 1, `[a, b]`: a + b log2(tp) microseconds, which the GPU waits for in full (a stall, not
+/// launch time hidden under GPU work). PyTorch's tensor parallelism is DTensor: each sharded
+/// linear runs its forward (input hooks, the autocast weight cast, sharding propagation, the
+/// output redistribution) and its two backward GEMMs through DTensor's Python dispatch, and the
+/// ranks meet at every TP all-reduce, so the slowest host sets the pace (more ranks, longer waits).
+/// Fitted on the four fit-split tensor-parallel runs of calibration/runs/h200.jsonl (h200-046,
+/// -047, -049, -050: 1B/3B/8B, TP 2 and 4, 4x H200, PyTorch 2.11), the analytic engine's
+/// squared relative step-time error minimised on a 5 us grid: 225 + 50 log2(tp) us (275 us at
+/// TP 2, 325 us at TP 4; GPU power 410-610 W in those runs, the GPUs idle much of the step). Fit
+/// runs then -11.7..+8.2%; the three test-split TP runs (h200-045, -048, -051) +4.9%, -10.9%,
+/// -0.5%. Why it is this large was not profiled.
+pub const DTENSOR_LINEAR_US: [f64; 2] = [225.0, 50.0];
+
+/// GEMMs that are tensor-parallel linear layers (column- or row-parallel weights) in the op list.
+fn is_tp_linear(op: &Op) -> bool {
+    matches!(op.kind, OpKind::Gemm { .. })
+        && matches!(
+            op.name,
+            "q_proj" | "k_proj" | "v_proj" | "qkv_proj" | "out_proj" | "up_proj" | "gate_proj" | "down_proj" | "lm_head" | "q_down" | "q_up"
+                | "kv_down" | "kv_up" | "shared_up" | "shared_down"
+        )
+}
+
+/// Host time of DTensor's dispatch for `op` (zero unless training a tensor-parallel `torch-eager` job).
+fn dtensor_dispatch(pc: &ParallelConfig, w: &Workload, op: &Op) -> Seconds {
+    if w.stack == Stack::TorchEager && w.mode == Mode::Train && pc.tp > 1 && is_tp_linear(op) {
+        Seconds::us(DTENSOR_LINEAR_US[0] + DTENSOR_LINEAR_US[1] * (pc.tp as f64).log2())
+    } else {
+        Seconds::ZERO
     }
 }
 
@@ -76,7 +109,9 @@ impl CommStep {
 pub enum Step {
     /// A kernel (or a few, for unfused elementwise ops): GPU `time`, and `cpu` seconds for the host
     /// to launch it (the framework's per-op dispatch).
-    Kernel { name: &'static str, time: Seconds, bound: Bound, cpu: Seconds, launches: f64 },
+    /// `host_sync`: host time that cannot run ahead of the GPU (the GPU waits for it in full):
+    /// DTensor's dispatch of a tensor-parallel linear layer, see [`DTENSOR_LINEAR_US`].
+    Kernel { name: &'static str, time: Seconds, bound: Bound, cpu: Seconds, launches: f64, host_sync: Seconds },
     Comm { name: &'static str, comm: CommStep },
 }
 
@@ -108,9 +143,10 @@ impl CostModel<'_> {
         let mut out = Vec::with_capacity(ops.len());
         for (i, op) in ops.iter().enumerate() {
             let dispatch = cpu_dispatch(stack, op.pass);
+            let host_sync = dtensor_dispatch(pc, w, op);
             let kernel = |c: super::OpCost, launches: f64| {
                 let time = if c.bound == Bound::Compute { c.time / speedup } else { c.time };
-                Step::Kernel { name: op.name, time, bound: c.bound, cpu: dispatch * launches, launches }
+                Step::Kernel { name: op.name, time, bound: c.bound, cpu: dispatch * launches, launches, host_sync }
             };
             let step = match &op.kind {
                 OpKind::Gemm { m, n, k, count } => kernel(self.gemm_time(*m, *n, *k, *count, dtype), 1.0),

@@ -127,6 +127,10 @@ pub struct Scenario {
     pub system: Option<String>,
     pub n_gpus: u32,
     pub tp: u32,
+    /// Sequence parallelism with TP (Megatron's `--sequence-parallel`); absent: on when tp > 1,
+    /// as `predict` assumes. PyTorch DTensor TP without SP records `false`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sp: Option<bool>,
     pub pp: u32,
     pub dp: u32,
     /// 0 = DDP (replicated), 3 = FSDP full shard.

@@ -325,7 +325,8 @@ fn parts_of(cost: &CostModel, s: &Scenario, w: &Workload, ops: &[Op]) -> Parts {
         return Parts::default();
     }
     let steps = cost.lower(&s.parallel, &s.options, w, ops, 1.0);
-    let (compute, memory, cpu, comm) = exposed_time(&steps);
+    // No host_sync: it is priced for tensor-parallel training only.
+    let (compute, memory, cpu, _, comm) = exposed_time(&steps);
     Parts { compute: compute.value(), memory: memory.value(), comm: comm.iter().map(|(_, t)| t.value()).sum(), cpu: cpu.value() }
 }
 

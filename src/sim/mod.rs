@@ -116,7 +116,8 @@ struct TaskKey {
 
 #[derive(Debug, Clone)]
 enum SimStep {
-    Kernel { name: &'static str, time: SimTime, bound: Bound, cpu: SimTime, launches: f64 },
+    /// `host_sync`: host time that starts only once the GPU reaches the kernel (no run-ahead).
+    Kernel { name: &'static str, time: SimTime, bound: Bound, cpu: SimTime, launches: f64, host_sync: SimTime },
     Comm { name: &'static str, comm: CommStep },
     /// Gradients of a layer are complete (last micro-batch): queue them for DP reduction.
     GradsReady,
@@ -130,7 +131,14 @@ fn to_sim(steps: Vec<Step>, slow: f64) -> Vec<SimStep> {
     steps
         .into_iter()
         .map(|s| match s {
-            Step::Kernel { name, time, bound, cpu, launches } => SimStep::Kernel { name, time: SimTime::from_seconds(time / slow), bound, cpu: SimTime::from_seconds(cpu), launches },
+            Step::Kernel { name, time, bound, cpu, launches, host_sync } => SimStep::Kernel {
+                name,
+                time: SimTime::from_seconds(time / slow),
+                bound,
+                cpu: SimTime::from_seconds(cpu),
+                launches,
+                host_sync: SimTime::from_seconds(host_sync),
+            },
             Step::Comm { name, comm } => SimStep::Comm { name, comm },
         })
         .collect()
@@ -562,10 +570,14 @@ impl Sim {
             let step = steps[idx].clone();
             self.devices[d as usize].running = Some((key, steps, idx + 1));
             match step {
-                SimStep::Kernel { name, time, bound, cpu, launches } => {
+                SimStep::Kernel { name, time, bound, cpu, launches, host_sync } => {
                     // The CPU launches in program order, running ahead of the GPU; the GPU starts
                     // once the first launch is issued and ends no earlier than the last one.
                     let dev = &mut self.devices[d as usize];
+                    if host_sync.0 > 0 {
+                        // Host work that cannot run ahead: it starts when the GPU gets here.
+                        dev.cpu = SimTime(dev.cpu.0.max(now.0) + host_sync.0);
+                    }
                     let per_launch = if launches > 0.0 { cpu.0 as f64 / launches } else { 0.0 };
                     let first_launch = dev.cpu.0 + (per_launch * launches.min(1.0)) as u64;
                     dev.cpu = SimTime(dev.cpu.0 + cpu.0);
@@ -815,7 +827,7 @@ fn schedule(kind: Schedule, pp: u32, vp: u32, m: u32, d: u32) -> Vec<TaskKey> {
 
 /// Build a virtual stage's forward and backward step lists.
 fn chunk_lists(s: &Scenario, pr: &analytic::Priced, plan: &DpPlan, v: u32, n_v: u32, slow: f64, fsdp: bool, train: bool) -> (Vec<SimStep>, Vec<SimStep>) {
-    let copy = |name, t: Seconds| SimStep::Kernel { name, time: SimTime::from_seconds(t / slow), bound: Bound::Memory, cpu: SimTime(0), launches: 0.0 };
+    let copy = |name, t: Seconds| SimStep::Kernel { name, time: SimTime::from_seconds(t / slow), bound: Bound::Memory, cpu: SimTime(0), launches: 0.0, host_sync: SimTime(0) };
     let counts = stage_layer_counts(s.model.n_layers, n_v);
     let first: u64 = counts[..v as usize].iter().sum();
     let here = counts[v as usize];
@@ -954,7 +966,7 @@ mod tests {
     use crate::units::BytesPerSec;
 
     fn kernel(ms: f64) -> SimStep {
-        SimStep::Kernel { name: "k", time: SimTime::from_seconds(Seconds::ms(ms)), bound: Bound::Compute, cpu: SimTime(0), launches: 0.0 }
+        SimStep::Kernel { name: "k", time: SimTime::from_seconds(Seconds::ms(ms)), bound: Bound::Compute, cpu: SimTime(0), launches: 0.0, host_sync: SimTime(0) }
     }
 
     fn comm(bytes: f64, gbps: f64, latency_us: f64) -> CommStep {

@@ -101,6 +101,9 @@ fn describe(r: &RunRecord) -> String {
         if let Some(rc) = s.recompute.as_deref().filter(|r| *r != "none") {
             d += &format!(" rc={rc}");
         }
+        if s.tp > 1 {
+            d += &format!(" tp{}{}", s.tp, if s.sp == Some(false) { "" } else { "+sp" });
+        }
         if s.zero == 3 {
             d += " fsdp";
         } else if s.dp > 1 {

@@ -42,3 +42,29 @@ fn whole_set_does_not_regress() {
     assert!(m <= 8.0, "memory MAPE {m:.1}%");
     assert!(p <= 8.0, "power MAPE {p:.1}%");
 }
+
+/// PyTorch tensor parallelism (DTensor) in eager training: every GEMM of a tensor-parallel linear
+/// layer carries the fitted host stall of `cost::lower::DTENSOR_LINEAR_US` (225 + 50 log2(tp) us),
+/// which the GPU waits for; Megatron's TP and inference passes do not.
+#[test]
+fn dtensor_tensor_parallel_training_waits_for_the_host() {
+    let predict = |extra: &[&str]| -> (f64, f64) {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["predict", "--model", "ref-llama-8b", "--system", "hgx-h200", "--gpus", "4", "--tp", "4", "--sp", "false", "--seq", "4096", "--json"])
+            .args(extra)
+            .output()
+            .expect("run gpuplan predict");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (v["step_time_s"].as_f64().unwrap(), v["breakdown"]["cpu_launch_s"].as_f64().unwrap())
+    };
+    // 32 layers x (7 linears forward + 14 backward GEMMs) + the LM head's 3 = 675 GEMMs at 325 us.
+    let (eager, stall) = predict(&["--stack", "torch-eager", "--mode", "train", "--micro-batch", "1"]);
+    assert!((stall - 675.0 * 325e-6).abs() < 1e-6, "eager TP training stall {stall}");
+    let (megatron, none) = predict(&["--stack", "megatron", "--mode", "train", "--micro-batch", "1"]);
+    assert_eq!(none, 0.0);
+    assert!(eager > megatron + stall * 0.9, "eager {eager} s vs megatron {megatron} s");
+    let (_, prefill) = predict(&["--stack", "torch-eager", "--mode", "prefill", "--batch", "1"]);
+    assert_eq!(prefill, 0.0);
+}
