@@ -3,6 +3,7 @@
 #   device_h200x4.sh calib   the node profile hgx-h200-4x (NCCL groups of 2 and 4, all-to-all,
 #                            P2P per pair, power), then the TP smoke test and the DP rows
 #   device_h200x4.sh tp      the tensor-parallel rows (and any PHASES given after it)
+#   device_h200x4.sh runs P  the rows of phases P... only (e.g. `runs ho`)
 # Run from the repo root, with .devcarry/calib/gpuplan (+ compare_torch.py) and .devcarry/measure/
 # (gpuplan, train_llama.py, models/) carried. Results under $OUT (profiles.tgz, runs.tgz).
 set -o pipefail
@@ -27,5 +28,9 @@ case ${1:-calib} in
     shift
     step runs
     BUDGET_S=$(( $(left) - 60 )) bash calibration/runs/run_h200x4.sh smoke tp "$@" $R; pack ;;
+  runs)
+    shift
+    step runs
+    BUDGET_S=$(( $(left) - 60 )) bash calibration/runs/run_h200x4.sh "$@" $R; pack ;;
 esac
 step done

@@ -4,7 +4,11 @@
 # DDP and FSDP over 4 GPUs, tensor parallelism (PyTorch DTensor, no sequence parallelism) over 2
 # and 4 GPUs.
 #
-#   run_h200x4.sh PHASE... OUTDIR       PHASE: smoke | dp | tp | ids=NNN,NNN (rerun those rows)
+#   run_h200x4.sh PHASE... OUTDIR       PHASE: smoke | dp | tp | ho | ids=NNN,NNN (rerun those rows)
+#
+# Phases dp and tp ran first (call 1 and 2, 2026-11-22 07:03-07:13 UTC); the DTensor host-stall
+# constants were fitted on their fit rows; phase ho (ids 052-059) ran after that fit, as a
+# held-out check of it whatever their split label says.
 #
 # Expects, under $D (default .devcarry/measure): the `gpuplan` binary, train_llama.py and the
 # models/ref-llama-*.toml files. Writes $OUTDIR/h200.jsonl (records, appended), $OUTDIR/smoke.jsonl
@@ -39,6 +43,14 @@ read -r -d '' TABLE <<'ROWS'
 049 tp 4 tp   8b 2 4096 1 full 8  3
 050 tp 2 tp   1b 4 4096 1 none 10 3
 051 tp 4 tp   1b 4 4096 1 none 10 3
+052 ho 2 tp   8b 2 2048 1 none 8  3
+053 ho 4 tp   3b 4 2048 2 none 6  2
+054 ho 2 tp   1b 8 2048 1 full 8  3
+055 ho 4 tp   8b 1 8192 1 full 6  2
+056 ho 4 ddp  0.5b 8 2048 1 none 10 3
+057 ho 4 fsdp 1b 4 4096 1 none 10 3
+058 ho 2 tp   3b 1 8192 1 none 8  3
+059 ho 4 tp   1b 8 2048 1 none 10 3
 ROWS
 
 split_of() { if (( 10#$1 % 3 == 0 )); then echo test; else echo fit; fi; }
