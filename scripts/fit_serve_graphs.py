@@ -3,18 +3,27 @@
 graph-fit split of the measured serving runs, and score every graph run with them.
 
     python3 scripts/fit_serve_graphs.py [--gpuplan target/release/gpuplan] [--runs calibration/runs/serve]
+        [--counted-bytes 82] [--profile-suffix=-b]
+
+`--profile-suffix=S` prices every run with the calibration profile named as the system's usual one
+plus S (`h200-sxm-1x-b`, `h100-sxm-1x-b`: the same kinds of machine measured again), to see how
+much the fit and the errors move with the profile.
 
 Runs: every `*-serve.jsonl` record in the runs directory whose server ran with `--cuda-graphs`
 (scenarios/workloads/serve_llama.py, scripts/device_serve.sh with SERVE_FLAGS=--cuda-graphs).
 
-1. Per graph shape (slot span, padded context): the measured median iteration (the log's step
-   lines with graph=1, shapes of at least 20 iterations) minus the simulator's for the same shape
-   (`gpuplan serve --trace RUN.csv --cuda-graphs --graph-overhead-us 0,0 --iteration-spread off
-   --iterations-csv`), weighted by the measured count, per layer of the model: `GRAPH_US[1]`; a
-   joint fit `a + b x layers` is printed beside it (`a`: host time inside the step, ~0). The host
-   time between a graph iteration and the next (the scheduler loop: start of the next step minus
-   the end of this one, gaps over 2 ms taken as idle waits and left out), mean over the fit runs:
-   `GRAPH_US[0]`.
+1. The host time between a graph iteration and the next (the scheduler loop: start of the next
+   step minus the end of this one, gaps over 2 ms taken as idle waits and left out), mean over the
+   fit runs: `GRAPH_US[0]`. Per graph shape (slot span, padded context): the measured median
+   iteration (the log's step lines with graph=1, shapes of at least 20 iterations) minus the
+   simulator's for the same shape without the graph terms (`gpuplan serve --trace RUN.csv
+   --cuda-graphs --graph-overhead-us H,L --iteration-spread off --iterations-csv`, less H + L x
+   layers, which the simulated iteration's time includes), weighted by the measured count, per
+   layer of the model: `GRAPH_US[1]`; a joint fit `a + b x layers` is printed beside it (`a`: time
+   per iteration inside the step). The difference of one shape does not depend on H and L, but
+   which shapes the replay reaches does (a replay that runs faster than the server batches less):
+   H is the mean gap and L starts at 0 and is set to the fit's until the fit moves by under 1 us
+   (each replay printed; below that the shapes reached flip back and forth).
 2. The graph iterations' spread: each measured graph iteration over the median of its shape
    (shapes of at least 5), pooled over the fit runs, quantiles at SPREAD_P
    (`GRAPH_ITERATION_SPREAD`), and the lag-1 correlation of their normal scores.
@@ -100,20 +109,22 @@ def layers(rec):
         return tomllib.load(f)["n_layers"]
 
 
-def shape_diffs(g, runs_dir, rec):
-    """(layers, count, measured - simulated median, s) per shape of the run."""
+def shape_diffs(g, runs_dir, rec, host_us=0.0, layer_us=0.0):
+    """(layers, count, measured - simulated median, s) per shape of the run, the simulator replaying
+    it with the graph terms `host_us`, `layer_us` and their time taken off its iterations."""
     meas = collections.defaultdict(list)
     for shape, t in graph_steps(runs_dir, rec):
         meas[shape].append(t)
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "it.csv")
-        subprocess.run(base_cmd(g, runs_dir, rec) + ["--graph-overhead-us", "0,0", "--iteration-spread", "off", "--iterations-csv", path],
+        subprocess.run(base_cmd(g, runs_dir, rec) + ["--graph-overhead-us", f"{host_us},{layer_us}", "--iteration-spread", "off", "--iterations-csv", path],
                        check=True, capture_output=True)
+        n = layers(rec)
+        terms = 1e-6 * (host_us + layer_us * n)
         sim = collections.defaultdict(list)
         for r in csv.DictReader(open(path)):
             if r["graph_rows"] != "0" and r["n_chunks"] == "0":
-                sim[(int(r["graph_rows"]), int(r["graph_keys"]))].append(float(r["time_s"]))
-    n = layers(rec)
+                sim[(int(r["graph_rows"]), int(r["graph_keys"]))].append(float(r["time_s"]) - terms)
     return [(n, len(v), statistics.median(v) - statistics.median(sim[k])) for k, v in meas.items() if len(v) >= 20 and sim.get(k)]
 
 
@@ -175,15 +186,29 @@ def main():
     ap.add_argument("--fit-split", default="graph-fit", help="the decode-graph fit split; full-graph runs of it fit the later chunks")
     ap.add_argument("--counted-bytes", type=float, default=40.0,
                     help="the bytes per later-chunk score the simulator (the binary given) prices: LATER_CHUNK_BYTES_PER_SCORE")
+    ap.add_argument("--profile-suffix", default="", help="price with the profiles PROFILE names plus this suffix (--profile-suffix=-b)")
     a = ap.parse_args()
+    if a.profile_suffix:
+        for k in PROFILE:
+            PROFILE[k] += a.profile_suffix
+        print("profiles: " + ", ".join(f"{k} -> {v}" for k, v in sorted(PROFILE.items())))
     recs = graph_runs(a.runs)
     fit = [r for r in recs if r["split"] == a.fit_split]
     if not fit:
         raise SystemExit(f"no graph runs of split {a.fit_split} in {a.runs}")
 
-    rows = [x for r in fit for x in shape_diffs(a.gpuplan, a.runs, r)]
+    gaps = [x for r in fit for x in graph_gaps(a.runs, r)]
+    host_us = round(1e6 * statistics.mean(gaps))
+    layer_us, replays = 0.0, []
+    for _ in range(10):
+        rows = [x for r in fit for x in shape_diffs(a.gpuplan, a.runs, r, host_us, layer_us)]
+        per_layer = sum(n * d for l, n, d in rows) / sum(n * l for l, n, _ in rows)
+        replays.append(f"{layer_us:.1f} us -> {1e6 * per_layer:.1f} us ({sum(n for _, n, _ in rows)} iterations)")
+        if abs(1e6 * per_layer - layer_us) < 1.0:
+            break
+        layer_us = round(1e6 * per_layer, 1)
+    print(f"per-layer term the shapes were replayed at -> fitted (graph host term {host_us} us): " + "; ".join(replays))
     w = sum(n for _, n, _ in rows)
-    per_layer = sum(n * d for l, n, d in rows) / sum(n * l for l, n, _ in rows)
     for l in sorted({l for l, _, _ in rows}):
         m = [(n, d) for ll, n, d in rows if ll == l]
         print(f"{l} layers: measured - simulated graph iteration {1e6 * sum(n * d for n, d in m) / sum(n for n, _ in m):.1f} us "
@@ -192,7 +217,6 @@ def main():
     ml = sum(n * l for l, n, _ in rows) / w
     md = sum(n * d for _, n, d in rows) / w
     b = sum(n * (l - ml) * (d - md) for l, n, d in rows) / sum(n * (l - ml) ** 2 for l, n, _ in rows)
-    gaps = [x for r in fit for x in graph_gaps(a.runs, r)]
     print(f"host time between a graph iteration and the next: mean {1e6 * statistics.mean(gaps):.0f} us, median "
           f"{1e6 * statistics.median(gaps):.0f} us ({len(gaps)} gaps)")
     print(f"fit ({a.fit_split}): graph_overhead_us = [{1e6 * statistics.mean(gaps):.0f}, {1e6 * per_layer:.1f}] (in-step joint fit: "

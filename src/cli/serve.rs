@@ -282,7 +282,7 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
         None => None,
         Some(v) => {
             if v.len() != 2 || v.iter().any(|x| !(x.is_finite() && *x >= 0.0)) {
-                bail!("`graph_overhead_us` = {v:?} is not two non-negative numbers\nhint: microseconds of host time per graph iteration and of GPU time per layer beyond the op list, e.g. 326,28.2");
+                bail!("`graph_overhead_us` = {v:?} is not two non-negative numbers\nhint: microseconds of host time per graph iteration and of GPU time per layer beyond the op list, e.g. 326,110.3");
             }
             Some([v[0], v[1]])
         }

@@ -227,6 +227,22 @@ impl<'a> CostModel<'a> {
         CostModel { system, profile, corrections, gemm_max, hbm, kernel_overhead, attention_shape }
     }
 
+    /// The same model for kernels replayed from a CUDA graph. A kernel's fixed cost is then the GPU
+    /// file's `efficiency.kernel_overhead_us`, measured as back-to-back small kernels inside one
+    /// graph (0.82 us on an H200, 0.99 on an H100: the GPU-side floor per kernel, which a graph
+    /// replay pays), not a profile's `kernel_launch_us` (back-to-back launches on a stream, 2.9-4.3
+    /// us on the same GPUs: the driver's launch path, which a graph replay does not take). The
+    /// profile's HBM fit latency (`stream.latency_us`) is not priced by either.
+    pub fn in_cuda_graph(mut self) -> Self {
+        self.kernel_overhead = self.system.gpu.efficiency.kernel_overhead.clone();
+        self
+    }
+
+    /// Fixed GPU time per kernel this model adds to each kernel's time.
+    pub fn kernel_overhead(&self) -> Seconds {
+        self.kernel_overhead.value
+    }
+
     pub fn peak(&self, dtype: Dtype) -> Option<FlopsPerSec> {
         self.system.gpu.peak.get(dtype).map(|s| s.value)
     }
@@ -603,6 +619,21 @@ mod tests {
         // The level stays the GPU file's.
         let level = used.iter().find(|u| u.name == "attention_fraction").unwrap();
         assert_eq!(level.source, system.gpu.efficiency.attention.source);
+    }
+
+    #[test]
+    fn kernels_in_a_cuda_graph_cost_the_gpus_floor_not_the_profiles_stream_launch() {
+        let system = load_system("hgx-h200").unwrap();
+        let mut p = h200_profile(vec![]);
+        p.kernel_launch = Some(Seconds::us(3.0));
+        let stream = CostModel::new(&system, Some(&p));
+        assert_eq!(stream.kernel_overhead(), Seconds::us(3.0));
+        let graph = CostModel::new(&system, Some(&p)).in_cuda_graph();
+        assert_eq!(graph.kernel_overhead(), system.gpu.efficiency.kernel_overhead.value);
+        assert!(graph.kernel_overhead() < Seconds::us(1.0));
+        // Everything else as measured: the difference is the fixed cost per kernel only.
+        let (a, b) = (stream.memory_time(1e9, 4).time, graph.memory_time(1e9, 4).time);
+        assert!(((a - b).value() - 4.0 * (3.0e-6 - graph.kernel_overhead().value())).abs() < 1e-15);
     }
 
     #[test]

@@ -71,9 +71,11 @@ pub struct HostOverhead {
     /// bookkeeping, scheduling, the next inputs), serial with the GPU, after the iteration's tokens
     /// are out; the graphs' kernels cost no launches.
     pub graph_per_iteration: Seconds,
-    /// GPU time per layer of a replayed graph beyond its op list's kernels: the engine's kernels
-    /// the op list does not list (an eager forward's unfused norm, RoPE and cast kernels), back to
-    /// back in the graph. Not host time: `time_scale` leaves it alone.
+    /// GPU time per layer of a replayed graph beyond what its op list's kernels are priced at
+    /// (their bytes and FLOPs plus the GPU's in-graph floor per kernel,
+    /// [`CostModel::in_cuda_graph`]): the small kernels' own latency above that floor and the
+    /// eager forward's kernels the op list does not list, back to back in the graph. Not host
+    /// time: `time_scale` leaves it alone.
     pub graph_per_layer: Seconds,
 }
 
@@ -143,12 +145,18 @@ pub const EAGER_GPU_OVERLAP: f64 = 1.0;
 pub const EAGER_HOST_US: [f64; 4] = [100.0, 0.0, 0.0, 200.0];
 /// `torch-eager` decode iterations replaying a CUDA graph (`--cuda-graphs`), microseconds: host
 /// time per iteration ([`HostOverhead::graph_per_iteration`]) and GPU time per layer beyond the op
-/// list ([`HostOverhead::graph_per_layer`]). Measured on the graph-fit split of the serving runs
-/// (two H200 machines; calibration/runs/serve/FIT.md, scripts/fit_serve_graphs.py): the server's
+/// list ([`HostOverhead::graph_per_layer`]). Fitted on the graph-fit split of the serving runs
+/// (H200 machines 5 and 7, decode and full graphs, priced with the h200-sxm-1x profile;
+/// calibration/runs/serve/FIT.md, `scripts/fit_serve_graphs.py --counted-bytes 82`): the server's
 /// loop between a graph iteration and the next takes 326 us on average (median 255); the
-/// measured minus the simulated median iteration of each graph shape is 31.3 us per layer for the
-/// 1B model (16 layers) and 23.8 for the 8B (32): 28.2 weighted by iterations.
-pub const GRAPH_US: [f64; 2] = [326.0, 28.2];
+/// measured minus the simulated median iteration of each graph shape, its kernels at the GPU's
+/// in-graph floor (0.82 us each on the H200), is 112.0 us per layer for the 1B model (16 layers)
+/// and 107.5 for the 8B (32): 110.3 weighted by iterations, about 2.9 us for each of the ~37
+/// kernels per layer the op list prices (small kernels' latency beyond their bytes at the
+/// profile's bandwidth) plus the ones it does not list. Priced with the second profiles of the
+/// same kinds (h200-sxm-1x-b, stream launch 3.22 us instead of 2.94) the fit is 110.3 too (it was
+/// 28.2 against 17.2 while graph kernels carried the profile's stream launch).
+pub const GRAPH_US: [f64; 2] = [326.0, 110.3];
 
 /// Probabilities of [`EAGER_ITERATION_SPREAD`]'s quantiles.
 pub const SPREAD_P: [f64; 11] = [0.0, 0.01, 0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95, 0.99, 0.999];
@@ -291,6 +299,9 @@ impl AttnTemplate {
 pub struct IterCost<'a> {
     s: &'a Scenario,
     cost: CostModel<'a>,
+    /// The same for a CUDA graph's replay ([`CostModel::in_cuda_graph`]): kernels without the
+    /// profile's stream-launch cost.
+    graph_cost: CostModel<'a>,
     gpu: std::borrow::Cow<'a, crate::hardware::Gpu>,
     /// Dense and MoE layers and whether embedding/head sit on each pipeline stage.
     stages: Vec<(f64, f64, bool, bool)>,
@@ -299,9 +310,9 @@ pub struct IterCost<'a> {
     p2p_per_token: Option<(f64, f64)>,
     decode_attn: AttnTemplate,
     prefill_attn: AttnTemplate,
-    /// Token-parallel parts per token count: (dense layer, moe layer, embedding).
-    linear: HashMap<u64, [Parts; 3]>,
-    head: HashMap<u64, Parts>,
+    /// Token-parallel parts per (token count, in a graph): (dense layer, moe layer, embedding).
+    linear: HashMap<(u64, bool), [Parts; 3]>,
+    head: HashMap<(u64, bool), Parts>,
     power: HashMap<[u16; 3], (f64, f64)>,
     host: HostOverhead,
     /// Unfused decode attention (batched matmuls over the cache) at this HBM rate, with the host
@@ -314,7 +325,9 @@ pub struct IterCost<'a> {
 enum Run {
     /// Kernels launched from the host, as the op list says.
     Eager,
-    /// A CUDA graph's replay: no launches, the graph's per-layer GPU time.
+    /// A CUDA graph's replay: no host launches, each kernel at the GPU's in-graph floor instead
+    /// of the profile's stream launch ([`CostModel::in_cuda_graph`]), the graph's per-layer GPU
+    /// time.
     Graph,
     /// Eagerly, one later prompt chunk alone: its scores at the measured bytes.
     LaterChunkAlone,
@@ -371,6 +384,7 @@ impl<'a> IterCost<'a> {
             layers: stages.iter().map(|x| x.0 + x.1).sum(),
             gpu: analytic::power_gpu(s),
             s,
+            graph_cost: CostModel::new(&s.system, s.profile.as_ref()).in_cuda_graph(),
             cost,
             stages,
             p2p_per_token,
@@ -403,37 +417,43 @@ impl<'a> IterCost<'a> {
         self.host.time_scale = k;
     }
 
-    fn linear(&mut self, n: u64) -> [Parts; 3] {
-        if let Some(p) = self.linear.get(&n) {
+    /// The cost model of a pass: a graph's replay or kernels launched from the host.
+    fn cost_of(&self, graph: bool) -> &CostModel<'a> {
+        if graph {
+            &self.graph_cost
+        } else {
+            &self.cost
+        }
+    }
+
+    fn linear(&mut self, n: u64, graph: bool) -> [Parts; 3] {
+        if let Some(p) = self.linear.get(&(n, graph)) {
             return *p;
         }
         let s = self.s;
         let w = Workload { mode: Mode::Decode, batch: n, kv_len: 1, ..s.workload.clone() };
         let ops = forward_ops(&s.model, &s.parallel, &w);
         let strip = |v: &[Op]| -> Vec<Op> { v.iter().filter(|o| !matches!(o.kind, OpKind::Attention { .. })).cloned().collect() };
-        let p = [
-            parts_of(&self.cost, s, &w, &strip(&ops.dense_layer)),
-            parts_of(&self.cost, s, &w, &strip(&ops.moe_layer)),
-            parts_of(&self.cost, s, &w, &ops.embedding),
-        ];
-        self.linear.insert(n, p);
+        let cost = self.cost_of(graph);
+        let p = [parts_of(cost, s, &w, &strip(&ops.dense_layer)), parts_of(cost, s, &w, &strip(&ops.moe_layer)), parts_of(cost, s, &w, &ops.embedding)];
+        self.linear.insert((n, graph), p);
         p
     }
 
-    fn head(&mut self, rows: u64) -> Parts {
-        if let Some(p) = self.head.get(&rows) {
+    fn head(&mut self, rows: u64, graph: bool) -> Parts {
+        if let Some(p) = self.head.get(&(rows, graph)) {
             return *p;
         }
         let s = self.s;
         let w = Workload { mode: Mode::Decode, batch: rows.max(1), kv_len: 1, ..s.workload.clone() };
         let ops = forward_ops(&s.model, &s.parallel, &w);
-        let p = parts_of(&self.cost, s, &w, &ops.head);
-        self.head.insert(rows, p);
+        let p = parts_of(self.cost_of(graph), s, &w, &ops.head);
+        self.head.insert((rows, graph), p);
         p
     }
 
-    fn attention(&self, op: Op) -> Parts {
-        parts_of(&self.cost, self.s, &self.s.workload, std::slice::from_ref(&op))
+    fn attention(&self, op: Op, graph: bool) -> Parts {
+        parts_of(self.cost_of(graph), self.s, &self.s.workload, std::slice::from_ref(&op))
     }
 
     /// Speedup and GPU power for an activity mix (memoized on the mix, which is all they depend on).
@@ -460,8 +480,10 @@ impl<'a> IterCost<'a> {
     }
 
     /// One replay of a CUDA graph of the forward the arguments describe (as
-    /// [`IterCost::iteration`]'s): the same GPU work, no kernel launches from the host,
-    /// [`HostOverhead::graph_per_layer`] per layer; no host time between iterations. A decode
+    /// [`IterCost::iteration`]'s): the same GPU work, no kernel launches from the host, each
+    /// kernel's fixed cost the GPU's in-graph floor instead of the profile's stream launch
+    /// ([`CostModel::in_cuda_graph`]), [`HostOverhead::graph_per_layer`] per layer; no host time
+    /// between iterations. A decode
     /// graph runs `rows` = its padded batch (every row runs the whole forward and samples).
     pub fn graph_pass(&mut self, n_decode: u64, decode_kv: u64, chunks: &[Chunk], rows: u64) -> IterTime {
         self.price(n_decode, decode_kv, chunks, rows, Run::Graph)
@@ -483,9 +505,9 @@ impl<'a> IterCost<'a> {
         let graph = run == Run::Graph;
         let later_chunk_bytes = if run == Run::LaterChunkAlone { LATER_CHUNK_BYTES_PER_SCORE } else { UNFUSED_BYTES_PER_SCORE };
         let n_tokens = n_decode + chunks.iter().map(|c| c.q as u64).sum::<u64>();
-        let [dense, moe, emb] = self.linear(n_tokens.max(1));
+        let [dense, moe, emb] = self.linear(n_tokens.max(1), graph);
         // No row samples (prefill chunks that do not finish a prompt): no LM head.
-        let head = if rows == 0 { Parts::default() } else { self.head(rows) };
+        let head = if rows == 0 { Parts::default() } else { self.head(rows, graph) };
         // Attention of one layer: the decoders as one op at their mean context (their KV reads
         // and FLOPs are linear in the total), each prefill chunk as its own op.
         let mut attn = Parts::default();
@@ -493,7 +515,7 @@ impl<'a> IterCost<'a> {
         let mut serial_per_layer = 0.0;
         if n_decode > 0 {
             let k = (decode_kv as f64 / n_decode as f64).round().max(0.0) as u64;
-            let da = self.attention(self.decode_attn.with(n_decode, 1, k + 1));
+            let da = self.attention(self.decode_attn.with(n_decode, 1, k + 1), graph);
             match self.unfused_decode {
                 Some(bw) => {
                     attn.cpu += da.cpu;
@@ -502,19 +524,19 @@ impl<'a> IterCost<'a> {
                     // UNFUSED_BYTES_PER_SCORE, five kernels).
                     let keys = (n_decode * (k + 1)) as f64;
                     let scores = self.decode_attn.heads as f64 * keys;
-                    serial_per_layer = self.decode_attn.kv_bytes_per_key * keys / bw + self.cost.memory_time(scores * UNFUSED_BYTES_PER_SCORE, 5).time.value();
+                    serial_per_layer = self.decode_attn.kv_bytes_per_key * keys / bw + self.cost_of(graph).memory_time(scores * UNFUSED_BYTES_PER_SCORE, 5).time.value();
                 }
                 None => attn.add(&da, 1.0),
             }
         }
         for c in chunks {
             let op = self.prefill_attn.with(1, c.q as u64, (c.c + c.q) as u64);
-            attn.add(&self.attention(op), 1.0);
+            attn.add(&self.attention(op, graph), 1.0);
             if self.unfused_decode.is_some() && c.c > 0 {
                 // A later chunk of an unfused engine: the scores go through HBM (see
                 // LATER_CHUNK_BYTES_PER_SCORE), on top of the products' arithmetic priced above.
                 let scores = (self.prefill_attn.heads * c.q as u64 * (c.c + c.q) as u64) as f64;
-                attn.memory += self.cost.memory_time(scores * later_chunk_bytes, 7).time.value();
+                attn.memory += self.cost_of(graph).memory_time(scores * later_chunk_bytes, 7).time.value();
             }
         }
         let host_per_layer = if n_decode > 0 { self.host.per_layer_decode.value() } else { 0.0 } + self.host.per_layer_chunk.value() * chunks.len() as f64;

@@ -424,6 +424,30 @@ fn graph_iterations_price_gpu_work_without_launches() {
 }
 
 #[test]
+fn graph_passes_do_not_pay_the_profiles_stream_launch() {
+    // The shipped H200 profile and the same with another stream-launch time (as a second machine
+    // of the kind measured): eager iterations move with it, graph passes do not (their kernels
+    // cost the GPU file's in-graph floor per kernel instead).
+    let mut s = scenario("ref-llama-1b", "hgx-h200", 1, 1);
+    s.workload.stack = crate::workload::Stack::TorchEager;
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/calibration/profiles/h200-sxm-1x");
+    s.profile = Some(crate::config::profile::load_profile(std::path::Path::new(dir)).unwrap());
+    let mut slow = s.clone();
+    let launch = s.profile.as_ref().unwrap().kernel_launch.unwrap();
+    slow.profile.as_mut().unwrap().kernel_launch = Some(launch + Seconds::us(1.0));
+    // No host time: the eager passes GPU-bound.
+    let zero = cost::HostOverhead { time_scale: 0.0, ..cost::HostOverhead::default() };
+    let (mut a, mut b) = (cost::IterCost::new(&s).unwrap().with_host(zero), cost::IterCost::new(&slow).unwrap().with_host(zero));
+    for (n, kv, chunks) in [(8u64, 8 * 512u64, vec![]), (0, 0, vec![cost::Chunk { q: 384, c: 0 }])] {
+        let rows = n.max(1);
+        assert_eq!(a.graph_pass(n, kv, &chunks, rows).time, b.graph_pass(n, kv, &chunks, rows).time);
+    }
+    // Eager: about 1 us more per kernel of the op list.
+    let (ea, eb) = (a.iteration(8, 8 * 512, &[], 8).time.value(), b.iteration(8, 8 * 512, &[], 8).time.value());
+    assert!(eb - ea > 16.0 * 20.0 * 1e-6, "{ea} {eb}");
+}
+
+#[test]
 fn prefill_graphs_pad_to_the_step_and_stop_at_the_token_budget() {
     // One 1000-token prompt, budget 1000, step 128: the server's largest prefill graph is the
     // budget's (1000 tokens), not 1024; a 300-token prompt pads to 384.
