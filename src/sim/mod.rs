@@ -582,10 +582,11 @@ impl Sim {
                     let first_launch = dev.cpu.0 + (per_launch * launches.min(1.0)) as u64;
                     dev.cpu = SimTime(dev.cpu.0 + cpu.0);
                     let start = now.0.max(first_launch);
-                    // NCCL kernels of data-parallel traffic running beside it take SMs from it:
-                    // the stretch counts as communication, not as the kernel's own time.
+                    // Data-parallel collectives running beside it slow it (`analytic::OVERLAP_COST`,
+                    // the whole kernel when one runs at its start): the stretch counts as
+                    // communication, not as the kernel's own time.
                     dev.busy[usize::from(bound != Bound::Compute)].0 += time.0;
-                    let time = if dev.background > 0 { SimTime((time.0 as f64 * (1.0 + analytic::NCCL_SM_SHARE)) as u64) } else { time };
+                    let time = if dev.background > 0 { SimTime((time.0 as f64 * (1.0 + analytic::OVERLAP_COST)) as u64) } else { time };
                     let end = SimTime((start + time.0).max(dev.cpu.0));
                     dev.wait_cpu.0 += end.0 - now.0 - time.0;
                     dev.join += 1;

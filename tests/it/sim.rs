@@ -22,10 +22,16 @@ fn shipped() -> Vec<(String, Scenario)> {
 }
 
 /// Where DES and analytic differ by more than 2% on a shipped scenario, the cause, checked below.
-const CONTENDED: &[(&str, &str)] = &[(
-    "deepseek-v3-256xgb200.toml",
-    "DP gradient buckets and parameter gathers share the NVLink with the EP all-to-all; the closed form prices each alone",
-)];
+const CONTENDED: &[(&str, &str)] = &[];
+
+/// Large data-parallel runs whose DP collectives overlap compute at length
+/// (`analytic::OVERLAP_COST`, 1.0 since the 4-GPU runs): the closed form charges all of the
+/// overlapped DP time (pipelined, every stage's along the drain); the DES stretches only the
+/// kernels that start while a DP flow of their device runs. The DES is then the faster one, by
+/// less than the closed form's DP time. (DeepSeek-V3's DP buckets also share the NVLink with the
+/// EP all-to-all, which the DES sees and the closed form does not; the overlap difference now
+/// outweighs it.)
+const DP_OVERLAP_CHARGED_IN_FULL: &[&str] = &["deepseek-v3-256xgb200.toml", "llama-3.1-405b-16384xb200.toml"];
 
 #[test]
 fn des_agrees_with_analytic_on_shipped_scenarios_or_names_the_cause() {
@@ -35,13 +41,19 @@ fn des_agrees_with_analytic_on_shipped_scenarios_or_names_the_cause() {
         let d = simulate(&s, &SimOptions::default()).unwrap().prediction;
         let gap = d.step_time.value() / a.step_time.value() - 1.0;
         report.push_str(&format!("{name:<44} analytic {:>9.4} s  des {:>9.4} s  {:+.2}%\n", a.step_time.value(), d.step_time.value(), gap * 100.0));
+        if DP_OVERLAP_CHARGED_IN_FULL.contains(&name.as_str()) {
+            assert!(s.parallel.dp > 1, "{name}: not a data-parallel run");
+            assert!(gap < 0.0, "{name}: expected the DES to be faster\n{report}");
+            assert!(a.step_time.value() - d.step_time.value() < a.breakdown.dp_comm.value(), "{name}: the gap is more than the DP time\n{report}");
+            continue;
+        }
         match CONTENDED.iter().find(|(n, _)| *n == name) {
             None => assert!(gap.abs() <= 0.02, "{name}: DES and analytic differ by {:.2}%\n{report}", gap * 100.0),
             Some((_, cause)) => {
                 // Contention only slows communication: kernels cost the same in both engines and
                 // the DES is the slower one, by what its communication takes longer.
                 let (ab, db) = (&a.breakdown, &d.breakdown);
-                assert!(gap > 0.0, "{name}: {cause}: expected the DES to be slower");
+                assert!(gap > 0.0, "{name}: {cause}: expected the DES to be slower\n{report}");
                 assert!((db.compute.value() / ab.compute.value() - 1.0).abs() < 1e-6, "{name}: compute differs");
                 assert!((db.memory.value() / ab.memory.value() - 1.0).abs() < 1e-6, "{name}: memory-bound time differs");
                 let comm = |b: &gpuplan::analytic::Breakdown| (b.tp_comm + b.cp_comm + b.ep_comm + b.dp_comm + b.pp_p2p).value();
