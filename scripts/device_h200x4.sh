@@ -4,6 +4,8 @@
 #                            P2P per pair, power), then the TP smoke test and the DP rows
 #   device_h200x4.sh tp      the tensor-parallel rows (and any PHASES given after it)
 #   device_h200x4.sh runs P  the rows of phases P... only (e.g. `runs ho`)
+#   device_h200x4.sh power   the power group alone (GPU 0's phases, then all GPUs under GEMMs at
+#                            once: power_node.csv) as the profile hgx-h200-4x-power
 # Run from the repo root, with .devcarry/calib/gpuplan (+ compare_torch.py) and .devcarry/measure/
 # (gpuplan, train_llama.py, models/) carried. Results under $OUT (profiles.tgz, runs.tgz).
 set -o pipefail
@@ -28,6 +30,9 @@ case ${1:-calib} in
     shift
     step runs
     BUDGET_S=$(( $(left) - 60 )) bash calibration/runs/run_h200x4.sh smoke tp "$@" $R; pack ;;
+  power)
+    step 4x power
+    timeout 200 $C/gpuplan calibrate --name hgx-h200-4x-power --only power --out-dir $P --power-seconds 10 --no-progress; pack ;;
   runs)
     shift
     step runs

@@ -162,6 +162,8 @@ pub struct Measurements {
     pub all_reduce_check_err: Option<f64>,
     pub power_phases: Vec<power::Phase>,
     pub power_samples: Vec<power::Sample>,
+    /// Every GPU of the node under bf16 GEMMs at once: (GPU index, its phase "gemm-node").
+    pub node_power: Vec<(usize, power::Phase)>,
     pub notes: Vec<String>,
     /// Groups that failed under `keep_going`.
     pub failed: Vec<Bench>,
@@ -494,6 +496,11 @@ fn run_bench(b: Bench, c: &Ctx, m: &mut Measurements) -> Result<(), CalibrateErr
                 let secs = opts.power_seconds.unwrap_or(if q { 4.0 } else { 12.0 });
                 progress.stage("power phases", 4);
                 power_phases(g0, nv, Duration::from_secs_f64(secs), m, progress)?;
+                if n > 1 {
+                    progress.stage("power, all GPUs at once", 1);
+                    node_power(gpus, nv, Duration::from_secs_f64(secs), m)?;
+                    progress.step();
+                }
             }
         },
     }
@@ -521,6 +528,55 @@ fn heat_soak(
     m.notes.push(format!(
         "{group}: heat-soaked {} s ({soaked} bf16 8192^3 GEMMs) before {before}",
         soak.as_secs()
+    ));
+    Ok(())
+}
+
+/// Every GPU of the node runs bf16 8192^3 GEMMs at once, as data- and tensor-parallel training
+/// does, each sampled by NVML: what each GPU draws, its SM clock and GEMM rate when all are
+/// loaded (the slowest sets a synchronous job's pace), and the node's GPU power.
+fn node_power(gpus: &[Gpu], nv: &nvml_wrapper::Nvml, d: Duration, m: &mut Measurements) -> Result<(), CalibrateError> {
+    let shape = GemmShape { m: 8192, n: 8192, k: 8192 };
+    let phases: Vec<Result<power::Phase, CalibrateError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = gpus
+            .iter()
+            .enumerate()
+            .map(|(i, g)| {
+                s.spawn(move || -> Result<power::Phase, CalibrateError> {
+                    g.ctx.bind_to_thread()?;
+                    let ge = gemm::Gemm::new(g)?;
+                    let ops = ge.operands(Dtype::Bf16, &[shape], 950 + i as u32)?;
+                    let t = Instant::now();
+                    let (count, _, mut p) = power::sample_phase(nv, &g.uuid, "gemm-node", d, 0.4, |until| ge.sustain(&ops, shape, until))?;
+                    p.gemm_tflops = Some(count as f64 * shape.flops() / t.elapsed().as_secs_f64() / 1e12);
+                    Ok(p)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(CalibrateError::Check { what: "node power".into(), detail: "a GPU's load thread panicked".into() })))
+            .collect()
+    });
+    for (i, p) in phases.into_iter().enumerate() {
+        m.node_power.push((i, p?));
+    }
+    let (w, mhz, tf): (Vec<f64>, Vec<f64>, Vec<f64>) = (
+        m.node_power.iter().map(|(_, p)| p.power_w_mean).collect(),
+        m.node_power.iter().map(|(_, p)| p.sm_clock_mhz_mean).collect(),
+        m.node_power.iter().map(|(_, p)| p.gemm_tflops.unwrap_or(f64::NAN)).collect(),
+    );
+    let range = |v: &[f64], digits: usize| {
+        let (lo, hi) = v.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| (a.min(x), b.max(x)));
+        format!("{lo:.digits$}-{hi:.digits$}")
+    };
+    m.notes.push(format!(
+        "power, all {} GPUs under bf16 8192^3 GEMMs at once: {} W each ({:.0} W in all), SM clock {} MHz, {} TFLOP/s per GPU (power_node.csv)",
+        gpus.len(),
+        range(&w, 0),
+        w.iter().sum::<f64>(),
+        range(&mhz, 0),
+        range(&tf, 0)
     ));
     Ok(())
 }

@@ -294,47 +294,18 @@ pub fn csvs(m: &Measurements) -> Vec<(String, Vec<u8>)> {
             ),
         ));
     }
-    if !m.power_phases.is_empty() {
+    if !m.node_power.is_empty() {
         let rows = m
-            .power_phases
+            .node_power
             .iter()
-            .map(|p| {
-                vec![
-                    p.load.to_string(),
-                    format!("{:.2}", p.duration_s),
-                    p.n_samples.to_string(),
-                    format!("{:.1}", p.power_w_mean),
-                    format!("{:.1}", p.power_w.p10),
-                    format!("{:.1}", p.power_w.p50),
-                    format!("{:.1}", p.power_w.p90),
-                    format!("{:.0}", p.sm_clock_mhz_mean),
-                    format!("{:.1}", p.temperature_c_mean),
-                    p.gemm_tflops.map(|x| format!("{x:.1}")).unwrap_or_default(),
-                    p.hbm_gb_per_s
-                        .map(|x| format!("{x:.1}"))
-                        .unwrap_or_default(),
-                ]
-            })
+            .map(|(i, p)| std::iter::once(i.to_string()).chain(phase_row(p)).collect())
             .collect();
-        out.push((
-            "power.csv".into(),
-            csv_bytes(
-                &[
-                    "load",
-                    "duration_s",
-                    "settled_samples",
-                    "power_w_mean",
-                    "power_w_p10",
-                    "power_w_p50",
-                    "power_w_p90",
-                    "sm_clock_mhz_mean",
-                    "temperature_c_mean",
-                    "gemm_tflops",
-                    "hbm_gb_per_s",
-                ],
-                rows,
-            ),
-        ));
+        let header: Vec<&str> = std::iter::once("gpu").chain(PHASE_HEADER).collect();
+        out.push(("power_node.csv".into(), csv_bytes(&header, rows)));
+    }
+    if !m.power_phases.is_empty() {
+        let rows = m.power_phases.iter().map(phase_row).collect();
+        out.push(("power.csv".into(), csv_bytes(&PHASE_HEADER, rows)));
         let rows = m
             .power_samples
             .iter()
@@ -650,6 +621,37 @@ pub fn meta_toml(meta: &Meta) -> String {
     toml::to_string(meta).expect("meta serializes")
 }
 
+/// Columns of a power phase row (power.csv, and power_node.csv after its `gpu` column).
+const PHASE_HEADER: [&str; 11] = [
+    "load",
+    "duration_s",
+    "settled_samples",
+    "power_w_mean",
+    "power_w_p10",
+    "power_w_p50",
+    "power_w_p90",
+    "sm_clock_mhz_mean",
+    "temperature_c_mean",
+    "gemm_tflops",
+    "hbm_gb_per_s",
+];
+
+fn phase_row(p: &super::power::Phase) -> Vec<String> {
+    vec![
+        p.load.to_string(),
+        format!("{:.2}", p.duration_s),
+        p.n_samples.to_string(),
+        format!("{:.1}", p.power_w_mean),
+        format!("{:.1}", p.power_w.p10),
+        format!("{:.1}", p.power_w.p50),
+        format!("{:.1}", p.power_w.p90),
+        format!("{:.0}", p.sm_clock_mhz_mean),
+        format!("{:.1}", p.temperature_c_mean),
+        p.gemm_tflops.map(|x| format!("{x:.1}")).unwrap_or_default(),
+        p.hbm_gb_per_s.map(|x| format!("{x:.1}")).unwrap_or_default(),
+    ]
+}
+
 pub fn readme(meta: &Meta, pf: &ProfileFile, files: &[String]) -> String {
     let mut s = format!("# Calibration profile `{}`\n\n", meta.name);
     s.push_str(&format!(
@@ -950,5 +952,16 @@ mod tests {
         let files = csvs(&m);
         let coll = files.iter().find(|(n, _)| n == "collectives.csv").unwrap();
         assert!(String::from_utf8_lossy(&coll.1).starts_with("op,n_ranks,size_bytes,dtype,time_us_p10,time_us_p50,time_us_p90,algbw_gb_per_s_p50,busbw_gb_per_s_p50\n"));
+        // Node power: one row per GPU, its index first; the single-GPU phases keep their file.
+        assert!(!files.iter().any(|(n, _)| n == "power_node.csv"));
+        m.node_power = vec![(0, phase("gemm-node", 690.0, 1480.0, Some(660.0), None)), (1, phase("gemm-node", 695.0, 1510.0, Some(680.0), None))];
+        let files = csvs(&m);
+        let node = String::from_utf8_lossy(&files.iter().find(|(n, _)| n == "power_node.csv").unwrap().1).into_owned();
+        let lines: Vec<&str> = node.lines().collect();
+        assert_eq!(lines[0], "gpu,load,duration_s,settled_samples,power_w_mean,power_w_p10,power_w_p50,power_w_p90,sm_clock_mhz_mean,temperature_c_mean,gemm_tflops,hbm_gb_per_s");
+        assert_eq!(lines.len(), 3);
+        assert!(lines[2].starts_with("1,gemm-node,") && lines[2].contains(",695.0,") && lines[2].contains(",1510,"), "{node}");
+        let power = String::from_utf8_lossy(&files.iter().find(|(n, _)| n == "power.csv").unwrap().1).into_owned();
+        assert!(power.starts_with("load,duration_s,") && power.lines().count() == 5, "{power}");
     }
 }
