@@ -70,6 +70,9 @@ def parse_args(argv=None):
     p.add_argument("--sdpa", choices=["flash", "auto"], default="flash", help="force the flash SDPA backend, or let PyTorch pick")
     p.add_argument("--optim", choices=["fused", "foreach"], default="fused", help="AdamW implementation")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--mem-trace", action="store_true",
+                   help="train: in step 2, rank 0 prints `memtrace at=<point> alloc=<bytes> peak=<bytes>` at each phase "
+                        "(peak since the previous point; resets the peak statistics, so the step lines' peaks are not the run's)")
     return p.parse_args(argv)
 
 
@@ -311,6 +314,7 @@ def run(a, rank, world):
         for step in range(1, a.steps + 1):
             torch.cuda.synchronize()
             t0 = time.perf_counter()
+            memtrace(a, rank, step, "start")
             for micro in range(a.grad_accum):
                 x = torch.randint(0, a.vocab, (a.micro_batch, a.seq + 1), device=dev)
                 inp, tgt = x[:, :-1], x[:, 1:]
@@ -320,15 +324,19 @@ def run(a, rank, world):
                 with sync_ctx:
                     with torch.autocast("cuda", dtype=torch.bfloat16):
                         logits = fwd(inp)
+                        memtrace(a, rank, step, "forward")
                         # Under TP the logits stay sharded over the vocabulary (loss_parallel).
                         with loss_parallel():
                             loss = F.cross_entropy(logits.float().flatten(0, 1), tgt.reshape(-1))
+                        memtrace(a, rank, step, "loss")
                     with loss_parallel():
                         (loss / a.grad_accum).backward()
+                    memtrace(a, rank, step, "backward")
                 del logits, loss
             for opt in opts:
                 opt.step()
                 opt.zero_grad(set_to_none=True)
+            memtrace(a, rank, step, "optimizer")
             torch.cuda.synchronize()
             dt = time.perf_counter() - t0
             times.append(dt)
@@ -398,6 +406,13 @@ def tensor_parallel(model, a, world):
     if a.tie_embeddings:
         # Both weights are [vocab, hidden] sharded on the vocabulary: the same layout, tie again.
         model.lm_head.weight = model.embed_tokens.weight
+
+
+def memtrace(a, rank, step, at):
+    if a.mem_trace and rank == 0 and step == 2:
+        torch.cuda.synchronize()
+        print(f"memtrace at={at} alloc={torch.cuda.memory_allocated()} peak={torch.cuda.max_memory_allocated()}", flush=True)
+        torch.cuda.reset_peak_memory_stats()
 
 
 class _null:
