@@ -127,7 +127,8 @@ fn optimizer_bytes_per_param(stack: Stack) -> f64 {
 /// of the overlapped collective's time: NCCL's kernels hold SMs (one CTA per channel, ~24 of 132),
 /// its copies take HBM bandwidth, and at the power cap its power takes clock from the GEMMs.
 /// Fitted on the DDP/FSDP runs of the fit split of calibration/runs/h200.jsonl (2 and 4 H200,
-/// 0.5B-8B; squared relative step-time error, scanned 0.18-1.2): 1.0, i.e. overlapping the
+/// 0.5B-8B; squared relative step-time error over 0.18, 0.4, ..., 1.2 by
+/// scripts/fit_training_constants.py): 1.0, i.e. overlapping the
 /// gradient and parameter collectives with compute saves nothing on these power-capped GPUs (the
 /// measured step over the single-GPU run grows by about the whole collective time). It was 0.18,
 /// the SM share alone (an estimate). With 1.0: the DP test-split runs -8.0, +6.7, -4.3, -8.4%
@@ -639,7 +640,7 @@ fn data_parallel_and_optimizer(cost: &CostModel, s: &Scenario, stages: &[StageTi
         };
         // Collectives slow the compute they overlap (`OVERLAP_COST`); each stage's stretched
         // passes are on the pipeline's fill or drain path, so they add up.
-        stretch += overlapped * OVERLAP_COST;
+        stretch += overlapped * crate::cost::fitted::fitted().overlap_cost;
         let tail = exposed + plan.optimizer - slack;
         if tail > worst.0 + worst.1 {
             // Report the optimizer whole and the DP part as what is left of the tail.

@@ -33,7 +33,7 @@ pub fn cpu_dispatch(stack: Stack, pass: Pass) -> Seconds {
 /// ranks meet at every TP all-reduce, so the slowest host sets the pace (more ranks, longer waits).
 /// Fitted on the four fit-split tensor-parallel runs of calibration/runs/h200.jsonl (h200-046,
 /// -047, -049, -050: 1B/3B/8B, TP 2 and 4, 4x H200, PyTorch 2.11), the analytic engine's
-/// squared relative step-time error minimised on a 5 us grid: 225 + 50 log2(tp) us (275 us at
+/// squared relative step-time error minimised on a 5 us grid (scripts/fit_training_constants.py): 225 + 50 log2(tp) us (275 us at
 /// TP 2, 325 us at TP 4; GPU power 410-610 W in those runs, the GPUs idle much of the step). Fit
 /// runs then -11.7..+8.2%; the three test-split TP runs (h200-045, -048, -051) +4.9%, -10.9%,
 /// -0.5%. Why it is this large was not profiled.
@@ -52,7 +52,8 @@ fn is_tp_linear(op: &Op) -> bool {
 /// Host time of DTensor's dispatch for `op` (zero unless training a tensor-parallel `torch-eager` job).
 fn dtensor_dispatch(pc: &ParallelConfig, w: &Workload, op: &Op) -> Seconds {
     if w.stack == Stack::TorchEager && w.mode == Mode::Train && pc.tp > 1 && is_tp_linear(op) {
-        Seconds::us(DTENSOR_LINEAR_US[0] + DTENSOR_LINEAR_US[1] * (pc.tp as f64).log2())
+        let [a, b] = super::fitted::fitted().dtensor_linear_us;
+        Seconds::us(a + b * (pc.tp as f64).log2())
     } else {
         Seconds::ZERO
     }

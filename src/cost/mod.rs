@@ -4,6 +4,7 @@
 //! (where both the datasheet-derived efficiencies and `calibrate`'s measurements are taken); the
 //! caller scales them by `power`'s clock factor. Every number used is listed with its source.
 
+pub mod fitted;
 pub mod lower;
 pub mod nccl;
 

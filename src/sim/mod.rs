@@ -586,7 +586,7 @@ impl Sim {
                     // the whole kernel when one runs at its start): the stretch counts as
                     // communication, not as the kernel's own time.
                     dev.busy[usize::from(bound != Bound::Compute)].0 += time.0;
-                    let time = if dev.background > 0 { SimTime((time.0 as f64 * (1.0 + analytic::OVERLAP_COST)) as u64) } else { time };
+                    let time = if dev.background > 0 { SimTime((time.0 as f64 * (1.0 + crate::cost::fitted::fitted().overlap_cost)) as u64) } else { time };
                     let end = SimTime((start + time.0).max(dev.cpu.0));
                     dev.wait_cpu.0 += end.0 - now.0 - time.0;
                     dev.join += 1;
