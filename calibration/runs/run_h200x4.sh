@@ -8,7 +8,8 @@
 #
 # Phases dp and tp ran first (call 1 and 2, 2026-11-22 07:03-07:13 UTC); the DTensor host-stall
 # constants were fitted on their fit rows; phase ho (ids 052-059) ran after that fit, as a
-# held-out check of it whatever their split label says.
+# held-out check of it whatever their split label says. Phase h2 (ids 060-067) ran after the DP
+# overlap cost and the RMSNorm memory term were fitted/changed too: held out for all of them.
 #
 # Expects, under $D (default .devcarry/measure): the `gpuplan` binary, train_llama.py and the
 # models/ref-llama-*.toml files. Writes $OUTDIR/h200.jsonl (records, appended), $OUTDIR/smoke.jsonl
@@ -51,6 +52,14 @@ read -r -d '' TABLE <<'ROWS'
 057 ho 4 fsdp 1b 4 4096 1 none 10 3
 058 ho 2 tp   3b 1 8192 1 none 8  3
 059 ho 4 tp   1b 8 2048 1 none 10 3
+060 h2 4 ddp  3b 1 8192 1 none 8  3
+061 h2 2 ddp  1b 8 2048 1 none 10 3
+062 h2 4 fsdp 3b 4 2048 2 none 6  2
+063 h2 2 fsdp 8b 1 2048 1 full 8  3
+064 h2 4 tp   3b 1 8192 1 none 8  3
+065 h2 2 tp   8b 1 8192 1 full 6  2
+066 h2 4 ddp  1b 2 8192 1 none 8  3
+067 h2 4 fsdp 8b 1 8192 1 full 6  2
 ROWS
 
 split_of() { if (( 10#$1 % 3 == 0 )); then echo test; else echo fit; fi; }
