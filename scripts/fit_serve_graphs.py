@@ -109,23 +109,68 @@ def layers(rec):
         return tomllib.load(f)["n_layers"]
 
 
-def shape_diffs(g, runs_dir, rec, host_us=0.0, layer_us=0.0):
-    """(layers, count, measured - simulated median, s) per shape of the run, the simulator replaying
-    it with the graph terms `host_us`, `layer_us` and their time taken off its iterations."""
+def cache_gb_per_key(rec):
+    """GB of KV cache per cached token and layer (keys and values, bf16), as the simulator's attention reads."""
+    with open(f"models/{rec['scenario']['model']}.toml", "rb") as f:
+        m = tomllib.load(f)
+    return 2 * m["n_kv_heads"] * m["head_dim"] * 2 / 1e9
+
+
+def graph_terms_s(n_layers, gb, host_us, layer_us, per_gb_us):
+    """The graph terms of one decode-graph iteration, seconds: host time and the per-layer GPU term
+    at `gb` GB of cache read per layer (never below zero)."""
+    return 1e-6 * (host_us + n_layers * max(0.0, layer_us - per_gb_us * gb))
+
+
+def shape_diffs(g, runs_dir, rec, host_us=0.0, layer_us=0.0, per_gb_us=0.0):
+    """(layers, count, measured - simulated median, s; GB of cache read per layer) per shape of the
+    run, the simulator replaying it with the graph terms `host_us`, `layer_us`, `per_gb_us` and
+    their time taken off its iterations."""
     meas = collections.defaultdict(list)
     for shape, t in graph_steps(runs_dir, rec):
         meas[shape].append(t)
+    per_key = cache_gb_per_key(rec)
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "it.csv")
-        subprocess.run(base_cmd(g, runs_dir, rec) + ["--graph-overhead-us", f"{host_us},{layer_us}", "--iteration-spread", "off", "--iterations-csv", path],
+        subprocess.run(base_cmd(g, runs_dir, rec) + ["--graph-overhead-us", f"{host_us},{layer_us},{per_gb_us}", "--iteration-spread", "off", "--iterations-csv", path],
                        check=True, capture_output=True)
         n = layers(rec)
-        terms = 1e-6 * (host_us + layer_us * n)
         sim = collections.defaultdict(list)
         for r in csv.DictReader(open(path)):
             if r["graph_rows"] != "0" and r["n_chunks"] == "0":
-                sim[(int(r["graph_rows"]), int(r["graph_keys"]))].append(float(r["time_s"]) - terms)
-    return [(n, len(v), statistics.median(v) - statistics.median(sim[k])) for k, v in meas.items() if len(v) >= 20 and sim.get(k)]
+                rows, keys = int(r["graph_rows"]), int(r["graph_keys"])
+                sim[(rows, keys)].append(float(r["time_s"]) - graph_terms_s(n, per_key * rows * keys, host_us, layer_us, per_gb_us))
+    return [(n, len(v), statistics.median(v) - statistics.median(sim[k]), per_key * k[0] * k[1]) for k, v in meas.items() if len(v) >= 20 and sim.get(k)]
+
+
+def prefill_diffs(g, runs_dir, rec):
+    """(layers, count, measured - simulated median, s; 0 GB of cache read) per prefill-graph length of
+    a full-graph run: its iterations with one whole prompt replaying its prefill graph (no eager
+    chunk), less the median of their decode graph's shape, against the simulator's prefill graph
+    pass of that length without the graph terms (a one-request trace; lengths of at least 5)."""
+    n = layers(rec)
+    dmed = shape_medians(graph_steps(runs_dir, rec))
+    by = collections.defaultdict(list)
+    for d in log_steps(runs_dir, rec):
+        if d["graph"] != "1" or d["chunks"] != "1" or d.get("eager_chunks") != "0" or d.get("prefill_graph_tokens", "0") == "0":
+            continue
+        base = dmed.get((int(d["graph_span"]), int(d["graph_context"]))) if d["n_decode"] != "0" else 0.0
+        if base is not None:
+            by[int(d["prefill_graph_tokens"])].append(float(d["step_time_s"]) - base)
+    out = []
+    for p, v in sorted(by.items()):
+        if len(v) < 5:
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            trace, it = os.path.join(tmp, "one.csv"), os.path.join(tmp, "it.csv")
+            with open(trace, "w") as f:
+                f.write(f"arrival_s,input_len,output_len\n0,{p},2\n")
+            cmd = base_cmd(g, runs_dir, rec)
+            cmd[cmd.index("--trace") + 1] = trace
+            subprocess.run(cmd + ["--graph-overhead-us", "0,0,0", "--iteration-spread", "off", "--iterations-csv", it], check=True, capture_output=True)
+            sim = float(list(csv.DictReader(open(it)))[0]["time_s"])
+        out.append((n, len(v), statistics.median(v) - sim, 0.0))
+    return out
 
 
 def shape_medians(st):
@@ -199,28 +244,58 @@ def main():
 
     gaps = [x for r in fit for x in graph_gaps(a.runs, r)]
     host_us = round(1e6 * statistics.mean(gaps))
-    layer_us, replays = 0.0, []
+    # The full-graph fit runs' prefill graphs read no cache; their differences do not depend on the terms.
+    pre = [x for r in fit if graph_mode(r) == "full" for x in prefill_diffs(a.gpuplan, a.runs, r)]
+    for l in sorted({l for l, _, _, _ in pre}):
+        m = [(n, d) for ll, n, d, _ in pre if ll == l]
+        print(f"{l} layers: measured - simulated prefill graph pass {1e6 * sum(n * d for n, d in m) / sum(n for n, _ in m) / l:.1f} us per layer "
+              f"({sum(n for n, _ in m)} passes in {len(m)} lengths)")
+    layer_us, per_gb_us, replays = 0.0, 0.0, []
     for _ in range(10):
-        rows = [x for r in fit for x in shape_diffs(a.gpuplan, a.runs, r, host_us, layer_us)]
-        per_layer = sum(n * d for l, n, d in rows) / sum(n * l for l, n, _ in rows)
-        replays.append(f"{layer_us:.1f} us -> {1e6 * per_layer:.1f} us ({sum(n for _, n, _ in rows)} iterations)")
-        if abs(1e6 * per_layer - layer_us) < 1.0:
+        dec = [x for r in fit for x in shape_diffs(a.gpuplan, a.runs, r, host_us, layer_us, per_gb_us)]
+        rows = dec + pre
+        # Flat: one term per layer (iterations x layers weigh each shape's difference per layer).
+        per_layer = sum(n * d for l, n, d, _ in rows) / sum(n * l for l, n, _, _ in rows)
+        # Weighted least squares of the difference per layer, d / layers = A - B x GB of cache read per layer.
+        w = [n * l for l, n, _, _ in rows]
+        y = [1e6 * d / l for l, _, d, _ in rows]
+        x = [gb for _, _, _, gb in rows]
+        sw = sum(w)
+        mx, my = sum(wi * xi for wi, xi in zip(w, x)) / sw, sum(wi * yi for wi, yi in zip(w, y)) / sw
+        slope = sum(wi * (xi - mx) * (yi - my) for wi, xi, yi in zip(w, x, y)) / sum(wi * (xi - mx) ** 2 for wi, xi in zip(w, x))
+        fa, fb = my - slope * mx, -slope
+        rms_flat = (sum(wi * (yi - 1e6 * per_layer) ** 2 for wi, yi in zip(w, y)) / sw) ** 0.5
+        rms_fit = (sum(wi * (yi - fa + fb * xi) ** 2 for wi, xi, yi in zip(w, x, y)) / sw) ** 0.5
+        replays.append(f"{layer_us:.1f} - {per_gb_us:.1f}/GB -> {fa:.1f} - {fb:.1f}/GB ({sum(n for _, n, _, _ in dec)} decode iterations)")
+        if abs(fa - layer_us) < 1.0 and abs(fb - per_gb_us) < 2.0:
             break
-        layer_us = round(1e6 * per_layer, 1)
-    print(f"per-layer term the shapes were replayed at -> fitted (graph host term {host_us} us): " + "; ".join(replays))
-    w = sum(n for _, n, _ in rows)
-    for l in sorted({l for l, _, _ in rows}):
-        m = [(n, d) for ll, n, d in rows if ll == l]
-        print(f"{l} layers: measured - simulated graph iteration {1e6 * sum(n * d for n, d in m) / sum(n for n, _ in m):.1f} us "
-              f"({sum(n for n, _ in m)} iterations in {len(m)} shapes), {1e6 * sum(n * d for n, d in m) / sum(n for n, _ in m) / l:.1f} us per layer")
-    # Weighted least squares of d = a + b * layers.
-    ml = sum(n * l for l, n, _ in rows) / w
-    md = sum(n * d for _, n, d in rows) / w
-    b = sum(n * (l - ml) * (d - md) for l, n, d in rows) / sum(n * (l - ml) ** 2 for l, n, _ in rows)
+        layer_us, per_gb_us = round(fa, 1), round(fb, 1)
+    print(f"per-layer term the shapes were replayed at -> fitted, us - us per GB of cache read per layer (graph host term {host_us} us): " + "; ".join(replays))
+    for l in sorted({l for l, _, _, _ in dec}):
+        m = [(n, d, gb) for ll, n, d, gb in dec if ll == l]
+        cnt = sum(n for n, _, _ in m)
+        print(f"{l} layers: measured - simulated graph iteration {1e6 * sum(n * d for n, d, _ in m) / cnt:.1f} us "
+              f"({cnt} iterations in {len(m)} shapes), {1e6 * sum(n * d for n, d, _ in m) / cnt / l:.1f} us per layer at "
+              f"{sum(n * gb for n, _, gb in m) / cnt:.3f} GB of cache read per layer (mean)")
+        bins = collections.defaultdict(lambda: [0, 0.0])
+        for n, d, gb in m:
+            b = bins[min(int(gb / 0.05), 8)]
+            b[0] += n
+            b[1] += n * d
+        print("  per layer by GB of cache read per layer: " + ", ".join(
+            f"{0.05 * k:.2f}{'+' if k == 8 else f'-{0.05 * (k + 1):.2f}'}: {1e6 * v[1] / v[0] / l:.0f} us ({v[0]})" for k, v in sorted(bins.items())))
+    # Weighted least squares of d = a + b * layers over the decode shapes (the per-iteration alternative).
+    w = sum(n for _, n, _, _ in dec)
+    ml = sum(n * l for l, n, _, _ in dec) / w
+    md = sum(n * d for _, n, d, _ in dec) / w
+    b = sum(n * (l - ml) * (d - md) for l, n, d, _ in dec) / sum(n * (l - ml) ** 2 for l, n, _, _ in dec)
+    dec_per_layer = sum(n * d for l, n, d, _ in dec) / sum(n * l for l, n, _, _ in dec)
     print(f"host time between a graph iteration and the next: mean {1e6 * statistics.mean(gaps):.0f} us, median "
           f"{1e6 * statistics.median(gaps):.0f} us ({len(gaps)} gaps)")
-    print(f"fit ({a.fit_split}): graph_overhead_us = [{1e6 * statistics.mean(gaps):.0f}, {1e6 * per_layer:.1f}] (in-step joint fit: "
-          f"{1e6 * (md - b * ml):.1f} us per iteration + {1e6 * b:.1f} us per layer)")
+    print(f"flat per-layer term: {1e6 * per_layer:.1f} us over decode shapes and prefill passes, {1e6 * dec_per_layer:.1f} over the decode shapes "
+          f"(rms of the per-layer differences about the first {rms_flat:.1f} us); decode shapes' in-step joint fit: {1e6 * (md - b * ml):.1f} us per iteration + {1e6 * b:.1f} us per layer")
+    print(f"fit ({a.fit_split}, decode shapes and prefill passes): graph_overhead_us = [{1e6 * statistics.mean(gaps):.0f}, {fa:.1f}, {fb:.1f}] "
+          f"(per layer {fa:.1f} us less {fb:.1f} us per GB of cache the graph reads per layer; rms about it {rms_fit:.1f} us)")
 
     runs_ratios = [ratios(a.runs, r) for r in fit]
     rat = sorted(x for v in runs_ratios for x in v if x is not None)

@@ -135,8 +135,10 @@ pub struct ServeArgs {
     pub graph_context_step: Option<i64>,
     /// With --cuda-graphs: the engine's host time between graph iterations (its loop, after the
     /// tokens are out; serial with the GPU) and a graph's GPU time per layer beyond the op list's
-    /// kernels, microseconds; default: the stack's (torch-eager: fitted on the reference server)
-    #[arg(long, value_name = "ITER,LAYER", value_delimiter = ',')]
+    /// kernels, microseconds, and optionally how much less the latter is per GB of KV cache a
+    /// decode graph reads per layer (default 0); default: the stack's (torch-eager: fitted on the
+    /// reference server)
+    #[arg(long, value_name = "ITER,LAYER[,PER_GB]", value_delimiter = ',')]
     pub graph_overhead_us: Option<Vec<f64>>,
     /// round-robin or least-loaded
     #[arg(long)]
@@ -281,10 +283,10 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
     let graph_us = match a.graph_overhead_us.clone().or(sc.graph_overhead_us.clone()) {
         None => None,
         Some(v) => {
-            if v.len() != 2 || v.iter().any(|x| !(x.is_finite() && *x >= 0.0)) {
-                bail!("`graph_overhead_us` = {v:?} is not two non-negative numbers\nhint: microseconds of host time per graph iteration and of GPU time per layer beyond the op list, e.g. 326,110.3");
+            if !(v.len() == 2 || v.len() == 3) || v.iter().any(|x| !(x.is_finite() && *x >= 0.0)) {
+                bail!("`graph_overhead_us` = {v:?} is not two or three non-negative numbers\nhint: microseconds of host time per graph iteration, of GPU time per layer beyond the op list, and (optional, default 0) how much less that is per GB of KV cache the decode graph reads per layer, e.g. 326,119.4,95.5");
             }
-            Some([v[0], v[1]])
+            Some([v[0], v[1], v.get(2).copied().unwrap_or(0.0)])
         }
     };
     if cuda_graphs.is_none() && (graph_us.is_some() || context_step.is_some() || prefill_step.is_some()) {
@@ -565,7 +567,7 @@ fn deployment_json(r: &Resolved, res: Option<&ServeResult>) -> serde_json::Value
             v["iteration_spread"] = (p.sched.iteration_spread && serve::cost::iteration_spread(p.scenario.workload.stack).is_some()).into();
             v["decode_attention"] = p.sched.decode_attention.name().into();
             v["cuda_graphs"] = match p.sched.cuda_graphs {
-                Some(g) => serde_json::json!({ "mode": if g.prefill_step.is_some() { "full" } else { "decode" }, "context_step": g.context_step, "prefill_step": g.prefill_step, "host_us_per_iteration": h.graph_per_iteration.value() * 1e6, "gpu_us_per_layer": h.graph_per_layer.value() * 1e6 }),
+                Some(g) => serde_json::json!({ "mode": if g.prefill_step.is_some() { "full" } else { "decode" }, "context_step": g.context_step, "prefill_step": g.prefill_step, "host_us_per_iteration": h.graph_per_iteration.value() * 1e6, "gpu_us_per_layer": h.graph_per_layer.value() * 1e6, "gpu_us_per_layer_less_per_cache_gb": h.graph_per_layer_per_cache_gb.value() * 1e6 }),
                 None => serde_json::Value::Null,
             };
             v["host_overhead_us"] = serde_json::json!({

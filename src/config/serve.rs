@@ -33,8 +33,9 @@
 //! #                                       # CUDA graphs (padded shapes) | full: prefill graphs too
 //! # graph_context_step = 256              # their context padding (padded-matmul attention)
 //! # prefill_graph_step = 128              # full: the prefill graphs' token padding
-//! # graph_overhead_us = [326, 110.3]      # host time between graph iterations, a graph's GPU
-//! #                                       # time per layer beyond the op list (default: the stack's)
+//! # graph_overhead_us = [326, 116.1, 84.5] # host time between graph iterations, a graph's GPU
+//! #                                       # time per layer beyond the op list, less per GB of cache
+//! #                                       # read per layer (default: the stack's)
 //! routing = "least-loaded"       # round-robin | least-loaded
 //! # [disaggregated]              # a prefill pool of prefill_gpus GPUs (TP prefill_tp); the rest decode
 //! # prefill_gpus = 4

@@ -75,14 +75,20 @@ pub struct HostOverhead {
     /// (their bytes and FLOPs plus the GPU's in-graph floor per kernel,
     /// [`CostModel::in_cuda_graph`]): the small kernels' own latency above that floor and the
     /// eager forward's kernels the op list does not list, back to back in the graph. Not host
-    /// time: `time_scale` leaves it alone.
+    /// time: `time_scale` leaves it alone. At no cached tokens read; see
+    /// `graph_per_layer_per_cache_gb`.
     pub graph_per_layer: Seconds,
+    /// How much less `graph_per_layer` is per GB of KV cache a decode graph's attention reads in
+    /// one layer (the per-layer term never below zero): the graph's small kernels run beside the
+    /// unfused attention's long cache reads instead of after them, and those reads run faster
+    /// than the profile's decode-regime rate prices them. Zero: one term per layer for every shape.
+    pub graph_per_layer_per_cache_gb: Seconds,
 }
 
 impl Default for HostOverhead {
     /// None: the op list's launches only, fully overlapped with the GPU.
     fn default() -> Self {
-        HostOverhead { per_iteration: Seconds::ZERO, per_sequence: Seconds::ZERO, per_layer_decode: Seconds::ZERO, per_layer_chunk: Seconds::ZERO, gpu_overlap: 1.0, time_scale: 1.0, graph_per_iteration: Seconds::ZERO, graph_per_layer: Seconds::ZERO }
+        HostOverhead { per_iteration: Seconds::ZERO, per_sequence: Seconds::ZERO, per_layer_decode: Seconds::ZERO, per_layer_chunk: Seconds::ZERO, gpu_overlap: 1.0, time_scale: 1.0, graph_per_iteration: Seconds::ZERO, graph_per_layer: Seconds::ZERO, graph_per_layer_per_cache_gb: Seconds::ZERO }
     }
 }
 
@@ -103,6 +109,7 @@ impl HostOverhead {
                     time_scale: 1.0,
                     graph_per_iteration: Seconds::us(GRAPH_US[0]),
                     graph_per_layer: Seconds::us(GRAPH_US[1]),
+                    graph_per_layer_per_cache_gb: Seconds::us(GRAPH_US[2]),
                 },
                 "fitted: serving runs of scenarios/workloads/serve_llama.py on H200s (eager: one machine's fit split; CUDA graphs: the graph-fit split; calibration/runs/serve/FIT.md)",
             ),
@@ -128,9 +135,10 @@ impl HostOverhead {
             h.time_scale = k;
             source = "given";
         }
-        if let Some([it, layer]) = sched.graph_us {
+        if let Some([it, layer, per_gb]) = sched.graph_us {
             h.graph_per_iteration = Seconds::us(it);
             h.graph_per_layer = Seconds::us(layer);
+            h.graph_per_layer_per_cache_gb = Seconds::us(per_gb);
             source = "given";
         }
         (h, source)
@@ -143,20 +151,20 @@ pub const EAGER_GPU_OVERLAP: f64 = 1.0;
 /// decoders, per layer and prefill chunk. See [`HostOverhead::default_for`]; fitted together with
 /// `--decode-attention padded-matmul` (how the reference server attends).
 pub const EAGER_HOST_US: [f64; 4] = [100.0, 0.0, 0.0, 200.0];
-/// `torch-eager` decode iterations replaying a CUDA graph (`--cuda-graphs`), microseconds: host
-/// time per iteration ([`HostOverhead::graph_per_iteration`]) and GPU time per layer beyond the op
-/// list ([`HostOverhead::graph_per_layer`]). Fitted on the graph-fit split of the serving runs
-/// (H200 machines 5 and 7, decode and full graphs, priced with the h200-sxm-1x profile;
-/// calibration/runs/serve/FIT.md, `scripts/fit_serve_graphs.py --counted-bytes 82`): the server's
-/// loop between a graph iteration and the next takes 326 us on average (median 255); the
-/// measured minus the simulated median iteration of each graph shape, its kernels at the GPU's
-/// in-graph floor (0.82 us each on the H200), is 112.0 us per layer for the 1B model (16 layers)
-/// and 107.5 for the 8B (32): 110.3 weighted by iterations, about 2.9 us for each of the ~37
-/// kernels per layer the op list prices (small kernels' latency beyond their bytes at the
-/// profile's bandwidth) plus the ones it does not list. Priced with the second profiles of the
-/// same kinds (h200-sxm-1x-b, stream launch 3.22 us instead of 2.94) the fit is 110.3 too (it was
-/// 28.2 against 17.2 while graph kernels carried the profile's stream launch).
-pub const GRAPH_US: [f64; 2] = [326.0, 110.3];
+/// `torch-eager` iterations replaying CUDA graphs (`--cuda-graphs`): host time per iteration, us
+/// ([`HostOverhead::graph_per_iteration`]); GPU time per layer beyond the op list at no cache read,
+/// us ([`HostOverhead::graph_per_layer`]); and how much less that is per GB of KV cache the graph's
+/// decode attention reads per layer, us per GB ([`HostOverhead::graph_per_layer_per_cache_gb`]).
+/// Fitted on the graph-fit split of the serving runs (H200 machines 5 and 7, decode and full
+/// graphs, priced with the h200-sxm-1x profile; calibration/runs/serve/FIT.md,
+/// `scripts/fit_serve_graphs.py --counted-bytes 82`): the server's loop between a graph iteration
+/// and the next takes 326 us on average (median 255); the measured minus simulated median of each
+/// decode graph shape and of each prefill graph length (kernels at the GPU's in-graph floor), per
+/// layer, weighted least squares on the cache GB the shape reads per layer: 116.1 us less 84.5 us
+/// per GB (decode shapes: 113 us per layer up to 0.1 GB for the 1B model, 110-119 for the 8B, down
+/// to 90 and 50-80 past 0.25 GB; the unfused attention's cache reads run at ~3.4 TB/s where the
+/// profile's decode rows price them at 2.65). With the h200-sxm-1x-b profile: 114.6 and 80.3.
+pub const GRAPH_US: [f64; 3] = [326.0, 116.1, 84.5];
 
 /// Probabilities of [`EAGER_ITERATION_SPREAD`]'s quantiles.
 pub const SPREAD_P: [f64; 11] = [0.0, 0.01, 0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95, 0.99, 0.999];
@@ -570,7 +578,13 @@ impl<'a> IterCost<'a> {
             g.max(c) + (1.0 - self.host.gpu_overlap) * g.min(c)
         };
         let serial_host = if graph { 0.0 } else { self.host.per_iteration.value() + self.host.per_sequence.value() * (n_decode + chunks.len() as u64) as f64 };
-        let graph_gpu = if graph { self.host.graph_per_layer.value() * self.layers } else { 0.0 };
+        let graph_gpu = if graph {
+            // The decoders' cache bytes read per layer (as the attention op prices them).
+            let cache_gb = if n_decode > 0 { self.decode_attn.kv_bytes_per_key * (n_decode * (decode_kv as f64 / n_decode as f64).round().max(0.0) as u64 + n_decode) as f64 / 1e9 } else { 0.0 };
+            (self.host.graph_per_layer.value() - self.host.graph_per_layer_per_cache_gb.value() * cache_gb).max(0.0) * self.layers
+        } else {
+            0.0
+        };
         let time: f64 = stage_parts.iter().map(stage).sum::<f64>() + serial_per_layer * self.layers + graph_gpu + p2p + serial_host * self.host.time_scale;
         IterTime { time: Seconds::new(time), gpu_power: Watts::new(watts) }
     }

@@ -81,7 +81,7 @@ pub struct SchedConfig {
     /// The host time between graph iterations and a graph's GPU time per layer beyond the op
     /// list, microseconds (`HostOverhead::graph_per_iteration`, `graph_per_layer`); `None`: the
     /// stack's.
-    pub graph_us: Option<[f64; 2]>,
+    pub graph_us: Option<[f64; 3]>,
 }
 
 /// CUDA graphs captured at start for a grid of padded shapes, as the reference server's

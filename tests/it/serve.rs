@@ -464,26 +464,25 @@ fn measured_graph_serving_runs_replayed() {
         }
         v
     };
-    // The fit machines; the 8B run at 12 QPS, near that machine's capacity, 19-25% slow.
-    let fit = |id: &str, _: &str, metric: &str| Some(if metric == "output_tokens_per_s" { 10.0 } else if id == "h200f-serve-8b-q12" { 27.0 } else { 20.0 });
+    // The fit machines (at most +17.6%, a TTFT P99).
+    let fit = |_: &str, _: &str, metric: &str| Some(if metric == "output_tokens_per_s" { 10.0 } else { 20.0 });
     assert_eq!(replay_measured_by_run("h200g-serve.jsonl", |r| args(r, false), fit), 2);
     assert_eq!(replay_measured_by_run("h200f-serve.jsonl", |r| args(r, false), fit), 4);
     let n = replay_measured_with("h100f-serve.jsonl", |r| args(r, false), |_, metric| match metric {
-        "ttft_p50_s" => Some(10.0),
-        "ttft_p99_s" => Some(20.0),
-        "tpot_p50_s" => Some(10.0),
-        "tpot_p99_s" => Some(15.0),
+        "ttft_p50_s" | "tpot_p50_s" => Some(10.0),
+        "ttft_p99_s" | "tpot_p99_s" => Some(15.0),
         _ => Some(5.0),
     });
     assert_eq!(n, 4);
     // A second H100 machine and another H200 machine, full graphs, never fitted on: every metric
-    // within the bounds but one, the 8B run at 10 QPS's TPOT P99 (+17.2%; FIT.md).
+    // within the bounds but one, the 8B run at 10 QPS's TTFT P99 (+18.8%, its measured
+    // P99's 90% interval -29..+13%; FIT.md).
     let n = replay_measured_with("h100g-serve.jsonl", |r| args(r, false), |_, metric| Some(if metric == "output_tokens_per_s" { 5.0 } else { 15.0 }));
     assert_eq!(n, 3);
     let n = replay_measured_by_run("h200i-serve.jsonl", |r| args(r, false), |id, _, metric| {
         Some(match metric {
             "output_tokens_per_s" => 5.0,
-            "tpot_p99_s" if id == "h200i-serve-8b-q10" => 18.0,
+            "ttft_p99_s" if id == "h200i-serve-8b-q10" => 19.0,
             _ => 15.0,
         })
     });
