@@ -284,7 +284,7 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
         None => None,
         Some(v) => {
             if !(v.len() == 2 || v.len() == 3) || v.iter().any(|x| !(x.is_finite() && *x >= 0.0)) {
-                bail!("`graph_overhead_us` = {v:?} is not two or three non-negative numbers\nhint: microseconds of host time per graph iteration, of GPU time per layer beyond the op list, and (optional, default 0) how much less that is per GB of KV cache the decode graph reads per layer, e.g. 326,119.4,95.5");
+                bail!("`graph_overhead_us` = {v:?} is not two or three non-negative numbers\nhint: microseconds of host time per graph iteration, of GPU time per layer beyond the op list, and (optional, default 0) how much less that is per GB of KV cache the decode graph reads per layer, e.g. 326,116.1,84.5");
             }
             Some([v[0], v[1], v.get(2).copied().unwrap_or(0.0)])
         }
