@@ -144,7 +144,7 @@ fn h200_validation_set() {
         gpuplan::config::model::load_model(&format!("{}/models/{model}.toml", env!("CARGO_MANIFEST_DIR"))).unwrap();
         if r.status == "ok" {
             assert!(r.metrics.step_time_s_median.unwrap() > 0.0, "{id}");
-            // 4: the grad-accumulation and 8K-token 4-GPU runs (h200-053, -055) ran 6 steps, 2 warm-up.
+            // 4: the longest 4-GPU runs (h200-053, -055, -062, -065, -067) ran 6 steps, 2 warm-up.
             assert!(r.metrics.n_steps_timed >= 4, "{id}");
             assert_eq!(r.metrics.peak_mem_bytes_per_gpu_nvml.len(), r.scenario.n_gpus as usize, "{id}");
             assert!(r.metrics.avg_power_w_per_gpu.iter().all(|w| w.is_some_and(|w| w > 50.0 && w < 800.0)), "{id}");
@@ -157,6 +157,13 @@ fn h200_validation_set() {
     assert!(train1.iter().any(|r| r.scenario.recompute.as_deref() == Some("full") && r.is_ok()));
     assert!(recs.iter().any(|r| r.scenario.n_gpus == 2 && r.scenario.zero == 0 && r.is_ok()));
     assert!(recs.iter().any(|r| r.scenario.n_gpus == 2 && r.scenario.zero == 3 && r.is_ok()));
+    // Issue 9 at 4 GPUs: DDP and FSDP, and DTensor tensor parallelism (no SP) at 2 and 4.
+    for (n, zero) in [(4, 0), (4, 3)] {
+        assert!(recs.iter().any(|r| r.scenario.n_gpus == n && r.scenario.dp == n && r.scenario.zero == zero && r.is_ok()));
+    }
+    for tp in [2, 4] {
+        assert!(recs.iter().any(|r| r.scenario.tp == tp && r.scenario.n_gpus == tp && r.scenario.sp == Some(false) && r.is_ok()));
+    }
     assert!(recs.iter().filter(|r| r.scenario.mode == "prefill" && r.is_ok()).count() >= 3);
     assert!(recs.iter().filter(|r| r.scenario.mode == "decode" && r.is_ok()).count() >= 3);
     let test = recs.iter().filter(|r| r.split.as_deref() == Some("test")).count();
