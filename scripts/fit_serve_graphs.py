@@ -161,16 +161,24 @@ def prefill_diffs(g, runs_dir, rec):
     for p, v in sorted(by.items()):
         if len(v) < 5:
             continue
-        with tempfile.TemporaryDirectory() as tmp:
-            trace, it = os.path.join(tmp, "one.csv"), os.path.join(tmp, "it.csv")
-            with open(trace, "w") as f:
-                f.write(f"arrival_s,input_len,output_len\n0,{p},2\n")
-            cmd = base_cmd(g, runs_dir, rec)
-            cmd[cmd.index("--trace") + 1] = trace
-            subprocess.run(cmd + ["--graph-overhead-us", "0,0,0", "--iteration-spread", "off", "--iterations-csv", it], check=True, capture_output=True)
-            sim = float(list(csv.DictReader(open(it)))[0]["time_s"])
+        sim = one_request_iteration(g, runs_dir, rec, p, 0, ["--graph-overhead-us", "0,0,0"])
         out.append((n, len(v), statistics.median(v) - sim, 0.0))
     return out
+
+
+def one_request_iteration(g, runs_dir, rec, input_len, row, extra, token_budget=None):
+    """Simulated time of iteration `row` when one request of `input_len` tokens (2 output) arrives
+    alone: the run's serve command with a one-line trace, no iteration spread, and `extra` flags."""
+    with tempfile.TemporaryDirectory() as tmp:
+        trace, it = os.path.join(tmp, "one.csv"), os.path.join(tmp, "it.csv")
+        with open(trace, "w") as f:
+            f.write(f"arrival_s,input_len,output_len\n0,{input_len},2\n")
+        cmd = base_cmd(g, runs_dir, rec)
+        cmd[cmd.index("--trace") + 1] = trace
+        if token_budget is not None:
+            cmd[cmd.index("--token-budget") + 1] = str(token_budget)
+        subprocess.run(cmd + extra + ["--iteration-spread", "off", "--iterations-csv", it], check=True, capture_output=True)
+        return float(list(csv.DictReader(open(it)))[row]["time_s"])
 
 
 def shape_medians(st):
@@ -203,15 +211,8 @@ def later_chunk_bytes(g, runs_dir, rec, counted=None):
         if base is None:
             continue
         n, c = int(d["chunk_tokens"]), int(d["chunk_cached"])
-        with tempfile.TemporaryDirectory() as tmp:
-            trace, it = os.path.join(tmp, "one.csv"), os.path.join(tmp, "it.csv")
-            with open(trace, "w") as f:
-                f.write(f"arrival_s,input_len,output_len\n0,{c + n},2\n")
-            cmd = base_cmd(g, runs_dir, rec)
-            cmd[cmd.index("--trace") + 1] = trace
-            cmd[cmd.index("--token-budget") + 1] = str(c)
-            subprocess.run(cmd + ["--iteration-spread", "off", "--iterations-csv", it], check=True, capture_output=True)
-            sim = float(list(csv.DictReader(open(it)))[1]["time_s"])
+        # With the token budget at the cached length, the second iteration is that chunk alone.
+        sim = one_request_iteration(g, runs_dir, rec, c + n, 1, [], token_budget=c)
         scores = m["n_heads"] * n * (c + n) * m["n_layers"]
         out.append((n, c, counted + (float(d["step_time_s"]) - base - sim) * bw / scores))
     return out
