@@ -521,8 +521,10 @@ impl<'a> IterCost<'a> {
         let mut attn = Parts::default();
         // Unfused decode attention: its launches as usual, its cache reads serial (per layer).
         let mut serial_per_layer = 0.0;
+        let k = if n_decode > 0 { (decode_kv as f64 / n_decode as f64).round().max(0.0) as u64 } else { 0 };
+        // Keys the decoders read per layer, each at the mean context plus its new token.
+        let decode_keys = n_decode * (k + 1);
         if n_decode > 0 {
-            let k = (decode_kv as f64 / n_decode as f64).round().max(0.0) as u64;
             let da = self.attention(self.decode_attn.with(n_decode, 1, k + 1), graph);
             match self.unfused_decode {
                 Some(bw) => {
@@ -530,7 +532,7 @@ impl<'a> IterCost<'a> {
                     // The products' cache reads at the profile's decode-regime rate, and their
                     // scores through HBM between the products (cast, scale, mask, softmax, cast:
                     // UNFUSED_BYTES_PER_SCORE, five kernels).
-                    let keys = (n_decode * (k + 1)) as f64;
+                    let keys = decode_keys as f64;
                     let scores = self.decode_attn.heads as f64 * keys;
                     serial_per_layer = self.decode_attn.kv_bytes_per_key * keys / bw + self.cost_of(graph).memory_time(scores * UNFUSED_BYTES_PER_SCORE, 5).time.value();
                 }
@@ -580,7 +582,7 @@ impl<'a> IterCost<'a> {
         let serial_host = if graph { 0.0 } else { self.host.per_iteration.value() + self.host.per_sequence.value() * (n_decode + chunks.len() as u64) as f64 };
         let graph_gpu = if graph {
             // The decoders' cache bytes read per layer (as the attention op prices them).
-            let cache_gb = if n_decode > 0 { self.decode_attn.kv_bytes_per_key * (n_decode * (decode_kv as f64 / n_decode as f64).round().max(0.0) as u64 + n_decode) as f64 / 1e9 } else { 0.0 };
+            let cache_gb = self.decode_attn.kv_bytes_per_key * decode_keys as f64 / 1e9;
             (self.host.graph_per_layer.value() - self.host.graph_per_layer_per_cache_gb.value() * cache_gb).max(0.0) * self.layers
         } else {
             0.0
