@@ -1,25 +1,25 @@
 //! gpuplan: simulator and capacity planner for LLM training and inference on GPU clusters.
 //!
-//! Data flows one way: `config` reads files into domain types (`hardware`, `model`); `workload`
-//! turns a model and a mode into an op list; `parallelism` shards it; `cost` prices each op;
-//! `analytic` adds it up into a `Prediction`. Only `cli` prints or exits.
+//! The binary's library: `cli` (flags, scenario building, printing, files) over the workspace's
+//! crates, re-exported under their module names so `gpuplan::config`, `gpuplan::analytic`, ...
+//! name one thing each:
+//! - `gpuplan-core`: units, hardware, model, workload, parallelism, memory, power, cost,
+//!   analytic, sim, plan, serve, validate, scenario, record;
+//! - `gpuplan-config`: wire formats and the catalog (`config`);
+//! - `gpuplan-report`: reports, charts, traces (`report`; `sim::trace`, `sim::timeline`);
+//! - `gpuplan-gpu`: `calibrate` and `measure`.
+//!
+//! Only `cli` prints, exits or reads the environment.
 
-pub mod analytic;
-pub mod calibrate;
+pub use gpuplan_core::{analytic, cost, hardware, memory, model, parallelism, plan, power, record, scenario, serve, units, validate, workload};
+pub use gpuplan_config as config;
+pub use gpuplan_gpu::{calibrate, measure};
+pub use gpuplan_report as report;
+
+/// The discrete-event engine (`gpuplan_core::sim`) with its renderers (`gpuplan_report`).
+pub mod sim {
+    pub use gpuplan_core::sim::*;
+    pub use gpuplan_report::{timeline, trace};
+}
+
 pub mod cli;
-pub mod config;
-pub mod cost;
-pub mod hardware;
-pub mod measure;
-pub mod memory;
-pub mod model;
-pub mod parallelism;
-pub mod plan;
-pub mod power;
-pub mod report;
-pub mod scenario;
-pub mod serve;
-pub mod sim;
-pub mod units;
-pub mod validate;
-pub mod workload;

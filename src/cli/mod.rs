@@ -84,6 +84,7 @@ pub fn register_fonts() {
 
 pub fn main() -> ExitCode {
     register_fonts();
+    install_fit_overrides();
     let cli = Cli::parse();
     match run(cli) {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
@@ -92,6 +93,21 @@ pub fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// `GPUPLAN_FIT_CONSTANTS` (for the refit scripts): parsed once and installed into
+/// `cost::fitted` before anything is priced; announced on stderr, and a malformed value is
+/// reported and ignored.
+fn install_fit_overrides() {
+    use crate::cost::fitted::{install, parse, SHIPPED, VAR};
+    let Ok(text) = std::env::var(VAR) else { return };
+    match parse(&text, SHIPPED) {
+        Ok(f) => {
+            eprintln!("gpuplan: {VAR} overrides fitted constants: {f:?}");
+            let _ = install(f);
+        }
+        Err(e) => eprintln!("gpuplan: ignoring {VAR}=`{text}`: {e}\nhint: `dtensor_linear_us=A,B;overlap_cost=X`"),
     }
 }
 

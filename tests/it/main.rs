@@ -3,10 +3,12 @@
 mod calibrate;
 mod catalog;
 mod cli;
+mod cost;
 mod measure;
 mod plan;
 mod reference;
 mod report;
 mod serve;
+mod serve_engine;
 mod sim;
 mod validation;

@@ -1,0 +1,191 @@
+//! Model files in `models/` (TOML) and Hugging Face `config.json` files.
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::{hf, parse_toml, read_file, resolve, ConfigError, Problems};
+use gpuplan_core::model::{FfnKind, Mla, Model, Moe, NormKind, Position};
+
+pub const DIR: &str = "models";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelWire {
+    pub name: String,
+    pub display_name: String,
+    /// Where the shapes come from (a config.json URL, a paper table).
+    pub source: String,
+    /// Published total parameter count, in billions, if its authors state one.
+    #[serde(default)]
+    pub published_params_b: Option<f64>,
+    pub n_layers: u64,
+    pub hidden_size: u64,
+    pub n_heads: u64,
+    /// Defaults to `n_heads` (multi-head attention) only when absent.
+    #[serde(default)]
+    pub n_kv_heads: Option<u64>,
+    /// Defaults to `hidden_size / n_heads` only when absent.
+    #[serde(default)]
+    pub head_dim: Option<u64>,
+    pub ffn_hidden_size: u64,
+    /// gated (SwiGLU/GeGLU, 3 matrices) | plain (GELU MLP, 2 matrices)
+    pub ffn_kind: String,
+    pub vocab_size: u64,
+    pub tied_embeddings: bool,
+    /// rmsnorm | layernorm
+    pub norm: String,
+    /// rope | learned
+    pub position: String,
+    pub max_seq_len: u64,
+    #[serde(default)]
+    pub linear_bias: bool,
+    #[serde(default)]
+    pub qkv_bias: bool,
+    #[serde(default)]
+    pub moe: Option<MoeWire>,
+    #[serde(default)]
+    pub mla: Option<MlaWire>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MoeWire {
+    pub n_experts: u32,
+    pub top_k: u32,
+    pub expert_ffn_hidden_size: u64,
+    #[serde(default)]
+    pub n_shared_experts: u32,
+    #[serde(default)]
+    pub shared_expert_ffn_hidden_size: u64,
+    #[serde(default)]
+    pub first_dense_layers: u32,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MlaWire {
+    #[serde(default)]
+    pub q_lora_rank: u64,
+    pub kv_lora_rank: u64,
+    pub qk_nope_head_dim: u64,
+    pub qk_rope_head_dim: u64,
+    pub v_head_dim: u64,
+}
+
+/// Load a model by catalog name, TOML path, or HF `config.json` path.
+pub fn load_model(name_or_path: &str) -> Result<Model, ConfigError> {
+    let path = resolve(name_or_path, DIR, "model")?;
+    let text = read_file(&path)?;
+    if path.extension().is_some_and(|e| e == "json") {
+        return hf::model_from_hf_json(&path, &text);
+    }
+    let wire: ModelWire = parse_toml(&path, &text)?;
+    model_from_wire(&path, &wire)
+}
+
+pub fn model_from_wire(path: &Path, w: &ModelWire) -> Result<Model, ConfigError> {
+    let mut p = Problems::default();
+    let positive = |p: &mut Problems, key: &str, v: u64| p.check(v > 0, || ConfigError::invalid(path, key, v, "must be positive"));
+    positive(&mut p, "n_layers", w.n_layers);
+    positive(&mut p, "hidden_size", w.hidden_size);
+    positive(&mut p, "n_heads", w.n_heads);
+    positive(&mut p, "ffn_hidden_size", w.ffn_hidden_size);
+    positive(&mut p, "vocab_size", w.vocab_size);
+    positive(&mut p, "max_seq_len", w.max_seq_len);
+    let n_kv_heads = w.n_kv_heads.unwrap_or(w.n_heads);
+    p.check(n_kv_heads > 0 && w.n_heads % n_kv_heads.max(1) == 0, || {
+        ConfigError::invalid(path, "n_kv_heads", n_kv_heads, format!("must divide `n_heads` = {}", w.n_heads))
+    });
+    let head_dim = match w.head_dim {
+        Some(d) => d,
+        None => {
+            p.check(w.n_heads > 0 && w.hidden_size % w.n_heads.max(1) == 0, || {
+                ConfigError::invalid(path, "hidden_size", w.hidden_size, format!("is not a multiple of `n_heads` = {}", w.n_heads))
+                    .with_hint("give `head_dim` explicitly")
+            });
+            w.hidden_size / w.n_heads.max(1)
+        }
+    };
+    let ffn_kind = match w.ffn_kind.as_str() {
+        "gated" => FfnKind::Gated,
+        "plain" => FfnKind::Plain,
+        other => {
+            p.push(ConfigError::invalid(path, "ffn_kind", other, "is not known").with_hint("one of: gated, plain"));
+            FfnKind::Gated
+        }
+    };
+    let norm = match w.norm.as_str() {
+        "rmsnorm" => NormKind::RmsNorm,
+        "layernorm" => NormKind::LayerNorm,
+        other => {
+            p.push(ConfigError::invalid(path, "norm", other, "is not known").with_hint("one of: rmsnorm, layernorm"));
+            NormKind::RmsNorm
+        }
+    };
+    let position = match w.position.as_str() {
+        "rope" => Position::Rope,
+        "learned" => Position::Learned,
+        other => {
+            p.push(ConfigError::invalid(path, "position", other, "is not known").with_hint("one of: rope, learned"));
+            Position::Rope
+        }
+    };
+    let moe = w.moe.as_ref().map(|m| {
+        p.check(m.n_experts >= 1, || ConfigError::invalid(path, "moe.n_experts", m.n_experts, "must be positive"));
+        p.check(m.top_k >= 1 && m.top_k <= m.n_experts, || {
+            ConfigError::invalid(path, "moe.top_k", m.top_k, format!("must be between 1 and `moe.n_experts` = {}", m.n_experts))
+        });
+        p.check(m.expert_ffn_hidden_size > 0, || ConfigError::invalid(path, "moe.expert_ffn_hidden_size", m.expert_ffn_hidden_size, "must be positive"));
+        p.check(m.n_shared_experts == 0 || m.shared_expert_ffn_hidden_size > 0, || {
+            ConfigError::invalid(path, "moe.shared_expert_ffn_hidden_size", m.shared_expert_ffn_hidden_size, "must be positive when there are shared experts")
+        });
+        p.check((m.first_dense_layers as u64) < w.n_layers.max(1), || {
+            ConfigError::invalid(path, "moe.first_dense_layers", m.first_dense_layers, format!("must be below `n_layers` = {}", w.n_layers))
+        });
+        Moe {
+            n_experts: m.n_experts,
+            top_k: m.top_k,
+            expert_ffn_hidden: m.expert_ffn_hidden_size,
+            n_shared_experts: m.n_shared_experts,
+            shared_expert_ffn_hidden: m.shared_expert_ffn_hidden_size,
+            first_dense_layers: m.first_dense_layers,
+        }
+    });
+    let mla = w.mla.as_ref().map(|m| {
+        for (k, v) in [("mla.kv_lora_rank", m.kv_lora_rank), ("mla.qk_nope_head_dim", m.qk_nope_head_dim), ("mla.qk_rope_head_dim", m.qk_rope_head_dim), ("mla.v_head_dim", m.v_head_dim)] {
+            positive(&mut p, k, v);
+        }
+        Mla {
+            q_lora_rank: m.q_lora_rank,
+            kv_lora_rank: m.kv_lora_rank,
+            qk_nope_head_dim: m.qk_nope_head_dim,
+            qk_rope_head_dim: m.qk_rope_head_dim,
+            v_head_dim: m.v_head_dim,
+        }
+    });
+    if let Some(pb) = w.published_params_b {
+        p.check(pb > 0.0 && pb.is_finite(), || ConfigError::invalid(path, "published_params_b", pb, "must be positive"));
+    }
+    p.finish()?;
+    Ok(Model {
+        name: w.name.clone(),
+        n_layers: w.n_layers,
+        hidden: w.hidden_size,
+        n_heads: w.n_heads,
+        n_kv_heads,
+        head_dim,
+        ffn_hidden: w.ffn_hidden_size,
+        ffn_kind,
+        vocab: w.vocab_size,
+        tied_embeddings: w.tied_embeddings,
+        norm,
+        position,
+        max_seq_len: w.max_seq_len,
+        linear_bias: w.linear_bias,
+        qkv_bias: w.qkv_bias,
+        moe,
+        mla,
+        published_params: w.published_params_b.map(|b| b * 1e9),
+    })
+}

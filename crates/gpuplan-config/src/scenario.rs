@@ -1,0 +1,332 @@
+//! Scenario files in `scenarios/` and the flags that override them.
+//!
+//! ```toml
+//! name = "llama-3-70b-64xb200"
+//! model = "llama-3-70b"          # catalog name, TOML path or HF config.json
+//! system = "dgx-b200"
+//! gpus = 64
+//! [parallelism]                  # all optional: tp, pp, dp, cp, ep, etp, vp, sp, zero, schedule
+//! tp = 4
+//! pp = 2
+//! [workload]                     # mode, micro_batch, global_batch, seq, batch, kv_len, precision,
+//! mode = "train"                 # recompute, stack, dropout, flash_attention, routing_imbalance
+//! seq = 8192
+//! global_batch = 512
+//! ```
+//!
+//! Workload defaults (not hardware numbers): tp/pp/cp/ep/etp/vp = 1, dp = gpus / (tp*pp*cp),
+//! sp = (tp > 1), zero = 0, mode = train, micro_batch = 1, global_batch = micro_batch * dp,
+//! batch = 1, precision = bf16, recompute = none, stack = megatron, flash attention on, no dropout,
+//! balanced routing.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::{parse_toml, read_file, ConfigError, Problems};
+use gpuplan_core::hardware::Dtype;
+use gpuplan_core::parallelism::{ParallelConfig, Schedule};
+use gpuplan_core::scenario::{Options, Scenario};
+use gpuplan_core::workload::{Mode, Recompute, Stack, Workload};
+
+pub const DIR: &str = "scenarios";
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioWire {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Where the setup comes from (a seed document, a paper table).
+    #[serde(default)]
+    pub source: Option<String>,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub system: Option<String>,
+    #[serde(default)]
+    pub gpus: Option<i64>,
+    #[serde(default)]
+    pub calibration: Option<String>,
+    #[serde(default)]
+    pub parallelism: ParallelWire,
+    #[serde(default)]
+    pub workload: WorkloadWire,
+    #[serde(default)]
+    pub options: OptionsWire,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParallelWire {
+    pub tp: Option<i64>,
+    pub pp: Option<i64>,
+    pub dp: Option<i64>,
+    pub cp: Option<i64>,
+    pub ep: Option<i64>,
+    pub etp: Option<i64>,
+    pub vp: Option<i64>,
+    pub sp: Option<bool>,
+    pub zero: Option<i64>,
+    /// 1f1b | interleaved | gpipe
+    pub schedule: Option<String>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadWire {
+    /// train | prefill | decode
+    pub mode: Option<String>,
+    pub micro_batch: Option<i64>,
+    pub global_batch: Option<i64>,
+    pub seq: Option<i64>,
+    pub batch: Option<i64>,
+    pub kv_len: Option<i64>,
+    /// bf16 | fp16 | fp8 | fp4 | tf32 | fp32
+    pub precision: Option<String>,
+    /// none | selective | full
+    pub recompute: Option<String>,
+    /// megatron | torch-eager | torch-compile
+    pub stack: Option<String>,
+    pub dropout: Option<bool>,
+    pub flash_attention: Option<bool>,
+    pub routing_imbalance: Option<f64>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OptionsWire {
+    pub tp_comm_overlap: Option<bool>,
+    pub dp_overlap: Option<bool>,
+}
+
+/// Overlay `over` on `base`: every value `over` sets wins.
+pub fn overlay(base: ScenarioWire, over: ScenarioWire) -> ScenarioWire {
+    macro_rules! pick {
+        ($b:expr, $o:expr, [$($f:ident),*]) => { $( if $o.$f.is_some() { $b.$f = $o.$f; } )* };
+    }
+    let mut b = base;
+    pick!(b, over, [name, description, source, model, system, gpus, calibration]);
+    pick!(b.parallelism, over.parallelism, [tp, pp, dp, cp, ep, etp, vp, sp, zero, schedule]);
+    pick!(b.workload, over.workload, [mode, micro_batch, global_batch, seq, batch, kv_len, precision, recompute, stack, dropout, flash_attention, routing_imbalance]);
+    pick!(b.options, over.options, [tp_comm_overlap, dp_overlap]);
+    b
+}
+
+pub fn read_scenario(path: &Path) -> Result<ScenarioWire, ConfigError> {
+    let text = read_file(path)?;
+    parse_toml(path, &text)
+}
+
+/// Where a value came from, for error messages: the file, or the command line.
+fn origin(file: Option<&Path>) -> PathBuf {
+    file.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("command line"))
+}
+
+/// A profile given as a file, a profile folder, a path relative to the scenario file, or a name
+/// under `calibration/profiles/`.
+pub fn resolve_profile(given: &str, scenario_file: Option<&Path>) -> Result<PathBuf, ConfigError> {
+    let as_path = |p: PathBuf| if p.is_dir() { p.join("profile.toml") } else { p };
+    let direct = as_path(PathBuf::from(given));
+    if direct.is_file() {
+        return Ok(direct);
+    }
+    if let Some(dir) = scenario_file.and_then(Path::parent) {
+        let rel = as_path(dir.join(given));
+        if rel.is_file() {
+            return Ok(rel);
+        }
+    }
+    for root in super::data_roots() {
+        let named = root.join("calibration/profiles").join(given).join("profile.toml");
+        if named.is_file() {
+            return Ok(named);
+        }
+    }
+    let known: Vec<String> = super::data_roots()
+        .iter()
+        .filter_map(|r| std::fs::read_dir(r.join("calibration/profiles")).ok())
+        .flat_map(|d| d.filter_map(|e| e.ok()).filter(|e| e.path().join("profile.toml").is_file()).map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect();
+    let hint = match super::closest(given, &known) {
+        Some(c) => format!("did you mean `{c}`? profiles: {}", known.join(", ")),
+        None => format!("profiles: {}; or give a path to a profile.toml", if known.is_empty() { "none found".to_string() } else { known.join(", ") }),
+    };
+    Err(ConfigError::UnknownName { what: "calibration profile", name: given.to_string(), hint: Some(hint) })
+}
+
+/// Check a wire scenario and build the domain scenario, loading model, system and profile.
+/// `file` names the scenario file for messages (values given by flags are reported as such).
+pub fn build(w: &ScenarioWire, file: Option<&Path>) -> Result<Scenario, ConfigError> {
+    let path = origin(file);
+    let mut p = Problems::default();
+    let model_name = w.model.clone();
+    let system_name = w.system.clone();
+    p.check(model_name.is_some(), || {
+        ConfigError::invalid(&path, "model", "(missing)", "is required").with_hint("give `--model NAME` or `model = \"...\"`; see models/")
+    });
+    p.check(system_name.is_some(), || {
+        ConfigError::invalid(&path, "system", "(missing)", "is required").with_hint("give `--system NAME` or `system = \"...\"`; see calibration/systems/")
+    });
+    p.finish()?;
+    let model = super::model::load_model(model_name.as_deref().unwrap_or_default())?;
+    let system = super::system::load_system(system_name.as_deref().unwrap_or_default())?;
+    // `calibration = "none"` (or `--calibration none`) keeps the datasheet values even where the
+    // system file names a profile.
+    let profile = match w.calibration.as_ref().or(system.calibration.as_ref()).filter(|c| c.as_str() != "none") {
+        Some(c) => {
+            let mut p = super::profile::load_profile(&resolve_profile(c, file)?)?;
+            p.measured_gpu = super::system::gpu_by_driver_name(&p.gpu_name).map(Box::new);
+            Some(p)
+        }
+        None => None,
+    };
+
+    let mut p = Problems::default();
+    let pos = |p: &mut Problems, key: &str, v: Option<i64>, default: u64| -> u64 {
+        match v {
+            None => default,
+            Some(x) if x >= 1 => x as u64,
+            Some(x) => {
+                p.push(ConfigError::invalid(&path, key, x, "must be a positive integer"));
+                default
+            }
+        }
+    };
+    let pw = &w.parallelism;
+    let tp = pos(&mut p, "parallelism.tp", pw.tp, 1) as u32;
+    let pp = pos(&mut p, "parallelism.pp", pw.pp, 1) as u32;
+    let cp = pos(&mut p, "parallelism.cp", pw.cp, 1) as u32;
+    let ep = pos(&mut p, "parallelism.ep", pw.ep, 1) as u32;
+    let etp = pos(&mut p, "parallelism.etp", pw.etp, 1) as u32;
+    let vp = pos(&mut p, "parallelism.vp", pw.vp, 1) as u32;
+    let model_parallel = (tp * pp * cp) as u64;
+    let gpus = match (w.gpus, pw.dp) {
+        (Some(g), _) => pos(&mut p, "gpus", Some(g), 1),
+        (None, Some(dp)) => model_parallel * pos(&mut p, "parallelism.dp", Some(dp), 1),
+        (None, None) => model_parallel,
+    };
+    let dp = match pw.dp {
+        Some(d) => pos(&mut p, "parallelism.dp", Some(d), 1) as u32,
+        None => {
+            p.check(gpus % model_parallel == 0, || {
+                ConfigError::invalid(&path, "gpus", gpus, format!("is not a multiple of tp*pp*cp = {model_parallel}"))
+                    .with_hint("choose gpus = tp * pp * dp * cp")
+            });
+            (gpus / model_parallel).max(1) as u32
+        }
+    };
+    p.check(pw.dp.is_none() || model_parallel * dp as u64 == gpus, || {
+        ConfigError::invalid(&path, "gpus", gpus, format!("does not equal tp*pp*dp*cp = {tp}*{pp}*{dp}*{cp} = {}", model_parallel * dp as u64))
+            .with_hint("set `--dp` to gpus / (tp*pp*cp), or leave it out to derive it")
+    });
+    let zero = match pw.zero {
+        None => 0,
+        Some(z @ 0..=3) => z as u32,
+        Some(z) => {
+            p.push(ConfigError::invalid(&path, "parallelism.zero", z, "is not a ZeRO stage").with_hint("0, 1, 2 or 3 (3 = FSDP full shard)"));
+            0
+        }
+    };
+    let schedule = match pw.schedule.as_deref() {
+        None if vp > 1 => Schedule::Interleaved,
+        None | Some("1f1b") => Schedule::OneFOneB,
+        Some("interleaved") => Schedule::Interleaved,
+        Some("gpipe") => Schedule::Gpipe,
+        Some(other) => {
+            p.push(ConfigError::invalid(&path, "parallelism.schedule", other, "is not known").with_hint("one of: 1f1b, interleaved, gpipe"));
+            Schedule::OneFOneB
+        }
+    };
+    let parallel = ParallelConfig { tp, sp: pw.sp.unwrap_or(tp > 1), pp, vp, dp, cp, ep, etp, zero, schedule };
+
+    let ww = &w.workload;
+    let mode = match ww.mode.as_deref().unwrap_or("train") {
+        "train" => Mode::Train,
+        "prefill" => Mode::Prefill,
+        "decode" => Mode::Decode,
+        other => {
+            p.push(ConfigError::invalid(&path, "workload.mode", other, "is not known").with_hint("one of: train, prefill, decode (for request-level serving, `gpuplan serve`)"));
+            Mode::Train
+        }
+    };
+    let micro_batch = pos(&mut p, "workload.micro_batch", ww.micro_batch, 1);
+    let global_batch = pos(&mut p, "workload.global_batch", ww.global_batch, micro_batch * dp as u64);
+    let seq = match (ww.seq, mode) {
+        (None, Mode::Decode) => 1,
+        (None, _) => {
+            p.push(ConfigError::invalid(&path, "workload.seq", "(missing)", "is required for training and prefill").with_hint("give `--seq N`"));
+            1
+        }
+        (Some(s), _) => pos(&mut p, "workload.seq", Some(s), 1),
+    };
+    let batch = pos(&mut p, "workload.batch", ww.batch, 1);
+    let kv_len = match (ww.kv_len, mode) {
+        (None, Mode::Decode) => {
+            p.push(ConfigError::invalid(&path, "workload.kv_len", "(missing)", "is required for decode").with_hint("give `--kv-len N`"));
+            1
+        }
+        (None, _) => 0,
+        (Some(k), _) => pos(&mut p, "workload.kv_len", Some(k), 1),
+    };
+    if mode == Mode::Train {
+        let per_step = micro_batch * dp as u64;
+        p.check(global_batch % per_step == 0, || {
+            ConfigError::invalid(&path, "workload.global_batch", global_batch, format!("is not a multiple of micro_batch*dp = {micro_batch}*{dp}"))
+                .with_hint("global_batch = micro_batch * dp * gradient accumulation steps")
+        });
+    }
+    if seq > model.max_seq_len && mode != Mode::Decode {
+        p.push(ConfigError::invalid(&path, "workload.seq", seq, format!("exceeds the model's `max_seq_len` = {}", model.max_seq_len)));
+    }
+    let precision = match ww.precision.as_deref() {
+        None => Dtype::Bf16,
+        Some(s) => Dtype::parse(s).unwrap_or_else(|| {
+            p.push(ConfigError::invalid(&path, "workload.precision", s, "is not known").with_hint("one of: bf16, fp16, fp8, fp4, tf32, fp32"));
+            Dtype::Bf16
+        }),
+    };
+    let recompute = match ww.recompute.as_deref().unwrap_or("none") {
+        "none" => Recompute::None,
+        "selective" => Recompute::Selective,
+        "full" => Recompute::Full,
+        other => {
+            p.push(ConfigError::invalid(&path, "workload.recompute", other, "is not known").with_hint("one of: none, selective, full"));
+            Recompute::None
+        }
+    };
+    let stack = match ww.stack.as_deref() {
+        None => Stack::Megatron,
+        Some(s) => Stack::parse(s).unwrap_or_else(|| {
+            p.push(ConfigError::invalid(&path, "workload.stack", s, "is not known").with_hint("one of: megatron, torch-eager, torch-compile"));
+            Stack::Megatron
+        }),
+    };
+    let routing_imbalance = ww.routing_imbalance.unwrap_or(1.0);
+    p.check(routing_imbalance >= 1.0 && routing_imbalance.is_finite(), || {
+        ConfigError::invalid(&path, "workload.routing_imbalance", routing_imbalance, "must be at least 1 (busiest expert rank / mean)")
+    });
+    let workload = Workload {
+        mode,
+        micro_batch,
+        global_batch,
+        seq,
+        batch,
+        kv_len,
+        precision,
+        recompute,
+        stack,
+        dropout: ww.dropout.unwrap_or(false),
+        flash_attention: ww.flash_attention.unwrap_or(true),
+        routing_imbalance,
+    };
+    let d = Options::default();
+    let options = Options {
+        tp_comm_overlap: w.options.tp_comm_overlap.unwrap_or(d.tp_comm_overlap),
+        dp_overlap: w.options.dp_overlap.unwrap_or(d.dp_overlap),
+    };
+    p.finish()?;
+    let name = w.name.clone().unwrap_or_else(|| format!("{}-{}-{}gpu", model.name, system.name, gpus));
+    Ok(Scenario { name, model, system, n_gpus: gpus, parallel, workload, profile, options })
+}

@@ -1,0 +1,274 @@
+//! GPU and system files in `calibration/systems/`.
+//!
+//! A GPU file (`kind = "gpu"`, e.g. `h100-sxm.toml`) describes one GPU model; a system file
+//! (`kind = "system"`, e.g. `dgx-h100.toml`) a node type, the GPU it holds and the fabric between
+//! nodes. Every number is `{ value = .., source = "..", kind = "datasheet|measured|transferred|unsourced" }`
+//! and its key carries its unit.
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::{parse_toml, read_file, resolve, ConfigError, Problems, SourcedWire};
+use gpuplan_core::hardware::{Arch, Efficiency, Fabric, Gpu, PeakTable, System};
+use gpuplan_core::units::{Bytes, BytesPerSec, FlopsPerSec, Hertz, Seconds, Watts};
+
+pub const DIR: &str = "calibration/systems";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuWire {
+    pub kind: String,
+    pub name: String,
+    pub display_name: String,
+    /// ampere | hopper | blackwell
+    pub architecture: String,
+    pub sm_count: SourcedWire,
+    pub max_clock_mhz: SourcedWire,
+    pub spec_clock_mhz: SourcedWire,
+    /// Dense (non-sparse) tensor throughput; fp4/fp8 absent where the GPU has no such path.
+    #[serde(default)]
+    pub peak_fp4_tflops: Option<SourcedWire>,
+    #[serde(default)]
+    pub peak_fp8_tflops: Option<SourcedWire>,
+    pub peak_bf16_tflops: SourcedWire,
+    pub peak_fp16_tflops: SourcedWire,
+    pub peak_tf32_tflops: SourcedWire,
+    pub peak_fp32_tflops: SourcedWire,
+    pub hbm_capacity_gib: SourcedWire,
+    pub hbm_bandwidth_gb_per_s: SourcedWire,
+    pub l2_cache_mib: SourcedWire,
+    pub nvlink_generation: SourcedWire,
+    /// Both directions added, as NVIDIA quotes it (900 GB/s for H100).
+    pub nvlink_bandwidth_bidir_gb_per_s: SourcedWire,
+    pub tdp_w: SourcedWire,
+    pub idle_w: SourcedWire,
+    pub efficiency: EfficiencyWire,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EfficiencyWire {
+    pub gemm_max_fraction: SourcedWire,
+    pub hbm_fraction: SourcedWire,
+    pub attention_fraction: SourcedWire,
+    pub nvlink_busbw_fraction: SourcedWire,
+    pub network_busbw_fraction: SourcedWire,
+    pub kernel_overhead_us: SourcedWire,
+    pub sustained_gemm_clock_mhz: SourcedWire,
+    pub hbm_load_w: SourcedWire,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SystemWire {
+    pub kind: String,
+    pub name: String,
+    pub display_name: String,
+    /// Where the structural facts (GPU count, switches, NICs) come from.
+    pub source: String,
+    /// Name of a GPU file in the same folder.
+    pub gpu: String,
+    pub gpus_per_node: u32,
+    pub nvlink_domain_size: u32,
+    pub nvswitch: bool,
+    pub nvls: bool,
+    pub nics_per_node: u32,
+    pub nic_bandwidth_gbit_per_s: SourcedWire,
+    pub host_power_per_node_w: SourcedWire,
+    pub pue: SourcedWire,
+    /// A calibration profile (name under calibration/profiles/, or a path) measured on this
+    /// system, used when a scenario names none.
+    #[serde(default)]
+    pub calibration: Option<String>,
+    pub fabric: FabricWire,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FabricWire {
+    /// infiniband | ethernet
+    pub kind: String,
+    pub rail_optimized: bool,
+    pub oversubscription: SourcedWire,
+    pub latency_us: SourcedWire,
+}
+
+/// The `kind` key of a catalog file, to tell GPU files from system files.
+pub fn file_kind(path: &Path, text: &str) -> Result<String, ConfigError> {
+    #[derive(Deserialize)]
+    struct Loose {
+        kind: Option<String>,
+    }
+    let loose: Loose = toml::from_str(text).map_err(|_| ConfigError::invalid(path, "kind", "?", "could not be read"))?;
+    loose.kind.ok_or_else(|| ConfigError::invalid(path, "kind", "(missing)", "is required").with_hint("`kind = \"gpu\"` or `kind = \"system\"`"))
+}
+
+pub fn load_gpu(name_or_path: &str) -> Result<Gpu, ConfigError> {
+    let path = resolve(name_or_path, DIR, "gpu")?;
+    let text = read_file(&path)?;
+    let wire: GpuWire = parse_toml(&path, &text)?;
+    gpu_from_wire(&path, &wire)
+}
+
+pub fn gpu_from_wire(path: &Path, w: &GpuWire) -> Result<Gpu, ConfigError> {
+    let mut p = Problems::default();
+    p.check(w.kind == "gpu", || ConfigError::invalid(path, "kind", &w.kind, "should be `gpu` in a GPU file"));
+    let arch = match w.architecture.as_str() {
+        "ampere" => Arch::Ampere,
+        "hopper" => Arch::Hopper,
+        "blackwell" => Arch::Blackwell,
+        other => {
+            p.push(ConfigError::invalid(path, "architecture", other, "is not known").with_hint("one of: ampere, hopper, blackwell"));
+            Arch::Hopper
+        }
+    };
+    let tf = |x: f64| FlopsPerSec::tflops(x);
+    let mhz = |x: f64| Hertz::mhz(x);
+    let count = |x: f64| x.round() as u32;
+    let peak = PeakTable {
+        fp4: w.peak_fp4_tflops.as_ref().map(|s| s.to_sourced(path, "peak_fp4_tflops", false, tf, &mut p)),
+        fp8: w.peak_fp8_tflops.as_ref().map(|s| s.to_sourced(path, "peak_fp8_tflops", false, tf, &mut p)),
+        bf16: w.peak_bf16_tflops.to_sourced(path, "peak_bf16_tflops", false, tf, &mut p),
+        fp16: w.peak_fp16_tflops.to_sourced(path, "peak_fp16_tflops", false, tf, &mut p),
+        tf32: w.peak_tf32_tflops.to_sourced(path, "peak_tf32_tflops", false, tf, &mut p),
+        fp32: w.peak_fp32_tflops.to_sourced(path, "peak_fp32_tflops", false, tf, &mut p),
+    };
+    let e = &w.efficiency;
+    let fraction = |s: &SourcedWire, key: &str, p: &mut Problems| {
+        p.check(s.value <= 1.0, || ConfigError::invalid(path, &format!("efficiency.{key}.value"), s.value, "is a fraction and must be at most 1"));
+        s.to_sourced(path, &format!("efficiency.{key}"), false, |x| x, p)
+    };
+    let efficiency = Efficiency {
+        gemm_max: fraction(&e.gemm_max_fraction, "gemm_max_fraction", &mut p),
+        hbm: fraction(&e.hbm_fraction, "hbm_fraction", &mut p),
+        attention: fraction(&e.attention_fraction, "attention_fraction", &mut p),
+        nvlink_busbw: fraction(&e.nvlink_busbw_fraction, "nvlink_busbw_fraction", &mut p),
+        network_busbw: fraction(&e.network_busbw_fraction, "network_busbw_fraction", &mut p),
+        kernel_overhead: e.kernel_overhead_us.to_sourced(path, "efficiency.kernel_overhead_us", true, Seconds::us, &mut p),
+        sustained_gemm_clock: e.sustained_gemm_clock_mhz.to_sourced(path, "efficiency.sustained_gemm_clock_mhz", false, mhz, &mut p),
+        hbm_load_power: e.hbm_load_w.to_sourced(path, "efficiency.hbm_load_w", false, Watts::new, &mut p),
+    };
+    let gpu = Gpu {
+        name: w.name.clone(),
+        display_name: w.display_name.clone(),
+        arch,
+        sm_count: w.sm_count.to_sourced(path, "sm_count", false, count, &mut p),
+        max_clock: w.max_clock_mhz.to_sourced(path, "max_clock_mhz", false, mhz, &mut p),
+        spec_clock: w.spec_clock_mhz.to_sourced(path, "spec_clock_mhz", false, mhz, &mut p),
+        peak,
+        hbm_capacity: w.hbm_capacity_gib.to_sourced(path, "hbm_capacity_gib", false, Bytes::gib, &mut p),
+        hbm_bandwidth: w.hbm_bandwidth_gb_per_s.to_sourced(path, "hbm_bandwidth_gb_per_s", false, BytesPerSec::gb_per_s, &mut p),
+        l2_cache: w.l2_cache_mib.to_sourced(path, "l2_cache_mib", false, Bytes::mib, &mut p),
+        nvlink_generation: w.nvlink_generation.to_sourced(path, "nvlink_generation", false, count, &mut p),
+        nvlink_bandwidth: w
+            .nvlink_bandwidth_bidir_gb_per_s
+            .to_sourced(path, "nvlink_bandwidth_bidir_gb_per_s", false, |x| BytesPerSec::gb_per_s(x / 2.0), &mut p),
+        tdp: w.tdp_w.to_sourced(path, "tdp_w", false, Watts::new, &mut p),
+        idle_power: w.idle_w.to_sourced(path, "idle_w", false, Watts::new, &mut p),
+        efficiency,
+    };
+    p.check(gpu.idle_power.value < gpu.tdp.value, || ConfigError::invalid(path, "idle_w.value", gpu.idle_power.value.value(), "must be below `tdp_w`"));
+    p.check(gpu.efficiency.sustained_gemm_clock.value <= gpu.max_clock.value, || {
+        ConfigError::invalid(path, "efficiency.sustained_gemm_clock_mhz.value", gpu.efficiency.sustained_gemm_clock.value.as_mhz(), "must not exceed `max_clock_mhz`")
+    });
+    p.finish()?;
+    Ok(gpu)
+}
+
+/// Load a system by name (`dgx-h100`) or path, with its GPU.
+pub fn load_system(name_or_path: &str) -> Result<System, ConfigError> {
+    let path = resolve(name_or_path, DIR, "system")?;
+    let text = read_file(&path)?;
+    let kind = file_kind(&path, &text)?;
+    if kind != "system" {
+        let systems: Vec<String> = super::list_names(DIR).into_iter().filter(|n| is_system_name(n)).collect();
+        return Err(ConfigError::invalid(&path, "kind", &kind, "is not a system").with_hint(format!(
+            "`--system` takes a node or cluster file; systems: {}",
+            systems.join(", ")
+        )));
+    }
+    let wire: SystemWire = parse_toml(&path, &text)?;
+    system_from_wire(&path, &wire)
+}
+
+fn is_system_name(name: &str) -> bool {
+    resolve(name, DIR, "system")
+        .ok()
+        .and_then(|p| read_file(&p).ok().map(|t| (p, t)))
+        .and_then(|(p, t)| file_kind(&p, &t).ok())
+        .is_some_and(|k| k == "system")
+}
+
+pub fn system_from_wire(path: &Path, w: &SystemWire) -> Result<System, ConfigError> {
+    let gpu_path = path.parent().map(|d| d.join(format!("{}.toml", w.gpu)));
+    let gpu = match gpu_path {
+        Some(gp) if gp.is_file() => load_gpu(gp.to_str().unwrap_or(&w.gpu)),
+        _ => load_gpu(&w.gpu),
+    }
+    .map_err(|e| match e {
+        ConfigError::UnknownName { hint, .. } => ConfigError::Invalid {
+            path: path.to_path_buf(),
+            key: "gpu".into(),
+            value: format!("`{}`", w.gpu),
+            problem: "names no GPU file".into(),
+            hint,
+        },
+        other => other,
+    })?;
+    let mut p = Problems::default();
+    p.check(w.kind == "system", || ConfigError::invalid(path, "kind", &w.kind, "should be `system` in a system file"));
+    p.check(w.gpus_per_node > 0, || ConfigError::invalid(path, "gpus_per_node", w.gpus_per_node, "must be positive"));
+    p.check(w.nvlink_domain_size >= 1 && w.nvlink_domain_size % w.gpus_per_node.max(1) == 0, || {
+        ConfigError::invalid(path, "nvlink_domain_size", w.nvlink_domain_size, "must be a positive multiple of `gpus_per_node`")
+    });
+    p.check(w.nics_per_node > 0, || ConfigError::invalid(path, "nics_per_node", w.nics_per_node, "must be positive"));
+    p.check(!w.source.trim().is_empty(), || ConfigError::invalid(path, "source", "\"\"", "is empty"));
+    p.check(matches!(w.fabric.kind.as_str(), "infiniband" | "ethernet"), || {
+        ConfigError::invalid(path, "fabric.kind", &w.fabric.kind, "is not known").with_hint("one of: infiniband, ethernet")
+    });
+    p.check(w.pue.value >= 1.0, || ConfigError::invalid(path, "pue.value", w.pue.value, "must be at least 1"));
+    p.check(w.fabric.oversubscription.value >= 1.0, || {
+        ConfigError::invalid(path, "fabric.oversubscription.value", w.fabric.oversubscription.value, "must be at least 1 (1 = non-blocking)")
+    });
+    let system = System {
+        name: w.name.clone(),
+        display_name: w.display_name.clone(),
+        gpu,
+        gpus_per_node: w.gpus_per_node,
+        nvlink_domain_size: w.nvlink_domain_size,
+        nvswitch: w.nvswitch,
+        nvls: w.nvls,
+        nics_per_node: w.nics_per_node,
+        nic_bandwidth: w.nic_bandwidth_gbit_per_s.to_sourced(path, "nic_bandwidth_gbit_per_s", false, BytesPerSec::gbit_per_s, &mut p),
+        fabric: Fabric {
+            kind: w.fabric.kind.clone(),
+            rail_optimized: w.fabric.rail_optimized,
+            oversubscription: w.fabric.oversubscription.to_sourced(path, "fabric.oversubscription", false, |x| x, &mut p),
+            latency: w.fabric.latency_us.to_sourced(path, "fabric.latency_us", false, Seconds::us, &mut p),
+        },
+        host_power_per_node: w.host_power_per_node_w.to_sourced(path, "host_power_per_node_w", true, Watts::new, &mut p),
+        pue: w.pue.to_sourced(path, "pue", false, |x| x, &mut p),
+        calibration: w.calibration.clone(),
+    };
+    p.finish()?;
+    Ok(system)
+}
+
+
+/// The catalog GPU a driver name (`NVIDIA H200`, `NVIDIA H100 80GB HBM3`) describes: the one whose
+/// display name carries the same model token (H200, H100, B200, GB200, A100), if exactly one does.
+pub fn gpu_by_driver_name(driver_name: &str) -> Option<Gpu> {
+    let token = |s: &str| -> Option<String> {
+        s.split(|c: char| !c.is_ascii_alphanumeric())
+            .find(|t| t.len() >= 4 && t.chars().next().is_some_and(|c| c.is_ascii_uppercase()) && t.chars().any(|c| c.is_ascii_digit()) && t.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()))
+            .map(str::to_string)
+    };
+    let want = token(driver_name)?;
+    let matches: Vec<Gpu> = super::list_names(DIR)
+        .iter()
+        .filter_map(|n| load_gpu(n).ok())
+        .filter(|g| token(&g.display_name).as_deref() == Some(want.as_str()))
+        .collect();
+    if matches.len() == 1 { matches.into_iter().next() } else { None }
+}

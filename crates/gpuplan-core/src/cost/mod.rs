@@ -1,0 +1,551 @@
+//! Op -> seconds on one GPU; collective -> seconds on a group over the links it crosses.
+//!
+//! Compute-bound ops are priced at the clock a sustained GEMM settles at under the power cap
+//! (where both the datasheet-derived efficiencies and `calibrate`'s measurements are taken); the
+//! caller scales them by `power`'s clock factor. Every number used is listed with its source.
+
+pub mod fitted;
+pub mod lower;
+pub mod nccl;
+
+use crate::hardware::profile::{AttentionBmmPoint, CollectiveOp, Profile};
+use crate::hardware::{Arch, Dtype, Source, Sourced, System};
+use crate::parallelism::GroupShape;
+use crate::units::{Bytes, BytesPerSec, Flops, FlopsPerSec, Seconds};
+use crate::workload::{Op, OpKind};
+
+/// What limits a kernel; the engines sum time by bound (collectives are `lower::CommStep`s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Bound {
+    Compute,
+    Memory,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OpCost {
+    pub time: Seconds,
+    pub bound: Bound,
+}
+
+/// One number a prediction used, with its origin.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UsedNumber {
+    pub name: String,
+    pub value: String,
+    pub source: Source,
+}
+
+/// Fraction of peak FlashAttention-2/3 backward reaches relative to its forward on Hopper
+/// (FA3 paper, Shah et al. 2024, fig. 5-7: forward up to ~740, backward ~480-560 TFLOP/s in bf16);
+/// an estimate applied to all GPUs.
+const ATTENTION_BACKWARD_RATIO: f64 = 0.7;
+
+/// (s, d) at which `efficiency.attention` is quoted: the published FlashAttention-2 forward
+/// figures the GPU files cite are at head dim 128, sequence length 8192 ("[AZ] FlashAttention-2
+/// (hd128, b2, s8192)" in calibration/systems/h100-sxm.toml and gb200.toml, transferred to
+/// h200-sxm and b200). A profile's attention shape factor is 1 there, so the level stays the GPU
+/// file's and only the shape dependence comes from the profile. (a100-sxm-80g's fraction is the
+/// middle of FlashAttention-2's published A100 range, at no single shape; the same reference is
+/// used for it.)
+const ATTENTION_REFERENCE: (u64, u64) = (8192, 128);
+
+/// Achieved FLOP/s of attention-like batched GEMMs (a profile's `attention_bmm` table) as a
+/// function of (s, d). Policy: the points of the nearest measured head dim (distance in log d,
+/// ties to the larger), linear in ln s between them, clamped to their measured range.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttentionCurves {
+    /// (head dim, [(ln s, FLOP/s)] by ascending s), by ascending head dim.
+    curves: Vec<(u64, Vec<(f64, f64)>)>,
+}
+
+impl AttentionCurves {
+    /// `None` without points.
+    pub fn new(points: &[AttentionBmmPoint]) -> Option<AttentionCurves> {
+        let mut curves: Vec<(u64, Vec<(f64, f64)>)> = Vec::new();
+        for p in points {
+            let pt = ((p.seq_len.max(1) as f64).ln(), p.achieved.value());
+            match curves.iter_mut().find(|(d, _)| *d == p.head_dim) {
+                Some((_, v)) => v.push(pt),
+                None => curves.push((p.head_dim, vec![pt])),
+            }
+        }
+        if curves.is_empty() {
+            return None;
+        }
+        curves.sort_by_key(|(d, _)| *d);
+        for (_, v) in &mut curves {
+            v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
+        Some(AttentionCurves { curves })
+    }
+
+    /// FLOP/s at sequence length `s` and head dim `d`.
+    pub fn at(&self, s: f64, d: u64) -> f64 {
+        let ld = (d.max(1) as f64).ln();
+        let dist = |h: u64| ((h.max(1) as f64).ln() - ld).abs();
+        // Ascending head dims: `<=` lets the larger of two equally near ones win.
+        let mut best = &self.curves[0];
+        for c in &self.curves[1..] {
+            if dist(c.0) <= dist(best.0) {
+                best = c;
+            }
+        }
+        let pts = &best.1;
+        let x = s.max(1.0).ln();
+        let (first, last) = (pts[0], pts[pts.len() - 1]);
+        if x <= first.0 {
+            return first.1;
+        }
+        if x >= last.0 {
+            return last.1;
+        }
+        let i = pts.iter().position(|p| p.0 >= x).expect("x is inside the range");
+        let (a, b) = (pts[i - 1], pts[i]);
+        a.1 + (b.1 - a.1) * (x - a.0) / (b.0 - a.0)
+    }
+
+    /// Efficiency at (s, d) relative to the reference sequence length of the same head dim
+    /// (s = 8192 of [`ATTENTION_REFERENCE`]). Only the dependence on s is taken: across head
+    /// dims the unfused products differ mostly by the score matrix's HBM traffic (d FLOPs per
+    /// byte), which FlashAttention keeps on chip, so they say little about its d dependence.
+    pub fn factor(&self, s: f64, d: u64) -> f64 {
+        self.at(s, d) / self.at(ATTENTION_REFERENCE.0 as f64, d)
+    }
+
+    /// Smallest and largest factor over the measured points.
+    fn range(&self) -> (f64, f64) {
+        let fs = self.curves.iter().flat_map(|(d, v)| {
+            let reference = self.at(ATTENTION_REFERENCE.0 as f64, *d);
+            v.iter().map(move |p| p.1 / reference)
+        });
+        fs.fold((f64::INFINITY, 0.0f64), |(lo, hi), f| (lo.min(f), hi.max(f)))
+    }
+}
+
+/// cuBLAS tile of the large-GEMM kernels: 128 x 256 on Hopper/Blackwell, 128 x 128 on Ampere
+/// (the CUTLASS default tile shapes for those architectures).
+fn tile(arch: Arch) -> (u64, u64) {
+    match arch {
+        Arch::Ampere => (128, 128),
+        Arch::Hopper | Arch::Blackwell => (128, 256),
+    }
+}
+
+/// K steps a GEMM main loop needs to hide its prologue and epilogue: efficiency k / (k + K0).
+const K_RAMP: f64 = 128.0;
+/// The GEMM the datasheet-derived `gemm_max_fraction` is measured on (cuBLAS 8192^3).
+const REFERENCE_GEMM: u64 = 8192;
+
+/// A measured GEMM shape and its measured / modelled efficiency.
+struct Correction {
+    dtype: Dtype,
+    log_m: f64,
+    log_n: f64,
+    log_k: f64,
+    ratio: f64,
+}
+
+pub struct CostModel<'a> {
+    pub system: &'a System,
+    pub profile: Option<&'a Profile>,
+    corrections: Vec<Correction>,
+    gemm_max: Sourced<f64>,
+    hbm: Sourced<BytesPerSec>,
+    kernel_overhead: Sourced<Seconds>,
+    /// Attention's shape dependence from a profile's `attention_bmm` table, with its source.
+    attention_shape: Option<(AttentionCurves, Source)>,
+}
+
+impl<'a> CostModel<'a> {
+    pub fn new(system: &'a System, profile: Option<&'a Profile>) -> Self {
+        let gpu = &system.gpu;
+        let e = &gpu.efficiency;
+        let mut gemm_max = e.gemm_max.clone();
+        let mut hbm = Sourced::new(gpu.hbm_bandwidth.value * e.hbm.value, e.hbm.source.clone());
+        let mut kernel_overhead = e.kernel_overhead.clone();
+        if let Some(p) = profile {
+            match profile_relation(gpu, p) {
+                Relation::Same => {
+                    let measured = |what: &str| Source::Measured(format!("profile `{}`: {what} ({})", p.name, p.provenance));
+                    if let Some(big) = largest_gemm(p, Dtype::Bf16) {
+                        let shape = gemm_shape_factor(gpu.arch, gpu.sm_count.value as u64, big.m, big.n, big.k, 1);
+                        gemm_max = Sourced::new(big.achieved / gpu.peak.bf16.value / shape, measured("bf16 GEMM efficiency"));
+                    }
+                    if let Some(st) = &p.stream {
+                        hbm = Sourced::new(st.bandwidth, measured("HBM copy bandwidth"));
+                    }
+                    if let Some(l) = p.kernel_launch {
+                        kernel_overhead = Sourced::new(l, measured("kernel launch overhead"));
+                    }
+                }
+                Relation::Other(src) => {
+                    // Only the dimensionless parts carry over, as fractions of the measured GPU's
+                    // peaks applied to this GPU's.
+                    let transferred = |what: &str| Source::Transferred(format!("profile `{}` measured on {}: {what}, as a fraction of peak, applied to {}", p.name, src.display_name, gpu.display_name));
+                    if let Some(big) = largest_gemm(p, Dtype::Bf16) {
+                        let shape = gemm_shape_factor(src.arch, src.sm_count.value as u64, big.m, big.n, big.k, 1);
+                        gemm_max = Sourced::new(big.achieved / src.peak.bf16.value / shape, transferred("bf16 GEMM efficiency"));
+                    }
+                    if let Some(st) = &p.stream {
+                        let fraction = st.bandwidth / src.hbm_bandwidth.value;
+                        hbm = Sourced::new(gpu.hbm_bandwidth.value * fraction, transferred("HBM efficiency"));
+                    }
+                }
+                Relation::Unknown => {}
+            }
+        }
+        // Measured / modelled efficiency at every measured shape, against the GPU it was measured on.
+        let corrections = match profile.map(|p| (p, profile_relation(gpu, p))) {
+            Some((p, rel @ (Relation::Same | Relation::Other(_)))) => {
+                let src = match rel {
+                    Relation::Other(g) => g,
+                    _ => gpu,
+                };
+                p.gemm
+                    .iter()
+                    .filter_map(|g| {
+                        let peak = src.peak.get(g.dtype)?.value;
+                        let modelled = gemm_shape_factor(src.arch, src.sm_count.value as u64, g.m, g.n, g.k, 1) * gemm_max.value;
+                        let lg = |x: u64| (x.max(1) as f64).ln();
+                        Some(Correction { dtype: g.dtype, log_m: lg(g.m), log_n: lg(g.n), log_k: lg(g.k), ratio: (g.achieved / peak) / modelled })
+                    })
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
+        // Attention's shape dependence: a ratio of two measured efficiencies, so it carries to
+        // another GPU as it is (transferred), like the GEMM corrections.
+        let attention_shape = profile.and_then(|p| {
+            let curves = AttentionCurves::new(&p.attention_bmm)?;
+            let what = format!("attention-like bf16 batched GEMMs (QK^T + PV) vs (s, d), relative to s = {}, d = {} where `attention_fraction` is quoted", ATTENTION_REFERENCE.0, ATTENTION_REFERENCE.1);
+            let source = match profile_relation(gpu, p) {
+                Relation::Same => Source::Measured(format!("profile `{}`: {what} ({})", p.name, p.provenance)),
+                Relation::Other(src) => Source::Transferred(format!("profile `{}` measured on {}: {what}, applied to {}", p.name, src.display_name, gpu.display_name)),
+                Relation::Unknown => return None,
+            };
+            Some((curves, source))
+        });
+        CostModel { system, profile, corrections, gemm_max, hbm, kernel_overhead, attention_shape }
+    }
+
+    /// The same model for kernels replayed from a CUDA graph. A kernel's fixed cost is then the GPU
+    /// file's `efficiency.kernel_overhead_us`, measured as back-to-back small kernels inside one
+    /// graph (0.82 us on an H200, 0.99 on an H100: the GPU-side floor per kernel, which a graph
+    /// replay pays), not a profile's `kernel_launch_us` (back-to-back launches on a stream, 2.9-4.3
+    /// us on the same GPUs: the driver's launch path, which a graph replay does not take). The
+    /// profile's HBM fit latency (`stream.latency_us`) is not priced by either.
+    pub fn in_cuda_graph(mut self) -> Self {
+        self.kernel_overhead = self.system.gpu.efficiency.kernel_overhead.clone();
+        self
+    }
+
+    /// Fixed GPU time per kernel this model adds to each kernel's time.
+    pub fn kernel_overhead(&self) -> Seconds {
+        self.kernel_overhead.value
+    }
+
+    pub fn peak(&self, dtype: Dtype) -> Option<FlopsPerSec> {
+        self.system.gpu.peak.get(dtype).map(|s| s.value)
+    }
+
+    /// The numbers this model uses, with their sources.
+    pub fn used_numbers(&self, dtype: Dtype) -> Vec<UsedNumber> {
+        let g = &self.system.gpu;
+        let mut v = vec![
+            UsedNumber { name: format!("peak_{}_tflops", dtype.name()), value: format!("{:.0}", self.peak(dtype).map_or(0.0, |p| p.as_tflops())), source: g.peak.get(dtype).map_or(Source::Unsourced("no such path".into()), |s| s.source.clone()) },
+            UsedNumber { name: "gemm_max_fraction".into(), value: format!("{:.3}", self.gemm_max.value), source: self.gemm_max.source.clone() },
+            UsedNumber { name: "hbm_bandwidth_gb_per_s (achieved)".into(), value: format!("{:.0}", self.hbm.value.as_gb_per_s()), source: self.hbm.source.clone() },
+            UsedNumber { name: "attention_fraction".into(), value: format!("{:.3}", g.efficiency.attention.value), source: g.efficiency.attention.source.clone() },
+        ];
+        if let Some((curves, source)) = &self.attention_shape {
+            let (lo, hi) = curves.range();
+            v.push(UsedNumber { name: "attention_shape_factor".into(), value: format!("{lo:.3}..{hi:.3}"), source: source.clone() });
+        }
+        v.extend([
+            UsedNumber { name: "kernel_overhead_us".into(), value: format!("{:.1}", self.kernel_overhead.value.as_us()), source: self.kernel_overhead.source.clone() },
+            UsedNumber { name: "nvlink_bandwidth_unidir_gb_per_s".into(), value: format!("{:.0}", g.nvlink_bandwidth.value.as_gb_per_s()), source: g.nvlink_bandwidth.source.clone() },
+            UsedNumber { name: "nvlink_busbw_fraction".into(), value: format!("{:.3}", g.efficiency.nvlink_busbw.value), source: g.efficiency.nvlink_busbw.source.clone() },
+            UsedNumber { name: "nic_bandwidth_gb_per_s".into(), value: format!("{:.0}", self.system.nic_bandwidth.value.as_gb_per_s()), source: self.system.nic_bandwidth.source.clone() },
+            UsedNumber { name: "network_busbw_fraction".into(), value: format!("{:.3}", g.efficiency.network_busbw.value), source: g.efficiency.network_busbw.source.clone() },
+            UsedNumber { name: "hbm_capacity_gib".into(), value: format!("{:.1}", g.hbm_capacity.value.as_gib()), source: g.hbm_capacity.source.clone() },
+        ]);
+        if let Some(p) = self.profile {
+            for c in &p.collectives {
+                v.push(UsedNumber {
+                    name: format!("{}_{}ranks_busbw_gb_per_s", c.op.name(), c.n_ranks),
+                    value: format!("{:.0}", c.busbw.as_gb_per_s()),
+                    source: Source::Measured(format!("profile `{}` ({})", p.name, p.provenance)),
+                });
+            }
+        }
+        v
+    }
+
+    /// Efficiency of one GEMM shape relative to peak: the large-GEMM efficiency, times wave
+    /// quantization over the SMs and tile padding, times the K ramp (normalized at 8192^3), times
+    /// the measured/modelled ratio of the nearest measured shapes when a profile has them.
+    /// Between two measured shapes with the same N and K (and dtype), the measured efficiencies
+    /// interpolated in log M instead: Hopper's cuBLAS balances partial waves (stream-K), so the
+    /// wave model's dips between measured row counts are not there (an 8B model's 768-token
+    /// prefill ran 13% faster than the model priced it, its 512- and 2048-row GEMMs measured,
+    /// calibration/runs/serve/FIT.md).
+    pub fn gemm_efficiency(&self, m: u64, n: u64, k: u64, count: u64, dtype: Dtype) -> f64 {
+        if count == 1 {
+            if let Some(e) = self.bracketed(m, n, k, dtype) {
+                return e.min(1.0);
+            }
+        }
+        let base = self.gemm_model(m, n, k, count) * self.gemm_max.value;
+        (base * self.profile_correction(m, n, k, dtype)).min(1.0)
+    }
+
+    /// Shape-only part of the GEMM model (no efficiency ceiling, no profile).
+    fn gemm_model(&self, m: u64, n: u64, k: u64, count: u64) -> f64 {
+        let gpu = &self.system.gpu;
+        gemm_shape_factor(gpu.arch, gpu.sm_count.value as u64, m, n, k, count)
+    }
+
+    /// The efficiency at `m` interpolated (log-linear in M) between the nearest measured shapes
+    /// below and above it with this N, K and dtype; `None` unless both exist.
+    fn bracketed(&self, m: u64, n: u64, k: u64, dtype: Dtype) -> Option<f64> {
+        let lg = |x: u64| (x.max(1) as f64).ln();
+        let (lm, ln, lk) = (lg(m), lg(n), lg(k));
+        let (mut lo, mut hi): (Option<&Correction>, Option<&Correction>) = (None, None);
+        for c in self.corrections.iter().filter(|c| c.dtype == dtype && (c.log_n - ln).abs() < 1e-9 && (c.log_k - lk).abs() < 1e-9) {
+            if c.log_m <= lm && lo.is_none_or(|x| c.log_m > x.log_m) {
+                lo = Some(c);
+            }
+            if c.log_m >= lm && hi.is_none_or(|x| c.log_m < x.log_m) {
+                hi = Some(c);
+            }
+        }
+        let eff = |c: &Correction| c.ratio * self.gemm_model(c.log_m.exp().round() as u64, n, k, 1) * self.gemm_max.value;
+        let (lo, hi) = (lo?, hi?);
+        let t = if hi.log_m > lo.log_m { (lm - lo.log_m) / (hi.log_m - lo.log_m) } else { 0.0 };
+        Some((eff(lo).ln() * (1.0 - t) + eff(hi).ln() * t).exp())
+    }
+
+    /// Measured / modelled efficiency near this shape (inverse-distance weights in log space over
+    /// the three nearest measured shapes of the dtype, bf16 when the dtype was not measured).
+    fn profile_correction(&self, m: u64, n: u64, k: u64, dtype: Dtype) -> f64 {
+        let same: Vec<&Correction> = self.corrections.iter().filter(|c| c.dtype == dtype).collect();
+        let points = if same.is_empty() { self.corrections.iter().filter(|c| c.dtype == Dtype::Bf16).collect() } else { same };
+        if points.is_empty() {
+            return 1.0;
+        }
+        let lg = |x: u64| (x.max(1) as f64).ln();
+        let (lm, ln, lk) = (lg(m), lg(n), lg(k));
+        let mut near: [(f64, f64); 3] = [(f64::INFINITY, 1.0); 3];
+        for c in points {
+            let d = (c.log_m - lm).powi(2) + (c.log_n - ln).powi(2) + (c.log_k - lk).powi(2);
+            if d < near[2].0 {
+                near[2] = (d, c.ratio);
+                near.sort_by(|a, b| a.0.total_cmp(&b.0));
+            }
+        }
+        if near[0].0 < 1e-12 {
+            return near[0].1;
+        }
+        let (wsum, vsum) = near.iter().filter(|x| x.0.is_finite()).fold((0.0, 0.0), |(w, v), (d, r)| (w + 1.0 / d, v + r / d));
+        vsum / wsum
+    }
+
+    pub fn gemm_time(&self, m: u64, n: u64, k: u64, count: u64, dtype: Dtype) -> OpCost {
+        let peak = self.peak(dtype).or_else(|| self.peak(Dtype::Bf16)).expect("bf16 peak is required");
+        let flops = Flops::new(2.0 * (m * n * k * count) as f64);
+        let compute = flops / (peak * self.gemm_efficiency(m, n, k, count, dtype));
+        let bytes = Bytes::new((m * k + k * n) as f64 * dtype.bytes() * count as f64 + (m * n * count) as f64 * 2.0);
+        let memory = bytes / self.hbm.value;
+        let (time, bound) = if compute >= memory { (compute, Bound::Compute) } else { (memory, Bound::Memory) };
+        OpCost { time: time + self.kernel_overhead.value, bound }
+    }
+
+    /// Flash attention: FLOPs at `efficiency.attention` of the bf16 peak (lower in backward), times
+    /// a profile's measured shape factor when it has an `attention_bmm` table (1 at the reference
+    /// shape the fraction is quoted at), times wave quantization of 128-query tiles over the SMs;
+    /// or the bytes it must move at the achieved HBM bandwidth, whichever is longer.
+    pub fn attention_time(&self, op: &Op) -> OpCost {
+        let OpKind::Attention { batch_heads, q_len, kv_len, head_dim_qk, head_dim_v, backward, kv_bytes, .. } = op.kind else {
+            unreachable!("attention_time on {}", op.name)
+        };
+        let gpu = &self.system.gpu;
+        let mut eff = gpu.efficiency.attention.value;
+        if let Some((curves, _)) = &self.attention_shape {
+            // The table is measured at s_q = s_kv = s; a rectangular (s_q, s_kv) is read at the
+            // square of equal work per (sequence, head): s = sqrt(s_q s_kv).
+            let s = ((q_len as f64) * (kv_len as f64)).sqrt();
+            eff = (eff * curves.factor(s, head_dim_qk)).min(1.0);
+        }
+        if backward {
+            eff *= ATTENTION_BACKWARD_RATIO;
+        }
+        // Work is split in 128-query tiles per (sequence, head) across the SMs.
+        let tiles = batch_heads * q_len.div_ceil(128);
+        let sms = gpu.sm_count.value as u64;
+        let wave = tiles as f64 / (tiles.div_ceil(sms) * sms) as f64;
+        let compute = Flops::new(op.flops()) / (gpu.peak.bf16.value * (eff * wave));
+        // Q in, O out, K and V read once per KV head; backward reads and writes about twice that.
+        let q_o = (batch_heads * q_len * (head_dim_qk + head_dim_v)) as f64 * 2.0;
+        let bytes = Bytes::new((q_o + kv_bytes) * if backward { 2.0 } else { 1.0 });
+        let memory = bytes / self.hbm.value;
+        let (time, bound) = if compute >= memory { (compute, Bound::Compute) } else { (memory, Bound::Memory) };
+        OpCost { time: time + self.kernel_overhead.value, bound }
+    }
+
+    pub fn memory_time(&self, bytes: f64, kernels: u32) -> OpCost {
+        let time = Bytes::new(bytes) / self.hbm.value + self.kernel_overhead.value * kernels as f64;
+        OpCost { time, bound: Bound::Memory }
+    }
+
+    /// What the links offer a group of this shape: ring bus bandwidth over its slowest link class
+    /// and NVLS where the system has it.
+    pub fn links(&self, shape: &GroupShape) -> nccl::Links {
+        let sys = self.system;
+        let gpu = &sys.gpu;
+        let intra = gpu.nvlink_bandwidth.value * gpu.efficiency.nvlink_busbw.value;
+        let busbw = if shape.crosses_domains() {
+            // Across domains the group drives one NIC per member rank in each domain
+            // (rail-optimized), divided by the leaf-spine oversubscription.
+            let nic_share = sys.network_bandwidth_per_gpu() * shape.ranks_per_domain as f64;
+            (nic_share * gpu.efficiency.network_busbw.value / sys.fabric.oversubscription.value).min(intra)
+        } else {
+            intra
+        };
+        let nvls_algbw = (sys.nvls && shape.size > 2).then(|| gpu.nvlink_bandwidth.value * NVLS_EFFICIENCY);
+        let inter = sys.network_bandwidth_per_gpu() * gpu.efficiency.network_busbw.value / sys.fabric.oversubscription.value;
+        nccl::Links {
+            n_ranks: shape.size,
+            crosses_network: shape.crosses_domains(),
+            busbw,
+            nvls_algbw,
+            ranks_per_domain: shape.ranks_per_domain,
+            domains: shape.domains,
+            intra_busbw: intra,
+            inter_busbw: inter,
+        }
+    }
+
+    /// How NCCL runs `op` of `bytes` on a group of this shape: a measured fit from the profile
+    /// when it has one for this op and group size, otherwise NCCL's choice on the modelled links.
+    pub fn collective_plan(&self, op: CollectiveOp, shape: &GroupShape, bytes: f64) -> nccl::Plan {
+        if let Some((latency, busbw)) = self.profile_collective(op, shape) {
+            // A measured latency + bandwidth fit, played as ring steps without per-step latency.
+            let ring = nccl::choose(op, &nccl::Links { busbw, nvls_algbw: None, ..self.links(shape) }, f64::INFINITY);
+            return nccl::Plan { base: latency, step_latency: Seconds::ZERO, busbw, ..ring };
+        }
+        let mut plan = nccl::choose(op, &self.links(shape), bytes);
+        if op == CollectiveOp::SendRecv && shape.crosses_domains() {
+            plan.base += self.system.fabric.latency.value;
+        }
+        plan
+    }
+
+    /// A measured fit for this op and group size on one node, if the profile has one.
+    fn profile_collective(&self, op: CollectiveOp, shape: &GroupShape) -> Option<(Seconds, BytesPerSec)> {
+        let p = self.profile.filter(|p| profile_is_native(&self.system.gpu, p))?;
+        let want_intra = !shape.crosses_domains();
+        p.collectives
+            .iter()
+            .filter(|c| c.op == op && c.intra_node == want_intra && c.n_ranks == shape.size)
+            .map(|c| (c.latency, c.busbw))
+            .next()
+    }
+}
+
+/// NVLS all-reduce algorithm bandwidth as a fraction of one direction of a GPU's NVLink: 8x H100
+/// reach 480.16 GB/s bus bandwidth at 8 GiB with NVLS (github NVIDIA/dgxc-benchmarking @ 841f5466 :
+/// nccl/README.md sample output; Azure ND H100 v5 478.9 GB/s), i.e. algbw 480.16 / (2 x 7/8) =
+/// 274.4 GB/s = 0.61 x 450 GB/s.
+const NVLS_EFFICIENCY: f64 = 0.61;
+
+/// How a profile relates to the GPU it is applied to.
+enum Relation<'p> {
+    /// Measured on this GPU model: every part applies.
+    Same,
+    /// Measured on another catalog GPU: transferred as fractions of that GPU's peaks.
+    Other(&'p crate::hardware::Gpu),
+    /// Measured on a GPU the catalog does not know: nothing can be scaled, nothing applies.
+    Unknown,
+}
+
+fn profile_relation<'p>(gpu: &crate::hardware::Gpu, p: &'p Profile) -> Relation<'p> {
+    match &p.measured_gpu {
+        Some(g) if g.name == gpu.name => Relation::Same,
+        Some(g) => Relation::Other(g),
+        None if !p.gpu_name.is_empty() && gpu.display_name.contains(&p.gpu_name) => Relation::Same,
+        None => Relation::Unknown,
+    }
+}
+
+/// Whether a profile's absolute measurements (collectives, power) apply to this GPU.
+pub fn profile_is_native(gpu: &crate::hardware::Gpu, p: &Profile) -> bool {
+    matches!(profile_relation(gpu, p), Relation::Same)
+}
+
+/// Wave quantization over the SMs x tile padding x K ramp, relative to the reference 8192^3 GEMM
+/// (so the efficiency ceiling is the efficiency of that GEMM). Small dimensions get small tiles
+/// (cuBLAS has 64-, 32- and 16-wide kernels), and when a GEMM has fewer tiles than SMs it is split
+/// along K (split-K) to fill them, as cuBLAS's heuristics do for skinny shapes.
+pub fn gemm_shape_factor(arch: Arch, sms: u64, m: u64, n: u64, k: u64, count: u64) -> f64 {
+    if m == 0 || n == 0 || k == 0 || count == 0 {
+        return 1.0;
+    }
+    let raw = |m: u64, n: u64, k: u64, count: u64| {
+        let (big_m, big_n) = tile(arch);
+        let fit = |dim: u64, big: u64| if dim >= big { big } else { dim.next_power_of_two().max(16) };
+        let (tm, tn) = (fit(m, big_m), fit(n, big_n));
+        let tiles = m.div_ceil(tm) * n.div_ceil(tn) * count;
+        let split = if tiles < sms { (sms / tiles).min((k / 256).max(1)) } else { 1 };
+        let work = tiles * split;
+        let waves = work.div_ceil(sms);
+        let wave_eff = work as f64 / (waves * sms) as f64;
+        let pad = (m * n) as f64 / ((m.div_ceil(tm) * tm) * (n.div_ceil(tn) * tn)) as f64;
+        let k_split = k as f64 / split as f64;
+        wave_eff * pad * (k_split / (k_split + K_RAMP))
+    };
+    raw(m, n, k, count) / raw(REFERENCE_GEMM, REFERENCE_GEMM, REFERENCE_GEMM, 1)
+}
+
+fn largest_gemm(p: &Profile, dtype: Dtype) -> Option<&crate::hardware::profile::GemmPoint> {
+    p.gemm.iter().filter(|g| g.dtype == dtype).max_by_key(|g| g.m.min(g.n).min(g.k))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(seq_len: u64, head_dim: u64, tflops: f64) -> AttentionBmmPoint {
+        AttentionBmmPoint { seq_len, head_dim, achieved: FlopsPerSec::tflops(tflops) }
+    }
+
+    /// A synthetic H200 table: efficiency rising with s at d = 128, one level at d = 64.
+    fn table() -> Vec<AttentionBmmPoint> {
+        vec![point(8192, 128, 600.0), point(512, 128, 200.0), point(2048, 128, 400.0), point(1024, 64, 300.0)]
+    }
+
+    #[test]
+    fn attention_curves_interpolate_in_log_s_clamp_and_take_the_nearest_head_dim() {
+        let c = AttentionCurves::new(&table()).unwrap();
+        let tf = |s: f64, d: u64| c.at(s, d) / 1e12;
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        // Measured points.
+        assert!(close(tf(512.0, 128), 200.0) && close(tf(2048.0, 128), 400.0) && close(tf(8192.0, 128), 600.0));
+        // 1024 is halfway from 512 to 2048 in log s.
+        assert!(close(tf(1024.0, 128), 300.0), "{}", tf(1024.0, 128));
+        assert!(close(tf(4096.0, 128), 500.0));
+        // Clamped past both ends.
+        assert!(close(tf(64.0, 128), 200.0) && close(tf(131072.0, 128), 600.0));
+        // One point at d = 64: constant in s.
+        assert!(close(tf(512.0, 64), 300.0) && close(tf(8192.0, 64), 300.0));
+        // Nearest head dim in log d: 96 -> 128 (ln 4/3 < ln 3/2), 80 -> 64, 256 -> 128, 32 -> 64.
+        assert!(close(tf(4096.0, 96), 500.0) && close(tf(4096.0, 80), 300.0));
+        assert!(close(tf(4096.0, 256), 500.0) && close(tf(4096.0, 32), 300.0));
+        // Factor relative to s = 8192 of the same head dim (d = 64 has one point: flat).
+        assert!(close(c.factor(8192.0, 128), 1.0) && close(c.factor(512.0, 128), 1.0 / 3.0) && close(c.factor(2048.0, 64), 1.0));
+        assert_eq!(c.range(), (200.0 / 600.0, 1.0));
+        assert!(AttentionCurves::new(&[]).is_none());
+        // Without the reference shape in the table, the reference is read by the same policy.
+        let c = AttentionCurves::new(&[point(1024, 128, 300.0), point(4096, 128, 450.0)]).unwrap();
+        assert!(close(c.factor(4096.0, 128), 1.0) && close(c.factor(1024.0, 128), 300.0 / 450.0));
+    }
+}

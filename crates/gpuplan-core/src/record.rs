@@ -1,0 +1,202 @@
+//! The run record: the measured-run document `gpuplan measure` writes and `validate` reads (types
+//! only; reading and writing `.jsonl` files is `gpuplan_gpu::measure::record`). One JSON object per measured run, one per line in a `.jsonl` file. Its format
+//! is documented in `calibration/runs/FORMAT.md`; bump `SCHEMA_VERSION` when a key changes meaning
+//! or goes away (adding keys does not bump it).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub schema_version: u32,
+    /// Unique within its file, e.g. `h200-007`.
+    pub run_id: Option<String>,
+    /// `fit` (constants may be fitted on it) or `test` (held out); `None` for a user's own runs.
+    pub split: Option<String>,
+    /// `ok`, `oom`, `crashed`, `timeout`, or `no_steps` (exit 0 but no step line parsed).
+    pub status: String,
+    /// The job's exit code; `None` when a signal ended it.
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub scenario: Scenario,
+    pub metrics: Metrics,
+    pub machine: Machine,
+    pub job: Job,
+    pub note: Option<String>,
+    /// Serving runs (`mode = "serve"`): the load generator's request statistics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve: Option<ServeMetrics>,
+}
+
+/// A serving run's statistics as its load generator measured them (vLLM benchmark_serving
+/// definitions: TTFT = first token - arrival; TPOT = (E2E - TTFT) / (output tokens - 1); throughput
+/// over first arrival to last completion), read from the job's `serve-summary-json:` line (the
+/// keys of `gpuplan serve --json`), plus the energy NVML saw per output token.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ServeMetrics {
+    /// Poisson arrival rate asked for (requests/s); `None` for a replayed trace.
+    pub qps: Option<f64>,
+    pub max_batch: Option<u64>,
+    pub token_budget: Option<u64>,
+    pub requests_completed: u64,
+    /// First arrival to last completion.
+    pub duration_s: f64,
+    pub requests_per_s: f64,
+    pub output_tokens_per_s: f64,
+    pub total_tokens_per_s: Option<f64>,
+    pub ttft_s: LatencyDist,
+    pub tpot_s: LatencyDist,
+    pub e2e_latency_s: LatencyDist,
+    pub queueing_s: LatencyDist,
+    /// The per-request CSV the job wrote (arrival, lengths, times): a trace `gpuplan serve
+    /// --trace` replays and `--measured` scores.
+    pub requests_csv: Option<String>,
+    /// All sampled GPUs' energy over the timed iterations / output tokens in that time.
+    pub energy_j_per_output_token: Option<f64>,
+}
+
+/// Mean and percentiles of a latency, seconds (`None` where the run had no sample).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct LatencyDist {
+    pub n: u64,
+    pub mean: Option<f64>,
+    pub p50: Option<f64>,
+    pub p90: Option<f64>,
+    pub p95: Option<f64>,
+    pub p99: Option<f64>,
+    pub max: Option<f64>,
+}
+
+
+/// What ran, in the terms `gpuplan predict` takes (its flag names, snake_case).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Scenario {
+    /// Model name in `models/` (or a path).
+    pub model: Option<String>,
+    /// System name in `calibration/systems/`, e.g. `hgx-h200`.
+    pub system: Option<String>,
+    pub n_gpus: u32,
+    pub tp: u32,
+    /// Sequence parallelism with TP (Megatron's `--sequence-parallel`); absent: on when tp > 1,
+    /// as `predict` assumes. PyTorch DTensor TP without SP records `false`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sp: Option<bool>,
+    pub pp: u32,
+    pub dp: u32,
+    /// 0 = DDP (replicated), 3 = FSDP full shard.
+    pub zero: u32,
+    /// `train`, `prefill` or `decode`.
+    pub mode: String,
+    /// Training: sequences per GPU per micro-step.
+    pub micro_batch: Option<u64>,
+    /// Training: micro-steps per optimizer step.
+    pub grad_accum: Option<u64>,
+    /// Training: sequences per optimizer step, all ranks (micro_batch x grad_accum x dp).
+    pub global_batch: Option<u64>,
+    /// Training and prefill: tokens per sequence.
+    pub seq: Option<u64>,
+    /// Inference: sequences per GPU.
+    pub batch: Option<u64>,
+    /// Decode: tokens in the KV cache when the timed steps start.
+    pub kv_len: Option<u64>,
+    /// `none`, `selective` or `full`.
+    pub recompute: Option<String>,
+    /// `torch-eager`, `torch-compile`, `megatron`.
+    pub stack: Option<String>,
+    /// `bf16`, `fp8`, `fp4`.
+    pub precision: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Metrics {
+    /// Which parser read the log (`gpuplan`, `megatron`, `torchtitan`, `hf-trainer`, `regex`).
+    pub log_format: Option<String>,
+    pub n_steps_parsed: u64,
+    pub n_warmup_dropped: u64,
+    /// Steps in the steady window (after warm-up).
+    pub n_steps_timed: u64,
+    /// Step times of the timed samples, in order, as the log gave them.
+    pub step_times_s: Vec<f64>,
+    pub step_time_s_median: Option<f64>,
+    pub step_time_s_mean: Option<f64>,
+    pub step_time_s_min: Option<f64>,
+    pub step_time_s_max: Option<f64>,
+    /// Tokens per step, all ranks (training: global_batch x seq; prefill: batch x seq x n_gpus;
+    /// decode: batch x n_gpus).
+    pub tokens_per_step: Option<f64>,
+    /// tokens_per_step / step_time_s_median: the whole job's throughput.
+    pub tokens_per_s: Option<f64>,
+    /// Peak `memory used` NVML saw on each sampled GPU during the run (includes the CUDA
+    /// context and anything else on the GPU).
+    pub peak_mem_bytes_per_gpu_nvml: Vec<Option<f64>>,
+    /// NVML `memory used` on each GPU just before the job started.
+    pub mem_bytes_before_per_gpu_nvml: Vec<Option<f64>>,
+    /// The job's own peak per rank (PyTorch max_memory_reserved / max_memory_allocated), by rank.
+    pub peak_mem_reserved_bytes_per_rank: Vec<Option<f64>>,
+    pub peak_mem_allocated_bytes_per_rank: Vec<Option<f64>>,
+    /// Seconds of the steady window over which power and energy are taken.
+    pub steady_window_s: Option<f64>,
+    /// Energy counter difference over the steady window / its length, per GPU.
+    pub avg_power_w_per_gpu: Vec<Option<f64>>,
+    /// Mean of NVML power readings in the steady window, per GPU (a cross-check).
+    pub avg_power_w_per_gpu_sampled: Vec<Option<f64>>,
+    pub avg_sm_clock_mhz_per_gpu: Vec<Option<f64>>,
+    pub avg_gpu_util_pct_per_gpu: Vec<Option<f64>>,
+    /// All sampled GPUs together, per step and per token, over the steady window.
+    pub energy_j_per_step: Option<f64>,
+    pub energy_j_per_token: Option<f64>,
+    /// NVML samples taken, per GPU, and the rate asked for.
+    pub n_nvml_samples: u64,
+    pub nvml_sample_hz: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Machine {
+    pub hostname: Option<String>,
+    pub gpu_name: Option<String>,
+    /// GPUs sampled (those visible to the job).
+    pub n_gpus: u32,
+    /// Their NVML indices and UUIDs.
+    pub gpu_indices: Vec<u32>,
+    pub gpu_uuids: Vec<String>,
+    pub driver_version: Option<String>,
+    /// The CUDA version the driver supports, e.g. `13.0`.
+    pub cuda_driver_version: Option<String>,
+    pub power_limit_w: Option<f64>,
+    pub memory_total_bytes: Option<f64>,
+    /// Why NVML gave nothing, when it did not.
+    pub nvml_error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Job {
+    pub command: Vec<String>,
+    pub cwd: Option<String>,
+    /// UTC, RFC 3339, when the job started.
+    pub started_utc: String,
+    pub duration_s: f64,
+    /// Environment variables that change what runs (CUDA_VISIBLE_DEVICES, NCCL_*, PYTORCH_*).
+    pub env: BTreeMap<String, String>,
+    /// key=value facts the job printed about itself (the reference workload's `config` line,
+    /// its parameter count, torch version).
+    pub reported: BTreeMap<String, String>,
+    /// The first out-of-memory line seen, if any.
+    pub oom_line: Option<String>,
+    /// The last lines of output, when the job failed.
+    pub tail: Vec<String>,
+    pub log_file: Option<String>,
+    pub gpuplan_version: String,
+}
+
+impl RunRecord {
+    /// Ran to the end and gave step times.
+    pub fn is_ok(&self) -> bool {
+        self.status == "ok"
+    }
+    pub fn is_oom(&self) -> bool {
+        self.status == "oom"
+    }
+}

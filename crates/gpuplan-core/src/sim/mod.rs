@@ -1,0 +1,1060 @@
+//! Discrete-event simulation of one training step (or one inference forward) on the cluster.
+//!
+//! What it plays: the same lowered steps as the analytic engine (`cost::lower`), per pipeline stage,
+//! in the real schedule order (GPipe, 1F1B, interleaved 1F1B); collectives as latency + flows over
+//! the links they cross, sharing each link max-min fairly; pipeline sends as flows whose arrival
+//! gates the next stage; DP gradient buckets launched as backward produces them; ZeRO-3 layer
+//! gathers prefetched one layer ahead; the CPU issuing kernels at the stack's dispatch rate.
+//!
+//! Symmetry: one representative rank per pipeline stage. All TP ranks of a stage and all DP
+//! replicas do the same work at the same time, so they are not simulated one by one; the traffic
+//! they put on shared links is already in the per-rank bandwidth shares of `cost` (one NIC per rank
+//! of a group in each node, divided by the spine oversubscription), and the DES adds what the
+//! closed form cannot: contention between concurrent flows on a rank's NVLink and NIC, queueing on
+//! the DP stream, and the schedule's real dependencies.
+//!
+//! Time is integer picoseconds (`SimTime`); events at equal times run in insertion order. No
+//! wall clock, no randomness: the same scenario gives the same trace, byte for byte.
+
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use crate::analytic::{self, Breakdown, DpPlan, PredictError, Prediction};
+use crate::cost::lower::{CommStep, Overlap, Step};
+use crate::cost::Bound;
+use crate::parallelism::{stage_layer_counts, Group, Schedule};
+use crate::scenario::Scenario;
+use crate::units::Seconds;
+use crate::workload::{backward_of, recompute_of, Mode, Op};
+
+/// Simulated time in picoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct SimTime(pub u64);
+
+impl SimTime {
+    pub fn from_seconds(s: Seconds) -> SimTime {
+        SimTime((s.value() * 1e12).round().max(0.0) as u64)
+    }
+    pub fn seconds(self) -> Seconds {
+        Seconds::new(self.0 as f64 * 1e-12)
+    }
+}
+
+/// What-if faults and slowdowns.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Faults {
+    /// (stage, factor): that stage's GPUs run compute at `factor` of their speed (throttled GPU).
+    pub slow_gpu: Vec<(u32, f64)>,
+    /// (stage, factor): that stage's NVLink runs at `factor` of its bandwidth (degraded links,
+    /// NVSwitch firmware drift).
+    pub nvlink: Vec<(u32, f64)>,
+    /// (stage, factor): that stage's NICs run at `factor` of their bandwidth (a failed port).
+    pub nic: Vec<(u32, f64)>,
+    /// All scale-out traffic at `factor` of its bandwidth (a congested spine).
+    pub spine: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SimOptions {
+    pub faults: Faults,
+    /// Record trace events (Chrome trace / timeline).
+    pub trace: bool,
+}
+
+/// One span on a track, for the trace and the timeline.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Span {
+    pub stage: u32,
+    pub track: &'static str,
+    pub name: &'static str,
+    pub start: SimTime,
+    pub end: SimTime,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Utilization {
+    pub stage: u32,
+    /// Fraction of the step the compute stream runs kernels.
+    pub compute: f64,
+    /// Fraction of the step the compute stream waits for pipeline neighbours (bubble).
+    pub bubble: f64,
+    pub nvlink: f64,
+    pub nic: f64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimResult {
+    pub prediction: Prediction,
+    pub utilization: Vec<Utilization>,
+    /// Fraction of the critical stage's step spent waiting for pipeline neighbours.
+    pub bubble_fraction: f64,
+    pub events: u64,
+    /// Bytes moved on the wire by all flows of the representative ranks.
+    pub wire_bytes: f64,
+    pub spans: Vec<Span>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tasks and steps.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    Fwd,
+    Bwd,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct TaskKey {
+    pass: Pass,
+    micro: u32,
+    /// Virtual stage (0..pp*vp).
+    vstage: u32,
+}
+
+#[derive(Debug, Clone)]
+enum SimStep {
+    /// `host_sync`: host time that starts only once the GPU reaches the kernel (no run-ahead).
+    Kernel { name: &'static str, time: SimTime, bound: Bound, cpu: SimTime, launches: f64, host_sync: SimTime },
+    Comm { name: &'static str, comm: CommStep },
+    /// Gradients of a layer are complete (last micro-batch): queue them for DP reduction.
+    GradsReady,
+    /// ZeRO-3: wait for this layer's parameters, and prefetch the next layer's.
+    FsdpGather,
+    /// ZeRO-3: reduce-scatter this layer's gradients.
+    FsdpReduce,
+}
+
+fn to_sim(steps: Vec<Step>, slow: f64) -> Vec<SimStep> {
+    steps
+        .into_iter()
+        .map(|s| match s {
+            Step::Kernel { name, time, bound, cpu, launches, host_sync } => SimStep::Kernel {
+                name,
+                time: SimTime::from_seconds(time / slow),
+                bound,
+                cpu: SimTime::from_seconds(cpu),
+                launches,
+                host_sync: SimTime::from_seconds(host_sync),
+            },
+            Step::Comm { name, comm } => SimStep::Comm { name, comm },
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Links and flows.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Waiter {
+    /// The device's current step waits for this flow.
+    Device(u32),
+    /// A pipeline send: arrival satisfies a task's input on `dst`.
+    P2p { dst: u32, key: TaskKey },
+    /// The device's DP stream (buckets run one after another).
+    DpStream(u32),
+    /// ZeRO-3 layer gather for (device, sequence number).
+    Gather(u32, u64),
+}
+
+#[derive(Debug, Clone)]
+struct Flow {
+    remaining: f64,
+    /// Algorithm steps still to run after this one, the bytes of each, and the latency before each.
+    steps_left: u32,
+    step_bytes: f64,
+    step_latency: SimTime,
+    cap: f64,
+    links: [Option<usize>; 2],
+    rate: f64,
+    waiter: Waiter,
+    span: Option<(u32, &'static str, &'static str, SimTime)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    /// Kernel done on a device (with the device's step generation).
+    KernelDone(u32),
+    /// A flow's latency has passed: it joins the active set.
+    FlowStart(usize),
+    /// The earliest active flow may be complete (checked against `flow_gen`).
+    FlowCheck(u64),
+    /// A device may be able to start its next task.
+    TryStart(u32),
+}
+
+struct Device {
+    tasks: Vec<TaskKey>,
+    next: usize,
+    running: Option<(TaskKey, Vec<SimStep>, usize)>,
+    task_start: SimTime,
+    /// Outstanding kernel/flows the current step waits for.
+    join: u32,
+    /// Overlapped collective whose remainder starts with the next kernel.
+    pending_overlap: Option<CommStep>,
+    cpu: SimTime,
+    /// Inputs that have arrived, per task key (pipeline receives).
+    arrived: Vec<TaskKey>,
+    dp_queue: VecDeque<CommStep>,
+    dp_busy: bool,
+    /// ZeRO-3 layer gathers: needed so far, issued (one ahead), done (in order), total needed.
+    gathers_needed: u64,
+    gathers_issued: u64,
+    gathers_done: u64,
+    gathers_total: u64,
+    waiting_gather: Option<u64>,
+    /// Data-parallel flows in flight (DP stream, FSDP gathers): NCCL's kernels slow compute.
+    background: u32,
+    /// Gradient buckets not yet handed to the DP stream, in launch order.
+    grad_buckets: Vec<CommStep>,
+    /// Gradient buckets owed so far (fractional), and DP collectives completed.
+    grad_owed: f64,
+    grad_per_layer: f64,
+    dp_completed: u32,
+    /// ZeRO 1/2: the first forward starts after the first parameter all-gather bucket, and ends
+    /// after the last (its layers use the gathered parameters as they go).
+    param_gate: bool,
+    param_total: u32,
+    /// A first-forward task whose end waits for the last parameter bucket.
+    param_end_wait: Option<TaskKey>,
+    finished_tasks: bool,
+    done_at: Option<SimTime>,
+    // Accounting.
+    busy: [SimTime; 2],
+    wait_dep: SimTime,
+    wait_cpu: SimTime,
+    idle_since: Option<(SimTime, bool)>,
+    last_task_end: SimTime,
+    dp_drain: SimTime,
+    optimizer_time: SimTime,
+    plan: DpPlan,
+}
+
+impl Device {
+    fn new(tasks: Vec<TaskKey>, plan: DpPlan, layers: u64, gathers_total: u64) -> Device {
+        // ZeRO-1/2: the previous step's parameter all-gathers overlap this step's forward.
+        let dp_queue: VecDeque<CommStep> = plan.param_list().into();
+        let grad_buckets = plan.grad_list();
+        Device {
+            tasks,
+            next: 0,
+            running: None,
+            task_start: SimTime(0),
+            join: 0,
+            pending_overlap: None,
+            cpu: SimTime(0),
+            arrived: Vec::new(),
+            param_gate: !dp_queue.is_empty(),
+            param_total: dp_queue.len() as u32,
+            param_end_wait: None,
+            dp_queue,
+            dp_busy: false,
+            gathers_needed: 0,
+            gathers_issued: 0,
+            gathers_done: 0,
+            gathers_total,
+            waiting_gather: None,
+            grad_owed: 0.0,
+            grad_per_layer: grad_buckets.len() as f64 / layers.max(1) as f64,
+            background: 0,
+            grad_buckets,
+            dp_completed: 0,
+            finished_tasks: false,
+            done_at: None,
+            busy: [SimTime(0); 2],
+            wait_dep: SimTime(0),
+            wait_cpu: SimTime(0),
+            idle_since: Some((SimTime(0), true)),
+            last_task_end: SimTime(0),
+            dp_drain: SimTime(0),
+            optimizer_time: SimTime(0),
+            plan,
+        }
+    }
+}
+
+struct Sim {
+    now: SimTime,
+    seq: u64,
+    queue: BinaryHeap<Reverse<(SimTime, u64, Event)>>,
+    devices: Vec<Device>,
+    lists: Vec<Vec<(Vec<SimStep>, Vec<SimStep>)>>,
+    flows: Vec<Flow>,
+    active: Vec<usize>,
+    capacity: Vec<f64>,
+    link_bytes: Vec<f64>,
+    last_update: SimTime,
+    flow_gen: u64,
+    p2p: Option<CommStep>,
+    m: u32,
+    events: u64,
+    wire_bytes: f64,
+    spans: Vec<Span>,
+    trace: bool,
+    pp: u32,
+    vp: u32,
+}
+
+const NVLINK: usize = 0;
+const NIC: usize = 1;
+
+impl Sim {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        devices: Vec<Device>,
+        lists: Vec<Vec<(Vec<SimStep>, Vec<SimStep>)>>,
+        capacity: Vec<f64>,
+        p2p: Option<CommStep>,
+        m: u32,
+        pp: u32,
+        vp: u32,
+        trace: bool,
+    ) -> Sim {
+        Sim {
+            now: SimTime(0),
+            seq: 0,
+            queue: BinaryHeap::new(),
+            devices,
+            lists,
+            flows: Vec::new(),
+            active: Vec::new(),
+            link_bytes: vec![0.0; capacity.len()],
+            capacity,
+            last_update: SimTime(0),
+            flow_gen: 0,
+            p2p,
+            m,
+            events: 0,
+            wire_bytes: 0.0,
+            spans: Vec::new(),
+            trace,
+            pp,
+            vp,
+        }
+    }
+
+    fn end_time(&self) -> SimTime {
+        self.devices.iter().map(|d| d.done_at.unwrap_or(d.last_task_end)).max().unwrap_or(SimTime(0))
+    }
+
+    fn link(&self, dev: u32, kind: usize) -> usize {
+        dev as usize * 2 + kind
+    }
+
+    fn push(&mut self, at: SimTime, e: Event) {
+        self.seq += 1;
+        self.queue.push(Reverse((at, self.seq, e)));
+    }
+
+    fn span(&mut self, stage: u32, track: &'static str, name: &'static str, start: SimTime, end: SimTime) {
+        if self.trace && end > start {
+            self.spans.push(Span { stage, track, name, start, end });
+        }
+    }
+
+    /// Start a collective: its base latency, then its algorithm's steps one after another, each a
+    /// step latency and then `bytes / steps` at up to the bus bandwidth over its links. A part of a
+    /// collective (`fraction` < 1, the overlap split) runs as one step with all the latency up
+    /// front (or none).
+    fn start_flow(&mut self, dev: u32, comm: &CommStep, fraction: f64, with_latency: bool, waiter: Waiter, track: &'static str, name: &'static str) {
+        let bytes = comm.wire_bytes * fraction;
+        let whole = fraction >= 1.0 && with_latency;
+        let steps = if whole { comm.steps.max(1) } else { 1 };
+        let step_latency = if whole { SimTime::from_seconds(comm.step_latency) } else { SimTime(0) };
+        let latency = match (whole, with_latency) {
+            (true, _) => SimTime(SimTime::from_seconds(comm.latency).0 + step_latency.0),
+            (false, true) => SimTime::from_seconds(comm.latency + comm.step_latency * comm.steps as f64),
+            (false, false) => SimTime(0),
+        };
+        let links = if comm.crosses_network {
+            [Some(self.link(dev, NVLINK)), Some(self.link(dev, NIC))]
+        } else {
+            [Some(self.link(dev, NVLINK)), None]
+        };
+        let id = self.flows.len();
+        let step_bytes = bytes / steps as f64;
+        self.flows.push(Flow {
+            remaining: step_bytes,
+            steps_left: steps - 1,
+            step_bytes,
+            step_latency,
+            cap: comm.busbw.value(),
+            links,
+            rate: 0.0,
+            waiter,
+            span: Some((dev, track, name, self.now)),
+        });
+        self.wire_bytes += bytes;
+        if matches!(waiter, Waiter::DpStream(_) | Waiter::Gather(..)) {
+            self.devices[dev as usize].background += 1;
+        }
+        self.push(SimTime(self.now.0 + latency.0), Event::FlowStart(id));
+    }
+
+    /// Advance active flows to `now` at their current rates.
+    fn progress(&mut self) {
+        let dt = (self.now.0 - self.last_update.0) as f64 * 1e-12;
+        if dt > 0.0 {
+            for &f in &self.active {
+                let fl = &mut self.flows[f];
+                let moved = (fl.rate * dt).min(fl.remaining);
+                fl.remaining -= moved;
+                for l in fl.links.iter().flatten() {
+                    self.link_bytes[*l] += moved;
+                }
+            }
+        }
+        self.last_update = self.now;
+    }
+
+    /// Max-min fair rates (progressive filling) with per-flow caps, then schedule the next finish.
+    fn reallocate(&mut self) {
+        let mut unfixed: Vec<usize> = self.active.clone();
+        let mut left = self.capacity.clone();
+        while !unfixed.is_empty() {
+            // The tightest constraint: a link's equal share, or a flow's own cap.
+            let mut share = f64::INFINITY;
+            for (l, cap) in left.iter().enumerate() {
+                let n = unfixed.iter().filter(|&&f| self.flows[f].links.contains(&Some(l))).count();
+                if n > 0 {
+                    share = share.min(cap / n as f64);
+                }
+            }
+            let min_cap = unfixed.iter().map(|&f| self.flows[f].cap).fold(f64::INFINITY, f64::min);
+            let level = share.min(min_cap);
+            // Fix the flows limited at this level: capped ones, or those on a saturated link.
+            let saturated: Vec<usize> = (0..left.len())
+                .filter(|&l| {
+                    let n = unfixed.iter().filter(|&&f| self.flows[f].links.contains(&Some(l))).count();
+                    n > 0 && left[l] / n as f64 <= level * (1.0 + 1e-12)
+                })
+                .collect();
+            let (fix, keep): (Vec<usize>, Vec<usize>) = unfixed
+                .iter()
+                .partition(|&&f| self.flows[f].cap <= level * (1.0 + 1e-12) || self.flows[f].links.iter().flatten().any(|l| saturated.contains(l)));
+            for &f in &fix {
+                self.flows[f].rate = level;
+                for l in self.flows[f].links.iter().flatten() {
+                    left[*l] = (left[*l] - level).max(0.0);
+                }
+            }
+            if fix.is_empty() {
+                break;
+            }
+            unfixed = keep;
+        }
+        self.flow_gen += 1;
+        let next = self
+            .active
+            .iter()
+            .map(|&f| {
+                let fl = &self.flows[f];
+                if fl.rate > 0.0 { fl.remaining / fl.rate } else { f64::INFINITY }
+            })
+            .fold(f64::INFINITY, f64::min);
+        if next.is_finite() {
+            let at = SimTime(self.now.0 + (next * 1e12).ceil() as u64);
+            let g = self.flow_gen;
+            self.push(at, Event::FlowCheck(g));
+        }
+    }
+
+    fn finish_flows(&mut self) {
+        // A check lands on the picosecond after the finish: allow what two picoseconds move.
+        let done: Vec<usize> = self.active.iter().copied().filter(|&f| self.flows[f].remaining <= self.flows[f].rate * 2e-12 + 1e-9).collect();
+        self.active.retain(|f| !done.contains(f));
+        self.reallocate();
+        for f in done {
+            let fl = &mut self.flows[f];
+            if fl.steps_left > 0 {
+                // The next step of the algorithm.
+                fl.steps_left -= 1;
+                fl.remaining = fl.step_bytes;
+                let at = SimTime(self.now.0 + fl.step_latency.0);
+                self.push(at, Event::FlowStart(f));
+                continue;
+            }
+            if let Some((dev, track, name, start)) = self.flows[f].span {
+                self.span(dev, track, name, start, self.now);
+            }
+            self.wake(self.flows[f].waiter);
+        }
+    }
+
+    fn wake(&mut self, w: Waiter) {
+        match w {
+            Waiter::Device(d) => self.step_done(d),
+            Waiter::P2p { dst, key } => {
+                self.devices[dst as usize].arrived.push(key);
+                let now = self.now;
+                self.push(now, Event::TryStart(dst));
+            }
+            Waiter::DpStream(d) => {
+                let now = self.now;
+                let dev = &mut self.devices[d as usize];
+                dev.background -= 1;
+                dev.dp_busy = false;
+                dev.dp_completed += 1;
+                let ungate = std::mem::take(&mut dev.param_gate);
+                let resume = if dev.dp_completed >= dev.param_total { dev.param_end_wait.take() } else { None };
+                if ungate {
+                    self.push(now, Event::TryStart(d));
+                }
+                if let Some(key) = resume {
+                    self.end_task(d, key);
+                }
+                self.run_dp(d);
+            }
+            Waiter::Gather(d, seq) => {
+                let dev = &mut self.devices[d as usize];
+                dev.background -= 1;
+                dev.gathers_done = dev.gathers_done.max(seq + 1);
+                if dev.waiting_gather.is_some_and(|w| w < dev.gathers_done) {
+                    dev.waiting_gather = None;
+                    self.step_done(d);
+                }
+            }
+        }
+    }
+
+    /// Start the next DP bucket on the device's DP stream if it is idle.
+    fn run_dp(&mut self, d: u32) {
+        let dev = &mut self.devices[d as usize];
+        if dev.dp_busy {
+            return;
+        }
+        if let Some(c) = dev.dp_queue.pop_front() {
+            dev.dp_busy = true;
+            self.start_flow(d, &c, 1.0, true, Waiter::DpStream(d), "dp comm", "dp bucket");
+        } else if dev.finished_tasks && dev.done_at.is_none() {
+            self.finish_device(d);
+        }
+    }
+
+    fn finish_device(&mut self, d: u32) {
+        let now = self.now;
+        let dev = &mut self.devices[d as usize];
+        dev.dp_drain = SimTime(now.0 - dev.last_task_end.0);
+        let opt = SimTime::from_seconds(dev.plan.optimizer);
+        dev.optimizer_time = opt;
+        let end = SimTime(now.0 + opt.0);
+        dev.done_at = Some(end);
+        self.span(d, "compute", "optimizer", now, end);
+    }
+
+    /// The current step finished one of the things it waited for.
+    fn step_done(&mut self, d: u32) {
+        let dev = &mut self.devices[d as usize];
+        dev.join = dev.join.saturating_sub(1);
+        if dev.join == 0 {
+            self.advance(d);
+        }
+    }
+
+    /// Run steps of the current task until one has to wait.
+    fn advance(&mut self, d: u32) {
+        loop {
+            let now = self.now;
+            let Some((key, steps, idx)) = self.devices[d as usize].running.take() else { return };
+            if idx >= steps.len() {
+                let dev = &mut self.devices[d as usize];
+                if key.pass == Pass::Fwd && key.micro == 0 && dev.dp_completed < dev.param_total {
+                    dev.param_end_wait = Some(key);
+                    return;
+                }
+                self.end_task(d, key);
+                return;
+            }
+            let step = steps[idx].clone();
+            self.devices[d as usize].running = Some((key, steps, idx + 1));
+            match step {
+                SimStep::Kernel { name, time, bound, cpu, launches, host_sync } => {
+                    // The CPU launches in program order, running ahead of the GPU; the GPU starts
+                    // once the first launch is issued and ends no earlier than the last one.
+                    let dev = &mut self.devices[d as usize];
+                    if host_sync.0 > 0 {
+                        // Host work that cannot run ahead: it starts when the GPU gets here.
+                        dev.cpu = SimTime(dev.cpu.0.max(now.0) + host_sync.0);
+                    }
+                    let per_launch = if launches > 0.0 { cpu.0 as f64 / launches } else { 0.0 };
+                    let first_launch = dev.cpu.0 + (per_launch * launches.min(1.0)) as u64;
+                    dev.cpu = SimTime(dev.cpu.0 + cpu.0);
+                    let start = now.0.max(first_launch);
+                    // Data-parallel collectives running beside it slow it (`analytic::OVERLAP_COST`,
+                    // the whole kernel when one runs at its start): the stretch counts as
+                    // communication, not as the kernel's own time.
+                    dev.busy[usize::from(bound != Bound::Compute)].0 += time.0;
+                    let time = if dev.background > 0 { SimTime((time.0 as f64 * (1.0 + crate::cost::fitted::fitted().overlap_cost)) as u64) } else { time };
+                    let end = SimTime((start + time.0).max(dev.cpu.0));
+                    dev.wait_cpu.0 += end.0 - now.0 - time.0;
+                    dev.join += 1;
+                    let start = SimTime(end.0 - time.0);
+                    self.span(d, "compute", name, start, end);
+                    if let Some(rest) = self.devices[d as usize].pending_overlap.take() {
+                        if let Overlap::WithNextKernel { blocking } = rest.overlap {
+                            self.devices[d as usize].join += 1;
+                            self.start_flow(d, &rest, 1.0 - blocking, false, Waiter::Device(d), comm_track(rest.group), "overlapped");
+                        }
+                    }
+                    self.push(end, Event::KernelDone(d));
+                    return;
+                }
+                SimStep::Comm { name, comm } => {
+                    if comm.wire_bytes <= 0.0 && comm.latency.value() <= 0.0 {
+                        continue;
+                    }
+                    self.devices[d as usize].join += 1;
+                    let fraction = match comm.overlap {
+                        Overlap::Blocking => 1.0,
+                        Overlap::WithNextKernel { blocking } => {
+                            self.devices[d as usize].pending_overlap = Some(comm.clone());
+                            blocking
+                        }
+                    };
+                    self.start_flow(d, &comm, fraction, true, Waiter::Device(d), comm_track(comm.group), name);
+                    return;
+                }
+                SimStep::GradsReady => {
+                    // This layer's gradients are final: hand whole buckets to the DP stream.
+                    let dev = &mut self.devices[d as usize];
+                    dev.grad_owed += dev.grad_per_layer;
+                    while dev.grad_owed >= 1.0 - 1e-9 && !dev.grad_buckets.is_empty() {
+                        dev.grad_owed -= 1.0;
+                        let b = dev.grad_buckets.remove(0);
+                        dev.dp_queue.push_back(b);
+                    }
+                    self.run_dp(d);
+                }
+                SimStep::FsdpGather => {
+                    // This layer needs its gathered parameters; the next layer's are prefetched.
+                    let Some(g) = self.devices[d as usize].plan.layer_gather.clone() else { continue };
+                    let need = self.devices[d as usize].gathers_needed;
+                    self.devices[d as usize].gathers_needed += 1;
+                    loop {
+                        let dev = &mut self.devices[d as usize];
+                        let seq = dev.gathers_issued;
+                        if seq > need + 1 || seq >= dev.gathers_total {
+                            break;
+                        }
+                        dev.gathers_issued += 1;
+                        self.start_flow(d, &g, 1.0, true, Waiter::Gather(d, seq), "dp comm", "fsdp all-gather");
+                    }
+                    let dev = &mut self.devices[d as usize];
+                    if dev.gathers_done <= need {
+                        dev.waiting_gather = Some(need);
+                        dev.join += 1;
+                        return;
+                    }
+                }
+                SimStep::FsdpReduce => {
+                    let dev = &mut self.devices[d as usize];
+                    if let Some(r) = dev.plan.layer_reduce.clone() {
+                        dev.dp_queue.push_back(r);
+                        self.run_dp(d);
+                    }
+                }
+            }
+        }
+    }
+
+    fn end_task(&mut self, d: u32, key: TaskKey) {
+        let now = self.now;
+        let last_v = self.pp * self.vp - 1;
+        // Send activations (forward) or gradients (backward) to the neighbouring virtual stage.
+        let next = match key.pass {
+            Pass::Fwd if key.vstage < last_v => Some(key.vstage + 1),
+            Pass::Bwd if key.vstage > 0 => Some(key.vstage - 1),
+            _ => None,
+        };
+        if let Some(v) = next {
+            let dst = v % self.pp;
+            let dkey = TaskKey { pass: key.pass, micro: key.micro, vstage: v };
+            match self.p2p.clone() {
+                Some(c) if dst != d => self.start_flow(d, &c, 1.0, true, Waiter::P2p { dst, key: dkey }, "p2p", "send"),
+                _ => {
+                    self.devices[dst as usize].arrived.push(dkey);
+                    self.push(now, Event::TryStart(dst));
+                }
+            }
+        }
+        let start = self.devices[d as usize].task_start;
+        self.span(d, "task", if key.pass == Pass::Fwd { "forward" } else { "backward" }, start, now);
+        let dev = &mut self.devices[d as usize];
+        dev.last_task_end = now;
+        dev.idle_since = Some((now, true));
+        self.push(now, Event::TryStart(d));
+    }
+
+    /// Start the device's next task if the device is free and the task's input has arrived.
+    fn try_start(&mut self, d: u32) {
+        let now = self.now;
+        let last_v = self.pp * self.vp - 1;
+        let dev = &mut self.devices[d as usize];
+        if dev.running.is_some() || dev.finished_tasks {
+            return;
+        }
+        let Some(&key) = dev.tasks.get(dev.next) else {
+            dev.finished_tasks = true;
+            if dev.last_task_end == SimTime(0) {
+                dev.last_task_end = now;
+            }
+            // Whatever gradients are left go out now.
+            let rest: Vec<CommStep> = dev.grad_buckets.drain(..).collect();
+            dev.dp_queue.extend(rest);
+            self.run_dp(d);
+            return;
+        };
+        if dev.param_gate {
+            return;
+        }
+        let needs_input = match key.pass {
+            Pass::Fwd => key.vstage > 0,
+            Pass::Bwd => key.vstage < last_v,
+        };
+        if needs_input {
+            let Some(pos) = dev.arrived.iter().position(|k| *k == key) else { return };
+            dev.arrived.swap_remove(pos);
+        }
+        if let Some((since, _)) = dev.idle_since.take() {
+            dev.wait_dep.0 += now.0 - since.0;
+        }
+        dev.next += 1;
+        let chunk = (key.vstage / self.pp) as usize;
+        let steps = match key.pass {
+            Pass::Fwd => self.lists[d as usize][chunk].0.clone(),
+            Pass::Bwd => {
+                let last_micro = key.micro + 1 == self.m;
+                let mut v = self.lists[d as usize][chunk].1.clone();
+                if !last_micro {
+                    v.retain(|s| !matches!(s, SimStep::GradsReady));
+                }
+                v
+            }
+        };
+        let dev = &mut self.devices[d as usize];
+        // The CPU waited for this task's input before it could launch its kernels.
+        dev.cpu = SimTime(dev.cpu.0.max(now.0));
+        dev.running = Some((key, steps, 0));
+        dev.task_start = now;
+        self.advance(d);
+    }
+
+    fn run(&mut self) {
+        for d in 0..self.pp {
+            self.run_dp(d);
+            self.push(SimTime(0), Event::TryStart(d));
+        }
+        while let Some(Reverse((t, _, e))) = self.queue.pop() {
+            debug_assert!(t >= self.now, "time runs forward");
+            self.now = t;
+            self.events += 1;
+            match e {
+                Event::KernelDone(d) => self.step_done(d),
+                Event::TryStart(d) => self.try_start(d),
+                Event::FlowStart(f) => {
+                    self.progress();
+                    self.active.push(f);
+                    if self.flows[f].remaining <= 0.0 {
+                        self.finish_flows();
+                    } else {
+                        self.reallocate();
+                    }
+                }
+                Event::FlowCheck(g) => {
+                    if g == self.flow_gen {
+                        self.progress();
+                        self.finish_flows();
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn comm_track(g: Group) -> &'static str {
+    match g {
+        Group::Tp => "tp comm",
+        Group::Cp => "cp comm",
+        Group::Ep => "ep comm",
+        Group::Dp | Group::ExpertDp => "dp comm",
+        Group::Pp => "p2p",
+    }
+}
+
+/// Task order of each device for the schedule (Megatron-Core's orders).
+fn schedule(kind: Schedule, pp: u32, vp: u32, m: u32, d: u32) -> Vec<TaskKey> {
+    let f = |micro, vstage| TaskKey { pass: Pass::Fwd, micro, vstage };
+    let b = |micro, vstage| TaskKey { pass: Pass::Bwd, micro, vstage };
+    if vp <= 1 {
+        let v = d;
+        return match kind {
+            Schedule::Gpipe => (0..m).map(|i| f(i, v)).chain((0..m).map(|i| b(i, v))).collect(),
+            _ => {
+                let warm = (pp - d - 1).min(m);
+                let mut out: Vec<TaskKey> = (0..warm).map(|i| f(i, v)).collect();
+                for i in 0..(m - warm) {
+                    out.push(f(warm + i, v));
+                    out.push(b(i, v));
+                }
+                out.extend((m - warm..m).map(|i| b(i, v)));
+                out
+            }
+        };
+    }
+    // Interleaved: forward k of this device runs chunk (k / pp) % vp of micro-batch
+    // (k / (pp*vp)) * pp + k % pp; backwards walk the chunks in reverse.
+    let total = m * vp;
+    let fwd_key = |k: u32| {
+        let chunk = (k / pp) % vp;
+        let micro = (k / (pp * vp)) * pp + k % pp;
+        f(micro, chunk * pp + d)
+    };
+    let bwd_key = |k: u32| {
+        let chunk = vp - 1 - (k / pp) % vp;
+        let micro = (k / (pp * vp)) * pp + k % pp;
+        b(micro, chunk * pp + d)
+    };
+    let warm = ((pp - d - 1) * 2 + (vp - 1) * pp).min(total);
+    let mut out: Vec<TaskKey> = (0..warm).map(fwd_key).collect();
+    for i in 0..(total - warm) {
+        out.push(fwd_key(warm + i));
+        out.push(bwd_key(i));
+    }
+    out.extend((total - warm..total).map(bwd_key));
+    out
+}
+
+/// Build a virtual stage's forward and backward step lists.
+fn chunk_lists(s: &Scenario, pr: &analytic::Priced, plan: &DpPlan, v: u32, n_v: u32, slow: f64, fsdp: bool, train: bool) -> (Vec<SimStep>, Vec<SimStep>) {
+    let copy = |name, t: Seconds| SimStep::Kernel { name, time: SimTime::from_seconds(t / slow), bound: Bound::Memory, cpu: SimTime(0), launches: 0.0, host_sync: SimTime(0) };
+    let counts = stage_layer_counts(s.model.n_layers, n_v);
+    let first: u64 = counts[..v as usize].iter().sum();
+    let here = counts[v as usize];
+    let lower = |ops: &[Op]| to_sim(pr.cost.lower(&s.parallel, &s.options, &s.workload, ops, pr.power.speedup), slow);
+    let back_ops = |ops: &[Op]| {
+        let mut b = recompute_of(ops, s.workload.recompute);
+        b.extend(backward_of(ops));
+        b
+    };
+    let (mut fwd, mut bwd_layers) = (Vec::new(), Vec::new());
+    if v == 0 {
+        fwd.extend(lower(&pr.ops.embedding));
+    }
+    for layer in first..first + here {
+        let ops = if layer < s.model.n_dense_layers() { &pr.ops.dense_layer } else { &pr.ops.moe_layer };
+        if fsdp {
+            fwd.push(SimStep::FsdpGather);
+            fwd.push(copy("fsdp_copy_out", plan.gather_copy));
+        }
+        fwd.extend(lower(ops));
+        if train {
+            let mut b = Vec::new();
+            if fsdp {
+                b.push(SimStep::FsdpGather);
+                b.push(copy("fsdp_copy_out", plan.gather_copy));
+            }
+            b.extend(lower(&back_ops(ops)));
+            if fsdp {
+                b.push(copy("fsdp_copy_in", plan.reduce_copy));
+                b.push(SimStep::FsdpReduce);
+            } else {
+                b.push(SimStep::GradsReady);
+            }
+            bwd_layers.push(b);
+        }
+    }
+    let mut bwd = Vec::new();
+    if v == n_v - 1 {
+        fwd.extend(lower(&pr.ops.head));
+        if train {
+            bwd.extend(lower(&back_ops(&pr.ops.head)));
+        }
+    }
+    for b in bwd_layers.into_iter().rev() {
+        bwd.extend(b);
+    }
+    if v == 0 && train {
+        bwd.extend(lower(&back_ops(&pr.ops.embedding)));
+    }
+    (fwd, bwd)
+}
+
+/// Simulate one step of the scenario.
+pub fn simulate(s: &Scenario, opts: &SimOptions) -> Result<SimResult, PredictError> {
+    let pr = analytic::price(s)?;
+    let pc = &s.parallel;
+    let (pp, vp) = (pc.pp, if pc.schedule == Schedule::Interleaved || pc.vp > 1 { pc.vp.max(1) } else { 1 });
+    let train = s.workload.mode == Mode::Train;
+    let m = pr.n_micro as u32;
+    let n_v = pp * vp;
+    let fsdp = train && pc.zero == 3 && pc.dp > 1;
+    let factor = |list: &[(u32, f64)], d: u32| list.iter().filter(|(st, _)| *st == d).map(|(_, f)| *f).product::<f64>();
+
+    let mut lists = Vec::new();
+    let mut devices = Vec::new();
+    for d in 0..pp {
+        let slow = factor(&opts.faults.slow_gpu, d);
+        let plan = if train { analytic::dp_plan(&pr.cost, s, d) } else { DpPlan::default() };
+        lists.push((0..vp).map(|c| chunk_lists(s, &pr, &plan, c * pp + d, n_v, slow, fsdp, train)).collect::<Vec<_>>());
+        let layers = stage_layer_counts(s.model.n_layers, pp)[d as usize].max(1);
+        // Every virtual stage on this device adds its layers' gradients.
+        let gathers_total = if fsdp { 2 * m as u64 * layers } else { 0 };
+        let tasks = if train {
+            schedule(pc.schedule, pp, vp, m, d)
+        } else {
+            (0..vp).map(|c| TaskKey { pass: Pass::Fwd, micro: 0, vstage: c * pp + d }).collect()
+        };
+        devices.push(Device::new(tasks, plan, layers, gathers_total));
+    }
+
+    // Link capacities of each representative rank: the largest bus bandwidth any of its
+    // collectives may use, times the fault factors.
+    let p2p = analytic::p2p_step(&pr.cost, s);
+    let mut capacity = vec![0.0; pp as usize * 2];
+    for d in 0..pp {
+        let mut caps = [0.0f64; 2];
+        let dp = &devices[d as usize].plan;
+        let steps = lists[d as usize].iter().flat_map(|(f, b)| f.iter().chain(b.iter())).filter_map(|st| if let SimStep::Comm { comm, .. } = st { Some(comm) } else { None });
+        let extra = dp.grad.iter().chain(dp.param.iter()).map(|b| &b.step).chain(dp.layer_gather.iter()).chain(dp.layer_reduce.iter());
+        for c in steps.chain(extra).chain(p2p.iter()) {
+            caps[NVLINK] = caps[NVLINK].max(c.busbw.value());
+            if c.crosses_network {
+                caps[NIC] = caps[NIC].max(c.busbw.value());
+            }
+        }
+        capacity[d as usize * 2 + NVLINK] = caps[NVLINK].max(1.0) * factor(&opts.faults.nvlink, d);
+        capacity[d as usize * 2 + NIC] = caps[NIC].max(1.0) * factor(&opts.faults.nic, d) * opts.faults.spine.unwrap_or(1.0);
+    }
+
+    let mut sim = Sim::new(devices, lists, capacity, p2p, m, pp, vp, opts.trace);
+    sim.run();
+
+    let total = sim.end_time().seconds();
+    let crit = sim.devices.iter().enumerate().max_by_key(|(_, d)| (d.done_at.unwrap_or(d.last_task_end), Reverse(d.busy[0]))).map(|(i, _)| i).unwrap_or(0);
+    let dv = &sim.devices[crit];
+    let compute = dv.busy[0].seconds();
+    let memory = dv.busy[1].seconds();
+    let cpu_launch = dv.wait_cpu.seconds();
+    let dp_comm = if train { dv.dp_drain.seconds() } else { Seconds::ZERO };
+    let optimizer = dv.optimizer_time.seconds();
+    let bubble = dv.wait_dep.seconds();
+    // What is left of the critical rank's time is waiting on TP/CP/EP collectives and sends.
+    let comm = (total - compute - memory - cpu_launch - dp_comm - optimizer - bubble).max(Seconds::ZERO);
+    let bd = Breakdown { compute, memory, tp_comm: comm, pp_bubble: bubble, dp_comm, optimizer, cpu_launch, ..Breakdown::default() };
+    let utilization = sim
+        .devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| Utilization {
+            stage: i as u32,
+            compute: SimTime(d.busy[0].0 + d.busy[1].0).seconds() / total,
+            bubble: d.wait_dep.seconds() / total,
+            nvlink: sim.link_bytes[i * 2 + NVLINK] / (sim.capacity[i * 2 + NVLINK] * total.value()),
+            nic: if sim.link_bytes[i * 2 + NIC] > 0.0 { sim.link_bytes[i * 2 + NIC] / (sim.capacity[i * 2 + NIC] * total.value()) } else { 0.0 },
+        })
+        .collect();
+    let bubble_fraction = bubble / total;
+    let prediction = analytic::finish(s, &pr.cost, &pr.ops, pr.n_micro, bd, pr.power);
+    Ok(SimResult { prediction, utilization, bubble_fraction, events: sim.events, wire_bytes: sim.wire_bytes, spans: sim.spans })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hardware::profile::CollectiveOp;
+    use crate::units::BytesPerSec;
+
+    fn kernel(ms: f64) -> SimStep {
+        SimStep::Kernel { name: "k", time: SimTime::from_seconds(Seconds::ms(ms)), bound: Bound::Compute, cpu: SimTime(0), launches: 0.0, host_sync: SimTime(0) }
+    }
+
+    fn comm(bytes: f64, gbps: f64, latency_us: f64) -> CommStep {
+        CommStep {
+            group: Group::Tp,
+            op: CollectiveOp::AllReduce,
+            algo: crate::cost::nccl::Algo::Ring,
+            proto: crate::cost::nccl::Proto::Simple,
+            latency: Seconds::us(latency_us),
+            steps: 6,
+            step_latency: Seconds::us(1.0),
+            wire_bytes: bytes,
+            busbw: BytesPerSec::gb_per_s(gbps),
+            crosses_network: false,
+            overlap: Overlap::Blocking,
+        }
+    }
+
+    /// A pipeline of `pp` uniform stages (forward `tf` ms, backward `tb` ms), no communication.
+    fn uniform(pp: u32, m: u32, kind: Schedule, tf: f64, tb: f64) -> Sim {
+        let devices = (0..pp).map(|d| Device::new(schedule(kind, pp, 1, m, d), DpPlan::default(), 1, 0)).collect();
+        let lists = (0..pp).map(|_| vec![(vec![kernel(tf)], vec![kernel(tb)])]).collect();
+        Sim::new(devices, lists, vec![1e12; pp as usize * 2], None, m, pp, 1, false)
+    }
+
+    #[test]
+    fn one_f_one_b_bubble_is_p_minus_1_over_m_plus_p_minus_1() {
+        for (pp, m) in [(2, 4), (4, 8), (8, 8), (4, 16), (6, 3)] {
+            let mut sim = uniform(pp, m, Schedule::OneFOneB, 1.0, 2.0);
+            sim.run();
+            let total = sim.end_time().seconds().as_ms();
+            assert!((total - 3.0 * (m + pp - 1) as f64).abs() < 1e-6, "pp={pp} m={m}: {total}");
+            for d in &sim.devices {
+                let bubble = 1.0 - SimTime(d.busy[0].0 + d.busy[1].0).seconds().as_ms() / total;
+                let expected = (pp - 1) as f64 / (m + pp - 1) as f64;
+                assert!((bubble - expected).abs() < 1e-9, "pp={pp} m={m}: {bubble} vs {expected}");
+            }
+        }
+    }
+
+    #[test]
+    fn gpipe_and_1f1b_take_the_same_time_on_uniform_stages() {
+        let mut a = uniform(4, 8, Schedule::Gpipe, 1.0, 2.0);
+        let mut b = uniform(4, 8, Schedule::OneFOneB, 1.0, 2.0);
+        a.run();
+        b.run();
+        assert_eq!(a.end_time(), b.end_time());
+    }
+
+    #[test]
+    fn interleaving_shrinks_the_bubble_by_vp() {
+        // 4 stages, 2 chunks each, 8 micro-batches: bubble (p-1)/vp chunk-times of (tf+tb)/vp each.
+        let (pp, vp, m) = (4u32, 2u32, 8u32);
+        let devices = (0..pp).map(|d| Device::new(schedule(Schedule::Interleaved, pp, vp, m, d), DpPlan::default(), 1, 0)).collect();
+        let lists = (0..pp).map(|_| (0..vp).map(|_| (vec![kernel(0.5)], vec![kernel(1.0)])).collect()).collect();
+        let mut sim = Sim::new(devices, lists, vec![1e12; pp as usize * 2], None, m, pp, vp, false);
+        sim.run();
+        let total = sim.end_time().seconds().as_ms();
+        let ideal = m as f64 * 3.0 + (pp - 1) as f64 * 3.0 / vp as f64;
+        assert!((total - ideal).abs() / ideal < 1e-9, "{total} vs {ideal}");
+    }
+
+    #[test]
+    fn a_single_flow_takes_latency_plus_size_over_bandwidth() {
+        let c = comm(3.0e9, 346.0, 12.0);
+        let expected = c.time().value();
+        let steps = vec![SimStep::Comm { name: "ar", comm: c }];
+        let devices = vec![Device::new(schedule(Schedule::OneFOneB, 1, 1, 1, 0), DpPlan::default(), 1, 0)];
+        let mut sim = Sim::new(devices, vec![vec![(steps, vec![])]], vec![346e9, 1.0], None, 1, 1, 1, false);
+        sim.run();
+        let got = sim.end_time().seconds().value();
+        assert!((got - expected).abs() / expected < 1e-9, "{got} vs {expected}");
+    }
+
+    #[test]
+    fn two_flows_on_one_link_share_it_fairly() {
+        // Two stages' worth of traffic on one representative rank: a blocking all-reduce overlapped
+        // by a DP bucket on the same NVLink. Each gets half while both run.
+        let c = comm(1.0e9, 100.0, 0.0);
+        let mut plan = DpPlan::default();
+        plan.grad = vec![analytic::Buckets { step: comm(1.0e9, 100.0, 0.0), count: 1 }];
+        let steps = vec![SimStep::GradsReady, SimStep::Comm { name: "ar", comm: c }];
+        let devices = vec![Device::new(vec![TaskKey { pass: Pass::Bwd, micro: 0, vstage: 0 }], plan, 1, 0)];
+        let mut sim = Sim::new(devices, vec![vec![(vec![], steps)]], vec![100e9, 1.0], None, 1, 1, 1, false);
+        sim.run();
+        // Both move 1 GB at 50 GB/s side by side: 20 ms, not 10 (one at full rate), plus the six
+        // 1 us step latencies of each (run at the same time).
+        let t = sim.devices[0].last_task_end.seconds().as_ms();
+        assert!((t - 20.006).abs() < 1e-6, "{t}");
+        assert!((sim.wire_bytes - 2.0e9).abs() < 1.0);
+    }
+}

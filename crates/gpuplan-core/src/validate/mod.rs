@@ -1,0 +1,154 @@
+//! Predictions against measured run records: error per metric, MAPE per split, worst cases, and
+//! out-of-memory agreement. No I/O: the caller reads the records and loads the scenarios.
+
+use crate::analytic::Prediction;
+use crate::record::RunRecord;
+
+/// The metrics compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Metric {
+    StepTime,
+    PeakMemory,
+    Power,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 3] = [Metric::StepTime, Metric::PeakMemory, Metric::Power];
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::StepTime => "step_time",
+            Metric::PeakMemory => "peak_memory",
+            Metric::Power => "power",
+        }
+    }
+    pub fn unit(self) -> &'static str {
+        match self {
+            Metric::StepTime => "s",
+            Metric::PeakMemory => "GiB",
+            Metric::Power => "W",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Metric> {
+        Metric::ALL.into_iter().find(|m| m.name() == s || (s == "step" && *m == Metric::StepTime) || (s == "memory" && *m == Metric::PeakMemory))
+    }
+    /// The measured value of a run, in the metric's display unit.
+    pub fn measured(self, r: &RunRecord) -> Option<f64> {
+        let m = &r.metrics;
+        match self {
+            Metric::StepTime => m.step_time_s_median,
+            // The busiest GPU's peak as NVML saw it (context and allocator cache included).
+            Metric::PeakMemory => m.peak_mem_bytes_per_gpu_nvml.iter().flatten().copied().fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x)))).map(|b| b / GIB),
+            Metric::Power => {
+                let v: Vec<f64> = m.avg_power_w_per_gpu.iter().flatten().copied().collect();
+                (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+            }
+        }
+    }
+    pub fn predicted(self, p: &Prediction) -> f64 {
+        match self {
+            Metric::StepTime => p.step_time.value(),
+            Metric::PeakMemory => p.memory.total().value() / GIB,
+            Metric::Power => p.power.gpu_power.value(),
+        }
+    }
+}
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// One run scored: predicted vs measured per metric, or why it could not be.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scored {
+    pub run_id: String,
+    pub split: String,
+    pub status: String,
+    pub describe: String,
+    /// (metric, predicted, measured, signed error %)
+    pub values: Vec<(Metric, f64, f64, f64)>,
+    pub predicted_fits: Option<bool>,
+    /// An OOM run counts as right only if the prediction says it does not fit; an OK run predicted
+    /// not to fit is wrong too.
+    pub oom_agrees: bool,
+    pub problem: Option<String>,
+}
+
+pub fn score(r: &RunRecord, p: Result<&Prediction, String>) -> Scored {
+    let describe = describe(r);
+    let run_id = r.run_id.clone().unwrap_or_else(|| "?".into());
+    let split = r.split.clone().unwrap_or_else(|| "-".into());
+    match p {
+        Err(e) => Scored { run_id, split, status: r.status.clone(), describe, values: vec![], predicted_fits: None, oom_agrees: false, problem: Some(e) },
+        Ok(p) => {
+            let fits = p.memory.fits();
+            let values = if r.is_ok() {
+                Metric::ALL
+                    .into_iter()
+                    .filter_map(|m| m.measured(r).filter(|v| *v > 0.0).map(|meas| (m, m.predicted(p), meas, (m.predicted(p) - meas) / meas * 100.0)))
+                    .collect()
+            } else {
+                vec![]
+            };
+            let oom_agrees = if r.is_oom() { !fits } else { !r.is_ok() || fits };
+            Scored { run_id, split, status: r.status.clone(), describe, values, predicted_fits: Some(fits), oom_agrees, problem: None }
+        }
+    }
+}
+
+fn describe(r: &RunRecord) -> String {
+    let s = &r.scenario;
+    let mut d = format!("{} {}x{} {}", s.model.as_deref().unwrap_or("?"), s.n_gpus, s.system.as_deref().unwrap_or("?"), s.mode);
+    if s.mode == "train" {
+        d += &format!(" mb{} seq{}", s.micro_batch.unwrap_or(0), s.seq.unwrap_or(0));
+        if let Some(rc) = s.recompute.as_deref().filter(|r| *r != "none") {
+            d += &format!(" rc={rc}");
+        }
+        if s.tp > 1 {
+            d += &format!(" tp{}{}", s.tp, if s.sp == Some(false) { "" } else { "+sp" });
+        }
+        if s.zero == 3 {
+            d += " fsdp";
+        } else if s.dp > 1 {
+            d += " ddp";
+        }
+    } else {
+        d += &format!(" b{} seq{} kv{}", s.batch.unwrap_or(0), s.seq.unwrap_or(0), s.kv_len.unwrap_or(0));
+    }
+    if let Some(st) = s.stack.as_deref() {
+        d += &format!(" {st}");
+    }
+    d
+}
+
+/// Mean absolute percentage error per metric over runs, with counts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    pub split: String,
+    pub mape: Vec<(Metric, f64, usize)>,
+    pub oom_runs: usize,
+    pub oom_predicted: usize,
+    pub false_oom: usize,
+    pub unpredicted: usize,
+}
+
+pub fn summarize(split: &str, scored: &[&Scored]) -> Summary {
+    let mape = Metric::ALL
+        .into_iter()
+        .filter_map(|m| {
+            let errs: Vec<f64> = scored.iter().flat_map(|s| s.values.iter()).filter(|v| v.0 == m).map(|v| v.3.abs()).collect();
+            (!errs.is_empty()).then(|| (m, errs.iter().sum::<f64>() / errs.len() as f64, errs.len()))
+        })
+        .collect();
+    Summary {
+        split: split.to_string(),
+        mape,
+        oom_runs: scored.iter().filter(|s| s.status == "oom").count(),
+        oom_predicted: scored.iter().filter(|s| s.status == "oom" && s.predicted_fits == Some(false)).count(),
+        false_oom: scored.iter().filter(|s| s.status == "ok" && s.predicted_fits == Some(false)).count(),
+        unpredicted: scored.iter().filter(|s| s.problem.is_some()).count(),
+    }
+}
+
+impl Summary {
+    pub fn mape_of(&self, m: Metric) -> Option<f64> {
+        self.mape.iter().find(|x| x.0 == m).map(|x| x.1)
+    }
+}

@@ -1,0 +1,142 @@
+//! Cost-model tests that read the shipped catalog (moved out of `gpuplan-core`, which reads no
+//! files).
+
+use gpuplan::config::system::{gpu_by_driver_name, load_system};
+use gpuplan::cost::*;
+use gpuplan::hardware::profile::{AttentionBmmPoint, Profile};
+use gpuplan::hardware::Dtype;
+use gpuplan::units::{FlopsPerSec, Seconds};
+use gpuplan::workload::{Op, OpKind, Pass};
+
+fn point(seq_len: u64, head_dim: u64, tflops: f64) -> AttentionBmmPoint {
+    AttentionBmmPoint { seq_len, head_dim, achieved: FlopsPerSec::tflops(tflops) }
+}
+
+/// A synthetic H200 table: efficiency rising with s at d = 128, one level at d = 64.
+fn table() -> Vec<AttentionBmmPoint> {
+    vec![point(8192, 128, 600.0), point(512, 128, 200.0), point(2048, 128, 400.0), point(1024, 64, 300.0)]
+}
+
+fn h200_profile(attention_bmm: Vec<AttentionBmmPoint>) -> Profile {
+    Profile { name: "synthetic".into(), gpu_name: "NVIDIA H200".into(), n_gpus: 1, provenance: "unit test".into(), attention_bmm, ..Default::default() }
+}
+
+/// Forward, non-causal attention of 256 (sequence, head) pairs.
+fn attention(q_len: u64, kv_len: u64, d: u64) -> Op {
+    let kv_bytes = (256 * kv_len * 2 * d) as f64 * 2.0;
+    Op { name: "attention", kind: OpKind::Attention { batch_heads: 256, q_len, kv_len, head_dim_qk: d, head_dim_v: d, causal: false, backward: false, kv_bytes }, pass: Pass::Forward }
+}
+
+#[test]
+fn gemm_between_measured_row_counts_interpolates_the_measurements() {
+    let system = load_system("hgx-h200").unwrap();
+    let point = |m: u64, n: u64, tflops: f64| gpuplan::hardware::profile::GemmPoint { dtype: Dtype::Bf16, m, n, k: 4096, achieved: FlopsPerSec::tflops(tflops), sm_clock: gpuplan::units::Hertz::mhz(1500.0) };
+    let mut p = h200_profile(Vec::new());
+    p.gemm = vec![point(512, 6144, 580.0), point(2048, 6144, 665.0), point(512, 1000, 300.0)];
+    let c = CostModel::new(&system, Some(&p));
+    let peak = c.peak(Dtype::Bf16).unwrap().value();
+    let eff = |m: u64, n: u64| c.gemm_efficiency(m, n, 4096, 1, Dtype::Bf16) * peak / 1e12;
+    // At the measured shapes: the measurements.
+    assert!((eff(512, 6144) - 580.0).abs() < 1e-6 && (eff(2048, 6144) - 665.0).abs() < 1e-6);
+    // Between them: log-linear in M (1024 is halfway), no wave-quantization dip at 768.
+    assert!((eff(1024, 6144) - (580.0f64 * 665.0).sqrt()).abs() < 1e-6, "{}", eff(1024, 6144));
+    let at768 = eff(768, 6144);
+    assert!(at768 > 580.0 && at768 < 665.0, "{at768}");
+    // Outside the bracket, or another N: the wave model with the nearest ratios (not interpolated).
+    assert!(eff(4096, 6144) > 0.0 && eff(768, 1000) > 0.0);
+    assert_ne!(eff(768, 1000), eff(768, 6144));
+}
+
+#[test]
+fn measured_attention_shape_slows_what_it_should_and_leaves_the_reference_alone() {
+    let system = load_system("hgx-h200").unwrap();
+    let base = CostModel::new(&system, None);
+    let with_table = h200_profile(table());
+    let measured = CostModel::new(&system, Some(&with_table));
+    let overhead = base.kernel_overhead();
+    let kernel = |c: &CostModel, op: &Op| {
+        let t = c.attention_time(op);
+        assert_eq!(t.bound, Bound::Compute, "{op:?}");
+        (t.time - overhead).value()
+    };
+    // The reference shape (s = 8192, d = 128): unchanged, to the bit.
+    let r = attention(8192, 8192, 128);
+    assert_eq!(base.attention_time(&r), measured.attention_time(&r));
+    // s = 2048 measured at 2/3 of the reference's efficiency: 1.5x the compute time.
+    let a = attention(2048, 2048, 128);
+    let ratio = kernel(&measured, &a) / kernel(&base, &a);
+    assert!((ratio - 1.5).abs() < 1e-9, "{ratio}");
+    // Rectangular: s_q = 1024, s_kv = 4096 is read at s = 2048.
+    let a = attention(1024, 4096, 128);
+    assert!((kernel(&measured, &a) / kernel(&base, &a) - 1.5).abs() < 1e-9);
+    // d = 64 has one measured point (300 at s = 2048, half the d = 128 reference): only the
+    // dependence on s is taken, within a head dim, so d = 64 is priced as before.
+    let a = attention(2048, 2048, 64);
+    assert!((kernel(&measured, &a) / kernel(&base, &a) - 1.0).abs() < 1e-9);
+    // Between two shapes, FLOP rates move by the measured ratio (300 / 500 TFLOP/s at
+    // s = 1024 and 4096) on top of what the model already had (wave quantization).
+    let rate = |c: &CostModel, s: u64| attention(s, s, 128).flops() / kernel(c, &attention(s, s, 128));
+    let moved = (rate(&measured, 1024) / rate(&measured, 4096)) / (rate(&base, 1024) / rate(&base, 4096));
+    assert!((moved - 0.6).abs() < 1e-9, "{moved}");
+    // Said in the numbers used: measured on this GPU.
+    let used = measured.used_numbers(Dtype::Bf16);
+    let f = used.iter().find(|u| u.name == "attention_shape_factor").unwrap();
+    assert_eq!((f.source.kind(), f.value.as_str()), ("measured", "0.333..1.000"));
+    assert!(f.source.citation().contains("profile `synthetic`"), "{f:?}");
+    // The level stays the GPU file's.
+    let level = used.iter().find(|u| u.name == "attention_fraction").unwrap();
+    assert_eq!(level.source, system.gpu.efficiency.attention.source);
+}
+
+#[test]
+fn kernels_in_a_cuda_graph_cost_the_gpus_floor_not_the_profiles_stream_launch() {
+    let system = load_system("hgx-h200").unwrap();
+    let mut p = h200_profile(vec![]);
+    p.kernel_launch = Some(Seconds::us(3.0));
+    let stream = CostModel::new(&system, Some(&p));
+    assert_eq!(stream.kernel_overhead(), Seconds::us(3.0));
+    let graph = CostModel::new(&system, Some(&p)).in_cuda_graph();
+    assert_eq!(graph.kernel_overhead(), system.gpu.efficiency.kernel_overhead.value);
+    assert!(graph.kernel_overhead() < Seconds::us(1.0));
+    // Everything else as measured: the difference is the fixed cost per kernel only.
+    let (a, b) = (stream.memory_time(1e9, 4).time, graph.memory_time(1e9, 4).time);
+    assert!(((a - b).value() - 4.0 * (3.0e-6 - graph.kernel_overhead().value())).abs() < 1e-15);
+}
+
+#[test]
+fn profiles_without_the_table_price_attention_as_before() {
+    let system = load_system("hgx-h200").unwrap();
+    let mut without = h200_profile(vec![]);
+    // Other measured parts (HBM, launch) still apply; only attention's factor is absent.
+    without.kernel_launch = Some(Seconds::us(3.0));
+    let mut flat = without.clone();
+    flat.attention_bmm = vec![point(512, 128, 500.0), point(8192, 128, 500.0), point(1024, 64, 500.0)];
+    let (a, b) = (CostModel::new(&system, Some(&without)), CostModel::new(&system, Some(&flat)));
+    for op in [attention(512, 512, 128), attention(8192, 8192, 64), attention(1, 4096, 128), attention(3000, 3000, 96)] {
+        assert_eq!(a.attention_time(&op), b.attention_time(&op), "{op:?}");
+    }
+    assert!(a.used_numbers(Dtype::Bf16).iter().all(|u| u.name != "attention_shape_factor"));
+    assert!(CostModel::new(&system, None).used_numbers(Dtype::Bf16).iter().all(|u| u.name != "attention_shape_factor"));
+}
+
+#[test]
+fn the_attention_shape_transfers_to_another_gpu_and_not_from_an_unknown_one() {
+    let b200 = load_system("dgx-b200").unwrap();
+    let mut p = h200_profile(table());
+    p.measured_gpu = gpu_by_driver_name("NVIDIA H200").map(Box::new);
+    assert!(p.measured_gpu.is_some());
+    let (base, moved) = (CostModel::new(&b200, None), CostModel::new(&b200, Some(&p)));
+    let a = attention(2048, 2048, 128);
+    let over = base.kernel_overhead();
+    let ratio = (moved.attention_time(&a).time - over).value() / (base.attention_time(&a).time - over).value();
+    assert!((ratio - 1.5).abs() < 1e-9, "{ratio}");
+    let used = moved.used_numbers(Dtype::Bf16);
+    let f = used.iter().find(|u| u.name == "attention_shape_factor").unwrap();
+    assert_eq!(f.source.kind(), "transferred");
+    assert!(f.source.citation().contains("measured on NVIDIA H200"), "{f:?}");
+    // A GPU the catalog does not know: nothing can be said about it, nothing applies.
+    let mut unknown = h200_profile(table());
+    unknown.gpu_name = "Some Future GPU".into();
+    let c = CostModel::new(&b200, Some(&unknown));
+    assert_eq!(c.attention_time(&a), base.attention_time(&a));
+}
