@@ -45,12 +45,7 @@ fn bench(c: &mut Criterion) {
     let req = request();
     let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
     let once = pool.install(|| plan::search(&base, &req, &|_| {}).unwrap());
-    eprintln!(
-        "llama-3-70b 1024xB200: {} configurations, {} predicted, {} feasible",
-        once.enumerated,
-        once.predicted,
-        once.ranked.len()
-    );
+    eprintln!("llama-3-70b 1024xB200: {} configurations, {} predicted, {} feasible", once.enumerated, once.predicted, once.ranked.len());
 
     let mut g = c.benchmark_group("plan llama-3-70b 1024xB200, 2 threads");
     g.sample_size(10);

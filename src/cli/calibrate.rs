@@ -61,11 +61,7 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
     let dtypes = args
         .dtypes
         .iter()
-        .map(|d| {
-            Dtype::parse(d).with_context(|| {
-                format!("`--dtypes`: unknown dtype `{d}`\nhint: one of bf16, fp16, tf32, fp8")
-            })
-        })
+        .map(|d| Dtype::parse(d).with_context(|| format!("`--dtypes`: unknown dtype `{d}`\nhint: one of bf16, fp16, tf32, fp8")))
         .collect::<anyhow::Result<Vec<_>>>()?;
 
     let discovery = libs::discover(&SearchEnv::from_process());
@@ -74,18 +70,12 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Ok);
     }
     let mut required = vec![CudaLib::Driver, CudaLib::Nvrtc];
-    if [Bench::Gemm, Bench::Attention, Bench::Power]
-        .iter()
-        .any(|b| benches.contains(b))
-    {
+    if [Bench::Gemm, Bench::Attention, Bench::Power].iter().any(|b| benches.contains(b)) {
         required.push(CudaLib::CublasLt);
     }
     for lib in required {
         if discovery.get(lib).is_none() {
-            let e = MissingLibrary {
-                lib,
-                searched: discovery.searched.clone(),
-            };
+            let e = MissingLibrary { lib, searched: discovery.searched.clone() };
             if lib == CudaLib::Driver {
                 return Err(anyhow::anyhow!(e).context("no NVIDIA driver on this machine: `gpuplan calibrate` needs an NVIDIA GPU and its driver"));
             }
@@ -98,15 +88,9 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
     let mut benches = benches;
     if discovery.get(CudaLib::Nccl).is_none() && benches.contains(&Bench::Nccl) {
         // Needed only with several GPUs; `calibrate::run` skips NCCL on one GPU.
-        let n = cudarc::driver::result::init()
-            .and_then(|_| cudarc::driver::result::device::get_count())
-            .unwrap_or(0);
+        let n = cudarc::driver::result::init().and_then(|_| cudarc::driver::result::device::get_count()).unwrap_or(0);
         if n > 1 {
-            return Err(MissingLibrary {
-                lib: CudaLib::Nccl,
-                searched: discovery.searched.clone(),
-            }
-            .into());
+            return Err(MissingLibrary { lib: CudaLib::Nccl, searched: discovery.searched.clone() }.into());
         }
         benches.retain(|b| *b != Bench::Nccl);
     }
@@ -123,28 +107,18 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
     let m = calibrate::run(&opts, &progress).context("calibration failed")?;
     progress.finish();
 
-    let name = args
-        .name
-        .clone()
-        .unwrap_or_else(|| default_name(&m.gpu_name, m.n_gpus));
+    let name = args.name.clone().unwrap_or_else(|| default_name(&m.gpu_name, m.n_gpus));
     let dir = args.out_dir.join(&name);
     let meta = meta(&name, &args, &m, &discovery);
-    let provenance = format!(
-        "measured by `{}` on {} x {} ({}), {} UTC, git {}",
-        meta.command, m.n_gpus, m.gpu_name, meta.host, meta.date_utc, meta.git_sha
-    );
+    let provenance = format!("measured by `{}` on {} x {} ({}), {} UTC, git {}", meta.command, m.n_gpus, m.gpu_name, meta.host, meta.date_utc, meta.git_sha);
     let (pf, fit_notes) = output::profile(&m, &name, &provenance);
     let mut meta = meta;
     meta.notes.extend(fit_notes);
     // The profile must load back into the domain type before anything is written.
-    pf.to_domain(&dir.join("profile.toml"))
-        .context("the fitted profile does not pass its own checks")?;
+    pf.to_domain(&dir.join("profile.toml")).context("the fitted profile does not pass its own checks")?;
     let mut files = output::csvs(&m);
     let names: Vec<String> = files.iter().map(|(n, _)| n.clone()).collect();
-    files.push((
-        "README.md".into(),
-        output::readme(&meta, &pf, &names).into_bytes(),
-    ));
+    files.push(("README.md".into(), output::readme(&meta, &pf, &names).into_bytes()));
     files.push(("profile.toml".into(), profile_text(&pf).into_bytes()));
     files.push(("meta.toml".into(), output::meta_toml(&meta).into_bytes()));
     write_profile_dir(&dir, &files, args.force)?;
@@ -156,21 +130,14 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
     if !m.failed.is_empty() {
         anyhow::bail!(
             "benchmark groups failed: {} (see the notes above; the rest was written)",
-            m.failed
-                .iter()
-                .map(|b| b.name())
-                .collect::<Vec<_>>()
-                .join(", ")
+            m.failed.iter().map(|b| b.name()).collect::<Vec<_>>().join(", ")
         );
     }
     Ok(Outcome::Ok)
 }
 
 fn profile_text(pf: &ProfileFile) -> String {
-    format!(
-        "# gpuplan calibration profile, schema {SCHEMA_VERSION}. Written by `gpuplan calibrate`; see meta.toml and README.md beside it.\n{}",
-        pf.to_toml()
-    )
+    format!("# gpuplan calibration profile, schema {SCHEMA_VERSION}. Written by `gpuplan calibrate`; see meta.toml and README.md beside it.\n{}", pf.to_toml())
 }
 
 fn parse_benches(only: &[String]) -> anyhow::Result<Vec<Bench>> {
@@ -180,14 +147,7 @@ fn parse_benches(only: &[String]) -> anyhow::Result<Vec<Bench>> {
     only.iter()
         .map(|s| {
             Bench::parse(s.trim()).with_context(|| {
-                format!(
-                    "`--only`: unknown benchmark `{s}`\nhint: one of {}",
-                    Bench::ALL
-                        .iter()
-                        .map(|b| b.name())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
+                format!("`--only`: unknown benchmark `{s}`\nhint: one of {}", Bench::ALL.iter().map(|b| b.name()).collect::<Vec<_>>().join(", "))
             })
         })
         .collect()
@@ -211,8 +171,7 @@ fn print_discovery(d: &Discovery) {
 fn reexec_with_libs(d: &Discovery) -> anyhow::Result<()> {
     use std::os::unix::process::CommandExt;
     let links = libs::link_folder_path(d);
-    libs::link_folder(d, &links)
-        .with_context(|| format!("cannot make the library link folder `{}`", links.display()))?;
+    libs::link_folder(d, &links).with_context(|| format!("cannot make the library link folder `{}`", links.display()))?;
     let mut path: Vec<String> = vec![links.display().to_string()];
     path.extend(d.dirs().iter().map(|p| p.display().to_string()));
     if let Ok(old) = std::env::var("LD_LIBRARY_PATH") {
@@ -227,28 +186,17 @@ fn reexec_with_libs(d: &Discovery) -> anyhow::Result<()> {
         .env(RESOLVED_VAR, "1")
         .env("NCCL_NVLS_ENABLE", "0")
         .exec();
-    Err(anyhow::anyhow!(err).context(format!(
-        "cannot restart `{}` with the CUDA libraries on its path",
-        exe.display()
-    )))
+    Err(anyhow::anyhow!(err).context(format!("cannot restart `{}` with the CUDA libraries on its path", exe.display())))
 }
 
 fn default_name(gpu: &str, n: u32) -> String {
-    let base: String = gpu
-        .to_ascii_lowercase()
-        .replace("nvidia", "")
-        .split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|s| !s.is_empty())
-        .collect::<Vec<_>>()
-        .join("-");
+    let base: String =
+        gpu.to_ascii_lowercase().replace("nvidia", "").split(|c: char| !c.is_ascii_alphanumeric()).filter(|s| !s.is_empty()).collect::<Vec<_>>().join("-");
     format!("{base}-{n}x")
 }
 
 fn shell_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=,:".contains(c))
-    {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=,:".contains(c)) {
         s.to_string()
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
@@ -272,13 +220,7 @@ fn command_line() -> String {
 fn meta(name: &str, args: &CalibrateArgs, m: &Measurements, d: &Discovery) -> output::Meta {
     let na = |o: &Option<String>| o.clone().unwrap_or_else(|| "unknown".into());
     let mut env = BTreeMap::new();
-    for k in [
-        "CUDA_VISIBLE_DEVICES",
-        "NCCL_NVLS_ENABLE",
-        "NCCL_ALGO",
-        "NCCL_PROTO",
-        "NCCL_P2P_LEVEL",
-    ] {
+    for k in ["CUDA_VISIBLE_DEVICES", "NCCL_NVLS_ENABLE", "NCCL_ALGO", "NCCL_PROTO", "NCCL_P2P_LEVEL"] {
         if let Ok(v) = std::env::var(k) {
             env.insert(k.to_string(), v);
         }
@@ -293,14 +235,8 @@ fn meta(name: &str, args: &CalibrateArgs, m: &Measurements, d: &Discovery) -> ou
             .or_else(git_sha)
             .unwrap_or_else(|| "unknown".into()),
         gpuplan_version: env!("CARGO_PKG_VERSION").into(),
-        host: std::fs::read_to_string("/etc/hostname")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_else(|_| "unknown".into()),
-        mode: if args.quick {
-            "quick".into()
-        } else {
-            "full".into()
-        },
+        host: std::fs::read_to_string("/etc/hostname").map(|s| s.trim().to_string()).unwrap_or_else(|_| "unknown".into()),
+        mode: if args.quick { "quick".into() } else { "full".into() },
         gpu_name: m.gpu_name.clone(),
         gpu_count: m.n_gpus,
         gpu_uuids: m.gpu_uuids.clone(),
@@ -311,10 +247,7 @@ fn meta(name: &str, args: &CalibrateArgs, m: &Measurements, d: &Discovery) -> ou
         driver_version: na(&m.driver_version),
         cuda_driver_version: na(&m.cuda_driver_version),
         nvrtc_version: na(&m.nvrtc_version),
-        cublaslt_version: m
-            .cublaslt_version
-            .map(|v| v.to_string())
-            .unwrap_or_else(|| "unknown".into()),
+        cublaslt_version: m.cublaslt_version.map(|v| v.to_string()).unwrap_or_else(|| "unknown".into()),
         nccl_version: na(&m.nccl_version),
         power_limit_w: m.power_limit_w.unwrap_or(f64::NAN),
         max_sm_clock_mhz: m.max_sm_clock_mhz.unwrap_or(f64::NAN),
@@ -323,15 +256,7 @@ fn meta(name: &str, args: &CalibrateArgs, m: &Measurements, d: &Discovery) -> ou
         libraries: d
             .found
             .iter()
-            .map(|f| {
-                (
-                    f.lib.stem().to_string(),
-                    std::fs::canonicalize(&f.path)
-                        .unwrap_or_else(|_| f.path.clone())
-                        .display()
-                        .to_string(),
-                )
-            })
+            .map(|f| (f.lib.stem().to_string(), std::fs::canonicalize(&f.path).unwrap_or_else(|_| f.path.clone()).display().to_string()))
             .collect(),
         environment: env,
         wall_s: m.wall_s,
@@ -340,14 +265,8 @@ fn meta(name: &str, args: &CalibrateArgs, m: &Measurements, d: &Discovery) -> ou
 }
 
 fn git_sha() -> Option<String> {
-    let o = std::process::Command::new("git")
-        .args(["rev-parse", "HEAD"])
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    o.status
-        .success()
-        .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    let o = std::process::Command::new("git").args(["rev-parse", "HEAD"]).stderr(std::process::Stdio::null()).output().ok()?;
+    o.status.success().then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
 }
 
 /// Current UTC time as `YYYY-MM-DDTHH:MM:SSZ` (the run records' format).
@@ -358,37 +277,22 @@ pub fn utc_now() -> String {
 fn import_nccl_tests(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
     let mut runs = Vec::new();
     for f in &args.import_nccl_tests {
-        let text =
-            std::fs::read_to_string(f).with_context(|| format!("cannot read `{}`", f.display()))?;
+        let text = std::fs::read_to_string(f).with_context(|| format!("cannot read `{}`", f.display()))?;
         runs.extend(calibrate::nccl_tests::parse(f, &text)?);
     }
-    let name = args
-        .name
-        .clone()
-        .context("`--import-nccl-tests` needs `--name NAME` for the profile folder")?;
+    let name = args.name.clone().context("`--import-nccl-tests` needs `--name NAME` for the profile folder")?;
     let rows = output::rows_from_nccl_tests(&runs);
     let mut wires = Vec::new();
     let mut notes = Vec::new();
-    let sources: Vec<String> = args
-        .import_nccl_tests
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect();
+    let sources: Vec<String> = args.import_nccl_tests.iter().map(|p| p.display().to_string()).collect();
     let source = format!("nccl-tests logs: {}", sources.join(", "));
     for intra in [true, false] {
-        let rs: Vec<_> = rows
-            .iter()
-            .filter(|(_, i)| *i == intra)
-            .map(|(r, _)| r.clone())
-            .collect();
+        let rs: Vec<_> = rows.iter().filter(|(_, i)| *i == intra).map(|(r, _)| r.clone()).collect();
         let (w, n) = output::collective_fits(&rs, intra, &source);
         wires.extend(w);
         notes.extend(n);
     }
-    let gpu_name = runs
-        .iter()
-        .find_map(|r| r.gpu_name.clone())
-        .unwrap_or_else(|| "unknown".into());
+    let gpu_name = runs.iter().find_map(|r| r.gpu_name.clone()).unwrap_or_else(|| "unknown".into());
     let n_gpus = runs.iter().map(|r| r.n_ranks).max().unwrap_or(1);
     let date = utc_now();
     let pf = ProfileFile {
@@ -396,11 +300,7 @@ fn import_nccl_tests(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
         name: name.clone(),
         gpu_name,
         n_gpus,
-        provenance: format!(
-            "imported by `{}` on {date} UTC from {}",
-            command_line(),
-            sources.join(", ")
-        ),
+        provenance: format!("imported by `{}` on {date} UTC from {}", command_line(), sources.join(", ")),
         kernel_launch_us: None,
         stream: None,
         l2: None,
@@ -414,10 +314,8 @@ fn import_nccl_tests(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
         attention_bmm: Vec::new(),
     };
     let dir = args.out_dir.join(&name);
-    pf.to_domain(&dir.join("profile.toml"))
-        .context("the fitted profile does not pass its own checks")?;
-    let mut csv =
-        String::from("op,n_ranks,n_hosts,size_bytes,time_us_p50,algbw_gb_per_s,busbw_gb_per_s\n");
+    pf.to_domain(&dir.join("profile.toml")).context("the fitted profile does not pass its own checks")?;
+    let mut csv = String::from("op,n_ranks,n_hosts,size_bytes,time_us_p50,algbw_gb_per_s,busbw_gb_per_s\n");
     for r in &runs {
         for row in &r.rows {
             csv.push_str(&format!(
@@ -437,16 +335,8 @@ fn import_nccl_tests(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
         name,
         command_line(),
         date,
-        sources
-            .iter()
-            .map(|s| format!("{s:?}"))
-            .collect::<Vec<_>>()
-            .join(", "),
-        notes
-            .iter()
-            .map(|s| format!("{s:?}"))
-            .collect::<Vec<_>>()
-            .join(", ")
+        sources.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", "),
+        notes.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", ")
     );
     let files = vec![
         ("profile.toml".to_string(), profile_text(&pf).into_bytes()),
@@ -483,11 +373,7 @@ impl Bar {
         let bar = tty.then(|| {
             let b = indicatif::ProgressBar::new(0);
             b.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "{spinner} {msg:<24} [{bar:30}] {pos}/{len} {elapsed}",
-                )
-                .expect("valid template")
-                .progress_chars("=> "),
+                indicatif::ProgressStyle::with_template("{spinner} {msg:<24} [{bar:30}] {pos}/{len} {elapsed}").expect("valid template").progress_chars("=> "),
             );
             b
         });
@@ -531,10 +417,7 @@ mod tests {
     #[test]
     fn default_names_are_kebab_case() {
         assert_eq!(default_name("NVIDIA H200", 2), "h200-2x");
-        assert_eq!(
-            default_name("NVIDIA H100 80GB HBM3", 1),
-            "h100-80gb-hbm3-1x"
-        );
+        assert_eq!(default_name("NVIDIA H100 80GB HBM3", 1), "h100-80gb-hbm3-1x");
     }
 
     #[test]

@@ -139,12 +139,21 @@ pub fn run(args: CompareArgs) -> anyhow::Result<Outcome> {
             PlanMode::Train => format!("training, seq {}", b0.workload.seq),
             PlanMode::Serve => format!("serving, prompt {}", b0.workload.seq),
         };
-        let _ = writeln!(o, "compare: {} on {} GPUs ({what}), objective {}; best configuration per system, deltas against the first row", b0.model.name, rows[0].req.space.n_gpus.iter().map(u64::to_string).collect::<Vec<_>>().join("/"), rows[0].req.objective.name());
+        let _ = writeln!(
+            o,
+            "compare: {} on {} GPUs ({what}), objective {}; best configuration per system, deltas against the first row",
+            b0.model.name,
+            rows[0].req.space.n_gpus.iter().map(u64::to_string).collect::<Vec<_>>().join("/"),
+            rows[0].req.objective.name()
+        );
         let _ = writeln!(o);
         let lw = rows.iter().map(|r| r.label.len()).max().unwrap_or(6).max(6);
         let cw = rows.iter().filter_map(|r| r.best.as_ref().map(|b| b.candidate.label(mode).len())).max().unwrap_or(6).max(6);
         let priced = rows.iter().any(|r| r.req.pricing.priced());
-        let mut head = format!("{:<lw$}  {:<cw$}  {:>12}  {:>8}  {:>6}  {:>9}  {:>7}  {:>8}  {:>7}", "system", "best config", "tokens/s", "delta", "MFU", "mem/GPU", "W/GPU", "tok/J", "delta");
+        let mut head = format!(
+            "{:<lw$}  {:<cw$}  {:>12}  {:>8}  {:>6}  {:>9}  {:>7}  {:>8}  {:>7}",
+            "system", "best config", "tokens/s", "delta", "MFU", "mem/GPU", "W/GPU", "tok/J", "delta"
+        );
         if priced {
             let _ = write!(head, "  {:>9}  {:>8}", "$/1M tok", "delta");
         }

@@ -309,7 +309,23 @@ mod tests {
 
     #[test]
     fn flags_make_a_scenario() {
-        let a = args(&["--gpus", "2", "--micro-batch", "2", "--grad-accum", "4", "--seq", "4096", "--zero", "3", "--", "torchrun", "--nproc-per-node", "2", "x.py"]);
+        let a = args(&[
+            "--gpus",
+            "2",
+            "--micro-batch",
+            "2",
+            "--grad-accum",
+            "4",
+            "--seq",
+            "4096",
+            "--zero",
+            "3",
+            "--",
+            "torchrun",
+            "--nproc-per-node",
+            "2",
+            "x.py",
+        ]);
         assert_eq!(a.command, vec!["torchrun", "--nproc-per-node", "2", "x.py"]);
         let s = scenario(&a).unwrap();
         assert_eq!((s.dp, s.global_batch, s.zero), (2, Some(16), 3));

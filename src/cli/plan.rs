@@ -193,9 +193,7 @@ pub(crate) fn gpu_counts(a: &ScenarioArgs, o: &PlanOptions, gpus_per_node: u64) 
 fn objective(o: &PlanOptions) -> anyhow::Result<Objective> {
     Ok(match o.objective.as_str() {
         "throughput" => Objective::Throughput,
-        "time-to-train" => Objective::TimeToTrain {
-            tokens: o.tokens.context("`--objective time-to-train` needs `--tokens T`\nhint: e.g. `--tokens 15e12`")?,
-        },
+        "time-to-train" => Objective::TimeToTrain { tokens: o.tokens.context("`--objective time-to-train` needs `--tokens T`\nhint: e.g. `--tokens 15e12`")? },
         "cost" => Objective::Cost,
         "tokens-per-joule" => Objective::TokensPerJoule,
         other => bail!("`--objective` = `{other}` is not known\nhint: one of: throughput, time-to-train, cost, tokens-per-joule"),
@@ -324,7 +322,10 @@ pub fn run_search(base: &Scenario, req: &Request, o: &PlanOptions, quiet_output:
     let total = plan::count(base, req)?;
     let bar = if show { indicatif::ProgressBar::new(total) } else { indicatif::ProgressBar::hidden() };
     if show {
-        bar.set_style(indicatif::ProgressStyle::with_template("{spinner} planning [{bar:40}] {pos}/{len} configurations ({per_sec}, eta {eta})").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} planning [{bar:40}] {pos}/{len} configurations ({per_sec}, eta {eta})")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
     }
     let mut result = plan::search(base, req, &|n| bar.inc(n))?;
     bar.finish_and_clear();
@@ -416,7 +417,15 @@ fn summary(base: &Scenario, req: &Request, r: &PlanResult) -> String {
         PlanMode::Train => format!("training, seq {}", base.workload.seq),
         PlanMode::Serve => format!("serving, prompt {} / context {}", base.workload.seq, base.workload.kv_len.max(base.workload.seq)),
     };
-    let _ = writeln!(o, "plan: {} on {} x {} ({what}), stack {}, objective {}", base.model.name, gpus, base.system.display_name, base.workload.stack.name(), req.objective.name());
+    let _ = writeln!(
+        o,
+        "plan: {} on {} x {} ({what}), stack {}, objective {}",
+        base.model.name,
+        gpus,
+        base.system.display_name,
+        base.workload.stack.name(),
+        req.objective.name()
+    );
     let _ = writeln!(o, "  {} configurations: {} pruned, {} predicted, {} feasible", r.enumerated, r.pruned_total(), r.predicted, r.ranked.len());
     for (reason, n) in &r.pruned {
         let _ = writeln!(o, "    {:>9}  {}", n, reason.describe());
@@ -518,9 +527,35 @@ fn table(r: &PlanResult, shown: usize, req: &Request, base: &Scenario, tokens: O
 fn csv(rows: &[plan::Ranked], req: &Request, base: &Scenario) -> anyhow::Result<String> {
     let mut w = csv::Writer::from_writer(Vec::new());
     w.write_record([
-        "rank", "gpus", "tp", "pp", "vp", "dp", "cp", "ep", "zero", "recompute", "micro_batch", "global_batch", "gradient_accumulation", "precision",
-        "step_time_s", "tokens_per_s", "mfu", "memory_bytes_per_gpu", "capacity_bytes", "memory_headroom", "gpu_power_w", "node_power_w", "cluster_power_w",
-        "tokens_per_joule", "usd_per_million_tokens", "ttft_s", "tpot_s", "bottleneck", "score",
+        "rank",
+        "gpus",
+        "tp",
+        "pp",
+        "vp",
+        "dp",
+        "cp",
+        "ep",
+        "zero",
+        "recompute",
+        "micro_batch",
+        "global_batch",
+        "gradient_accumulation",
+        "precision",
+        "step_time_s",
+        "tokens_per_s",
+        "mfu",
+        "memory_bytes_per_gpu",
+        "capacity_bytes",
+        "memory_headroom",
+        "gpu_power_w",
+        "node_power_w",
+        "cluster_power_w",
+        "tokens_per_joule",
+        "usd_per_million_tokens",
+        "ttft_s",
+        "tpot_s",
+        "bottleneck",
+        "score",
     ])?;
     let opt = |v: Option<f64>| v.map_or(String::new(), |x| x.to_string());
     for (i, r) in rows.iter().enumerate() {
@@ -599,8 +634,21 @@ fn batch_advice(args: &PlanArgs, base: &Scenario, req: &Request, result: &PlanRe
                 return Ok(if a.chosen.is_some() { Outcome::Ok } else { Outcome::Infeasible });
             }
             let pc = &s.parallel;
-            let _ = writeln!(o, "batch advice: {} on {} x {}, layout tp{} pp{} dp{} cp{} zero{}, recompute {}, global batch {} ({} per replica)",
-                s.model.name, s.n_gpus, s.system.display_name, pc.tp, pc.pp, pc.dp, pc.cp, pc.zero, s.workload.recompute.name(), s.workload.global_batch, a.per_replica_batch);
+            let _ = writeln!(
+                o,
+                "batch advice: {} on {} x {}, layout tp{} pp{} dp{} cp{} zero{}, recompute {}, global batch {} ({} per replica)",
+                s.model.name,
+                s.n_gpus,
+                s.system.display_name,
+                pc.tp,
+                pc.pp,
+                pc.dp,
+                pc.cp,
+                pc.zero,
+                s.workload.recompute.name(),
+                s.workload.global_batch,
+                a.per_replica_batch
+            );
             match a.largest_fitting {
                 Some(l) => {
                     let _ = writeln!(o, "  largest micro-batch that fits: {l}");
@@ -649,8 +697,19 @@ fn batch_advice(args: &PlanArgs, base: &Scenario, req: &Request, result: &PlanRe
                 return Ok(if a.largest.is_some() { Outcome::Ok } else { Outcome::Infeasible });
             }
             let pc = &s.parallel;
-            let _ = writeln!(o, "batch advice: serving {} on {} x {}, layout tp{} pp{} ({} replicas), {}, prompt {} tokens, decode at {} cached",
-                s.model.name, s.n_gpus, s.system.display_name, pc.tp, pc.pp, pc.dp, s.workload.precision.name(), s.workload.seq, s.workload.kv_len);
+            let _ = writeln!(
+                o,
+                "batch advice: serving {} on {} x {}, layout tp{} pp{} ({} replicas), {}, prompt {} tokens, decode at {} cached",
+                s.model.name,
+                s.n_gpus,
+                s.system.display_name,
+                pc.tp,
+                pc.pp,
+                pc.dp,
+                s.workload.precision.name(),
+                s.workload.seq,
+                s.workload.kv_len
+            );
             let target = |v: Option<f64>| v.map_or("none".to_string(), |t| format!("{:.1} ms", t * 1e3));
             let _ = writeln!(o, "  targets: TTFT {}, TPOT {}", target(req.constraints.max_ttft_s), target(req.constraints.max_tpot_s));
             match a.largest_fitting {

@@ -39,7 +39,8 @@ pub fn to_json(s: &Scenario, p: &Prediction) -> serde_json::Value {
     let pc = &s.parallel;
     let w = &s.workload;
     let breakdown: serde_json::Map<String, serde_json::Value> = p.breakdown.parts().iter().map(|(k, v)| (format!("{k}_s"), v.value().into())).collect();
-    let memory_parts: serde_json::Map<String, serde_json::Value> = p.memory.components().iter().map(|(k, v)| (format!("{k}_bytes"), v.value().into())).collect();
+    let memory_parts: serde_json::Map<String, serde_json::Value> =
+        p.memory.components().iter().map(|(k, v)| (format!("{k}_bytes"), v.value().into())).collect();
     let sources: Vec<serde_json::Value> = analytic::used_numbers(s)
         .iter()
         .map(|u| serde_json::json!({ "name": u.name, "value": u.value, "kind": u.source.kind(), "source": u.source.citation() }))
@@ -103,7 +104,18 @@ pub fn table(s: &Scenario, p: &Prediction, with_sources: bool) -> String {
     let _ = writeln!(
         o,
         "  tp={} pp={} dp={} cp={} ep={} vp={} sp={} zero={}  mode={} stack={} precision={} recompute={}",
-        pc.tp, pc.pp, pc.dp, pc.cp, pc.ep, pc.vp, pc.sp, pc.zero, w.mode.name(), w.stack.name(), w.precision.name(), w.recompute.name()
+        pc.tp,
+        pc.pp,
+        pc.dp,
+        pc.cp,
+        pc.ep,
+        pc.vp,
+        pc.sp,
+        pc.zero,
+        w.mode.name(),
+        w.stack.name(),
+        w.precision.name(),
+        w.recompute.name()
     );
     match w.mode {
         crate::workload::Mode::Train => {
@@ -136,7 +148,13 @@ pub fn table(s: &Scenario, p: &Prediction, with_sources: bool) -> String {
     }
     let _ = writeln!(o);
     let cap = if p.power.capped { ", TDP-capped" } else { "" };
-    let _ = writeln!(o, "  power            {} per GPU at {:.0} MHz{cap}; {:.1} kW per node", p.power.gpu_power, p.power.clock.as_mhz(), p.node_power.value() / 1e3);
+    let _ = writeln!(
+        o,
+        "  power            {} per GPU at {:.0} MHz{cap}; {:.1} kW per node",
+        p.power.gpu_power,
+        p.power.clock.as_mhz(),
+        p.node_power.value() / 1e3
+    );
     let _ = writeln!(
         o,
         "  energy           {:.3} J/token ({:.3} kWh per 1M tokens; x{:.2} PUE at the facility)",

@@ -263,14 +263,17 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
     let int = |name: &str, flag: Option<i64>, file: Option<i64>, d: u64| -> anyhow::Result<u64> { Ok(pos(name, flag.or(file))?.unwrap_or(d)) };
     let d = SchedConfig::default();
     let x = a.decode_attention.as_deref().or(sc.decode_attention.as_deref()).unwrap_or("paged");
-    let decode_attention = serve::DecodeAttention::parse(x).ok_or_else(|| anyhow::anyhow!("`decode_attention` = `{x}` is not known\nhint: paged, padded or padded-matmul"))?;
+    let decode_attention =
+        serve::DecodeAttention::parse(x).ok_or_else(|| anyhow::anyhow!("`decode_attention` = `{x}` is not known\nhint: paged, padded or padded-matmul"))?;
     let host_gpu_overlap = a.host_gpu_overlap.or(sc.host_gpu_overlap);
     if let Some(o) = host_gpu_overlap.filter(|o| !(0.0..=1.0).contains(o)) {
         bail!("`host_gpu_overlap` = {o} is not in 0..1\nhint: 1 = host launches overlap the GPU fully, 0 = not at all");
     }
     let host_time_scale = a.host_time_scale.or(sc.host_time_scale);
     if let Some(k) = host_time_scale.filter(|k| !(k.is_finite() && *k > 0.0)) {
-        bail!("`host_time_scale` = {k} must be positive\nhint: 1 = this host runs the engine as fast as the one its defaults were fitted on, 2 = twice as slow");
+        bail!(
+            "`host_time_scale` = {k} must be positive\nhint: 1 = this host runs the engine as fast as the one its defaults were fitted on, 2 = twice as slow"
+        );
     }
     let iteration_spread = match a.iteration_spread.as_deref().or(sc.iteration_spread.as_deref()).unwrap_or("on") {
         "on" => true,
@@ -465,7 +468,12 @@ pub fn run(a: ServeArgs) -> anyhow::Result<Outcome> {
         }
         if a.json {
             let v: Vec<serde_json::Value> = rows.iter().map(|(q, s)| summary_json(s, Some(*q))).collect();
-            println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "schema_version": SERVE_SCHEMA_VERSION, "kind": "serve-sweep", "name": r.name, "deployment": deployment_json(&r, None), "sweep": v }))?);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(
+                    &serde_json::json!({ "schema_version": SERVE_SCHEMA_VERSION, "kind": "serve-sweep", "name": r.name, "deployment": deployment_json(&r, None), "sweep": v })
+                )?
+            );
         } else {
             print!("{}", sweep_table(&r, &rows));
         }
@@ -497,7 +505,8 @@ pub fn run(a: ServeArgs) -> anyhow::Result<Outcome> {
         return compare_measured(&a, path, &s);
     }
     if a.json {
-        let mut v = serde_json::json!({ "schema_version": SERVE_SCHEMA_VERSION, "kind": "serve", "name": r.name, "deployment": deployment_json(&r, Some(&res)) });
+        let mut v =
+            serde_json::json!({ "schema_version": SERVE_SCHEMA_VERSION, "kind": "serve", "name": r.name, "deployment": deployment_json(&r, Some(&res)) });
         if let (Some(o), serde_json::Value::Object(m)) = (v.as_object_mut(), summary_json(&s, r.process.as_ref().map(|p| p.qps()))) {
             o.extend(m);
         }
@@ -742,9 +751,17 @@ fn table(r: &Resolved, res: &ServeResult, s: &Summary) -> String {
         let _ = writeln!(o, "  load: {load}; {} s of arrivals, input {}, output {}, seed {}", r.duration_s, r.input.spec(), r.output.spec(), r.seed);
     }
     let _ = writeln!(o);
-    let _ = writeln!(o, "  requests         {} arrived, {} completed, {} unfinished, {} refused, {} preempted", s.arrived, s.completed, s.unfinished, s.rejected, s.preempted_requests);
+    let _ = writeln!(
+        o,
+        "  requests         {} arrived, {} completed, {} unfinished, {} refused, {} preempted",
+        s.arrived, s.completed, s.unfinished, s.rejected, s.preempted_requests
+    );
     let _ = writeln!(o, "  duration         {:.1} s (first send to last completion)", s.duration_s);
-    let _ = writeln!(o, "  throughput       {:.2} req/s, {:.0} output tok/s, {:.0} total tok/s", s.request_throughput, s.output_token_throughput, s.total_token_throughput);
+    let _ = writeln!(
+        o,
+        "  throughput       {:.2} req/s, {:.0} output tok/s, {:.0} total tok/s",
+        s.request_throughput, s.output_token_throughput, s.total_token_throughput
+    );
     let _ = writeln!(o, "                   {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}", "mean", "P50", "P90", "P95", "P99", "max");
     for (name, d) in [("TTFT (ms)", &s.ttft), ("TPOT (ms)", &s.tpot), ("E2E (ms)", &s.e2e), ("queueing (ms)", &s.queueing)] {
         let _ = writeln!(o, "  {:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}", name, ms(d.mean), ms(d.p50), ms(d.p90), ms(d.p95), ms(d.p99), ms(d.max));
@@ -752,7 +769,11 @@ fn table(r: &Resolved, res: &ServeResult, s: &Summary) -> String {
     let _ = writeln!(o, "  batch            {:.1} sequences per iteration (time-weighted mean)", s.mean_batch);
     let _ = writeln!(o, "  KV cache         {:.1}% mean occupancy, {:.1}% max", s.mean_kv_occupancy * 100.0, s.max_kv_occupancy * 100.0);
     let _ = writeln!(o, "  power            {:.0} W per GPU (mean over the run, idle included)", s.avg_gpu_power_w);
-    let _ = writeln!(o, "  energy           {:.3} J per output token (GPUs + hosts; x{:.2} PUE: {:.3})", s.j_per_output_token, res.pue, s.j_per_output_token_facility);
+    let _ = writeln!(
+        o,
+        "  energy           {:.3} J per output token (GPUs + hosts; x{:.2} PUE: {:.3})",
+        s.j_per_output_token, res.pue, s.j_per_output_token_facility
+    );
     let _ = writeln!(o, "  Little's law     {:.2} in system (mean), {:.2} waiting; {} events", s.mean_in_system, s.mean_queued, res.events);
     o
 }
@@ -762,7 +783,11 @@ fn sweep_table(r: &Resolved, rows: &[(f64, Summary)]) -> String {
     let mut o = String::new();
     let s0 = &r.deployment.pools[0].scenario;
     let _ = writeln!(o, "{}  ({} on {} x {})", r.name, s0.model.name, r.deployment.n_gpus(), s0.system.display_name);
-    let _ = writeln!(o, "{:>8}  {:>8}  {:>10}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>8}", "QPS", "req/s", "out tok/s", "TTFT P50", "TTFT P99", "TPOT P50", "TPOT P99", "E2E P50", "E2E P99", "unserved");
+    let _ = writeln!(
+        o,
+        "{:>8}  {:>8}  {:>10}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>8}",
+        "QPS", "req/s", "out tok/s", "TTFT P50", "TTFT P99", "TPOT P50", "TPOT P99", "E2E P50", "E2E P99", "unserved"
+    );
     for (q, s) in rows {
         let _ = writeln!(
             o,
@@ -804,7 +829,8 @@ where
     type Pick = fn(&Summary) -> (f64, f64);
     let series: [(&str, Pick); 2] = [("TTFT (ms)", |s| (s.ttft.p50, s.ttft.p99)), ("TPOT (ms)", |s| (s.tpot.p50, s.tpot.p99))];
     for (panel, (name, pick)) in panels.iter().zip(series) {
-        let pts: Vec<(f64, f64, f64)> = rows.iter().map(|(q, s)| (*q, pick(s).0 * 1e3, pick(s).1 * 1e3)).filter(|p| p.1.is_finite() && p.2.is_finite()).collect();
+        let pts: Vec<(f64, f64, f64)> =
+            rows.iter().map(|(q, s)| (*q, pick(s).0 * 1e3, pick(s).1 * 1e3)).filter(|p| p.1.is_finite() && p.2.is_finite()).collect();
         // Log scale: latency spans orders of magnitude between light load and saturation.
         let ymax = pts.iter().map(|p| p.2.max(p.1)).fold(0.0, f64::max) * 1.5;
         let ymin = pts.iter().map(|p| p.1.min(p.2)).filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min) / 1.5;
@@ -817,9 +843,15 @@ where
             .build_cartesian_2d(0.0..qmax.max(1e-9), (ymin..ymax).log_scale())
             .map_err(err)?;
         c.configure_mesh().x_desc("offered load (requests/s)").y_desc(name).draw().map_err(err)?;
-        c.draw_series(LineSeries::new(pts.iter().map(|p| (p.0, p.1)), BLUE.stroke_width(2))).map_err(err)?.label("P50").legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], BLUE));
+        c.draw_series(LineSeries::new(pts.iter().map(|p| (p.0, p.1)), BLUE.stroke_width(2)))
+            .map_err(err)?
+            .label("P50")
+            .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], BLUE));
         c.draw_series(pts.iter().map(|p| Circle::new((p.0, p.1), 3, BLUE.filled()))).map_err(err)?;
-        c.draw_series(LineSeries::new(pts.iter().map(|p| (p.0, p.2)), RED.stroke_width(2))).map_err(err)?.label("P99").legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], RED));
+        c.draw_series(LineSeries::new(pts.iter().map(|p| (p.0, p.2)), RED.stroke_width(2)))
+            .map_err(err)?
+            .label("P99")
+            .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], RED));
         c.draw_series(pts.iter().map(|p| TriangleMarker::new((p.0, p.2), 5, RED.filled()))).map_err(err)?;
         c.configure_series_labels().position(SeriesLabelPosition::UpperLeft).background_style(WHITE.mix(0.9)).border_style(BLACK).draw().map_err(err)?;
     }
@@ -921,14 +953,19 @@ pub fn plan_slo(args: &super::plan::PlanArgs) -> anyhow::Result<Outcome> {
         (None, Some(s)) if s >= 1 => Lengths::Fixed(s as u32),
         _ => bail!("give `--input-len` (or `--seq`) for the prompts"),
     };
-    let output = Lengths::parse(v.output_len.as_deref().context("give `--output-len` for the generated tokens")?).map_err(|e| anyhow::anyhow!("`--output-len`: {e}"))?;
+    let output =
+        Lengths::parse(v.output_len.as_deref().context("give `--output-len` for the generated tokens")?).map_err(|e| anyhow::anyhow!("`--output-len`: {e}"))?;
     let max_len = base.model.max_seq_len.min(u32::MAX as u64) as u32;
     let arrivals = arrivals::generate(&Process::Poisson { qps }, input, output, v.duration_s, v.seed, max_len);
     let space = ServeSpace {
         n_gpus: gpus,
         tp,
         max_batch,
-        sched: SchedConfig { token_budget: v.token_budget, cuda_graphs: cuda_graphs("--cuda-graphs", v.cuda_graphs.as_deref(), None, None)?, ..SchedConfig::default() },
+        sched: SchedConfig {
+            token_budget: v.token_budget,
+            cuda_graphs: cuda_graphs("--cuda-graphs", v.cuda_graphs.as_deref(), None, None)?,
+            ..SchedConfig::default()
+        },
         routing: Routing::LeastLoaded,
     };
     let slo = Slo { ttft_s: o.ttft_ms.map(|m| m / 1e3), tpot_s: o.tpot_ms.map(|m| m / 1e3), percentile: v.slo_percentile };
@@ -977,7 +1014,17 @@ pub fn plan_slo(args: &super::plan::PlanArgs) -> anyhow::Result<Outcome> {
         );
         let _ = writeln!(t, "  {} configurations simulated, {feasible} meet the targets", results.len());
         let _ = writeln!(t);
-        let _ = writeln!(t, "{:>4}  {:>5}  {:<28}  {:>10}  {:>10}  {:>10}  {:>9}  verdict", "rank", "gpus", "config", format!("TTFT P{pct}"), format!("TPOT P{pct}"), "out tok/s", "$/1M out");
+        let _ = writeln!(
+            t,
+            "{:>4}  {:>5}  {:<28}  {:>10}  {:>10}  {:>10}  {:>9}  verdict",
+            "rank",
+            "gpus",
+            "config",
+            format!("TTFT P{pct}"),
+            format!("TPOT P{pct}"),
+            "out tok/s",
+            "$/1M out"
+        );
         for (i, r) in results[..shown].iter().enumerate() {
             let c = &r.candidate;
             let (verdict, s) = match &r.outcome {
@@ -1011,7 +1058,11 @@ pub fn plan_slo(args: &super::plan::PlanArgs) -> anyhow::Result<Outcome> {
 pub fn read_measured(path: &std::path::Path) -> anyhow::Result<ServeResult> {
     let mut rd = csv::Reader::from_path(path).with_context(|| format!("cannot read `{}`", path.display()))?;
     let headers = rd.headers()?.clone();
-    let col = |name: &str| headers.iter().position(|h| h == name).with_context(|| format!("`{}`: no `{name}` column\nhint: columns arrival_s, input_len, output_len, scheduled_s, first_token_s, finish_s", path.display()));
+    let col = |name: &str| {
+        headers.iter().position(|h| h == name).with_context(|| {
+            format!("`{}`: no `{name}` column\nhint: columns arrival_s, input_len, output_len, scheduled_s, first_token_s, finish_s", path.display())
+        })
+    };
     let (ia, ii, io, is, ift, ifi) = (col("arrival_s")?, col("input_len")?, col("output_len")?, col("scheduled_s")?, col("first_token_s")?, col("finish_s")?);
     let mut requests = Vec::new();
     for (n, rec) in rd.records().enumerate() {

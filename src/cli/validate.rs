@@ -60,7 +60,14 @@ pub fn scenario_wire(r: &RunRecord, calibration: Option<&str>) -> ScenarioWire {
         system: s.system.clone(),
         gpus: Some(s.n_gpus as i64),
         calibration: calibration.map(str::to_string),
-        parallelism: ParallelWire { tp: Some(s.tp as i64), pp: Some(s.pp as i64), dp: Some(s.dp as i64), zero: Some(s.zero as i64), sp: s.sp, ..Default::default() },
+        parallelism: ParallelWire {
+            tp: Some(s.tp as i64),
+            pp: Some(s.pp as i64),
+            dp: Some(s.dp as i64),
+            zero: Some(s.zero as i64),
+            sp: s.sp,
+            ..Default::default()
+        },
         workload: WorkloadWire {
             mode: Some(s.mode.clone()),
             micro_batch: s.micro_batch.and_then(int),
@@ -154,7 +161,8 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<Outcome> {
 
 fn table(scored: &[Scored], summaries: &[Summary]) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "{:<10} {:<5} {:<52} {:>22} {:>22} {:>20}", "run", "split", "scenario", "step time pred/meas", "memory GiB pred/meas", "power W pred/meas");
+    let _ =
+        writeln!(o, "{:<10} {:<5} {:<52} {:>22} {:>22} {:>20}", "run", "split", "scenario", "step time pred/meas", "memory GiB pred/meas", "power W pred/meas");
     for s in scored {
         let cell = |m: Metric| match s.values.iter().find(|v| v.0 == m) {
             Some((_, p, x, e)) => format!("{p:.3}/{x:.3} {e:+.0}%"),
@@ -167,12 +175,29 @@ fn table(scored: &[Scored], summaries: &[Summary]) -> String {
             (None, "oom") => format!("out of memory; predicted {}", if s.oom_agrees { "not to fit (right)" } else { "to fit (WRONG)" }),
             (None, other) => other.to_string(),
         };
-        let _ = writeln!(o, "{:<10} {:<5} {:<52} {:>22} {:>22} {:>20} {status}", s.run_id, s.split, s.describe, cell(Metric::StepTime), cell(Metric::PeakMemory), cell(Metric::Power));
+        let _ = writeln!(
+            o,
+            "{:<10} {:<5} {:<52} {:>22} {:>22} {:>20} {status}",
+            s.run_id,
+            s.split,
+            s.describe,
+            cell(Metric::StepTime),
+            cell(Metric::PeakMemory),
+            cell(Metric::Power)
+        );
     }
     let _ = writeln!(o);
     for sm in summaries {
         let parts: Vec<String> = sm.mape.iter().map(|(m, v, n)| format!("{} {v:.1}% (n={n})", m.name())).collect();
-        let _ = writeln!(o, "MAPE [{}]: {}; OOM runs predicted not to fit: {}/{}; ran but predicted not to fit: {}", sm.split, parts.join(", "), sm.oom_predicted, sm.oom_runs, sm.false_oom);
+        let _ = writeln!(
+            o,
+            "MAPE [{}]: {}; OOM runs predicted not to fit: {}/{}; ran but predicted not to fit: {}",
+            sm.split,
+            parts.join(", "),
+            sm.oom_predicted,
+            sm.oom_runs,
+            sm.false_oom
+        );
     }
     let mut worst: Vec<(&Scored, &(Metric, f64, f64, f64))> = scored.iter().flat_map(|s| s.values.iter().map(move |v| (s, v))).collect();
     worst.sort_by(|a, b| b.1 .3.abs().total_cmp(&a.1 .3.abs()));
@@ -235,7 +260,11 @@ where
             .build_cartesian_2d(0.0..hi, 0.0..hi)
             .map_err(err)?;
         chart.configure_mesh().x_desc(format!("measured ({})", m.unit())).y_desc(format!("predicted ({})", m.unit())).draw().map_err(err)?;
-        chart.draw_series(LineSeries::new([(0.0, 0.0), (hi, hi)], BLACK.stroke_width(1))).map_err(err)?.label("y = x").legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], BLACK));
+        chart
+            .draw_series(LineSeries::new([(0.0, 0.0), (hi, hi)], BLACK.stroke_width(1)))
+            .map_err(err)?
+            .label("y = x")
+            .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], BLACK));
         chart
             .draw_series(pts.iter().filter(|p| !p.2).map(|p| Circle::new((p.0, p.1), 4, BLUE.filled())))
             .map_err(err)?

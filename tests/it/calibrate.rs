@@ -9,15 +9,11 @@ use gpuplan::config::profile::load_profile;
 use gpuplan::hardware::profile::CollectiveOp;
 
 fn bin() -> PathBuf {
-    std::env::var_os("GPUPLAN_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_gpuplan")))
+    std::env::var_os("GPUPLAN_BIN").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_gpuplan")))
 }
 
 fn data(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(p)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(p)
 }
 
 fn scratch(tag: &str) -> PathBuf {
@@ -33,10 +29,7 @@ fn imports_nccl_tests_logs_into_a_profile() {
     let log = data("nccl-tests/all_reduce_perf_dgx_h100_8gpu.log");
     let run = |force: bool| {
         let mut c = Command::new(bin());
-        c.args(["calibrate", "--name", "dgx-h100-sample", "--out-dir"])
-            .arg(&out)
-            .arg("--import-nccl-tests")
-            .arg(&log);
+        c.args(["calibrate", "--name", "dgx-h100-sample", "--out-dir"]).arg(&out).arg("--import-nccl-tests").arg(&log);
         if force {
             c.arg("--force");
         }
@@ -47,11 +40,7 @@ fn imports_nccl_tests_logs_into_a_profile() {
     let p = load_profile(&out.join("dgx-h100-sample")).unwrap();
     assert_eq!(p.n_gpus, 8);
     assert_eq!(p.gpu_name, "NVIDIA H100 80GB HBM3");
-    let ar = p
-        .collectives
-        .iter()
-        .find(|c| c.op == CollectiveOp::AllReduce && c.n_ranks == 8)
-        .unwrap();
+    let ar = p.collectives.iter().find(|c| c.op == CollectiveOp::AllReduce && c.n_ranks == 8).unwrap();
     assert!(ar.intra_node);
     // The log's large-message busbw is ~480 GB/s and its small-message time ~13-20 us
     // (reference CSV rows, NVIDIA/dgxc-benchmarking sample output); the fit must land near both.
@@ -66,26 +55,17 @@ fn imports_nccl_tests_logs_into_a_profile() {
     let o = run(false);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("already exists") && err.contains("--force"),
-        "{err}"
-    );
+    assert!(err.contains("already exists") && err.contains("--force"), "{err}");
     assert!(run(true).status.success());
     std::fs::remove_dir_all(&out).unwrap();
 }
 
 #[test]
 fn unknown_benchmark_names_are_errors() {
-    let o = Command::new(bin())
-        .args(["calibrate", "--only", "gemm,hmb"])
-        .output()
-        .unwrap();
+    let o = Command::new(bin()).args(["calibrate", "--only", "gemm,hmb"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("unknown benchmark `hmb`") && err.contains("hint: one of launch, hbm"),
-        "{err}"
-    );
+    assert!(err.contains("unknown benchmark `hmb`") && err.contains("hint: one of launch, hbm"), "{err}");
 }
 
 fn touch(p: &Path) {
@@ -102,58 +82,25 @@ fn discovery_finds_pip_and_toolkit_libraries_and_names_what_is_missing() {
     touch(&sp.join("nvidia/nccl/lib/libnccl.so.2"));
     touch(&root.join("usr/local/cuda/lib64/libnvrtc.so.13"));
     touch(&root.join("usr/local/cuda/lib64/libnvrtc.so.12"));
-    let env = SearchEnv {
-        root: root.clone(),
-        ..Default::default()
-    };
+    let env = SearchEnv { root: root.clone(), ..Default::default() };
     let d = discover(&env);
-    assert_eq!(
-        d.get(CudaLib::Nccl).unwrap().path,
-        sp.join("nvidia/nccl/lib/libnccl.so.2")
-    );
-    assert_eq!(
-        d.get(CudaLib::Cublas).unwrap().path,
-        sp.join("nvidia/cu13/lib/libcublas.so.13")
-    );
-    assert_eq!(
-        d.get(CudaLib::Nvrtc).unwrap().path,
-        root.join("usr/local/cuda/lib64/libnvrtc.so.13")
-    );
-    assert!(d
-        .get(CudaLib::Nccl)
-        .unwrap()
-        .origin
-        .contains("pip packages in"));
+    assert_eq!(d.get(CudaLib::Nccl).unwrap().path, sp.join("nvidia/nccl/lib/libnccl.so.2"));
+    assert_eq!(d.get(CudaLib::Cublas).unwrap().path, sp.join("nvidia/cu13/lib/libcublas.so.13"));
+    assert_eq!(d.get(CudaLib::Nvrtc).unwrap().path, root.join("usr/local/cuda/lib64/libnvrtc.so.13"));
+    assert!(d.get(CudaLib::Nccl).unwrap().origin.contains("pip packages in"));
     assert!(d.missing.contains(&CudaLib::Driver) && d.missing.contains(&CudaLib::Nvml));
 
-    let msg = MissingLibrary {
-        lib: CudaLib::Driver,
-        searched: d.searched.clone(),
-    }
-    .to_string();
-    assert!(
-        msg.starts_with("cannot find `libcuda.so*` (the CUDA driver"),
-        "{msg}"
-    );
-    assert!(
-        msg.contains("looked in:") && msg.contains("usr/local/cuda/lib64 (CUDA toolkit)"),
-        "{msg}"
-    );
+    let msg = MissingLibrary { lib: CudaLib::Driver, searched: d.searched.clone() }.to_string();
+    assert!(msg.starts_with("cannot find `libcuda.so*` (the CUDA driver"), "{msg}");
+    assert!(msg.contains("looked in:") && msg.contains("usr/local/cuda/lib64 (CUDA toolkit)"), "{msg}");
     assert!(msg.contains("hint: set `GPUPLAN_CUDA_LIB_DIR`"), "{msg}");
 
     // The user's folder comes first.
     let mine = root.join("mine");
     touch(&mine.join("libnccl.so.2"));
-    let env = SearchEnv {
-        root: root.clone(),
-        lib_dir: Some(mine.display().to_string()),
-        ..Default::default()
-    };
+    let env = SearchEnv { root: root.clone(), lib_dir: Some(mine.display().to_string()), ..Default::default() };
     let d = discover(&env);
-    assert_eq!(
-        d.get(CudaLib::Nccl).unwrap().path,
-        mine.join("libnccl.so.2")
-    );
+    assert_eq!(d.get(CudaLib::Nccl).unwrap().path, mine.join("libnccl.so.2"));
     assert_eq!(d.get(CudaLib::Nccl).unwrap().origin, "GPUPLAN_CUDA_LIB_DIR");
     std::fs::remove_dir_all(&root).unwrap();
 }
@@ -167,8 +114,7 @@ fn shipped_profiles_load() {
     let mut n = 0;
     for e in entries.flatten() {
         if e.path().join("profile.toml").is_file() {
-            let p = load_profile(&e.path())
-                .unwrap_or_else(|err| panic!("{}: {err}", e.path().display()));
+            let p = load_profile(&e.path()).unwrap_or_else(|err| panic!("{}: {err}", e.path().display()));
             assert!(p.n_gpus >= 1);
             n += 1;
         }
@@ -180,12 +126,7 @@ fn shipped_profiles_load() {
 /// must succeed.
 #[cfg(feature = "gpu-tests")]
 fn quick_calibration(out: &Path, name: &str, extra: &[&str]) {
-    let o = Command::new(bin())
-        .args(["calibrate", "--quick", "--name", name, "--no-progress", "--out-dir"])
-        .arg(out)
-        .args(extra)
-        .output()
-        .unwrap();
+    let o = Command::new(bin()).args(["calibrate", "--quick", "--name", name, "--no-progress", "--out-dir"]).arg(out).args(extra).output().unwrap();
     assert!(o.status.success(), "{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
 }
 
@@ -195,11 +136,7 @@ fn quick_calibration_on_this_gpu() {
     let out = scratch("gpu");
     quick_calibration(&out, "gpu-test", &["--only", "launch,hbm,gemm", "--dtypes", "bf16"]);
     let p = load_profile(&out.join("gpu-test")).unwrap();
-    let g = p
-        .gemm
-        .iter()
-        .find(|g| (g.m, g.n, g.k) == (8192, 8192, 8192))
-        .unwrap();
+    let g = p.gemm.iter().find(|g| (g.m, g.n, g.k) == (8192, 8192, 8192)).unwrap();
     assert!(g.achieved.as_tflops() > 100.0, "{g:?}");
     assert!(p.stream.unwrap().bandwidth.as_gb_per_s() > 500.0);
     std::fs::remove_dir_all(&out).unwrap();
@@ -216,11 +153,7 @@ fn quick_attention_calibration_on_this_gpu() {
     let p = load_profile(&dir).unwrap();
     // Quick: s in 512, 2048, 8192 at d = 64 and 128.
     assert_eq!(p.attention_bmm.len(), 6, "{:?}", p.attention_bmm);
-    let reference = p
-        .attention_bmm
-        .iter()
-        .find(|a| (a.seq_len, a.head_dim) == (8192, 128))
-        .unwrap();
+    let reference = p.attention_bmm.iter().find(|a| (a.seq_len, a.head_dim) == (8192, 128)).unwrap();
     assert!(reference.achieved.as_tflops() > 100.0, "{reference:?}");
     let csv = std::fs::read_to_string(dir.join("attention.csv")).unwrap();
     let mut lines = csv.lines();

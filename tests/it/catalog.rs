@@ -130,7 +130,20 @@ fn parameter_counts_match_published_counts() {
         let stale = known_disagreement(&m.name).is_some() && err.abs() <= 0.005;
         let ok = ok && !stale;
         failures += usize::from(!ok);
-        rows.push(format!("{:<24} {:>12.4} {:>10.2} {:>+7.2}%  {}  {rule}", m.name, ours / 1e9, published / 1e9, 100.0 * err, if stale { "STALE" } else if ok { "ok  " } else { "FAIL" }));
+        rows.push(format!(
+            "{:<24} {:>12.4} {:>10.2} {:>+7.2}%  {}  {rule}",
+            m.name,
+            ours / 1e9,
+            published / 1e9,
+            100.0 * err,
+            if stale {
+                "STALE"
+            } else if ok {
+                "ok  "
+            } else {
+                "FAIL"
+            }
+        ));
     }
     let table = format!("\n{:<24} {:>12} {:>10} {:>8}\n{}", "model", "ours (B)", "published", "diff", rows.join("\n"));
     eprintln!("{table}");

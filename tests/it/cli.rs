@@ -3,11 +3,7 @@
 use std::process::Command;
 
 fn gpuplan(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run gpuplan");
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuplan")).args(args).current_dir(env!("CARGO_MANIFEST_DIR")).output().expect("run gpuplan");
     (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
@@ -21,10 +17,36 @@ fn write_temp(name: &str, text: &str) -> std::path::PathBuf {
 
 #[test]
 fn predict_json_has_the_contract_keys() {
-    let (code, out, err) = gpuplan(&["predict", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "8", "--tp", "2", "--zero", "1", "--seq", "4096", "--global-batch", "64", "--json"]);
+    let (code, out, err) = gpuplan(&[
+        "predict",
+        "--model",
+        "llama-3-8b",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "8",
+        "--tp",
+        "2",
+        "--zero",
+        "1",
+        "--seq",
+        "4096",
+        "--global-batch",
+        "64",
+        "--json",
+    ]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    for ptr in ["/schema_version", "/step_time_s", "/tokens_per_s", "/mfu", "/memory/peak_bytes_per_gpu", "/memory/fits", "/power/avg_w_per_gpu", "/energy/j_per_token"] {
+    for ptr in [
+        "/schema_version",
+        "/step_time_s",
+        "/tokens_per_s",
+        "/mfu",
+        "/memory/peak_bytes_per_gpu",
+        "/memory/fits",
+        "/power/avg_w_per_gpu",
+        "/energy/j_per_token",
+    ] {
         assert!(v.pointer(ptr).is_some(), "missing {ptr}");
     }
     assert_eq!(v.pointer("/memory/fits"), Some(&serde_json::Value::Bool(true)));
@@ -103,7 +125,22 @@ fn check_accepts_the_catalog_and_rejects_a_bad_gpu_file() {
 #[test]
 fn a_profile_applies_as_measured_on_its_gpu_and_transferred_on_another() {
     let sources = |system: &str| {
-        let (code, out, err) = gpuplan(&["predict", "--model", "llama-3-8b", "--system", system, "--gpus", "8", "--zero", "1", "--seq", "4096", "--calibration", "h200-sxm-1x", "--json"]);
+        let (code, out, err) = gpuplan(&[
+            "predict",
+            "--model",
+            "llama-3-8b",
+            "--system",
+            system,
+            "--gpus",
+            "8",
+            "--zero",
+            "1",
+            "--seq",
+            "4096",
+            "--calibration",
+            "h200-sxm-1x",
+            "--json",
+        ]);
         assert_eq!(code, 0, "{err}");
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         v["sources"].as_array().unwrap().iter().find(|s| s["name"] == "gemm_max_fraction").cloned().unwrap()
@@ -124,13 +161,37 @@ fn a_profile_applies_as_measured_on_its_gpu_and_transferred_on_another() {
 #[test]
 fn a_profile_attention_table_shapes_attention_and_old_profiles_are_unchanged() {
     let predict = |system: &str, profile: &str| {
-        let (code, out, err) = gpuplan(&["predict", "--model", "llama-3-8b", "--system", system, "--gpus", "8", "--tp", "2", "--zero", "1", "--seq", "4096", "--global-batch", "64", "--calibration", profile, "--json"]);
+        let (code, out, err) = gpuplan(&[
+            "predict",
+            "--model",
+            "llama-3-8b",
+            "--system",
+            system,
+            "--gpus",
+            "8",
+            "--tp",
+            "2",
+            "--zero",
+            "1",
+            "--seq",
+            "4096",
+            "--global-batch",
+            "64",
+            "--calibration",
+            profile,
+            "--json",
+        ]);
         assert_eq!(code, 0, "{err}");
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         let factor = v["sources"].as_array().unwrap().iter().find(|s| s["name"] == "attention_shape_factor").cloned();
         (v["step_time_s"].as_f64().unwrap(), v["tokens_per_s"].as_f64().unwrap(), factor)
     };
-    let point = |s: u64, d: u64, tflops: f64| format!("\n[[attention_bmm]]\nseq_len = {s}\nhead_dim = {d}\nbatch = {}\nqk_tflops = {tflops}\npv_tflops = {tflops}\nachieved_tflops = {tflops}\n", (1u64 << 29) / (s * s));
+    let point = |s: u64, d: u64, tflops: f64| {
+        format!(
+            "\n[[attention_bmm]]\nseq_len = {s}\nhead_dim = {d}\nbatch = {}\nqk_tflops = {tflops}\npv_tflops = {tflops}\nachieved_tflops = {tflops}\n",
+            (1u64 << 29) / (s * s)
+        )
+    };
     // The shipped profile with a table: its factor applies, measured on its GPU, transferred on another.
     let (_, _, f) = predict("hgx-h200", "h200-sxm-1x");
     assert_eq!(f.expect("h200-sxm-1x has an attention table")["kind"], "measured");
@@ -158,7 +219,10 @@ fn a_profile_attention_table_shapes_attention_and_old_profiles_are_unchanged() {
 /// Error text is part of the interface: every problem of a file, each with its key, value and hint.
 #[test]
 fn error_text_of_a_scenario_with_several_problems() {
-    let p = write_temp("several.toml", "model = \"llama-3-8b\"\nsystem = \"dgx-h100\"\ngpus = 8\n[parallelism]\ntp = 3\nzero = 7\n[workload]\nmode = \"serve\"\nseq = 0\nstack = \"jax\"\n");
+    let p = write_temp(
+        "several.toml",
+        "model = \"llama-3-8b\"\nsystem = \"dgx-h100\"\ngpus = 8\n[parallelism]\ntp = 3\nzero = 7\n[workload]\nmode = \"serve\"\nseq = 0\nstack = \"jax\"\n",
+    );
     let (code, _, err) = gpuplan(&["predict", "--scenario", p.to_str().unwrap()]);
     assert_eq!(code, 2);
     let err = err.replace(p.to_str().unwrap(), "several.toml");

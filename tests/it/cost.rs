@@ -24,13 +24,24 @@ fn h200_profile(attention_bmm: Vec<AttentionBmmPoint>) -> Profile {
 /// Forward, non-causal attention of 256 (sequence, head) pairs.
 fn attention(q_len: u64, kv_len: u64, d: u64) -> Op {
     let kv_bytes = (256 * kv_len * 2 * d) as f64 * 2.0;
-    Op { name: "attention", kind: OpKind::Attention { batch_heads: 256, q_len, kv_len, head_dim_qk: d, head_dim_v: d, causal: false, backward: false, kv_bytes }, pass: Pass::Forward }
+    Op {
+        name: "attention",
+        kind: OpKind::Attention { batch_heads: 256, q_len, kv_len, head_dim_qk: d, head_dim_v: d, causal: false, backward: false, kv_bytes },
+        pass: Pass::Forward,
+    }
 }
 
 #[test]
 fn gemm_between_measured_row_counts_interpolates_the_measurements() {
     let system = load_system("hgx-h200").unwrap();
-    let point = |m: u64, n: u64, tflops: f64| gpuplan::hardware::profile::GemmPoint { dtype: Dtype::Bf16, m, n, k: 4096, achieved: FlopsPerSec::tflops(tflops), sm_clock: gpuplan::units::Hertz::mhz(1500.0) };
+    let point = |m: u64, n: u64, tflops: f64| gpuplan::hardware::profile::GemmPoint {
+        dtype: Dtype::Bf16,
+        m,
+        n,
+        k: 4096,
+        achieved: FlopsPerSec::tflops(tflops),
+        sm_clock: gpuplan::units::Hertz::mhz(1500.0),
+    };
     let mut p = h200_profile(Vec::new());
     p.gemm = vec![point(512, 6144, 580.0), point(2048, 6144, 665.0), point(512, 1000, 300.0)];
     let c = CostModel::new(&system, Some(&p));

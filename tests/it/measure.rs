@@ -18,24 +18,21 @@ fn tmp(name: &str) -> PathBuf {
 
 /// Run `sh -c SCRIPT` under measure and return its exit code and the records of `out`.
 fn measure(out: &Path, extra: &[&str], script: &str) -> (i32, Vec<RunRecord>) {
-    let st = bin()
-        .args(["measure", "--out"])
-        .arg(out)
-        .args(extra)
-        .args(["--", "sh", "-c", script])
-        .env("CUDA_VISIBLE_DEVICES", "")
-        .output()
-        .expect("gpuplan runs");
+    let st =
+        bin().args(["measure", "--out"]).arg(out).args(extra).args(["--", "sh", "-c", script]).env("CUDA_VISIBLE_DEVICES", "").output().expect("gpuplan runs");
     (st.status.code().unwrap_or(-1), record::read_all(out).expect("records read back"))
 }
 
-const STEPS: &str = "for i in 1 2 3 4 5 6; do echo \"step=$i step_time_s=0.2$i tokens=4096 tokens_per_s=1 max_mem_alloc_bytes=10 max_mem_reserved_bytes=20\"; done";
+const STEPS: &str =
+    "for i in 1 2 3 4 5 6; do echo \"step=$i step_time_s=0.2$i tokens=4096 tokens_per_s=1 max_mem_alloc_bytes=10 max_mem_reserved_bytes=20\"; done";
 
 #[test]
 fn serve_run_keeps_the_request_statistics() {
     let out = tmp("serve.jsonl");
     let summary = r#"{"qps": 8.0, "max_batch": 64, "token_budget": 2048, "requests": {"arrived": 3, "completed": 3}, "duration_s": 2.0, "throughput": {"requests_per_s": 1.5, "output_tokens_per_s": 150.0, "total_tokens_per_s": 900.0}, "ttft_s": {"n": 3, "mean": 0.02, "p50": 0.02, "p90": 0.03, "p95": 0.03, "p99": 0.03, "max": 0.03}, "tpot_s": {"n": 3, "mean": 0.01, "p50": 0.01, "p90": 0.012, "p95": 0.012, "p99": 0.012, "max": 0.012}, "e2e_latency_s": {"n": 3, "mean": 1.0, "p50": 1.0, "p90": 1.1, "p95": 1.1, "p99": 1.1, "max": 1.1}, "queueing_s": {"n": 3, "mean": 0.0, "p50": 0.0, "p90": 0.0, "p95": 0.0, "p99": 0.0, "max": 0.0}, "requests_csv": "q8.csv"}"#;
-    let script = format!("for i in 1 2 3 4 5 6; do echo \"step=$i step_time_s=0.01$i tokens=$((i * 7)) tokens_per_s=1 batch=$i\"; done; echo 'serve-summary-json: {summary}'");
+    let script = format!(
+        "for i in 1 2 3 4 5 6; do echo \"step=$i step_time_s=0.01$i tokens=$((i * 7)) tokens_per_s=1 batch=$i\"; done; echo 'serve-summary-json: {summary}'"
+    );
     let (code, recs) = measure(&out, &["--mode", "serve", "--model", "ref-llama-1b", "--batch", "64", "--warmup", "0"], &script);
     assert_eq!(code, 0);
     let r = &recs[0];
@@ -83,7 +80,8 @@ fn ok_run_appends_a_record() {
 #[test]
 fn oom_and_crash_are_recorded() {
     let out = tmp("oom.jsonl");
-    let (code, recs) = measure(&out, &[], "echo step=1 step_time_s=0.5 tokens=1; echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB' >&2; exit 1");
+    let (code, recs) =
+        measure(&out, &[], "echo step=1 step_time_s=0.5 tokens=1; echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB' >&2; exit 1");
     assert_eq!(code, 1);
     assert_eq!(recs[0].status, "oom");
     assert!(recs[0].job.oom_line.as_deref().unwrap().contains("CUDA out of memory"));
@@ -103,10 +101,18 @@ fn oom_and_crash_are_recorded() {
 #[test]
 fn step_regex_and_megatron() {
     let out = tmp("re.jsonl");
-    let (code, recs) = measure(&out, &["--step-regex", r"it (?P<step>\d+) took (?P<time_ms>[0-9.]+) ms", "--warmup", "1"], "echo 'it 1 took 900 ms'; echo 'it 2 took 100 ms'; echo 'it 3 took 300 ms'");
+    let (code, recs) = measure(
+        &out,
+        &["--step-regex", r"it (?P<step>\d+) took (?P<time_ms>[0-9.]+) ms", "--warmup", "1"],
+        "echo 'it 1 took 900 ms'; echo 'it 2 took 100 ms'; echo 'it 3 took 300 ms'",
+    );
     assert_eq!(code, 0);
     assert_eq!(recs[0].metrics.step_times_s, vec![0.1, 0.3]);
-    let (code, recs) = measure(&out, &["--warmup", "10"], "for i in 10 20 30; do echo \" iteration       $i/     100 | consumed samples: 1 | elapsed time per iteration (ms): 1000.0 | lm loss: 7.0\"; done");
+    let (code, recs) = measure(
+        &out,
+        &["--warmup", "10"],
+        "for i in 10 20 30; do echo \" iteration       $i/     100 | consumed samples: 1 | elapsed time per iteration (ms): 1000.0 | lm loss: 7.0\"; done",
+    );
     assert_eq!(code, 0);
     assert_eq!(recs[1].metrics.log_format.as_deref(), Some("megatron"));
     // Iteration 10 stands for steps 1-10, all warm-up; 20 and 30 are timed.

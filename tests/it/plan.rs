@@ -135,7 +135,9 @@ fn pareto_front_is_not_dominated() {
         let a = &r.ranked[i].metrics;
         let dominated = r.ranked.iter().any(|b| {
             let b = &b.metrics;
-            b.tokens_per_s >= a.tokens_per_s && b.tokens_per_joule() >= a.tokens_per_joule() && (b.tokens_per_s > a.tokens_per_s || b.tokens_per_joule() > a.tokens_per_joule())
+            b.tokens_per_s >= a.tokens_per_s
+                && b.tokens_per_joule() >= a.tokens_per_joule()
+                && (b.tokens_per_s > a.tokens_per_s || b.tokens_per_joule() > a.tokens_per_joule())
         });
         assert!(!dominated);
     }
@@ -176,7 +178,18 @@ fn plan_json_lines_carry_the_predict_keys() {
     let mut last = f64::INFINITY;
     for (i, l) in lines.iter().enumerate() {
         let v: serde_json::Value = serde_json::from_str(l).unwrap();
-        for ptr in ["/schema_version", "/step_time_s", "/tokens_per_s", "/mfu", "/memory/peak_bytes_per_gpu", "/memory/fits", "/power/avg_w_per_gpu", "/energy/j_per_token", "/plan/rank", "/plan/config"] {
+        for ptr in [
+            "/schema_version",
+            "/step_time_s",
+            "/tokens_per_s",
+            "/mfu",
+            "/memory/peak_bytes_per_gpu",
+            "/memory/fits",
+            "/power/avg_w_per_gpu",
+            "/energy/j_per_token",
+            "/plan/rank",
+            "/plan/config",
+        ] {
             assert!(v.pointer(ptr).is_some(), "missing {ptr}");
         }
         assert_eq!(v.pointer("/plan/rank").unwrap().as_u64(), Some(i as u64 + 1));
@@ -231,8 +244,25 @@ fn nothing_feasible_exits_1() {
 #[test]
 fn serve_batch_advice_meets_the_targets() {
     let (code, out, err) = gpuplan(&[
-        "plan", "--mode", "serve", "--model", "llama-2-7b", "--system", "dgx-h100", "--gpus", "8", "--tp", "1", "--seq", "2048", "--ttft-ms", "400", "--tpot-ms", "20",
-        "--batch-advice", "--json",
+        "plan",
+        "--mode",
+        "serve",
+        "--model",
+        "llama-2-7b",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "8",
+        "--tp",
+        "1",
+        "--seq",
+        "2048",
+        "--ttft-ms",
+        "400",
+        "--tpot-ms",
+        "20",
+        "--batch-advice",
+        "--json",
     ]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
@@ -244,7 +274,19 @@ fn serve_batch_advice_meets_the_targets() {
 #[test]
 fn compare_prints_deltas_against_the_first_system() {
     let (code, out, err) = gpuplan(&[
-        "compare", "--systems", "dgx-h100,dgx-b200", "--variant", "tdp-w=800", "--model", "llama-2-7b", "--gpus", "16", "--seq", "2048", "--global-batch", "64",
+        "compare",
+        "--systems",
+        "dgx-h100,dgx-b200",
+        "--variant",
+        "tdp-w=800",
+        "--model",
+        "llama-2-7b",
+        "--gpus",
+        "16",
+        "--seq",
+        "2048",
+        "--global-batch",
+        "64",
     ]);
     assert_eq!(code, 0, "{err}");
     let rows: Vec<&str> = out.lines().filter(|l| l.starts_with("dgx-")).collect();

@@ -4,7 +4,7 @@
 //! README states.
 
 use gpuplan::analytic::predict;
-use gpuplan::config::scenario::{build, ParallelWire, ScenarioWire, WorkloadWire, OptionsWire};
+use gpuplan::config::scenario::{build, OptionsWire, ParallelWire, ScenarioWire, WorkloadWire};
 
 /// Bound on the throughput MAPE over all rows (README: "Accuracy").
 const MAX_MAPE: f64 = 12.0;
@@ -89,7 +89,10 @@ fn published_training_throughput_within_bound() {
         };
         let err = (predicted - row.value) / row.value * 100.0;
         errors.push(err.abs());
-        report.push_str(&format!("{:<16} {:<26} published {:>8.2} predicted {:>8.2} error {:>+6.1}%  ({})\n", row.id, row.metric, row.value, predicted, err, p.bottleneck));
+        report.push_str(&format!(
+            "{:<16} {:<26} published {:>8.2} predicted {:>8.2} error {:>+6.1}%  ({})\n",
+            row.id, row.metric, row.value, predicted, err, p.bottleneck
+        ));
     }
     let mape = errors.iter().sum::<f64>() / errors.len() as f64;
     println!("{report}MAPE {mape:.1}% over {} rows", errors.len());

@@ -14,7 +14,24 @@ fn temp(name: &str) -> std::path::PathBuf {
     dir.join(name)
 }
 
-const BASE: [&str; 16] = ["serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "2", "--tp", "1", "--qps", "8", "--duration-s", "20", "--input-len", "lognormal:512", "--output-len"];
+const BASE: [&str; 16] = [
+    "serve",
+    "--model",
+    "llama-3-8b",
+    "--system",
+    "dgx-h100",
+    "--gpus",
+    "2",
+    "--tp",
+    "1",
+    "--qps",
+    "8",
+    "--duration-s",
+    "20",
+    "--input-len",
+    "lognormal:512",
+    "--output-len",
+];
 
 fn with(extra: &[&str]) -> Vec<String> {
     BASE.iter().map(|s| s.to_string()).chain(std::iter::once("lognormal:128".to_string())).chain(extra.iter().map(|s| s.to_string())).collect()
@@ -78,8 +95,24 @@ fn csv_outputs_and_sweep_chart() {
     assert!(r.starts_with("request,arrival_s,input_len,output_len"));
     assert!(r.lines().count() > 100);
     let (code, out, err) = gpuplan(&[
-        "serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "1", "--sweep-qps", "2,8,16", "--duration-s", "20", "--input-len", "512", "--output-len", "128",
-        "--chart", svg.to_str().unwrap(), "--json",
+        "serve",
+        "--model",
+        "llama-3-8b",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "1",
+        "--sweep-qps",
+        "2,8,16",
+        "--duration-s",
+        "20",
+        "--input-len",
+        "512",
+        "--output-len",
+        "128",
+        "--chart",
+        svg.to_str().unwrap(),
+        "--json",
     ]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -120,7 +153,26 @@ fn check_accepts_serving_files() {
 #[test]
 fn overload_cut_off_exits_1_and_conserves_requests() {
     let (code, out, _) = gpuplan(&[
-        "serve", "--model", "llama-3-70b", "--system", "dgx-h100", "--gpus", "4", "--tp", "4", "--qps", "50", "--duration-s", "20", "--input-len", "2048", "--output-len", "512", "--drain-s", "0", "--json",
+        "serve",
+        "--model",
+        "llama-3-70b",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "4",
+        "--tp",
+        "4",
+        "--qps",
+        "50",
+        "--duration-s",
+        "20",
+        "--input-len",
+        "2048",
+        "--output-len",
+        "512",
+        "--drain-s",
+        "0",
+        "--json",
     ]);
     assert_eq!(code, 1);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -134,7 +186,10 @@ fn bad_inputs_exit_2_with_a_hint() {
     for (args, needle) in [
         (vec!["serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--input-len", "512", "--output-len", "64"], "--qps"),
         (vec!["serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--qps", "1", "--input-len", "zipf:2", "--output-len", "64"], "lognormal"),
-        (vec!["serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "3", "--tp", "2", "--qps", "1", "--input-len", "8", "--output-len", "8"], "tp*pp"),
+        (
+            vec!["serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "3", "--tp", "2", "--qps", "1", "--input-len", "8", "--output-len", "8"],
+            "tp*pp",
+        ),
         (vec!["serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--qps", "1", "--input-len", "8", "--output-len", "8", "--arrival", "gamma"], "--cv"),
         (vec!["serve", "--model", "llama-3.1-405b", "--system", "dgx-h100", "--qps", "1", "--input-len", "8", "--output-len", "8"], "KV cache has no room"),
     ] {
@@ -147,8 +202,32 @@ fn bad_inputs_exit_2_with_a_hint() {
 #[test]
 fn plan_serve_finds_the_cheapest_deployment_meeting_the_slo() {
     let (code, out, err) = gpuplan(&[
-        "plan", "--mode", "serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--min-gpus", "1", "--max-gpus", "4", "--qps", "20", "--duration-s", "30",
-        "--input-len", "lognormal:1024", "--output-len", "lognormal:256", "--ttft-ms", "300", "--tpot-ms", "20", "--json", "--top", "0",
+        "plan",
+        "--mode",
+        "serve",
+        "--model",
+        "llama-3-8b",
+        "--system",
+        "dgx-h100",
+        "--min-gpus",
+        "1",
+        "--max-gpus",
+        "4",
+        "--qps",
+        "20",
+        "--duration-s",
+        "30",
+        "--input-len",
+        "lognormal:1024",
+        "--output-len",
+        "lognormal:256",
+        "--ttft-ms",
+        "300",
+        "--tpot-ms",
+        "20",
+        "--json",
+        "--top",
+        "0",
     ]);
     assert_eq!(code, 0, "{err}");
     let rows: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
@@ -169,7 +248,8 @@ fn measured_comparison_scores_a_replayed_run() {
     let (code, _, err) = run(&["--seed", "4", "--requests-csv", reqs.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     let replay = ["serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "2", "--tp", "1", "--trace", reqs.to_str().unwrap()];
-    let args: Vec<&str> = replay.iter().copied().chain(["--measured", reqs.to_str().unwrap(), "--max-latency-error", "0.5", "--max-throughput-error", "0.5", "--json"]).collect();
+    let args: Vec<&str> =
+        replay.iter().copied().chain(["--measured", reqs.to_str().unwrap(), "--max-latency-error", "0.5", "--max-throughput-error", "0.5", "--json"]).collect();
     let (code, out, err) = gpuplan(&args);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -245,8 +325,30 @@ fn replay_measured_by_run(file: &str, extra: impl Fn(&serde_json::Value) -> Vec<
         let csv = format!("{dir}/{}", r["serve"]["requests_csv"].as_str().unwrap());
         let (model, system) = (r["scenario"]["model"].as_str().unwrap(), r["scenario"]["system"].as_str().unwrap());
         let mut args = vec![
-            "serve", "--model", model, "--system", system, "--gpus", "1", "--stack", "torch-eager", "--trace", &csv, "--measured", &csv, "--max-batch", "64",
-            "--token-budget", "2048", "--gpu-memory-utilization", "1.0", "--decode-attention", "padded-matmul", "--replications", "16", "--json",
+            "serve",
+            "--model",
+            model,
+            "--system",
+            system,
+            "--gpus",
+            "1",
+            "--stack",
+            "torch-eager",
+            "--trace",
+            &csv,
+            "--measured",
+            &csv,
+            "--max-batch",
+            "64",
+            "--token-budget",
+            "2048",
+            "--gpu-memory-utilization",
+            "1.0",
+            "--decode-attention",
+            "padded-matmul",
+            "--replications",
+            "16",
+            "--json",
         ];
         let extra = extra(&r);
         args.extend(extra.iter().map(String::as_str));
@@ -303,7 +405,26 @@ fn measured_serving_runs_replayed() {
 
 #[test]
 fn host_probe_and_time_scale_are_checked_and_reported() {
-    let base = ["serve", "--model", "ref-llama-1b", "--system", "hgx-h200", "--gpus", "1", "--stack", "torch-eager", "--qps", "2", "--duration-s", "5", "--input-len", "256", "--output-len", "32", "--json"];
+    let base = [
+        "serve",
+        "--model",
+        "ref-llama-1b",
+        "--system",
+        "hgx-h200",
+        "--gpus",
+        "1",
+        "--stack",
+        "torch-eager",
+        "--qps",
+        "2",
+        "--duration-s",
+        "5",
+        "--input-len",
+        "256",
+        "--output-len",
+        "32",
+        "--json",
+    ];
     let with = |extra: &[&'static str]| gpuplan(&base.iter().copied().chain(extra.iter().copied()).collect::<Vec<_>>());
     let (code, _, err) = with(&["--host-probe-ms", "20", "--host-time-scale", "2"]);
     assert_eq!(code, 2, "{err}");
@@ -321,10 +442,47 @@ fn host_probe_and_time_scale_are_checked_and_reported() {
 
 #[test]
 fn host_overhead_flag_is_checked_and_reported() {
-    let (code, _, err) = gpuplan(&["serve", "--model", "ref-llama-1b", "--system", "hgx-h200", "--gpus", "1", "--qps", "2", "--duration-s", "5", "--input-len", "256", "--output-len", "32", "--host-overhead-us", "100,-1,3,4"]);
+    let (code, _, err) = gpuplan(&[
+        "serve",
+        "--model",
+        "ref-llama-1b",
+        "--system",
+        "hgx-h200",
+        "--gpus",
+        "1",
+        "--qps",
+        "2",
+        "--duration-s",
+        "5",
+        "--input-len",
+        "256",
+        "--output-len",
+        "32",
+        "--host-overhead-us",
+        "100,-1,3,4",
+    ]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("host_overhead_us") && err.contains("hint:"), "{err}");
-    let (code, out, err) = gpuplan(&["serve", "--model", "ref-llama-1b", "--system", "hgx-h200", "--gpus", "1", "--qps", "2", "--duration-s", "5", "--input-len", "256", "--output-len", "32", "--stack", "torch-eager", "--json"]);
+    let (code, out, err) = gpuplan(&[
+        "serve",
+        "--model",
+        "ref-llama-1b",
+        "--system",
+        "hgx-h200",
+        "--gpus",
+        "1",
+        "--qps",
+        "2",
+        "--duration-s",
+        "5",
+        "--input-len",
+        "256",
+        "--output-len",
+        "32",
+        "--stack",
+        "torch-eager",
+        "--json",
+    ]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let h = &v["deployment"]["pools"][0]["host_overhead_us"];
@@ -336,15 +494,36 @@ fn host_overhead_flag_is_checked_and_reported() {
 fn iterations_csv_has_one_row_per_iteration() {
     let p = std::env::temp_dir().join(format!("gpuplan-it-iters-{}.csv", std::process::id()));
     let (code, out, err) = gpuplan(&[
-        "serve", "--model", "ref-llama-1b", "--system", "hgx-h200", "--gpus", "1", "--qps", "4", "--duration-s", "10", "--input-len", "256",
-        "--output-len", "32", "--seed", "3", "--json", "--iterations-csv", p.to_str().unwrap(),
+        "serve",
+        "--model",
+        "ref-llama-1b",
+        "--system",
+        "hgx-h200",
+        "--gpus",
+        "1",
+        "--qps",
+        "4",
+        "--duration-s",
+        "10",
+        "--input-len",
+        "256",
+        "--output-len",
+        "32",
+        "--seed",
+        "3",
+        "--json",
+        "--iterations-csv",
+        p.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let n = v["deployment"]["pools"][0]["iterations"].as_u64().unwrap();
     let text = std::fs::read_to_string(&p).unwrap();
     let mut lines = text.lines();
-    assert_eq!(lines.next().unwrap(), "start_s,replica,n_decode,decode_kv,decode_kv_max,decode_slot_span,n_chunks,prefill_tokens,tokens,graph_rows,graph_keys,time_s");
+    assert_eq!(
+        lines.next().unwrap(),
+        "start_s,replica,n_decode,decode_kv,decode_kv_max,decode_slot_span,n_chunks,prefill_tokens,tokens,graph_rows,graph_keys,time_s"
+    );
     let rows: Vec<Vec<f64>> = lines.map(|l| l.split(',').map(|x| x.parse().unwrap()).collect()).collect();
     assert_eq!(rows.len() as u64, n);
     // Tokens = decoders + prefill tokens; every prompt is 256 tokens and is prefilled once, so the
@@ -360,7 +539,30 @@ fn iterations_csv_has_one_row_per_iteration() {
 #[test]
 fn matmul_decode_attention_needs_a_profile_with_decode_rows() {
     let args = |cal: &'static str| -> Vec<&'static str> {
-        vec!["serve", "--model", "ref-llama-1b", "--system", "hgx-h200", "--gpus", "1", "--qps", "4", "--duration-s", "10", "--input-len", "256", "--output-len", "64", "--stack", "torch-eager", "--decode-attention", "padded-matmul", "--calibration", cal, "--json"]
+        vec![
+            "serve",
+            "--model",
+            "ref-llama-1b",
+            "--system",
+            "hgx-h200",
+            "--gpus",
+            "1",
+            "--qps",
+            "4",
+            "--duration-s",
+            "10",
+            "--input-len",
+            "256",
+            "--output-len",
+            "64",
+            "--stack",
+            "torch-eager",
+            "--decode-attention",
+            "padded-matmul",
+            "--calibration",
+            cal,
+            "--json",
+        ]
     };
     let (code, _, err) = gpuplan(&args("h200-sxm-2x"));
     assert_eq!(code, 2, "{err}");
@@ -379,9 +581,37 @@ fn cuda_graph_iterations_run_padded_shapes() {
     let run = |mode: &str| {
         let p = std::env::temp_dir().join(format!("gpuplan-it-graph-{mode}-{}.csv", std::process::id()));
         let (code, _, err) = gpuplan(&[
-            "serve", "--model", "ref-llama-1b", "--system", "hgx-h200", "--gpus", "1", "--stack", "torch-eager", "--calibration", "h200-sxm-1x",
-            "--decode-attention", "padded-matmul", "--cuda-graphs", mode, "--qps", "20", "--duration-s", "10", "--input-len", "lognormal:512:0.8",
-            "--output-len", "lognormal:64:0.8", "--max-batch", "64", "--token-budget", "2048", "--seed", "5", "--iterations-csv", p.to_str().unwrap(),
+            "serve",
+            "--model",
+            "ref-llama-1b",
+            "--system",
+            "hgx-h200",
+            "--gpus",
+            "1",
+            "--stack",
+            "torch-eager",
+            "--calibration",
+            "h200-sxm-1x",
+            "--decode-attention",
+            "padded-matmul",
+            "--cuda-graphs",
+            mode,
+            "--qps",
+            "20",
+            "--duration-s",
+            "10",
+            "--input-len",
+            "lognormal:512:0.8",
+            "--output-len",
+            "lognormal:64:0.8",
+            "--max-batch",
+            "64",
+            "--token-budget",
+            "2048",
+            "--seed",
+            "5",
+            "--iterations-csv",
+            p.to_str().unwrap(),
         ]);
         assert_eq!(code, 0, "{err}");
         let text = std::fs::read_to_string(&p).unwrap();
@@ -409,7 +639,23 @@ fn cuda_graph_iterations_run_padded_shapes() {
 
 #[test]
 fn cuda_graph_flags_are_checked() {
-    let base = ["serve", "--model", "ref-llama-1b", "--system", "hgx-h200", "--gpus", "1", "--qps", "2", "--duration-s", "5", "--input-len", "256", "--output-len", "32"];
+    let base = [
+        "serve",
+        "--model",
+        "ref-llama-1b",
+        "--system",
+        "hgx-h200",
+        "--gpus",
+        "1",
+        "--qps",
+        "2",
+        "--duration-s",
+        "5",
+        "--input-len",
+        "256",
+        "--output-len",
+        "32",
+    ];
     let with = |extra: &[&str]| gpuplan(&base.iter().chain(extra).copied().collect::<Vec<_>>());
     let (code, _, err) = with(&["--cuda-graphs", "sometimes"]);
     assert_eq!(code, 2);
@@ -468,30 +714,42 @@ fn measured_graph_serving_runs_replayed() {
     let fit = |_: &str, _: &str, metric: &str| Some(if metric == "output_tokens_per_s" { 10.0 } else { 20.0 });
     assert_eq!(replay_measured_by_run("h200g-serve.jsonl", |r| args(r, false), fit), 2);
     assert_eq!(replay_measured_by_run("h200f-serve.jsonl", |r| args(r, false), fit), 4);
-    let n = replay_measured_with("h100f-serve.jsonl", |r| args(r, false), |_, metric| match metric {
-        "ttft_p50_s" | "tpot_p50_s" => Some(10.0),
-        "ttft_p99_s" | "tpot_p99_s" => Some(15.0),
-        _ => Some(5.0),
-    });
+    let n = replay_measured_with(
+        "h100f-serve.jsonl",
+        |r| args(r, false),
+        |_, metric| match metric {
+            "ttft_p50_s" | "tpot_p50_s" => Some(10.0),
+            "ttft_p99_s" | "tpot_p99_s" => Some(15.0),
+            _ => Some(5.0),
+        },
+    );
     assert_eq!(n, 4);
     // A second H100 machine and another H200 machine, full graphs, never fitted on: every metric
     // within the bounds but one, the 8B run at 10 QPS's TTFT P99 (+18.8%, its measured
     // P99's 90% interval -29..+13%; FIT.md).
     let n = replay_measured_with("h100g-serve.jsonl", |r| args(r, false), |_, metric| Some(if metric == "output_tokens_per_s" { 5.0 } else { 15.0 }));
     assert_eq!(n, 3);
-    let n = replay_measured_by_run("h200i-serve.jsonl", |r| args(r, false), |id, _, metric| {
-        Some(match metric {
-            "output_tokens_per_s" => 5.0,
-            "ttft_p99_s" if id == "h200i-serve-8b-q10" => 19.0,
-            _ => 15.0,
-        })
-    });
+    let n = replay_measured_by_run(
+        "h200i-serve.jsonl",
+        |r| args(r, false),
+        |id, _, metric| {
+            Some(match metric {
+                "output_tokens_per_s" => 5.0,
+                "ttft_p99_s" if id == "h200i-serve-8b-q10" => 19.0,
+                _ => 15.0,
+            })
+        },
+    );
     assert_eq!(n, 4);
-    let n = replay_measured_with("h200h-serve.jsonl", |r| args(r, true), |_, metric| match metric {
-        "output_tokens_per_s" => Some(5.0),
-        "ttft_p50_s" | "tpot_p50_s" => Some(35.0),
-        _ => None,
-    });
+    let n = replay_measured_with(
+        "h200h-serve.jsonl",
+        |r| args(r, true),
+        |_, metric| match metric {
+            "output_tokens_per_s" => Some(5.0),
+            "ttft_p50_s" | "tpot_p50_s" => Some(35.0),
+            _ => None,
+        },
+    );
     assert_eq!(n, 4);
 }
 
@@ -501,8 +759,32 @@ fn measured_graph_serving_runs_replayed() {
 fn plan_serve_with_cuda_graphs() {
     let plan = |extra: &[&str]| {
         let mut args = vec![
-            "plan", "--mode", "serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--stack", "torch-eager", "--min-gpus", "1", "--max-gpus", "2",
-            "--qps", "4", "--duration-s", "20", "--input-len", "512", "--output-len", "64", "--tpot-ms", "50", "--json", "--top", "0",
+            "plan",
+            "--mode",
+            "serve",
+            "--model",
+            "llama-3-8b",
+            "--system",
+            "dgx-h100",
+            "--stack",
+            "torch-eager",
+            "--min-gpus",
+            "1",
+            "--max-gpus",
+            "2",
+            "--qps",
+            "4",
+            "--duration-s",
+            "20",
+            "--input-len",
+            "512",
+            "--output-len",
+            "64",
+            "--tpot-ms",
+            "50",
+            "--json",
+            "--top",
+            "0",
         ];
         args.extend_from_slice(extra);
         let (code, out, err) = gpuplan(&args);
@@ -518,7 +800,27 @@ fn plan_serve_with_cuda_graphs() {
         let g = graphs.iter().find(|g| key(g) == key(e)).unwrap();
         assert!(tpot(g) < tpot(e), "{:?}: {} vs {}", key(e), tpot(g), tpot(e));
     }
-    let (code, _, err) = gpuplan(&["plan", "--mode", "serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "1", "--qps", "4", "--input-len", "512", "--output-len", "64", "--tpot-ms", "50", "--cuda-graphs", "always"]);
+    let (code, _, err) = gpuplan(&[
+        "plan",
+        "--mode",
+        "serve",
+        "--model",
+        "llama-3-8b",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "1",
+        "--qps",
+        "4",
+        "--input-len",
+        "512",
+        "--output-len",
+        "64",
+        "--tpot-ms",
+        "50",
+        "--cuda-graphs",
+        "always",
+    ]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("`--cuda-graphs` = `always`"), "{err}");
 }

@@ -1,11 +1,11 @@
 //! Serving-engine tests that read the shipped catalog (moved out of `gpuplan-core`, which reads
 //! no files).
 
-use gpuplan::scenario::Scenario;
-use gpuplan::serve::*;
 use gpuplan::analytic::predict;
 use gpuplan::config::scenario::{build, ScenarioWire};
+use gpuplan::scenario::Scenario;
 use gpuplan::serve::stats::summarize;
+use gpuplan::serve::*;
 use gpuplan::units::Seconds;
 use gpuplan::workload::Mode;
 
@@ -103,7 +103,14 @@ fn deployment(s: &Scenario, replicas: u32, sched: SchedConfig) -> Deployment {
 }
 
 fn stream(qps: f64, dur: f64, seed: u64) -> Vec<Arrival> {
-    arrivals::generate(&Process::Poisson { qps }, Lengths::Lognormal { mean: 600.0, sigma: 0.8 }, Lengths::Lognormal { mean: 200.0, sigma: 0.8 }, dur, seed, 8192)
+    arrivals::generate(
+        &Process::Poisson { qps },
+        Lengths::Lognormal { mean: 600.0, sigma: 0.8 },
+        Lengths::Lognormal { mean: 200.0, sigma: 0.8 },
+        dur,
+        seed,
+        8192,
+    )
 }
 
 #[test]
@@ -457,7 +464,12 @@ fn prefill_graphs_pad_to_the_step_and_stop_at_the_token_budget() {
     // budget's (1000 tokens), not 1024; a 300-token prompt pads to 384.
     let mut s = scenario("llama-3-8b", "dgx-h100", 1, 1);
     s.workload.stack = gpuplan::workload::Stack::TorchEager;
-    let sched = SchedConfig { token_budget: 1000, iteration_spread: false, cuda_graphs: Some(CudaGraphs { context_step: 256, prefill_step: Some(128) }), ..SchedConfig::default() };
+    let sched = SchedConfig {
+        token_budget: 1000,
+        iteration_spread: false,
+        cuda_graphs: Some(CudaGraphs { context_step: 256, prefill_step: Some(128) }),
+        ..SchedConfig::default()
+    };
     let d = deployment(&s, 1, sched);
     let mut c = iteration_cost(&d.pools[0]).unwrap();
     let host = c.graph_host().value();

@@ -53,7 +53,9 @@ impl Family {
 pub fn model_from_hf_json(path: &Path, text: &str) -> Result<Model, ConfigError> {
     let root: Value = serde_json::from_str(text).map_err(|e| parse_error(path, text, &e))?;
     let Some(obj) = root.as_object() else {
-        return Err(ConfigError::invalid(path, "(top level)", kind_of(&root), "is not a JSON object").with_hint("a Hugging Face config.json is one object of keys"));
+        return Err(
+            ConfigError::invalid(path, "(top level)", kind_of(&root), "is not a JSON object").with_hint("a Hugging Face config.json is one object of keys")
+        );
     };
     let c = Keys { path, obj };
     let wire = wire_from_keys(&c)?;
@@ -211,7 +213,8 @@ struct Keys<'a> {
 
 impl Keys<'_> {
     fn missing(&self, key: &str) -> ConfigError {
-        ConfigError::invalid(self.path, key, "(missing)", "is required").with_hint("this key is in every published config.json of its model_type; add it, or write a models/*.toml file")
+        ConfigError::invalid(self.path, key, "(missing)", "is required")
+            .with_hint("this key is in every published config.json of its model_type; add it, or write a models/*.toml file")
     }
 
     /// The value of `key`; JSON `null` counts as absent.
@@ -321,8 +324,10 @@ mod tests {
 
     #[test]
     fn absent_keys_take_the_transformers_defaults() {
-        let m = load(r#"{"model_type": "mistral", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
-            "intermediate_size": 128, "vocab_size": 1000, "max_position_embeddings": 256}"#)
+        let m = load(
+            r#"{"model_type": "mistral", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+            "intermediate_size": 128, "vocab_size": 1000, "max_position_embeddings": 256}"#,
+        )
         .unwrap();
         assert_eq!((m.n_kv_heads, m.head_dim, m.tied_embeddings), (4, 16, false));
     }

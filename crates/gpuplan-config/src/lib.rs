@@ -46,9 +46,7 @@ impl ConfigError {
     }
     pub fn with_hint(self, h: impl Into<String>) -> Self {
         match self {
-            ConfigError::Invalid { path, key, value, problem, .. } => {
-                ConfigError::Invalid { path, key, value, problem, hint: Some(h.into()) }
-            }
+            ConfigError::Invalid { path, key, value, problem, .. } => ConfigError::Invalid { path, key, value, problem, hint: Some(h.into()) },
             other => other,
         }
     }
@@ -154,12 +152,7 @@ pub fn list_names(dir: &str) -> Vec<String> {
 
 /// The known name nearest to `name` by edit distance, if it is close enough to be a typo.
 pub fn closest<'a>(name: &str, known: &'a [String]) -> Option<&'a str> {
-    known
-        .iter()
-        .map(|k| (edit_distance(name, k), k))
-        .filter(|(d, k)| *d <= 3.max(k.len() / 3))
-        .min()
-        .map(|(_, k)| k.as_str())
+    known.iter().map(|k| (edit_distance(name, k), k)).filter(|(d, k)| *d <= 3.max(k.len() / 3)).min().map(|(_, k)| k.as_str())
 }
 
 fn edit_distance(a: &str, b: &str) -> usize {
@@ -200,7 +193,8 @@ impl SourcedWire {
             ConfigError::invalid(path, &format!("{key}.value"), self.value, if allow_zero { "must be zero or positive" } else { "must be positive" })
         });
         problems.check(!self.source.trim().is_empty(), || {
-            ConfigError::invalid(path, &format!("{key}.source"), "\"\"", "is empty").with_hint("every hardware number needs a source; use kind = \"unsourced\" and say why")
+            ConfigError::invalid(path, &format!("{key}.source"), "\"\"", "is empty")
+                .with_hint("every hardware number needs a source; use kind = \"unsourced\" and say why")
         });
         let citation = match &self.note {
             Some(n) => format!("{} ({n})", self.source),

@@ -153,7 +153,12 @@ pub fn model_from_wire(path: &Path, w: &ModelWire) -> Result<Model, ConfigError>
         }
     });
     let mla = w.mla.as_ref().map(|m| {
-        for (k, v) in [("mla.kv_lora_rank", m.kv_lora_rank), ("mla.qk_nope_head_dim", m.qk_nope_head_dim), ("mla.qk_rope_head_dim", m.qk_rope_head_dim), ("mla.v_head_dim", m.v_head_dim)] {
+        for (k, v) in [
+            ("mla.kv_lora_rank", m.kv_lora_rank),
+            ("mla.qk_nope_head_dim", m.qk_nope_head_dim),
+            ("mla.qk_rope_head_dim", m.qk_rope_head_dim),
+            ("mla.v_head_dim", m.v_head_dim),
+        ] {
             positive(&mut p, k, v);
         }
         Mla {

@@ -17,9 +17,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::{parse_toml, read_file, ConfigError, Problems};
-use gpuplan_core::hardware::profile::{
-    AttentionDecodePoint,     AttentionBmmPoint, CollectiveFit, CollectiveOp, GemmPoint, PowerProfile, Profile, StreamFit,
-};
+use gpuplan_core::hardware::profile::{AttentionBmmPoint, AttentionDecodePoint, CollectiveFit, CollectiveOp, GemmPoint, PowerProfile, Profile, StreamFit};
 use gpuplan_core::hardware::Dtype;
 use gpuplan_core::units::{BytesPerSec, FlopsPerSec, Hertz, Seconds, Watts};
 
@@ -183,15 +181,9 @@ pub struct AttentionBmmWire {
 }
 
 pub fn op_from_str(s: &str) -> Option<CollectiveOp> {
-    [
-        CollectiveOp::AllReduce,
-        CollectiveOp::AllGather,
-        CollectiveOp::ReduceScatter,
-        CollectiveOp::AllToAll,
-        CollectiveOp::SendRecv,
-    ]
-    .into_iter()
-    .find(|o| o.name() == s)
+    [CollectiveOp::AllReduce, CollectiveOp::AllGather, CollectiveOp::ReduceScatter, CollectiveOp::AllToAll, CollectiveOp::SendRecv]
+        .into_iter()
+        .find(|o| o.name() == s)
 }
 
 /// `path` may be a profile folder (holding `profile.toml`), the file itself, or a name under
@@ -205,10 +197,7 @@ pub fn resolve_profile(name_or_path: &str) -> Result<PathBuf, ConfigError> {
         return Ok(p.to_path_buf());
     }
     for root in super::data_roots() {
-        let c = root
-            .join("calibration/profiles")
-            .join(name_or_path)
-            .join(PROFILE_FILE);
+        let c = root.join("calibration/profiles").join(name_or_path).join(PROFILE_FILE);
         if c.is_file() {
             return Ok(c);
         }
@@ -216,19 +205,12 @@ pub fn resolve_profile(name_or_path: &str) -> Result<PathBuf, ConfigError> {
     Err(ConfigError::UnknownName {
         what: "calibration profile",
         name: name_or_path.to_string(),
-        hint: Some(
-            "give a profile folder, its `profile.toml`, or a name under `calibration/profiles/`"
-                .into(),
-        ),
+        hint: Some("give a profile folder, its `profile.toml`, or a name under `calibration/profiles/`".into()),
     })
 }
 
 pub fn load_profile(path: &Path) -> Result<Profile, ConfigError> {
-    let file = if path.is_dir() {
-        path.join(PROFILE_FILE)
-    } else {
-        path.to_path_buf()
-    };
+    let file = if path.is_dir() { path.join(PROFILE_FILE) } else { path.to_path_buf() };
     let text = read_file(&file)?;
     let wire: ProfileFile = parse_toml(&file, &text)?;
     let mut profile = wire.to_domain(&file)?;
@@ -253,24 +235,28 @@ fn read_attention_decode(path: &Path) -> Result<Vec<AttentionDecodePoint>, Confi
         if rec.get(regime) != Some("decode") {
             continue;
         }
-        let num = |c: usize| rec.get(c).and_then(|v| v.parse::<f64>().ok()).filter(|v| v.is_finite() && *v > 0.0).ok_or_else(|| bad(i + 2, format!("`{}`", rec.get(c).unwrap_or(""))));
+        let num = |c: usize| {
+            rec.get(c)
+                .and_then(|v| v.parse::<f64>().ok())
+                .filter(|v| v.is_finite() && *v > 0.0)
+                .ok_or_else(|| bad(i + 2, format!("`{}`", rec.get(c).unwrap_or(""))))
+        };
         let key = (num(rows)? as u64, num(keys)? as u64, num(dim)? as u64);
         let e = sums.entry(key).or_insert((0.0, 0.0));
         e.0 += num(bytes)?;
         e.1 += num(time)? * 1e-6;
     }
-    Ok(sums.into_iter().map(|((rows, seq_kv, head_dim), (b, t))| AttentionDecodePoint { rows, seq_kv, head_dim, bandwidth: BytesPerSec::gb_per_s(b / t / 1e9) }).collect())
+    Ok(sums
+        .into_iter()
+        .map(|((rows, seq_kv, head_dim), (b, t))| AttentionDecodePoint { rows, seq_kv, head_dim, bandwidth: BytesPerSec::gb_per_s(b / t / 1e9) })
+        .collect())
 }
 
 fn pos(p: &mut Problems, path: &Path, key: &str, v: f64) {
-    p.check(v.is_finite() && v > 0.0, || {
-        ConfigError::invalid(path, key, v, "must be positive")
-    });
+    p.check(v.is_finite() && v > 0.0, || ConfigError::invalid(path, key, v, "must be positive"));
 }
 fn nonneg(p: &mut Problems, path: &Path, key: &str, v: f64) {
-    p.check(v.is_finite() && v >= 0.0, || {
-        ConfigError::invalid(path, key, v, "must be zero or positive")
-    });
+    p.check(v.is_finite() && v >= 0.0, || ConfigError::invalid(path, key, v, "must be zero or positive"));
 }
 
 impl ProfileFile {
@@ -278,120 +264,55 @@ impl ProfileFile {
     pub fn to_domain(&self, path: &Path) -> Result<Profile, ConfigError> {
         let mut p = Problems::default();
         p.check(self.schema_version == SCHEMA_VERSION, || {
-            ConfigError::invalid(
-                path,
-                "schema_version",
-                self.schema_version,
-                format!("is not supported (this gpuplan reads {SCHEMA_VERSION})"),
-            )
+            ConfigError::invalid(path, "schema_version", self.schema_version, format!("is not supported (this gpuplan reads {SCHEMA_VERSION})"))
         });
-        p.check(self.n_gpus >= 1, || {
-            ConfigError::invalid(path, "n_gpus", self.n_gpus, "must be at least 1")
-        });
+        p.check(self.n_gpus >= 1, || ConfigError::invalid(path, "n_gpus", self.n_gpus, "must be at least 1"));
         let mut gemm = Vec::new();
         for (i, g) in self.gemm.iter().enumerate() {
             let key = format!("gemm[{i}]");
             let dtype = Dtype::parse(&g.dtype);
             p.check(dtype.is_some(), || {
-                ConfigError::invalid(
-                    path,
-                    &format!("{key}.dtype"),
-                    &g.dtype,
-                    "is not a known dtype",
-                )
-                .with_hint("one of: fp4, fp8, bf16, fp16, tf32, fp32")
+                ConfigError::invalid(path, &format!("{key}.dtype"), &g.dtype, "is not a known dtype").with_hint("one of: fp4, fp8, bf16, fp16, tf32, fp32")
             });
             for (k, v) in [("m", g.m), ("n", g.n), ("k", g.k)] {
-                p.check(v > 0, || {
-                    ConfigError::invalid(path, &format!("{key}.{k}"), v, "must be positive")
-                });
+                p.check(v > 0, || ConfigError::invalid(path, &format!("{key}.{k}"), v, "must be positive"));
             }
-            pos(
-                &mut p,
-                path,
-                &format!("{key}.achieved_tflops"),
-                g.achieved_tflops,
-            );
+            pos(&mut p, path, &format!("{key}.achieved_tflops"), g.achieved_tflops);
             pos(&mut p, path, &format!("{key}.sm_clock_mhz"), g.sm_clock_mhz);
             if let Some(dtype) = dtype {
-                gemm.push(GemmPoint {
-                    dtype,
-                    m: g.m,
-                    n: g.n,
-                    k: g.k,
-                    achieved: FlopsPerSec::tflops(g.achieved_tflops),
-                    sm_clock: Hertz::mhz(g.sm_clock_mhz),
-                });
+                gemm.push(GemmPoint { dtype, m: g.m, n: g.n, k: g.k, achieved: FlopsPerSec::tflops(g.achieved_tflops), sm_clock: Hertz::mhz(g.sm_clock_mhz) });
             }
         }
         let mut attention_bmm = Vec::new();
         for (i, a) in self.attention_bmm.iter().enumerate() {
             let key = format!("attention_bmm[{i}]");
-            for (k, v) in [
-                ("seq_len", a.seq_len),
-                ("head_dim", a.head_dim),
-                ("batch", a.batch),
-            ] {
-                p.check(v > 0, || {
-                    ConfigError::invalid(path, &format!("{key}.{k}"), v, "must be positive")
-                });
+            for (k, v) in [("seq_len", a.seq_len), ("head_dim", a.head_dim), ("batch", a.batch)] {
+                p.check(v > 0, || ConfigError::invalid(path, &format!("{key}.{k}"), v, "must be positive"));
             }
-            for (k, v) in [
-                ("qk_tflops", a.qk_tflops),
-                ("pv_tflops", a.pv_tflops),
-                ("achieved_tflops", a.achieved_tflops),
-            ] {
+            for (k, v) in [("qk_tflops", a.qk_tflops), ("pv_tflops", a.pv_tflops), ("achieved_tflops", a.achieved_tflops)] {
                 pos(&mut p, path, &format!("{key}.{k}"), v);
             }
             if let Some(c) = a.sm_clock_mhz {
                 pos(&mut p, path, &format!("{key}.sm_clock_mhz"), c);
             }
-            let twin = self.attention_bmm[..i]
-                .iter()
-                .any(|b| (b.seq_len, b.head_dim) == (a.seq_len, a.head_dim));
+            let twin = self.attention_bmm[..i].iter().any(|b| (b.seq_len, b.head_dim) == (a.seq_len, a.head_dim));
             p.check(!twin, || {
-                ConfigError::invalid(
-                    path,
-                    &key,
-                    format!("seq_len = {}, head_dim = {}", a.seq_len, a.head_dim),
-                    "appears twice",
-                )
-                .with_hint("keep one point per (seq_len, head_dim)")
+                ConfigError::invalid(path, &key, format!("seq_len = {}, head_dim = {}", a.seq_len, a.head_dim), "appears twice")
+                    .with_hint("keep one point per (seq_len, head_dim)")
             });
-            attention_bmm.push(AttentionBmmPoint {
-                seq_len: a.seq_len,
-                head_dim: a.head_dim,
-                achieved: FlopsPerSec::tflops(a.achieved_tflops),
-            });
+            attention_bmm.push(AttentionBmmPoint { seq_len: a.seq_len, head_dim: a.head_dim, achieved: FlopsPerSec::tflops(a.achieved_tflops) });
         }
         let mut collectives = Vec::new();
         for (i, c) in self.collectives.iter().enumerate() {
             let key = format!("collectives[{i}]");
             let op = op_from_str(&c.op);
             p.check(op.is_some(), || {
-                ConfigError::invalid(
-                    path,
-                    &format!("{key}.op"),
-                    &c.op,
-                    "is not a known collective",
-                )
-                .with_hint("one of: all_reduce, all_gather, reduce_scatter, all_to_all, send_recv")
+                ConfigError::invalid(path, &format!("{key}.op"), &c.op, "is not a known collective")
+                    .with_hint("one of: all_reduce, all_gather, reduce_scatter, all_to_all, send_recv")
             });
-            p.check(c.n_ranks >= 2, || {
-                ConfigError::invalid(
-                    path,
-                    &format!("{key}.n_ranks"),
-                    c.n_ranks,
-                    "must be at least 2",
-                )
-            });
+            p.check(c.n_ranks >= 2, || ConfigError::invalid(path, &format!("{key}.n_ranks"), c.n_ranks, "must be at least 2"));
             nonneg(&mut p, path, &format!("{key}.latency_us"), c.latency_us);
-            pos(
-                &mut p,
-                path,
-                &format!("{key}.busbw_gb_per_s"),
-                c.busbw_gb_per_s,
-            );
+            pos(&mut p, path, &format!("{key}.busbw_gb_per_s"), c.busbw_gb_per_s);
             if let Some(op) = op {
                 collectives.push(CollectiveFit {
                     op,
@@ -404,16 +325,8 @@ impl ProfileFile {
         }
         let stream = self.stream.as_ref().map(|s| {
             nonneg(&mut p, path, "stream.latency_us", s.latency_us);
-            pos(
-                &mut p,
-                path,
-                "stream.bandwidth_gb_per_s",
-                s.bandwidth_gb_per_s,
-            );
-            StreamFit {
-                latency: Seconds::us(s.latency_us),
-                bandwidth: BytesPerSec::gb_per_s(s.bandwidth_gb_per_s),
-            }
+            pos(&mut p, path, "stream.bandwidth_gb_per_s", s.bandwidth_gb_per_s);
+            StreamFit { latency: Seconds::us(s.latency_us), bandwidth: BytesPerSec::gb_per_s(s.bandwidth_gb_per_s) }
         });
         if let Some(k) = self.kernel_launch_us {
             pos(&mut p, path, "kernel_launch_us", k);
@@ -440,20 +353,10 @@ impl ProfileFile {
         });
         for (i, e) in self.p2p.iter().enumerate() {
             nonneg(&mut p, path, &format!("p2p[{i}].latency_us"), e.latency_us);
-            pos(
-                &mut p,
-                path,
-                &format!("p2p[{i}].bandwidth_gb_per_s"),
-                e.bandwidth_gb_per_s,
-            );
+            pos(&mut p, path, &format!("p2p[{i}].bandwidth_gb_per_s"), e.bandwidth_gb_per_s);
         }
         for (i, e) in self.elementwise.iter().enumerate() {
-            pos(
-                &mut p,
-                path,
-                &format!("elementwise[{i}].achieved_gb_per_s"),
-                e.achieved_gb_per_s,
-            );
+            pos(&mut p, path, &format!("elementwise[{i}].achieved_gb_per_s"), e.achieved_gb_per_s);
         }
         p.finish()?;
         Ok(Profile {
@@ -479,15 +382,9 @@ impl ProfileFile {
 
 /// Write `contents` to `path` atomically: a temporary file in the same folder, then a rename.
 pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "file".into());
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "file".into());
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     std::fs::write(&tmp, contents)?;
     std::fs::rename(&tmp, path).inspect_err(|_| {
@@ -497,29 +394,17 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
 
 /// Write a whole profile folder atomically: fill `<dir>.tmp-<pid>`, then rename it into place.
 /// An existing folder is replaced only with `force`.
-pub fn write_profile_dir(
-    dir: &Path,
-    files: &[(String, Vec<u8>)],
-    force: bool,
-) -> Result<(), ProfileWriteError> {
+pub fn write_profile_dir(dir: &Path, files: &[(String, Vec<u8>)], force: bool) -> Result<(), ProfileWriteError> {
     if dir.exists() && !force {
-        return Err(ProfileWriteError::Exists {
-            path: dir.to_path_buf(),
-        });
+        return Err(ProfileWriteError::Exists { path: dir.to_path_buf() });
     }
-    let parent = dir
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let parent = dir.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| ProfileWriteError::Io { path, source }
     };
     std::fs::create_dir_all(parent).map_err(io(parent))?;
-    let name = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "profile".into());
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "profile".into());
     let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
@@ -540,15 +425,10 @@ pub fn write_profile_dir(
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileWriteError {
-    #[error(
-        "`{path}` already exists\nhint: pass `--force` to replace it, or choose another `--name`"
-    )]
+    #[error("`{path}` already exists\nhint: pass `--force` to replace it, or choose another `--name`")]
     Exists { path: PathBuf },
     #[error("cannot write `{path}`")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, source: std::io::Error },
 }
 
 #[cfg(test)]
@@ -563,20 +443,9 @@ mod tests {
             n_gpus: 2,
             provenance: "unit test".into(),
             kernel_launch_us: Some(2.5),
-            stream: Some(StreamWire {
-                latency_us: 3.0,
-                bandwidth_gb_per_s: 4200.0,
-                fitted_on: "copy".into(),
-            }),
+            stream: Some(StreamWire { latency_us: 3.0, bandwidth_gb_per_s: 4200.0, fitted_on: "copy".into() }),
             l2: None,
-            power: Some(PowerWire {
-                idle_w: 90.0,
-                gemm_load_w: 690.0,
-                gemm_clock_mhz: 1500.0,
-                hbm_load_w: 450.0,
-                power_limit_w: 700.0,
-                max_clock_mhz: 1980.0,
-            }),
+            power: Some(PowerWire { idle_w: 90.0, gemm_load_w: 690.0, gemm_clock_mhz: 1500.0, hbm_load_w: 450.0, power_limit_w: 700.0, max_clock_mhz: 1980.0 }),
             power_activity: None,
             power_phases: vec![],
             collectives: vec![CollectiveWire {
@@ -594,14 +463,7 @@ mod tests {
             }],
             p2p: vec![],
             elementwise: vec![],
-            gemm: vec![GemmWire {
-                dtype: "bf16".into(),
-                m: 8192,
-                n: 8192,
-                k: 8192,
-                achieved_tflops: 790.0,
-                sm_clock_mhz: 1980.0,
-            }],
+            gemm: vec![GemmWire { dtype: "bf16".into(), m: 8192, n: 8192, k: 8192, achieved_tflops: 790.0, sm_clock_mhz: 1980.0 }],
             attention_bmm: vec![],
         }
     }
@@ -621,21 +483,14 @@ mod tests {
     #[test]
     fn the_attention_table_round_trips_through_toml() {
         let mut f = sample();
-        f.attention_bmm = vec![
-            attention_point(512, 64, 350.0),
-            attention_point(8192, 128, 610.0),
-        ];
+        f.attention_bmm = vec![attention_point(512, 64, 350.0), attention_point(8192, 128, 610.0)];
         f.attention_bmm[0].sm_clock_mhz = None;
         let text = f.to_toml();
         assert!(text.contains("[[attention_bmm]]"), "{text}");
         let back: ProfileFile = parse_toml(Path::new("p.toml"), &text).unwrap();
         assert_eq!(back, f);
         let d = back.to_domain(Path::new("p.toml")).unwrap();
-        let got: Vec<(u64, u64, f64)> = d
-            .attention_bmm
-            .iter()
-            .map(|a| (a.seq_len, a.head_dim, a.achieved.as_tflops()))
-            .collect();
+        let got: Vec<(u64, u64, f64)> = d.attention_bmm.iter().map(|a| (a.seq_len, a.head_dim, a.achieved.as_tflops())).collect();
         assert_eq!(got, vec![(512, 64, 350.0), (8192, 128, 610.0)]);
     }
 
@@ -653,27 +508,12 @@ mod tests {
     #[test]
     fn bad_attention_points_are_reported() {
         let mut f = sample();
-        f.attention_bmm = vec![
-            attention_point(8192, 128, 610.0),
-            attention_point(8192, 128, 600.0),
-            AttentionBmmWire {
-                seq_len: 0,
-                ..attention_point(512, 64, -1.0)
-            },
-        ];
+        f.attention_bmm =
+            vec![attention_point(8192, 128, 610.0), attention_point(8192, 128, 600.0), AttentionBmmWire { seq_len: 0, ..attention_point(512, 64, -1.0) }];
         let e = f.to_domain(Path::new("p.toml")).unwrap_err().to_string();
-        assert!(
-            e.contains("`attention_bmm[1]`") && e.contains("appears twice"),
-            "{e}"
-        );
-        assert!(
-            e.contains("`attention_bmm[2].seq_len` = `0` must be positive"),
-            "{e}"
-        );
-        assert!(
-            e.contains("`attention_bmm[2].achieved_tflops` = `-1` must be positive"),
-            "{e}"
-        );
+        assert!(e.contains("`attention_bmm[1]`") && e.contains("appears twice"), "{e}");
+        assert!(e.contains("`attention_bmm[2].seq_len` = `0` must be positive"), "{e}");
+        assert!(e.contains("`attention_bmm[2].achieved_tflops` = `-1` must be positive"), "{e}");
         // Unknown keys inside a point are rejected like everywhere else.
         let point = "\n[[attention_bmm]]\nseq_len = 512\nhead_dim = 64\nbatch = 2048\nqk_tflops = 1.0\npv_tflops = 1.0\nachieved_tflops = 1.0\n";
         let good = format!("{}{point}", sample().to_toml());
@@ -700,43 +540,27 @@ mod tests {
         f.gemm[0].dtype = "bf17".into();
         f.collectives[0].busbw_gb_per_s = -1.0;
         let e = f.to_domain(Path::new("p.toml")).unwrap_err().to_string();
-        assert!(
-            e.contains("`gemm[0].dtype` = `bf17` is not a known dtype"),
-            "{e}"
-        );
-        assert!(
-            e.contains("`collectives[0].busbw_gb_per_s` = `-1` must be positive"),
-            "{e}"
-        );
+        assert!(e.contains("`gemm[0].dtype` = `bf17` is not a known dtype"), "{e}");
+        assert!(e.contains("`collectives[0].busbw_gb_per_s` = `-1` must be positive"), "{e}");
     }
 
     #[test]
     fn unknown_keys_are_rejected() {
-        let text = sample()
-            .to_toml()
-            .replace("n_gpus = 2", "n_gpus = 2\nn_gpu = 3");
+        let text = sample().to_toml().replace("n_gpus = 2", "n_gpus = 2\nn_gpu = 3");
         assert!(parse_toml::<ProfileFile>(Path::new("p.toml"), &text).is_err());
     }
 
     #[test]
     fn profile_dirs_are_not_overwritten_without_force() {
-        let base =
-            std::env::temp_dir().join(format!("gpuplan-profile-test-{}", std::process::id()));
+        let base = std::env::temp_dir().join(format!("gpuplan-profile-test-{}", std::process::id()));
         let dir = base.join("p");
         let files = vec![("profile.toml".to_string(), sample().to_toml().into_bytes())];
         write_profile_dir(&dir, &files, false).unwrap();
-        assert!(matches!(
-            write_profile_dir(&dir, &files, false),
-            Err(ProfileWriteError::Exists { .. })
-        ));
+        assert!(matches!(write_profile_dir(&dir, &files, false), Err(ProfileWriteError::Exists { .. })));
         write_profile_dir(&dir, &files, true).unwrap();
         let loaded = load_profile(&dir).unwrap();
         assert_eq!(loaded.n_gpus, 2);
-        let leftovers: Vec<_> = std::fs::read_dir(&base)
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name())
-            .collect();
+        let leftovers: Vec<_> = std::fs::read_dir(&base).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
         assert_eq!(leftovers.len(), 1, "{leftovers:?}");
         std::fs::remove_dir_all(&base).unwrap();
     }

@@ -109,7 +109,11 @@ pub fn overlay(base: ScenarioWire, over: ScenarioWire) -> ScenarioWire {
     let mut b = base;
     pick!(b, over, [name, description, source, model, system, gpus, calibration]);
     pick!(b.parallelism, over.parallelism, [tp, pp, dp, cp, ep, etp, vp, sp, zero, schedule]);
-    pick!(b.workload, over.workload, [mode, micro_batch, global_batch, seq, batch, kv_len, precision, recompute, stack, dropout, flash_attention, routing_imbalance]);
+    pick!(
+        b.workload,
+        over.workload,
+        [mode, micro_batch, global_batch, seq, batch, kv_len, precision, recompute, stack, dropout, flash_attention, routing_imbalance]
+    );
     pick!(b.options, over.options, [tp_comm_overlap, dp_overlap]);
     b
 }
@@ -247,7 +251,10 @@ pub fn build(w: &ScenarioWire, file: Option<&Path>) -> Result<Scenario, ConfigEr
         "prefill" => Mode::Prefill,
         "decode" => Mode::Decode,
         other => {
-            p.push(ConfigError::invalid(&path, "workload.mode", other, "is not known").with_hint("one of: train, prefill, decode (for request-level serving, `gpuplan serve`)"));
+            p.push(
+                ConfigError::invalid(&path, "workload.mode", other, "is not known")
+                    .with_hint("one of: train, prefill, decode (for request-level serving, `gpuplan serve`)"),
+            );
             Mode::Train
         }
     };
@@ -322,10 +329,7 @@ pub fn build(w: &ScenarioWire, file: Option<&Path>) -> Result<Scenario, ConfigEr
         routing_imbalance,
     };
     let d = Options::default();
-    let options = Options {
-        tp_comm_overlap: w.options.tp_comm_overlap.unwrap_or(d.tp_comm_overlap),
-        dp_overlap: w.options.dp_overlap.unwrap_or(d.dp_overlap),
-    };
+    let options = Options { tp_comm_overlap: w.options.tp_comm_overlap.unwrap_or(d.tp_comm_overlap), dp_overlap: w.options.dp_overlap.unwrap_or(d.dp_overlap) };
     p.finish()?;
     let name = w.name.clone().unwrap_or_else(|| format!("{}-{}-{}gpu", model.name, system.name, gpus));
     Ok(Scenario { name, model, system, n_gpus: gpus, parallel, workload, profile, options })

@@ -161,16 +161,25 @@ pub fn gpu_from_wire(path: &Path, w: &GpuWire) -> Result<Gpu, ConfigError> {
         hbm_bandwidth: w.hbm_bandwidth_gb_per_s.to_sourced(path, "hbm_bandwidth_gb_per_s", false, BytesPerSec::gb_per_s, &mut p),
         l2_cache: w.l2_cache_mib.to_sourced(path, "l2_cache_mib", false, Bytes::mib, &mut p),
         nvlink_generation: w.nvlink_generation.to_sourced(path, "nvlink_generation", false, count, &mut p),
-        nvlink_bandwidth: w
-            .nvlink_bandwidth_bidir_gb_per_s
-            .to_sourced(path, "nvlink_bandwidth_bidir_gb_per_s", false, |x| BytesPerSec::gb_per_s(x / 2.0), &mut p),
+        nvlink_bandwidth: w.nvlink_bandwidth_bidir_gb_per_s.to_sourced(
+            path,
+            "nvlink_bandwidth_bidir_gb_per_s",
+            false,
+            |x| BytesPerSec::gb_per_s(x / 2.0),
+            &mut p,
+        ),
         tdp: w.tdp_w.to_sourced(path, "tdp_w", false, Watts::new, &mut p),
         idle_power: w.idle_w.to_sourced(path, "idle_w", false, Watts::new, &mut p),
         efficiency,
     };
     p.check(gpu.idle_power.value < gpu.tdp.value, || ConfigError::invalid(path, "idle_w.value", gpu.idle_power.value.value(), "must be below `tdp_w`"));
     p.check(gpu.efficiency.sustained_gemm_clock.value <= gpu.max_clock.value, || {
-        ConfigError::invalid(path, "efficiency.sustained_gemm_clock_mhz.value", gpu.efficiency.sustained_gemm_clock.value.as_mhz(), "must not exceed `max_clock_mhz`")
+        ConfigError::invalid(
+            path,
+            "efficiency.sustained_gemm_clock_mhz.value",
+            gpu.efficiency.sustained_gemm_clock.value.as_mhz(),
+            "must not exceed `max_clock_mhz`",
+        )
     });
     p.finish()?;
     Ok(gpu)
@@ -183,21 +192,15 @@ pub fn load_system(name_or_path: &str) -> Result<System, ConfigError> {
     let kind = file_kind(&path, &text)?;
     if kind != "system" {
         let systems: Vec<String> = super::list_names(DIR).into_iter().filter(|n| is_system_name(n)).collect();
-        return Err(ConfigError::invalid(&path, "kind", &kind, "is not a system").with_hint(format!(
-            "`--system` takes a node or cluster file; systems: {}",
-            systems.join(", ")
-        )));
+        return Err(ConfigError::invalid(&path, "kind", &kind, "is not a system")
+            .with_hint(format!("`--system` takes a node or cluster file; systems: {}", systems.join(", "))));
     }
     let wire: SystemWire = parse_toml(&path, &text)?;
     system_from_wire(&path, &wire)
 }
 
 fn is_system_name(name: &str) -> bool {
-    resolve(name, DIR, "system")
-        .ok()
-        .and_then(|p| read_file(&p).ok().map(|t| (p, t)))
-        .and_then(|(p, t)| file_kind(&p, &t).ok())
-        .is_some_and(|k| k == "system")
+    resolve(name, DIR, "system").ok().and_then(|p| read_file(&p).ok().map(|t| (p, t))).and_then(|(p, t)| file_kind(&p, &t).ok()).is_some_and(|k| k == "system")
 }
 
 pub fn system_from_wire(path: &Path, w: &SystemWire) -> Result<System, ConfigError> {
@@ -207,13 +210,9 @@ pub fn system_from_wire(path: &Path, w: &SystemWire) -> Result<System, ConfigErr
         _ => load_gpu(&w.gpu),
     }
     .map_err(|e| match e {
-        ConfigError::UnknownName { hint, .. } => ConfigError::Invalid {
-            path: path.to_path_buf(),
-            key: "gpu".into(),
-            value: format!("`{}`", w.gpu),
-            problem: "names no GPU file".into(),
-            hint,
-        },
+        ConfigError::UnknownName { hint, .. } => {
+            ConfigError::Invalid { path: path.to_path_buf(), key: "gpu".into(), value: format!("`{}`", w.gpu), problem: "names no GPU file".into(), hint }
+        }
         other => other,
     })?;
     let mut p = Problems::default();
@@ -255,20 +254,25 @@ pub fn system_from_wire(path: &Path, w: &SystemWire) -> Result<System, ConfigErr
     Ok(system)
 }
 
-
 /// The catalog GPU a driver name (`NVIDIA H200`, `NVIDIA H100 80GB HBM3`) describes: the one whose
 /// display name carries the same model token (H200, H100, B200, GB200, A100), if exactly one does.
 pub fn gpu_by_driver_name(driver_name: &str) -> Option<Gpu> {
     let token = |s: &str| -> Option<String> {
         s.split(|c: char| !c.is_ascii_alphanumeric())
-            .find(|t| t.len() >= 4 && t.chars().next().is_some_and(|c| c.is_ascii_uppercase()) && t.chars().any(|c| c.is_ascii_digit()) && t.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()))
+            .find(|t| {
+                t.len() >= 4
+                    && t.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+                    && t.chars().any(|c| c.is_ascii_digit())
+                    && t.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+            })
             .map(str::to_string)
     };
     let want = token(driver_name)?;
-    let matches: Vec<Gpu> = super::list_names(DIR)
-        .iter()
-        .filter_map(|n| load_gpu(n).ok())
-        .filter(|g| token(&g.display_name).as_deref() == Some(want.as_str()))
-        .collect();
-    if matches.len() == 1 { matches.into_iter().next() } else { None }
+    let matches: Vec<Gpu> =
+        super::list_names(DIR).iter().filter_map(|n| load_gpu(n).ok()).filter(|g| token(&g.display_name).as_deref() == Some(want.as_str())).collect();
+    if matches.len() == 1 {
+        matches.into_iter().next()
+    } else {
+        None
+    }
 }

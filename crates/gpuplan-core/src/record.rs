@@ -70,7 +70,6 @@ pub struct LatencyDist {
     pub max: Option<f64>,
 }
 
-
 /// What ran, in the terms `gpuplan predict` takes (its flag names, snake_case).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Scenario {

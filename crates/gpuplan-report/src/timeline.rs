@@ -37,17 +37,18 @@ where
         .y_label_area_size(40)
         .build_cartesian_2d(0.0..end_ms, 0.0..n + 0.9)
         .map_err(err)?;
-    chart
-        .configure_mesh()
-        .x_desc("time (ms)")
-        .y_labels(0)
-        .disable_y_mesh()
-        .draw()
-        .map_err(err)?;
+    chart.configure_mesh().x_desc("time (ms)").y_labels(0).disable_y_mesh().draw().map_err(err)?;
     for st in 0..stages(r) {
         let row = n - 1.0 - st as f64;
         chart
-            .draw_series(std::iter::once(Text::new(format!("stage {st}"), (-0.005 * end_ms, row + 0.7), ("sans-serif", 15).into_font().color(&BLACK).pos(plotters::style::text_anchor::Pos::new(plotters::style::text_anchor::HPos::Right, plotters::style::text_anchor::VPos::Center)))))
+            .draw_series(std::iter::once(Text::new(
+                format!("stage {st}"),
+                (-0.005 * end_ms, row + 0.7),
+                ("sans-serif", 15)
+                    .into_font()
+                    .color(&BLACK)
+                    .pos(plotters::style::text_anchor::Pos::new(plotters::style::text_anchor::HPos::Right, plotters::style::text_anchor::VPos::Center)),
+            )))
             .map_err(err)?;
     }
     let color = |track: &str, name: &str| match (track, name) {
@@ -74,7 +75,12 @@ where
             chart.draw_series(std::iter::once(Rectangle::new([(x0, row + lo), (x1, row + hi)], WHITE.stroke_width(1)))).map_err(err)?;
         }
     }
-    for (label, c) in [("forward", RGBColor(66, 133, 244)), ("backward (+ recompute)", RGBColor(52, 168, 83)), ("optimizer", RGBColor(251, 188, 4)), ("DP communication", RGBColor(234, 67, 53))] {
+    for (label, c) in [
+        ("forward", RGBColor(66, 133, 244)),
+        ("backward (+ recompute)", RGBColor(52, 168, 83)),
+        ("optimizer", RGBColor(251, 188, 4)),
+        ("DP communication", RGBColor(234, 67, 53)),
+    ] {
         chart
             .draw_series(std::iter::once(Rectangle::new([(0.0, -1.0), (0.0, -1.0)], c.filled())))
             .map_err(err)?

@@ -54,15 +54,7 @@ impl Breakdown {
         self.parts().iter().map(|(_, s)| *s).sum()
     }
     fn scale(&mut self, k: f64) {
-        for s in [
-            &mut self.compute,
-            &mut self.memory,
-            &mut self.tp_comm,
-            &mut self.cp_comm,
-            &mut self.ep_comm,
-            &mut self.pp_p2p,
-            &mut self.cpu_launch,
-        ] {
+        for s in [&mut self.compute, &mut self.memory, &mut self.tp_comm, &mut self.cp_comm, &mut self.ep_comm, &mut self.pp_p2p, &mut self.cpu_launch] {
             *s = *s * k;
         }
     }

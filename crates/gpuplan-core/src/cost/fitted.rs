@@ -51,7 +51,8 @@ pub fn fitted() -> Fitted {
 pub fn parse(text: &str, mut f: Fitted) -> Result<Fitted, String> {
     for item in text.split(';').map(str::trim).filter(|s| !s.is_empty()) {
         let (key, value) = item.split_once('=').ok_or_else(|| format!("`{item}` is not KEY=VALUE"))?;
-        let nums: Vec<f64> = value.split(',').map(|v| v.trim().parse::<f64>().map_err(|_| format!("`{v}` in `{item}` is not a number"))).collect::<Result<_, _>>()?;
+        let nums: Vec<f64> =
+            value.split(',').map(|v| v.trim().parse::<f64>().map_err(|_| format!("`{v}` in `{item}` is not a number"))).collect::<Result<_, _>>()?;
         match (key.trim(), nums.as_slice()) {
             ("dtensor_linear_us", [a, b]) => f.dtensor_linear_us = [*a, *b],
             ("overlap_cost", [x]) => f.overlap_cost = *x,

@@ -44,8 +44,21 @@ fn is_tp_linear(op: &Op) -> bool {
     matches!(op.kind, OpKind::Gemm { .. })
         && matches!(
             op.name,
-            "q_proj" | "k_proj" | "v_proj" | "qkv_proj" | "out_proj" | "up_proj" | "gate_proj" | "down_proj" | "lm_head" | "q_down" | "q_up"
-                | "kv_down" | "kv_up" | "shared_up" | "shared_down"
+            "q_proj"
+                | "k_proj"
+                | "v_proj"
+                | "qkv_proj"
+                | "out_proj"
+                | "up_proj"
+                | "gate_proj"
+                | "down_proj"
+                | "lm_head"
+                | "q_down"
+                | "q_up"
+                | "kv_down"
+                | "kv_up"
+                | "shared_up"
+                | "shared_down"
         )
 }
 
@@ -112,8 +125,18 @@ pub enum Step {
     /// to launch it (the framework's per-op dispatch).
     /// `host_sync`: host time that cannot run ahead of the GPU (the GPU waits for it in full):
     /// DTensor's dispatch of a tensor-parallel linear layer, see [`DTENSOR_LINEAR_US`].
-    Kernel { name: &'static str, time: Seconds, bound: Bound, cpu: Seconds, launches: f64, host_sync: Seconds },
-    Comm { name: &'static str, comm: CommStep },
+    Kernel {
+        name: &'static str,
+        time: Seconds,
+        bound: Bound,
+        cpu: Seconds,
+        launches: f64,
+        host_sync: Seconds,
+    },
+    Comm {
+        name: &'static str,
+        comm: CommStep,
+    },
 }
 
 impl CostModel<'_> {

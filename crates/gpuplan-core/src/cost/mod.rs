@@ -181,7 +181,12 @@ impl<'a> CostModel<'a> {
                 Relation::Other(src) => {
                     // Only the dimensionless parts carry over, as fractions of the measured GPU's
                     // peaks applied to this GPU's.
-                    let transferred = |what: &str| Source::Transferred(format!("profile `{}` measured on {}: {what}, as a fraction of peak, applied to {}", p.name, src.display_name, gpu.display_name));
+                    let transferred = |what: &str| {
+                        Source::Transferred(format!(
+                            "profile `{}` measured on {}: {what}, as a fraction of peak, applied to {}",
+                            p.name, src.display_name, gpu.display_name
+                        ))
+                    };
                     if let Some(big) = largest_gemm(p, Dtype::Bf16) {
                         let shape = gemm_shape_factor(src.arch, src.sm_count.value as u64, big.m, big.n, big.k, 1);
                         gemm_max = Sourced::new(big.achieved / src.peak.bf16.value / shape, transferred("bf16 GEMM efficiency"));
@@ -217,10 +222,15 @@ impl<'a> CostModel<'a> {
         // another GPU as it is (transferred), like the GEMM corrections.
         let attention_shape = profile.and_then(|p| {
             let curves = AttentionCurves::new(&p.attention_bmm)?;
-            let what = format!("attention-like bf16 batched GEMMs (QK^T + PV) vs (s, d), relative to s = {}, d = {} where `attention_fraction` is quoted", ATTENTION_REFERENCE.0, ATTENTION_REFERENCE.1);
+            let what = format!(
+                "attention-like bf16 batched GEMMs (QK^T + PV) vs (s, d), relative to s = {}, d = {} where `attention_fraction` is quoted",
+                ATTENTION_REFERENCE.0, ATTENTION_REFERENCE.1
+            );
             let source = match profile_relation(gpu, p) {
                 Relation::Same => Source::Measured(format!("profile `{}`: {what} ({})", p.name, p.provenance)),
-                Relation::Other(src) => Source::Transferred(format!("profile `{}` measured on {}: {what}, applied to {}", p.name, src.display_name, gpu.display_name)),
+                Relation::Other(src) => {
+                    Source::Transferred(format!("profile `{}` measured on {}: {what}, applied to {}", p.name, src.display_name, gpu.display_name))
+                }
                 Relation::Unknown => return None,
             };
             Some((curves, source))
@@ -252,21 +262,53 @@ impl<'a> CostModel<'a> {
     pub fn used_numbers(&self, dtype: Dtype) -> Vec<UsedNumber> {
         let g = &self.system.gpu;
         let mut v = vec![
-            UsedNumber { name: format!("peak_{}_tflops", dtype.name()), value: format!("{:.0}", self.peak(dtype).map_or(0.0, |p| p.as_tflops())), source: g.peak.get(dtype).map_or(Source::Unsourced("no such path".into()), |s| s.source.clone()) },
+            UsedNumber {
+                name: format!("peak_{}_tflops", dtype.name()),
+                value: format!("{:.0}", self.peak(dtype).map_or(0.0, |p| p.as_tflops())),
+                source: g.peak.get(dtype).map_or(Source::Unsourced("no such path".into()), |s| s.source.clone()),
+            },
             UsedNumber { name: "gemm_max_fraction".into(), value: format!("{:.3}", self.gemm_max.value), source: self.gemm_max.source.clone() },
-            UsedNumber { name: "hbm_bandwidth_gb_per_s (achieved)".into(), value: format!("{:.0}", self.hbm.value.as_gb_per_s()), source: self.hbm.source.clone() },
-            UsedNumber { name: "attention_fraction".into(), value: format!("{:.3}", g.efficiency.attention.value), source: g.efficiency.attention.source.clone() },
+            UsedNumber {
+                name: "hbm_bandwidth_gb_per_s (achieved)".into(),
+                value: format!("{:.0}", self.hbm.value.as_gb_per_s()),
+                source: self.hbm.source.clone(),
+            },
+            UsedNumber {
+                name: "attention_fraction".into(),
+                value: format!("{:.3}", g.efficiency.attention.value),
+                source: g.efficiency.attention.source.clone(),
+            },
         ];
         if let Some((curves, source)) = &self.attention_shape {
             let (lo, hi) = curves.range();
             v.push(UsedNumber { name: "attention_shape_factor".into(), value: format!("{lo:.3}..{hi:.3}"), source: source.clone() });
         }
         v.extend([
-            UsedNumber { name: "kernel_overhead_us".into(), value: format!("{:.1}", self.kernel_overhead.value.as_us()), source: self.kernel_overhead.source.clone() },
-            UsedNumber { name: "nvlink_bandwidth_unidir_gb_per_s".into(), value: format!("{:.0}", g.nvlink_bandwidth.value.as_gb_per_s()), source: g.nvlink_bandwidth.source.clone() },
-            UsedNumber { name: "nvlink_busbw_fraction".into(), value: format!("{:.3}", g.efficiency.nvlink_busbw.value), source: g.efficiency.nvlink_busbw.source.clone() },
-            UsedNumber { name: "nic_bandwidth_gb_per_s".into(), value: format!("{:.0}", self.system.nic_bandwidth.value.as_gb_per_s()), source: self.system.nic_bandwidth.source.clone() },
-            UsedNumber { name: "network_busbw_fraction".into(), value: format!("{:.3}", g.efficiency.network_busbw.value), source: g.efficiency.network_busbw.source.clone() },
+            UsedNumber {
+                name: "kernel_overhead_us".into(),
+                value: format!("{:.1}", self.kernel_overhead.value.as_us()),
+                source: self.kernel_overhead.source.clone(),
+            },
+            UsedNumber {
+                name: "nvlink_bandwidth_unidir_gb_per_s".into(),
+                value: format!("{:.0}", g.nvlink_bandwidth.value.as_gb_per_s()),
+                source: g.nvlink_bandwidth.source.clone(),
+            },
+            UsedNumber {
+                name: "nvlink_busbw_fraction".into(),
+                value: format!("{:.3}", g.efficiency.nvlink_busbw.value),
+                source: g.efficiency.nvlink_busbw.source.clone(),
+            },
+            UsedNumber {
+                name: "nic_bandwidth_gb_per_s".into(),
+                value: format!("{:.0}", self.system.nic_bandwidth.value.as_gb_per_s()),
+                source: self.system.nic_bandwidth.source.clone(),
+            },
+            UsedNumber {
+                name: "network_busbw_fraction".into(),
+                value: format!("{:.3}", g.efficiency.network_busbw.value),
+                source: g.efficiency.network_busbw.source.clone(),
+            },
             UsedNumber { name: "hbm_capacity_gib".into(), value: format!("{:.1}", g.hbm_capacity.value.as_gib()), source: g.hbm_capacity.source.clone() },
         ]);
         if let Some(p) = self.profile {
@@ -444,11 +486,7 @@ impl<'a> CostModel<'a> {
     fn profile_collective(&self, op: CollectiveOp, shape: &GroupShape) -> Option<(Seconds, BytesPerSec)> {
         let p = self.profile.filter(|p| profile_is_native(&self.system.gpu, p))?;
         let want_intra = !shape.crosses_domains();
-        p.collectives
-            .iter()
-            .filter(|c| c.op == op && c.intra_node == want_intra && c.n_ranks == shape.size)
-            .map(|c| (c.latency, c.busbw))
-            .next()
+        p.collectives.iter().filter(|c| c.op == op && c.intra_node == want_intra && c.n_ranks == shape.size).map(|c| (c.latency, c.busbw)).next()
     }
 }
 

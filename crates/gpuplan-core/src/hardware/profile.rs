@@ -130,10 +130,12 @@ impl Profile {
     /// points of the nearest row count and head dim (log distance), median over their key counts.
     pub fn decode_attention_bandwidth(&self, rows: u64, head_dim: u64) -> Option<BytesPerSec> {
         let dist = |a: u64, b: u64| ((a.max(1) as f64).ln() - (b.max(1) as f64).ln()).abs();
-        let best = self.attention_decode.iter().min_by(|a, b| {
-            (dist(a.rows, rows) + dist(a.head_dim, head_dim)).total_cmp(&(dist(b.rows, rows) + dist(b.head_dim, head_dim)))
-        })?;
-        let mut v: Vec<f64> = self.attention_decode.iter().filter(|p| p.rows == best.rows && p.head_dim == best.head_dim).map(|p| p.bandwidth.value()).collect();
+        let best = self
+            .attention_decode
+            .iter()
+            .min_by(|a, b| (dist(a.rows, rows) + dist(a.head_dim, head_dim)).total_cmp(&(dist(b.rows, rows) + dist(b.head_dim, head_dim))))?;
+        let mut v: Vec<f64> =
+            self.attention_decode.iter().filter(|p| p.rows == best.rows && p.head_dim == best.head_dim).map(|p| p.bandwidth.value()).collect();
         v.sort_by(f64::total_cmp);
         Some(BytesPerSec::gb_per_s(v[v.len() / 2] / 1e9))
     }

@@ -74,9 +74,7 @@ pub struct StackMemory {
 pub fn stack_memory(stack: Stack) -> StackMemory {
     match stack {
         Stack::Megatron => StackMemory { param: 2.0, grad: 4.0, optimizer: 12.0, autocast_cache: 0.0, fragmentation: 0.05 },
-        Stack::TorchEager | Stack::TorchCompile => {
-            StackMemory { param: 4.0, grad: 4.0, optimizer: 8.0, autocast_cache: 2.0, fragmentation: 0.05 }
-        }
+        Stack::TorchEager | Stack::TorchCompile => StackMemory { param: 4.0, grad: 4.0, optimizer: 8.0, autocast_cache: 2.0, fragmentation: 0.05 },
     }
 }
 

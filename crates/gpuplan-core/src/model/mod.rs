@@ -164,8 +164,7 @@ impl Model {
         let h = self.hidden as f64;
         let l = self.n_layers as f64;
         let mut p = ParamCount {
-            embedding: self.vocab as f64 * h
-                + if self.position == Position::Learned { self.max_seq_len as f64 * h } else { 0.0 },
+            embedding: self.vocab as f64 * h + if self.position == Position::Learned { self.max_seq_len as f64 * h } else { 0.0 },
             lm_head: if self.tied_embeddings { 0.0 } else { self.vocab as f64 * h },
             attention: l * self.attention_params_per_layer(),
             norms: l * self.norm_params_per_layer()
@@ -256,14 +255,7 @@ pub(crate) mod tests {
     fn moe_active_params_count_top_k_experts() {
         let mut m = gpt3_175b();
         m.n_layers = 2;
-        m.moe = Some(Moe {
-            n_experts: 8,
-            top_k: 2,
-            expert_ffn_hidden: 1000,
-            n_shared_experts: 0,
-            shared_expert_ffn_hidden: 0,
-            first_dense_layers: 0,
-        });
+        m.moe = Some(Moe { n_experts: 8, top_k: 2, expert_ffn_hidden: 1000, n_shared_experts: 0, shared_expert_ffn_hidden: 0, first_dense_layers: 0 });
         let p = m.params();
         assert_eq!(p.dense_ffn, 0.0);
         let one_expert = 2.0 * 12288.0 * 1000.0 + 1000.0 + 12288.0;

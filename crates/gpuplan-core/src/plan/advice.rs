@@ -159,11 +159,7 @@ pub fn serve(s: &Scenario, headroom: f64, max_batch: u64, ttft_s: Option<f64>, t
             tpot_s: dec.map(|p| p.step_time.value()),
         }
     };
-    let meets = |p: &Point| {
-        p.fits
-            && ttft_s.is_none_or(|m| p.ttft_s.is_some_and(|t| t <= m))
-            && tpot_s.is_none_or(|m| p.tpot_s.is_some_and(|t| t <= m))
-    };
+    let meets = |p: &Point| p.fits && ttft_s.is_none_or(|m| p.ttft_s.is_some_and(|t| t <= m)) && tpot_s.is_none_or(|m| p.tpot_s.is_some_and(|t| t <= m));
     let largest_fitting = bisect(max_batch, |b| point(&mut s, b).fits);
     let largest = bisect(max_batch, |b| meets(&point(&mut s, b)));
     let mut sizes = powers_of_two_upto(max_batch);

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 
 use rayon::prelude::*;
 
-use crate::analytic::{self, Prediction, PredictError};
+use crate::analytic::{self, PredictError, Prediction};
 use crate::hardware::Dtype;
 use crate::memory;
 use crate::parallelism::{self, Infeasible, Schedule};
@@ -246,7 +246,9 @@ impl Pricing {
 pub enum Objective {
     Throughput,
     /// Time to train this many tokens.
-    TimeToTrain { tokens: f64 },
+    TimeToTrain {
+        tokens: f64,
+    },
     Cost,
     TokensPerJoule,
 }
@@ -306,7 +308,10 @@ pub enum Reason {
     /// TP groups that do not tile the NVLink domain (some would span two domains).
     TpStraddlesNvlink,
     Precision,
-    Indivisible { what: &'static str, by: &'static str },
+    Indivisible {
+        what: &'static str,
+        by: &'static str,
+    },
     Unsupported(&'static str),
     OutOfMemory,
     Headroom,
@@ -514,11 +519,8 @@ pub fn layouts(base: &Scenario, req: &Request) -> Result<Vec<Layout>, PlanError>
                             .collect(),
                     };
                     // ZeRO shards over data-parallel replicas; with one replica the stages are the same.
-                    let zeros: Vec<u32> = if req.mode == PlanMode::Serve || (dp == 1 && sp.zero.len() > 1 && n_experts.is_none()) {
-                        vec![0]
-                    } else {
-                        sp.zero.clone()
-                    };
+                    let zeros: Vec<u32> =
+                        if req.mode == PlanMode::Serve || (dp == 1 && sp.zero.len() > 1 && n_experts.is_none()) { vec![0] } else { sp.zero.clone() };
                     let recomputes: Vec<Recompute> = if req.mode == PlanMode::Serve { vec![Recompute::None] } else { sp.recompute.clone() };
                     let batches: Vec<(u64, u64)> = match req.mode {
                         PlanMode::Serve => sp.serve_batches.iter().map(|b| (*b, 0)).collect(),
@@ -526,7 +528,8 @@ pub fn layouts(base: &Scenario, req: &Request) -> Result<Vec<Layout>, PlanError>
                     };
                     for &vp in &vps {
                         for &ep in &eps {
-                            let l = Layout { n_gpus: n, tp, pp, vp, dp, cp, ep, zeros: zeros.clone(), recomputes: recomputes.clone(), batches: batches.clone() };
+                            let l =
+                                Layout { n_gpus: n, tp, pp, vp, dp, cp, ep, zeros: zeros.clone(), recomputes: recomputes.clone(), batches: batches.clone() };
                             if !l.is_empty(req) {
                                 out.push(l);
                             }

@@ -114,9 +114,15 @@ impl Process {
 pub enum Lengths {
     Fixed(u32),
     /// Uniform integers in [lo, hi].
-    Uniform { lo: u32, hi: u32 },
+    Uniform {
+        lo: u32,
+        hi: u32,
+    },
     /// Lognormal with this mean and log-space standard deviation `sigma`.
-    Lognormal { mean: f64, sigma: f64 },
+    Lognormal {
+        mean: f64,
+        sigma: f64,
+    },
 }
 
 impl Lengths {
@@ -202,7 +208,9 @@ pub fn generate(process: &Process, input: Lengths, output: Lengths, duration_s: 
 pub fn read_trace(text: &str) -> Result<Vec<Arrival>, String> {
     let mut rdr = csv::ReaderBuilder::new().trim(csv::Trim::All).from_reader(text.as_bytes());
     let headers = rdr.headers().map_err(|e| e.to_string())?.clone();
-    let col = |name: &str| headers.iter().position(|h| h == name).ok_or_else(|| format!("no `{name}` column (columns: {})", headers.iter().collect::<Vec<_>>().join(", ")));
+    let col = |name: &str| {
+        headers.iter().position(|h| h == name).ok_or_else(|| format!("no `{name}` column (columns: {})", headers.iter().collect::<Vec<_>>().join(", ")))
+    };
     let (a, i, o) = (col("arrival_s")?, col("input_len")?, col("output_len")?);
     let mut out = Vec::new();
     for (n, rec) in rdr.records().enumerate() {

@@ -88,7 +88,17 @@ pub struct HostOverhead {
 impl Default for HostOverhead {
     /// None: the op list's launches only, fully overlapped with the GPU.
     fn default() -> Self {
-        HostOverhead { per_iteration: Seconds::ZERO, per_sequence: Seconds::ZERO, per_layer_decode: Seconds::ZERO, per_layer_chunk: Seconds::ZERO, gpu_overlap: 1.0, time_scale: 1.0, graph_per_iteration: Seconds::ZERO, graph_per_layer: Seconds::ZERO, graph_per_layer_per_cache_gb: Seconds::ZERO }
+        HostOverhead {
+            per_iteration: Seconds::ZERO,
+            per_sequence: Seconds::ZERO,
+            per_layer_decode: Seconds::ZERO,
+            per_layer_chunk: Seconds::ZERO,
+            gpu_overlap: 1.0,
+            time_scale: 1.0,
+            graph_per_iteration: Seconds::ZERO,
+            graph_per_layer: Seconds::ZERO,
+            graph_per_layer_per_cache_gb: Seconds::ZERO,
+        }
     }
 }
 
@@ -210,7 +220,12 @@ pub const EAGER_SPREAD_LAG1: f64 = 0.62;
 
 /// The measured spread of a stack; only torch-eager has one.
 pub fn iteration_spread(stack: crate::workload::Stack) -> Option<IterationSpread> {
-    (stack == crate::workload::Stack::TorchEager).then_some(IterationSpread { decode_only: &EAGER_ITERATION_SPREAD, mixed: &EAGER_MIXED_ITERATION_SPREAD, graph: &GRAPH_ITERATION_SPREAD, lag1: EAGER_SPREAD_LAG1 })
+    (stack == crate::workload::Stack::TorchEager).then_some(IterationSpread {
+        decode_only: &EAGER_ITERATION_SPREAD,
+        mixed: &EAGER_MIXED_ITERATION_SPREAD,
+        graph: &GRAPH_ITERATION_SPREAD,
+        lag1: EAGER_SPREAD_LAG1,
+    })
 }
 
 impl IterationSpread {
@@ -534,7 +549,8 @@ impl<'a> IterCost<'a> {
                     // UNFUSED_BYTES_PER_SCORE, five kernels).
                     let keys = decode_keys as f64;
                     let scores = self.decode_attn.heads as f64 * keys;
-                    serial_per_layer = self.decode_attn.kv_bytes_per_key * keys / bw + self.cost_of(graph).memory_time(scores * UNFUSED_BYTES_PER_SCORE, 5).time.value();
+                    serial_per_layer =
+                        self.decode_attn.kv_bytes_per_key * keys / bw + self.cost_of(graph).memory_time(scores * UNFUSED_BYTES_PER_SCORE, 5).time.value();
                 }
                 None => attn.add(&da, 1.0),
             }

@@ -136,7 +136,20 @@ impl CudaGraphs {
 
 impl Default for SchedConfig {
     fn default() -> Self {
-        SchedConfig { max_batch: 256, token_budget: 8192, chunked_prefill: true, block_size: DEFAULT_BLOCK_SIZE, gpu_memory_utilization: DEFAULT_GPU_MEMORY_UTILIZATION, host_us: None, host_gpu_overlap: None, host_time_scale: None, decode_attention: DecodeAttention::Paged, iteration_spread: true, cuda_graphs: None, graph_us: None }
+        SchedConfig {
+            max_batch: 256,
+            token_budget: 8192,
+            chunked_prefill: true,
+            block_size: DEFAULT_BLOCK_SIZE,
+            gpu_memory_utilization: DEFAULT_GPU_MEMORY_UTILIZATION,
+            host_us: None,
+            host_gpu_overlap: None,
+            host_time_scale: None,
+            decode_attention: DecodeAttention::Paged,
+            iteration_spread: true,
+            cuda_graphs: None,
+            graph_us: None,
+        }
     }
 }
 
@@ -524,7 +537,18 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
         for _ in 0..p.n_replicas {
             ids.push(replicas.len());
             let free_slots = (0..p.sched.max_batch).map(Reverse).collect();
-            replicas.push(Replica { pool: pi, waiting: VecDeque::new(), running: Vec::new(), free_blocks: total_blocks, free_slots, spread_z: 0.0, busy: false, iter_power_w: 0.0, iter_time_s: 0.0, iter_tail_s: 0.0 });
+            replicas.push(Replica {
+                pool: pi,
+                waiting: VecDeque::new(),
+                running: Vec::new(),
+                free_blocks: total_blocks,
+                free_slots,
+                spread_z: 0.0,
+                busy: false,
+                iter_power_w: 0.0,
+                iter_time_s: 0.0,
+                iter_tail_s: 0.0,
+            });
         }
         let spread = p.sched.iteration_spread.then(|| cost::iteration_spread(p.scenario.workload.stack)).flatten();
         pools.push(PoolState { role: p.role, sched: p.sched, cost, room, total_blocks, gpus: p.gpus_per_replica(), replicas: ids, rr: 0, stats, spread });
@@ -623,7 +647,15 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
                 let pool = &mut pools[1];
                 let rid = route(pool, &replicas, deployment.routing);
                 let rec = &records[a as usize];
-                replicas[rid].waiting.push_back(Seq { req: a, target: rec.input_len, computed: rec.input_len, generated: 1, blocks: 0, sched: 0, slot: NO_SLOT });
+                replicas[rid].waiting.push_back(Seq {
+                    req: a,
+                    target: rec.input_len,
+                    computed: rec.input_len,
+                    generated: 1,
+                    blocks: 0,
+                    sched: 0,
+                    slot: NO_SLOT,
+                });
                 let _ = b;
                 wake = Some(rid);
             }
@@ -703,7 +735,11 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
             let graphs = pool.sched.cuda_graphs.filter(|g| g.prefill_step.is_some() || (batch.n_decode > 0 && scratch_chunks.is_empty()));
             let graph = graphs.filter(|_| batch.n_decode > 0).map(|g| g.padded(pool.sched.decode_attention, pool.sched.max_batch as u64, &batch));
             let (mut it, kind, tail) = match graphs {
-                None => (pool.cost.iteration(batch.n_decode, kv, &scratch_chunks, batch.rows), if scratch_chunks.is_empty() { cost::SpreadKind::DecodeOnly } else { cost::SpreadKind::Mixed }, 0.0),
+                None => (
+                    pool.cost.iteration(batch.n_decode, kv, &scratch_chunks, batch.rows),
+                    if scratch_chunks.is_empty() { cost::SpreadKind::DecodeOnly } else { cost::SpreadKind::Mixed },
+                    0.0,
+                ),
                 Some(g) => graph_iteration(&mut pool.cost, g, pool.sched.token_budget, graph, &scratch_chunks),
             };
             if let Some(spread) = &pool.spread {
@@ -795,7 +831,13 @@ fn route(pool: &mut PoolState, replicas: &[Replica], routing: Routing) -> usize 
 /// forward (a later chunk), then the host's time between iterations (returned too: the tokens are
 /// out before it). Power: the passes' time-weighted mean. The spread: the graphs' unless an eager
 /// forward ran.
-fn graph_iteration(cost: &mut IterCost, g: CudaGraphs, token_budget: u32, decode: Option<(u64, u64)>, chunks: &[Chunk]) -> (cost::IterTime, cost::SpreadKind, f64) {
+fn graph_iteration(
+    cost: &mut IterCost,
+    g: CudaGraphs,
+    token_budget: u32,
+    decode: Option<(u64, u64)>,
+    chunks: &[Chunk],
+) -> (cost::IterTime, cost::SpreadKind, f64) {
     let mut passes = Vec::with_capacity(chunks.len() + 1);
     if let Some((rows, kv)) = decode {
         passes.push(cost.graph_pass(rows, kv, &[], rows));
@@ -928,4 +970,3 @@ fn schedule(
     }
     Some(b)
 }
-

@@ -41,7 +41,10 @@ pub enum Miss {
     /// Cannot run (layout, memory, no KV room).
     Invalid(String),
     /// Requests left unserved or refused (overloaded, or too long for the cache).
-    Unserved { unfinished: u64, rejected: u64 },
+    Unserved {
+        unfinished: u64,
+        rejected: u64,
+    },
     Ttft(f64),
     Tpot(f64),
 }
@@ -102,7 +105,10 @@ pub fn deployment_of(base: &Scenario, c: &ServeCandidate, space: &ServeSpace) ->
     s.parallel.dp = 1;
     s.parallel.cp = 1;
     s.n_gpus = c.tp as u64;
-    Deployment { pools: vec![Pool { role: Role::Both, scenario: s, n_replicas: c.replicas() as u32, sched: SchedConfig { max_batch: c.max_batch, ..space.sched } }], routing: space.routing }
+    Deployment {
+        pools: vec![Pool { role: Role::Both, scenario: s, n_replicas: c.replicas() as u32, sched: SchedConfig { max_batch: c.max_batch, ..space.sched } }],
+        routing: space.routing,
+    }
 }
 
 /// Simulate one candidate and judge it against the targets.

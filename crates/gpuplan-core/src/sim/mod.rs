@@ -16,7 +16,6 @@
 //! Time is integer picoseconds (`SimTime`); events at equal times run in insertion order. No
 //! wall clock, no randomness: the same scenario gives the same trace, byte for byte.
 
-
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -115,8 +114,18 @@ struct TaskKey {
 #[derive(Debug, Clone)]
 enum SimStep {
     /// `host_sync`: host time that starts only once the GPU reaches the kernel (no run-ahead).
-    Kernel { name: &'static str, time: SimTime, bound: Bound, cpu: SimTime, launches: f64, host_sync: SimTime },
-    Comm { name: &'static str, comm: CommStep },
+    Kernel {
+        name: &'static str,
+        time: SimTime,
+        bound: Bound,
+        cpu: SimTime,
+        launches: f64,
+        host_sync: SimTime,
+    },
+    Comm {
+        name: &'static str,
+        comm: CommStep,
+    },
     /// Gradients of a layer are complete (last micro-batch): queue them for DP reduction.
     GradsReady,
     /// ZeRO-3: wait for this layer's parameters, and prefetch the next layer's.
@@ -366,11 +375,7 @@ impl Sim {
             (false, true) => SimTime::from_seconds(comm.latency + comm.step_latency * comm.steps as f64),
             (false, false) => SimTime(0),
         };
-        let links = if comm.crosses_network {
-            [Some(self.link(dev, NVLINK)), Some(self.link(dev, NIC))]
-        } else {
-            [Some(self.link(dev, NVLINK)), None]
-        };
+        let links = if comm.crosses_network { [Some(self.link(dev, NVLINK)), Some(self.link(dev, NIC))] } else { [Some(self.link(dev, NVLINK)), None] };
         let id = self.flows.len();
         let step_bytes = bytes / steps as f64;
         self.flows.push(Flow {
@@ -449,7 +454,11 @@ impl Sim {
             .iter()
             .map(|&f| {
                 let fl = &self.flows[f];
-                if fl.rate > 0.0 { fl.remaining / fl.rate } else { f64::INFINITY }
+                if fl.rate > 0.0 {
+                    fl.remaining / fl.rate
+                } else {
+                    f64::INFINITY
+                }
             })
             .fold(f64::INFINITY, f64::min);
         if next.is_finite() {
@@ -826,7 +835,14 @@ fn schedule(kind: Schedule, pp: u32, vp: u32, m: u32, d: u32) -> Vec<TaskKey> {
 
 /// Build a virtual stage's forward and backward step lists.
 fn chunk_lists(s: &Scenario, pr: &analytic::Priced, plan: &DpPlan, v: u32, n_v: u32, slow: f64, fsdp: bool, train: bool) -> (Vec<SimStep>, Vec<SimStep>) {
-    let copy = |name, t: Seconds| SimStep::Kernel { name, time: SimTime::from_seconds(t / slow), bound: Bound::Memory, cpu: SimTime(0), launches: 0.0, host_sync: SimTime(0) };
+    let copy = |name, t: Seconds| SimStep::Kernel {
+        name,
+        time: SimTime::from_seconds(t / slow),
+        bound: Bound::Memory,
+        cpu: SimTime(0),
+        launches: 0.0,
+        host_sync: SimTime(0),
+    };
     let counts = stage_layer_counts(s.model.n_layers, n_v);
     let first: u64 = counts[..v as usize].iter().sum();
     let here = counts[v as usize];
@@ -899,11 +915,8 @@ pub fn simulate(s: &Scenario, opts: &SimOptions) -> Result<SimResult, PredictErr
         let layers = stage_layer_counts(s.model.n_layers, pp)[d as usize].max(1);
         // Every virtual stage on this device adds its layers' gradients.
         let gathers_total = if fsdp { 2 * m as u64 * layers } else { 0 };
-        let tasks = if train {
-            schedule(pc.schedule, pp, vp, m, d)
-        } else {
-            (0..vp).map(|c| TaskKey { pass: Pass::Fwd, micro: 0, vstage: c * pp + d }).collect()
-        };
+        let tasks =
+            if train { schedule(pc.schedule, pp, vp, m, d) } else { (0..vp).map(|c| TaskKey { pass: Pass::Fwd, micro: 0, vstage: c * pp + d }).collect() };
         devices.push(Device::new(tasks, plan, layers, gathers_total));
     }
 
@@ -914,7 +927,13 @@ pub fn simulate(s: &Scenario, opts: &SimOptions) -> Result<SimResult, PredictErr
     for d in 0..pp {
         let mut caps = [0.0f64; 2];
         let dp = &devices[d as usize].plan;
-        let steps = lists[d as usize].iter().flat_map(|(f, b)| f.iter().chain(b.iter())).filter_map(|st| if let SimStep::Comm { comm, .. } = st { Some(comm) } else { None });
+        let steps = lists[d as usize].iter().flat_map(|(f, b)| f.iter().chain(b.iter())).filter_map(|st| {
+            if let SimStep::Comm { comm, .. } = st {
+                Some(comm)
+            } else {
+                None
+            }
+        });
         let extra = dp.grad.iter().chain(dp.param.iter()).map(|b| &b.step).chain(dp.layer_gather.iter()).chain(dp.layer_reduce.iter());
         for c in steps.chain(extra).chain(p2p.iter()) {
             caps[NVLINK] = caps[NVLINK].max(c.busbw.value());
@@ -965,7 +984,14 @@ mod tests {
     use crate::units::BytesPerSec;
 
     fn kernel(ms: f64) -> SimStep {
-        SimStep::Kernel { name: "k", time: SimTime::from_seconds(Seconds::ms(ms)), bound: Bound::Compute, cpu: SimTime(0), launches: 0.0, host_sync: SimTime(0) }
+        SimStep::Kernel {
+            name: "k",
+            time: SimTime::from_seconds(Seconds::ms(ms)),
+            bound: Bound::Compute,
+            cpu: SimTime(0),
+            launches: 0.0,
+            host_sync: SimTime(0),
+        }
     }
 
     fn comm(bytes: f64, gbps: f64, latency_us: f64) -> CommStep {

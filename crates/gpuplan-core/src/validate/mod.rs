@@ -37,7 +37,9 @@ impl Metric {
         match self {
             Metric::StepTime => m.step_time_s_median,
             // The busiest GPU's peak as NVML saw it (context and allocator cache included).
-            Metric::PeakMemory => m.peak_mem_bytes_per_gpu_nvml.iter().flatten().copied().fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x)))).map(|b| b / GIB),
+            Metric::PeakMemory => {
+                m.peak_mem_bytes_per_gpu_nvml.iter().flatten().copied().fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x)))).map(|b| b / GIB)
+            }
             Metric::Power => {
                 let v: Vec<f64> = m.avg_power_w_per_gpu.iter().flatten().copied().collect();
                 (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)

@@ -617,7 +617,9 @@ mod tests {
         fwd.iter()
             .chain(bwd.iter())
             .map(|op| match (&op.kind, causal_as_full) {
-                (OpKind::Attention { q_len, kv_len, .. }, true) => op.flops() / causal_fraction(*q_len, *kv_len) / if op.pass == Pass::Backward { 1.25 } else { 1.0 },
+                (OpKind::Attention { q_len, kv_len, .. }, true) => {
+                    op.flops() / causal_fraction(*q_len, *kv_len) / if op.pass == Pass::Backward { 1.25 } else { 1.0 }
+                }
                 _ => op.flops(),
             })
             .sum()

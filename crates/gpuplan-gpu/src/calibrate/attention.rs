@@ -92,16 +92,8 @@ impl Case {
     /// The GEMM shape of one batch element.
     pub fn shape(&self, p: Product) -> GemmShape {
         match p {
-            Product::Qk => GemmShape {
-                m: self.seq_q,
-                n: self.seq_kv,
-                k: self.head_dim,
-            },
-            Product::Pv => GemmShape {
-                m: self.seq_q,
-                n: self.head_dim,
-                k: self.seq_kv,
-            },
+            Product::Qk => GemmShape { m: self.seq_q, n: self.seq_kv, k: self.head_dim },
+            Product::Pv => GemmShape { m: self.seq_q, n: self.head_dim, k: self.seq_kv },
         }
     }
     /// FLOPs of the whole batch of one product.
@@ -118,21 +110,11 @@ impl Case {
 /// Prefill cases: s_q = s_kv = s, batch = [`SCORE_ELEMENTS`] / s^2. The reference of the
 /// cost model (s = 8192, d = 128) is in both modes.
 pub fn prefill_cases(quick: bool) -> Vec<Case> {
-    let seqs: &[u64] = if quick {
-        &[512, 2048, 8192]
-    } else {
-        &[512, 1024, 2048, 4096, 8192]
-    };
+    let seqs: &[u64] = if quick { &[512, 2048, 8192] } else { &[512, 1024, 2048, 4096, 8192] };
     let mut out = Vec::new();
     for &head_dim in &[64u64, 128] {
         for &s in seqs {
-            out.push(Case {
-                regime: Regime::Prefill,
-                seq_q: s,
-                seq_kv: s,
-                head_dim,
-                batch: (SCORE_ELEMENTS / (s * s)).max(1),
-            });
+            out.push(Case { regime: Regime::Prefill, seq_q: s, seq_kv: s, head_dim, batch: (SCORE_ELEMENTS / (s * s)).max(1) });
         }
     }
     out
@@ -140,22 +122,12 @@ pub fn prefill_cases(quick: bool) -> Vec<Case> {
 
 /// Memory-bound cases: s_q = GQA group size, d = 128, batch = [`DECODE_KV_BYTES`] / (s_kv d 2).
 pub fn decode_cases(quick: bool) -> Vec<Case> {
-    let (groups, seqs): (&[u64], &[u64]) = if quick {
-        (&[1, 8], &[4096])
-    } else {
-        (&[1, 2, 4, 8], &[1024, 2048, 4096, 8192])
-    };
+    let (groups, seqs): (&[u64], &[u64]) = if quick { (&[1, 8], &[4096]) } else { (&[1, 2, 4, 8], &[1024, 2048, 4096, 8192]) };
     let head_dim = 128;
     let mut out = Vec::new();
     for &g in groups {
         for &s_kv in seqs {
-            out.push(Case {
-                regime: Regime::Decode,
-                seq_q: g,
-                seq_kv: s_kv,
-                head_dim,
-                batch: (DECODE_KV_BYTES / (s_kv * head_dim * ELEM_BYTES)).max(1),
-            });
+            out.push(Case { regime: Regime::Decode, seq_q: g, seq_kv: s_kv, head_dim, batch: (DECODE_KV_BYTES / (s_kv * head_dim * ELEM_BYTES)).max(1) });
         }
     }
     out
@@ -190,10 +162,7 @@ impl AttnRow {
 
 /// Every (shape, batch) the cases run, for sizing the operands.
 pub fn batched_shapes(cases: &[Case]) -> Vec<(GemmShape, u64)> {
-    cases
-        .iter()
-        .flat_map(|c| Product::BOTH.map(|p| (c.shape(p), c.batch)))
-        .collect()
+    cases.iter().flat_map(|c| Product::BOTH.map(|p| (c.shape(p), c.batch))).collect()
 }
 
 /// Measure both products of `case` on `ops` (bf16 operands from [`batched_shapes`]).
@@ -206,22 +175,8 @@ pub fn measure(
     reps: Reps,
     sm_clock: &dyn Fn() -> Option<f64>,
 ) -> Result<AttnRow, CalibrateError> {
-    let Timed {
-        time,
-        sm_clock_mhz,
-        waves,
-        algo_index,
-        check_rel_err,
-    } = ge.measure_batched(ops, case.shape(p), case.batch, n_algos, reps, sm_clock)?;
-    Ok(AttnRow {
-        case,
-        product: p,
-        time,
-        sm_clock_mhz,
-        waves,
-        algo_index,
-        check_rel_err,
-    })
+    let Timed { time, sm_clock_mhz, waves, algo_index, check_rel_err } = ge.measure_batched(ops, case.shape(p), case.batch, n_algos, reps, sm_clock)?;
+    Ok(AttnRow { case, product: p, time, sm_clock_mhz, waves, algo_index, check_rel_err })
 }
 
 #[cfg(test)]
@@ -236,10 +191,7 @@ mod tests {
             for c in &cases {
                 for p in Product::BOTH {
                     let f = c.flops(p);
-                    assert!(
-                        (2f64.powi(36)..=2f64.powi(38)).contains(&f),
-                        "{c:?} {p:?}: {f:e}"
-                    );
+                    assert!((2f64.powi(36)..=2f64.powi(38)).contains(&f), "{c:?} {p:?}: {f:e}");
                     let s = c.shape(p);
                     for elems in [s.m * s.k, s.k * s.n, s.m * s.n] {
                         assert!(c.batch * elems * ELEM_BYTES <= 1 << 30, "{c:?} {p:?}");
@@ -249,11 +201,7 @@ mod tests {
         }
         assert_eq!(prefill_cases(false).len(), 10);
         // s = 8192: 8 sequence-heads; s = 512: 2048.
-        let b: Vec<u64> = prefill_cases(false)
-            .iter()
-            .map(|c| c.batch)
-            .take(5)
-            .collect();
+        let b: Vec<u64> = prefill_cases(false).iter().map(|c| c.batch).take(5).collect();
         assert_eq!(b, vec![2048, 512, 128, 32, 8]);
     }
 
@@ -276,36 +224,13 @@ mod tests {
 
     #[test]
     fn shapes_follow_attention() {
-        let c = Case {
-            regime: Regime::Prefill,
-            seq_q: 1024,
-            seq_kv: 2048,
-            head_dim: 64,
-            batch: 3,
-        };
-        assert_eq!(
-            c.shape(Product::Qk),
-            GemmShape {
-                m: 1024,
-                n: 2048,
-                k: 64
-            }
-        );
-        assert_eq!(
-            c.shape(Product::Pv),
-            GemmShape {
-                m: 1024,
-                n: 64,
-                k: 2048
-            }
-        );
+        let c = Case { regime: Regime::Prefill, seq_q: 1024, seq_kv: 2048, head_dim: 64, batch: 3 };
+        assert_eq!(c.shape(Product::Qk), GemmShape { m: 1024, n: 2048, k: 64 });
+        assert_eq!(c.shape(Product::Pv), GemmShape { m: 1024, n: 64, k: 2048 });
         // Equal FLOPs for both products: 2 s_q s_kv d per batch element.
         assert_eq!(c.flops(Product::Qk), c.flops(Product::Pv));
         assert_eq!(c.flops(Product::Qk), 2.0 * 3.0 * 1024.0 * 2048.0 * 64.0);
-        assert_eq!(
-            c.bytes(Product::Pv),
-            3 * (1024 * 2048 + 2048 * 64 + 1024 * 64) * 2
-        );
+        assert_eq!(c.bytes(Product::Pv), 3 * (1024 * 2048 + 2048 * 64 + 1024 * 64) * 2);
         assert_eq!(batched_shapes(&[c]).len(), 2);
     }
 }

@@ -52,9 +52,7 @@ fn nccl_err(e: nres::NcclError) -> CalibrateError {
 }
 
 pub fn nccl_version() -> Option<String> {
-    nres::get_nccl_version()
-        .ok()
-        .map(|v| format!("{}.{}.{}", v / 10000, (v / 100) % 100, v % 100))
+    nres::get_nccl_version().ok().map(|v| format!("{}.{}.{}", v / 10000, (v / 100) % 100, v % 100))
 }
 
 /// Communicators for a group of GPUs (indices into `gpus`), with send/recv buffers of `max_bytes`.
@@ -77,17 +75,12 @@ impl Drop for Group<'_> {
 }
 
 impl<'g> Group<'g> {
-    pub fn new(
-        members: Vec<&'g Gpu>,
-        max_bytes: usize,
-        seed: u32,
-    ) -> Result<Group<'g>, CalibrateError> {
+    pub fn new(members: Vec<&'g Gpu>, max_bytes: usize, seed: u32) -> Result<Group<'g>, CalibrateError> {
         // NVLink multicast (NVLS) stays off: it can take a shared host's GPUs out of service.
         std::env::set_var("NCCL_NVLS_ENABLE", "0");
         let ordinals: Vec<i32> = members.iter().map(|g| g.ordinal as i32).collect();
         let mut comms = vec![std::ptr::null_mut(); members.len()];
-        unsafe { nres::comm_init_all(comms.as_mut_ptr(), members.len() as i32, ordinals.as_ptr()) }
-            .map_err(nccl_err)?;
+        unsafe { nres::comm_init_all(comms.as_mut_ptr(), members.len() as i32, ordinals.as_ptr()) }.map_err(nccl_err)?;
         let mut send = Vec::new();
         let mut recv = Vec::new();
         for (r, g) in members.iter().enumerate() {
@@ -98,12 +91,7 @@ impl<'g> Group<'g> {
             send.push(s);
             recv.push(d);
         }
-        Ok(Group {
-            members,
-            comms,
-            send,
-            recv,
-        })
+        Ok(Group { members, comms, send, recv })
     }
 
     fn n(&self) -> usize {
@@ -119,47 +107,24 @@ impl<'g> Group<'g> {
         for r in 0..n {
             let g = self.members[r];
             let stream = g.stream.cu_stream() as nsys::cudaStream_t;
-            let (s, d) = (
-                self.send[r].ptr as *const c_void,
-                self.recv[r].ptr as *mut c_void,
-            );
+            let (s, d) = (self.send[r].ptr as *const c_void, self.recv[r].ptr as *mut c_void);
             let comm = self.comms[r];
             let count = (size / 2) as usize;
             unsafe {
                 match op {
-                    CollectiveOp::AllReduce => {
-                        nres::all_reduce(s, d, count, bf16, sum, comm, stream)
-                    }
-                    CollectiveOp::AllGather => {
-                        nres::all_gather(s, d, count / n, bf16, comm, stream)
-                    }
-                    CollectiveOp::ReduceScatter => {
-                        nres::reduce_scatter(s, d, count / n, bf16, sum, comm, stream)
-                    }
+                    CollectiveOp::AllReduce => nres::all_reduce(s, d, count, bf16, sum, comm, stream),
+                    CollectiveOp::AllGather => nres::all_gather(s, d, count / n, bf16, comm, stream),
+                    CollectiveOp::ReduceScatter => nres::reduce_scatter(s, d, count / n, bf16, sum, comm, stream),
                     CollectiveOp::AllToAll => {
                         let chunk = count / n;
                         let mut res = Ok(nres::NcclStatus::Success);
                         for p in 0..n {
                             let off = (p * chunk * 2) as u64;
-                            res = nres::send(
-                                (self.send[r].ptr + off) as *const c_void,
-                                chunk,
-                                bf16,
-                                p as i32,
-                                comm,
-                                stream,
-                            );
+                            res = nres::send((self.send[r].ptr + off) as *const c_void, chunk, bf16, p as i32, comm, stream);
                             if res.is_err() {
                                 break;
                             }
-                            res = nres::recv(
-                                (self.recv[r].ptr + off) as *mut c_void,
-                                chunk,
-                                bf16,
-                                p as i32,
-                                comm,
-                                stream,
-                            );
+                            res = nres::recv((self.recv[r].ptr + off) as *mut c_void, chunk, bf16, p as i32, comm, stream);
                             if res.is_err() {
                                 break;
                             }
@@ -169,8 +134,7 @@ impl<'g> Group<'g> {
                     CollectiveOp::SendRecv => {
                         let to = ((r + 1) % n) as i32;
                         let from = ((r + n - 1) % n) as i32;
-                        nres::send(s, count, bf16, to, comm, stream)
-                            .and_then(|_| nres::recv(d, count, bf16, from, comm, stream))
+                        nres::send(s, count, bf16, to, comm, stream).and_then(|_| nres::recv(d, count, bf16, from, comm, stream))
                     }
                 }
             }
@@ -199,11 +163,7 @@ impl<'g> Group<'g> {
     }
 
     pub fn measure(&self, op: CollectiveOp, size: u64, r: Reps) -> Result<CollRow, CalibrateError> {
-        let timers: Vec<Timer> = self
-            .members
-            .iter()
-            .map(|g| Timer::new(&g.ctx))
-            .collect::<Result<_, _>>()?;
+        let timers: Vec<Timer> = self.members.iter().map(|g| Timer::new(&g.ctx)).collect::<Result<_, _>>()?;
         for _ in 0..r.warmup.max(1) {
             self.issue(op, size)?;
         }
@@ -230,16 +190,8 @@ impl<'g> Group<'g> {
         for _ in 0..r.reps {
             samples.push(span(iters)?);
         }
-        let time = Percentiles::of(&samples).ok_or_else(|| CalibrateError::Check {
-            what: op.name().into(),
-            detail: "no valid timings".into(),
-        })?;
-        Ok(CollRow {
-            op,
-            n_ranks: self.n() as u32,
-            size_bytes: size,
-            time,
-        })
+        let time = Percentiles::of(&samples).ok_or_else(|| CalibrateError::Check { what: op.name().into(), detail: "no valid timings".into() })?;
+        Ok(CollRow { op, n_ranks: self.n() as u32, size_bytes: size, time })
     }
 
     /// All-reduce `elems` bf16 values and compare a prefix with the host-side sum.
@@ -283,14 +235,11 @@ pub fn sizes(lo: u64, hi: u64, step: u64) -> Vec<u64> {
 pub fn p2p(src: &Gpu, dst: &Gpu, sizes: &[u64], r: Reps) -> Result<Vec<P2pRow>, CalibrateError> {
     let max = *sizes.iter().max().unwrap_or(&1) as usize;
     let mut can = 0i32;
-    unsafe { dsys::cuDeviceCanAccessPeer(&mut can, src.ctx.cu_device(), dst.ctx.cu_device()) }
-        .result()?;
+    unsafe { dsys::cuDeviceCanAccessPeer(&mut can, src.ctx.cu_device(), dst.ctx.cu_device()) }.result()?;
     if can == 1 {
         src.ctx.bind_to_thread()?;
         let res = unsafe { dsys::cuCtxEnablePeerAccess(dst.ctx.cu_ctx(), 0) };
-        if res != dsys::cudaError_enum::CUDA_SUCCESS
-            && res != dsys::cudaError_enum::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
-        {
+        if res != dsys::cudaError_enum::CUDA_SUCCESS && res != dsys::cudaError_enum::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED {
             res.result()?;
         }
     }
@@ -301,37 +250,18 @@ pub fn p2p(src: &Gpu, dst: &Gpu, sizes: &[u64], r: Reps) -> Result<Vec<P2pRow>, 
     for &size in sizes {
         let t = super::gpu::time_op(&src.ctx, &src.stream, r, || {
             unsafe {
-                cudarc::driver::result::memcpy_peer_async(
-                    dst.ctx.cu_ctx(),
-                    b.ptr,
-                    src.ctx.cu_ctx(),
-                    a.ptr,
-                    size as usize,
-                    src.stream.cu_stream(),
-                )?;
+                cudarc::driver::result::memcpy_peer_async(dst.ctx.cu_ctx(), b.ptr, src.ctx.cu_ctx(), a.ptr, size as usize, src.stream.cu_stream())?;
             }
             Ok(())
         })?;
-        let time = Percentiles::of(&t).ok_or_else(|| CalibrateError::Check {
-            what: "p2p".into(),
-            detail: "no valid timings".into(),
-        })?;
-        rows.push(P2pRow {
-            src: src.ordinal,
-            dst: dst.ordinal,
-            peer_access: can == 1,
-            size_bytes: size,
-            time,
-        });
+        let time = Percentiles::of(&t).ok_or_else(|| CalibrateError::Check { what: "p2p".into(), detail: "no valid timings".into() })?;
+        rows.push(P2pRow { src: src.ordinal, dst: dst.ordinal, peer_access: can == 1, size_bytes: size, time });
     }
     // Check: the last copy's first bytes arrived.
     src.stream.synchronize()?;
     let n = (max.min(4096)) & !3;
     if src.read_bytes(a.ptr, n)? != dst.read_bytes(b.ptr, n)? {
-        return Err(CalibrateError::Check {
-            what: format!("p2p {} -> {}", src.ordinal, dst.ordinal),
-            detail: "copied bytes differ".into(),
-        });
+        return Err(CalibrateError::Check { what: format!("p2p {} -> {}", src.ordinal, dst.ordinal), detail: "copied bytes differ".into() });
     }
     Ok(rows)
 }

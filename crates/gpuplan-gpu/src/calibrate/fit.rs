@@ -33,11 +33,7 @@ pub fn weighted_line(x: &[f64], y: &[f64], w: &[f64]) -> Result<(f64, f64), FitE
     let a = DMatrix::from_fn(n, 2, |i, j| if j == 0 { w[i] } else { w[i] * x[i] });
     let b = DVector::from_fn(n, |i, _| w[i] * y[i]);
     let svd = a.svd(true, true);
-    if svd
-        .singular_values
-        .iter()
-        .any(|s| *s < 1e-12 * svd.singular_values.max())
-    {
+    if svd.singular_values.iter().any(|s| *s < 1e-12 * svd.singular_values.max()) {
         return Err(FitError::Degenerate);
     }
     let sol = svd.solve(&b, 1e-15).map_err(|_| FitError::Degenerate)?;
@@ -47,16 +43,9 @@ pub fn weighted_line(x: &[f64], y: &[f64], w: &[f64]) -> Result<(f64, f64), FitE
 /// Fit time = latency + bytes / bandwidth over (bytes, seconds) points. Latency is clamped at zero
 /// (refit through the origin) and bandwidth must come out positive.
 pub fn latency_bandwidth(points: &[(f64, f64)]) -> Result<LinearFit, FitError> {
-    let pts: Vec<(f64, f64)> = points
-        .iter()
-        .copied()
-        .filter(|(x, t)| *x > 0.0 && *t > 0.0 && x.is_finite() && t.is_finite())
-        .collect();
+    let pts: Vec<(f64, f64)> = points.iter().copied().filter(|(x, t)| *x > 0.0 && *t > 0.0 && x.is_finite() && t.is_finite()).collect();
     if pts.len() < 2 {
-        return Err(FitError::TooFewPoints {
-            need: 2,
-            got: pts.len(),
-        });
+        return Err(FitError::TooFewPoints { need: 2, got: pts.len() });
     }
     let x: Vec<f64> = pts.iter().map(|p| p.0).collect();
     let y: Vec<f64> = pts.iter().map(|p| p.1).collect();
@@ -72,26 +61,14 @@ pub fn latency_bandwidth(points: &[(f64, f64)]) -> Result<LinearFit, FitError> {
     if b.is_nan() || b <= 0.0 {
         return Err(FitError::Degenerate);
     }
-    let rms = ((0..x.len())
-        .map(|i| ((a + b * x[i]) / y[i] - 1.0).powi(2))
-        .sum::<f64>()
-        / x.len() as f64)
-        .sqrt();
-    Ok(LinearFit {
-        latency: a,
-        bandwidth: 1.0 / b,
-        rms_rel_err: rms,
-        n_points: x.len(),
-    })
+    let rms = ((0..x.len()).map(|i| ((a + b * x[i]) / y[i] - 1.0).powi(2)).sum::<f64>() / x.len() as f64).sqrt();
+    Ok(LinearFit { latency: a, bandwidth: 1.0 / b, rms_rel_err: rms, n_points: x.len() })
 }
 
 /// watts = intercept + slope * activity (ordinary least squares).
 pub fn power_line(points: &[(f64, f64)]) -> Result<(f64, f64), FitError> {
     if points.len() < 2 {
-        return Err(FitError::TooFewPoints {
-            need: 2,
-            got: points.len(),
-        });
+        return Err(FitError::TooFewPoints { need: 2, got: points.len() });
     }
     let x: Vec<f64> = points.iter().map(|p| p.0).collect();
     let y: Vec<f64> = points.iter().map(|p| p.1).collect();
@@ -128,14 +105,8 @@ mod tests {
 
     #[test]
     fn too_few_points() {
-        assert_eq!(
-            latency_bandwidth(&[(1.0, 1.0)]),
-            Err(FitError::TooFewPoints { need: 2, got: 1 })
-        );
-        assert_eq!(
-            latency_bandwidth(&[(1.0, 1.0), (1.0, 1.0)]),
-            Err(FitError::Degenerate)
-        );
+        assert_eq!(latency_bandwidth(&[(1.0, 1.0)]), Err(FitError::TooFewPoints { need: 2, got: 1 }));
+        assert_eq!(latency_bandwidth(&[(1.0, 1.0), (1.0, 1.0)]), Err(FitError::Degenerate));
     }
 
     #[test]
@@ -148,10 +119,7 @@ mod tests {
 /// watts = idle + a * gemm_util + b * hbm_util over the load phases (least squares).
 pub fn power_plane(points: &[(f64, f64, f64)]) -> Result<(f64, f64, f64), FitError> {
     if points.len() < 3 {
-        return Err(FitError::TooFewPoints {
-            need: 3,
-            got: points.len(),
-        });
+        return Err(FitError::TooFewPoints { need: 3, got: points.len() });
     }
     let n = points.len();
     let a = DMatrix::from_fn(n, 3, |i, j| match j {
@@ -161,11 +129,7 @@ pub fn power_plane(points: &[(f64, f64, f64)]) -> Result<(f64, f64, f64), FitErr
     });
     let b = DVector::from_fn(n, |i, _| points[i].2);
     let svd = a.svd(true, true);
-    if svd
-        .singular_values
-        .iter()
-        .any(|s| *s < 1e-9 * svd.singular_values.max())
-    {
+    if svd.singular_values.iter().any(|s| *s < 1e-9 * svd.singular_values.max()) {
         return Err(FitError::Degenerate);
     }
     let x = svd.solve(&b, 1e-12).map_err(|_| FitError::Degenerate)?;
@@ -179,12 +143,7 @@ mod plane_tests {
     #[test]
     fn power_plane_recovers_coefficients() {
         let f = |g: f64, h: f64| 95.0 + 600.0 * g + 250.0 * h;
-        let pts = [
-            (0.0, 0.0, f(0.0, 0.0)),
-            (1.0, 0.0, f(1.0, 0.0)),
-            (0.0, 1.0, f(0.0, 1.0)),
-            (0.7, 0.5, f(0.7, 0.5)),
-        ];
+        let pts = [(0.0, 0.0, f(0.0, 0.0)), (1.0, 0.0, f(1.0, 0.0)), (0.0, 1.0, f(0.0, 1.0)), (0.7, 0.5, f(0.7, 0.5))];
         let (i, a, b) = power_plane(&pts).unwrap();
         assert!((i - 95.0).abs() < 1e-6 && (a - 600.0).abs() < 1e-6 && (b - 250.0).abs() < 1e-6);
     }

@@ -78,34 +78,10 @@ fn types(dtype: Dtype) -> Option<Types> {
     use lt::cublasComputeType_t::*;
     use lt::cudaDataType_t::*;
     Some(match dtype {
-        Dtype::Bf16 => Types {
-            ab: CUDA_R_16BF,
-            cd: CUDA_R_16BF,
-            compute: CUBLAS_COMPUTE_32F,
-            in_elem: Elem::Bf16,
-            out_elem: Elem::Bf16,
-        },
-        Dtype::Fp16 => Types {
-            ab: CUDA_R_16F,
-            cd: CUDA_R_16F,
-            compute: CUBLAS_COMPUTE_32F,
-            in_elem: Elem::F16,
-            out_elem: Elem::F16,
-        },
-        Dtype::Tf32 => Types {
-            ab: CUDA_R_32F,
-            cd: CUDA_R_32F,
-            compute: CUBLAS_COMPUTE_32F_FAST_TF32,
-            in_elem: Elem::F32,
-            out_elem: Elem::F32,
-        },
-        Dtype::Fp8 => Types {
-            ab: CUDA_R_8F_E4M3,
-            cd: CUDA_R_16BF,
-            compute: CUBLAS_COMPUTE_32F,
-            in_elem: Elem::E4m3,
-            out_elem: Elem::Bf16,
-        },
+        Dtype::Bf16 => Types { ab: CUDA_R_16BF, cd: CUDA_R_16BF, compute: CUBLAS_COMPUTE_32F, in_elem: Elem::Bf16, out_elem: Elem::Bf16 },
+        Dtype::Fp16 => Types { ab: CUDA_R_16F, cd: CUDA_R_16F, compute: CUBLAS_COMPUTE_32F, in_elem: Elem::F16, out_elem: Elem::F16 },
+        Dtype::Tf32 => Types { ab: CUDA_R_32F, cd: CUDA_R_32F, compute: CUBLAS_COMPUTE_32F_FAST_TF32, in_elem: Elem::F32, out_elem: Elem::F32 },
+        Dtype::Fp8 => Types { ab: CUDA_R_8F_E4M3, cd: CUDA_R_16BF, compute: CUBLAS_COMPUTE_32F, in_elem: Elem::E4m3, out_elem: Elem::Bf16 },
         _ => return None,
     })
 }
@@ -165,11 +141,7 @@ impl<'g> Gemm<'g> {
         let mut handle = std::ptr::null_mut();
         check(unsafe { lt::cublasLtCreate(&mut handle) })?;
         let workspace = gpu.alloc(WORKSPACE_BYTES)?;
-        Ok(Gemm {
-            gpu,
-            handle,
-            workspace,
-        })
+        Ok(Gemm { gpu, handle, workspace })
     }
 
     pub fn version() -> usize {
@@ -186,25 +158,14 @@ impl<'g> Gemm<'g> {
     }
 
     /// Allocate and randomly fill operands big enough for every shape in `shapes`.
-    pub fn operands(
-        &self,
-        dtype: Dtype,
-        shapes: &[GemmShape],
-        seed: u32,
-    ) -> Result<Operands, CalibrateError> {
+    pub fn operands(&self, dtype: Dtype, shapes: &[GemmShape], seed: u32) -> Result<Operands, CalibrateError> {
         let batched: Vec<(GemmShape, u64)> = shapes.iter().map(|&s| (s, 1)).collect();
         self.batched_operands(dtype, &batched, seed)
     }
 
     /// Allocate and randomly fill operands big enough for every (shape, batch) in `shapes`.
-    pub fn batched_operands(
-        &self,
-        dtype: Dtype,
-        shapes: &[(GemmShape, u64)],
-        seed: u32,
-    ) -> Result<Operands, CalibrateError> {
-        let t = types(dtype)
-            .ok_or_else(|| CalibrateError::Unsupported(format!("GEMM in `{}`", dtype.name())))?;
+    pub fn batched_operands(&self, dtype: Dtype, shapes: &[(GemmShape, u64)], seed: u32) -> Result<Operands, CalibrateError> {
+        let t = types(dtype).ok_or_else(|| CalibrateError::Unsupported(format!("GEMM in `{}`", dtype.name())))?;
         let max_a = shapes.iter().map(|(s, b)| b * s.m * s.k).max().unwrap_or(1) as usize;
         let max_b = shapes.iter().map(|(s, b)| b * s.k * s.n).max().unwrap_or(1) as usize;
         let max_c = shapes.iter().map(|(s, b)| b * s.m * s.n).max().unwrap_or(1) as usize;
@@ -213,70 +174,31 @@ impl<'g> Gemm<'g> {
         let c = self.gpu.alloc(max_c * t.out_elem.size())?;
         // Values in [-1, 1): sums of k products stay far from overflow in every dtype.
         self.gpu.fill_random(&a, t.in_elem, seed, 1.0)?;
-        self.gpu
-            .fill_random(&b, t.in_elem, seed.wrapping_add(1), 1.0)?;
-        self.gpu
-            .fill_random(&c, t.out_elem, seed.wrapping_add(2), 1.0)?;
+        self.gpu.fill_random(&b, t.in_elem, seed.wrapping_add(1), 1.0)?;
+        self.gpu.fill_random(&c, t.out_elem, seed.wrapping_add(2), 1.0)?;
         Ok(Operands { dtype, a, b, c })
     }
 
-    fn plan(
-        &self,
-        dtype: Dtype,
-        s: GemmShape,
-        batch: u64,
-        n_algos: usize,
-    ) -> Result<Plan, CalibrateError> {
+    fn plan(&self, dtype: Dtype, s: GemmShape, batch: u64, n_algos: usize) -> Result<Plan, CalibrateError> {
         use lt::cublasLtMatmulDescAttributes_t::*;
-        let t = types(dtype)
-            .ok_or_else(|| CalibrateError::Unsupported(format!("GEMM in `{}`", dtype.name())))?;
+        let t = types(dtype).ok_or_else(|| CalibrateError::Unsupported(format!("GEMM in `{}`", dtype.name())))?;
         unsafe {
             let mut desc = std::ptr::null_mut();
-            check(lt::cublasLtMatmulDescCreate(
-                &mut desc,
-                t.compute,
-                lt::cudaDataType_t::CUDA_R_32F,
-            ))?;
+            check(lt::cublasLtMatmulDescCreate(&mut desc, t.compute, lt::cudaDataType_t::CUDA_R_32F))?;
             let ta: i32 = 1; // CUBLAS_OP_T
             let tb: i32 = 0; // CUBLAS_OP_N
-            check(lt::cublasLtMatmulDescSetAttribute(
-                desc,
-                CUBLASLT_MATMUL_DESC_TRANSA,
-                &ta as *const _ as *const c_void,
-                std::mem::size_of_val(&ta),
-            ))?;
-            check(lt::cublasLtMatmulDescSetAttribute(
-                desc,
-                CUBLASLT_MATMUL_DESC_TRANSB,
-                &tb as *const _ as *const c_void,
-                std::mem::size_of_val(&tb),
-            ))?;
+            check(lt::cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta as *const _ as *const c_void, std::mem::size_of_val(&ta)))?;
+            check(lt::cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb as *const _ as *const c_void, std::mem::size_of_val(&tb)))?;
             let mut a = std::ptr::null_mut();
             let mut b = std::ptr::null_mut();
             let mut c = std::ptr::null_mut();
-            check(lt::cublasLtMatrixLayoutCreate(
-                &mut a, t.ab, s.k, s.m, s.k as i64,
-            ))?;
-            check(lt::cublasLtMatrixLayoutCreate(
-                &mut b, t.ab, s.k, s.n, s.k as i64,
-            ))?;
-            check(lt::cublasLtMatrixLayoutCreate(
-                &mut c, t.cd, s.m, s.n, s.m as i64,
-            ))?;
+            check(lt::cublasLtMatrixLayoutCreate(&mut a, t.ab, s.k, s.m, s.k as i64))?;
+            check(lt::cublasLtMatrixLayoutCreate(&mut b, t.ab, s.k, s.n, s.k as i64))?;
+            check(lt::cublasLtMatrixLayoutCreate(&mut c, t.cd, s.m, s.n, s.m as i64))?;
             // Owns the layouts from here on, so that every error path below destroys them.
-            let mut plan = Plan {
-                desc,
-                a,
-                b,
-                c,
-                algos: Vec::new(),
-            };
+            let mut plan = Plan { desc, a, b, c, algos: Vec::new() };
             if batch > 1 {
-                let count = i32::try_from(batch).map_err(|_| {
-                    CalibrateError::Unsupported(format!(
-                        "a batch of {batch} GEMMs (cuBLASLt counts in int32)"
-                    ))
-                })?;
+                let count = i32::try_from(batch).map_err(|_| CalibrateError::Unsupported(format!("a batch of {batch} GEMMs (cuBLASLt counts in int32)")))?;
                 for (layout, stride) in [(a, s.m * s.k), (b, s.k * s.n), (c, s.m * s.n)] {
                     let stride = stride as i64;
                     check(lt::cublasLtMatrixLayoutSetAttribute(
@@ -302,21 +224,9 @@ impl<'g> Gemm<'g> {
                 &ws as *const _ as *const c_void,
                 8,
             ))?;
-            let mut results: Vec<lt::cublasLtMatmulHeuristicResult_t> =
-                vec![std::mem::zeroed(); n_algos.max(1)];
+            let mut results: Vec<lt::cublasLtMatmulHeuristicResult_t> = vec![std::mem::zeroed(); n_algos.max(1)];
             let mut got = 0;
-            let st = lt::cublasLtMatmulAlgoGetHeuristic(
-                self.handle,
-                desc,
-                a,
-                b,
-                c,
-                c,
-                pref,
-                results.len() as i32,
-                results.as_mut_ptr(),
-                &mut got,
-            );
+            let st = lt::cublasLtMatmulAlgoGetHeuristic(self.handle, desc, a, b, c, c, pref, results.len() as i32, results.as_mut_ptr(), &mut got);
             let _ = lt::cublasLtMatmulPreferenceDestroy(pref);
             let none = || {
                 CalibrateError::NoAlgorithm(format!(
@@ -325,11 +235,7 @@ impl<'g> Gemm<'g> {
                     s.m,
                     s.n,
                     s.k,
-                    if batch > 1 {
-                        format!(" x {batch}")
-                    } else {
-                        String::new()
-                    }
+                    if batch > 1 { format!(" x {batch}") } else { String::new() }
                 ))
             };
             // NOT_SUPPORTED: no heuristic for this configuration at all.
@@ -374,14 +280,7 @@ impl<'g> Gemm<'g> {
     }
 
     /// Measure one shape: try up to `n_algos` heuristic picks, time the fastest with `reps`.
-    pub fn measure(
-        &self,
-        ops: &Operands,
-        s: GemmShape,
-        n_algos: usize,
-        reps: Reps,
-        sm_clock: &dyn Fn() -> Option<f64>,
-    ) -> Result<GemmRow, CalibrateError> {
+    pub fn measure(&self, ops: &Operands, s: GemmShape, n_algos: usize, reps: Reps, sm_clock: &dyn Fn() -> Option<f64>) -> Result<GemmRow, CalibrateError> {
         let t = self.measure_batched(ops, s, 1, n_algos, reps, sm_clock)?;
         Ok(GemmRow {
             dtype: ops.dtype,
@@ -408,17 +307,9 @@ impl<'g> Gemm<'g> {
         let plan = self.plan(ops.dtype, s, batch, n_algos)?;
         let mut best = (0usize, f64::INFINITY);
         if plan.algos.len() > 1 {
-            let trial = Reps {
-                warmup: 1,
-                reps: 3,
-                min_batch_s: reps.min_batch_s / 2.0,
-                max_iters: reps.max_iters,
-                settle_s: 0.0,
-            };
+            let trial = Reps { warmup: 1, reps: 3, min_batch_s: reps.min_batch_s / 2.0, max_iters: reps.max_iters, settle_s: 0.0 };
             for i in 0..plan.algos.len() {
-                let t = time_op(&self.gpu.ctx, &self.gpu.stream, trial, || {
-                    self.launch(&plan, i, ops)
-                })?;
+                let t = time_op(&self.gpu.ctx, &self.gpu.stream, trial, || self.launch(&plan, i, ops))?;
                 let p = Percentiles::of(&t).map(|p| p.p50).unwrap_or(f64::INFINITY);
                 if p < best.1 {
                     best = (i, p);
@@ -437,66 +328,34 @@ impl<'g> Gemm<'g> {
             times.push(());
             r
         })?;
-        let time = Percentiles::of(&samples).ok_or_else(|| CalibrateError::Check {
-            what: "gemm".into(),
-            detail: "no valid timings".into(),
-        })?;
+        let time = Percentiles::of(&samples).ok_or_else(|| CalibrateError::Check { what: "gemm".into(), detail: "no valid timings".into() })?;
         let check_rel_err = self.check_output(ops, s, batch)?;
         if check_rel_err.is_nan() || check_rel_err >= 0.05 {
-            let batched = if batch > 1 {
-                format!(" x {batch}")
-            } else {
-                String::new()
-            };
+            let batched = if batch > 1 { format!(" x {batch}") } else { String::new() };
             return Err(CalibrateError::Check {
                 what: format!("gemm {} {}x{}x{}{batched}", ops.dtype.name(), s.m, s.n, s.k),
                 detail: format!("sampled outputs differ from a float64 reference by {check_rel_err:.3e} (relative)"),
             });
         }
-        Ok(Timed {
-            time,
-            sm_clock_mhz: clock,
-            waves: plan.algos[algo].wavesCount,
-            algo_index: algo,
-            check_rel_err,
-        })
+        Ok(Timed { time, sm_clock_mhz: clock, waves: plan.algos[algo].wavesCount, algo_index: algo, check_rel_err })
     }
 
     /// Compare a few output elements with a float64 dot product of the same (decoded) inputs.
     /// Error is relative to the root-sum-square of the products (the natural scale of a sum of
     /// k random-signed terms), so it is meaningful even where the output is near zero. In a
     /// batch, the samples come from the first, last and two middle batch elements.
-    fn check_output(
-        &self,
-        ops: &Operands,
-        s: GemmShape,
-        batch: u64,
-    ) -> Result<f64, CalibrateError> {
+    fn check_output(&self, ops: &Operands, s: GemmShape, batch: u64) -> Result<f64, CalibrateError> {
         let t = types(ops.dtype).expect("checked in plan");
         let (ie, oe) = (t.in_elem.size(), t.out_elem.size());
         let mut worst: f64 = 0.0;
         let last = batch.max(1) - 1;
-        let picks = [
-            (0, 0, 0),
-            (last, s.m - 1, s.n - 1),
-            (batch / 2, s.m / 2, s.n / 3),
-            (batch / 3, s.m / 3 + 1, s.n / 2 + 1),
-        ];
+        let picks = [(0, 0, 0), (last, s.m - 1, s.n - 1), (batch / 2, s.m / 2, s.n / 3), (batch / 3, s.m / 3 + 1, s.n / 2 + 1)];
         for (bi, i, j) in picks {
             // Clamped for tiny dimensions (decode-like GEMMs with m = 1).
             let (i, j) = (i.min(s.m - 1), j.min(s.n - 1));
-            let arow = self.gpu.read_bytes(
-                ops.a.ptr_at((bi * s.m * s.k + i * s.k) as usize * ie),
-                s.k as usize * ie,
-            )?;
-            let bcol = self.gpu.read_bytes(
-                ops.b.ptr_at((bi * s.k * s.n + j * s.k) as usize * ie),
-                s.k as usize * ie,
-            )?;
-            let c = self.gpu.read_bytes(
-                ops.c.ptr_at((bi * s.m * s.n + i + j * s.m) as usize * oe),
-                oe,
-            )?;
+            let arow = self.gpu.read_bytes(ops.a.ptr_at((bi * s.m * s.k + i * s.k) as usize * ie), s.k as usize * ie)?;
+            let bcol = self.gpu.read_bytes(ops.b.ptr_at((bi * s.k * s.n + j * s.k) as usize * ie), s.k as usize * ie)?;
+            let c = self.gpu.read_bytes(ops.c.ptr_at((bi * s.m * s.n + i + j * s.m) as usize * oe), oe)?;
             let (mut dot, mut rss) = (0.0f64, 0.0f64);
             for l in 0..s.k as usize {
                 let p = t.in_elem.decode(&arow[l * ie..]) * t.in_elem.decode(&bcol[l * ie..]);
@@ -512,12 +371,7 @@ impl<'g> Gemm<'g> {
 
     /// Run `shape` back to back, 16 at a time, until `until` (at least 16; power phases).
     /// Returns the number of GEMMs run.
-    pub fn sustain(
-        &self,
-        ops: &Operands,
-        s: GemmShape,
-        until: std::time::Instant,
-    ) -> Result<u64, CalibrateError> {
+    pub fn sustain(&self, ops: &Operands, s: GemmShape, until: std::time::Instant) -> Result<u64, CalibrateError> {
         let plan = self.plan(ops.dtype, s, 1, 1)?;
         let mut n = 0u64;
         loop {
@@ -540,31 +394,13 @@ impl<'g> Gemm<'g> {
 /// measurements (`CostModel::gemm_efficiency`), and a 2048/512 gap priced an 8B model's
 /// 768-1024-token prefill 5-8% slow (calibration/runs/serve/FIT.md).
 pub fn llm_shapes(quick: bool) -> Vec<GemmShape> {
-    let ms: &[u64] = if quick {
-        &[2048, 8192]
-    } else {
-        &[256, 512, 1024, 2048, 8192, 16384]
-    };
+    let ms: &[u64] = if quick { &[2048, 8192] } else { &[256, 512, 1024, 2048, 8192, 16384] };
     let nks: &[(u64, u64)] = if quick {
         &[(6144, 4096), (4096, 14336), (28672, 8192), (5000, 4000)]
     } else {
-        &[
-            (6144, 4096),
-            (4096, 4096),
-            (28672, 4096),
-            (4096, 14336),
-            (10240, 8192),
-            (28672, 8192),
-            (8192, 28672),
-            (5000, 4000),
-            (1024, 8192),
-        ]
+        &[(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336), (10240, 8192), (28672, 8192), (8192, 28672), (5000, 4000), (1024, 8192)]
     };
-    let mut out = vec![GemmShape {
-        m: 8192,
-        n: 8192,
-        k: 8192,
-    }];
+    let mut out = vec![GemmShape { m: 8192, n: 8192, k: 8192 }];
     for &m in ms {
         for &(n, k) in nks {
             out.push(GemmShape { m, n, k });
@@ -576,16 +412,6 @@ pub fn llm_shapes(quick: bool) -> Vec<GemmShape> {
 /// Wave quantization: m = k = 8192, n stepping across multiples of the tile width.
 pub fn wave_shapes(quick: bool) -> Vec<GemmShape> {
     // n = 8192 itself is the reference shape, measured first in `llm_shapes`.
-    let ns: &[u64] = if quick {
-        &[8064, 8320]
-    } else {
-        &[7936, 8064, 8128, 8200, 8256, 8320, 8448, 8704]
-    };
-    ns.iter()
-        .map(|&n| GemmShape {
-            m: 8192,
-            n,
-            k: 8192,
-        })
-        .collect()
+    let ns: &[u64] = if quick { &[8064, 8320] } else { &[7936, 8064, 8128, 8200, 8256, 8320, 8448, 8704] };
+    ns.iter().map(|&n| GemmShape { m: 8192, n, k: 8192 }).collect()
 }

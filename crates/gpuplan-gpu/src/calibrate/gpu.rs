@@ -6,10 +6,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{
-    result as dres, sys, CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig,
-    PushKernelArg,
-};
+use cudarc::driver::{result as dres, sys, CudaContext, CudaFunction, CudaModule, CudaStream, LaunchConfig, PushKernelArg};
 
 use super::CalibrateError;
 
@@ -25,11 +22,7 @@ pub enum KernelSource {
 }
 
 impl KernelSource {
-    pub const ALL: [KernelSource; 3] = [
-        KernelSource::Init,
-        KernelSource::Hbm,
-        KernelSource::Elementwise,
-    ];
+    pub const ALL: [KernelSource; 3] = [KernelSource::Init, KernelSource::Hbm, KernelSource::Elementwise];
     pub fn source(self) -> &'static str {
         match self {
             KernelSource::Init => include_str!("../../kernels/init.cu"),
@@ -93,15 +86,9 @@ impl Kernel {
     }
     pub fn source(self) -> KernelSource {
         match self {
-            Kernel::FillF32 | Kernel::FillBf16 | Kernel::FillF16 | Kernel::FillE4m3 => {
-                KernelSource::Init
-            }
-            Kernel::HbmRead | Kernel::HbmWrite | Kernel::HbmCopy | Kernel::Empty => {
-                KernelSource::Hbm
-            }
-            Kernel::RmsNormBf16 | Kernel::SiluMulBf16 | Kernel::SoftmaxBf16 => {
-                KernelSource::Elementwise
-            }
+            Kernel::FillF32 | Kernel::FillBf16 | Kernel::FillF16 | Kernel::FillE4m3 => KernelSource::Init,
+            Kernel::HbmRead | Kernel::HbmWrite | Kernel::HbmCopy | Kernel::Empty => KernelSource::Hbm,
+            Kernel::RmsNormBf16 | Kernel::SiluMulBf16 | Kernel::SoftmaxBf16 => KernelSource::Elementwise,
         }
     }
 }
@@ -159,9 +146,7 @@ impl Elem {
     pub fn decode(self, b: &[u8]) -> f64 {
         match self {
             Elem::F32 => f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-            Elem::Bf16 => f64::from(f32::from_bits(
-                u32::from(u16::from_le_bytes([b[0], b[1]])) << 16,
-            )),
+            Elem::Bf16 => f64::from(f32::from_bits(u32::from(u16::from_le_bytes([b[0], b[1]])) << 16)),
             Elem::F16 => f16_to_f64(u16::from_le_bytes([b[0], b[1]])),
             Elem::E4m3 => e4m3_to_f64(b[0]),
         }
@@ -214,14 +199,7 @@ pub struct Gpu {
 fn uuid_string(u: &sys::CUuuid) -> String {
     let b: Vec<u8> = u.bytes.iter().map(|&c| c as u8).collect();
     let hex: Vec<String> = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "GPU-{}-{}-{}-{}-{}",
-        hex[0..4].concat(),
-        hex[4..6].concat(),
-        hex[6..8].concat(),
-        hex[8..10].concat(),
-        hex[10..16].concat()
-    )
+    format!("GPU-{}-{}-{}-{}-{}", hex[0..4].concat(), hex[4..6].concat(), hex[6..8].concat(), hex[8..10].concat(), hex[10..16].concat())
 }
 
 impl Gpu {
@@ -234,44 +212,21 @@ impl Gpu {
         let name = ctx.name()?;
         let uuid = uuid_string(&ctx.uuid()?);
         let cc = ctx.compute_capability()?;
-        let n_sms = ctx
-            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?
-            as u32;
-        let l2_bytes =
-            ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as u64;
+        let n_sms = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
+        let l2_bytes = ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as u64;
         let total_mem = ctx.total_mem()? as u64;
-        let mut gpu = Gpu {
-            ordinal,
-            ctx,
-            stream,
-            name,
-            uuid,
-            cc,
-            n_sms,
-            l2_bytes,
-            total_mem,
-            modules: Vec::new(),
-        };
+        let mut gpu = Gpu { ordinal, ctx, stream, name, uuid, cc, n_sms, l2_bytes, total_mem, modules: Vec::new() };
         gpu.compile()?;
         Ok(gpu)
     }
 
     fn compile(&mut self) -> Result<(), CalibrateError> {
         // PTX for this GPU's virtual architecture; the driver compiles it to its machine code.
-        let arch: &'static str =
-            Box::leak(format!("compute_{}{}", self.cc.0, self.cc.1).into_boxed_str());
+        let arch: &'static str = Box::leak(format!("compute_{}{}", self.cc.0, self.cc.1).into_boxed_str());
         for src in KernelSource::ALL {
-            let opts = cudarc::nvrtc::CompileOptions {
-                arch: Some(arch),
-                options: vec!["-std=c++17".into()],
-                ..Default::default()
-            };
-            let ptx = cudarc::nvrtc::compile_ptx_with_opts(src.source(), opts).map_err(|e| {
-                CalibrateError::Compile {
-                    file: src.file(),
-                    detail: e.to_string(),
-                }
-            })?;
+            let opts = cudarc::nvrtc::CompileOptions { arch: Some(arch), options: vec!["-std=c++17".into()], ..Default::default() };
+            let ptx =
+                cudarc::nvrtc::compile_ptx_with_opts(src.source(), opts).map_err(|e| CalibrateError::Compile { file: src.file(), detail: e.to_string() })?;
             let module = self.ctx.load_module(ptx)?;
             self.modules.push((src, module));
         }
@@ -284,46 +239,23 @@ impl Gpu {
             .iter()
             .find(|(s, _)| *s == k.source())
             .map(|(_, m)| m.clone())
-            .ok_or(CalibrateError::Compile {
-                file: k.source().file(),
-                detail: "module not loaded".into(),
-            })?;
+            .ok_or(CalibrateError::Compile { file: k.source().file(), detail: "module not loaded".into() })?;
         Ok(m.load_function(k.symbol())?)
     }
 
     pub fn alloc(&self, bytes: usize) -> Result<DevBuf, CalibrateError> {
         self.ctx.bind_to_thread()?;
         let ptr = unsafe { dres::malloc_sync(bytes.max(256))? };
-        Ok(DevBuf {
-            ptr,
-            bytes,
-            ctx: self.ctx.clone(),
-        })
+        Ok(DevBuf { ptr, bytes, ctx: self.ctx.clone() })
     }
 
     /// Fill `buf` with uniform random values of `elem` in [-scale, scale), seeded.
-    pub fn fill_random(
-        &self,
-        buf: &DevBuf,
-        elem: Elem,
-        seed: u32,
-        scale: f32,
-    ) -> Result<(), CalibrateError> {
+    pub fn fill_random(&self, buf: &DevBuf, elem: Elem, seed: u32, scale: f32) -> Result<(), CalibrateError> {
         let f = self.function(elem.fill_kernel())?;
         let n = (buf.bytes / elem.size()) as u64;
-        let cfg = LaunchConfig {
-            grid_dim: (self.n_sms * 8, 1, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let cfg = LaunchConfig { grid_dim: (self.n_sms * 8, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
         unsafe {
-            self.stream
-                .launch_builder(&f)
-                .arg(&buf.ptr)
-                .arg(&n)
-                .arg(&seed)
-                .arg(&scale)
-                .launch(cfg)?;
+            self.stream.launch_builder(&f).arg(&buf.ptr).arg(&n).arg(&seed).arg(&scale).launch(cfg)?;
         }
         self.stream.synchronize()?;
         Ok(())
@@ -348,11 +280,7 @@ impl Gpu {
     pub fn stream_grid(&self, n_items: u64, block: u32) -> LaunchConfig {
         let max_blocks = u64::from(self.n_sms) * 4;
         let blocks = n_items.div_ceil(u64::from(block)).clamp(1, max_blocks) as u32;
-        LaunchConfig {
-            grid_dim: (blocks, 1, 1),
-            block_dim: (block, 1, 1),
-            shared_mem_bytes: 0,
-        }
+        LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 }
     }
 }
 
@@ -365,10 +293,7 @@ pub struct Timer {
 impl Timer {
     pub fn new(ctx: &Arc<CudaContext>) -> Result<Timer, CalibrateError> {
         let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
-        Ok(Timer {
-            start: ctx.new_event(flags)?,
-            end: ctx.new_event(flags)?,
-        })
+        Ok(Timer { start: ctx.new_event(flags)?, end: ctx.new_event(flags)? })
     }
     pub fn start(&self, stream: &CudaStream) -> Result<(), CalibrateError> {
         Ok(self.start.record(stream)?)
@@ -456,12 +381,7 @@ mod tests {
     #[test]
     fn every_kernel_symbol_is_in_its_source() {
         for k in Kernel::ALL {
-            assert!(
-                k.source()
-                    .source()
-                    .contains(&format!("void {}(", k.symbol())),
-                "{k:?}"
-            );
+            assert!(k.source().source().contains(&format!("void {}(", k.symbol())), "{k:?}");
         }
     }
 }

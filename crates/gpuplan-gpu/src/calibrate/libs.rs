@@ -25,14 +25,7 @@ pub enum CudaLib {
 }
 
 impl CudaLib {
-    pub const ALL: [CudaLib; 6] = [
-        CudaLib::Driver,
-        CudaLib::Nvrtc,
-        CudaLib::Cublas,
-        CudaLib::CublasLt,
-        CudaLib::Nccl,
-        CudaLib::Nvml,
-    ];
+    pub const ALL: [CudaLib; 6] = [CudaLib::Driver, CudaLib::Nvrtc, CudaLib::Cublas, CudaLib::CublasLt, CudaLib::Nccl, CudaLib::Nvml];
 
     /// File stem: `libcuda` for `libcuda.so.1`.
     pub fn stem(self) -> &'static str {
@@ -100,9 +93,7 @@ impl CudaLib {
     /// (the soname) before fully versioned ones.
     fn rank(self, file_name: &str) -> (u8, usize) {
         let rest = &file_name[self.stem().len()..];
-        let major = rest
-            .strip_prefix(".so.")
-            .map(|v| v.split('.').next().unwrap_or(""));
+        let major = rest.strip_prefix(".so.").map(|v| v.split('.').next().unwrap_or(""));
         let class = match major {
             Some(m) if m == self.preferred_major() => 0,
             None => 1,
@@ -162,22 +153,14 @@ pub struct MissingLibrary {
 }
 
 fn missing_message(lib: &CudaLib, searched: &[SearchDir]) -> String {
-    let mut s = format!(
-        "cannot find `{}.so*` ({})\nlooked in:",
-        lib.stem(),
-        lib.what()
-    );
+    let mut s = format!("cannot find `{}.so*` ({})\nlooked in:", lib.stem(), lib.what());
     if searched.is_empty() {
         s.push_str(" nowhere (no candidate folder exists)");
     }
     for d in searched {
         s.push_str(&format!("\n  {} ({})", d.dir.display(), d.origin));
     }
-    s.push_str(&format!(
-        "\nhint: set `{LIB_DIR_VAR}` to the folder(s) holding `{}.so*` (`:`-separated), or {}",
-        lib.stem(),
-        lib.install_hint()
-    ));
+    s.push_str(&format!("\nhint: set `{LIB_DIR_VAR}` to the folder(s) holding `{}.so*` (`:`-separated), or {}", lib.stem(), lib.install_hint()));
     s
 }
 
@@ -206,29 +189,18 @@ impl SearchEnv {
         let mut python_paths = Vec::new();
         for py in ["python3", "python"] {
             let out = std::process::Command::new(py)
-                .args([
-                    "-c",
-                    "import sys; print('\\n'.join(p for p in sys.path if p))",
-                ])
+                .args(["-c", "import sys; print('\\n'.join(p for p in sys.path if p))"])
                 .stderr(std::process::Stdio::null())
                 .output();
             if let Ok(o) = out {
                 if o.status.success() {
-                    python_paths.extend(
-                        String::from_utf8_lossy(&o.stdout)
-                            .lines()
-                            .map(PathBuf::from),
-                    );
+                    python_paths.extend(String::from_utf8_lossy(&o.stdout).lines().map(PathBuf::from));
                 }
             }
         }
         let mut ldconfig = Vec::new();
         for exe in ["ldconfig", "/sbin/ldconfig", "/usr/sbin/ldconfig"] {
-            if let Ok(o) = std::process::Command::new(exe)
-                .arg("-p")
-                .stderr(std::process::Stdio::null())
-                .output()
-            {
+            if let Ok(o) = std::process::Command::new(exe).arg("-p").stderr(std::process::Stdio::null()).output() {
                 if o.status.success() {
                     for line in String::from_utf8_lossy(&o.stdout).lines() {
                         if let Some((_, p)) = line.rsplit_once("=> ") {
@@ -299,12 +271,7 @@ pub fn search_dirs(env: &SearchEnv) -> Vec<SearchDir> {
             push(PathBuf::from(d), LIB_DIR_VAR.to_string());
         }
     }
-    let toolkit_libs = [
-        "lib64",
-        "lib",
-        "targets/x86_64-linux/lib",
-        "targets/sbsa-linux/lib",
-    ];
+    let toolkit_libs = ["lib64", "lib", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib"];
     for (name, v) in [("CUDA_HOME", &env.cuda_home), ("CUDA_PATH", &env.cuda_path)] {
         if let Some(v) = v {
             for l in toolkit_libs {
@@ -320,12 +287,7 @@ pub fn search_dirs(env: &SearchEnv) -> Vec<SearchDir> {
         }
     }
     // Python: site-packages from sys.path, the active venv/conda, and common venv roots.
-    let mut site_packages: Vec<PathBuf> = env
-        .python_paths
-        .iter()
-        .filter(|p| p.ends_with("site-packages") || p.ends_with("dist-packages"))
-        .cloned()
-        .collect();
+    let mut site_packages: Vec<PathBuf> = env.python_paths.iter().filter(|p| p.ends_with("site-packages") || p.ends_with("dist-packages")).cloned().collect();
     let mut venv_roots: Vec<PathBuf> = Vec::new();
     for v in [&env.virtual_env, &env.conda_prefix].into_iter().flatten() {
         venv_roots.push(PathBuf::from(v));
@@ -393,19 +355,11 @@ pub fn discover(env: &SearchEnv) -> Discovery {
             let Ok(rd) = std::fs::read_dir(&sd.dir) else {
                 continue;
             };
-            let mut names: Vec<String> = rd
-                .filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| lib.matches(n))
-                .collect();
+            let mut names: Vec<String> = rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| lib.matches(n)).collect();
             names.sort_by_key(|n| lib.rank(n));
             // A dangling link is no library.
             if let Some(n) = names.into_iter().find(|n| sd.dir.join(n).exists()) {
-                hit = Some(Found {
-                    lib,
-                    path: sd.dir.join(n),
-                    origin: sd.origin.clone(),
-                });
+                hit = Some(Found { lib, path: sd.dir.join(n), origin: sd.origin.clone() });
                 break;
             }
         }
@@ -414,11 +368,7 @@ pub fn discover(env: &SearchEnv) -> Discovery {
             None => missing.push(lib),
         }
     }
-    Discovery {
-        found,
-        missing,
-        searched,
-    }
+    Discovery { found, missing, searched }
 }
 
 /// Make `dir` hold one link per found library, named as cudarc opens it (`libnccl.so` ->
@@ -442,9 +392,7 @@ pub fn link_folder_path(discovery: &Discovery) -> PathBuf {
         f.path.hash(&mut h);
     }
     let user = std::env::var("USER").unwrap_or_else(|_| "user".into());
-    std::env::temp_dir()
-        .join(format!("gpuplan-cuda-libs-{user}"))
-        .join(format!("{:016x}", h.finish()))
+    std::env::temp_dir().join(format!("gpuplan-cuda-libs-{user}")).join(format!("{:016x}", h.finish()))
 }
 
 #[cfg(test)]
@@ -465,21 +413,8 @@ mod tests {
 
     #[test]
     fn ranking_prefers_the_soname_of_the_right_major() {
-        let mut v = vec![
-            "libcublas.so.12",
-            "libcublas.so.13.1.0.3",
-            "libcublas.so",
-            "libcublas.so.13",
-        ];
+        let mut v = vec!["libcublas.so.12", "libcublas.so.13.1.0.3", "libcublas.so", "libcublas.so.13"];
         v.sort_by_key(|n| CudaLib::Cublas.rank(n));
-        assert_eq!(
-            v,
-            [
-                "libcublas.so.13",
-                "libcublas.so.13.1.0.3",
-                "libcublas.so",
-                "libcublas.so.12"
-            ]
-        );
+        assert_eq!(v, ["libcublas.so.13", "libcublas.so.13.1.0.3", "libcublas.so", "libcublas.so.12"]);
     }
 }

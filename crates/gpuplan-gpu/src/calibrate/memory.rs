@@ -21,12 +21,7 @@ pub enum MemKernel {
 }
 
 impl MemKernel {
-    pub const ALL: [MemKernel; 4] = [
-        MemKernel::Read,
-        MemKernel::Write,
-        MemKernel::Copy,
-        MemKernel::DriverCopy,
-    ];
+    pub const ALL: [MemKernel; 4] = [MemKernel::Read, MemKernel::Write, MemKernel::Copy, MemKernel::DriverCopy];
     pub fn name(self) -> &'static str {
         match self {
             MemKernel::Read => "read",
@@ -52,12 +47,7 @@ pub struct MemRow {
     pub time: Percentiles,
 }
 
-pub fn hbm(
-    gpu: &Gpu,
-    sizes: &[u64],
-    r: Reps,
-    mut tick: impl FnMut(),
-) -> Result<Vec<MemRow>, CalibrateError> {
+pub fn hbm(gpu: &Gpu, sizes: &[u64], r: Reps, mut tick: impl FnMut()) -> Result<Vec<MemRow>, CalibrateError> {
     let max = *sizes.iter().max().unwrap_or(&(1 << 20)) as usize;
     let src = gpu.alloc(max)?;
     let dst = gpu.alloc(max)?;
@@ -76,64 +66,27 @@ pub fn hbm(
             let t = time_op(&gpu.ctx, &gpu.stream, r, || {
                 unsafe {
                     match k {
-                        MemKernel::Read => gpu
-                            .stream
-                            .launch_builder(&fr)
-                            .arg(&src.ptr)
-                            .arg(&partial.ptr)
-                            .arg(&n4)
-                            .launch(cfg)
-                            .map(|_| ())?,
-                        MemKernel::Write => gpu
-                            .stream
-                            .launch_builder(&fw)
-                            .arg(&dst.ptr)
-                            .arg(&n4)
-                            .arg(&v)
-                            .launch(cfg)
-                            .map(|_| ())?,
-                        MemKernel::Copy => gpu
-                            .stream
-                            .launch_builder(&fc)
-                            .arg(&src.ptr)
-                            .arg(&dst.ptr)
-                            .arg(&n4)
-                            .launch(cfg)
-                            .map(|_| ())?,
+                        MemKernel::Read => gpu.stream.launch_builder(&fr).arg(&src.ptr).arg(&partial.ptr).arg(&n4).launch(cfg).map(|_| ())?,
+                        MemKernel::Write => gpu.stream.launch_builder(&fw).arg(&dst.ptr).arg(&n4).arg(&v).launch(cfg).map(|_| ())?,
+                        MemKernel::Copy => gpu.stream.launch_builder(&fc).arg(&src.ptr).arg(&dst.ptr).arg(&n4).launch(cfg).map(|_| ())?,
                         MemKernel::DriverCopy => {
                             gpu.ctx.bind_to_thread()?;
-                            cudarc::driver::result::memcpy_dtod_async(
-                                dst.ptr,
-                                src.ptr,
-                                size as usize,
-                                gpu.stream.cu_stream(),
-                            )?;
+                            cudarc::driver::result::memcpy_dtod_async(dst.ptr, src.ptr, size as usize, gpu.stream.cu_stream())?;
                         }
                     }
                 }
                 Ok(())
             })?;
-            let time = Percentiles::of(&t).ok_or_else(|| CalibrateError::Check {
-                what: "hbm".into(),
-                detail: "no valid timings".into(),
-            })?;
+            let time = Percentiles::of(&t).ok_or_else(|| CalibrateError::Check { what: "hbm".into(), detail: "no valid timings".into() })?;
             if matches!(k, MemKernel::Copy | MemKernel::DriverCopy) {
                 // The tail of the copied range must equal the source.
                 let n = (size as usize).min(4096);
                 let off = size as usize - n;
                 if gpu.read_bytes(src.ptr_at(off), n)? != gpu.read_bytes(dst.ptr_at(off), n)? {
-                    return Err(CalibrateError::Check {
-                        what: format!("hbm {} {} B", k.name(), size),
-                        detail: "destination differs from source".into(),
-                    });
+                    return Err(CalibrateError::Check { what: format!("hbm {} {} B", k.name(), size), detail: "destination differs from source".into() });
                 }
             }
-            rows.push(MemRow {
-                kernel: k,
-                size_bytes: size,
-                bytes_moved: k.bytes(size),
-                time,
-            });
+            rows.push(MemRow { kernel: k, size_bytes: size, bytes_moved: k.bytes(size), time });
             tick();
         }
     }
@@ -185,14 +138,8 @@ pub struct EltRow {
     pub check_err: f64,
 }
 
-pub fn elementwise(
-    gpu: &Gpu,
-    row_counts: &[u64],
-    r: Reps,
-    mut tick: impl FnMut(),
-) -> Result<Vec<EltRow>, CalibrateError> {
-    let max_elems = EltOp::ALL.iter().map(|o| o.cols()).max().unwrap()
-        * row_counts.iter().max().copied().unwrap_or(1);
+pub fn elementwise(gpu: &Gpu, row_counts: &[u64], r: Reps, mut tick: impl FnMut()) -> Result<Vec<EltRow>, CalibrateError> {
+    let max_elems = EltOp::ALL.iter().map(|o| o.cols()).max().unwrap() * row_counts.iter().max().copied().unwrap_or(1);
     let x = gpu.alloc(max_elems as usize * 2)?;
     let u = gpu.alloc(max_elems as usize * 2)?;
     let y = gpu.alloc(max_elems as usize * 2)?;
@@ -209,49 +156,19 @@ pub fn elementwise(
         for &rows in row_counts {
             let c32 = cols as u32;
             let n8 = rows * cols / 8;
-            let row_cfg = LaunchConfig {
-                grid_dim: (rows as u32, 1, 1),
-                block_dim: (256, 1, 1),
-                shared_mem_bytes: 0,
-            };
+            let row_cfg = LaunchConfig { grid_dim: (rows as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
             let flat_cfg = gpu.stream_grid(n8, 256);
             let t = time_op(&gpu.ctx, &gpu.stream, r, || {
                 unsafe {
                     match op {
-                        EltOp::RmsNorm => gpu
-                            .stream
-                            .launch_builder(&fnorm)
-                            .arg(&x.ptr)
-                            .arg(&w.ptr)
-                            .arg(&y.ptr)
-                            .arg(&c32)
-                            .launch(row_cfg)
-                            .map(|_| ())?,
-                        EltOp::SiluMul => gpu
-                            .stream
-                            .launch_builder(&fsilu)
-                            .arg(&x.ptr)
-                            .arg(&u.ptr)
-                            .arg(&y.ptr)
-                            .arg(&n8)
-                            .launch(flat_cfg)
-                            .map(|_| ())?,
-                        EltOp::Softmax => gpu
-                            .stream
-                            .launch_builder(&fsoft)
-                            .arg(&x.ptr)
-                            .arg(&y.ptr)
-                            .arg(&c32)
-                            .launch(row_cfg)
-                            .map(|_| ())?,
+                        EltOp::RmsNorm => gpu.stream.launch_builder(&fnorm).arg(&x.ptr).arg(&w.ptr).arg(&y.ptr).arg(&c32).launch(row_cfg).map(|_| ())?,
+                        EltOp::SiluMul => gpu.stream.launch_builder(&fsilu).arg(&x.ptr).arg(&u.ptr).arg(&y.ptr).arg(&n8).launch(flat_cfg).map(|_| ())?,
+                        EltOp::Softmax => gpu.stream.launch_builder(&fsoft).arg(&x.ptr).arg(&y.ptr).arg(&c32).launch(row_cfg).map(|_| ())?,
                     }
                 }
                 Ok(())
             })?;
-            let time = Percentiles::of(&t).ok_or_else(|| CalibrateError::Check {
-                what: op.name().into(),
-                detail: "no valid timings".into(),
-            })?;
+            let time = Percentiles::of(&t).ok_or_else(|| CalibrateError::Check { what: op.name().into(), detail: "no valid timings".into() })?;
             let check_err = check_elementwise(gpu, op, cols, &x, &u, &w, &y)?;
             if check_err.is_nan() || check_err >= 0.03 {
                 return Err(CalibrateError::Check {
@@ -259,14 +176,7 @@ pub fn elementwise(
                     detail: format!("output differs from a float64 reference by {check_err:.3e}"),
                 });
             }
-            rows_out.push(EltRow {
-                op,
-                rows,
-                cols,
-                bytes_moved: op.bytes(rows, cols),
-                time,
-                check_err,
-            });
+            rows_out.push(EltRow { op, rows, cols, bytes_moved: op.bytes(rows, cols), time, check_err });
             tick();
         }
     }
@@ -295,10 +205,7 @@ fn check_elementwise(
         }
         EltOp::SiluMul => {
             let us = dec(&gpu.read_bytes(u.ptr, c * 2)?);
-            xs.iter()
-                .zip(&us)
-                .map(|(g, v)| g / (1.0 + (-g).exp()) * v)
-                .collect()
+            xs.iter().zip(&us).map(|(g, v)| g / (1.0 + (-g).exp()) * v).collect()
         }
         EltOp::Softmax => {
             let m = xs.iter().cloned().fold(f64::MIN, f64::max);
@@ -307,11 +214,7 @@ fn check_elementwise(
         }
     };
     let scale = want.iter().map(|v| v.abs()).fold(0.0, f64::max).max(1e-30);
-    let err = ys
-        .iter()
-        .zip(&want)
-        .map(|(g, w)| (g - w).abs() / scale)
-        .fold(0.0, f64::max);
+    let err = ys.iter().zip(&want).map(|(g, w)| (g - w).abs() / scale).fold(0.0, f64::max);
     Ok(if err.is_nan() { f64::INFINITY } else { err })
 }
 
@@ -325,26 +228,13 @@ pub struct LaunchRow {
 /// the host round trip of one launch plus `cuStreamSynchronize` (wall clock).
 pub fn launch(gpu: &Gpu, n: usize) -> Result<Vec<LaunchRow>, CalibrateError> {
     let f = gpu.function(Kernel::Empty)?;
-    let cfg = LaunchConfig {
-        grid_dim: (1, 1, 1),
-        block_dim: (32, 1, 1),
-        shared_mem_bytes: 0,
-    };
-    let r = Reps {
-        warmup: 100,
-        reps: 30,
-        min_batch_s: 2e-3,
-        max_iters: 10_000,
-        settle_s: 0.0,
-    };
+    let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
+    let r = Reps { warmup: 100, reps: 30, min_batch_s: 2e-3, max_iters: 10_000, settle_s: 0.0 };
     let t = time_op(&gpu.ctx, &gpu.stream, r, || {
         unsafe { gpu.stream.launch_builder(&f).launch(cfg)? };
         Ok(())
     })?;
-    let back_to_back = Percentiles::of(&t).ok_or_else(|| CalibrateError::Check {
-        what: "launch".into(),
-        detail: "no valid timings".into(),
-    })?;
+    let back_to_back = Percentiles::of(&t).ok_or_else(|| CalibrateError::Check { what: "launch".into(), detail: "no valid timings".into() })?;
     let mut wall = Vec::with_capacity(n);
     for i in 0..n + 20 {
         let t0 = std::time::Instant::now();
@@ -354,32 +244,17 @@ pub fn launch(gpu: &Gpu, n: usize) -> Result<Vec<LaunchRow>, CalibrateError> {
             wall.push(t0.elapsed().as_secs_f64());
         }
     }
-    let sync = Percentiles::of(&wall).ok_or_else(|| CalibrateError::Check {
-        what: "launch".into(),
-        detail: "no valid timings".into(),
-    })?;
+    let sync = Percentiles::of(&wall).ok_or_else(|| CalibrateError::Check { what: "launch".into(), detail: "no valid timings".into() })?;
     let mut empty_sync = Vec::with_capacity(n);
     for _ in 0..n {
         let t0 = std::time::Instant::now();
         gpu.stream.synchronize()?;
         empty_sync.push(t0.elapsed().as_secs_f64());
     }
-    let idle_sync = Percentiles::of(&empty_sync).ok_or_else(|| CalibrateError::Check {
-        what: "launch".into(),
-        detail: "no valid timings".into(),
-    })?;
+    let idle_sync = Percentiles::of(&empty_sync).ok_or_else(|| CalibrateError::Check { what: "launch".into(), detail: "no valid timings".into() })?;
     Ok(vec![
-        LaunchRow {
-            what: "kernel_launch_back_to_back",
-            time: back_to_back,
-        },
-        LaunchRow {
-            what: "launch_and_synchronize",
-            time: sync,
-        },
-        LaunchRow {
-            what: "synchronize_idle_stream",
-            time: idle_sync,
-        },
+        LaunchRow { what: "kernel_launch_back_to_back", time: back_to_back },
+        LaunchRow { what: "launch_and_synchronize", time: sync },
+        LaunchRow { what: "synchronize_idle_stream", time: idle_sync },
     ])
 }

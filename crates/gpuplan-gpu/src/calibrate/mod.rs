@@ -64,10 +64,7 @@ pub enum CalibrateError {
     #[error("{0}")]
     Fit(String),
     #[error("cannot write `{path}`")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, source: std::io::Error },
     #[error("`{path}` already exists\nhint: pass `--force` to replace it")]
     Exists { path: PathBuf },
 }
@@ -86,16 +83,7 @@ pub enum Bench {
 }
 
 impl Bench {
-    pub const ALL: [Bench; 8] = [
-        Bench::Launch,
-        Bench::Hbm,
-        Bench::Elementwise,
-        Bench::Gemm,
-        Bench::Attention,
-        Bench::P2p,
-        Bench::Nccl,
-        Bench::Power,
-    ];
+    pub const ALL: [Bench; 8] = [Bench::Launch, Bench::Hbm, Bench::Elementwise, Bench::Gemm, Bench::Attention, Bench::P2p, Bench::Nccl, Bench::Power];
     pub fn name(self) -> &'static str {
         match self {
             Bench::Launch => "launch",
@@ -172,36 +160,12 @@ pub struct Measurements {
 
 fn reps(quick: bool, heavy: bool) -> Reps {
     match (quick, heavy) {
-        (true, false) => Reps {
-            warmup: 3,
-            reps: 10,
-            min_batch_s: 1e-3,
-            max_iters: 2000,
-            settle_s: 0.0,
-        },
-        (false, false) => Reps {
-            warmup: 5,
-            reps: 25,
-            min_batch_s: 2e-3,
-            max_iters: 5000,
-            settle_s: 0.0,
-        },
-        (true, true) => Reps {
-            warmup: 2,
-            reps: 7,
-            min_batch_s: 4e-3,
-            max_iters: 200,
-            settle_s: 0.05,
-        },
+        (true, false) => Reps { warmup: 3, reps: 10, min_batch_s: 1e-3, max_iters: 2000, settle_s: 0.0 },
+        (false, false) => Reps { warmup: 5, reps: 25, min_batch_s: 2e-3, max_iters: 5000, settle_s: 0.0 },
+        (true, true) => Reps { warmup: 2, reps: 7, min_batch_s: 4e-3, max_iters: 200, settle_s: 0.05 },
         // Full mode: each row settles 0.2 s at its own clock and is timed over ~0.15 s (the
         // 2026-11-22 H100 repeat check without settling: 45 of 154 GEMM rows moved > 3%).
-        (false, true) => Reps {
-            warmup: 3,
-            reps: 15,
-            min_batch_s: 10e-3,
-            max_iters: 2000,
-            settle_s: 0.2,
-        },
+        (false, true) => Reps { warmup: 3, reps: 15, min_batch_s: 10e-3, max_iters: 2000, settle_s: 0.2 },
     }
 }
 
@@ -212,9 +176,7 @@ pub fn run(opts: &Options, progress: &dyn Progress) -> Result<Measurements, Cali
     cudarc::driver::result::init()?;
     let n = cudarc::driver::result::device::get_count()? as usize;
     if n == 0 {
-        let vis = std::env::var("CUDA_VISIBLE_DEVICES")
-            .map(|v| format!(" (CUDA_VISIBLE_DEVICES=`{v}`)"))
-            .unwrap_or_default();
+        let vis = std::env::var("CUDA_VISIBLE_DEVICES").map(|v| format!(" (CUDA_VISIBLE_DEVICES=`{v}`)")).unwrap_or_default();
         return Err(CalibrateError::NoGpu(vis));
     }
     progress.stage("compiling kernels", n as u64);
@@ -235,17 +197,13 @@ pub fn run(opts: &Options, progress: &dyn Progress) -> Result<Measurements, Cali
         ..Default::default()
     };
     let (mut maj, mut min) = (0, 0);
-    if unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut maj, &mut min) }
-        == cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS
-    {
+    if unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut maj, &mut min) } == cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS {
         m.nvrtc_version = Some(format!("{maj}.{min}"));
     }
     let nvml = match power::open(opts.nvml_lib.as_deref()) {
         Ok(n) => Some(n),
         Err(e) => {
-            m.notes.push(format!(
-                "NVML unavailable ({e}): no power, clock or temperature readings"
-            ));
+            m.notes.push(format!("NVML unavailable ({e}): no power, clock or temperature readings"));
             progress.note(m.notes.last().unwrap());
             None
         }
@@ -258,12 +216,7 @@ pub fn run(opts: &Options, progress: &dyn Progress) -> Result<Measurements, Cali
         m.max_sm_clock_mhz = f.max_sm_clock_mhz;
         m.max_mem_clock_mhz = f.max_mem_clock_mhz;
     }
-    let ctx = Ctx {
-        opts,
-        gpus: &gpus,
-        nvml: nvml.as_ref(),
-        progress,
-    };
+    let ctx = Ctx { opts, gpus: &gpus, nvml: nvml.as_ref(), progress };
     for b in Bench::ALL {
         if !opts.benches.contains(&b) {
             continue;
@@ -301,46 +254,22 @@ fn run_bench(b: Bench, c: &Ctx, m: &mut Measurements) -> Result<(), CalibrateErr
             progress.step();
         }
         Bench::Hbm => {
-            let sizes = if q {
-                collectives::sizes(1 << 20, 4 << 30, 4)
-            } else {
-                collectives::sizes(1 << 20, 4 << 30, 2)
-            };
-            progress.stage(
-                "memory bandwidth",
-                (sizes.len() * memory::MemKernel::ALL.len()) as u64,
-            );
+            let sizes = if q { collectives::sizes(1 << 20, 4 << 30, 4) } else { collectives::sizes(1 << 20, 4 << 30, 2) };
+            progress.stage("memory bandwidth", (sizes.len() * memory::MemKernel::ALL.len()) as u64);
             m.hbm = memory::hbm(g0, &sizes, reps(q, false), || progress.step())?;
         }
         Bench::Elementwise => {
-            let rows: Vec<u64> = if q {
-                vec![1024, 8192, 32768]
-            } else {
-                vec![256, 1024, 4096, 8192, 16384, 32768]
-            };
-            progress.stage(
-                "elementwise ops",
-                (rows.len() * memory::EltOp::ALL.len()) as u64,
-            );
+            let rows: Vec<u64> = if q { vec![1024, 8192, 32768] } else { vec![256, 1024, 4096, 8192, 16384, 32768] };
+            progress.stage("elementwise ops", (rows.len() * memory::EltOp::ALL.len()) as u64);
             m.elementwise = memory::elementwise(g0, &rows, reps(q, false), || progress.step())?;
         }
         Bench::Gemm => {
             let ge = gemm::Gemm::new(g0)?;
             m.cublaslt_version = Some(gemm::Gemm::version());
-            let dtypes: Vec<Dtype> = opts
-                .dtypes
-                .iter()
-                .copied()
-                .filter(|d| gemm::Gemm::supports(*d, g0.cc))
-                .collect();
+            let dtypes: Vec<Dtype> = opts.dtypes.iter().copied().filter(|d| gemm::Gemm::supports(*d, g0.cc)).collect();
             for d in &opts.dtypes {
                 if !dtypes.contains(d) {
-                    m.notes.push(format!(
-                        "gemm: `{}` skipped: no such tensor-core path on compute capability {}.{}",
-                        d.name(),
-                        g0.cc.0,
-                        g0.cc.1
-                    ));
+                    m.notes.push(format!("gemm: `{}` skipped: no such tensor-core path on compute capability {}.{}", d.name(), g0.cc.0, g0.cc.1));
                 }
             }
             let mut jobs: Vec<(Dtype, Vec<GemmShape>)> = Vec::new();
@@ -351,10 +280,7 @@ fn run_bench(b: Bench, c: &Ctx, m: &mut Measurements) -> Result<(), CalibrateErr
                 }
                 jobs.push((d, shapes));
             }
-            progress.stage(
-                "gemm (cuBLASLt)",
-                jobs.iter().map(|j| j.1.len() as u64).sum(),
-            );
+            progress.stage("gemm (cuBLASLt)", jobs.iter().map(|j| j.1.len() as u64).sum());
             // Heat-soak first: under the power cap the SM clock falls from its maximum to its
             // sustained value over the first seconds of GEMM load, so rows measured on a cool GPU
             // and rows measured later disagree (the 2026-11-22 H200 repeat check: 33 of 152 GEMM
@@ -364,8 +290,7 @@ fn run_bench(b: Bench, c: &Ctx, m: &mut Measurements) -> Result<(), CalibrateErr
             for (i, (d, shapes)) in jobs.iter().enumerate() {
                 let ops = ge.operands(*d, shapes, 100 + i as u32 * 10)?;
                 for &s in shapes {
-                    let row =
-                        ge.measure(&ops, s, GEMM_ALGOS, reps(q, true), &sm_clock)?;
+                    let row = ge.measure(&ops, s, GEMM_ALGOS, reps(q, true), &sm_clock)?;
                     m.gemm.push(row);
                     progress.step();
                 }
@@ -375,26 +300,15 @@ fn run_bench(b: Bench, c: &Ctx, m: &mut Measurements) -> Result<(), CalibrateErr
             let ge = gemm::Gemm::new(g0)?;
             m.cublaslt_version = Some(gemm::Gemm::version());
             if !gemm::Gemm::supports(Dtype::Bf16, g0.cc) {
-                m.notes.push(format!(
-                    "attention: skipped, no bf16 tensor-core path on compute capability {}.{}",
-                    g0.cc.0, g0.cc.1
-                ));
+                m.notes.push(format!("attention: skipped, no bf16 tensor-core path on compute capability {}.{}", g0.cc.0, g0.cc.1));
                 return Ok(());
             }
-            let cases: Vec<attention::Case> = attention::prefill_cases(q)
-                .into_iter()
-                .chain(attention::decode_cases(q))
-                .collect();
-            progress.stage(
-                "attention (batched)",
-                (cases.len() * attention::Product::BOTH.len()) as u64,
-            );
+            let cases: Vec<attention::Case> = attention::prefill_cases(q).into_iter().chain(attention::decode_cases(q)).collect();
+            progress.stage("attention (batched)", (cases.len() * attention::Product::BOTH.len()) as u64);
             // Rows at the sustained clock, as in the GEMM group. Right after that group (it runs
             // just before this one) the GPU is already there.
             if opts.benches.contains(&Bench::Gemm) && !m.failed.contains(&Bench::Gemm) {
-                m.notes.push(
-                    "attention: measured right after the GEMM grid (no separate heat soak)".into(),
-                );
+                m.notes.push("attention: measured right after the GEMM grid (no separate heat soak)".into());
             } else {
                 heat_soak(&ge, q, "attention", "the batched GEMMs", m)?;
             }
@@ -403,16 +317,11 @@ fn run_bench(b: Bench, c: &Ctx, m: &mut Measurements) -> Result<(), CalibrateErr
             let n_algos = GEMM_ALGOS;
             for case in cases {
                 for p in attention::Product::BOTH {
-                    match attention::measure(&ge, &ops, case, p, n_algos, reps(q, true), &sm_clock)
-                    {
+                    match attention::measure(&ge, &ops, case, p, n_algos, reps(q, true), &sm_clock) {
                         Ok(row) => m.attention.push(row),
                         // A shape cuBLASLt has no kernel for is noted and skipped, not fatal.
                         Err(CalibrateError::NoAlgorithm(what)) => {
-                            m.notes.push(format!(
-                                "attention: {} {} skipped: no cuBLASLt algorithm for {what}",
-                                case.regime.name(),
-                                p.name()
-                            ));
+                            m.notes.push(format!("attention: {} {} skipped: no cuBLASLt algorithm for {what}", case.regime.name(), p.name()));
                             progress.note(m.notes.last().unwrap());
                         }
                         Err(e) => return Err(e),
@@ -422,21 +331,12 @@ fn run_bench(b: Bench, c: &Ctx, m: &mut Measurements) -> Result<(), CalibrateErr
             }
         }
         Bench::P2p if n > 1 => {
-            let sizes = if q {
-                collectives::sizes(8, 1 << 30, 16)
-            } else {
-                collectives::sizes(8, 1 << 30, 4)
-            };
+            let sizes = if q { collectives::sizes(8, 1 << 30, 16) } else { collectives::sizes(8, 1 << 30, 4) };
             progress.stage("p2p copies", (n * (n - 1)) as u64);
             for a in 0..n {
                 for b in 0..n {
                     if a != b {
-                        m.p2p.extend(collectives::p2p(
-                            &gpus[a],
-                            &gpus[b],
-                            &sizes,
-                            reps(q, false),
-                        )?);
+                        m.p2p.extend(collectives::p2p(&gpus[a], &gpus[b], &sizes, reps(q, false))?);
                         progress.step();
                     }
                 }
@@ -445,26 +345,12 @@ fn run_bench(b: Bench, c: &Ctx, m: &mut Measurements) -> Result<(), CalibrateErr
         Bench::Nccl if n > 1 => {
             m.nccl_version = collectives::nccl_version();
             let max: u64 = 4 << 30;
-            let sizes = if q {
-                collectives::sizes(8, max, 8)
-            } else {
-                collectives::sizes(8, max, 2)
-            };
+            let sizes = if q { collectives::sizes(8, max, 8) } else { collectives::sizes(8, max, 2) };
             // The whole node and its power-of-two prefixes (0..2, 0..4, ...).
-            let mut group_sizes: Vec<usize> =
-                (1..).map(|k| 1usize << k).take_while(|&g| g < n).collect();
+            let mut group_sizes: Vec<usize> = (1..).map(|k| 1usize << k).take_while(|&g| g < n).collect();
             group_sizes.push(n);
-            let ops = [
-                CollectiveOp::AllReduce,
-                CollectiveOp::AllGather,
-                CollectiveOp::ReduceScatter,
-                CollectiveOp::AllToAll,
-                CollectiveOp::SendRecv,
-            ];
-            progress.stage(
-                "nccl collectives",
-                (group_sizes.len() * ops.len() * sizes.len()) as u64,
-            );
+            let ops = [CollectiveOp::AllReduce, CollectiveOp::AllGather, CollectiveOp::ReduceScatter, CollectiveOp::AllToAll, CollectiveOp::SendRecv];
+            progress.stage("nccl collectives", (group_sizes.len() * ops.len() * sizes.len()) as u64);
             for &gs in &group_sizes {
                 let members: Vec<&Gpu> = gpus.iter().take(gs).collect();
                 let group = collectives::Group::new(members, max as usize, 300)?;
@@ -509,26 +395,13 @@ fn run_bench(b: Bench, c: &Ctx, m: &mut Measurements) -> Result<(), CalibrateErr
 
 /// Run the reference bf16 8192^3 GEMM for [`GEMM_SOAK_S`] so that the rows after it run at the
 /// sustained clock (see the GEMM group), and note it under `group`.
-fn heat_soak(
-    ge: &gemm::Gemm,
-    quick: bool,
-    group: &str,
-    before: &str,
-    m: &mut Measurements,
-) -> Result<(), CalibrateError> {
+fn heat_soak(ge: &gemm::Gemm, quick: bool, group: &str, before: &str, m: &mut Measurements) -> Result<(), CalibrateError> {
     let soak = Duration::from_secs(GEMM_SOAK_S[usize::from(!quick)]);
-    let reference = GemmShape {
-        m: 8192,
-        n: 8192,
-        k: 8192,
-    };
+    let reference = GemmShape { m: 8192, n: 8192, k: 8192 };
     let soak_ops = ge.operands(Dtype::Bf16, &[reference], 7)?;
     let soaked = ge.sustain(&soak_ops, reference, Instant::now() + soak)?;
     drop(soak_ops);
-    m.notes.push(format!(
-        "{group}: heat-soaked {} s ({soaked} bf16 8192^3 GEMMs) before {before}",
-        soak.as_secs()
-    ));
+    m.notes.push(format!("{group}: heat-soaked {} s ({soaked} bf16 8192^3 GEMMs) before {before}", soak.as_secs()));
     Ok(())
 }
 
@@ -581,20 +454,10 @@ fn node_power(gpus: &[Gpu], nv: &nvml_wrapper::Nvml, d: Duration, m: &mut Measur
     Ok(())
 }
 
-fn power_phases(
-    g: &Gpu,
-    nv: &nvml_wrapper::Nvml,
-    d: Duration,
-    m: &mut Measurements,
-    progress: &dyn Progress,
-) -> Result<(), CalibrateError> {
+fn power_phases(g: &Gpu, nv: &nvml_wrapper::Nvml, d: Duration, m: &mut Measurements, progress: &dyn Progress) -> Result<(), CalibrateError> {
     let settle = 0.4;
     let ge = gemm::Gemm::new(g)?;
-    let shape = GemmShape {
-        m: 8192,
-        n: 8192,
-        k: 8192,
-    };
+    let shape = GemmShape { m: 8192, n: 8192, k: 8192 };
     let ops = ge.operands(Dtype::Bf16, &[shape], 900)?;
     let copy_bytes: usize = 2 << 30;
     let src = g.alloc(copy_bytes)?;
@@ -603,14 +466,7 @@ fn power_phases(
     let side = g.ctx.new_stream()?;
     let copy_on = |stream: &cudarc::driver::CudaStream| -> Result<(), CalibrateError> {
         g.ctx.bind_to_thread()?;
-        unsafe {
-            cudarc::driver::result::memcpy_dtod_async(
-                dst.ptr,
-                src.ptr,
-                copy_bytes,
-                stream.cu_stream(),
-            )?
-        };
+        unsafe { cudarc::driver::result::memcpy_dtod_async(dst.ptr, src.ptr, copy_bytes, stream.cu_stream())? };
         Ok(())
     };
 
@@ -623,9 +479,7 @@ fn power_phases(
     progress.step();
 
     let t = Instant::now();
-    let (count, s, mut p) = power::sample_phase(nv, &g.uuid, "gemm", d, settle, |until| {
-        ge.sustain(&ops, shape, until)
-    })?;
+    let (count, s, mut p) = power::sample_phase(nv, &g.uuid, "gemm", d, settle, |until| ge.sustain(&ops, shape, until))?;
     p.gemm_tflops = Some(count as f64 * shape.flops() / t.elapsed().as_secs_f64() / 1e12);
     m.power_samples.extend(s);
     m.power_phases.push(p);

@@ -35,12 +35,7 @@ pub enum NcclTestsError {
     #[error("{path}: no `#  Rank` lines, so the number of ranks is unknown\nhint: import the whole log as nccl-tests printed it")]
     NoRanks { path: String },
     #[error("{path}:{line}: cannot read `{text}` as a result row: {why}")]
-    BadRow {
-        path: String,
-        line: usize,
-        text: String,
-        why: String,
-    },
+    BadRow { path: String, line: usize, text: String, why: String },
     #[error("{path}: no result rows")]
     Empty { path: String },
 }
@@ -67,9 +62,7 @@ pub fn op_from_name(s: &str) -> Option<CollectiveOp> {
 /// `Collective test starting` line) gives several runs.
 pub fn parse(path: &Path, text: &str) -> Result<Vec<NcclTestsRun>, NcclTestsError> {
     let p = path.display().to_string();
-    let file_op = path
-        .file_name()
-        .and_then(|n| op_from_name(&n.to_string_lossy()));
+    let file_op = path.file_name().and_then(|n| op_from_name(&n.to_string_lossy()));
     let mut ranks: Vec<String> = Vec::new(); // host of each rank line
     let mut gpu_name: Option<String> = None;
     let mut runs: Vec<NcclTestsRun> = Vec::new();
@@ -84,22 +77,14 @@ pub fn parse(path: &Path, text: &str) -> Result<Vec<NcclTestsRun>, NcclTestsErro
         if rows.is_empty() {
             return Ok(());
         }
-        let op = op
-            .or(file_op)
-            .ok_or_else(|| NcclTestsError::UnknownOp { path: p.clone() })?;
+        let op = op.or(file_op).ok_or_else(|| NcclTestsError::UnknownOp { path: p.clone() })?;
         if ranks.is_empty() {
             return Err(NcclTestsError::NoRanks { path: p.clone() });
         }
         let mut hosts: Vec<&String> = ranks.iter().collect();
         hosts.sort();
         hosts.dedup();
-        runs.push(NcclTestsRun {
-            op,
-            n_ranks: ranks.len() as u32,
-            n_hosts: hosts.len() as u32,
-            gpu_name: gpu_name.clone(),
-            rows: std::mem::take(rows),
-        });
+        runs.push(NcclTestsRun { op, n_ranks: ranks.len() as u32, n_hosts: hosts.len() as u32, gpu_name: gpu_name.clone(), rows: std::mem::take(rows) });
         Ok(())
     };
     for (i, line) in text.lines().enumerate() {
@@ -111,19 +96,11 @@ pub fn parse(path: &Path, text: &str) -> Result<Vec<NcclTestsRun>, NcclTestsErro
                 cur_op = op_from_name(name.trim());
             } else if rest.starts_with("Rank") {
                 let toks: Vec<&str> = rest.split_whitespace().collect();
-                let host = toks
-                    .iter()
-                    .position(|w| *w == "on")
-                    .and_then(|k| toks.get(k + 1))
-                    .map(|h| h.to_string())
-                    .unwrap_or_default();
+                let host = toks.iter().position(|w| *w == "on").and_then(|k| toks.get(k + 1)).map(|h| h.to_string()).unwrap_or_default();
                 // Each new test reprints its rank list; keep the latest list.
                 if toks.get(1) == Some(&"0") {
                     ranks.clear();
-                    gpu_name = rest
-                        .split_once(']')
-                        .map(|(_, n)| n.trim().to_string())
-                        .filter(|n| !n.is_empty());
+                    gpu_name = rest.split_once(']').map(|(_, n)| n.trim().to_string()).filter(|n| !n.is_empty());
                 }
                 ranks.push(host);
             }
@@ -133,12 +110,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Vec<NcclTestsRun>, NcclTestsErro
         if toks.len() < 8 || toks[0].parse::<u64>().is_err() || toks[1].parse::<u64>().is_err() {
             continue;
         }
-        let bad = |why: &str| NcclTestsError::BadRow {
-            path: p.clone(),
-            line: i + 1,
-            text: t.to_string(),
-            why: why.to_string(),
-        };
+        let bad = |why: &str| NcclTestsError::BadRow { path: p.clone(), line: i + 1, text: t.to_string(), why: why.to_string() };
         let size: u64 = toks[0].parse().map_err(|_| bad("size is not an integer"))?;
         // size count type redop [root] time algbw busbw #wrong [time algbw busbw #wrong]
         let rest = &toks[4..];
@@ -148,16 +120,9 @@ pub fn parse(path: &Path, text: &str) -> Result<Vec<NcclTestsRun>, NcclTestsErro
             _ => return Err(bad("expected 8 to 13 columns")),
         };
         let num = |k: usize| -> Result<f64, NcclTestsError> {
-            rest.get(off + k)
-                .and_then(|s| s.parse::<f64>().ok())
-                .ok_or_else(|| bad("time/algbw/busbw are not numbers"))
+            rest.get(off + k).and_then(|s| s.parse::<f64>().ok()).ok_or_else(|| bad("time/algbw/busbw are not numbers"))
         };
-        cur_rows.push(NcclTestsRow {
-            size_bytes: size,
-            time_us: num(0)?,
-            algbw_gb_per_s: num(1)?,
-            busbw_gb_per_s: num(2)?,
-        });
+        cur_rows.push(NcclTestsRow { size_bytes: size, time_us: num(0)?, algbw_gb_per_s: num(1)?, busbw_gb_per_s: num(2)? });
     }
     flush(cur_op, &mut cur_rows, &ranks, &gpu_name, &mut runs)?;
     if runs.is_empty() {
@@ -193,21 +158,10 @@ mod tests {
         let runs = parse(Path::new("logs/all_reduce_perf.log"), LOG).unwrap();
         assert_eq!(runs.len(), 1);
         let r = &runs[0];
-        assert_eq!(
-            (r.op, r.n_ranks, r.n_hosts),
-            (CollectiveOp::AllReduce, 4, 2)
-        );
+        assert_eq!((r.op, r.n_ranks, r.n_hosts), (CollectiveOp::AllReduce, 4, 2));
         assert_eq!(r.rows.len(), 2);
         assert_eq!(r.gpu_name.as_deref(), Some("NVIDIA H100 80GB HBM3"));
-        assert_eq!(
-            r.rows[1],
-            NcclTestsRow {
-                size_bytes: 1073741824,
-                time_us: 9000.0,
-                algbw_gb_per_s: 119.30,
-                busbw_gb_per_s: 178.96
-            }
-        );
+        assert_eq!(r.rows[1], NcclTestsRow { size_bytes: 1073741824, time_us: 9000.0, algbw_gb_per_s: 119.30, busbw_gb_per_s: 178.96 });
     }
 
     #[test]
@@ -220,29 +174,11 @@ mod tests {
     #[test]
     fn errors_say_what_is_missing() {
         let e = parse(Path::new("run.log"), LOG).unwrap_err();
-        assert_eq!(
-            e,
-            NcclTestsError::UnknownOp {
-                path: "run.log".into()
-            }
-        );
-        assert!(
-            e.to_string().contains("hint: name the file after the test"),
-            "{e}"
-        );
-        let no_ranks: String = LOG
-            .lines()
-            .filter(|l| !l.contains("Rank"))
-            .map(|l| format!("{l}\n"))
-            .collect();
-        assert!(matches!(
-            parse(Path::new("all_reduce.log"), &no_ranks),
-            Err(NcclTestsError::NoRanks { .. })
-        ));
-        assert!(matches!(
-            parse(Path::new("all_reduce.log"), "# nothing\n"),
-            Err(NcclTestsError::Empty { .. })
-        ));
+        assert_eq!(e, NcclTestsError::UnknownOp { path: "run.log".into() });
+        assert!(e.to_string().contains("hint: name the file after the test"), "{e}");
+        let no_ranks: String = LOG.lines().filter(|l| !l.contains("Rank")).map(|l| format!("{l}\n")).collect();
+        assert!(matches!(parse(Path::new("all_reduce.log"), &no_ranks), Err(NcclTestsError::NoRanks { .. })));
+        assert!(matches!(parse(Path::new("all_reduce.log"), "# nothing\n"), Err(NcclTestsError::Empty { .. })));
     }
 
     #[test]

@@ -13,8 +13,8 @@ use super::nccl_tests::NcclTestsRun;
 use super::stats::Percentiles;
 use super::Measurements;
 use gpuplan_config::profile::{
-    AttentionBmmWire, CollectiveWire, ElementwiseWire, GemmWire, L2Wire, P2pWire,
-    PowerActivityWire, PowerPhaseWire, PowerWire, ProfileFile, StreamWire, SCHEMA_VERSION,
+    AttentionBmmWire, CollectiveWire, ElementwiseWire, GemmWire, L2Wire, P2pWire, PowerActivityWire, PowerPhaseWire, PowerWire, ProfileFile, StreamWire,
+    SCHEMA_VERSION,
 };
 use gpuplan_core::hardware::profile::CollectiveOp;
 
@@ -50,22 +50,13 @@ pub struct Meta {
 }
 
 fn us(p: Percentiles) -> [String; 3] {
-    [
-        format!("{:.3}", p.p10 * 1e6),
-        format!("{:.3}", p.p50 * 1e6),
-        format!("{:.3}", p.p90 * 1e6),
-    ]
+    [format!("{:.3}", p.p10 * 1e6), format!("{:.3}", p.p50 * 1e6), format!("{:.3}", p.p90 * 1e6)]
 }
 
 /// The columns every timed cuBLASLt row ends with (gemm.csv, attention.csv): SM clock, waves,
 /// algorithm index, check error.
 fn run_columns(sm_clock_mhz: Option<f64>, waves: f32, algo_index: usize, check_rel_err: f64) -> [String; 4] {
-    [
-        sm_clock_mhz.map(|c| format!("{c:.0}")).unwrap_or_default(),
-        format!("{waves:.2}"),
-        algo_index.to_string(),
-        format!("{check_rel_err:.2e}"),
-    ]
+    [sm_clock_mhz.map(|c| format!("{c:.0}")).unwrap_or_default(), format!("{waves:.2}"), algo_index.to_string(), format!("{check_rel_err:.2e}")]
 }
 
 fn csv_bytes(header: &[&str], rows: Vec<Vec<String>>) -> Vec<u8> {
@@ -81,26 +72,15 @@ fn csv_bytes(header: &[&str], rows: Vec<Vec<String>>) -> Vec<u8> {
 pub fn csvs(m: &Measurements) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     if !m.launch.is_empty() {
-        let rows = m
-            .launch
-            .iter()
-            .map(|r| [vec![r.what.to_string()], us(r.time).to_vec()].concat())
-            .collect();
-        out.push((
-            "launch.csv".into(),
-            csv_bytes(&["what", "time_us_p10", "time_us_p50", "time_us_p90"], rows),
-        ));
+        let rows = m.launch.iter().map(|r| [vec![r.what.to_string()], us(r.time).to_vec()].concat()).collect();
+        out.push(("launch.csv".into(), csv_bytes(&["what", "time_us_p10", "time_us_p50", "time_us_p90"], rows)));
     }
     if !m.hbm.is_empty() {
         let rows = m
             .hbm
             .iter()
             .map(|r| {
-                let mut v = vec![
-                    r.kernel.name().to_string(),
-                    r.size_bytes.to_string(),
-                    r.bytes_moved.to_string(),
-                ];
+                let mut v = vec![r.kernel.name().to_string(), r.size_bytes.to_string(), r.bytes_moved.to_string()];
                 v.extend(us(r.time));
                 v.push(format!("{:.1}", r.bytes_moved as f64 / r.time.p50 / 1e9));
                 v
@@ -108,18 +88,7 @@ pub fn csvs(m: &Measurements) -> Vec<(String, Vec<u8>)> {
             .collect();
         out.push((
             "hbm.csv".into(),
-            csv_bytes(
-                &[
-                    "kernel",
-                    "size_bytes",
-                    "bytes_moved",
-                    "time_us_p10",
-                    "time_us_p50",
-                    "time_us_p90",
-                    "bandwidth_gb_per_s_p50",
-                ],
-                rows,
-            ),
+            csv_bytes(&["kernel", "size_bytes", "bytes_moved", "time_us_p10", "time_us_p50", "time_us_p90", "bandwidth_gb_per_s_p50"], rows),
         ));
     }
     if !m.elementwise.is_empty() {
@@ -127,12 +96,7 @@ pub fn csvs(m: &Measurements) -> Vec<(String, Vec<u8>)> {
             .elementwise
             .iter()
             .map(|r| {
-                let mut v = vec![
-                    r.op.name().to_string(),
-                    r.rows.to_string(),
-                    r.cols.to_string(),
-                    r.bytes_moved.to_string(),
-                ];
+                let mut v = vec![r.op.name().to_string(), r.rows.to_string(), r.cols.to_string(), r.bytes_moved.to_string()];
                 v.extend(us(r.time));
                 v.push(format!("{:.1}", r.bytes_moved as f64 / r.time.p50 / 1e9));
                 v.push(format!("{:.2e}", r.check_err));
@@ -141,20 +105,7 @@ pub fn csvs(m: &Measurements) -> Vec<(String, Vec<u8>)> {
             .collect();
         out.push((
             "elementwise.csv".into(),
-            csv_bytes(
-                &[
-                    "op",
-                    "rows",
-                    "cols",
-                    "bytes_moved",
-                    "time_us_p10",
-                    "time_us_p50",
-                    "time_us_p90",
-                    "bandwidth_gb_per_s_p50",
-                    "check_max_rel_err",
-                ],
-                rows,
-            ),
+            csv_bytes(&["op", "rows", "cols", "bytes_moved", "time_us_p10", "time_us_p50", "time_us_p90", "bandwidth_gb_per_s_p50", "check_max_rel_err"], rows),
         ));
     }
     if !m.gemm.is_empty() {
@@ -162,12 +113,7 @@ pub fn csvs(m: &Measurements) -> Vec<(String, Vec<u8>)> {
             .gemm
             .iter()
             .map(|r| {
-                let mut v = vec![
-                    r.dtype.name().to_string(),
-                    r.shape.m.to_string(),
-                    r.shape.n.to_string(),
-                    r.shape.k.to_string(),
-                ];
+                let mut v = vec![r.dtype.name().to_string(), r.shape.m.to_string(), r.shape.n.to_string(), r.shape.k.to_string()];
                 v.extend(us(r.time));
                 v.push(format!("{:.1}", r.shape.flops() / r.time.p50 / 1e12));
                 v.extend(run_columns(r.sm_clock_mhz, r.waves, r.algo_index, r.check_rel_err));
@@ -221,22 +167,14 @@ pub fn csvs(m: &Measurements) -> Vec<(String, Vec<u8>)> {
                 v
             })
             .collect();
-        out.push((
-            "attention.csv".into(),
-            csv_bytes(&ATTENTION_CSV_HEADER, rows),
-        ));
+        out.push(("attention.csv".into(), csv_bytes(&ATTENTION_CSV_HEADER, rows)));
     }
     if !m.p2p.is_empty() {
         let rows = m
             .p2p
             .iter()
             .map(|r| {
-                let mut v = vec![
-                    r.src.to_string(),
-                    r.dst.to_string(),
-                    r.peer_access.to_string(),
-                    r.size_bytes.to_string(),
-                ];
+                let mut v = vec![r.src.to_string(), r.dst.to_string(), r.peer_access.to_string(), r.size_bytes.to_string()];
                 v.extend(us(r.time));
                 v.push(format!("{:.2}", r.size_bytes as f64 / r.time.p50 / 1e9));
                 v
@@ -244,19 +182,7 @@ pub fn csvs(m: &Measurements) -> Vec<(String, Vec<u8>)> {
             .collect();
         out.push((
             "p2p.csv".into(),
-            csv_bytes(
-                &[
-                    "src_gpu",
-                    "dst_gpu",
-                    "peer_access",
-                    "size_bytes",
-                    "time_us_p10",
-                    "time_us_p50",
-                    "time_us_p90",
-                    "bandwidth_gb_per_s_p50",
-                ],
-                rows,
-            ),
+            csv_bytes(&["src_gpu", "dst_gpu", "peer_access", "size_bytes", "time_us_p10", "time_us_p50", "time_us_p90", "bandwidth_gb_per_s_p50"], rows),
         ));
     }
     if !m.collectives.is_empty() {
@@ -264,12 +190,7 @@ pub fn csvs(m: &Measurements) -> Vec<(String, Vec<u8>)> {
             .collectives
             .iter()
             .map(|r| {
-                let mut v = vec![
-                    r.op.name().to_string(),
-                    r.n_ranks.to_string(),
-                    r.size_bytes.to_string(),
-                    "bf16".to_string(),
-                ];
+                let mut v = vec![r.op.name().to_string(), r.n_ranks.to_string(), r.size_bytes.to_string(), "bf16".to_string()];
                 v.extend(us(r.time));
                 v.push(format!("{:.3}", r.algbw(r.time.p50) / 1e9));
                 v.push(format!("{:.3}", r.busbw(r.time.p50) / 1e9));
@@ -278,28 +199,11 @@ pub fn csvs(m: &Measurements) -> Vec<(String, Vec<u8>)> {
             .collect();
         out.push((
             "collectives.csv".into(),
-            csv_bytes(
-                &[
-                    "op",
-                    "n_ranks",
-                    "size_bytes",
-                    "dtype",
-                    "time_us_p10",
-                    "time_us_p50",
-                    "time_us_p90",
-                    "algbw_gb_per_s_p50",
-                    "busbw_gb_per_s_p50",
-                ],
-                rows,
-            ),
+            csv_bytes(&["op", "n_ranks", "size_bytes", "dtype", "time_us_p10", "time_us_p50", "time_us_p90", "algbw_gb_per_s_p50", "busbw_gb_per_s_p50"], rows),
         ));
     }
     if !m.node_power.is_empty() {
-        let rows = m
-            .node_power
-            .iter()
-            .map(|(i, p)| std::iter::once(i.to_string()).chain(phase_row(p)).collect())
-            .collect();
+        let rows = m.node_power.iter().map(|(i, p)| std::iter::once(i.to_string()).chain(phase_row(p)).collect()).collect();
         let header: Vec<&str> = std::iter::once("gpu").chain(PHASE_HEADER).collect();
         out.push(("power_node.csv".into(), csv_bytes(&header, rows)));
     }
@@ -319,13 +223,7 @@ pub fn csvs(m: &Measurements) -> Vec<(String, Vec<u8>)> {
                 ]
             })
             .collect();
-        out.push((
-            "power_samples.csv".into(),
-            csv_bytes(
-                &["load", "time_s", "power_w", "sm_clock_mhz", "temperature_c"],
-                rows,
-            ),
-        ));
+        out.push(("power_samples.csv".into(), csv_bytes(&["load", "time_s", "power_w", "sm_clock_mhz", "temperature_c"], rows)));
     }
     out
 }
@@ -371,16 +269,11 @@ pub fn attention_table(rows: &[AttnRow]) -> (Vec<AttentionBmmWire>, Vec<String>)
     let mut notes = Vec::new();
     for ((d, s), pair) in cases {
         let [Some(qk), Some(pv)] = pair else {
-            notes.push(format!(
-                "attention s={s} d={d}: only one of QK^T and PV measured, left out of `attention_bmm`"
-            ));
+            notes.push(format!("attention s={s} d={d}: only one of QK^T and PV measured, left out of `attention_bmm`"));
             continue;
         };
         let flops = qk.case.flops(Product::Qk) + pv.case.flops(Product::Pv);
-        let clocks: Vec<f64> = [qk.sm_clock_mhz, pv.sm_clock_mhz]
-            .into_iter()
-            .flatten()
-            .collect();
+        let clocks: Vec<f64> = [qk.sm_clock_mhz, pv.sm_clock_mhz].into_iter().flatten().collect();
         out.push(AttentionBmmWire {
             seq_len: s,
             head_dim: d,
@@ -388,19 +281,14 @@ pub fn attention_table(rows: &[AttnRow]) -> (Vec<AttentionBmmWire>, Vec<String>)
             qk_tflops: qk.flops_per_s() / 1e12,
             pv_tflops: pv.flops_per_s() / 1e12,
             achieved_tflops: flops / (qk.time.p50 + pv.time.p50) / 1e12,
-            sm_clock_mhz: (!clocks.is_empty())
-                .then(|| clocks.iter().sum::<f64>() / clocks.len() as f64),
+            sm_clock_mhz: (!clocks.is_empty()).then(|| clocks.iter().sum::<f64>() / clocks.len() as f64),
         });
     }
     (out, notes)
 }
 
 /// Fit latency + size * factor / busbw per (op, group size).
-pub fn collective_fits(
-    rows: &[CollRow],
-    intra_node: bool,
-    source: &str,
-) -> (Vec<CollectiveWire>, Vec<String>) {
+pub fn collective_fits(rows: &[CollRow], intra_node: bool, source: &str) -> (Vec<CollectiveWire>, Vec<String>) {
     let mut groups: BTreeMap<(CollectiveOp, u32), Vec<&CollRow>> = BTreeMap::new();
     for r in rows {
         groups.entry((r.op, r.n_ranks)).or_default().push(r);
@@ -409,10 +297,7 @@ pub fn collective_fits(
     let mut notes = Vec::new();
     for ((op, n), rs) in groups {
         let f = op.busbw_factor(n);
-        let pts: Vec<(f64, f64)> = rs
-            .iter()
-            .map(|r| (r.size_bytes as f64 * f, r.time.p50))
-            .collect();
+        let pts: Vec<(f64, f64)> = rs.iter().map(|r| (r.size_bytes as f64 * f, r.time.p50)).collect();
         match fit::latency_bandwidth(&pts) {
             Ok(lf) => out.push(CollectiveWire {
                 op: op.name().into(),
@@ -420,8 +305,7 @@ pub fn collective_fits(
                 intra_node,
                 latency_us: lf.latency * 1e6,
                 busbw_gb_per_s: lf.bandwidth / 1e9,
-                peak_busbw_gb_per_s: rs.iter().map(|r| r.busbw(r.time.p50)).fold(0.0, f64::max)
-                    / 1e9,
+                peak_busbw_gb_per_s: rs.iter().map(|r| r.busbw(r.time.p50)).fold(0.0, f64::max) / 1e9,
                 min_size_bytes: rs.iter().map(|r| r.size_bytes).min().unwrap_or(0),
                 max_size_bytes: rs.iter().map(|r| r.size_bytes).max().unwrap_or(0),
                 n_points: lf.n_points as u32,
@@ -440,19 +324,7 @@ pub fn rows_from_nccl_tests(runs: &[NcclTestsRun]) -> Vec<(CollRow, bool)> {
     for run in runs {
         for r in &run.rows {
             let t = r.time_us * 1e-6;
-            out.push((
-                CollRow {
-                    op: run.op,
-                    n_ranks: run.n_ranks,
-                    size_bytes: r.size_bytes,
-                    time: Percentiles {
-                        p10: t,
-                        p50: t,
-                        p90: t,
-                    },
-                },
-                run.n_hosts <= 1,
-            ));
+            out.push((CollRow { op: run.op, n_ranks: run.n_ranks, size_bytes: r.size_bytes, time: Percentiles { p10: t, p50: t, p90: t } }, run.n_hosts <= 1));
         }
     }
     out
@@ -467,11 +339,7 @@ pub fn profile(m: &Measurements, name: &str, provenance: &str) -> (ProfileFile, 
         gpu_name: m.gpu_name.clone(),
         n_gpus: m.n_gpus,
         provenance: provenance.into(),
-        kernel_launch_us: m
-            .launch
-            .iter()
-            .find(|r| r.what == "kernel_launch_back_to_back")
-            .map(|r| r.time.p50 * 1e6),
+        kernel_launch_us: m.launch.iter().find(|r| r.what == "kernel_launch_back_to_back").map(|r| r.time.p50 * 1e6),
         stream: None,
         l2: None,
         power: None,
@@ -486,18 +354,17 @@ pub fn profile(m: &Measurements, name: &str, provenance: &str) -> (ProfileFile, 
     // Stream fit: the driver's device-to-device copy (the faster of the copies measured, and what
     // `Tensor.copy_` runs) at sizes well past L2 (HBM, not cache).
     let big = 4 * m.l2_bytes.max(1);
-    let pts: Vec<(f64, f64)> = m
-        .hbm
-        .iter()
-        .filter(|r| r.kernel == super::memory::MemKernel::DriverCopy && r.size_bytes >= big)
-        .map(|r| (r.bytes_moved as f64, r.time.p50))
-        .collect();
+    let pts: Vec<(f64, f64)> =
+        m.hbm.iter().filter(|r| r.kernel == super::memory::MemKernel::DriverCopy && r.size_bytes >= big).map(|r| (r.bytes_moved as f64, r.time.p50)).collect();
     match fit::latency_bandwidth(&pts) {
         Ok(f) => {
             pf.stream = Some(StreamWire {
                 latency_us: f.latency * 1e6,
                 bandwidth_gb_per_s: f.bandwidth / 1e9,
-                fitted_on: format!("hbm.csv kernel=memcpy_dtod, {} sizes >= {} bytes (4x L2), bytes = read + written, rms rel err {:.3}", f.n_points, big, f.rms_rel_err),
+                fitted_on: format!(
+                    "hbm.csv kernel=memcpy_dtod, {} sizes >= {} bytes (4x L2), bytes = read + written, rms rel err {:.3}",
+                    f.n_points, big, f.rms_rel_err
+                ),
             })
         }
         Err(e) if !m.hbm.is_empty() => notes.push(format!("stream: no fit ({e})")),
@@ -507,15 +374,9 @@ pub fn profile(m: &Measurements, name: &str, provenance: &str) -> (ProfileFile, 
         .hbm
         .iter()
         .filter(|r| r.kernel == super::memory::MemKernel::Read && r.size_bytes * 2 <= m.l2_bytes)
-        .max_by(|a, b| {
-            (a.bytes_moved as f64 / a.time.p50).total_cmp(&(b.bytes_moved as f64 / b.time.p50))
-        })
+        .max_by(|a, b| (a.bytes_moved as f64 / a.time.p50).total_cmp(&(b.bytes_moved as f64 / b.time.p50)))
     {
-        pf.l2 = Some(L2Wire {
-            read_bandwidth_gb_per_s: best.bytes_moved as f64 / best.time.p50 / 1e9,
-            at_size_bytes: best.size_bytes,
-            l2_bytes: m.l2_bytes,
-        });
+        pf.l2 = Some(L2Wire { read_bandwidth_gb_per_s: best.bytes_moved as f64 / best.time.p50 / 1e9, at_size_bytes: best.size_bytes, l2_bytes: m.l2_bytes });
     }
     pf.gemm = m
         .gemm
@@ -545,10 +406,7 @@ pub fn profile(m: &Measurements, name: &str, provenance: &str) -> (ProfileFile, 
         .collect();
     let mut pairs: BTreeMap<(usize, usize), Vec<(f64, f64)>> = BTreeMap::new();
     for r in &m.p2p {
-        pairs
-            .entry((r.src, r.dst))
-            .or_default()
-            .push((r.size_bytes as f64, r.time.p50));
+        pairs.entry((r.src, r.dst)).or_default().push((r.size_bytes as f64, r.time.p50));
     }
     for ((s, d), pts) in pairs {
         match fit::latency_bandwidth(&pts) {
@@ -590,26 +448,12 @@ pub fn profile(m: &Measurements, name: &str, provenance: &str) -> (ProfileFile, 
             max_clock_mhz: m.max_sm_clock_mhz.unwrap_or(f64::NAN),
         });
         if let (Some(gt), Some(hb)) = (g.gemm_tflops, h.hbm_gb_per_s) {
-            let mut pts = vec![
-                (0.0, 0.0, idle.power_w_mean),
-                (1.0, 0.0, g.power_w_mean),
-                (0.0, 1.0, h.power_w_mean),
-            ];
+            let mut pts = vec![(0.0, 0.0, idle.power_w_mean), (1.0, 0.0, g.power_w_mean), (0.0, 1.0, h.power_w_mean)];
             if let Some(mx) = phase("mixed") {
-                pts.push((
-                    mx.gemm_tflops.unwrap_or(0.0) / gt,
-                    mx.hbm_gb_per_s.unwrap_or(0.0) / hb,
-                    mx.power_w_mean,
-                ));
+                pts.push((mx.gemm_tflops.unwrap_or(0.0) / gt, mx.hbm_gb_per_s.unwrap_or(0.0) / hb, mx.power_w_mean));
             }
             match fit::power_plane(&pts) {
-                Ok((i, a, b)) => {
-                    pf.power_activity = Some(PowerActivityWire {
-                        idle_w: i,
-                        gemm_w: a,
-                        hbm_w: b,
-                    })
-                }
+                Ok((i, a, b)) => pf.power_activity = Some(PowerActivityWire { idle_w: i, gemm_w: a, hbm_w: b }),
                 Err(e) => notes.push(format!("power: no activity fit ({e})")),
             }
         }
@@ -658,65 +502,32 @@ pub fn readme(meta: &Meta, pf: &ProfileFile, files: &[String]) -> String {
         "Measured by `gpuplan calibrate` on {} x {} ({}), {} UTC, driver {}, CUDA driver API {}, NCCL {}, in {:.0} s ({} mode).\n\n",
         meta.gpu_count, meta.gpu_name, meta.host, meta.date_utc, meta.driver_version, meta.cuda_driver_version, meta.nccl_version, meta.wall_s, meta.mode
     ));
-    s.push_str(&format!(
-        "Command (run from the repository root):\n\n```\n{}\n```\n\n",
-        meta.command
-    ));
-    s.push_str(
-        "Files: `profile.toml` (fits, read by `gpuplan --calibration`), `meta.toml` (provenance)",
-    );
+    s.push_str(&format!("Command (run from the repository root):\n\n```\n{}\n```\n\n", meta.command));
+    s.push_str("Files: `profile.toml` (fits, read by `gpuplan --calibration`), `meta.toml` (provenance)");
     for f in files {
         s.push_str(&format!(", `{f}`"));
     }
     s.push_str(".\nTimes are p10/p50/p90 over repetitions, each the mean of a batch timed with CUDA events after warm-up, on random inputs.\n\n");
     s.push_str("Headline numbers (p50):\n\n");
-    if let Some(g) = pf
-        .gemm
-        .iter()
-        .find(|g| g.dtype == "bf16" && g.m == 8192 && g.n == 8192 && g.k == 8192)
-    {
-        s.push_str(&format!(
-            "- cuBLASLt bf16 8192^3: {:.0} TFLOP/s (SM clock {:.0} MHz)\n",
-            g.achieved_tflops, g.sm_clock_mhz
-        ));
+    if let Some(g) = pf.gemm.iter().find(|g| g.dtype == "bf16" && g.m == 8192 && g.n == 8192 && g.k == 8192) {
+        s.push_str(&format!("- cuBLASLt bf16 8192^3: {:.0} TFLOP/s (SM clock {:.0} MHz)\n", g.achieved_tflops, g.sm_clock_mhz));
     }
     for d in ["fp16", "tf32", "fp8"] {
-        if let Some(g) = pf
-            .gemm
-            .iter()
-            .find(|g| g.dtype == d && g.m == 8192 && g.n == 8192 && g.k == 8192)
-        {
-            s.push_str(&format!(
-                "- cuBLASLt {d} 8192^3: {:.0} TFLOP/s\n",
-                g.achieved_tflops
-            ));
+        if let Some(g) = pf.gemm.iter().find(|g| g.dtype == d && g.m == 8192 && g.n == 8192 && g.k == 8192) {
+            s.push_str(&format!("- cuBLASLt {d} 8192^3: {:.0} TFLOP/s\n", g.achieved_tflops));
         }
     }
     let mut dims: Vec<u64> = pf.attention_bmm.iter().map(|a| a.head_dim).collect();
     dims.dedup();
     for d in dims {
-        let pts: Vec<String> = pf
-            .attention_bmm
-            .iter()
-            .filter(|a| a.head_dim == d)
-            .map(|a| format!("s={} {:.0}", a.seq_len, a.achieved_tflops))
-            .collect();
-        s.push_str(&format!(
-            "- attention-like bf16 batched GEMMs (QK^T + PV), d={d}: {} TFLOP/s\n",
-            pts.join(", ")
-        ));
+        let pts: Vec<String> = pf.attention_bmm.iter().filter(|a| a.head_dim == d).map(|a| format!("s={} {:.0}", a.seq_len, a.achieved_tflops)).collect();
+        s.push_str(&format!("- attention-like bf16 batched GEMMs (QK^T + PV), d={d}: {} TFLOP/s\n", pts.join(", ")));
     }
     if let Some(st) = &pf.stream {
-        s.push_str(&format!(
-            "- HBM copy fit: {:.0} GB/s (read + write), {:.1} us latency\n",
-            st.bandwidth_gb_per_s, st.latency_us
-        ));
+        s.push_str(&format!("- HBM copy fit: {:.0} GB/s (read + write), {:.1} us latency\n", st.bandwidth_gb_per_s, st.latency_us));
     }
     if let Some(l2) = &pf.l2 {
-        s.push_str(&format!(
-            "- L2-resident read: {:.0} GB/s at {} bytes\n",
-            l2.read_bandwidth_gb_per_s, l2.at_size_bytes
-        ));
+        s.push_str(&format!("- L2-resident read: {:.0} GB/s at {} bytes\n", l2.read_bandwidth_gb_per_s, l2.at_size_bytes));
     }
     if let Some(k) = pf.kernel_launch_us {
         s.push_str(&format!("- kernel launch, back to back: {k:.2} us\n"));
@@ -728,10 +539,7 @@ pub fn readme(meta: &Meta, pf: &ProfileFile, files: &[String]) -> String {
         ));
     }
     for p in &pf.p2p {
-        s.push_str(&format!(
-            "- P2P copy GPU {} -> {}: {:.0} GB/s peak, {:.1} us latency\n",
-            p.src, p.dst, p.peak_bandwidth_gb_per_s, p.latency_us
-        ));
+        s.push_str(&format!("- P2P copy GPU {} -> {}: {:.0} GB/s peak, {:.1} us latency\n", p.src, p.dst, p.peak_bandwidth_gb_per_s, p.latency_us));
     }
     if let Some(p) = &pf.power {
         s.push_str(&format!(
@@ -755,11 +563,7 @@ mod tests {
     use crate::calibrate::power::Phase;
 
     fn exact(t: f64) -> Percentiles {
-        Percentiles {
-            p10: t,
-            p50: t,
-            p90: t,
-        }
+        Percentiles { p10: t, p50: t, p90: t }
     }
 
     fn phase(load: &'static str, w: f64, mhz: f64, tf: Option<f64>, gb: Option<f64>) -> Phase {
@@ -778,13 +582,7 @@ mod tests {
 
     fn attn_row(regime: Regime, s_q: u64, s_kv: u64, d: u64, p: Product, tflops: f64) -> AttnRow {
         use crate::calibrate::attention::Case;
-        let case = Case {
-            regime,
-            seq_q: s_q,
-            seq_kv: s_kv,
-            head_dim: d,
-            batch: (1 << 29) / (s_q * s_kv),
-        };
+        let case = Case { regime, seq_q: s_q, seq_kv: s_kv, head_dim: d, batch: (1 << 29) / (s_q * s_kv) };
         AttnRow {
             case,
             product: p,
@@ -814,10 +612,7 @@ mod tests {
         // (d, s) order; d = 64 has only QK^T, so it is left out with a note.
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(notes[0].contains("s=2048 d=64"), "{notes:?}");
-        let got: Vec<(u64, u64, u64)> = table
-            .iter()
-            .map(|a| (a.head_dim, a.seq_len, a.batch))
-            .collect();
+        let got: Vec<(u64, u64, u64)> = table.iter().map(|a| (a.head_dim, a.seq_len, a.batch)).collect();
         assert_eq!(got, vec![(128, 512, 2048), (128, 8192, 8)]);
         let t = &table[1];
         assert!((t.qk_tflops - 300.0).abs() < 1e-9, "{t:?}");
@@ -828,32 +623,17 @@ mod tests {
         assert_eq!(table[0].sm_clock_mhz, Some(1600.0));
 
         // Through `profile`: the table lands in the wire file and loads as the domain table.
-        let m = Measurements {
-            gpu_name: "Synthetic".into(),
-            n_gpus: 1,
-            attention: rows.clone(),
-            ..Default::default()
-        };
+        let m = Measurements { gpu_name: "Synthetic".into(), n_gpus: 1, attention: rows.clone(), ..Default::default() };
         let (pf, notes) = profile(&m, "synthetic", "unit test");
         assert_eq!(pf.attention_bmm, table);
         assert_eq!(notes.len(), 1);
-        let d = pf
-            .to_domain(std::path::Path::new("synthetic/profile.toml"))
-            .unwrap();
+        let d = pf.to_domain(std::path::Path::new("synthetic/profile.toml")).unwrap();
         assert_eq!(d.attention_bmm.len(), 2);
         assert!((d.attention_bmm[1].achieved.as_tflops() - 400.0).abs() < 1e-9);
 
         // The raw CSV: one row per measured product, decode rows with their bandwidth.
         let files = csvs(&m);
-        let text = String::from_utf8(
-            files
-                .iter()
-                .find(|(n, _)| n == "attention.csv")
-                .unwrap()
-                .1
-                .clone(),
-        )
-        .unwrap();
+        let text = String::from_utf8(files.iter().find(|(n, _)| n == "attention.csv").unwrap().1.clone()).unwrap();
         let mut lines = text.lines();
         assert_eq!(lines.next().unwrap(), "regime,product,dtype,batch,seq_q,seq_kv,head_dim,m,n,k,time_us_p10,time_us_p50,time_us_p90,tflops_p50,bytes_moved,bandwidth_gb_per_s_p50,sm_clock_mhz,waves,algo_index,check_max_rel_err");
         assert_eq!(lines.clone().count(), rows.len());
@@ -861,10 +641,7 @@ mod tests {
         // m n k = 8 x 4096 x 128.
         let decode = lines.find(|l| l.starts_with("decode,qk")).unwrap();
         let f: Vec<&str> = decode.split(',').collect();
-        assert_eq!(
-            &f[..10],
-            &["decode", "qk", "bf16", "16384", "8", "4096", "128", "8", "4096", "128"]
-        );
+        assert_eq!(&f[..10], &["decode", "qk", "bf16", "16384", "8", "4096", "128", "8", "4096", "128"]);
         assert_eq!(f[13], "20.0");
         let bytes: u64 = f[14].parse().unwrap();
         assert_eq!(bytes, 16384 * (8 * 128 + 128 * 4096 + 8 * 4096) * 2);
@@ -872,51 +649,25 @@ mod tests {
 
     #[test]
     fn fits_recover_the_parameters_of_synthetic_measurements() {
-        let mut m = Measurements {
-            gpu_name: "Synthetic".into(),
-            n_gpus: 2,
-            l2_bytes: 50 << 20,
-            ..Default::default()
-        };
+        let mut m = Measurements { gpu_name: "Synthetic".into(), n_gpus: 2, l2_bytes: 50 << 20, ..Default::default() };
         // all_reduce on 2 ranks: 12 us + size * 2(n-1)/n / 300 GB/s.
         for e in 3..=32 {
             let size = 1u64 << e;
             let t = 12e-6 + size as f64 * 1.0 / 300e9;
-            m.collectives.push(CollRow {
-                op: CollectiveOp::AllReduce,
-                n_ranks: 2,
-                size_bytes: size,
-                time: exact(t),
-            });
+            m.collectives.push(CollRow { op: CollectiveOp::AllReduce, n_ranks: 2, size_bytes: size, time: exact(t) });
         }
         // HBM: 3 us + bytes / 4300 GB/s for the driver copy; a slower kernel copy that must be ignored.
         for e in 20..=32 {
             let size = 1u64 << e;
             let t = 3e-6 + 2.0 * size as f64 / 4300e9;
-            m.hbm.push(MemRow {
-                kernel: MemKernel::DriverCopy,
-                size_bytes: size,
-                bytes_moved: 2 * size,
-                time: exact(t),
-            });
-            m.hbm.push(MemRow {
-                kernel: MemKernel::Copy,
-                size_bytes: size,
-                bytes_moved: 2 * size,
-                time: exact(t * 1.1),
-            });
+            m.hbm.push(MemRow { kernel: MemKernel::DriverCopy, size_bytes: size, bytes_moved: 2 * size, time: exact(t) });
+            m.hbm.push(MemRow { kernel: MemKernel::Copy, size_bytes: size, bytes_moved: 2 * size, time: exact(t * 1.1) });
         }
         m.power_phases = vec![
             phase("idle", 100.0, 1980.0, None, None),
             phase("gemm", 700.0, 1450.0, Some(650.0), None),
             phase("hbm", 600.0, 1980.0, None, Some(4200.0)),
-            phase(
-                "mixed",
-                100.0 + 600.0 * 0.9 + 500.0 * 0.1,
-                1470.0,
-                Some(650.0 * 0.9),
-                Some(4200.0 * 0.1),
-            ),
+            phase("mixed", 100.0 + 600.0 * 0.9 + 500.0 * 0.1, 1470.0, Some(650.0 * 0.9), Some(4200.0 * 0.1)),
         ];
         m.power_limit_w = Some(700.0);
         m.max_sm_clock_mhz = Some(1980.0);
@@ -927,31 +678,19 @@ mod tests {
         assert!((ar.latency_us - 12.0).abs() < 0.1, "{ar:?}");
         assert!((ar.busbw_gb_per_s - 300.0).abs() < 1.0, "{ar:?}");
         let st = pf.stream.as_ref().unwrap();
-        assert!(
-            (st.bandwidth_gb_per_s - 4300.0).abs() < 5.0 && (st.latency_us - 3.0).abs() < 0.1,
-            "{st:?}"
-        );
+        assert!((st.bandwidth_gb_per_s - 4300.0).abs() < 5.0 && (st.latency_us - 3.0).abs() < 0.1, "{st:?}");
         let pw = pf.power.as_ref().unwrap();
-        assert_eq!(
-            (pw.idle_w, pw.gemm_load_w, pw.gemm_clock_mhz, pw.hbm_load_w),
-            (100.0, 700.0, 1450.0, 600.0)
-        );
+        assert_eq!((pw.idle_w, pw.gemm_load_w, pw.gemm_clock_mhz, pw.hbm_load_w), (100.0, 700.0, 1450.0, 600.0));
         let pa = pf.power_activity.as_ref().unwrap();
-        assert!(
-            (pa.idle_w - 100.0).abs() < 1e-6
-                && (pa.gemm_w - 600.0).abs() < 1e-6
-                && (pa.hbm_w - 500.0).abs() < 1e-6,
-            "{pa:?}"
-        );
+        assert!((pa.idle_w - 100.0).abs() < 1e-6 && (pa.gemm_w - 600.0).abs() < 1e-6 && (pa.hbm_w - 500.0).abs() < 1e-6, "{pa:?}");
         // And the result is a valid profile.
-        let d = pf
-            .to_domain(std::path::Path::new("synthetic/profile.toml"))
-            .unwrap();
+        let d = pf.to_domain(std::path::Path::new("synthetic/profile.toml")).unwrap();
         assert_eq!(d.collectives.len(), 1);
         // The CSVs carry unit-suffixed headers.
         let files = csvs(&m);
         let coll = files.iter().find(|(n, _)| n == "collectives.csv").unwrap();
-        assert!(String::from_utf8_lossy(&coll.1).starts_with("op,n_ranks,size_bytes,dtype,time_us_p10,time_us_p50,time_us_p90,algbw_gb_per_s_p50,busbw_gb_per_s_p50\n"));
+        assert!(String::from_utf8_lossy(&coll.1)
+            .starts_with("op,n_ranks,size_bytes,dtype,time_us_p10,time_us_p50,time_us_p90,algbw_gb_per_s_p50,busbw_gb_per_s_p50\n"));
         // Node power: one row per GPU, its index first; the single-GPU phases keep their file.
         assert!(!files.iter().any(|(n, _)| n == "power_node.csv"));
         m.node_power = vec![(0, phase("gemm-node", 690.0, 1480.0, Some(660.0), None)), (1, phase("gemm-node", 695.0, 1510.0, Some(680.0), None))];

@@ -53,14 +53,8 @@ pub fn open(lib: Option<&std::path::Path>) -> Result<Nvml, CalibrateError> {
 }
 
 pub fn facts(nvml: &Nvml, uuid: &str) -> DeviceFacts {
-    let mut f = DeviceFacts {
-        driver_version: nvml.sys_driver_version().ok(),
-        ..Default::default()
-    };
-    f.cuda_driver_version = nvml
-        .sys_cuda_driver_version()
-        .ok()
-        .map(|v| format!("{}.{}", v / 1000, (v % 1000) / 10));
+    let mut f = DeviceFacts { driver_version: nvml.sys_driver_version().ok(), ..Default::default() };
+    f.cuda_driver_version = nvml.sys_cuda_driver_version().ok().map(|v| format!("{}.{}", v / 1000, (v % 1000) / 10));
     if let Ok(d) = nvml.device_by_uuid(uuid) {
         f.power_limit_w = d.enforced_power_limit().ok().map(|mw| f64::from(mw) * 1e-3);
         f.max_sm_clock_mhz = d.max_clock_info(Clock::SM).ok().map(f64::from);
@@ -71,11 +65,7 @@ pub fn facts(nvml: &Nvml, uuid: &str) -> DeviceFacts {
 }
 
 pub fn sm_clock(nvml: &Nvml, uuid: &str) -> Option<f64> {
-    nvml.device_by_uuid(uuid)
-        .ok()?
-        .clock_info(Clock::SM)
-        .ok()
-        .map(f64::from)
+    nvml.device_by_uuid(uuid).ok()?.clock_info(Clock::SM).ok().map(f64::from)
 }
 
 /// Run `load` (which must return after `duration`) while another thread samples the device every
@@ -88,9 +78,7 @@ pub fn sample_phase<T>(
     settle_fraction: f64,
     load: impl FnOnce(Instant) -> Result<T, CalibrateError>,
 ) -> Result<(T, Vec<Sample>, Phase), CalibrateError> {
-    let device = nvml
-        .device_by_uuid(uuid)
-        .map_err(|e| CalibrateError::Nvml(format!("device `{uuid}`: {e}")))?;
+    let device = nvml.device_by_uuid(uuid).map_err(|e| CalibrateError::Nvml(format!("device `{uuid}`: {e}")))?;
     let stop = AtomicBool::new(false);
     let start = Instant::now();
     let until = start + duration;
@@ -100,25 +88,10 @@ pub fn sample_phase<T>(
             let mut v = Vec::new();
             while !stop.load(Ordering::Relaxed) {
                 let t = start.elapsed().as_secs_f64();
-                let p = device
-                    .power_usage()
-                    .map(|mw| f64::from(mw) * 1e-3)
-                    .unwrap_or(f64::NAN);
-                let c = device
-                    .clock_info(Clock::SM)
-                    .map(f64::from)
-                    .unwrap_or(f64::NAN);
-                let temp = device
-                    .temperature(TemperatureSensor::Gpu)
-                    .map(f64::from)
-                    .unwrap_or(f64::NAN);
-                v.push(Sample {
-                    load: name,
-                    t_s: t,
-                    power_w: p,
-                    sm_clock_mhz: c,
-                    temperature_c: temp,
-                });
+                let p = device.power_usage().map(|mw| f64::from(mw) * 1e-3).unwrap_or(f64::NAN);
+                let c = device.clock_info(Clock::SM).map(f64::from).unwrap_or(f64::NAN);
+                let temp = device.temperature(TemperatureSensor::Gpu).map(f64::from).unwrap_or(f64::NAN);
+                v.push(Sample { load: name, t_s: t, power_w: p, sm_clock_mhz: c, temperature_c: temp });
                 std::thread::sleep(period);
             }
             v
@@ -129,16 +102,9 @@ pub fn sample_phase<T>(
     });
     let result = result?;
     let elapsed = start.elapsed().as_secs_f64();
-    let settled: Vec<&Sample> = samples
-        .iter()
-        .filter(|s| s.t_s >= settle_fraction * elapsed && s.power_w.is_finite())
-        .collect();
+    let settled: Vec<&Sample> = samples.iter().filter(|s| s.t_s >= settle_fraction * elapsed && s.power_w.is_finite()).collect();
     let mean = |f: &dyn Fn(&Sample) -> f64| -> f64 {
-        let v: Vec<f64> = settled
-            .iter()
-            .map(|s| f(s))
-            .filter(|x| x.is_finite())
-            .collect();
+        let v: Vec<f64> = settled.iter().map(|s| f(s)).filter(|x| x.is_finite()).collect();
         if v.is_empty() {
             f64::NAN
         } else {
@@ -150,11 +116,7 @@ pub fn sample_phase<T>(
         load: name,
         duration_s: elapsed,
         power_w_mean: mean(&|s| s.power_w),
-        power_w: Percentiles::of(&pw).unwrap_or(Percentiles {
-            p10: f64::NAN,
-            p50: f64::NAN,
-            p90: f64::NAN,
-        }),
+        power_w: Percentiles::of(&pw).unwrap_or(Percentiles { p10: f64::NAN, p50: f64::NAN, p90: f64::NAN }),
         sm_clock_mhz_mean: mean(&|s| s.sm_clock_mhz),
         temperature_c_mean: mean(&|s| s.temperature_c),
         n_samples: settled.len(),

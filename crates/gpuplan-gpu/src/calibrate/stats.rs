@@ -16,18 +16,10 @@ impl Percentiles {
         }
         let mut v = sample.to_vec();
         v.sort_by(|a, b| a.total_cmp(b));
-        Some(Percentiles {
-            p10: quantile(&v, 0.1),
-            p50: quantile(&v, 0.5),
-            p90: quantile(&v, 0.9),
-        })
+        Some(Percentiles { p10: quantile(&v, 0.1), p50: quantile(&v, 0.5), p90: quantile(&v, 0.9) })
     }
     pub fn map(self, f: impl Fn(f64) -> f64) -> Percentiles {
-        Percentiles {
-            p10: f(self.p10),
-            p50: f(self.p50),
-            p90: f(self.p90),
-        }
+        Percentiles { p10: f(self.p10), p50: f(self.p50), p90: f(self.p90) }
     }
 }
 

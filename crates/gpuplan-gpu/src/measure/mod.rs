@@ -324,7 +324,13 @@ pub fn run(cfg: &MeasureConfig, out: impl Write + Send + 'static, err: impl Writ
     });
     let env = std::env::vars()
         .filter(|(k, _)| {
-            k == "CUDA_VISIBLE_DEVICES" || k == "CUDA_DEVICE_ORDER" || k.starts_with("NCCL_") || k.starts_with("PYTORCH_") || k.starts_with("TORCH_") || k == "NVSHMEM_DISABLE_NVLS" || k == "OMP_NUM_THREADS"
+            k == "CUDA_VISIBLE_DEVICES"
+                || k == "CUDA_DEVICE_ORDER"
+                || k.starts_with("NCCL_")
+                || k.starts_with("PYTORCH_")
+                || k.starts_with("TORCH_")
+                || k == "NVSHMEM_DISABLE_NVLS"
+                || k == "OMP_NUM_THREADS"
         })
         .collect();
     Ok(RunRecord {
@@ -400,10 +406,19 @@ mod tests {
             log.absorb(LineEvent::Step(step(n, t, at)));
         }
         // One GPU drawing 500 W all along: energy counter rises 500 J/s.
-        let series = vec![(0..200).map(|i| {
-            let t = i as f64 * 0.05;
-            nvml::GpuSample { t_s: t, power_w: Some(500.0), energy_j: Some(1e6 + 500.0 * t), mem_used_bytes: Some(1e9 + i as f64), sm_clock_mhz: Some(1980.0), gpu_util_pct: Some(100.0) }
-        }).collect::<Vec<_>>()];
+        let series = vec![(0..200)
+            .map(|i| {
+                let t = i as f64 * 0.05;
+                nvml::GpuSample {
+                    t_s: t,
+                    power_w: Some(500.0),
+                    energy_j: Some(1e6 + 500.0 * t),
+                    mem_used_bytes: Some(1e9 + i as f64),
+                    sm_clock_mhz: Some(1980.0),
+                    gpu_util_pct: Some(100.0),
+                }
+            })
+            .collect::<Vec<_>>()];
         let sc = Scenario { mode: "train".into(), n_gpus: 1, ..Default::default() };
         let m = summarize(&log, &series, &sc, 2, 20.0);
         assert_eq!(m.n_warmup_dropped, 2);

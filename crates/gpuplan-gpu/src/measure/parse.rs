@@ -72,7 +72,9 @@ pub enum LineEvent {
     Facts(Vec<(String, String)>),
     /// A whole-run throughput summary (HF Trainer's `train_steps_per_second`), used only when
     /// no step lines were seen.
-    RunSummary { steps_per_s: f64 },
+    RunSummary {
+        steps_per_s: f64,
+    },
     /// A serving job's request statistics (`serve-summary-json: {...}`).
     Serve(Box<super::record::ServeMetrics>),
 }
@@ -97,14 +99,18 @@ impl Patterns {
         Patterns {
             kv: r(r"([A-Za-z_][A-Za-z0-9_]*)=(\S+)"),
             megatron_iter: r(r"iteration\s+(\d+)\s*/\s*\d+\s*\|.*?elapsed time per iteration \(ms\):\s*([0-9.]+)"),
-            megatron_mem: r(r"\[Rank (\d+)\].*memory \(MB\)\s*\|\s*allocated:\s*([0-9.]+)\s*\|\s*max allocated:\s*([0-9.]+)\s*\|\s*reserved:\s*([0-9.]+)\s*\|\s*max reserved:\s*([0-9.]+)"),
+            megatron_mem: r(
+                r"\[Rank (\d+)\].*memory \(MB\)\s*\|\s*allocated:\s*([0-9.]+)\s*\|\s*max allocated:\s*([0-9.]+)\s*\|\s*reserved:\s*([0-9.]+)\s*\|\s*max reserved:\s*([0-9.]+)",
+            ),
             titan_step: r(r"\bstep:\s*(\d+)\s+.*?\bloss:"),
             titan_mem: r(r"\bmemory:\s*([0-9.]+)\s*GiB"),
             titan_tps: r(r"\btps:\s*([0-9,]+(?:\.[0-9]+)?)"),
             tqdm: r(r"\|\s*(\d+)/(\d+)\s*\[[^\]]*?,\s*([0-9.]+)(it/s|s/it)\]"),
             hf_summary: r(r"'train_steps_per_second':\s*([0-9.eE+-]+)"),
             ansi: r(r"\x1b\[[0-9;]*m"),
-            oom: r(r"(?i)(gpuplan-workload: oom|CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|RESOURCE_EXHAUSTED: Out of memory|cudaErrorMemoryAllocation|NCCL error.*out of memory)"),
+            oom: r(
+                r"(?i)(gpuplan-workload: oom|CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|RESOURCE_EXHAUSTED: Out of memory|cudaErrorMemoryAllocation|NCCL error.*out of memory)",
+            ),
             rank_prefix: r(r"^\[(?:rank|Rank)(\d+)\]:?"),
         }
     }
@@ -191,9 +197,7 @@ impl LogParser {
 
     fn parse_gpuplan(&self, line: &str, at_s: f64) -> Vec<LineEvent> {
         let line = line.trim();
-        let kv = |l: &str| -> Vec<(String, String)> {
-            self.p.kv.captures_iter(l).map(|c| (c[1].to_string(), c[2].to_string())).collect()
-        };
+        let kv = |l: &str| -> Vec<(String, String)> { self.p.kv.captures_iter(l).map(|c| (c[1].to_string(), c[2].to_string())).collect() };
         let get = |kvs: &[(String, String)], k: &str| kvs.iter().find(|(a, _)| a == k).and_then(|(_, v)| v.parse::<f64>().ok());
         let mut out = Vec::new();
         if line.starts_with("step=") {
@@ -246,11 +250,7 @@ impl LogParser {
         }
         if let Some(c) = self.p.megatron_mem.captures(line) {
             let mib = |s: &str| s.parse::<f64>().ok().map(|v| v * 1024.0 * 1024.0);
-            return Some(LineEvent::Mem(MemReport {
-                rank: c[1].parse().unwrap_or(0),
-                max_allocated_bytes: mib(&c[3]),
-                max_reserved_bytes: mib(&c[5]),
-            }));
+            return Some(LineEvent::Mem(MemReport { rank: c[1].parse().unwrap_or(0), max_allocated_bytes: mib(&c[3]), max_reserved_bytes: mib(&c[5]) }));
         }
         None
     }
@@ -306,14 +306,7 @@ fn parse_regex(re: &Regex, line: &str, at_s: f64) -> Option<LineEvent> {
     if step_time_s.is_none() && tps.is_none() {
         return None;
     }
-    Some(LineEvent::Step(StepSample {
-        step: num("step").map(|s| s as u64),
-        step_time_s,
-        n_steps: 1,
-        tokens: num("tokens"),
-        tokens_per_s: tps,
-        at_s,
-    }))
+    Some(LineEvent::Step(StepSample { step: num("step").map(|s| s as u64), step_time_s, n_steps: 1, tokens: num("tokens"), tokens_per_s: tps, at_s }))
 }
 
 /// Check a `--step-regex` before the job starts: it must compile and name a time or a throughput.
@@ -353,14 +346,19 @@ mod tests {
         assert_eq!(s[0].step, Some(20));
         assert!((s[0].step_time_s.unwrap() - 1.2345).abs() < 1e-12);
         let mut p = LogParser::new(LogFormat::Megatron);
-        let ev = p.feed("[Rank 3] (after 10 iterations) memory (MB) | allocated: 1000.0 | max allocated: 2048.0 | reserved: 3000.0 | max reserved: 4096.0", 1.0);
-        assert_eq!(ev, vec![LineEvent::Mem(MemReport { rank: 3, max_allocated_bytes: Some(2048.0 * 1048576.0), max_reserved_bytes: Some(4096.0 * 1048576.0) })]);
+        let ev =
+            p.feed("[Rank 3] (after 10 iterations) memory (MB) | allocated: 1000.0 | max allocated: 2048.0 | reserved: 3000.0 | max reserved: 4096.0", 1.0);
+        assert_eq!(
+            ev,
+            vec![LineEvent::Mem(MemReport { rank: 3, max_allocated_bytes: Some(2048.0 * 1048576.0), max_reserved_bytes: Some(4096.0 * 1048576.0) })]
+        );
     }
 
     #[test]
     fn torchtitan_times_from_line_gaps() {
         let l1 = "[rank0]:[titan] 2025-03-01 12:00:00,000 - root - INFO - \x1b[31mstep: 10  \x1b[32mloss:  7.8765  \x1b[33mmemory: 30.12GiB(31.70%)  \x1b[34mtps: 5,123  \x1b[36mtflops: 200.12  \x1b[35mmfu: 20.25%\x1b[39m";
-        let l2 = "[rank0]:[titan] 2025-03-01 12:00:05,000 - root - INFO - step: 20  loss:  6.1  memory: 30.50GiB(32.00%)  tps: 5,200  tflops: 203.0  mfu: 20.5%";
+        let l2 =
+            "[rank0]:[titan] 2025-03-01 12:00:05,000 - root - INFO - step: 20  loss:  6.1  memory: 30.50GiB(32.00%)  tps: 5,200  tflops: 203.0  mfu: 20.5%";
         let s = steps(LogFormat::Auto, &[(l1, 1.0), (l2, 6.0)]);
         assert_eq!(s.len(), 2);
         assert_eq!(s[0].step_time_s, None);
@@ -371,7 +369,8 @@ mod tests {
 
     #[test]
     fn hf_trainer_tqdm_and_summary() {
-        let s = steps(LogFormat::Auto, &[(" 10%|█         | 10/100 [00:05<00:45,  2.00it/s]", 5.0), (" 20%|██        | 20/100 [00:25<01:30,  1.50s/it]", 25.0)]);
+        let s =
+            steps(LogFormat::Auto, &[(" 10%|█         | 10/100 [00:05<00:45,  2.00it/s]", 5.0), (" 20%|██        | 20/100 [00:25<01:30,  1.50s/it]", 25.0)]);
         assert_eq!(s.len(), 2);
         assert_eq!(s[0].step, Some(10));
         assert!((s[0].step_time_s.unwrap() - 0.5).abs() < 1e-12);

@@ -110,4 +110,3 @@ pub fn parse_jsonl(path: &str, text: &str) -> Result<Vec<RunRecord>, RecordError
     }
     Ok(out)
 }
-
