@@ -199,7 +199,8 @@ fn table(scored: &[Scored], summaries: &[Summary]) -> String {
             sm.false_oom
         );
     }
-    let mut worst: Vec<(&Scored, &(Metric, f64, f64, f64))> = scored.iter().flat_map(|s| s.values.iter().map(move |v| (s, v))).collect();
+    type Value = (Metric, f64, f64, f64);
+    let mut worst: Vec<(&Scored, &Value)> = scored.iter().flat_map(|s| s.values.iter().map(move |v| (s, v))).collect();
     worst.sort_by(|a, b| b.1 .3.abs().total_cmp(&a.1 .3.abs()));
     let _ = writeln!(o, "worst: {}", worst.iter().take(5).map(|(s, v)| format!("{} {} {:+.1}%", s.run_id, v.0.name(), v.3)).collect::<Vec<_>>().join(", "));
     o

@@ -199,7 +199,8 @@ fn a_profile_attention_table_shapes_attention_and_old_profiles_are_unchanged() {
     assert_eq!(f.expect("transferred to H100")["kind"], "transferred");
     let (_, _, f) = predict("dgx-h100", "h100-sxm-1x");
     assert_eq!(f.expect("h100-sxm-1x has an attention table")["kind"], "measured");
-    for (name, system) in [("h200-sxm-2x", "hgx-h200")] {
+    {
+        let (name, system) = ("h200-sxm-2x", "hgx-h200");
         let text = std::fs::read_to_string(format!("{}/calibration/profiles/{name}/profile.toml", env!("CARGO_MANIFEST_DIR"))).unwrap();
         assert!(!text.contains("attention_bmm"), "{name} has an attention table now: update this test");
         let (t0, tps0, f0) = predict(system, name);

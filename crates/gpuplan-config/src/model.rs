@@ -94,13 +94,13 @@ pub fn model_from_wire(path: &Path, w: &ModelWire) -> Result<Model, ConfigError>
     positive(&mut p, "vocab_size", w.vocab_size);
     positive(&mut p, "max_seq_len", w.max_seq_len);
     let n_kv_heads = w.n_kv_heads.unwrap_or(w.n_heads);
-    p.check(n_kv_heads > 0 && w.n_heads % n_kv_heads.max(1) == 0, || {
+    p.check(n_kv_heads > 0 && w.n_heads.is_multiple_of(n_kv_heads.max(1)), || {
         ConfigError::invalid(path, "n_kv_heads", n_kv_heads, format!("must divide `n_heads` = {}", w.n_heads))
     });
     let head_dim = match w.head_dim {
         Some(d) => d,
         None => {
-            p.check(w.n_heads > 0 && w.hidden_size % w.n_heads.max(1) == 0, || {
+            p.check(w.n_heads > 0 && w.hidden_size.is_multiple_of(w.n_heads.max(1)), || {
                 ConfigError::invalid(path, "hidden_size", w.hidden_size, format!("is not a multiple of `n_heads` = {}", w.n_heads))
                     .with_hint("give `head_dim` explicitly")
             });

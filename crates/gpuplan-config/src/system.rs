@@ -218,7 +218,7 @@ pub fn system_from_wire(path: &Path, w: &SystemWire) -> Result<System, ConfigErr
     let mut p = Problems::default();
     p.check(w.kind == "system", || ConfigError::invalid(path, "kind", &w.kind, "should be `system` in a system file"));
     p.check(w.gpus_per_node > 0, || ConfigError::invalid(path, "gpus_per_node", w.gpus_per_node, "must be positive"));
-    p.check(w.nvlink_domain_size >= 1 && w.nvlink_domain_size % w.gpus_per_node.max(1) == 0, || {
+    p.check(w.nvlink_domain_size >= 1 && w.nvlink_domain_size.is_multiple_of(w.gpus_per_node.max(1)), || {
         ConfigError::invalid(path, "nvlink_domain_size", w.nvlink_domain_size, "must be a positive multiple of `gpus_per_node`")
     });
     p.check(w.nics_per_node > 0, || ConfigError::invalid(path, "nics_per_node", w.nics_per_node, "must be positive"));

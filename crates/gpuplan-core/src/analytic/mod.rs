@@ -273,7 +273,7 @@ pub fn n_micro_of(s: &Scenario) -> Result<u64, PredictError> {
         return Ok(1);
     }
     let per = w.micro_batch * s.parallel.dp as u64;
-    if per == 0 || w.global_batch % per != 0 || w.global_batch < per {
+    if per == 0 || !w.global_batch.is_multiple_of(per) || w.global_batch < per {
         return Err(PredictError::Infeasible(vec![Infeasible::Indivisible { what: "global_batch", n: w.global_batch, by_name: "micro_batch*dp", by: per }]));
     }
     Ok(w.global_batch / per)

@@ -56,7 +56,7 @@ pub enum Infeasible {
 }
 
 fn divides(p: &mut Vec<Infeasible>, what: &'static str, n: u64, by_name: &'static str, by: u64) {
-    if by == 0 || n % by != 0 {
+    if by == 0 || !n.is_multiple_of(by) {
         p.push(Infeasible::Indivisible { what, n, by_name, by });
     }
 }

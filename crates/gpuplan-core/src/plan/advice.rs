@@ -91,7 +91,7 @@ pub fn train(s: &Scenario, headroom: f64) -> TrainAdvice {
         s.workload.micro_batch = mb;
         // Memory depends on the in-flight micro-batches; keep the global batch a multiple.
         let saved = s.workload.global_batch;
-        if saved % (mb * dp) != 0 {
+        if !saved.is_multiple_of(mb * dp) {
             s.workload.global_batch = (saved / (mb * dp)).max(1) * mb * dp;
         }
         let r = fits(s, headroom);
@@ -99,7 +99,7 @@ pub fn train(s: &Scenario, headroom: f64) -> TrainAdvice {
         r
     };
     let largest_fitting = bisect(per_replica, |mb| at(&mut s, mb).0);
-    let mut divs: Vec<u64> = (1..=per_replica).filter(|m| per_replica % m == 0).collect();
+    let mut divs: Vec<u64> = (1..=per_replica).filter(|m| per_replica.is_multiple_of(*m)).collect();
     divs.retain(|m| largest_fitting.is_some_and(|l| *m <= l));
     let chosen = divs.last().map(|m| (*m, per_replica / m));
     let mut sizes = powers_of_two_upto(per_replica);
@@ -110,7 +110,7 @@ pub fn train(s: &Scenario, headroom: f64) -> TrainAdvice {
         .into_iter()
         .map(|mb| {
             let (ok, mem, cap) = at(&mut s, mb);
-            let divides = per_replica % mb == 0;
+            let divides = per_replica.is_multiple_of(mb);
             let pred = if divides {
                 s.workload.micro_batch = mb;
                 analytic::predict(&s).ok()

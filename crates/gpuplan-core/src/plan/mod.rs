@@ -400,7 +400,7 @@ pub enum PlanError {
 }
 
 fn divisors(n: u64) -> Vec<u64> {
-    let mut d: Vec<u64> = (1..=n).take_while(|i| i * i <= n).filter(|i| n % i == 0).flat_map(|i| [i, n / i]).collect();
+    let mut d: Vec<u64> = (1..=n).take_while(|i| i * i <= n).filter(|i| n.is_multiple_of(*i)).flat_map(|i| [i, n / i]).collect();
     d.sort_unstable();
     d.dedup();
     d
@@ -487,13 +487,13 @@ pub fn layouts(base: &Scenario, req: &Request) -> Result<Vec<Layout>, PlanError>
             }
             let rest = n / tp as u64;
             for pp in pinned_or(sp.pp, divisors(rest).into_iter()) {
-                if rest % pp as u64 != 0 {
+                if !rest.is_multiple_of(pp as u64) {
                     continue;
                 }
                 let rest = rest / pp as u64;
                 let cps = pinned_or(sp.cp, divisors(rest).into_iter().filter(|c| *c <= sp.max_cp.max(1) as u64));
                 for cp in cps {
-                    if rest % cp as u64 != 0 {
+                    if !rest.is_multiple_of(cp as u64) {
                         continue;
                     }
                     let dp = (rest / cp as u64) as u32;
@@ -560,7 +560,7 @@ fn train_batches(sp: &Space, dp: u64) -> Vec<(u64, u64)> {
     let mbs_for = |per_replica: u64| -> Vec<u64> {
         match sp.micro_batch {
             Some(m) => {
-                if per_replica % m == 0 {
+                if per_replica.is_multiple_of(m) {
                     vec![m]
                 } else {
                     vec![]
@@ -616,7 +616,7 @@ fn cheap_rules(s: &Scenario, c: &Candidate, req: &Request) -> Result<(), Reason>
     if let Some(e) = parallelism::check(&s.model, &s.parallel, s.n_gpus).first() {
         return Err(Reason::of_infeasible(e));
     }
-    if c.cp > 1 && s.workload.seq % (2 * c.cp as u64) != 0 {
+    if c.cp > 1 && !s.workload.seq.is_multiple_of(2 * c.cp as u64) {
         return Err(Reason::Indivisible { what: "seq", by: "2*cp" });
     }
     let mem = memory::plan(&s.model, &s.parallel, &s.workload, s.system.gpu.hbm_capacity.value);
@@ -630,7 +630,7 @@ fn nvlink_rule(s: &Scenario, c: &Candidate) -> Result<(), Reason> {
     if c.tp > domain {
         return Err(Reason::TpBeyondNvlink);
     }
-    if domain % c.tp != 0 {
+    if !domain.is_multiple_of(c.tp) {
         return Err(Reason::TpStraddlesNvlink);
     }
     Ok(())
@@ -828,7 +828,7 @@ pub fn brute_force(base: &Scenario, req: &Request) -> Result<PlanResult, PlanErr
         out.predicted += 1;
         let r = if let Err(e) = nvlink_rule(&s, c) {
             Err(e)
-        } else if c.cp > 1 && s.workload.seq % (2 * c.cp as u64) != 0 {
+        } else if c.cp > 1 && !s.workload.seq.is_multiple_of(2 * c.cp as u64) {
             Err(Reason::Indivisible { what: "seq", by: "2*cp" })
         } else {
             evaluate_predicted(&mut s, c, req, &Analytic)

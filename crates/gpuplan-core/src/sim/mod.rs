@@ -1071,8 +1071,7 @@ mod tests {
         // Two stages' worth of traffic on one representative rank: a blocking all-reduce overlapped
         // by a DP bucket on the same NVLink. Each gets half while both run.
         let c = comm(1.0e9, 100.0, 0.0);
-        let mut plan = DpPlan::default();
-        plan.grad = vec![analytic::Buckets { step: comm(1.0e9, 100.0, 0.0), count: 1 }];
+        let plan = DpPlan { grad: vec![analytic::Buckets { step: comm(1.0e9, 100.0, 0.0), count: 1 }], ..DpPlan::default() };
         let steps = vec![SimStep::GradsReady, SimStep::Comm { name: "ar", comm: c }];
         let devices = vec![Device::new(vec![TaskKey { pass: Pass::Bwd, micro: 0, vstage: 0 }], plan, 1, 0)];
         let mut sim = Sim::new(devices, vec![vec![(vec![], steps)]], vec![100e9, 1.0], None, 1, 1, 1, false);

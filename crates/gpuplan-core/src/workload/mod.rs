@@ -559,7 +559,7 @@ pub fn recompute_of(forward: &[Op], recompute: Recompute) -> Vec<Op> {
 
 /// Model FLOPs per token of one training step, the MFU convention of Megatron-LM and PaLM:
 /// 6 x (matmul parameters a token passes through, LM head included, embedding lookup excluded)
-/// + 12 x L x (attention width) x s for the score and value products, counting the causal
+/// plus 12 x L x (attention width) x s for the score and value products, counting the causal
 /// mask's masked half too (as Narayanan et al. 2021 and Chowdhery et al. 2022 do).
 pub fn model_flops_per_token_train(model: &Model, seq: u64) -> f64 {
     6.0 * model.matmul_params_per_token() + 6.0 * attention_flops_per_token_forward_full(model, seq)
