@@ -193,8 +193,10 @@ fn scenario(a: &MeasureArgs) -> anyhow::Result<Scenario> {
             _ => {}
         }
     }
+    let (model, model_file) = model_and_file(a.model.clone().or(f.model))?;
     Ok(Scenario {
-        model: a.model.clone().or(f.model),
+        model,
+        model_file,
         system: a.system.clone().or(f.system),
         n_gpus,
         tp,
@@ -292,6 +294,20 @@ pub fn run(a: MeasureArgs) -> anyhow::Result<Outcome> {
         "oom" => Ok(Outcome::Infeasible),
         s => anyhow::bail!("the job ended with status `{s}` (exit {:?}); the record was written", rec.exit_code),
     }
+}
+
+/// A model given as a file is kept by its absolute path and a copy of its text, so the record
+/// validates from any folder and on any machine; a catalog name is kept as it is.
+fn model_and_file(model: Option<String>) -> anyhow::Result<(Option<String>, Option<crate::record::ModelFile>)> {
+    let Some(m) = model else { return Ok((None, None)) };
+    let p = std::path::Path::new(&m);
+    if !p.is_file() {
+        return Ok((Some(m), None));
+    }
+    let abs = std::fs::canonicalize(p).with_context(|| format!("`--model` = `{m}`: cannot resolve the path"))?;
+    let text = std::fs::read_to_string(&abs).with_context(|| format!("`--model` = `{m}`: cannot read `{}`", abs.display()))?;
+    let path = abs.display().to_string();
+    Ok((Some(path.clone()), Some(crate::record::ModelFile { path, text })))
 }
 
 #[cfg(test)]

@@ -21,6 +21,11 @@ use clap::{Parser, Subcommand};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// A catalog folder (holding models/, calibration/systems/, calibration/profiles/,
+    /// calibration/prices/) searched before the current directory and the built-in catalog;
+    /// repeatable. GPUPLAN_CATALOG (a path list) is searched after the current directory
+    #[arg(long, global = true, value_name = "DIR")]
+    pub catalog: Vec<std::path::PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -86,6 +91,10 @@ pub fn main() -> ExitCode {
     register_fonts();
     install_fit_overrides();
     let cli = Cli::parse();
+    if let Err(e) = install_catalog(&cli.catalog) {
+        eprintln!("error: {e:#}");
+        return ExitCode::from(2);
+    }
     match run(cli) {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::Infeasible) => ExitCode::from(1),
@@ -109,6 +118,18 @@ fn install_fit_overrides() {
         }
         Err(e) => eprintln!("gpuplan: ignoring {VAR}=`{text}`: {e}\nhint: `dtensor_linear_us=A,B;overlap_cost=X`"),
     }
+}
+
+/// The catalog folders: `--catalog` before the current directory, `GPUPLAN_CATALOG` (a path list)
+/// and the older `GPUPLAN_HOME` after it; the built-in catalog last.
+fn install_catalog(flag: &[std::path::PathBuf]) -> anyhow::Result<()> {
+    for d in flag {
+        anyhow::ensure!(d.is_dir(), "`--catalog` = `{}` is not a folder\nhint: give a folder holding models/ or calibration/systems/", d.display());
+    }
+    let mut after_cwd: Vec<std::path::PathBuf> = std::env::var_os("GPUPLAN_CATALOG").map(|v| std::env::split_paths(&v).collect()).unwrap_or_default();
+    after_cwd.extend(std::env::var_os("GPUPLAN_HOME").map(std::path::PathBuf::from));
+    let _ = crate::config::catalog::install(crate::config::catalog::Roots { before_cwd: flag.to_vec(), after_cwd });
+    Ok(())
 }
 
 /// Write a file atomically: a temporary file beside it, then a rename.

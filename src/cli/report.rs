@@ -190,8 +190,8 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
 }
 
 /// A data file given relative to the repository (`calibration/runs/...`, `scenarios/...`): as given
-/// if it exists, else under the data roots (`GPUPLAN_HOME`, the source tree), like model and system
-/// names.
+/// if it exists, else under the data roots on disk (`--catalog`, `GPUPLAN_CATALOG`), like model and
+/// system names.
 fn locate(p: &Path) -> PathBuf {
     if p.exists() || p.is_absolute() {
         return p.to_path_buf();

@@ -7,7 +7,7 @@ use anyhow::Context;
 use plotters::prelude::*;
 
 use super::{write_atomic, Outcome};
-use crate::config::scenario::{build, OptionsWire, ParallelWire, ScenarioWire, WorkloadWire};
+use crate::config::scenario::{OptionsWire, ParallelWire, ScenarioWire, WorkloadWire};
 use crate::measure::record::{read_all, RunRecord};
 use crate::validate::{score, summarize, Metric, Scored, Summary};
 
@@ -48,6 +48,15 @@ fn parse_bound(s: &str) -> Result<(Metric, f64), String> {
     let metric = Metric::parse(m.trim()).ok_or_else(|| format!("unknown metric `{m}`; one of: step_time, peak_memory, power"))?;
     let pct = p.trim().trim_end_matches('%').parse::<f64>().map_err(|_| format!("`{p}` is not a percentage"))?;
     Ok((metric, pct))
+}
+
+/// The scenario a run record describes, with the record's own copy of its model file when it has one.
+pub fn record_scenario(r: &RunRecord, calibration: Option<&str>) -> Result<crate::scenario::Scenario, crate::config::ConfigError> {
+    let model = match &r.scenario.model_file {
+        Some(f) => Some(crate::config::model::model_from_text(std::path::Path::new(&f.path), &f.text)?),
+        None => None,
+    };
+    crate::config::scenario::build_with_model(&scenario_wire(r, calibration), None, model)
 }
 
 /// The scenario a run record describes, as `predict` would take it.
@@ -106,7 +115,7 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<Outcome> {
     let scored: Vec<Scored> = records
         .iter()
         .map(|r| {
-            let prediction = build(&scenario_wire(r, args.calibration.as_deref()), None).map_err(|e| e.to_string()).and_then(|s| {
+            let prediction = record_scenario(r, args.calibration.as_deref()).map_err(|e| e.to_string()).and_then(|s| {
                 if args.engine == "des" {
                     crate::sim::simulate(&s, &Default::default()).map(|x| x.prediction).map_err(|e| e.to_string())
                 } else {

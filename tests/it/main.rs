@@ -1,11 +1,13 @@
 //! The one integration-test binary (matklad's "delete cargo integration tests").
 
+mod arch;
 mod calibrate;
 mod catalog;
 mod cli;
 mod cost;
 mod measure;
 mod plan;
+mod portable;
 mod reference;
 mod report;
 mod serve;

@@ -14,8 +14,8 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::model::{model_from_wire, MlaWire, ModelWire, MoeWire};
 use super::{closest, ConfigError};
+use crate::model::wire::{model_from_wire, MlaWire, ModelWire, MoeWire};
 use gpuplan_core::model::Model;
 
 /// The `model_type` values this loader understands.

@@ -1,9 +1,10 @@
 //! On-disk formats (wire structs), loading, validation and their errors. Domain types are not
 //! `Deserialize`; each file kind has wire structs here that are checked and converted.
 //!
-//! Files are found by name in the project's data folders: the current directory first, then
-//! `$GPUPLAN_HOME`, then the source tree the binary was built from.
+//! Files are found by name in the data roots (`catalog`): `--catalog` folders, the current
+//! directory, `$GPUPLAN_CATALOG`, then the catalog compiled into the binary.
 
+pub mod catalog;
 pub mod hf;
 pub mod model;
 pub mod profile;
@@ -75,7 +76,7 @@ impl Problems {
 }
 
 pub fn read_file(path: &Path) -> Result<String, ConfigError> {
-    std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })
+    catalog::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })
 }
 
 /// Parse TOML into a wire struct, turning serde's message and span into `file:line:col` and a caret.
@@ -101,25 +102,17 @@ fn locate(text: &str, offset: usize) -> (usize, usize, String) {
     (line_idx + 1, column, snippet)
 }
 
-/// The folders searched for data files, in order.
-pub fn data_roots() -> Vec<PathBuf> {
-    let mut roots = vec![PathBuf::from(".")];
-    if let Some(home) = std::env::var_os("GPUPLAN_HOME") {
-        roots.push(PathBuf::from(home));
-    }
-    roots.push(PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")));
-    roots
-}
+pub use catalog::data_roots;
 
 /// Resolve `name_or_path` to a file: an existing path, or `<root>/<dir>/<name>.toml`.
 pub fn resolve(name_or_path: &str, dir: &str, what: &'static str) -> Result<PathBuf, ConfigError> {
     let p = Path::new(name_or_path);
-    if p.is_file() {
+    if catalog::is_file(p) {
         return Ok(p.to_path_buf());
     }
     for root in data_roots() {
         let candidate = root.join(dir).join(format!("{name_or_path}.toml"));
-        if candidate.is_file() {
+        if catalog::is_file(&candidate) {
             return Ok(candidate);
         }
     }
@@ -136,15 +129,8 @@ pub fn resolve(name_or_path: &str, dir: &str, what: &'static str) -> Result<Path
 pub fn list_names(dir: &str) -> Vec<String> {
     for root in data_roots() {
         let d = root.join(dir);
-        if let Ok(entries) = std::fs::read_dir(&d) {
-            let mut names: Vec<String> = entries
-                .filter_map(|e| e.ok())
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-                .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
-                .collect();
-            names.sort();
-            return names;
+        if let Ok(entries) = catalog::list_dir(&d) {
+            return entries.into_iter().filter(|(_, is_dir)| !is_dir).filter_map(|(name, _)| name.strip_suffix(".toml").map(str::to_string)).collect();
         }
     }
     Vec::new()

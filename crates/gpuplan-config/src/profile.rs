@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{parse_toml, read_file, ConfigError, Problems};
+use super::{catalog, parse_toml, read_file, ConfigError, Problems};
 use gpuplan_core::hardware::profile::{AttentionBmmPoint, AttentionDecodePoint, CollectiveFit, CollectiveOp, GemmPoint, PowerProfile, Profile, StreamFit};
 use gpuplan_core::hardware::Dtype;
 use gpuplan_core::units::{BytesPerSec, FlopsPerSec, Hertz, Seconds, Watts};
@@ -190,15 +190,15 @@ pub fn op_from_str(s: &str) -> Option<CollectiveOp> {
 /// `calibration/profiles/` in the data roots.
 pub fn resolve_profile(name_or_path: &str) -> Result<PathBuf, ConfigError> {
     let p = Path::new(name_or_path);
-    if p.is_dir() && p.join(PROFILE_FILE).is_file() {
+    if catalog::is_dir(p) && catalog::is_file(&p.join(PROFILE_FILE)) {
         return Ok(p.join(PROFILE_FILE));
     }
-    if p.is_file() {
+    if catalog::is_file(p) {
         return Ok(p.to_path_buf());
     }
     for root in super::data_roots() {
         let c = root.join("calibration/profiles").join(name_or_path).join(PROFILE_FILE);
-        if c.is_file() {
+        if catalog::is_file(&c) {
             return Ok(c);
         }
     }
@@ -210,12 +210,12 @@ pub fn resolve_profile(name_or_path: &str) -> Result<PathBuf, ConfigError> {
 }
 
 pub fn load_profile(path: &Path) -> Result<Profile, ConfigError> {
-    let file = if path.is_dir() { path.join(PROFILE_FILE) } else { path.to_path_buf() };
+    let file = if catalog::is_dir(path) { path.join(PROFILE_FILE) } else { path.to_path_buf() };
     let text = read_file(&file)?;
     let wire: ProfileFile = parse_toml(&file, &text)?;
     let mut profile = wire.to_domain(&file)?;
     let raw = file.with_file_name("attention.csv");
-    if raw.exists() {
+    if catalog::is_file(&raw) {
         profile.attention_decode = read_attention_decode(&raw)?;
     }
     Ok(profile)
@@ -225,7 +225,8 @@ pub fn load_profile(path: &Path) -> Result<Profile, ConfigError> {
 /// together, bytes moved over the sum of their p50 times.
 fn read_attention_decode(path: &Path) -> Result<Vec<AttentionDecodePoint>, ConfigError> {
     let bad = |row: usize, what: String| ConfigError::invalid(path, &format!("row {row}"), what, "is not a row of gpuplan calibrate's attention.csv");
-    let mut r = csv::Reader::from_path(path).map_err(|e| bad(0, e.to_string()))?;
+    let text = super::read_file(path)?;
+    let mut r = csv::Reader::from_reader(text.as_bytes());
     let headers = r.headers().map_err(|e| bad(0, e.to_string()))?.clone();
     let col = |name: &str| headers.iter().position(|h| h == name).ok_or_else(|| bad(0, format!("no column `{name}`")));
     let (regime, rows, keys, dim, time, bytes) = (col("regime")?, col("seq_q")?, col("seq_kv")?, col("head_dim")?, col("time_us_p50")?, col("bytes_moved")?);

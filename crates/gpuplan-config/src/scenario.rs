@@ -25,6 +25,7 @@ use serde::Deserialize;
 
 use super::{parse_toml, read_file, ConfigError, Problems};
 use gpuplan_core::hardware::Dtype;
+use gpuplan_core::model::Model;
 use gpuplan_core::parallelism::{ParallelConfig, Schedule};
 use gpuplan_core::scenario::{Options, Scenario};
 use gpuplan_core::workload::{Mode, Recompute, Stack, Workload};
@@ -131,27 +132,35 @@ fn origin(file: Option<&Path>) -> PathBuf {
 /// A profile given as a file, a profile folder, a path relative to the scenario file, or a name
 /// under `calibration/profiles/`.
 pub fn resolve_profile(given: &str, scenario_file: Option<&Path>) -> Result<PathBuf, ConfigError> {
-    let as_path = |p: PathBuf| if p.is_dir() { p.join("profile.toml") } else { p };
+    use crate::catalog;
+    let as_path = |p: PathBuf| if catalog::is_dir(&p) { p.join("profile.toml") } else { p };
     let direct = as_path(PathBuf::from(given));
-    if direct.is_file() {
+    if catalog::is_file(&direct) {
         return Ok(direct);
     }
     if let Some(dir) = scenario_file.and_then(Path::parent) {
         let rel = as_path(dir.join(given));
-        if rel.is_file() {
+        if catalog::is_file(&rel) {
             return Ok(rel);
         }
     }
     for root in super::data_roots() {
         let named = root.join("calibration/profiles").join(given).join("profile.toml");
-        if named.is_file() {
+        if catalog::is_file(&named) {
             return Ok(named);
         }
     }
     let known: Vec<String> = super::data_roots()
         .iter()
-        .filter_map(|r| std::fs::read_dir(r.join("calibration/profiles")).ok())
-        .flat_map(|d| d.filter_map(|e| e.ok()).filter(|e| e.path().join("profile.toml").is_file()).map(|e| e.file_name().to_string_lossy().into_owned()))
+        .flat_map(|r| {
+            let dir = r.join("calibration/profiles");
+            catalog::list_dir(&dir)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|(name, is_dir)| *is_dir && catalog::is_file(&dir.join(name).join("profile.toml")))
+                .map(|(name, _)| name)
+                .collect::<Vec<_>>()
+        })
         .collect();
     let hint = match super::closest(given, &known) {
         Some(c) => format!("did you mean `{c}`? profiles: {}", known.join(", ")),
@@ -163,6 +172,12 @@ pub fn resolve_profile(given: &str, scenario_file: Option<&Path>) -> Result<Path
 /// Check a wire scenario and build the domain scenario, loading model, system and profile.
 /// `file` names the scenario file for messages (values given by flags are reported as such).
 pub fn build(w: &ScenarioWire, file: Option<&Path>) -> Result<Scenario, ConfigError> {
+    build_with_model(w, file, None)
+}
+
+/// [`build`], with the model already loaded (a run record's copy of its model file) instead of the
+/// one `w.model` names; `w.model` still names it in messages.
+pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Model>) -> Result<Scenario, ConfigError> {
     let path = origin(file);
     let mut p = Problems::default();
     let model_name = w.model.clone();
@@ -174,7 +189,10 @@ pub fn build(w: &ScenarioWire, file: Option<&Path>) -> Result<Scenario, ConfigEr
         ConfigError::invalid(&path, "system", "(missing)", "is required").with_hint("give `--system NAME` or `system = \"...\"`; see calibration/systems/")
     });
     p.finish()?;
-    let model = super::model::load_model(model_name.as_deref().unwrap_or_default())?;
+    let model = match loaded {
+        Some(m) => m,
+        None => super::model::load_model(model_name.as_deref().unwrap_or_default())?,
+    };
     let system = super::system::load_system(system_name.as_deref().unwrap_or_default())?;
     // `calibration = "none"` (or `--calibration none`) keeps the datasheet values even where the
     // system file names a profile.

@@ -206,7 +206,7 @@ fn is_system_name(name: &str) -> bool {
 pub fn system_from_wire(path: &Path, w: &SystemWire) -> Result<System, ConfigError> {
     let gpu_path = path.parent().map(|d| d.join(format!("{}.toml", w.gpu)));
     let gpu = match gpu_path {
-        Some(gp) if gp.is_file() => load_gpu(gp.to_str().unwrap_or(&w.gpu)),
+        Some(gp) if crate::catalog::is_file(&gp) => load_gpu(gp.to_str().unwrap_or(&w.gpu)),
         _ => load_gpu(&w.gpu),
     }
     .map_err(|e| match e {

@@ -73,8 +73,12 @@ pub struct LatencyDist {
 /// What ran, in the terms `gpuplan predict` takes (its flag names, snake_case).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Scenario {
-    /// Model name in `models/` (or a path).
+    /// Model name in the catalog (`models/`), or the absolute path of the model file.
     pub model: Option<String>,
+    /// When `model` is a file rather than a catalog name: its path and text as measured, so the
+    /// record validates from any folder and on any machine (`validate` prefers this copy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_file: Option<ModelFile>,
     /// System name in `calibration/systems/`, e.g. `hgx-h200`.
     pub system: Option<String>,
     pub n_gpus: u32,
@@ -188,6 +192,14 @@ pub struct Job {
     pub tail: Vec<String>,
     pub log_file: Option<String>,
     pub gpuplan_version: String,
+}
+
+/// A model file kept inside a run record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelFile {
+    /// Absolute path when measured; a `.json` path is read as an HF `config.json`, else as TOML.
+    pub path: String,
+    pub text: String,
 }
 
 impl RunRecord {

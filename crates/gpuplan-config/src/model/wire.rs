@@ -1,13 +1,12 @@
-//! Model files in `models/` (TOML) and Hugging Face `config.json` files.
+//! The model TOML format (`models/*.toml`): wire structs and their check and conversion to a
+//! domain `Model`. Hugging Face `config.json` files are mapped onto [`ModelWire`] by `hf`.
 
 use std::path::Path;
 
 use serde::Deserialize;
 
-use super::{hf, parse_toml, read_file, resolve, ConfigError, Problems};
+use crate::{ConfigError, Problems};
 use gpuplan_core::model::{FfnKind, Mla, Model, Moe, NormKind, Position};
-
-pub const DIR: &str = "models";
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -71,17 +70,6 @@ pub struct MlaWire {
     pub qk_nope_head_dim: u64,
     pub qk_rope_head_dim: u64,
     pub v_head_dim: u64,
-}
-
-/// Load a model by catalog name, TOML path, or HF `config.json` path.
-pub fn load_model(name_or_path: &str) -> Result<Model, ConfigError> {
-    let path = resolve(name_or_path, DIR, "model")?;
-    let text = read_file(&path)?;
-    if path.extension().is_some_and(|e| e == "json") {
-        return hf::model_from_hf_json(&path, &text);
-    }
-    let wire: ModelWire = parse_toml(&path, &text)?;
-    model_from_wire(&path, &wire)
 }
 
 pub fn model_from_wire(path: &Path, w: &ModelWire) -> Result<Model, ConfigError> {
