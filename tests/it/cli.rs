@@ -247,3 +247,23 @@ fn predict_of_a_scenario_that_does_not_fit_exits_1_with_the_table() {
     assert_eq!(code, 1, "{err}");
     assert!(out.contains("DOES NOT FIT") && out.contains("step time"), "{out}");
 }
+
+/// `predict --json` of every shipped scenario, held byte for byte (`INSTA_UPDATE=always cargo test`
+/// after an intended change, then review the diff).
+#[test]
+fn predict_json_of_every_shipped_scenario() {
+    let mut files: Vec<_> = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml") && !p.ends_with("seed-claims.toml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 10, "{files:?}");
+    for f in files {
+        let rel = f.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap().to_str().unwrap().trim_start_matches('/').to_string();
+        let (code, out, err) = gpuplan(&["predict", "--scenario", &rel, "--json"]);
+        assert!(code == 0 || code == 1, "{rel}: exit {code}: {err}");
+        let name = format!("predict_json__{}", f.file_stem().unwrap().to_str().unwrap());
+        insta::assert_snapshot!(name, out);
+    }
+}
