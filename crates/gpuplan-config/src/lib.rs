@@ -154,6 +154,30 @@ fn edit_distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
+/// The physical range of a sourced hardware number, by its key (its unit suffix, or its name):
+/// every number read from a GPU or system file must lie inside, so a typo (`1e300`, a value in the
+/// wrong unit) is an error naming the key rather than a prediction. The bounds are far outside
+/// any GPU or cluster built or announced (B300: 2.25 PFLOP/s bf16 dense, 288 GB, 8 TB/s, 1.4 kW).
+pub fn physical_range(key: &str) -> Option<(f64, f64, &'static str)> {
+    let name = key.rsplit('.').next().unwrap_or(key);
+    Some(match name {
+        "pue" => (1.0, 3.0, "a data centre's PUE is total power over IT power: 1.0 to about 2"),
+        "oversubscription" => (1.0, 64.0, "oversubscription is downlink over uplink bandwidth of a leaf: 1 (non-blocking) to a few"),
+        _ if name.ends_with("_fraction") => (0.0, 1.0, "a fraction of the datasheet peak, at most 1"),
+        _ if name.ends_with("_tflops") => (0.0, 1.0e5, "TFLOP/s of one GPU: at most 100,000 (100 PFLOP/s)"),
+        _ if name.ends_with("_gib") => (0.0, 16384.0, "GiB of one GPU: at most 16,384"),
+        _ if name.ends_with("_mib") => (0.0, 65536.0, "MiB of one GPU's cache: at most 65,536"),
+        _ if name.ends_with("_gb_per_s") => (0.0, 1.0e5, "GB/s of one GPU or link: at most 100,000 (100 TB/s)"),
+        _ if name.ends_with("_gbit_per_s") => (0.0, 1.0e5, "Gbit/s of one NIC: at most 100,000"),
+        _ if name.ends_with("_mhz") => (0.0, 1.0e4, "a GPU clock in MHz: at most 10,000"),
+        _ if name.ends_with("_us") => (0.0, 1.0e6, "microseconds: at most 1,000,000 (one second)"),
+        _ if name.ends_with("_w") => (0.0, 1.0e6, "watts of one GPU or node: at most 1,000,000"),
+        "sm_count" => (1.0, 10000.0, "streaming multiprocessors of one GPU: at most 10,000"),
+        "nvlink_generation" => (1.0, 20.0, "an NVLink generation: 1 to 20"),
+        _ => return None,
+    })
+}
+
 /// A number with its source, as written in the files: `{ value = 989, source = "..." }`.
 /// `kind` is `datasheet` (the default), `measured`, `transferred` or `unsourced`.
 #[derive(Debug, Clone, Deserialize)]
@@ -178,6 +202,12 @@ impl SourcedWire {
         problems.check(ok, || {
             ConfigError::invalid(path, &format!("{key}.value"), self.value, if allow_zero { "must be zero or positive" } else { "must be positive" })
         });
+        if let Some((lo, hi, why)) = physical_range(key) {
+            problems.check(!ok || (lo..=hi).contains(&self.value), || {
+                let v = if self.value.abs() >= 1e15 { format!("{:e}", self.value) } else { self.value.to_string() };
+                ConfigError::invalid(path, &format!("{key}.value"), v, format!("is outside [{lo}, {hi}]")).with_hint(why)
+            });
+        }
         problems.check(!self.source.trim().is_empty(), || {
             ConfigError::invalid(path, &format!("{key}.source"), "\"\"", "is empty")
                 .with_hint("every hardware number needs a source; use kind = \"unsourced\" and say why")

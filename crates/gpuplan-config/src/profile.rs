@@ -214,11 +214,38 @@ pub fn load_profile(path: &Path) -> Result<Profile, ConfigError> {
     let text = read_file(&file)?;
     let wire: ProfileFile = parse_toml(&file, &text)?;
     let mut profile = wire.to_domain(&file)?;
+    check_against_datasheet(&file, &profile)?;
     let raw = file.with_file_name("attention.csv");
     if catalog::is_file(&raw) {
         profile.attention_decode = read_attention_decode(&raw)?;
     }
     Ok(profile)
+}
+
+/// A measurement cannot beat the hardware: every GEMM row of a profile measured on a GPU the catalog
+/// knows must stay within `MAX_OVER_PEAK` of that GPU's datasheet peak for its dtype, scaled from
+/// the spec clock to the GPU's maximum clock (what boost can reach).
+fn check_against_datasheet(path: &Path, profile: &Profile) -> Result<(), ConfigError> {
+    /// Headroom for timer and clock-reading noise over the peak at the maximum clock.
+    const MAX_OVER_PEAK: f64 = 1.05;
+    let Some(gpu) = super::system::gpu_by_driver_name(&profile.gpu_name) else { return Ok(()) };
+    let boost = gpu.max_clock.value.value() / gpu.spec_clock.value.value();
+    let mut p = Problems::default();
+    for (i, g) in profile.gemm.iter().enumerate() {
+        if let Some(peak) = gpu.peak.get(g.dtype) {
+            let limit = peak.value.value() * boost * MAX_OVER_PEAK;
+            p.check(g.achieved.value() <= limit, || {
+                ConfigError::invalid(
+                    path,
+                    &format!("gemm row {} ({:?} {}x{}x{})", i + 1, g.dtype, g.m, g.n, g.k),
+                    format!("{:.0} TFLOP/s", g.achieved.value() / 1e12),
+                    format!("is above {} peak at its maximum clock ({:.0} TFLOP/s)", gpu.name, limit / 1e12),
+                )
+                .with_hint("a GEMM row is a measurement and cannot beat the datasheet; re-run `gpuplan calibrate` or fix the CSV")
+            });
+        }
+    }
+    p.finish()
 }
 
 /// The `decode` rows of a profile's `attention.csv`: per (rows, keys, head dim), QK^T and PV

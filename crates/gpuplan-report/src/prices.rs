@@ -150,17 +150,25 @@ fn figure(origin: &str, key: &str, w: &FigureWire, check: fn(f64) -> bool, what:
     Ok(Figure { value: w.value, source: w.source.clone(), unsourced, note: w.note.clone() })
 }
 
+/// The largest dollar or watt figure accepted: far above any GPU's price (a GB300 NVL72 rack is
+/// about $4M), any hourly rate or any node's power, so a typo (`1e300`) is an error.
+const MAX_FIGURE: f64 = 1.0e7;
+/// The longest amortization accepted, in years.
+const MAX_YEARS: f64 = 50.0;
+/// The largest PUE accepted (data centres run at 1.1 to about 2).
+const MAX_PUE: f64 = 3.0;
+
 fn non_negative(v: f64) -> bool {
-    v >= 0.0
+    (0.0..=MAX_FIGURE).contains(&v)
 }
 fn positive(v: f64) -> bool {
-    v > 0.0
+    v > 0.0 && v <= MAX_YEARS
 }
 fn fraction(v: f64) -> bool {
     v > 0.0 && v <= 1.0
 }
 fn pue_range(v: f64) -> bool {
-    v >= 1.0
+    (1.0..=MAX_PUE).contains(&v)
 }
 
 impl PricesWire {
@@ -176,11 +184,11 @@ impl PricesWire {
         }
         let gpu = match &self.gpu {
             GpuPriceWire::Rental { usd_per_gpu_hour } => {
-                GpuPrice::Rental { usd_per_gpu_hour: figure(origin, "gpu.usd_per_gpu_hour", usd_per_gpu_hour, non_negative, "must be at least 0")? }
+                GpuPrice::Rental { usd_per_gpu_hour: figure(origin, "gpu.usd_per_gpu_hour", usd_per_gpu_hour, non_negative, "must be in [0, 1e7]")? }
             }
             GpuPriceWire::Owned { purchase_usd_per_gpu, amortization_years, utilization } => GpuPrice::Owned {
-                purchase_usd_per_gpu: figure(origin, "gpu.purchase_usd_per_gpu", purchase_usd_per_gpu, non_negative, "must be at least 0")?,
-                amortization_years: figure(origin, "gpu.amortization_years", amortization_years, positive, "must be positive")?,
+                purchase_usd_per_gpu: figure(origin, "gpu.purchase_usd_per_gpu", purchase_usd_per_gpu, non_negative, "must be in [0, 1e7]")?,
+                amortization_years: figure(origin, "gpu.amortization_years", amortization_years, positive, "must be in (0, 50] years")?,
                 utilization: figure(origin, "gpu.utilization", utilization, fraction, "must be in (0, 1]")?,
             },
         };
@@ -188,26 +196,26 @@ impl PricesWire {
         Ok(Prices {
             name: self.name.clone(),
             gpu,
-            electricity_usd_per_kwh: figure(origin, "facility.electricity_usd_per_kwh", &f.electricity_usd_per_kwh, non_negative, "must be at least 0")?,
-            pue: f.pue.as_ref().map(|w| figure(origin, "facility.pue", w, pue_range, "must be at least 1")).transpose()?,
+            electricity_usd_per_kwh: figure(origin, "facility.electricity_usd_per_kwh", &f.electricity_usd_per_kwh, non_negative, "must be in [0, 1e7]")?,
+            pue: f.pue.as_ref().map(|w| figure(origin, "facility.pue", w, pue_range, "must be in [1, 3]")).transpose()?,
             node_overhead_w: f
                 .node_overhead_w
                 .as_ref()
-                .map(|w| figure(origin, "facility.node_overhead_w", w, non_negative, "must be at least 0"))
+                .map(|w| figure(origin, "facility.node_overhead_w", w, non_negative, "must be in [0, 1e7]"))
                 .transpose()?,
             network_usd_per_node_hour: figure(
                 origin,
                 "per_node.network_usd_per_node_hour",
                 &self.per_node.network_usd_per_node_hour,
                 non_negative,
-                "must be at least 0",
+                "must be in [0, 1e7]",
             )?,
             storage_usd_per_node_hour: figure(
                 origin,
                 "per_node.storage_usd_per_node_hour",
                 &self.per_node.storage_usd_per_node_hour,
                 non_negative,
-                "must be at least 0",
+                "must be in [0, 1e7]",
             )?,
         })
     }
@@ -241,15 +249,15 @@ pub fn resolve(file: Option<Prices>, flags: &PriceFlags) -> Result<Prices, Price
             _ => Ok(()),
         }
     };
-    check("--gpu-hour-usd", flags.gpu_hour_usd, non_negative, "must be at least 0")?;
-    check("--purchase-usd-per-gpu", flags.purchase_usd_per_gpu, non_negative, "must be at least 0")?;
-    check("--amortization-years", flags.amortization_years, positive, "must be positive")?;
+    check("--gpu-hour-usd", flags.gpu_hour_usd, non_negative, "must be in [0, 1e7]")?;
+    check("--purchase-usd-per-gpu", flags.purchase_usd_per_gpu, non_negative, "must be in [0, 1e7]")?;
+    check("--amortization-years", flags.amortization_years, positive, "must be in (0, 50] years")?;
     check("--utilization", flags.utilization, fraction, "must be in (0, 1]")?;
-    check("--electricity-usd-per-kwh", flags.electricity_usd_per_kwh, non_negative, "must be at least 0")?;
-    check("--pue", flags.pue, pue_range, "must be at least 1")?;
-    check("--node-overhead-w", flags.node_overhead_w, non_negative, "must be at least 0")?;
-    check("--network-usd-per-node-hour", flags.network_usd_per_node_hour, non_negative, "must be at least 0")?;
-    check("--storage-usd-per-node-hour", flags.storage_usd_per_node_hour, non_negative, "must be at least 0")?;
+    check("--electricity-usd-per-kwh", flags.electricity_usd_per_kwh, non_negative, "must be in [0, 1e7]")?;
+    check("--pue", flags.pue, pue_range, "must be in [1, 3]")?;
+    check("--node-overhead-w", flags.node_overhead_w, non_negative, "must be in [0, 1e7]")?;
+    check("--network-usd-per-node-hour", flags.network_usd_per_node_hour, non_negative, "must be in [0, 1e7]")?;
+    check("--storage-usd-per-node-hour", flags.storage_usd_per_node_hour, non_negative, "must be in [0, 1e7]")?;
 
     let pick = |flag_value: Option<f64>, flag: &str, base: Option<&Figure>| flag_value.map(|v| Figure::flag(v, flag)).or_else(|| base.cloned());
     let (base_rent, base_owned) = match file.as_ref().map(|p| &p.gpu) {

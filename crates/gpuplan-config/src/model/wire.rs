@@ -86,7 +86,10 @@ pub fn model_from_wire(path: &Path, w: &ModelWire) -> Result<Model, ConfigError>
         ConfigError::invalid(path, "n_kv_heads", n_kv_heads, format!("must divide `n_heads` = {}", w.n_heads))
     });
     let head_dim = match w.head_dim {
-        Some(d) => d,
+        Some(d) => {
+            p.check(d > 0, || ConfigError::invalid(path, "head_dim", d, "must be positive"));
+            d
+        }
         None => {
             p.check(w.n_heads > 0 && w.hidden_size.is_multiple_of(w.n_heads.max(1)), || {
                 ConfigError::invalid(path, "hidden_size", w.hidden_size, format!("is not a multiple of `n_heads` = {}", w.n_heads))

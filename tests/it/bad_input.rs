@@ -1,0 +1,98 @@
+//! Numbers read from files get a physical range: nonsense is an error naming the file, key and
+//! value (exit 2), not a prediction (issue 22's "accepted nonsense" reproducers).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+fn gpuplan(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuplan")).args(args).current_dir(ROOT).output().expect("run gpuplan");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("gpuplan-it-bad-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// `file` (under the repository) with `from` replaced by `to`, written into `dir`.
+fn mutate(dir: &Path, file: &str, from: &str, to: &str) -> PathBuf {
+    let text = std::fs::read_to_string(Path::new(ROOT).join(file)).unwrap();
+    assert!(text.contains(from), "{file} has no `{from}`");
+    let out = dir.join(file);
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    std::fs::write(&out, text.replacen(from, to, 1)).unwrap();
+    out
+}
+
+#[test]
+fn out_of_range_hardware_numbers_name_the_key() {
+    let d = tmp("hw");
+    // A GPU file beside a system file that names it.
+    let gpu = mutate(&d, "calibration/systems/h100-sxm.toml", "hbm_capacity_gib = { value = 79.647", "hbm_capacity_gib = { value = 1e300");
+    let (code, err) = gpuplan(&["check", gpu.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("hbm_capacity_gib.value") && err.contains("1e300") && err.contains("outside"), "{err}");
+
+    let d = tmp("hw-fabric");
+    let sys = mutate(&d, "calibration/systems/dgx-h100.toml", "oversubscription = { value = 1.0", "oversubscription = { value = 1e300");
+    let (code, err) = gpuplan(&["check", sys.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("fabric.oversubscription.value") && err.contains("outside"), "{err}");
+
+    let d = tmp("hw-pue");
+    let sys = mutate(&d, "calibration/systems/dgx-h100.toml", "pue = { value = 1.56", "pue = { value = 1e300");
+    let (code, err) = gpuplan(&["check", sys.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("pue.value"), "{err}");
+}
+
+#[test]
+fn a_zero_head_dim_is_refused() {
+    let d = tmp("model");
+    let text = std::fs::read_to_string(Path::new(ROOT).join("models/llama-3-8b.toml")).unwrap();
+    let m = d.join("m.toml");
+    assert!(text.contains("head_dim = 128"));
+    std::fs::write(&m, text.replace("head_dim = 128", "head_dim = 0")).unwrap();
+    let (code, err) = gpuplan(&["predict", "--model", m.to_str().unwrap(), "--system", "dgx-h100", "--gpus", "8", "--seq", "4096", "--global-batch", "64"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("head_dim") && err.contains("must be positive"), "{err}");
+}
+
+#[test]
+fn a_profile_gemm_row_above_the_gpus_peak_is_refused() {
+    let d = tmp("profile").join("p");
+    std::fs::create_dir_all(&d).unwrap();
+    let src = Path::new(ROOT).join("calibration/profiles/h200-sxm-1x");
+    for e in std::fs::read_dir(&src).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_file()) {
+        std::fs::copy(&e, d.join(e.file_name().unwrap())).unwrap();
+    }
+    let toml = d.join("profile.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    // The first GEMM row measured at 100x the H200's bf16 peak.
+    let at = text.find("[[gemm]]").unwrap();
+    let key = "achieved_tflops = ";
+    let k = at + text[at..].find(key).unwrap() + key.len();
+    let end = k + text[k..].find('\n').unwrap();
+    std::fs::write(&toml, format!("{}98900{}", &text[..k], &text[end..])).unwrap();
+    let (code, err) = gpuplan(&[
+        "predict",
+        "--model",
+        "llama-3-8b",
+        "--system",
+        "hgx-h200",
+        "--gpus",
+        "8",
+        "--seq",
+        "4096",
+        "--global-batch",
+        "64",
+        "--calibration",
+        d.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("gemm row 1") && err.contains("above"), "{err}");
+}
