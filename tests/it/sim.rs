@@ -157,6 +157,9 @@ proptest! {
             let faults = Faults { nvlink: (0..s.parallel.pp).map(|st| (st, x)).collect(), nic: (0..s.parallel.pp).map(|st| (st, x)).collect(), ..Default::default() };
             simulate(&s, &SimOptions { faults, ..Default::default() }).unwrap().prediction.step_time.value()
         };
-        prop_assert!(at(hi) <= at(lo) * (1.0 + 1e-9), "{} at {hi} vs {} at {lo}", at(hi), at(lo));
+        // Within 0.1%: a list scheduler has timing anomalies (Graham 1969), where a faster link
+        // moves one flow's end past another's start and the FIFO order changes; proptest found one
+        // of 0.045% (tests/proptest-regressions/sim.txt). A real slowdown is far larger.
+        prop_assert!(at(hi) <= at(lo) * (1.0 + 1e-3), "{} at {hi} vs {} at {lo}", at(hi), at(lo));
     }
 }
