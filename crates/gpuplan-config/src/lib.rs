@@ -6,6 +6,7 @@
 
 pub mod hf;
 pub mod model;
+pub mod prediction;
 pub mod profile;
 pub mod scenario;
 pub mod serve;
