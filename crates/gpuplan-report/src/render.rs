@@ -630,9 +630,9 @@ fn scaling(o: &mut Out, cx: &Ctx) -> Result<(), String> {
     Ok(())
 }
 
-/// The CSV tables: summary, breakdown, memory, scaling, time to train (with prices) and sources.
-fn csv_files(o: &mut Out, cx: &Ctx) -> Result<(), String> {
-    let (inp, band) = (cx.inp, cx.band);
+/// `summary.csv`: one row per run, the document's figures with the costed ones and the bands.
+fn summary_csv(cx: &Ctx) -> Result<String, String> {
+    let band = cx.band;
     let summary_rows: Vec<Vec<String>> = cx
         .all
         .iter()
@@ -674,38 +674,41 @@ fn csv_files(o: &mut Out, cx: &Ctx) -> Result<(), String> {
             }
         })
         .collect();
-    o.file(
-        "summary.csv",
-        csv(
-            &[
-                "file",
-                "scenario",
-                "mode",
-                "predict_args",
-                "error",
-                "gpus",
-                "step_time_s",
-                "tokens_per_s",
-                "tokens_per_s_per_gpu",
-                "mfu",
-                "j_per_token",
-                "kwh_per_million_tokens",
-                "avg_w_per_gpu",
-                "node_w",
-                "peak_bytes_per_gpu",
-                "capacity_bytes",
-                "fits",
-                "tokens_per_joule",
-                "facility_kwh_per_million_tokens",
-                "usd_per_hour",
-                "usd_per_million_tokens",
-                "throughput_band_pct",
-                "energy_cost_band_pct",
-                "sources",
-            ],
-            summary_rows,
-        )?,
-    );
+    csv(
+        &[
+            "file",
+            "scenario",
+            "mode",
+            "predict_args",
+            "error",
+            "gpus",
+            "step_time_s",
+            "tokens_per_s",
+            "tokens_per_s_per_gpu",
+            "mfu",
+            "j_per_token",
+            "kwh_per_million_tokens",
+            "avg_w_per_gpu",
+            "node_w",
+            "peak_bytes_per_gpu",
+            "capacity_bytes",
+            "fits",
+            "tokens_per_joule",
+            "facility_kwh_per_million_tokens",
+            "usd_per_hour",
+            "usd_per_million_tokens",
+            "throughput_band_pct",
+            "energy_cost_band_pct",
+            "sources",
+        ],
+        summary_rows,
+    )
+}
+
+/// The CSV tables: summary, breakdown, memory, scaling, time to train (with prices) and sources.
+fn csv_files(o: &mut Out, cx: &Ctx) -> Result<(), String> {
+    let (inp, band) = (cx.inp, cx.band);
+    o.file("summary.csv", summary_csv(cx)?);
     let mut bd_csv = Vec::new();
     let mut mem_csv = Vec::new();
     for (r, p) in cx.ok {
