@@ -5,10 +5,11 @@ use anyhow::Context;
 use super::args::ScenarioArgs;
 use super::Outcome;
 use crate::analytic::{self, Prediction};
+use crate::config::prediction::{EnergyDoc, MemoryDoc, PowerDoc, PredictionDoc, ScenarioDoc, SourceDoc};
 use crate::scenario::Scenario;
 
 /// Version of the JSON document `predict --json` prints (and `simulate`, `plan`).
-pub const SCHEMA_VERSION: u32 = 1;
+pub use crate::config::prediction::SCHEMA_VERSION;
 
 #[derive(clap::Args, Debug)]
 pub struct PredictArgs {
@@ -34,64 +35,78 @@ pub fn run(args: PredictArgs) -> anyhow::Result<Outcome> {
     Ok(if pred.memory.fits() { Outcome::Ok } else { Outcome::Infeasible })
 }
 
-/// The versioned JSON document. The keys of DESIGN.md's contract keep their meaning.
+/// The versioned JSON document, as a `serde_json::Value` (`simulate`, `plan` and `compare` add
+/// their keys to it). The keys of DESIGN.md's contract keep their meaning.
 pub fn to_json(s: &Scenario, p: &Prediction) -> serde_json::Value {
+    serde_json::to_value(document(s, p)).expect("a prediction document serializes")
+}
+
+/// The typed `predict --json` document of one prediction.
+pub fn document(s: &Scenario, p: &Prediction) -> PredictionDoc {
     let pc = &s.parallel;
     let w = &s.workload;
-    let breakdown: serde_json::Map<String, serde_json::Value> = p.breakdown.parts().iter().map(|(k, v)| (format!("{k}_s"), v.value().into())).collect();
-    let memory_parts: serde_json::Map<String, serde_json::Value> =
-        p.memory.components().iter().map(|(k, v)| (format!("{k}_bytes"), v.value().into())).collect();
-    let sources: Vec<serde_json::Value> = analytic::used_numbers(s)
-        .iter()
-        .map(|u| serde_json::json!({ "name": u.name, "value": u.value, "kind": u.source.kind(), "source": u.source.citation() }))
-        .collect();
-    serde_json::json!({
-        "schema_version": SCHEMA_VERSION,
-        "engine": "analytic",
-        "scenario": {
-            "name": s.name,
-            "model": s.model.name,
-            "system": s.system.name,
-            "gpus": s.n_gpus,
-            "tp": pc.tp, "pp": pc.pp, "dp": pc.dp, "cp": pc.cp, "ep": pc.ep, "etp": pc.etp, "vp": pc.vp,
-            "sp": pc.sp, "zero": pc.zero,
-            "mode": w.mode.name(),
-            "micro_batch": w.micro_batch, "global_batch": w.global_batch, "seq": w.seq,
-            "batch": w.batch, "kv_len": w.kv_len,
-            "precision": w.precision.name(), "recompute": w.recompute.name(), "stack": w.stack.name(),
-            "calibration": s.profile.as_ref().map(|p| p.name.clone()),
+    PredictionDoc {
+        schema_version: SCHEMA_VERSION,
+        engine: "analytic".into(),
+        scenario: ScenarioDoc {
+            name: s.name.clone(),
+            model: s.model.name.clone(),
+            system: s.system.name.clone(),
+            gpus: s.n_gpus,
+            tp: pc.tp,
+            pp: pc.pp,
+            dp: pc.dp,
+            cp: pc.cp,
+            ep: pc.ep,
+            etp: pc.etp,
+            vp: pc.vp,
+            sp: pc.sp,
+            zero: pc.zero,
+            mode: w.mode.name().into(),
+            micro_batch: w.micro_batch,
+            global_batch: w.global_batch,
+            seq: w.seq,
+            batch: w.batch,
+            kv_len: w.kv_len,
+            precision: w.precision.name().into(),
+            recompute: w.recompute.name().into(),
+            stack: w.stack.name().into(),
+            calibration: s.profile.as_ref().map(|p| p.name.clone()),
         },
-        "step_time_s": p.step_time.value(),
-        "tokens_per_s": p.tokens_per_s,
-        "tokens_per_s_per_gpu": p.tokens_per_s / s.n_gpus as f64,
-        "tokens_per_step": p.tokens_per_step,
-        "mfu": p.mfu,
-        "hfu": p.hfu,
-        "model_flops_per_token": p.model_flops_per_token,
-        "n_microbatches": p.n_microbatches,
-        "bottleneck": p.bottleneck,
-        "breakdown": breakdown,
-        "memory": {
-            "peak_bytes_per_gpu": p.memory.total().value(),
-            "capacity_bytes": p.memory.capacity.value(),
-            "fits": p.memory.fits(),
-            "peak_stage": p.memory.stage,
-            "components": memory_parts,
+        step_time_s: p.step_time.value(),
+        tokens_per_s: p.tokens_per_s,
+        tokens_per_s_per_gpu: p.tokens_per_s / s.n_gpus as f64,
+        tokens_per_step: p.tokens_per_step,
+        mfu: p.mfu,
+        hfu: p.hfu,
+        model_flops_per_token: p.model_flops_per_token,
+        n_microbatches: p.n_microbatches,
+        bottleneck: p.bottleneck.into(),
+        breakdown: p.breakdown.parts().iter().map(|(k, v)| (format!("{k}_s"), v.value())).collect(),
+        memory: MemoryDoc {
+            peak_bytes_per_gpu: p.memory.total().value(),
+            capacity_bytes: p.memory.capacity.value(),
+            fits: p.memory.fits(),
+            peak_stage: p.memory.stage,
+            components: p.memory.components().iter().map(|(k, v)| (format!("{k}_bytes"), v.value())).collect(),
         },
-        "power": {
-            "avg_w_per_gpu": p.power.gpu_power.value(),
-            "node_w": p.node_power.value(),
-            "sm_clock_mhz": p.power.clock.as_mhz(),
-            "power_capped": p.power.capped,
+        power: PowerDoc {
+            avg_w_per_gpu: p.power.gpu_power.value(),
+            node_w: p.node_power.value(),
+            sm_clock_mhz: p.power.clock.as_mhz(),
+            power_capped: p.power.capped,
         },
-        "energy": {
-            "j_per_token": p.energy_per_token.value(),
-            "j_per_token_facility": p.energy_per_token_facility.value(),
-            "j_per_step": p.energy_per_step.value(),
-            "kwh_per_million_tokens": p.energy_per_token.as_kwh() * 1e6,
+        energy: EnergyDoc {
+            j_per_token: p.energy_per_token.value(),
+            j_per_token_facility: p.energy_per_token_facility.value(),
+            j_per_step: p.energy_per_step.value(),
+            kwh_per_million_tokens: p.energy_per_token.as_kwh() * 1e6,
         },
-        "sources": sources,
-    })
+        sources: analytic::used_numbers(s)
+            .iter()
+            .map(|u| SourceDoc { name: u.name.clone(), value: u.value.clone(), kind: u.source.kind().into(), source: u.source.citation().into() })
+            .collect(),
+    }
 }
 
 /// The readable report: configuration, time breakdown, memory breakdown, power.

@@ -228,9 +228,9 @@ pub fn band(runs: &Path, profile: &str) -> anyhow::Result<Band> {
 fn predict_run(file: &Path, name_hint: &str, mode: &str, flags: Vec<String>, a: ScenarioArgs) -> Run {
     let outcome = a.build().map_err(|e| format!("{e:#}")).and_then(|s| {
         let p = crate::analytic::predict(&s).map_err(|e| e.to_string())?;
-        let json = super::predict::to_json(&s, &p);
+        let doc = super::predict::document(&s, &p);
         let used = crate::analytic::used_numbers(&s);
-        Ok(Predicted { scenario: s, json, used })
+        Ok(Predicted { scenario: s, doc, used })
     });
     let scenario_name = outcome.as_ref().map(|p| p.scenario.name.clone()).unwrap_or_else(|_| name_hint.to_string());
     Run { file: file.display().to_string(), scenario_name, mode: mode.into(), flags, outcome }
@@ -330,8 +330,8 @@ fn audit(file: &Path, band: &Band) -> anyhow::Result<Vec<claims::Checked>> {
                 let a = ScenarioArgs { scenario: Some(locate(Path::new(sf))), ..Default::default() };
                 match a.build().map_err(|e| format!("{e:#}")).and_then(|s| crate::analytic::predict(&s).map(|p| (s, p)).map_err(|e| e.to_string())) {
                     Ok((s, p)) => {
-                        let json = super::predict::to_json(&s, &p);
-                        claims::check(c, Subject::Scenario { s: &s, json: &json }, band)
+                        let doc = super::predict::document(&s, &p);
+                        claims::check(c, Subject::Scenario { s: &s, doc: &doc }, band)
                     }
                     Err(e) => claims::check(c, Subject::Missing(format!("scenario `{sf}`: {e}")), band),
                 }

@@ -7,6 +7,7 @@
 pub mod catalog;
 pub mod hf;
 pub mod model;
+pub mod prediction;
 pub mod profile;
 pub mod scenario;
 pub mod serve;

@@ -1,8 +1,8 @@
 //! The claims audit: figures the seed documents expect (`scenarios/seed-claims.toml`) beside
 //! gpuplan's prediction and the physical bound, each with a verdict and its reason.
 
+use gpuplan_config::prediction::{finite, PredictionDoc};
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::Band;
 use gpuplan_core::hardware::{Dtype, System};
@@ -88,7 +88,7 @@ pub const DATASHEET_TOLERANCE: f64 = 0.05;
 pub enum Subject<'a> {
     Scenario {
         s: &'a Scenario,
-        json: &'a Value,
+        doc: &'a PredictionDoc,
     },
     Hardware {
         system: &'a System,
@@ -136,8 +136,9 @@ pub struct Checked {
     pub implied: Option<(f64, f64)>,
 }
 
-fn num(v: &Value, ptr: &str) -> f64 {
-    v.pointer(ptr).and_then(Value::as_f64).unwrap_or(f64::NAN)
+/// A number of the document as its JSON text reads: NaN where it is written as `null`.
+fn num(v: f64) -> f64 {
+    finite(v).unwrap_or(f64::NAN)
 }
 
 fn fmt(v: f64) -> String {
@@ -164,33 +165,33 @@ pub fn check(c: &ClaimWire, subject: Subject, band: &Band) -> Checked {
             out.reasons.push(why);
             return out;
         }
-        Subject::Scenario { s, json } => {
+        Subject::Scenario { s, doc } => {
             out.provenance = super::provenance(&gpuplan_core::analytic::used_numbers(s));
-            if json.pointer("/memory/fits").and_then(Value::as_bool) == Some(false) {
+            if !doc.memory.fits {
                 out.reasons.push(format!(
                     "gpuplan predicts `{}` does not fit in memory ({} of {} GB per GPU)",
                     s.name,
-                    fmt(num(json, "/memory/peak_bytes_per_gpu") / 1e9),
-                    fmt(num(json, "/memory/capacity_bytes") / 1e9)
+                    fmt(num(doc.memory.peak_bytes_per_gpu) / 1e9),
+                    fmt(num(doc.memory.capacity_bytes) / 1e9)
                 ));
             }
             let peak = s.system.gpu.peak.get(s.workload.precision).map(|p| p.value.value()).unwrap_or(f64::NAN);
             let n = s.n_gpus as f64;
-            let mfpt = num(json, "/model_flops_per_token");
+            let mfpt = num(doc.model_flops_per_token);
             let g = &s.system.gpu;
             let in_node = (s.n_gpus.min(s.system.gpus_per_node as u64)) as f64;
             let step = || (band.throughput(), format!("step-time MAPE {:.1}% on {} measured runs", band.step_time_pct, band.n_runs));
             match c.quantity.as_str() {
                 "tokens_per_s" => {
-                    out.predicted = Some(num(json, "/tokens_per_s"));
+                    out.predicted = Some(num(doc.tokens_per_s));
                     (out.tolerance, out.tolerance_origin) = step();
                     let mut b = (
                         n * peak / mfpt,
                         format!("{} GPUs x {} TFLOP/s {} / {} GFLOP per token", s.n_gpus, fmt(peak / 1e12), s.workload.precision.name(), fmt(mfpt / 1e9)),
                     );
                     if s.workload.mode == gpuplan_core::workload::Mode::Decode {
-                        let weights = num(json, "/memory/components/weights_bytes");
-                        let per_step = num(json, "/tokens_per_step");
+                        let weights = doc.memory.components.get("weights_bytes").map_or(f64::NAN, |v| num(*v));
+                        let per_step = num(doc.tokens_per_step);
                         let hbm = g.hbm_bandwidth.value.value();
                         let hbm_bound = per_step * hbm / weights;
                         if hbm_bound < b.0 {
@@ -212,7 +213,7 @@ pub fn check(c: &ClaimWire, subject: Subject, band: &Band) -> Checked {
                     ));
                 }
                 "tokens_per_s_per_gpu" => {
-                    out.predicted = Some(num(json, "/tokens_per_s_per_gpu"));
+                    out.predicted = Some(num(doc.tokens_per_s_per_gpu));
                     (out.tolerance, out.tolerance_origin) = step();
                     out.bound =
                         Some((peak / mfpt, format!("{} TFLOP/s {} / {} GFLOP per token", fmt(peak / 1e12), s.workload.precision.name(), fmt(mfpt / 1e9))));
@@ -221,7 +222,7 @@ pub fn check(c: &ClaimWire, subject: Subject, band: &Band) -> Checked {
                     out.reasons.push(format!("implies MFU {}", pct_range(implied(c.low), implied(c.high))));
                 }
                 "mfu" => {
-                    out.predicted = Some(num(json, "/mfu"));
+                    out.predicted = Some(num(doc.mfu));
                     (out.tolerance, out.tolerance_origin) = step();
                     out.bound = Some((1.0, "100% of dense peak".into()));
                     let t = |m: f64| m * n * peak / mfpt;
@@ -238,16 +239,16 @@ pub fn check(c: &ClaimWire, subject: Subject, band: &Band) -> Checked {
                     }
                 }
                 "peak_memory_gb" => {
-                    out.predicted = Some(num(json, "/memory/peak_bytes_per_gpu") / 1e9);
+                    out.predicted = Some(num(doc.memory.peak_bytes_per_gpu) / 1e9);
                     out.tolerance = band.memory();
                     out.tolerance_origin = format!("peak-memory MAPE {:.1}% on {} measured runs", band.memory_pct, band.n_runs);
-                    out.bound = Some((num(json, "/memory/capacity_bytes") / 1e9, "HBM capacity per GPU".into()));
+                    out.bound = Some((num(doc.memory.capacity_bytes) / 1e9, "HBM capacity per GPU".into()));
                 }
                 "node_power_w" | "gpus_power_w" => {
-                    let w = num(json, "/power/avg_w_per_gpu");
+                    let w = num(doc.power.avg_w_per_gpu);
                     let (k, host, what) =
                         if c.quantity == "node_power_w" { (in_node, s.system.host_power_per_node.value.value(), "node") } else { (n, 0.0, "GPUs") };
-                    out.predicted = Some(if c.quantity == "node_power_w" { num(json, "/power/node_w") } else { w * n });
+                    out.predicted = Some(if c.quantity == "node_power_w" { num(doc.power.node_w) } else { w * n });
                     out.tolerance = band.power();
                     out.tolerance_origin = format!("power MAPE {:.1}% on {} measured runs", band.power_pct, band.n_runs);
                     out.bound = Some((

@@ -2,8 +2,9 @@
 //! charts (plotters SVG), CSV tables, markdown and a self-contained HTML page; and the audit of the
 //! seed documents' claims. No I/O: `cli::report` predicts, reads files and writes what this returns.
 //!
-//! Every number a report shows about a scenario comes from `cli::predict::to_json` of the same
-//! scenario (the `predict --json` document), so the two cannot drift apart.
+//! Every number a report shows about a scenario comes from the `predict --json` document of the
+//! same scenario (`gpuplan_config::prediction::PredictionDoc`, filled by `cli::predict::document`),
+//! so the two cannot drift apart.
 
 pub mod charts;
 pub mod claims;
@@ -12,8 +13,7 @@ pub mod render;
 pub mod timeline;
 pub mod trace;
 
-use serde_json::Value;
-
+use gpuplan_config::prediction::{finite, PredictionDoc};
 use gpuplan_core::cost::UsedNumber;
 use gpuplan_core::scenario::Scenario;
 use prices::Prices;
@@ -61,7 +61,7 @@ pub struct Run {
 pub struct Predicted {
     pub scenario: Scenario,
     /// The `predict --json` document.
-    pub json: Value,
+    pub doc: PredictionDoc,
     pub used: Vec<UsedNumber>,
 }
 
@@ -113,19 +113,20 @@ pub struct Costed {
     pub usd_per_million_tokens: f64,
 }
 
-fn num(v: &Value, ptr: &str) -> f64 {
-    v.pointer(ptr).and_then(Value::as_f64).unwrap_or(f64::NAN)
+/// A number of the document as its JSON text reads: NaN where it is written as `null`.
+fn num(v: f64) -> f64 {
+    finite(v).unwrap_or(f64::NAN)
 }
 
 /// Price one prediction. Throughput, power and energy are read from the `predict --json` document.
-pub fn cost(s: &Scenario, json: &Value, prices: &Prices) -> Costed {
+pub fn cost(s: &Scenario, doc: &PredictionDoc, prices: &Prices) -> Costed {
     let gpus = s.n_gpus;
     let gpus_per_node = s.system.gpus_per_node as u64;
     let nodes = gpus.div_ceil(gpus_per_node);
     let gpus_in_node = gpus.min(gpus_per_node) as f64;
-    let tokens_per_s = num(json, "/tokens_per_s");
-    let avg_w_per_gpu = num(json, "/power/avg_w_per_gpu");
-    let node_w = num(json, "/power/node_w");
+    let tokens_per_s = num(doc.tokens_per_s);
+    let avg_w_per_gpu = num(doc.power.avg_w_per_gpu);
+    let node_w = num(doc.power.node_w);
     let priced_node_w = match &prices.node_overhead_w {
         Some(o) => avg_w_per_gpu * gpus_in_node + o.value,
         None => node_w,
@@ -137,25 +138,25 @@ pub fn cost(s: &Scenario, json: &Value, prices: &Prices) -> Costed {
     let node_usd_per_hour = (prices.network_usd_per_node_hour.value + prices.storage_usd_per_node_hour.value) * nodes as f64;
     let usd_per_hour = capital_usd_per_hour + energy_usd_per_hour + node_usd_per_hour;
     let million_tokens_hours = 1e6 / (tokens_per_s * 3600.0);
-    let j_per_token = num(json, "/energy/j_per_token");
+    let j_per_token = num(doc.energy.j_per_token);
     Costed {
         gpus,
         nodes,
-        fits: json.pointer("/memory/fits").and_then(Value::as_bool).unwrap_or(false),
-        step_time_s: num(json, "/step_time_s"),
+        fits: doc.memory.fits,
+        step_time_s: num(doc.step_time_s),
         tokens_per_s,
-        tokens_per_s_per_gpu: num(json, "/tokens_per_s_per_gpu"),
-        mfu: num(json, "/mfu"),
+        tokens_per_s_per_gpu: num(doc.tokens_per_s_per_gpu),
+        mfu: num(doc.mfu),
         avg_w_per_gpu,
         node_w,
         priced_node_w,
         pue,
         j_per_token,
         tokens_per_joule: 1.0 / j_per_token,
-        kwh_per_million_tokens: num(json, "/energy/kwh_per_million_tokens"),
+        kwh_per_million_tokens: num(doc.energy.kwh_per_million_tokens),
         facility_kwh_per_million_tokens: facility_kw * million_tokens_hours,
-        peak_bytes_per_gpu: num(json, "/memory/peak_bytes_per_gpu"),
-        capacity_bytes: num(json, "/memory/capacity_bytes"),
+        peak_bytes_per_gpu: num(doc.memory.peak_bytes_per_gpu),
+        capacity_bytes: num(doc.memory.capacity_bytes),
         capital_usd_per_hour,
         energy_usd_per_hour,
         node_usd_per_hour,
@@ -201,6 +202,7 @@ pub fn scaling_dps(dp: u32) -> Vec<u32> {
 mod tests {
     use super::prices::{Figure, GpuPrice};
     use super::*;
+    use gpuplan_config::prediction::{EnergyDoc, MemoryDoc, PowerDoc};
 
     fn fig(v: f64) -> Figure {
         Figure { value: v, source: "test".into(), unsourced: false, note: None }
@@ -211,12 +213,16 @@ mod tests {
         let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/seed-gpt-39.5b-decode-b4.toml");
         let s = gpuplan_config::scenario::build(&gpuplan_config::scenario::read_scenario(&p).unwrap(), Some(&p)).unwrap();
         assert_eq!((s.n_gpus, s.system.gpus_per_node), (2, 8));
-        let json = serde_json::json!({
-            "step_time_s": 1.0, "tokens_per_s": 1000.0, "tokens_per_s_per_gpu": 500.0, "mfu": 0.1,
-            "power": { "avg_w_per_gpu": 500.0, "node_w": 7300.0 },
-            "energy": { "j_per_token": 7.3, "kwh_per_million_tokens": 2.0 },
-            "memory": { "peak_bytes_per_gpu": 1.0, "capacity_bytes": 2.0, "fits": true },
-        });
+        let json = PredictionDoc {
+            step_time_s: 1.0,
+            tokens_per_s: 1000.0,
+            tokens_per_s_per_gpu: 500.0,
+            mfu: 0.1,
+            power: PowerDoc { avg_w_per_gpu: 500.0, node_w: 7300.0, ..Default::default() },
+            energy: EnergyDoc { j_per_token: 7.3, kwh_per_million_tokens: 2.0, ..Default::default() },
+            memory: MemoryDoc { peak_bytes_per_gpu: 1.0, capacity_bytes: 2.0, fits: true, ..Default::default() },
+            ..Default::default()
+        };
         let prices = Prices {
             name: "t".into(),
             gpu: GpuPrice::Rental { usd_per_gpu_hour: fig(2.0) },

@@ -7,9 +7,12 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::attention::{AttnRow, Product, Regime};
-use super::collectives::CollRow;
+use super::collectives::{CollRow, P2pRow};
 use super::fit;
+use super::gemm::GemmRow;
+use super::memory::{EltRow, LaunchRow, MemRow};
 use super::nccl_tests::NcclTestsRun;
+use super::power::{Phase, Sample};
 use super::stats::Percentiles;
 use super::Measurements;
 use gpuplan_config::profile::{
@@ -49,209 +52,376 @@ pub struct Meta {
     pub notes: Vec<String>,
 }
 
-fn us(p: Percentiles) -> [String; 3] {
-    [format!("{:.3}", p.p10 * 1e6), format!("{:.3}", p.p50 * 1e6), format!("{:.3}", p.p90 * 1e6)]
+/// A number written with `D` decimals (`{:.D}`), as the raw tables write times, rates and clocks.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Fixed<const D: usize>(f64);
+
+impl<const D: usize> Serialize for Fixed<D> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&format_args!("{:.*}", D, self.0))
+    }
 }
 
-/// The columns every timed cuBLASLt row ends with (gemm.csv, attention.csv): SM clock, waves,
-/// algorithm index, check error.
-fn run_columns(sm_clock_mhz: Option<f64>, waves: f32, algo_index: usize, check_rel_err: f64) -> [String; 4] {
-    [sm_clock_mhz.map(|c| format!("{c:.0}")).unwrap_or_default(), format!("{waves:.2}"), algo_index.to_string(), format!("{check_rel_err:.2e}")]
+/// A number in scientific notation with two decimals (`{:.2e}`), as the check errors are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Sci2(f64);
+
+impl Serialize for Sci2 {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&format_args!("{:.2e}", self.0))
+    }
 }
 
-fn csv_bytes(header: &[&str], rows: Vec<Vec<String>>) -> Vec<u8> {
+/// p10, p50 and p90 of a time in microseconds, the `time_us_p10`, `time_us_p50`, `time_us_p90`
+/// columns.
+fn us(p: Percentiles) -> [Fixed<3>; 3] {
+    [Fixed(p.p10 * 1e6), Fixed(p.p50 * 1e6), Fixed(p.p90 * 1e6)]
+}
+
+/// One table: a header row of the row struct's field names (unit-suffixed), then a row per
+/// record. A table without records is its header alone.
+fn table<R: Serialize + Default>(rows: impl IntoIterator<Item = R>) -> Vec<u8> {
     let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(header).expect("in-memory csv");
+    let mut empty = true;
     for r in rows {
-        w.write_record(&r).expect("in-memory csv");
+        w.serialize(r).expect("in-memory csv");
+        empty = false;
+    }
+    if empty {
+        // The csv writer takes the header from the first record: write a default one, keep the header.
+        w.serialize(R::default()).expect("in-memory csv");
+        let mut bytes = w.into_inner().expect("in-memory csv");
+        let end = bytes.iter().position(|&b| b == b'\n').map_or(bytes.len(), |i| i + 1);
+        bytes.truncate(end);
+        return bytes;
     }
     w.into_inner().expect("in-memory csv")
 }
 
+/// A row of `launch.csv`.
+#[derive(Debug, Default, Serialize)]
+struct LaunchCsv {
+    what: &'static str,
+    time_us_p10: Fixed<3>,
+    time_us_p50: Fixed<3>,
+    time_us_p90: Fixed<3>,
+}
+
+impl From<&LaunchRow> for LaunchCsv {
+    fn from(r: &LaunchRow) -> Self {
+        let [time_us_p10, time_us_p50, time_us_p90] = us(r.time);
+        LaunchCsv { what: r.what, time_us_p10, time_us_p50, time_us_p90 }
+    }
+}
+
+/// A row of `hbm.csv`.
+#[derive(Debug, Default, Serialize)]
+struct HbmCsv {
+    kernel: &'static str,
+    size_bytes: u64,
+    bytes_moved: u64,
+    time_us_p10: Fixed<3>,
+    time_us_p50: Fixed<3>,
+    time_us_p90: Fixed<3>,
+    bandwidth_gb_per_s_p50: Fixed<1>,
+}
+
+impl From<&MemRow> for HbmCsv {
+    fn from(r: &MemRow) -> Self {
+        let [time_us_p10, time_us_p50, time_us_p90] = us(r.time);
+        HbmCsv {
+            kernel: r.kernel.name(),
+            size_bytes: r.size_bytes,
+            bytes_moved: r.bytes_moved,
+            time_us_p10,
+            time_us_p50,
+            time_us_p90,
+            bandwidth_gb_per_s_p50: Fixed(r.bytes_moved as f64 / r.time.p50 / 1e9),
+        }
+    }
+}
+
+/// A row of `elementwise.csv`.
+#[derive(Debug, Default, Serialize)]
+struct ElementwiseCsv {
+    op: &'static str,
+    rows: u64,
+    cols: u64,
+    bytes_moved: u64,
+    time_us_p10: Fixed<3>,
+    time_us_p50: Fixed<3>,
+    time_us_p90: Fixed<3>,
+    bandwidth_gb_per_s_p50: Fixed<1>,
+    check_max_rel_err: Sci2,
+}
+
+impl From<&EltRow> for ElementwiseCsv {
+    fn from(r: &EltRow) -> Self {
+        let [time_us_p10, time_us_p50, time_us_p90] = us(r.time);
+        ElementwiseCsv {
+            op: r.op.name(),
+            rows: r.rows,
+            cols: r.cols,
+            bytes_moved: r.bytes_moved,
+            time_us_p10,
+            time_us_p50,
+            time_us_p90,
+            bandwidth_gb_per_s_p50: Fixed(r.bytes_moved as f64 / r.time.p50 / 1e9),
+            check_max_rel_err: Sci2(r.check_err),
+        }
+    }
+}
+
+/// A row of `gemm.csv`; it ends with the columns of every timed cuBLASLt row (as `attention.csv`):
+/// SM clock, waves, algorithm index, check error.
+#[derive(Debug, Default, Serialize)]
+struct GemmCsv {
+    dtype: &'static str,
+    m: u64,
+    n: u64,
+    k: u64,
+    time_us_p10: Fixed<3>,
+    time_us_p50: Fixed<3>,
+    time_us_p90: Fixed<3>,
+    tflops_p50: Fixed<1>,
+    sm_clock_mhz: Option<Fixed<0>>,
+    waves: Fixed<2>,
+    algo_index: usize,
+    check_max_rel_err: Sci2,
+}
+
+impl From<&GemmRow> for GemmCsv {
+    fn from(r: &GemmRow) -> Self {
+        let [time_us_p10, time_us_p50, time_us_p90] = us(r.time);
+        GemmCsv {
+            dtype: r.dtype.name(),
+            m: r.shape.m,
+            n: r.shape.n,
+            k: r.shape.k,
+            time_us_p10,
+            time_us_p50,
+            time_us_p90,
+            tflops_p50: Fixed(r.shape.flops() / r.time.p50 / 1e12),
+            sm_clock_mhz: r.sm_clock_mhz.map(Fixed),
+            waves: Fixed(r.waves.into()),
+            algo_index: r.algo_index,
+            check_max_rel_err: Sci2(r.check_rel_err),
+        }
+    }
+}
+
+/// A row of `attention.csv`: one per (regime, product); times are per call (the whole batch),
+/// `bytes_moved` is A + B read and C written once each. Ends with the timed cuBLASLt columns as
+/// `gemm.csv`.
+#[derive(Debug, Default, Serialize)]
+struct AttentionCsv {
+    regime: &'static str,
+    product: &'static str,
+    dtype: &'static str,
+    batch: u64,
+    seq_q: u64,
+    seq_kv: u64,
+    head_dim: u64,
+    m: u64,
+    n: u64,
+    k: u64,
+    time_us_p10: Fixed<3>,
+    time_us_p50: Fixed<3>,
+    time_us_p90: Fixed<3>,
+    tflops_p50: Fixed<1>,
+    bytes_moved: u64,
+    bandwidth_gb_per_s_p50: Fixed<1>,
+    sm_clock_mhz: Option<Fixed<0>>,
+    waves: Fixed<2>,
+    algo_index: usize,
+    check_max_rel_err: Sci2,
+}
+
+impl From<&AttnRow> for AttentionCsv {
+    fn from(r: &AttnRow) -> Self {
+        let (c, s) = (r.case, r.shape());
+        let [time_us_p10, time_us_p50, time_us_p90] = us(r.time);
+        AttentionCsv {
+            regime: c.regime.name(),
+            product: r.product.name(),
+            dtype: "bf16",
+            batch: c.batch,
+            seq_q: c.seq_q,
+            seq_kv: c.seq_kv,
+            head_dim: c.head_dim,
+            m: s.m,
+            n: s.n,
+            k: s.k,
+            time_us_p10,
+            time_us_p50,
+            time_us_p90,
+            tflops_p50: Fixed(r.flops_per_s() / 1e12),
+            bytes_moved: c.bytes(r.product),
+            bandwidth_gb_per_s_p50: Fixed(r.bytes_per_s() / 1e9),
+            sm_clock_mhz: r.sm_clock_mhz.map(Fixed),
+            waves: Fixed(r.waves.into()),
+            algo_index: r.algo_index,
+            check_max_rel_err: Sci2(r.check_rel_err),
+        }
+    }
+}
+
+/// A row of `p2p.csv`.
+#[derive(Debug, Default, Serialize)]
+struct P2pCsv {
+    src_gpu: usize,
+    dst_gpu: usize,
+    peer_access: bool,
+    size_bytes: u64,
+    time_us_p10: Fixed<3>,
+    time_us_p50: Fixed<3>,
+    time_us_p90: Fixed<3>,
+    bandwidth_gb_per_s_p50: Fixed<2>,
+}
+
+impl From<&P2pRow> for P2pCsv {
+    fn from(r: &P2pRow) -> Self {
+        let [time_us_p10, time_us_p50, time_us_p90] = us(r.time);
+        P2pCsv {
+            src_gpu: r.src,
+            dst_gpu: r.dst,
+            peer_access: r.peer_access,
+            size_bytes: r.size_bytes,
+            time_us_p10,
+            time_us_p50,
+            time_us_p90,
+            bandwidth_gb_per_s_p50: Fixed(r.size_bytes as f64 / r.time.p50 / 1e9),
+        }
+    }
+}
+
+/// A row of `collectives.csv`.
+#[derive(Debug, Default, Serialize)]
+struct CollectiveCsv {
+    op: &'static str,
+    n_ranks: u32,
+    size_bytes: u64,
+    dtype: &'static str,
+    time_us_p10: Fixed<3>,
+    time_us_p50: Fixed<3>,
+    time_us_p90: Fixed<3>,
+    algbw_gb_per_s_p50: Fixed<3>,
+    busbw_gb_per_s_p50: Fixed<3>,
+}
+
+impl From<&CollRow> for CollectiveCsv {
+    fn from(r: &CollRow) -> Self {
+        let [time_us_p10, time_us_p50, time_us_p90] = us(r.time);
+        CollectiveCsv {
+            op: r.op.name(),
+            n_ranks: r.n_ranks,
+            size_bytes: r.size_bytes,
+            dtype: "bf16",
+            time_us_p10,
+            time_us_p50,
+            time_us_p90,
+            algbw_gb_per_s_p50: Fixed(r.algbw(r.time.p50) / 1e9),
+            busbw_gb_per_s_p50: Fixed(r.busbw(r.time.p50) / 1e9),
+        }
+    }
+}
+
+/// A row of `power.csv`: one load phase; also the columns of `power_node.csv` after its `gpu`.
+#[derive(Debug, Default, Serialize)]
+struct PhaseCsv {
+    load: &'static str,
+    duration_s: Fixed<2>,
+    settled_samples: usize,
+    power_w_mean: Fixed<1>,
+    power_w_p10: Fixed<1>,
+    power_w_p50: Fixed<1>,
+    power_w_p90: Fixed<1>,
+    sm_clock_mhz_mean: Fixed<0>,
+    temperature_c_mean: Fixed<1>,
+    gemm_tflops: Option<Fixed<1>>,
+    hbm_gb_per_s: Option<Fixed<1>>,
+}
+
+impl From<&Phase> for PhaseCsv {
+    fn from(p: &Phase) -> Self {
+        PhaseCsv {
+            load: p.load,
+            duration_s: Fixed(p.duration_s),
+            settled_samples: p.n_samples,
+            power_w_mean: Fixed(p.power_w_mean),
+            power_w_p10: Fixed(p.power_w.p10),
+            power_w_p50: Fixed(p.power_w.p50),
+            power_w_p90: Fixed(p.power_w.p90),
+            sm_clock_mhz_mean: Fixed(p.sm_clock_mhz_mean),
+            temperature_c_mean: Fixed(p.temperature_c_mean),
+            gemm_tflops: p.gemm_tflops.map(Fixed),
+            hbm_gb_per_s: p.hbm_gb_per_s.map(Fixed),
+        }
+    }
+}
+
+/// The first column of `power_node.csv` (a row is `(GpuCsv, PhaseCsv)`).
+#[derive(Debug, Default, Serialize)]
+struct GpuCsv {
+    gpu: usize,
+}
+
+/// A row of `power_samples.csv`: one NVML sample.
+#[derive(Debug, Default, Serialize)]
+struct PowerSampleCsv {
+    load: &'static str,
+    time_s: Fixed<3>,
+    power_w: Fixed<1>,
+    sm_clock_mhz: Fixed<0>,
+    temperature_c: Fixed<0>,
+}
+
+impl From<&Sample> for PowerSampleCsv {
+    fn from(s: &Sample) -> Self {
+        PowerSampleCsv {
+            load: s.load,
+            time_s: Fixed(s.t_s),
+            power_w: Fixed(s.power_w),
+            sm_clock_mhz: Fixed(s.sm_clock_mhz),
+            temperature_c: Fixed(s.temperature_c),
+        }
+    }
+}
+
 /// Raw tables, one CSV each, named as they will be written.
 pub fn csvs(m: &Measurements) -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
+    let mut out: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut add = |name: &str, bytes: Vec<u8>| out.push((name.into(), bytes));
     if !m.launch.is_empty() {
-        let rows = m.launch.iter().map(|r| [vec![r.what.to_string()], us(r.time).to_vec()].concat()).collect();
-        out.push(("launch.csv".into(), csv_bytes(&["what", "time_us_p10", "time_us_p50", "time_us_p90"], rows)));
+        add("launch.csv", table(m.launch.iter().map(LaunchCsv::from)));
     }
     if !m.hbm.is_empty() {
-        let rows = m
-            .hbm
-            .iter()
-            .map(|r| {
-                let mut v = vec![r.kernel.name().to_string(), r.size_bytes.to_string(), r.bytes_moved.to_string()];
-                v.extend(us(r.time));
-                v.push(format!("{:.1}", r.bytes_moved as f64 / r.time.p50 / 1e9));
-                v
-            })
-            .collect();
-        out.push((
-            "hbm.csv".into(),
-            csv_bytes(&["kernel", "size_bytes", "bytes_moved", "time_us_p10", "time_us_p50", "time_us_p90", "bandwidth_gb_per_s_p50"], rows),
-        ));
+        add("hbm.csv", table(m.hbm.iter().map(HbmCsv::from)));
     }
     if !m.elementwise.is_empty() {
-        let rows = m
-            .elementwise
-            .iter()
-            .map(|r| {
-                let mut v = vec![r.op.name().to_string(), r.rows.to_string(), r.cols.to_string(), r.bytes_moved.to_string()];
-                v.extend(us(r.time));
-                v.push(format!("{:.1}", r.bytes_moved as f64 / r.time.p50 / 1e9));
-                v.push(format!("{:.2e}", r.check_err));
-                v
-            })
-            .collect();
-        out.push((
-            "elementwise.csv".into(),
-            csv_bytes(&["op", "rows", "cols", "bytes_moved", "time_us_p10", "time_us_p50", "time_us_p90", "bandwidth_gb_per_s_p50", "check_max_rel_err"], rows),
-        ));
+        add("elementwise.csv", table(m.elementwise.iter().map(ElementwiseCsv::from)));
     }
     if !m.gemm.is_empty() {
-        let rows = m
-            .gemm
-            .iter()
-            .map(|r| {
-                let mut v = vec![r.dtype.name().to_string(), r.shape.m.to_string(), r.shape.n.to_string(), r.shape.k.to_string()];
-                v.extend(us(r.time));
-                v.push(format!("{:.1}", r.shape.flops() / r.time.p50 / 1e12));
-                v.extend(run_columns(r.sm_clock_mhz, r.waves, r.algo_index, r.check_rel_err));
-                v
-            })
-            .collect();
-        out.push((
-            "gemm.csv".into(),
-            csv_bytes(
-                &[
-                    "dtype",
-                    "m",
-                    "n",
-                    "k",
-                    "time_us_p10",
-                    "time_us_p50",
-                    "time_us_p90",
-                    "tflops_p50",
-                    "sm_clock_mhz",
-                    "waves",
-                    "algo_index",
-                    "check_max_rel_err",
-                ],
-                rows,
-            ),
-        ));
+        add("gemm.csv", table(m.gemm.iter().map(GemmCsv::from)));
     }
     if !m.attention.is_empty() {
-        let rows = m
-            .attention
-            .iter()
-            .map(|r| {
-                let (c, s) = (r.case, r.shape());
-                let mut v = vec![
-                    c.regime.name().to_string(),
-                    r.product.name().to_string(),
-                    "bf16".to_string(),
-                    c.batch.to_string(),
-                    c.seq_q.to_string(),
-                    c.seq_kv.to_string(),
-                    c.head_dim.to_string(),
-                    s.m.to_string(),
-                    s.n.to_string(),
-                    s.k.to_string(),
-                ];
-                v.extend(us(r.time));
-                v.push(format!("{:.1}", r.flops_per_s() / 1e12));
-                v.push(c.bytes(r.product).to_string());
-                v.push(format!("{:.1}", r.bytes_per_s() / 1e9));
-                v.extend(run_columns(r.sm_clock_mhz, r.waves, r.algo_index, r.check_rel_err));
-                v
-            })
-            .collect();
-        out.push(("attention.csv".into(), csv_bytes(&ATTENTION_CSV_HEADER, rows)));
+        add("attention.csv", table(m.attention.iter().map(AttentionCsv::from)));
     }
     if !m.p2p.is_empty() {
-        let rows = m
-            .p2p
-            .iter()
-            .map(|r| {
-                let mut v = vec![r.src.to_string(), r.dst.to_string(), r.peer_access.to_string(), r.size_bytes.to_string()];
-                v.extend(us(r.time));
-                v.push(format!("{:.2}", r.size_bytes as f64 / r.time.p50 / 1e9));
-                v
-            })
-            .collect();
-        out.push((
-            "p2p.csv".into(),
-            csv_bytes(&["src_gpu", "dst_gpu", "peer_access", "size_bytes", "time_us_p10", "time_us_p50", "time_us_p90", "bandwidth_gb_per_s_p50"], rows),
-        ));
+        add("p2p.csv", table(m.p2p.iter().map(P2pCsv::from)));
     }
     if !m.collectives.is_empty() {
-        let rows = m
-            .collectives
-            .iter()
-            .map(|r| {
-                let mut v = vec![r.op.name().to_string(), r.n_ranks.to_string(), r.size_bytes.to_string(), "bf16".to_string()];
-                v.extend(us(r.time));
-                v.push(format!("{:.3}", r.algbw(r.time.p50) / 1e9));
-                v.push(format!("{:.3}", r.busbw(r.time.p50) / 1e9));
-                v
-            })
-            .collect();
-        out.push((
-            "collectives.csv".into(),
-            csv_bytes(&["op", "n_ranks", "size_bytes", "dtype", "time_us_p10", "time_us_p50", "time_us_p90", "algbw_gb_per_s_p50", "busbw_gb_per_s_p50"], rows),
-        ));
+        add("collectives.csv", table(m.collectives.iter().map(CollectiveCsv::from)));
     }
     if !m.node_power.is_empty() {
-        let rows = m.node_power.iter().map(|(i, p)| std::iter::once(i.to_string()).chain(phase_row(p)).collect()).collect();
-        let header: Vec<&str> = std::iter::once("gpu").chain(PHASE_HEADER).collect();
-        out.push(("power_node.csv".into(), csv_bytes(&header, rows)));
+        add("power_node.csv", table(m.node_power.iter().map(|(gpu, p)| (GpuCsv { gpu: *gpu }, PhaseCsv::from(p)))));
     }
     if !m.power_phases.is_empty() {
-        let rows = m.power_phases.iter().map(phase_row).collect();
-        out.push(("power.csv".into(), csv_bytes(&PHASE_HEADER, rows)));
-        let rows = m
-            .power_samples
-            .iter()
-            .map(|s| {
-                vec![
-                    s.load.to_string(),
-                    format!("{:.3}", s.t_s),
-                    format!("{:.1}", s.power_w),
-                    format!("{:.0}", s.sm_clock_mhz),
-                    format!("{:.0}", s.temperature_c),
-                ]
-            })
-            .collect();
-        out.push(("power_samples.csv".into(), csv_bytes(&["load", "time_s", "power_w", "sm_clock_mhz", "temperature_c"], rows)));
+        add("power.csv", table(m.power_phases.iter().map(PhaseCsv::from)));
+        add("power_samples.csv", table(m.power_samples.iter().map(PowerSampleCsv::from)));
     }
     out
 }
-
-/// Columns of `attention.csv`: one row per (regime, product); times are per call (the whole
-/// batch), `bytes_moved` is A + B read and C written once each.
-pub const ATTENTION_CSV_HEADER: [&str; 20] = [
-    "regime",
-    "product",
-    "dtype",
-    "batch",
-    "seq_q",
-    "seq_kv",
-    "head_dim",
-    "m",
-    "n",
-    "k",
-    "time_us_p10",
-    "time_us_p50",
-    "time_us_p90",
-    "tflops_p50",
-    "bytes_moved",
-    "bandwidth_gb_per_s_p50",
-    "sm_clock_mhz",
-    "waves",
-    "algo_index",
-    "check_max_rel_err",
-];
 
 /// The `attention_bmm` table: for each prefill (s, d) measured with both products, their FLOPs
 /// over the sum of their median times (the two run back to back in attention, with equal FLOPs),
@@ -465,37 +635,6 @@ pub fn meta_toml(meta: &Meta) -> String {
     toml::to_string(meta).expect("meta serializes")
 }
 
-/// Columns of a power phase row (power.csv, and power_node.csv after its `gpu` column).
-const PHASE_HEADER: [&str; 11] = [
-    "load",
-    "duration_s",
-    "settled_samples",
-    "power_w_mean",
-    "power_w_p10",
-    "power_w_p50",
-    "power_w_p90",
-    "sm_clock_mhz_mean",
-    "temperature_c_mean",
-    "gemm_tflops",
-    "hbm_gb_per_s",
-];
-
-fn phase_row(p: &super::power::Phase) -> Vec<String> {
-    vec![
-        p.load.to_string(),
-        format!("{:.2}", p.duration_s),
-        p.n_samples.to_string(),
-        format!("{:.1}", p.power_w_mean),
-        format!("{:.1}", p.power_w.p10),
-        format!("{:.1}", p.power_w.p50),
-        format!("{:.1}", p.power_w.p90),
-        format!("{:.0}", p.sm_clock_mhz_mean),
-        format!("{:.1}", p.temperature_c_mean),
-        p.gemm_tflops.map(|x| format!("{x:.1}")).unwrap_or_default(),
-        p.hbm_gb_per_s.map(|x| format!("{x:.1}")).unwrap_or_default(),
-    ]
-}
-
 pub fn readme(meta: &Meta, pf: &ProfileFile, files: &[String]) -> String {
     let mut s = format!("# Calibration profile `{}`\n\n", meta.name);
     s.push_str(&format!(
@@ -702,5 +841,161 @@ mod tests {
         assert!(lines[2].starts_with("1,gemm-node,") && lines[2].contains(",695.0,") && lines[2].contains(",1510,"), "{node}");
         let power = String::from_utf8_lossy(&files.iter().find(|(n, _)| n == "power.csv").unwrap().1).into_owned();
         assert!(power.starts_with("load,duration_s,") && power.lines().count() == 5, "{power}");
+    }
+
+    /// Two rows of every table, with values that exercise each column's format: rounding, an
+    /// absent clock or rate (empty field), scientific notation, an f32 column.
+    fn every_table() -> Measurements {
+        use crate::calibrate::gemm::GemmShape;
+        use crate::calibrate::memory::EltOp;
+        use gpuplan_core::hardware::Dtype;
+        let t = |p10: f64, p50: f64, p90: f64| Percentiles { p10, p50, p90 };
+        let mut m = Measurements { gpu_name: "Synthetic".into(), n_gpus: 2, ..Default::default() };
+        m.launch = vec![
+            LaunchRow { what: "kernel_launch_back_to_back", time: t(2.1234e-6, 2.25e-6, 3.0005e-6) },
+            LaunchRow { what: "event_record", time: t(1e-7, 1.5e-7, 1.0e-3) },
+        ];
+        m.hbm = vec![
+            MemRow { kernel: MemKernel::Read, size_bytes: 1 << 30, bytes_moved: 1 << 30, time: t(2.4e-4, 2.5e-4, 2.61e-4) },
+            MemRow { kernel: MemKernel::DriverCopy, size_bytes: 4096, bytes_moved: 8192, time: t(3e-6, 3.3333e-6, 4e-6) },
+        ];
+        m.elementwise = vec![
+            EltRow { op: EltOp::RmsNorm, rows: 8192, cols: 4096, bytes_moved: 3 << 26, time: t(5e-5, 5.5e-5, 6e-5), check_err: 1.234e-3 },
+            EltRow { op: EltOp::Softmax, rows: 1, cols: 3, bytes_moved: 24, time: t(1e-6, 1e-6, 1e-6), check_err: 0.0 },
+        ];
+        m.gemm = vec![
+            GemmRow {
+                dtype: Dtype::Bf16,
+                shape: GemmShape { m: 8192, n: 8192, k: 8192 },
+                time: t(1.5e-3, 1.6e-3, 1.7e-3),
+                sm_clock_mhz: Some(1755.4),
+                waves: 3.125,
+                algo_index: 2,
+                check_rel_err: 4.5e-3,
+            },
+            GemmRow {
+                dtype: Dtype::Fp8,
+                shape: GemmShape { m: 1, n: 128, k: 64 },
+                time: t(4e-6, 4.2e-6, 5e-6),
+                sm_clock_mhz: None,
+                waves: 0.015,
+                algo_index: 0,
+                check_rel_err: 0.0,
+            },
+        ];
+        m.attention = vec![
+            attn_row(Regime::Prefill, 2048, 2048, 128, Product::Pv, 333.3),
+            AttnRow { sm_clock_mhz: None, ..attn_row(Regime::Decode, 4, 8192, 64, Product::Qk, 12.5) },
+        ];
+        m.p2p = vec![
+            P2pRow { src: 0, dst: 1, peer_access: true, size_bytes: 1 << 28, time: t(6e-4, 6.1e-4, 6.5e-4) },
+            P2pRow { src: 1, dst: 0, peer_access: false, size_bytes: 1024, time: t(1e-5, 1.1e-5, 1.2e-5) },
+        ];
+        m.collectives = vec![
+            CollRow { op: CollectiveOp::AllReduce, n_ranks: 2, size_bytes: 1 << 26, time: t(3e-4, 3.1e-4, 3.3e-4) },
+            CollRow { op: CollectiveOp::AllGather, n_ranks: 8, size_bytes: 8, time: t(1e-5, 1.2e-5, 1.5e-5) },
+        ];
+        m.power_phases = vec![phase("idle", 101.26, 1980.4, None, None), phase("gemm", 699.95, 1455.5, Some(651.25), Some(12.04))];
+        m.power_samples = vec![
+            Sample { load: "idle", t_s: 0.1005, power_w: 100.05, sm_clock_mhz: 1980.5, temperature_c: 40.0 },
+            Sample { load: "gemm", t_s: 12.3456, power_w: 700.0, sm_clock_mhz: 1454.49, temperature_c: 71.5 },
+        ];
+        m.node_power = vec![(0, phase("gemm-node", 690.0, 1480.0, Some(660.0), None)), (1, phase("gemm-node", 695.05, 1510.5, None, Some(1.25)))];
+        m
+    }
+
+    /// The bytes of every table, as `calibrate` has written them since before the tables were row
+    /// structs: a profile's CSVs do not change with the code that writes them.
+    #[test]
+    fn every_table_writes_the_same_bytes() {
+        let only_phases = Measurements { power_phases: every_table().power_phases, ..Default::default() };
+        let mut got = String::new();
+        for (n, b) in csvs(&every_table()).into_iter().chain(csvs(&only_phases)).chain(csvs(&Measurements::default())) {
+            got += &format!("=== {n}\n{}", String::from_utf8(b).unwrap());
+        }
+        assert_eq!(got, GOLDEN);
+    }
+
+    const GOLDEN: &str = r#"=== launch.csv
+what,time_us_p10,time_us_p50,time_us_p90
+kernel_launch_back_to_back,2.123,2.250,3.000
+event_record,0.100,0.150,1000.000
+=== hbm.csv
+kernel,size_bytes,bytes_moved,time_us_p10,time_us_p50,time_us_p90,bandwidth_gb_per_s_p50
+read,1073741824,1073741824,240.000,250.000,261.000,4295.0
+memcpy_dtod,4096,8192,3.000,3.333,4.000,2.5
+=== elementwise.csv
+op,rows,cols,bytes_moved,time_us_p10,time_us_p50,time_us_p90,bandwidth_gb_per_s_p50,check_max_rel_err
+rmsnorm,8192,4096,201326592,50.000,55.000,60.000,3660.5,1.23e-3
+softmax,1,3,24,1.000,1.000,1.000,0.0,0.00e0
+=== gemm.csv
+dtype,m,n,k,time_us_p10,time_us_p50,time_us_p90,tflops_p50,sm_clock_mhz,waves,algo_index,check_max_rel_err
+bf16,8192,8192,8192,1500.000,1600.000,1700.000,687.2,1755,3.12,2,4.50e-3
+fp8,1,128,64,4.000,4.200,5.000,0.0,,0.01,0,0.00e0
+=== attention.csv
+regime,product,dtype,batch,seq_q,seq_kv,head_dim,m,n,k,time_us_p10,time_us_p50,time_us_p90,tflops_p50,bytes_moved,bandwidth_gb_per_s_p50,sm_clock_mhz,waves,algo_index,check_max_rel_err
+prefill,pv,bf16,128,2048,2048,128,2048,128,2048,412.358,412.358,412.358,333.3,1207959552,2929.4,1600,10.00,0,1.00e-3
+decode,qk,bf16,16384,4,8192,64,4,8192,64,5497.558,5497.558,5497.558,12.5,18261999616,3321.8,,10.00,0,1.00e-3
+=== p2p.csv
+src_gpu,dst_gpu,peer_access,size_bytes,time_us_p10,time_us_p50,time_us_p90,bandwidth_gb_per_s_p50
+0,1,true,268435456,600.000,610.000,650.000,440.06
+1,0,false,1024,10.000,11.000,12.000,0.09
+=== collectives.csv
+op,n_ranks,size_bytes,dtype,time_us_p10,time_us_p50,time_us_p90,algbw_gb_per_s_p50,busbw_gb_per_s_p50
+all_reduce,2,67108864,bf16,300.000,310.000,330.000,216.480,216.480
+all_gather,8,8,bf16,10.000,12.000,15.000,0.001,0.001
+=== power_node.csv
+gpu,load,duration_s,settled_samples,power_w_mean,power_w_p10,power_w_p50,power_w_p90,sm_clock_mhz_mean,temperature_c_mean,gemm_tflops,hbm_gb_per_s
+0,gemm-node,10.00,100,690.0,690.0,690.0,690.0,1480,50.0,660.0,
+1,gemm-node,10.00,100,695.0,695.0,695.0,695.0,1510,50.0,,1.2
+=== power.csv
+load,duration_s,settled_samples,power_w_mean,power_w_p10,power_w_p50,power_w_p90,sm_clock_mhz_mean,temperature_c_mean,gemm_tflops,hbm_gb_per_s
+idle,10.00,100,101.3,101.3,101.3,101.3,1980,50.0,,
+gemm,10.00,100,700.0,700.0,700.0,700.0,1456,50.0,651.2,12.0
+=== power_samples.csv
+load,time_s,power_w,sm_clock_mhz,temperature_c
+idle,0.101,100.0,1980,40
+gemm,12.346,700.0,1454,72
+=== power.csv
+load,duration_s,settled_samples,power_w_mean,power_w_p10,power_w_p50,power_w_p90,sm_clock_mhz_mean,temperature_c_mean,gemm_tflops,hbm_gb_per_s
+idle,10.00,100,101.3,101.3,101.3,101.3,1980,50.0,,
+gemm,10.00,100,700.0,700.0,700.0,700.0,1456,50.0,651.2,12.0
+=== power_samples.csv
+load,time_s,power_w,sm_clock_mhz,temperature_c
+"#;
+
+    /// Every table reads back with the csv reader, one field per header column; and `attention.csv`
+    /// with `profile.toml` loads through the profile reader, its decode rows as the decode bandwidth
+    /// (bytes over the two products' p50 times, as the CSV rounds them).
+    #[test]
+    fn tables_round_trip_through_the_profile_reader() {
+        let mut m = every_table();
+        m.attention.push(attn_row(Regime::Prefill, 2048, 2048, 128, Product::Qk, 300.0));
+        m.attention.push(attn_row(Regime::Decode, 4, 8192, 64, Product::Pv, 10.0));
+        m.gemm.retain(|g| g.sm_clock_mhz.is_some());
+        for (name, bytes) in csvs(&m) {
+            let mut r = csv::Reader::from_reader(bytes.as_slice());
+            let width = r.headers().unwrap().len();
+            let n = r.records().map(|rec| assert_eq!(rec.unwrap().len(), width, "{name}")).count();
+            assert!(n > 0 || name == "power_samples.csv", "{name}");
+        }
+        let (pf, _) = profile(&m, "round-trip", "unit test");
+        let dir = std::env::temp_dir().join(format!("gpuplan-output-round-trip-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("profile.toml"), pf.to_toml()).unwrap();
+        let attention = csvs(&m).into_iter().find(|(n, _)| n == "attention.csv").unwrap().1;
+        std::fs::write(dir.join("attention.csv"), &attention).unwrap();
+        let loaded = gpuplan_config::profile::load_profile(&dir);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let p = loaded.unwrap();
+        assert_eq!(p.attention_bmm.len(), 1);
+        assert_eq!(p.attention_decode.len(), 1, "{:?}", p.attention_decode);
+        let d = &p.attention_decode[0];
+        assert_eq!((d.rows, d.seq_kv, d.head_dim), (4, 8192, 64));
+        let decode: Vec<&AttnRow> = m.attention.iter().filter(|r| r.case.regime == Regime::Decode).collect();
+        let bytes: u64 = decode.iter().map(|r| r.case.bytes(r.product)).sum();
+        let secs: f64 = decode.iter().map(|r| (r.time.p50 * 1e9).round() / 1e9).sum();
+        let want = bytes as f64 / secs / 1e9;
+        assert!((d.bandwidth.as_gb_per_s() - want).abs() < 1e-9 * want, "{} vs {want}", d.bandwidth.as_gb_per_s());
     }
 }
