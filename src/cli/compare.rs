@@ -4,14 +4,13 @@
 use anyhow::{bail, Context};
 
 use super::args::ScenarioArgs;
-use super::plan::{base_scenario, plan_json, request, run_search, PlanOptions};
+use super::plan::{base_scenario, request, run_search, PlanOptions};
 use super::predict::to_json;
 use super::Outcome;
 use crate::analytic;
-use crate::hardware::{Source, System};
 use crate::plan::{self, PlanMode, Ranked, Request};
+use crate::report::views::plan::plan_json;
 use crate::scenario::Scenario;
-use crate::units::{Bytes, BytesPerSec, Watts};
 
 #[derive(clap::Args, Debug)]
 pub struct CompareArgs {
@@ -29,39 +28,6 @@ pub struct CompareArgs {
     /// One JSON line per row, with the keys of `predict --json` and a `compare` object
     #[arg(long)]
     pub json: bool,
-}
-
-/// Apply a variant's overrides to a system. Overridden numbers carry their origin.
-fn apply_variant(sys: &mut System, spec: &str) -> anyhow::Result<()> {
-    let src = |k: &str, v: f64| Source::Unsourced(format!("what-if override `{k}={v}` given on the command line"));
-    for part in spec.split(',') {
-        let (k, v) = part.split_once('=').with_context(|| format!("`--variant` entry `{part}` is not `key=value`"))?;
-        let (k, v) = (k.trim(), v.trim());
-        let x: f64 = v.parse().with_context(|| format!("`--variant` `{k}` = `{v}` is not a number"))?;
-        if !(x > 0.0 && x.is_finite()) {
-            bail!("`--variant` `{k}` = {x} must be positive");
-        }
-        match k {
-            "nic-gbit" => {
-                sys.nic_bandwidth.value = BytesPerSec::gbit_per_s(x);
-                sys.nic_bandwidth.source = src(k, x);
-            }
-            "tdp-w" => {
-                sys.gpu.tdp.value = Watts::new(x);
-                sys.gpu.tdp.source = src(k, x);
-            }
-            "hbm-gib" => {
-                sys.gpu.hbm_capacity.value = Bytes::gib(x);
-                sys.gpu.hbm_capacity.source = src(k, x);
-            }
-            "nvlink-gb" => {
-                sys.gpu.nvlink_bandwidth.value = BytesPerSec::gb_per_s(x);
-                sys.gpu.nvlink_bandwidth.source = src(k, x);
-            }
-            other => bail!("`--variant` key `{other}` is not known\nhint: one of: nic-gbit, tdp-w, hbm-gib, nvlink-gb"),
-        }
-    }
-    Ok(())
 }
 
 struct Row {
@@ -97,7 +63,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<Outcome> {
         for v in &variants {
             let mut base = base_scenario(&args.scenario, mode, first_gpus, Some(sys)).with_context(|| format!("system `{sys}`"))?;
             if let Some(spec) = v {
-                apply_variant(&mut base.system, spec)?;
+                crate::deploy::apply_variant(&mut base.system, spec).map_err(anyhow::Error::msg)?;
             }
             let req = request(&super::plan::with_file_batch(&args.scenario)?, &args.options, &base, mode).with_context(|| format!("system `{sys}`"))?;
             let result = run_search(&base, &req, &args.options, args.json)?;

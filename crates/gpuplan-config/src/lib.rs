@@ -4,6 +4,7 @@
 //! Files are found by name in the project's data folders: the current directory first, then
 //! `$GPUPLAN_HOME`, then the source tree the binary was built from.
 
+pub mod deploy;
 pub mod hf;
 pub mod model;
 pub mod profile;

@@ -11,6 +11,7 @@ pub mod prices;
 pub mod render;
 pub mod timeline;
 pub mod trace;
+pub mod views;
 
 use serde_json::Value;
 
