@@ -1,12 +1,115 @@
-//! Scenario flags shared by `predict`, `simulate` and `plan`. A flag overrides the scenario file.
+//! The scenario flags every engine command shares (predict, simulate, plan, compare, serve,
+//! measure), their value ranges, and the one overlay of the flags over a scenario file.
+//!
+//! Ranges are checked by clap, so a bad value names its flag (`--tp`: invalid value '-1' ...)
+//! and exits 2; negative numbers parse as values, not as flags. Counts fit a `u32`, so a GPU
+//! count of 2^32 is refused rather than cut.
 
 use std::path::PathBuf;
 
+use clap::builder::{RangedI64ValueParser, TypedValueParser};
+
 use crate::config::scenario::{OptionsWire, ParallelWire, ScenarioWire, WorkloadWire};
 
+/// A count (GPUs, parallel sizes, batch sizes, lengths): 1 ..= 2^32 - 1.
+pub fn count() -> RangedI64ValueParser<i64> {
+    clap::value_parser!(i64).range(1..=u32::MAX as i64)
+}
+
+/// A count as a `u64` (plan's GPU and batch ranges): 1 ..= 2^32 - 1.
+pub fn count_u64() -> impl TypedValueParser<Value = u64> {
+    clap::value_parser!(u64).range(1..=u32::MAX as u64)
+}
+
+/// A count as a `u32`: 1 ..= 2^32 - 1.
+pub fn count_u32() -> impl TypedValueParser<Value = u32> {
+    clap::value_parser!(u32).range(1..)
+}
+
+/// A ZeRO stage: 0 ..= 3.
+pub fn zero_stage() -> RangedI64ValueParser<i64> {
+    clap::value_parser!(i64).range(0..=3)
+}
+
+fn number(s: &str) -> Result<f64, String> {
+    s.trim().parse::<f64>().map_err(|_| format!("`{s}` is not a number"))
+}
+
+/// A finite number above zero.
+pub fn positive(s: &str) -> Result<f64, String> {
+    let x = number(s)?;
+    if x > 0.0 && x.is_finite() {
+        Ok(x)
+    } else {
+        Err(format!("{x} must be positive"))
+    }
+}
+
+/// A finite number at or above zero.
+pub fn non_negative(s: &str) -> Result<f64, String> {
+    let x = number(s)?;
+    if x >= 0.0 && x.is_finite() {
+        Ok(x)
+    } else {
+        Err(format!("{x} must be non-negative"))
+    }
+}
+
+/// A non-negative number or infinity (a time limit that may be off).
+pub fn non_negative_or_inf(s: &str) -> Result<f64, String> {
+    let x = number(s)?;
+    if x >= 0.0 {
+        Ok(x)
+    } else {
+        Err(format!("{x} must be non-negative"))
+    }
+}
+
+/// A finite number of at least 1 (a ratio to the mean).
+pub fn at_least_one(s: &str) -> Result<f64, String> {
+    let x = number(s)?;
+    if x >= 1.0 && x.is_finite() {
+        Ok(x)
+    } else {
+        Err(format!("{x} must be at least 1"))
+    }
+}
+
+/// A share in (0, 1].
+pub fn share(s: &str) -> Result<f64, String> {
+    let x = number(s)?;
+    if x > 0.0 && x <= 1.0 {
+        Ok(x)
+    } else {
+        Err(format!("{x} must be in (0, 1]"))
+    }
+}
+
+/// A share in [0, 1].
+pub fn fraction(s: &str) -> Result<f64, String> {
+    let x = number(s)?;
+    if (0.0..=1.0).contains(&x) {
+        Ok(x)
+    } else {
+        Err(format!("{x} is not in 0..1"))
+    }
+}
+
+/// A share in [0, 1): memory kept free.
+pub fn headroom(s: &str) -> Result<f64, String> {
+    let x = number(s)?;
+    if (0.0..1.0).contains(&x) {
+        Ok(x)
+    } else {
+        Err(format!("{x} must be a fraction in [0, 1)"))
+    }
+}
+
+/// Model, system, parallel layout and batch: one group of flags over a scenario file.
 #[derive(clap::Args, Debug, Default, Clone)]
 pub struct ScenarioArgs {
-    /// Scenario file (scenarios/*.toml); flags override its values
+    /// Scenario file (scenarios/*.toml; for `serve`, scenarios/serving/*.toml; for `measure`, the
+    /// record's scenario keys); flags override its values
     #[arg(long)]
     pub scenario: Option<PathBuf>,
     /// Model: a name from models/, a TOML file, or a Hugging Face config.json
@@ -15,24 +118,29 @@ pub struct ScenarioArgs {
     /// System: a name from calibration/systems/ (dgx-b200, gb200-nvl72, dgx-h100, hgx-h200, ...) or a file
     #[arg(long)]
     pub system: Option<String>,
-    /// Total GPUs (= tp * pp * dp * cp)
-    #[arg(long)]
+    /// Total GPUs (= tp * pp * dp * cp; serve: all replicas, both pools when disaggregated)
+    #[arg(long, value_parser = count(), allow_negative_numbers = true)]
     pub gpus: Option<i64>,
-    #[arg(long)]
+    /// Tensor parallelism (serve: per replica)
+    #[arg(long, value_parser = count(), allow_negative_numbers = true)]
     pub tp: Option<i64>,
-    #[arg(long)]
+    /// Pipeline parallelism (serve: per replica)
+    #[arg(long, value_parser = count(), allow_negative_numbers = true)]
     pub pp: Option<i64>,
-    #[arg(long)]
+    /// Data parallelism (default: gpus / (tp * pp * cp))
+    #[arg(long, value_parser = count(), allow_negative_numbers = true)]
     pub dp: Option<i64>,
-    #[arg(long)]
+    /// Context parallelism
+    #[arg(long, value_parser = count(), allow_negative_numbers = true)]
     pub cp: Option<i64>,
-    #[arg(long)]
+    /// Expert parallelism
+    #[arg(long, value_parser = count(), allow_negative_numbers = true)]
     pub ep: Option<i64>,
     /// Expert tensor parallelism
-    #[arg(long)]
+    #[arg(long, value_parser = count(), allow_negative_numbers = true)]
     pub etp: Option<i64>,
     /// Virtual pipeline stages per rank (interleaved 1F1B)
-    #[arg(long)]
+    #[arg(long, value_parser = count(), allow_negative_numbers = true)]
     pub vp: Option<i64>,
     /// Sequence parallelism with TP (default: on when tp > 1)
     #[arg(long)]
@@ -41,25 +149,25 @@ pub struct ScenarioArgs {
     #[arg(long)]
     pub schedule: Option<String>,
     /// ZeRO stage: 0, 1, 2, 3 (3 = FSDP full shard)
-    #[arg(long)]
+    #[arg(long, value_parser = zero_stage(), allow_negative_numbers = true)]
     pub zero: Option<i64>,
-    /// train, prefill or decode
+    /// train, prefill or decode (plan and compare: train or serve; measure: also serve)
     #[arg(long)]
     pub mode: Option<String>,
     /// Sequences per micro-batch per data-parallel rank
-    #[arg(long)]
+    #[arg(long, value_parser = count(), allow_negative_numbers = true)]
     pub micro_batch: Option<i64>,
     /// Sequences per optimizer step, whole job
-    #[arg(long)]
+    #[arg(long, value_parser = count(), allow_negative_numbers = true)]
     pub global_batch: Option<i64>,
     /// Sequence length (training, prefill)
-    #[arg(long)]
+    #[arg(long, value_parser = count(), allow_negative_numbers = true)]
     pub seq: Option<i64>,
     /// Sequences in flight per replica (inference)
-    #[arg(long)]
+    #[arg(long, value_parser = count(), allow_negative_numbers = true)]
     pub batch: Option<i64>,
     /// Cached tokens per sequence (decode)
-    #[arg(long)]
+    #[arg(long, value_parser = count(), allow_negative_numbers = true)]
     pub kv_len: Option<i64>,
     /// bf16, fp16, fp8, fp4, tf32, fp32
     #[arg(long)]
@@ -71,7 +179,7 @@ pub struct ScenarioArgs {
     #[arg(long)]
     pub stack: Option<String>,
     /// Busiest expert rank's tokens / mean (1.0 = balanced)
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one, allow_negative_numbers = true)]
     pub routing_imbalance: Option<f64>,
     /// Overlap TP communication with GEMMs (Megatron --tp-comm-overlap)
     #[arg(long)]
@@ -121,14 +229,103 @@ impl ScenarioArgs {
         }
     }
 
-    /// Read the scenario file (if any), overlay the flags, and build the scenario.
-    pub fn build(&self) -> anyhow::Result<crate::scenario::Scenario> {
-        use crate::config::scenario::{build, overlay, read_scenario};
+    /// The scenario file (if any) with the flags laid over it: the one overlay of every command
+    /// that reads a `scenarios/*.toml` file.
+    pub fn merged(&self) -> anyhow::Result<ScenarioWire> {
+        use crate::config::scenario::{overlay, read_scenario};
         let base = match &self.scenario {
             Some(p) => read_scenario(p)?,
             None => ScenarioWire::default(),
         };
-        let merged = overlay(base, self.to_wire());
-        Ok(build(&merged, self.scenario.as_deref())?)
+        Ok(overlay(base, self.to_wire()))
+    }
+
+    /// Read the scenario file (if any), overlay the flags, and build the scenario.
+    pub fn build(&self) -> anyhow::Result<crate::scenario::Scenario> {
+        Ok(crate::config::scenario::build(&self.merged()?, self.scenario.as_deref())?)
+    }
+
+    /// The flags of the group, by name.
+    pub const FLAGS: &'static [&'static str] = &[
+        "scenario",
+        "model",
+        "system",
+        "gpus",
+        "tp",
+        "pp",
+        "dp",
+        "cp",
+        "ep",
+        "etp",
+        "vp",
+        "sp",
+        "schedule",
+        "zero",
+        "mode",
+        "micro-batch",
+        "global-batch",
+        "seq",
+        "batch",
+        "kv-len",
+        "precision",
+        "recompute",
+        "stack",
+        "routing-imbalance",
+        "tp-comm-overlap",
+        "calibration",
+    ];
+
+    /// The flags given, by name.
+    fn given(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        let mut f = |set: bool, name: &'static str| {
+            if set {
+                v.push(name)
+            }
+        };
+        f(self.scenario.is_some(), "scenario");
+        f(self.model.is_some(), "model");
+        f(self.system.is_some(), "system");
+        f(self.gpus.is_some(), "gpus");
+        f(self.tp.is_some(), "tp");
+        f(self.pp.is_some(), "pp");
+        f(self.dp.is_some(), "dp");
+        f(self.cp.is_some(), "cp");
+        f(self.ep.is_some(), "ep");
+        f(self.etp.is_some(), "etp");
+        f(self.vp.is_some(), "vp");
+        f(self.sp.is_some(), "sp");
+        f(self.schedule.is_some(), "schedule");
+        f(self.zero.is_some(), "zero");
+        f(self.mode.is_some(), "mode");
+        f(self.micro_batch.is_some(), "micro-batch");
+        f(self.global_batch.is_some(), "global-batch");
+        f(self.seq.is_some(), "seq");
+        f(self.batch.is_some(), "batch");
+        f(self.kv_len.is_some(), "kv-len");
+        f(self.precision.is_some(), "precision");
+        f(self.recompute.is_some(), "recompute");
+        f(self.stack.is_some(), "stack");
+        f(self.routing_imbalance.is_some(), "routing-imbalance");
+        f(self.tp_comm_overlap.is_some(), "tp-comm-overlap");
+        f(self.calibration.is_some(), "calibration");
+        v
+    }
+
+    /// Refuse the scenario flags that `command` does not read (it takes only `takes`).
+    pub fn only(&self, command: &str, takes: &[&str]) -> anyhow::Result<()> {
+        if let Some(x) = self.given().into_iter().find(|x| !takes.contains(x)) {
+            anyhow::bail!("`--{x}` does not apply to `gpuplan {command}`\nhint: its scenario flags are --{}", takes.join(", --"));
+        }
+        Ok(())
+    }
+}
+
+/// For a command that reads some of the group (`#[command(mut_args(hide_unless(TAKES)))]`): the
+/// others are hidden from its help (and refused by `ScenarioArgs::only`).
+pub fn hide_unless(takes: &'static [&'static str]) -> impl FnMut(clap::Arg) -> clap::Arg {
+    move |a| match a.get_long() {
+        Some(l) if ScenarioArgs::FLAGS.contains(&l) && !takes.contains(&l) => a.hide(true),
+        _ => a,
     }
 }

@@ -4,14 +4,13 @@
 use anyhow::{bail, Context};
 
 use super::args::ScenarioArgs;
-use super::plan::{base_scenario, plan_json, request, run_search, PlanOptions};
+use super::plan::{base_scenario, request, run_search, PlanOptions};
 use super::predict::to_json;
 use super::Outcome;
 use crate::analytic;
-use crate::hardware::{Source, System};
-use crate::plan::{self, PlanMode, Ranked, Request};
-use crate::scenario::Scenario;
-use crate::units::{Bytes, BytesPerSec, Watts};
+use crate::plan::{self, PlanMode};
+use crate::report::views::compare::{self as view, Row};
+use crate::report::views::plan::plan_json;
 
 #[derive(clap::Args, Debug)]
 pub struct CompareArgs {
@@ -29,47 +28,6 @@ pub struct CompareArgs {
     /// One JSON line per row, with the keys of `predict --json` and a `compare` object
     #[arg(long)]
     pub json: bool,
-}
-
-/// Apply a variant's overrides to a system. Overridden numbers carry their origin.
-fn apply_variant(sys: &mut System, spec: &str) -> anyhow::Result<()> {
-    let src = |k: &str, v: f64| Source::Unsourced(format!("what-if override `{k}={v}` given on the command line"));
-    for part in spec.split(',') {
-        let (k, v) = part.split_once('=').with_context(|| format!("`--variant` entry `{part}` is not `key=value`"))?;
-        let (k, v) = (k.trim(), v.trim());
-        let x: f64 = v.parse().with_context(|| format!("`--variant` `{k}` = `{v}` is not a number"))?;
-        if !(x > 0.0 && x.is_finite()) {
-            bail!("`--variant` `{k}` = {x} must be positive");
-        }
-        match k {
-            "nic-gbit" => {
-                sys.nic_bandwidth.value = BytesPerSec::gbit_per_s(x);
-                sys.nic_bandwidth.source = src(k, x);
-            }
-            "tdp-w" => {
-                sys.gpu.tdp.value = Watts::new(x);
-                sys.gpu.tdp.source = src(k, x);
-            }
-            "hbm-gib" => {
-                sys.gpu.hbm_capacity.value = Bytes::gib(x);
-                sys.gpu.hbm_capacity.source = src(k, x);
-            }
-            "nvlink-gb" => {
-                sys.gpu.nvlink_bandwidth.value = BytesPerSec::gb_per_s(x);
-                sys.gpu.nvlink_bandwidth.source = src(k, x);
-            }
-            other => bail!("`--variant` key `{other}` is not known\nhint: one of: nic-gbit, tdp-w, hbm-gib, nvlink-gb"),
-        }
-    }
-    Ok(())
-}
-
-struct Row {
-    label: String,
-    base: Scenario,
-    req: Request,
-    best: Option<Ranked>,
-    feasible: usize,
 }
 
 pub fn run(args: CompareArgs) -> anyhow::Result<Outcome> {
@@ -97,7 +55,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<Outcome> {
         for v in &variants {
             let mut base = base_scenario(&args.scenario, mode, first_gpus, Some(sys)).with_context(|| format!("system `{sys}`"))?;
             if let Some(spec) = v {
-                apply_variant(&mut base.system, spec)?;
+                crate::deploy::apply_variant(&mut base.system, spec).map_err(anyhow::Error::msg)?;
             }
             let req = request(&super::plan::with_file_batch(&args.scenario)?, &args.options, &base, mode).with_context(|| format!("system `{sys}`"))?;
             let result = run_search(&base, &req, &args.options, args.json)?;
@@ -110,7 +68,6 @@ pub fn run(args: CompareArgs) -> anyhow::Result<Outcome> {
     }
 
     let reference = rows.iter().find_map(|r| r.best.as_ref().map(|b| b.metrics.clone()));
-    let delta = |x: f64, r: f64| if r != 0.0 { format!("{:+.1}%", 100.0 * (x / r - 1.0)) } else { "-".into() };
     if args.json {
         for r in &rows {
             let Some(b) = &r.best else {
@@ -132,69 +89,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<Outcome> {
             println!("{}", serde_json::to_string(&j)?);
         }
     } else {
-        use std::fmt::Write;
-        let mut o = String::new();
-        let b0 = &rows[0].base;
-        let what = match mode {
-            PlanMode::Train => format!("training, seq {}", b0.workload.seq),
-            PlanMode::Serve => format!("serving, prompt {}", b0.workload.seq),
-        };
-        let _ = writeln!(
-            o,
-            "compare: {} on {} GPUs ({what}), objective {}; best configuration per system, deltas against the first row",
-            b0.model.name,
-            rows[0].req.space.n_gpus.iter().map(u64::to_string).collect::<Vec<_>>().join("/"),
-            rows[0].req.objective.name()
-        );
-        let _ = writeln!(o);
-        let lw = rows.iter().map(|r| r.label.len()).max().unwrap_or(6).max(6);
-        let cw = rows.iter().filter_map(|r| r.best.as_ref().map(|b| b.candidate.label(mode).len())).max().unwrap_or(6).max(6);
-        let priced = rows.iter().any(|r| r.req.pricing.priced());
-        let mut head = format!(
-            "{:<lw$}  {:<cw$}  {:>12}  {:>8}  {:>6}  {:>9}  {:>7}  {:>8}  {:>7}",
-            "system", "best config", "tokens/s", "delta", "MFU", "mem/GPU", "W/GPU", "tok/J", "delta"
-        );
-        if priced {
-            let _ = write!(head, "  {:>9}  {:>8}", "$/1M tok", "delta");
-        }
-        let _ = write!(head, "  bottleneck");
-        let _ = writeln!(o, "{head}");
-        for r in &rows {
-            let Some(b) = &r.best else {
-                let _ = writeln!(o, "{:<lw$}  no feasible configuration", r.label);
-                continue;
-            };
-            let m = &b.metrics;
-            let refm = reference.as_ref().expect("a row with a plan exists");
-            let mut line = format!(
-                "{:<lw$}  {:<cw$}  {:>12.0}  {:>8}  {:>5.1}%  {:>5.1} GiB  {:>7.0}  {:>8.2}  {:>7}",
-                r.label,
-                b.candidate.label(mode),
-                m.tokens_per_s,
-                delta(m.tokens_per_s, refm.tokens_per_s),
-                m.mfu * 100.0,
-                m.memory_bytes / (1u64 << 30) as f64,
-                m.gpu_power_w,
-                m.tokens_per_joule(),
-                delta(m.tokens_per_joule(), refm.tokens_per_joule()),
-            );
-            if priced {
-                match (m.usd_per_million_tokens, refm.usd_per_million_tokens) {
-                    (Some(c), Some(rc)) => {
-                        let _ = write!(line, "  {:>9.4}  {:>8}", c, delta(c, rc));
-                    }
-                    (Some(c), None) => {
-                        let _ = write!(line, "  {:>9.4}  {:>8}", c, "-");
-                    }
-                    _ => {
-                        let _ = write!(line, "  {:>9}  {:>8}", "-", "-");
-                    }
-                }
-            }
-            let _ = write!(line, "  {}", m.bottleneck);
-            let _ = writeln!(o, "{line}");
-        }
-        print!("{o}");
+        print!("{}", view::table(&rows, mode));
     }
     Ok(if rows.iter().any(|r| r.best.is_some()) { Outcome::Ok } else { Outcome::Infeasible })
 }

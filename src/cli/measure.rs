@@ -13,62 +13,20 @@ use std::time::Duration;
 use anyhow::Context;
 use serde::Deserialize;
 
+use super::args::{count_u64, hide_unless, positive, ScenarioArgs};
 use super::Outcome;
 use crate::measure::parse::{step_regex, LogFormat};
 use crate::measure::record::{append, Scenario};
 use crate::measure::{self, MeasureConfig};
 
 #[derive(clap::Args, Debug)]
-#[command(trailing_var_arg = true)]
+#[command(trailing_var_arg = true, mut_args(hide_unless(SCENARIO_FLAGS)))]
 pub struct MeasureArgs {
-    /// Scenario file: TOML with the record's scenario keys (model, system, n_gpus, tp, pp, dp,
-    /// sp, zero, mode, micro_batch, grad_accum, global_batch, seq, batch, kv_len, recompute, stack,
-    /// precision); flags override it
-    #[arg(long)]
-    pub scenario: Option<PathBuf>,
-    #[arg(long)]
-    pub model: Option<String>,
-    #[arg(long)]
-    pub system: Option<String>,
-    /// GPUs the job uses (default: the GPUs sampled)
-    #[arg(long)]
-    pub gpus: Option<u32>,
-    #[arg(long)]
-    pub tp: Option<u32>,
-    /// Sequence parallelism with TP (default: on when tp > 1, as `predict` assumes)
-    #[arg(long)]
-    pub sp: Option<bool>,
-    #[arg(long)]
-    pub pp: Option<u32>,
-    #[arg(long)]
-    pub dp: Option<u32>,
-    /// 0 = DDP, 3 = FSDP full shard
-    #[arg(long)]
-    pub zero: Option<u32>,
-    /// train | prefill | decode | serve (a serving run: request statistics from the job's `serve-summary-json:` line; --batch is its batch limit)
-    #[arg(long)]
-    pub mode: Option<String>,
-    #[arg(long)]
-    pub micro_batch: Option<u64>,
-    #[arg(long)]
+    #[command(flatten)]
+    pub scenario: ScenarioArgs,
+    /// Gradient-accumulation steps (training; with --micro-batch and dp, sets the global batch)
+    #[arg(long, value_parser = count_u64(), allow_negative_numbers = true)]
     pub grad_accum: Option<u64>,
-    #[arg(long)]
-    pub global_batch: Option<u64>,
-    #[arg(long)]
-    pub seq: Option<u64>,
-    #[arg(long)]
-    pub batch: Option<u64>,
-    #[arg(long)]
-    pub kv_len: Option<u64>,
-    /// none | selective | full
-    #[arg(long)]
-    pub recompute: Option<String>,
-    /// torch-eager | torch-compile | megatron
-    #[arg(long)]
-    pub stack: Option<String>,
-    /// bf16 | fp8 | fp4
-    #[arg(long)]
-    pub precision: Option<String>,
 
     /// Append the record to this JSON Lines file (created if missing, never truncated)
     #[arg(long)]
@@ -80,10 +38,10 @@ pub struct MeasureArgs {
     #[arg(long, default_value_t = 3)]
     pub warmup: u64,
     /// NVML samples per second per GPU
-    #[arg(long, default_value_t = 20.0)]
+    #[arg(long, default_value_t = 20.0, value_parser = positive, allow_negative_numbers = true)]
     pub sample_hz: f64,
     /// Stop the job (SIGTERM, then SIGKILL) after this many seconds
-    #[arg(long)]
+    #[arg(long, value_parser = positive, allow_negative_numbers = true)]
     pub timeout_s: Option<f64>,
     /// auto | gpuplan | megatron | torchtitan | hf-trainer
     #[arg(long, default_value = "auto")]
@@ -95,11 +53,13 @@ pub struct MeasureArgs {
     /// Sample these NVML GPU indices (default: those CUDA_VISIBLE_DEVICES names, or all)
     #[arg(long, value_delimiter = ',')]
     pub gpu_index: Option<Vec<u32>>,
+    /// Run id of the record (default: one made from the time and host)
     #[arg(long)]
     pub run_id: Option<String>,
     /// fit | test
     #[arg(long)]
     pub split: Option<String>,
+    /// A free-text note kept in the record
     #[arg(long)]
     pub note: Option<String>,
 
@@ -141,7 +101,59 @@ fn one_of(what: &str, v: &Option<String>, allowed: &[&str]) -> anyhow::Result<()
     Ok(())
 }
 
-fn scenario(a: &MeasureArgs) -> anyhow::Result<Scenario> {
+/// The scenario flags `measure` reads (a run record's scenario keys).
+const SCENARIO_FLAGS: &[&str] = &[
+    "scenario",
+    "model",
+    "system",
+    "gpus",
+    "tp",
+    "pp",
+    "dp",
+    "sp",
+    "zero",
+    "mode",
+    "micro-batch",
+    "global-batch",
+    "seq",
+    "batch",
+    "kv-len",
+    "recompute",
+    "stack",
+    "precision",
+];
+
+/// The flags as the record's types (clap checked their ranges: counts fit a `u32`, ZeRO 0..=3).
+struct Flags {
+    gpus: Option<u32>,
+    tp: Option<u32>,
+    pp: Option<u32>,
+    dp: Option<u32>,
+    zero: Option<u32>,
+    micro_batch: Option<u64>,
+    global_batch: Option<u64>,
+    seq: Option<u64>,
+    batch: Option<u64>,
+    kv_len: Option<u64>,
+}
+
+fn scenario(m: &MeasureArgs) -> anyhow::Result<Scenario> {
+    let a = &m.scenario;
+    a.only("measure", SCENARIO_FLAGS)?;
+    let u32_of = |v: Option<i64>| v.map(|x| x as u32);
+    let u64_of = |v: Option<i64>| v.map(|x| x as u64);
+    let n = Flags {
+        gpus: u32_of(a.gpus),
+        tp: u32_of(a.tp),
+        pp: u32_of(a.pp),
+        dp: u32_of(a.dp),
+        zero: u32_of(a.zero),
+        micro_batch: u64_of(a.micro_batch),
+        global_batch: u64_of(a.global_batch),
+        seq: u64_of(a.seq),
+        batch: u64_of(a.batch),
+        kv_len: u64_of(a.kv_len),
+    };
     let f = match &a.scenario {
         Some(p) => {
             let text = std::fs::read_to_string(p).with_context(|| format!("cannot read `{}`", p.display()))?;
@@ -155,10 +167,10 @@ fn scenario(a: &MeasureArgs) -> anyhow::Result<Scenario> {
     one_of("recompute", &recompute, &["none", "selective", "full"])?;
     let precision = a.precision.clone().or(f.precision);
     one_of("precision", &precision, &["bf16", "fp8", "fp4", "fp16", "fp32"])?;
-    let n_gpus = a.gpus.or(f.n_gpus).unwrap_or(1);
-    let tp = a.tp.or(f.tp).unwrap_or(1);
-    let pp = a.pp.or(f.pp).unwrap_or(1);
-    let dp = match a.dp.or(f.dp) {
+    let n_gpus = n.gpus.or(f.n_gpus).unwrap_or(1);
+    let tp = n.tp.or(f.tp).unwrap_or(1);
+    let pp = n.pp.or(f.pp).unwrap_or(1);
+    let dp = match n.dp.or(f.dp) {
         Some(d) => d,
         None => {
             if !n_gpus.is_multiple_of((tp * pp).max(1)) {
@@ -170,9 +182,9 @@ fn scenario(a: &MeasureArgs) -> anyhow::Result<Scenario> {
     if tp * pp * dp != n_gpus {
         anyhow::bail!("tp x pp x dp = {} but `--gpus` = {n_gpus}", tp * pp * dp);
     }
-    let micro_batch = a.micro_batch.or(f.micro_batch);
-    let mut grad_accum = a.grad_accum.or(f.grad_accum);
-    let mut global_batch = a.global_batch.or(f.global_batch);
+    let micro_batch = n.micro_batch.or(f.micro_batch);
+    let mut grad_accum = m.grad_accum.or(f.grad_accum);
+    let mut global_batch = n.global_batch.or(f.global_batch);
     if mode == "train" {
         match (micro_batch, grad_accum, global_batch) {
             (Some(m), Some(g), None) => global_batch = Some(m * g * u64::from(dp)),
@@ -203,14 +215,14 @@ fn scenario(a: &MeasureArgs) -> anyhow::Result<Scenario> {
         sp: a.sp.or(f.sp),
         pp,
         dp,
-        zero: a.zero.or(f.zero).unwrap_or(0),
+        zero: n.zero.or(f.zero).unwrap_or(0),
         mode,
         micro_batch,
         grad_accum,
         global_batch,
-        seq: a.seq.or(f.seq),
-        batch: a.batch.or(f.batch),
-        kv_len: a.kv_len.or(f.kv_len),
+        seq: n.seq.or(f.seq),
+        batch: n.batch.or(f.batch),
+        kv_len: n.kv_len.or(f.kv_len),
         recompute,
         stack: a.stack.clone().or(f.stack),
         precision,

@@ -29,6 +29,8 @@ pub struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
+// Parsed once per process: the size of the flag structs does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Predict step time, throughput, MFU, memory, power and energy of one configuration
     Predict(predict::PredictArgs),
@@ -141,4 +143,24 @@ pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> 
     std::fs::write(&tmp, bytes).with_context(|| format!("cannot write `{}`", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("cannot move `{}` to `{}`", tmp.display(), path.display()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every flag of every command says what it is.
+    #[test]
+    fn every_flag_has_help_text() {
+        let cli = super::Cli::command();
+        let mut missing = Vec::new();
+        for sub in cli.get_subcommands() {
+            for a in sub.get_arguments() {
+                if a.get_help().is_none() && a.get_long_help().is_none() && !matches!(a.get_id().as_str(), "help" | "version") {
+                    missing.push(format!("{} --{}", sub.get_name(), a.get_id()));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "flags without help: {missing:?}");
+    }
 }

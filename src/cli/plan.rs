@@ -5,32 +5,36 @@ use std::io::IsTerminal;
 
 use anyhow::{bail, Context};
 
-use super::args::ScenarioArgs;
-use super::predict::to_json;
+use super::args::{count_u32, count_u64, headroom, non_negative, positive as positive_f64, ScenarioArgs};
+use super::predict::{to_json, SCHEMA_VERSION};
 use super::Outcome;
 use crate::analytic;
+use crate::config::deploy::cuda_graphs;
 use crate::hardware::Dtype;
 use crate::plan::{self, advice, Constraints, GlobalBatch, Objective, PlanMode, PlanResult, Pricing, Request, Space};
+use crate::report::views::plan as view;
+use crate::report::views::serve::{slo_json, slo_table, SloQuery};
 use crate::scenario::Scenario;
+use crate::serve::{arrivals, Lengths, Process, Routing, RunOptions, SchedConfig};
 use crate::workload::Recompute;
 
 /// Search and output options shared by `plan` and `compare`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct PlanOptions {
     /// Smallest GPU count to consider (with --max-gpus: a range instead of --gpus)
-    #[arg(long)]
+    #[arg(long, value_parser = count_u64(), allow_negative_numbers = true)]
     pub min_gpus: Option<u64>,
     /// Largest GPU count to consider
-    #[arg(long)]
+    #[arg(long, value_parser = count_u64(), allow_negative_numbers = true)]
     pub max_gpus: Option<u64>,
     /// Tokens to train (time-to-train objective and column), e.g. 15e12
-    #[arg(long)]
+    #[arg(long, value_parser = positive_f64, allow_negative_numbers = true)]
     pub tokens: Option<f64>,
     /// Smallest global batch (sequences) to consider, instead of a fixed --global-batch
-    #[arg(long)]
+    #[arg(long, value_parser = count_u64(), allow_negative_numbers = true)]
     pub min_global_batch: Option<u64>,
     /// Largest global batch (sequences) to consider
-    #[arg(long)]
+    #[arg(long, value_parser = count_u64(), allow_negative_numbers = true)]
     pub max_global_batch: Option<u64>,
     /// throughput, time-to-train, cost, tokens-per-joule
     #[arg(long, default_value = "throughput")]
@@ -40,7 +44,7 @@ pub struct PlanOptions {
     #[arg(long)]
     pub gpu_hour_usd: Option<String>,
     /// Price of one kWh at the facility in USD (added to the cost; energy includes the PUE)
-    #[arg(long)]
+    #[arg(long, value_parser = non_negative, allow_negative_numbers = true)]
     pub kwh_usd: Option<f64>,
     /// Also try fp8 GEMMs (where the GPU has them)
     #[arg(long)]
@@ -49,34 +53,34 @@ pub struct PlanOptions {
     #[arg(long)]
     pub allow_fp4: bool,
     /// Fraction of HBM to keep free (0.1 = use at most 90%)
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = headroom, allow_negative_numbers = true)]
     pub min_memory_headroom: f64,
     /// Power budget per node in watts (GPUs + host)
-    #[arg(long)]
+    #[arg(long, value_parser = positive_f64, allow_negative_numbers = true)]
     pub max_node_power_w: Option<f64>,
     /// Power budget of the whole job in kilowatts (IT power: GPUs + hosts, no PUE)
-    #[arg(long)]
+    #[arg(long, value_parser = positive_f64, allow_negative_numbers = true)]
     pub max_cluster_power_kw: Option<f64>,
     /// Serving: time-to-first-token target (prefill of one batch), ms
-    #[arg(long)]
+    #[arg(long, value_parser = positive_f64, allow_negative_numbers = true)]
     pub ttft_ms: Option<f64>,
     /// Serving: time-per-output-token target (one decode step), ms
-    #[arg(long)]
+    #[arg(long, value_parser = positive_f64, allow_negative_numbers = true)]
     pub tpot_ms: Option<f64>,
     /// Largest micro-batch to try (training)
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = count_u64(), allow_negative_numbers = true)]
     pub max_micro_batch: u64,
     /// Largest batch per replica to try (serving)
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = 512, value_parser = count_u64(), allow_negative_numbers = true)]
     pub max_batch: u64,
     /// Largest virtual-pipeline (interleaving) factor to try
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = count_u32(), allow_negative_numbers = true)]
     pub max_vp: u32,
     /// Largest context-parallel size to try
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = count_u32(), allow_negative_numbers = true)]
     pub max_cp: u32,
     /// Re-rank the top K with the discrete-event simulator
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub rerank_des: Option<usize>,
     /// No progress bar
     #[arg(long)]
@@ -93,7 +97,7 @@ pub struct PlanArgs {
     #[command(flatten)]
     pub options: PlanOptions,
     /// Configurations to print (0 = all feasible)
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, allow_negative_numbers = true)]
     pub top: usize,
     /// JSON Lines: one object per ranked configuration, with the keys of `predict --json`
     #[arg(long, conflicts_with = "csv")]
@@ -106,7 +110,7 @@ pub struct PlanArgs {
     pub batch_advice: bool,
     /// Serving under load (`--mode serve --qps Q`): the request-level simulator checks the targets
     #[command(flatten)]
-    pub serve: super::serve::PlanServeArgs,
+    pub serve: PlanServeArgs,
 }
 
 /// The plan mode from `--mode` (train | serve; prefill and decode plan as serve).
@@ -177,14 +181,7 @@ pub(crate) fn gpu_counts(a: &ScenarioArgs, o: &PlanOptions, gpus_per_node: u64) 
     match (gpus, o.min_gpus, o.max_gpus) {
         (Some(g), None, None) if g >= 1 => Ok(vec![g as u64]),
         (Some(g), None, None) => bail!("`--gpus` = {g} must be a positive integer"),
-        (None, Some(lo), Some(hi)) if lo >= 1 && lo <= hi => {
-            let mut v: Vec<u64> = (0..40).map(|i| 1u64 << i).chain((0..40).map(|i| gpus_per_node << i)).filter(|n| *n >= lo && *n <= hi).collect();
-            v.push(lo);
-            v.push(hi);
-            v.sort_unstable();
-            v.dedup();
-            Ok(v)
-        }
+        (None, Some(lo), Some(hi)) if lo >= 1 && lo <= hi => Ok(crate::deploy::gpu_range(lo, hi, gpus_per_node)),
         (None, Some(lo), Some(hi)) => bail!("`--min-gpus` = {lo} must be at least 1 and at most `--max-gpus` = {hi}"),
         _ => bail!("give `--gpus N`, or both `--min-gpus` and `--max-gpus`\nhint: a range plans over powers of two and whole nodes times powers of two"),
     }
@@ -342,7 +339,7 @@ pub fn run_search(base: &Scenario, req: &Request, o: &PlanOptions, quiet_output:
 pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
     let mode = plan_mode(&args.scenario)?;
     if mode == PlanMode::Serve && args.serve.qps.is_some() {
-        return super::serve::plan_slo(&args);
+        return plan_slo(&args);
     }
     let scenario_args = with_file_batch(&args.scenario)?;
     let first_gpus = match (scenario_args.gpus.filter(|_| args.options.min_gpus.is_none()), args.options.min_gpus) {
@@ -359,7 +356,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
         return batch_advice(&args, &base, &req, &result);
     }
 
-    let summary = summary(&base, &req, &result);
+    let summary = view::summary(&base, &req, &result);
     if args.json {
         if !args.options.quiet {
             eprint!("{summary}");
@@ -370,7 +367,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
             let s = plan::scenario_of(&base, &r.candidate, mode);
             let p = analytic::predict(&s).context("re-predicting a ranked configuration")?;
             let mut v = to_json(&s, &p);
-            v["plan"] = plan_json(i + 1, r, &req);
+            v["plan"] = view::plan_json(i + 1, r, &req);
             // A closed pipe (`| head`) ends the stream quietly.
             if writeln!(out, "{}", serde_json::to_string(&v)?).is_err() {
                 break;
@@ -380,371 +377,163 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
         if !args.options.quiet {
             eprint!("{summary}");
         }
-        print!("{}", csv(&result.ranked[..shown], &req, &base)?);
+        print!("{}", view::csv(&result.ranked[..shown], &req, &base)?);
     } else {
         if !args.options.quiet {
             print!("{summary}");
         }
-        print!("{}", table(&result, shown, &req, &base, args.options.tokens.filter(|_| mode == PlanMode::Train)));
+        print!("{}", view::table(&result, shown, &req, &base, args.options.tokens.filter(|_| mode == PlanMode::Train)));
     }
     Ok(if result.ranked.is_empty() { Outcome::Infeasible } else { Outcome::Ok })
 }
 
-/// The `plan` object added to each JSON line.
-pub fn plan_json(rank: usize, r: &plan::Ranked, req: &Request) -> serde_json::Value {
-    let m = &r.metrics;
-    serde_json::json!({
-        "rank": rank,
-        "objective": req.objective.name(),
-        "score": r.score,
-        "config": r.candidate.label(req.mode),
-        "gradient_accumulation": r.candidate.gradient_accumulation(),
-        "memory_headroom": m.headroom(),
-        "cluster_power_w": m.cluster_power_w,
-        "tokens_per_joule": m.tokens_per_joule(),
-        "usd_per_million_tokens": m.usd_per_million_tokens,
-        "time_to_train_s": req.tokens().map(|t| t / m.tokens_per_s),
-        "ttft_s": m.ttft_s,
-        "tpot_s": m.tpot_s,
-    })
-}
-
-fn summary(base: &Scenario, req: &Request, r: &PlanResult) -> String {
-    use std::fmt::Write;
-    let mut o = String::new();
-    let gpus = req.space.n_gpus.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
-    let what = match req.mode {
-        PlanMode::Train => format!("training, seq {}", base.workload.seq),
-        PlanMode::Serve => format!("serving, prompt {} / context {}", base.workload.seq, base.workload.kv_len.max(base.workload.seq)),
-    };
-    let _ = writeln!(
-        o,
-        "plan: {} on {} x {} ({what}), stack {}, objective {}",
-        base.model.name,
-        gpus,
-        base.system.display_name,
-        base.workload.stack.name(),
-        req.objective.name()
-    );
-    let _ = writeln!(o, "  {} configurations: {} pruned, {} predicted, {} feasible", r.enumerated, r.pruned_total(), r.predicted, r.ranked.len());
-    for (reason, n) in &r.pruned {
-        let _ = writeln!(o, "    {:>9}  {}", n, reason.describe());
-    }
-    let _ = writeln!(o);
-    o
-}
-
-fn gib(b: f64) -> f64 {
-    b / (1u64 << 30) as f64
-}
-
-fn duration(s: f64) -> String {
-    if s >= 86400.0 {
-        format!("{:.1} d", s / 86400.0)
-    } else if s >= 3600.0 {
-        format!("{:.1} h", s / 3600.0)
-    } else {
-        format!("{:.0} s", s)
-    }
-}
-
-/// The ranked table; `tokens` (from `--tokens`) adds a time-to-train column under any objective.
-fn table(r: &PlanResult, shown: usize, req: &Request, base: &Scenario, tokens: Option<f64>) -> String {
-    use std::fmt::Write;
-    let mut o = String::new();
-    if r.ranked.is_empty() {
-        let _ = writeln!(o, "no feasible configuration");
-        return o;
-    }
-    let priced = req.pricing.priced();
-    let ttt = req.tokens().or(tokens);
-    let serve = req.mode == PlanMode::Serve;
-    let width = r.ranked[..shown].iter().map(|x| x.candidate.label(req.mode).len()).max().unwrap_or(10).max(6);
-    let gpus_col = req.space.n_gpus.len() > 1;
-    let mut head = format!("{:>4}  ", "rank");
-    if gpus_col {
-        let _ = write!(head, "{:>6}  ", "gpus");
-    }
-    let _ = write!(head, "{:<width$}  {:>12}  {:>6}  {:>18}  {:>7}", "config", "tokens/s", "MFU", "mem/GPU (free)", "W/GPU");
-    if serve {
-        let _ = write!(head, "  {:>9}  {:>9}", "TTFT", "TPOT");
-    }
-    if priced {
-        let _ = write!(head, "  {:>10}", "$/1M tok");
-    }
-    let _ = write!(head, "  {:>9}", "tok/J");
-    if ttt.is_some() {
-        let _ = write!(head, "  {:>9}", "to train");
-    }
-    let _ = write!(head, "  bottleneck");
-    let _ = writeln!(o, "{head}");
-    for (i, x) in r.ranked[..shown].iter().enumerate() {
-        let m = &x.metrics;
-        let mut line = format!("{:>4}  ", i + 1);
-        if gpus_col {
-            let _ = write!(line, "{:>6}  ", x.candidate.n_gpus);
-        }
-        let mem = format!("{:.1} GiB ({:.0}%)", gib(m.memory_bytes), 100.0 * m.headroom());
-        let _ = write!(line, "{:<width$}  {:>12.0}  {:>5.1}%  {:>18}  {:>7.0}", x.candidate.label(req.mode), m.tokens_per_s, 100.0 * m.mfu, mem, m.gpu_power_w);
-        if serve {
-            let ms = |v: Option<f64>| v.map_or("-".to_string(), |s| format!("{:.1} ms", s * 1e3));
-            let _ = write!(line, "  {:>9}  {:>9}", ms(m.ttft_s), ms(m.tpot_s));
-        }
-        if priced {
-            let _ = write!(line, "  {:>10.4}", m.usd_per_million_tokens.unwrap_or(f64::NAN));
-        }
-        let _ = write!(line, "  {:>9.2}", m.tokens_per_joule());
-        if let Some(t) = ttt {
-            let _ = write!(line, "  {:>9}", duration(t / m.tokens_per_s));
-        }
-        let _ = write!(line, "  {}", m.bottleneck);
-        let _ = writeln!(o, "{line}");
-    }
-    if r.ranked.len() > shown {
-        let _ = writeln!(o, "  ... {} more feasible (--top N, --top 0 for all)", r.ranked.len() - shown);
-    }
-    let front = plan::pareto(&r.ranked, priced);
-    let _ = writeln!(o);
-    let against = if priced { "$ per 1M tokens" } else { "tokens per joule" };
-    let _ = writeln!(o, "Pareto front, tokens/s vs {against} ({} configurations):", front.len());
-    for i in front.iter().take(12) {
-        let x = &r.ranked[*i];
-        let m = &x.metrics;
-        let second = if priced { format!("${:.4}/1M tok", m.usd_per_million_tokens.unwrap_or(f64::NAN)) } else { format!("{:.2} tok/J", m.tokens_per_joule()) };
-        let gpus = if gpus_col { format!("{:>6} GPUs  ", x.candidate.n_gpus) } else { String::new() };
-        let _ = writeln!(o, "  {gpus}{:<width$}  {:>12.0} tok/s  {second}", x.candidate.label(req.mode), m.tokens_per_s);
-    }
-    if front.len() > 12 {
-        let _ = writeln!(o, "  ... {} more on the front", front.len() - 12);
-    }
-    if !priced {
-        let _ = writeln!(o, "(no cost column: give --gpu-hour-usd PRICE; gpuplan has no built-in prices)");
-    }
-    let _ = base;
-    o
-}
-
-fn csv(rows: &[plan::Ranked], req: &Request, base: &Scenario) -> anyhow::Result<String> {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record([
-        "rank",
-        "gpus",
-        "tp",
-        "pp",
-        "vp",
-        "dp",
-        "cp",
-        "ep",
-        "zero",
-        "recompute",
-        "micro_batch",
-        "global_batch",
-        "gradient_accumulation",
-        "precision",
-        "step_time_s",
-        "tokens_per_s",
-        "mfu",
-        "memory_bytes_per_gpu",
-        "capacity_bytes",
-        "memory_headroom",
-        "gpu_power_w",
-        "node_power_w",
-        "cluster_power_w",
-        "tokens_per_joule",
-        "usd_per_million_tokens",
-        "ttft_s",
-        "tpot_s",
-        "bottleneck",
-        "score",
-    ])?;
-    let opt = |v: Option<f64>| v.map_or(String::new(), |x| x.to_string());
-    for (i, r) in rows.iter().enumerate() {
-        let c = &r.candidate;
-        let m = &r.metrics;
-        let (mb, gb) = match req.mode {
-            PlanMode::Train => (c.micro_batch, c.global_batch.to_string()),
-            PlanMode::Serve => (c.micro_batch, String::new()),
-        };
-        w.write_record([
-            (i + 1).to_string(),
-            c.n_gpus.to_string(),
-            c.tp.to_string(),
-            c.pp.to_string(),
-            c.vp.to_string(),
-            c.dp.to_string(),
-            c.cp.to_string(),
-            c.ep.to_string(),
-            c.zero.to_string(),
-            c.recompute.get().name().to_string(),
-            mb.to_string(),
-            gb,
-            c.gradient_accumulation().to_string(),
-            c.precision.get().name().to_string(),
-            m.step_time_s.to_string(),
-            m.tokens_per_s.to_string(),
-            m.mfu.to_string(),
-            m.memory_bytes.to_string(),
-            m.capacity_bytes.to_string(),
-            m.headroom().to_string(),
-            m.gpu_power_w.to_string(),
-            m.node_power_w.to_string(),
-            m.cluster_power_w.to_string(),
-            m.tokens_per_joule().to_string(),
-            opt(m.usd_per_million_tokens),
-            opt(m.ttft_s),
-            opt(m.tpot_s),
-            m.bottleneck.to_string(),
-            r.score.to_string(),
-        ])?;
-    }
-    let _ = base;
-    Ok(String::from_utf8(w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))?)?)
-}
+pub use crate::report::views::plan::plan_json;
 
 fn batch_advice(args: &PlanArgs, base: &Scenario, req: &Request, result: &PlanResult) -> anyhow::Result<Outcome> {
-    use std::fmt::Write;
     let Some(best) = result.ranked.first() else {
         println!("no feasible configuration: no batch advice");
         return Ok(Outcome::Infeasible);
     };
     let s = plan::scenario_of(base, &best.candidate, req.mode);
     let headroom = req.constraints.min_memory_headroom;
-    let mut o = String::new();
     let label = best.candidate.label(req.mode);
-    match req.mode {
+    let (found, json, text) = match req.mode {
         PlanMode::Train => {
             let a = advice::train(&s, headroom);
-            if args.json {
-                let v = serde_json::json!({
-                    "schema_version": super::predict::SCHEMA_VERSION,
-                    "kind": "batch_advice",
-                    "mode": "train",
-                    "layout": label,
-                    "recompute": s.workload.recompute.name(),
-                    "global_batch": s.workload.global_batch,
-                    "per_replica_batch": a.per_replica_batch,
-                    "largest_fitting_micro_batch": a.largest_fitting,
-                    "micro_batch": a.chosen.map(|c| c.0),
-                    "gradient_accumulation": a.chosen.map(|c| c.1),
-                    "curve": a.curve.iter().map(|p| serde_json::json!({
-                        "micro_batch": p.batch, "gradient_accumulation": p.accumulation, "memory_bytes_per_gpu": p.memory_bytes,
-                        "fits": p.fits, "tokens_per_s": p.tokens_per_s, "mfu": p.mfu })).collect::<Vec<_>>(),
-                });
-                println!("{}", serde_json::to_string(&v)?);
-                return Ok(if a.chosen.is_some() { Outcome::Ok } else { Outcome::Infeasible });
-            }
-            let pc = &s.parallel;
-            let _ = writeln!(
-                o,
-                "batch advice: {} on {} x {}, layout tp{} pp{} dp{} cp{} zero{}, recompute {}, global batch {} ({} per replica)",
-                s.model.name,
-                s.n_gpus,
-                s.system.display_name,
-                pc.tp,
-                pc.pp,
-                pc.dp,
-                pc.cp,
-                pc.zero,
-                s.workload.recompute.name(),
-                s.workload.global_batch,
-                a.per_replica_batch
-            );
-            match a.largest_fitting {
-                Some(l) => {
-                    let _ = writeln!(o, "  largest micro-batch that fits: {l}");
-                }
-                None => {
-                    let _ = writeln!(o, "  not even micro-batch 1 fits");
-                }
-            }
-            if let Some((mb, ga)) = a.chosen {
-                let _ = writeln!(o, "  use micro-batch {mb} with {ga} accumulation steps ({mb} x {} DP x {ga} = {})", pc.dp, s.workload.global_batch);
-            }
-            let _ = writeln!(o);
-            let _ = writeln!(o, "  {:>11}  {:>5}  {:>10}  {:>5}  {:>12}  {:>6}", "micro-batch", "accum", "mem/GPU", "fits", "tokens/s", "MFU");
-            for p in &a.curve {
-                let _ = writeln!(
-                    o,
-                    "  {:>11}  {:>5}  {:>6.1} GiB  {:>5}  {:>12}  {:>6}",
-                    p.batch,
-                    p.accumulation.map_or("-".into(), |g| g.to_string()),
-                    gib(p.memory_bytes),
-                    if p.fits { "yes" } else { "no" },
-                    p.tokens_per_s.filter(|_| p.fits).map_or("-".into(), |t| format!("{t:.0}")),
-                    p.mfu.filter(|_| p.fits).map_or("-".into(), |m| format!("{:.1}%", m * 100.0)),
-                );
-            }
-            print!("{o}");
-            Ok(if a.chosen.is_some() { Outcome::Ok } else { Outcome::Infeasible })
+            (a.chosen.is_some(), args.json.then(|| view::advice_train_json(SCHEMA_VERSION, &s, &label, &a)), view::advice_train_table(&s, &a))
         }
         PlanMode::Serve => {
             let a = advice::serve(&s, headroom, args.options.max_batch, req.constraints.max_ttft_s, req.constraints.max_tpot_s);
-            if args.json {
-                let v = serde_json::json!({
-                    "schema_version": super::predict::SCHEMA_VERSION,
-                    "kind": "batch_advice",
-                    "mode": "serve",
-                    "layout": label,
-                    "prompt_len": s.workload.seq,
-                    "kv_len": s.workload.kv_len,
-                    "largest_batch": a.largest,
-                    "largest_fitting_batch": a.largest_fitting,
-                    "curve": a.curve.iter().map(|p| serde_json::json!({
-                        "batch": p.batch, "memory_bytes_per_gpu": p.memory_bytes, "fits": p.fits,
-                        "tokens_per_s": p.tokens_per_s, "ttft_s": p.ttft_s, "tpot_s": p.tpot_s })).collect::<Vec<_>>(),
-                });
-                println!("{}", serde_json::to_string(&v)?);
-                return Ok(if a.largest.is_some() { Outcome::Ok } else { Outcome::Infeasible });
-            }
-            let pc = &s.parallel;
-            let _ = writeln!(
-                o,
-                "batch advice: serving {} on {} x {}, layout tp{} pp{} ({} replicas), {}, prompt {} tokens, decode at {} cached",
-                s.model.name,
-                s.n_gpus,
-                s.system.display_name,
-                pc.tp,
-                pc.pp,
-                pc.dp,
-                s.workload.precision.name(),
-                s.workload.seq,
-                s.workload.kv_len
-            );
-            let target = |v: Option<f64>| v.map_or("none".to_string(), |t| format!("{:.1} ms", t * 1e3));
-            let _ = writeln!(o, "  targets: TTFT {}, TPOT {}", target(req.constraints.max_ttft_s), target(req.constraints.max_tpot_s));
-            match a.largest_fitting {
-                Some(b) => {
-                    let _ = writeln!(o, "  largest batch whose KV cache fits: {b} per replica");
-                }
-                None => {
-                    let _ = writeln!(o, "  not even batch 1 fits");
-                }
-            }
-            match a.largest {
-                Some(b) => {
-                    let _ = writeln!(o, "  largest batch meeting the targets: {b} per replica");
-                }
-                None => {
-                    let _ = writeln!(o, "  no batch meets the targets");
-                }
-            }
-            let _ = writeln!(o);
-            let _ = writeln!(o, "  {:>6}  {:>10}  {:>5}  {:>10}  {:>10}  {:>12}", "batch", "mem/GPU", "fits", "TTFT", "TPOT", "tokens/s");
-            let ms = |v: Option<f64>| v.map_or("-".to_string(), |s| format!("{:.2} ms", s * 1e3));
-            for p in &a.curve {
-                let _ = writeln!(
-                    o,
-                    "  {:>6}  {:>6.1} GiB  {:>5}  {:>10}  {:>10}  {:>12}",
-                    p.batch,
-                    gib(p.memory_bytes),
-                    if p.fits { "yes" } else { "no" },
-                    ms(p.ttft_s),
-                    ms(p.tpot_s),
-                    p.tokens_per_s.map_or("-".into(), |t| format!("{t:.0}")),
-                );
-            }
-            print!("{o}");
-            Ok(if a.largest.is_some() { Outcome::Ok } else { Outcome::Infeasible })
+            (a.largest.is_some(), args.json.then(|| view::advice_serve_json(SCHEMA_VERSION, &s, &label, &a)), view::advice_serve_table(&s, req, &a))
         }
+    };
+    match json {
+        Some(v) => println!("{}", serde_json::to_string(&v)?),
+        None => print!("{text}"),
     }
+    Ok(if found { Outcome::Ok } else { Outcome::Infeasible })
+}
+
+/// `plan --mode serve --qps Q`: flags of the load the SLO search simulates.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct PlanServeArgs {
+    /// Serving: requests per second the deployment must sustain (turns on the request-level search)
+    #[arg(long, value_parser = positive_f64, allow_negative_numbers = true)]
+    pub qps: Option<f64>,
+    /// Serving: seconds of Poisson arrivals per simulated configuration
+    #[arg(long, default_value_t = 120.0, value_parser = positive_f64, allow_negative_numbers = true)]
+    pub duration_s: f64,
+    /// Serving: prompt lengths (N, uniform:LO:HI, lognormal:MEAN[:SIGMA]; default: --seq)
+    #[arg(long)]
+    pub input_len: Option<String>,
+    /// Serving: output lengths (N, uniform:LO:HI, lognormal:MEAN[:SIGMA])
+    #[arg(long)]
+    pub output_len: Option<String>,
+    /// Serving: seed of the request stream
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    pub seed: u64,
+    /// Serving: percentile the TTFT and TPOT targets apply to (50, 90, 95, 99)
+    #[arg(long, default_value_t = 99.0)]
+    pub slo_percentile: f64,
+    /// Serving: most tokens per iteration per replica
+    #[arg(long, default_value_t = 8192, value_parser = count_u32(), allow_negative_numbers = true)]
+    pub token_budget: u32,
+    /// Serving: the engine replays CUDA graphs (as `serve --cuda-graphs`: decode, the default
+    /// value, for decode-only iterations; full, prefill graphs too), with the stack's graph terms
+    #[arg(long, value_name = "decode|full", num_args = 0..=1, default_missing_value = "decode")]
+    pub cuda_graphs: Option<String>,
+}
+
+/// The cheapest deployment (GPUs, TP, max batch) meeting `--ttft-ms` / `--tpot-ms` at `--qps`,
+/// each configuration checked by `serve::simulate` on the same request stream.
+fn plan_slo(args: &PlanArgs) -> anyhow::Result<Outcome> {
+    use crate::serve::plan::{search, ServeSpace, Slo};
+    use std::io::Write;
+    let (a, o, v) = (&args.scenario, &args.options, &args.serve);
+    let qps = v.qps.context("`--qps` is required")?;
+    if !(qps > 0.0 && qps.is_finite()) {
+        bail!("`--qps` = {qps} must be positive");
+    }
+    if ![50.0, 90.0, 95.0, 99.0].contains(&v.slo_percentile) {
+        bail!("`--slo-percentile` = {} is not one of 50, 90, 95, 99", v.slo_percentile);
+    }
+    if o.ttft_ms.is_none() && o.tpot_ms.is_none() {
+        bail!("give `--ttft-ms` and/or `--tpot-ms` (the latency targets)");
+    }
+    let first = match (a.gpus.filter(|_| o.min_gpus.is_none()), o.min_gpus) {
+        (Some(g), _) if g >= 1 => g as u64,
+        (_, Some(g)) if g >= 1 => g,
+        _ => bail!("give `--gpus N`, or both `--min-gpus` and `--max-gpus`"),
+    };
+    // The base scenario carries model, system, precision and stack; the layout is searched.
+    let mut sa = a.clone();
+    sa.kv_len = sa.kv_len.or(Some(1));
+    sa.gpus = Some(first as i64);
+    sa.tp = None;
+    let mut base = base_scenario(&sa, crate::plan::PlanMode::Serve, first, None)?;
+    if let Some(p) = &a.precision {
+        base.workload.precision = crate::hardware::Dtype::parse(p).with_context(|| format!("`--precision` = `{p}` is not known"))?;
+    }
+    let gpus = gpu_counts(a, o, base.system.gpus_per_node as u64)?;
+    let domain = base.system.nvlink_domain_size as u64;
+    let tp: Vec<u32> = match a.tp {
+        Some(t) if t >= 1 => vec![t as u32],
+        Some(t) => bail!("`--tp` = {t} must be a positive integer"),
+        None => (0..8).map(|i| 1u32 << i).filter(|t| (*t as u64) <= domain).collect(),
+    };
+    let max_batch: Vec<u32> = match a.batch {
+        Some(b) if b >= 1 => vec![b as u32],
+        Some(b) => bail!("`--batch` = {b} must be a positive integer"),
+        None => (0..20).map(|i| 1u32 << i).filter(|b| *b as u64 <= o.max_batch.max(1)).collect(),
+    };
+    let input = match (&v.input_len, a.seq) {
+        (Some(s), _) => Lengths::parse(s).map_err(|e| anyhow::anyhow!("`--input-len`: {e}"))?,
+        (None, Some(s)) if s >= 1 => Lengths::Fixed(s as u32),
+        _ => bail!("give `--input-len` (or `--seq`) for the prompts"),
+    };
+    let output =
+        Lengths::parse(v.output_len.as_deref().context("give `--output-len` for the generated tokens")?).map_err(|e| anyhow::anyhow!("`--output-len`: {e}"))?;
+    let max_len = base.model.max_seq_len.min(u32::MAX as u64) as u32;
+    let arrivals = arrivals::generate(&Process::Poisson { qps }, input, output, v.duration_s, v.seed, max_len);
+    let space = ServeSpace {
+        n_gpus: gpus,
+        tp,
+        max_batch,
+        sched: SchedConfig {
+            token_budget: v.token_budget,
+            cuda_graphs: cuda_graphs("--cuda-graphs", v.cuda_graphs.as_deref(), None, None)?,
+            ..SchedConfig::default()
+        },
+        routing: Routing::LeastLoaded,
+    };
+    let slo = Slo { ttft_s: o.ttft_ms.map(|m| m / 1e3), tpot_s: o.tpot_ms.map(|m| m / 1e3), percentile: v.slo_percentile };
+    // Overloaded configurations would queue without end: stop them a duration after the last arrival.
+    let opts = RunOptions { bin_s: v.duration_s.max(1.0), drain_s: v.duration_s, record_iterations: false, seed: 0 };
+    let results = search(&base, &space, &arrivals, &slo, &opts);
+    let feasible = results.iter().filter(|r| r.outcome.is_ok()).count();
+    let shown = if args.top == 0 { results.len() } else { args.top.min(results.len()) };
+    let (input, output) = (input.spec(), output.spec());
+    let q = SloQuery {
+        model: &base.model.name,
+        system: &base.system.display_name,
+        qps,
+        duration_s: v.duration_s,
+        input: &input,
+        output: &output,
+        slo: &slo,
+        ttft_ms: o.ttft_ms,
+        tpot_ms: o.tpot_ms,
+        gpu_hour_usd: gpu_hour_price(o, &base.system.name)?,
+    };
+    if args.json {
+        let mut out = std::io::stdout().lock();
+        for (i, r) in results[..shown].iter().enumerate() {
+            if writeln!(out, "{}", serde_json::to_string(&slo_json(i + 1, r, &q))?).is_err() {
+                break;
+            }
+        }
+    } else {
+        print!("{}", slo_table(&results, shown, &q));
+    }
+    Ok(if feasible == 0 { Outcome::Infeasible } else { Outcome::Ok })
 }

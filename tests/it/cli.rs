@@ -267,3 +267,27 @@ fn predict_json_of_every_shipped_scenario() {
         insta::assert_snapshot!(name, out);
     }
 }
+
+/// Out-of-range flag values are refused by the flag parser, naming the flag: a GPU count past
+/// u32 is not cut, a negative value is a value (not "unexpected argument"), zero is not a count.
+#[test]
+fn out_of_range_flags_name_the_flag() {
+    for (args, flag) in [
+        (vec!["predict", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "4294967296", "--seq", "2048", "--global-batch", "64"], "'--gpus"),
+        (vec!["simulate", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "4294967296", "--seq", "2048"], "'--gpus"),
+        (vec!["plan", "--model", "llama-3-8b", "--system", "dgx-h100", "--min-gpus", "8", "--max-gpus", "4294967296", "--seq", "2048"], "'--max-gpus"),
+        (vec!["compare", "--systems", "dgx-h100", "--model", "llama-3-8b", "--gpus", "4294967296", "--seq", "2048"], "'--gpus"),
+        (vec!["predict", "--model", "llama-3-8b", "--system", "dgx-h100", "--tp", "-1"], "'--tp"),
+        (vec!["predict", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "0"], "'--gpus"),
+        (vec!["serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--qps", "-1"], "'--qps"),
+        (vec!["serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--qps", "1", "--max-batch", "0"], "'--max-batch"),
+    ] {
+        let (code, _, err) = gpuplan(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains("invalid value") && err.contains(flag), "{args:?}: {err}");
+    }
+    // A scenario flag `serve` does not read is refused by name.
+    let (code, _, err) = gpuplan(&["serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--qps", "1", "--dp", "2"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("`--dp` does not apply to `gpuplan serve`"), "{err}");
+}

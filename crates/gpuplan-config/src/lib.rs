@@ -5,6 +5,7 @@
 //! directory, `$GPUPLAN_CATALOG`, then the catalog compiled into the binary.
 
 pub mod catalog;
+pub mod deploy;
 pub mod hf;
 pub mod model;
 pub mod prediction;

@@ -8,6 +8,7 @@
 
 pub mod analytic;
 pub mod cost;
+pub mod deploy;
 pub mod hardware;
 pub mod memory;
 pub mod model;

@@ -12,6 +12,7 @@ pub mod prices;
 pub mod render;
 pub mod timeline;
 pub mod trace;
+pub mod views;
 
 use gpuplan_config::prediction::{finite, PredictionDoc};
 use gpuplan_core::cost::UsedNumber;

@@ -1,0 +1,396 @@
+//! A serving deployment from a serving scenario file with the command line's values laid over it
+//! (`overlay`, then `resolve`), and a measured serving run's per-request CSV (`read_measured`).
+//! `gpuplan serve`, `gpuplan check` and `gpuplan plan --mode serve` read deployments through here.
+
+use std::path::{Path, PathBuf};
+
+use gpuplan_core::scenario::Scenario;
+use gpuplan_core::serve::{self, arrivals, Arrival, Deployment, Lengths, Pool, Process, Role, Routing, RunOptions, SchedConfig, ServeError, ServeResult};
+
+use super::scenario::{build, ParallelWire, ScenarioWire, WorkloadWire};
+use super::serve::{DisaggWire, ServeWire};
+use super::ConfigError;
+
+/// A deployment that cannot be built: the message names the key (or flag) and value.
+#[derive(Debug, thiserror::Error)]
+pub enum DeployError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+}
+
+macro_rules! bail {
+    ($($t:tt)*) => { return Err(DeployError::Invalid(format!($($t)*))) };
+}
+
+/// Everything a run needs, resolved from the file and flags.
+pub struct Resolved {
+    pub name: String,
+    pub deployment: Deployment,
+    pub process: Option<Process>,
+    pub input: Lengths,
+    pub output: Lengths,
+    pub duration_s: f64,
+    pub seed: u64,
+    pub trace: Option<Vec<Arrival>>,
+    pub opts: RunOptions,
+}
+
+impl Resolved {
+    pub fn arrivals(&self, process: Option<&Process>) -> Vec<Arrival> {
+        self.arrivals_seeded(process, self.seed)
+    }
+
+    /// The requests of a replication with another seed (a trace is the same whatever the seed).
+    pub fn arrivals_seeded(&self, process: Option<&Process>, seed: u64) -> Vec<Arrival> {
+        match (&self.trace, process.or(self.process.as_ref())) {
+            (Some(t), _) => t.clone(),
+            (None, Some(p)) => {
+                let max_len = self.deployment.pools[0].scenario.model.max_seq_len.min(u32::MAX as u64) as u32;
+                arrivals::generate(p, self.input, self.output, self.duration_s, seed, max_len)
+            }
+            (None, None) => Vec::new(),
+        }
+    }
+}
+
+/// What a run takes beyond the serving file's keys (command-line only).
+#[derive(Debug, Clone, Default)]
+pub struct RunFlags {
+    /// A trace file given on the command line (used as given; the file's `traffic.trace` resolves
+    /// against the file's folder).
+    pub trace: Option<PathBuf>,
+    /// The first load of a sweep: the arrival process when no `qps` is given.
+    pub sweep_first_qps: Option<f64>,
+    pub sweeping: bool,
+    pub drain_s: Option<f64>,
+    pub bin_s: f64,
+    pub record_iterations: bool,
+}
+
+/// Overlay `over` on `base`: every value `over` sets wins.
+pub fn overlay(base: ServeWire, over: ServeWire) -> ServeWire {
+    macro_rules! pick {
+        ($b:expr, $o:expr, [$($f:ident),*]) => { $( if $o.$f.is_some() { $b.$f = $o.$f; } )* };
+    }
+    let mut b = base;
+    pick!(b, over, [name, description, source, model, system, gpus, tp, pp, precision, stack, calibration]);
+    pick!(b.traffic, over.traffic, [qps, duration_s, arrival, cv, input_len, output_len, seed, trace]);
+    pick!(
+        b.scheduler,
+        over.scheduler,
+        [
+            max_batch,
+            token_budget,
+            chunked_prefill,
+            block_size,
+            gpu_memory_utilization,
+            host_overhead_us,
+            decode_attention,
+            host_gpu_overlap,
+            host_time_scale,
+            host_probe_ms,
+            iteration_spread,
+            cuda_graphs,
+            graph_context_step,
+            prefill_graph_step,
+            graph_overhead_us,
+            routing
+        ]
+    );
+    if let Some(o) = over.disaggregated {
+        let d = b.disaggregated.get_or_insert_with(DisaggWire::default);
+        pick!(d, o, [prefill_gpus, prefill_tp]);
+    }
+    b
+}
+
+fn pos(name: &str, v: Option<i64>) -> Result<Option<u64>, DeployError> {
+    match v {
+        None => Ok(None),
+        Some(x) if x >= 1 && x <= u32::MAX as i64 => Ok(Some(x as u64)),
+        Some(x) if x >= 1 => bail!("`{name}` = {x} is too large\nhint: at most {}", u32::MAX),
+        Some(x) => bail!("`{name}` = {x} must be a positive integer"),
+    }
+}
+
+/// The CUDA graphs of a `--cuda-graphs` value (`name`: the key or flag it came from, for errors)
+/// with the given paddings or the defaults.
+pub fn cuda_graphs(name: &str, mode: Option<&str>, context_step: Option<u64>, prefill_step: Option<u64>) -> Result<Option<serve::CudaGraphs>, DeployError> {
+    let full = match mode {
+        None | Some("off") => return Ok(None),
+        Some("decode") => false,
+        Some("full") => true,
+        Some(x) => bail!("`{name}` = `{x}` is not known\nhint: off, decode (decode-only iterations replay graphs) or full (prefill graphs too)"),
+    };
+    if !full && prefill_step.is_some() {
+        bail!("`prefill_graph_step` describes prefill graphs, which `{name}` = \"decode\" does not capture\nhint: --cuda-graphs full");
+    }
+    Ok(Some(serve::CudaGraphs {
+        context_step: context_step.unwrap_or(serve::DEFAULT_GRAPH_CONTEXT_STEP as u64) as u32,
+        prefill_step: full.then(|| prefill_step.unwrap_or(serve::DEFAULT_PREFILL_GRAPH_STEP as u64) as u32),
+    }))
+}
+
+/// Build the deployment, its load and run options from a merged serving file (`file`: where it
+/// came from; relative paths in it resolve against it).
+pub fn resolve(w: &ServeWire, file: Option<&Path>, run: &RunFlags) -> Result<Resolved, DeployError> {
+    let (t, sc) = (&w.traffic, &w.scheduler);
+    let tp = pos("tp", w.tp)?.unwrap_or(1);
+    let pp = pos("pp", w.pp)?.unwrap_or(1);
+    let gpus = pos("gpus", w.gpus)?.unwrap_or(tp * pp);
+    let scenario_for = |tp: u64| -> Result<Scenario, ConfigError> {
+        let wire = ScenarioWire {
+            model: w.model.clone(),
+            system: w.system.clone(),
+            gpus: Some((tp * pp) as i64),
+            calibration: w.calibration.clone(),
+            parallelism: ParallelWire { tp: Some(tp as i64), pp: Some(pp as i64), ..ParallelWire::default() },
+            workload: WorkloadWire {
+                mode: Some("decode".into()),
+                kv_len: Some(1),
+                precision: w.precision.clone(),
+                stack: w.stack.clone(),
+                ..WorkloadWire::default()
+            },
+            ..ScenarioWire::default()
+        };
+        // Relative calibration paths in the serving file resolve against it.
+        build(&wire, file)
+    };
+    let int = |name: &str, v: Option<i64>, d: u64| -> Result<u64, DeployError> { Ok(pos(name, v)?.unwrap_or(d)) };
+    let d = SchedConfig::default();
+    let x = sc.decode_attention.as_deref().unwrap_or("paged");
+    let Some(decode_attention) = serve::DecodeAttention::parse(x) else {
+        bail!("`decode_attention` = `{x}` is not known\nhint: paged, padded or padded-matmul")
+    };
+    let host_gpu_overlap = sc.host_gpu_overlap;
+    if let Some(o) = host_gpu_overlap.filter(|o| !(0.0..=1.0).contains(o)) {
+        bail!("`host_gpu_overlap` = {o} is not in 0..1\nhint: 1 = host launches overlap the GPU fully, 0 = not at all");
+    }
+    let host_time_scale = sc.host_time_scale;
+    if let Some(k) = host_time_scale.filter(|k| !(k.is_finite() && *k > 0.0)) {
+        bail!(
+            "`host_time_scale` = {k} must be positive\nhint: 1 = this host runs the engine as fast as the one its defaults were fitted on, 2 = twice as slow"
+        );
+    }
+    let iteration_spread = match sc.iteration_spread.as_deref().unwrap_or("on") {
+        "on" => true,
+        "off" => false,
+        x => bail!("`iteration_spread` = `{x}` is not known\nhint: on or off"),
+    };
+    let context_step = pos("graph_context_step", sc.graph_context_step)?;
+    let prefill_step = pos("prefill_graph_step", sc.prefill_graph_step)?;
+    let cuda_graphs = cuda_graphs("cuda_graphs", sc.cuda_graphs.as_deref(), context_step, prefill_step)?;
+    let graph_us = match sc.graph_overhead_us.clone() {
+        None => None,
+        Some(v) => {
+            if !(v.len() == 2 || v.len() == 3) || v.iter().any(|x| !(x.is_finite() && *x >= 0.0)) {
+                bail!("`graph_overhead_us` = {v:?} is not two or three non-negative numbers\nhint: microseconds of host time per graph iteration, of GPU time per layer beyond the op list, and (optional, default 0) how much less that is per GB of KV cache the decode graph reads per layer, e.g. 326,116.1,84.5");
+            }
+            Some([v[0], v[1], v.get(2).copied().unwrap_or(0.0)])
+        }
+    };
+    if cuda_graphs.is_none() && (graph_us.is_some() || context_step.is_some() || prefill_step.is_some()) {
+        bail!("`graph_overhead_us`, `graph_context_step` and `prefill_graph_step` describe CUDA graphs, which are off\nhint: add --cuda-graphs (serving file: cuda_graphs = \"decode\" or \"full\")");
+    }
+    let sched = SchedConfig {
+        cuda_graphs,
+        graph_us,
+        iteration_spread,
+        decode_attention,
+        max_batch: int("max_batch", sc.max_batch, d.max_batch as u64)? as u32,
+        token_budget: int("token_budget", sc.token_budget, d.token_budget as u64)? as u32,
+        chunked_prefill: sc.chunked_prefill.unwrap_or(d.chunked_prefill),
+        block_size: int("block_size", sc.block_size, d.block_size as u64)? as u32,
+        gpu_memory_utilization: sc.gpu_memory_utilization.unwrap_or(d.gpu_memory_utilization),
+        host_us: match sc.host_overhead_us.clone() {
+            None => None,
+            Some(v) => {
+                if v.len() != 4 || v.iter().any(|x| !(x.is_finite() && *x >= 0.0)) {
+                    bail!("`host_overhead_us` = {v:?} is not four non-negative numbers\nhint: microseconds per iteration, per sequence, per layer with decoders, per layer and prefill chunk, e.g. 100,10,80,400");
+                }
+                Some([v[0], v[1], v[2], v[3]])
+            }
+        },
+        host_gpu_overlap,
+        host_time_scale,
+    };
+    if !(sched.gpu_memory_utilization > 0.0 && sched.gpu_memory_utilization <= 1.0) {
+        bail!("`gpu_memory_utilization` = {} must be in (0, 1]", sched.gpu_memory_utilization);
+    }
+    let routing = match sc.routing.as_deref().unwrap_or("least-loaded") {
+        "round-robin" => Routing::RoundRobin,
+        "least-loaded" => Routing::LeastLoaded,
+        r => bail!("`routing` = `{r}` is not known\nhint: round-robin or least-loaded"),
+    };
+    let prefill_gpus = pos("prefill_gpus", w.disaggregated.as_ref().and_then(|d| d.prefill_gpus))?;
+    let mut pools = match prefill_gpus {
+        None => {
+            if gpus % (tp * pp) != 0 {
+                bail!("`gpus` = {gpus} is not a multiple of tp*pp = {}\nhint: replicas = gpus / (tp * pp)", tp * pp);
+            }
+            vec![Pool { role: Role::Both, scenario: scenario_for(tp)?, n_replicas: (gpus / (tp * pp)) as u32, sched }]
+        }
+        Some(pg) => {
+            let ptp = pos("prefill_tp", w.disaggregated.as_ref().and_then(|d| d.prefill_tp))?.unwrap_or(tp);
+            if pg >= gpus {
+                bail!("`prefill_gpus` = {pg} leaves no GPU of `gpus` = {gpus} to decode");
+            }
+            let dg = gpus - pg;
+            if pg % (ptp * pp) != 0 || dg % (tp * pp) != 0 {
+                bail!("prefill GPUs {pg} must be a multiple of prefill_tp*pp = {} and decode GPUs {dg} of tp*pp = {}", ptp * pp, tp * pp);
+            }
+            vec![
+                Pool { role: Role::Prefill, scenario: scenario_for(ptp)?, n_replicas: (pg / (ptp * pp)) as u32, sched },
+                Pool { role: Role::Decode, scenario: scenario_for(tp)?, n_replicas: (dg / (tp * pp)) as u32, sched },
+            ]
+        }
+    };
+    if let Some(ms) = sc.host_probe_ms {
+        if host_time_scale.is_some() {
+            bail!("give `host_time_scale` or `host_probe_ms`, not both\nhint: the probe sets the scale");
+        }
+        if !(ms.is_finite() && ms > 0.0) {
+            bail!("`host_probe_ms` = {ms} must be positive");
+        }
+        for p in pools.iter_mut() {
+            p.sched.host_time_scale = Some(serve::host_time_scale_for_probe(p, ms * 1e-3)?);
+        }
+    }
+    let deployment = Deployment { pools, routing };
+
+    let trace_path = run.trace.clone().or_else(|| {
+        t.trace.as_ref().map(|p| match file.and_then(Path::parent) {
+            Some(dir) if !Path::new(p).is_absolute() && !Path::new(p).exists() => dir.join(p),
+            _ => PathBuf::from(p),
+        })
+    });
+    let trace = match &trace_path {
+        Some(p) => {
+            let text = match std::fs::read_to_string(p) {
+                Ok(t) => t,
+                Err(e) => bail!("cannot read trace `{}`: {e}", p.display()),
+            };
+            Some(arrivals::read_trace(&text).map_err(|e| DeployError::Invalid(format!("{}: {e}", p.display())))?)
+        }
+        None => None,
+    };
+    let process = match t.qps {
+        None if trace.is_some() || run.sweeping => None,
+        None => bail!("give `--qps Q` (requests per second), `--trace FILE` or `--sweep-qps Q1,Q2,..`"),
+        Some(q) if !(q > 0.0 && q.is_finite()) => bail!("`qps` = {q} must be positive"),
+        Some(q) => Some(q),
+    };
+    let arrival = t.arrival.clone().unwrap_or_else(|| "poisson".into());
+    let make = |q: f64| -> Result<Process, DeployError> {
+        Ok(match arrival.as_str() {
+            "poisson" => Process::Poisson { qps: q },
+            "constant" => Process::Constant { qps: q },
+            "gamma" => {
+                let Some(cv) = t.cv else { bail!("`arrival` = `gamma` needs `--cv` (coefficient of variation of the gaps; 1 = Poisson)") };
+                if !(cv > 0.0 && cv.is_finite()) {
+                    bail!("`cv` = {cv} must be positive");
+                }
+                Process::Gamma { qps: q, cv }
+            }
+            o => bail!("`arrival` = `{o}` is not known\nhint: poisson, gamma or constant"),
+        })
+    };
+    let process = match process {
+        Some(q) => Some(make(q)?),
+        None => run.sweep_first_qps.map(make).transpose()?,
+    };
+    let lengths = |name: &str, v: &Option<String>| -> Result<Lengths, DeployError> {
+        match v {
+            Some(s) => Lengths::parse(s).map_err(|e| DeployError::Invalid(format!("`{name}`: {e}"))),
+            None if trace.is_some() => Ok(Lengths::Fixed(1)),
+            None => bail!("give `--{}` (N, uniform:LO:HI or lognormal:MEAN[:SIGMA])", name.replace('_', "-")),
+        }
+    };
+    let input = lengths("input_len", &t.input_len)?;
+    let output = lengths("output_len", &t.output_len)?;
+    let duration_s = t.duration_s.unwrap_or(60.0);
+    if !(duration_s > 0.0 && duration_s.is_finite()) {
+        bail!("`duration_s` = {duration_s} must be positive");
+    }
+    let drain_s = run.drain_s.unwrap_or(f64::INFINITY);
+    let seed = t.seed.unwrap_or(0);
+    if drain_s.is_nan() || drain_s < 0.0 {
+        bail!("`--drain-s` = {drain_s} must be non-negative");
+    }
+    let name = w.name.clone().unwrap_or_else(|| {
+        let p = &deployment.pools[0].scenario;
+        format!("{}-{}-{}gpu", p.model.name, p.system.name, gpus)
+    });
+    Ok(Resolved {
+        name,
+        deployment,
+        process,
+        input,
+        output,
+        duration_s,
+        seed,
+        trace,
+        opts: RunOptions { bin_s: run.bin_s, drain_s, record_iterations: run.record_iterations, seed },
+    })
+}
+
+/// Read a measured per-request CSV (arrival_s, input_len, output_len, scheduled_s,
+/// first_token_s, finish_s) into request records (missing times mean not finished).
+pub fn read_measured(path: &Path) -> Result<ServeResult, DeployError> {
+    let at = |what: String| DeployError::Invalid(what);
+    let mut rd = csv::Reader::from_path(path).map_err(|e| at(format!("cannot read `{}`: {e}", path.display())))?;
+    let headers = rd.headers().map_err(|e| at(e.to_string()))?.clone();
+    let col = |name: &str| {
+        headers.iter().position(|h| h == name).ok_or_else(|| {
+            at(format!("`{}`: no `{name}` column\nhint: columns arrival_s, input_len, output_len, scheduled_s, first_token_s, finish_s", path.display()))
+        })
+    };
+    let (ia, ii, io, is, ift, ifi) = (col("arrival_s")?, col("input_len")?, col("output_len")?, col("scheduled_s")?, col("first_token_s")?, col("finish_s")?);
+    let mut requests = Vec::new();
+    for (n, rec) in rd.records().enumerate() {
+        let rec = rec.map_err(|e| at(format!("`{}`: row {}: {e}", path.display(), n + 2)))?;
+        let num = |i: usize| -> Result<f64, DeployError> {
+            let v = rec.get(i).unwrap_or("").trim();
+            if v.is_empty() {
+                return Ok(f64::INFINITY);
+            }
+            v.parse::<f64>().map_err(|e| at(format!("`{}`: row {}, `{}` = `{v}` is not a number: {e}", path.display(), n + 2, &headers[i])))
+        };
+        requests.push(serve::RequestRecord {
+            arrival: num(ia)?,
+            input_len: num(ii)? as u32,
+            output_len: num(io)? as u32,
+            scheduled: num(is)?,
+            first_token: num(ift)?,
+            finish: num(ifi)?,
+            preemptions: 0,
+            rejected: false,
+        });
+    }
+    if requests.is_empty() {
+        bail!("`{}` has no requests", path.display());
+    }
+    let n = requests.len() as u64;
+    let unfinished = requests.iter().filter(|r| !r.finished()).count() as u64;
+    Ok(ServeResult {
+        requests,
+        iterations: Vec::new(),
+        pools: Vec::new(),
+        bins: Vec::new(),
+        bin_s: 1.0,
+        horizon_s: 0.0,
+        in_system_area: 0.0,
+        queued_area: 0.0,
+        arrived: n,
+        in_flight_at_end: unfinished,
+        events: 0,
+        host_energy_j: 0.0,
+        n_gpus: 1,
+        pue: 1.0,
+    })
+}

@@ -1,0 +1,7 @@
+//! What the commands print and write, rendered to strings (and charts to files): `serve`,
+//! `plan` (and `compare`), `validate`. The binary runs the engines and prints these.
+
+pub mod compare;
+pub mod plan;
+pub mod serve;
+pub mod validate;
