@@ -9,6 +9,7 @@
 pub mod analytic;
 pub mod cost;
 pub mod deploy;
+pub mod des;
 pub mod hardware;
 pub mod memory;
 pub mod model;
@@ -19,6 +20,7 @@ pub mod record;
 pub mod scenario;
 pub mod serve;
 pub mod sim;
+pub mod step;
 pub mod units;
 pub mod validate;
 pub mod workload;

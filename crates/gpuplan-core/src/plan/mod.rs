@@ -21,11 +21,12 @@ use std::collections::BTreeMap;
 
 use rayon::prelude::*;
 
-use crate::analytic::{self, PredictError, Prediction};
+use crate::analytic;
 use crate::hardware::Dtype;
 use crate::memory;
 use crate::parallelism::{self, Infeasible, Schedule};
 use crate::scenario::Scenario;
+use crate::step::{PredictError, Prediction};
 use crate::workload::{Mode, Recompute};
 
 /// Training, or serving (decode throughput, with prefill time as time-to-first-token).

@@ -21,11 +21,12 @@
 
 use std::collections::HashMap;
 
-use crate::analytic::{self, exposed_time, PredictError};
+use crate::analytic::{self, exposed_time};
 use crate::cost::CostModel;
 use crate::memory;
 use crate::power::{self, Activity};
 use crate::scenario::Scenario;
+use crate::step::{self, PredictError};
 use crate::units::{Seconds, Watts};
 use crate::workload::{forward_ops, Mode, Op, OpKind, Workload};
 
@@ -373,7 +374,7 @@ impl<'a> IterCost<'a> {
         probe.workload.mode = Mode::Decode;
         probe.workload.batch = 1;
         probe.workload.kv_len = 1;
-        analytic::check_scenario(&probe)?;
+        step::check_scenario(&probe)?;
         if s.parallel.cp > 1 || s.parallel.dp > 1 {
             return Err(PredictError::Unsupported("serving replicas take `dp` = 1 and `cp` = 1 (replicas are the data-parallel dimension)".into()));
         }
@@ -387,7 +388,7 @@ impl<'a> IterCost<'a> {
         let pp = s.parallel.pp;
         let stages: Vec<(f64, f64, bool, bool)> = (0..pp)
             .map(|st| {
-                let (d, m) = analytic::stage_layers(s, st);
+                let (d, m) = step::stage_layers(s, st);
                 (d as f64, m as f64, st == 0, st == pp - 1)
             })
             .collect();
@@ -395,9 +396,9 @@ impl<'a> IterCost<'a> {
         let p2p_per_token = if pp > 1 {
             let mut one = s.clone();
             one.workload = Workload { mode: Mode::Decode, batch: 1, kv_len: 1, ..s.workload.clone() };
-            let a = analytic::p2p_step(&cost, &one).map(|c| c.time().value()).unwrap_or(0.0);
+            let a = step::p2p_step(&cost, &one).map(|c| c.time().value()).unwrap_or(0.0);
             one.workload.batch = 1024;
-            let b = analytic::p2p_step(&cost, &one).map(|c| c.time().value()).unwrap_or(0.0);
+            let b = step::p2p_step(&cost, &one).map(|c| c.time().value()).unwrap_or(0.0);
             let per = (b - a) / 1023.0;
             Some((a - per, per))
         } else {

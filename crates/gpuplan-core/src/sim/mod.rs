@@ -13,32 +13,23 @@
 //! closed form cannot: contention between concurrent flows on a rank's NVLink and NIC, queueing on
 //! the DP stream, and the schedule's real dependencies.
 //!
-//! Time is integer picoseconds (`SimTime`); events at equal times run in insertion order. No
-//! wall clock, no randomness: the same scenario gives the same trace, byte for byte.
+//! Time is integer picoseconds (`des::SimTime`); events at equal times run in insertion order
+//! (`des::EventQueue`). No wall clock, no randomness: the same scenario gives the same trace, byte
+//! for byte.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
-use crate::analytic::{self, Breakdown, DpPlan, PredictError, Prediction};
+use crate::analytic;
 use crate::cost::lower::{CommStep, Overlap, Step};
 use crate::cost::Bound;
+use crate::des::EventQueue;
+pub use crate::des::SimTime;
 use crate::parallelism::{stage_layer_counts, Group, Schedule};
 use crate::scenario::Scenario;
+use crate::step::{self, Breakdown, DpPlan, PredictError, Prediction, Priced};
 use crate::units::Seconds;
 use crate::workload::{backward_of, recompute_of, Mode, Op};
-
-/// Simulated time in picoseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct SimTime(pub u64);
-
-impl SimTime {
-    pub fn from_seconds(s: Seconds) -> SimTime {
-        SimTime((s.value() * 1e12).round().max(0.0) as u64)
-    }
-    pub fn seconds(self) -> Seconds {
-        Seconds::new(self.0 as f64 * 1e-12)
-    }
-}
 
 /// What-if faults and slowdowns.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -180,7 +171,7 @@ struct Flow {
     span: Option<(u32, &'static str, &'static str, SimTime)>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Event {
     /// Kernel done on a device (with the device's step generation).
     KernelDone(u32),
@@ -284,8 +275,7 @@ impl Device {
 
 struct Sim {
     now: SimTime,
-    seq: u64,
-    queue: BinaryHeap<Reverse<(SimTime, u64, Event)>>,
+    queue: EventQueue<Event>,
     devices: Vec<Device>,
     lists: Vec<Vec<(Vec<SimStep>, Vec<SimStep>)>>,
     flows: Vec<Flow>,
@@ -321,8 +311,7 @@ impl Sim {
     ) -> Sim {
         Sim {
             now: SimTime(0),
-            seq: 0,
-            queue: BinaryHeap::new(),
+            queue: EventQueue::new(),
             devices,
             lists,
             flows: Vec::new(),
@@ -351,8 +340,7 @@ impl Sim {
     }
 
     fn push(&mut self, at: SimTime, e: Event) {
-        self.seq += 1;
-        self.queue.push(Reverse((at, self.seq, e)));
+        self.queue.push(at, e);
     }
 
     fn span(&mut self, stage: u32, track: &'static str, name: &'static str, start: SimTime, end: SimTime) {
@@ -753,7 +741,7 @@ impl Sim {
             self.run_dp(d);
             self.push(SimTime(0), Event::TryStart(d));
         }
-        while let Some(Reverse((t, _, e))) = self.queue.pop() {
+        while let Some((t, e)) = self.queue.pop() {
             debug_assert!(t >= self.now, "time runs forward");
             self.now = t;
             self.events += 1;
@@ -834,7 +822,7 @@ fn schedule(kind: Schedule, pp: u32, vp: u32, m: u32, d: u32) -> Vec<TaskKey> {
 }
 
 /// Build a virtual stage's forward and backward step lists.
-fn chunk_lists(s: &Scenario, pr: &analytic::Priced, plan: &DpPlan, v: u32, n_v: u32, slow: f64, fsdp: bool, train: bool) -> (Vec<SimStep>, Vec<SimStep>) {
+fn chunk_lists(s: &Scenario, pr: &Priced, plan: &DpPlan, v: u32, n_v: u32, slow: f64, fsdp: bool, train: bool) -> (Vec<SimStep>, Vec<SimStep>) {
     let copy = |name, t: Seconds| SimStep::Kernel {
         name,
         time: SimTime::from_seconds(t / slow),
@@ -910,7 +898,7 @@ pub fn simulate(s: &Scenario, opts: &SimOptions) -> Result<SimResult, PredictErr
     let mut devices = Vec::new();
     for d in 0..pp {
         let slow = factor(&opts.faults.slow_gpu, d);
-        let plan = if train { analytic::dp_plan(&pr.cost, s, d) } else { DpPlan::default() };
+        let plan = if train { step::dp_plan(&pr.cost, s, d) } else { DpPlan::default() };
         lists.push((0..vp).map(|c| chunk_lists(s, &pr, &plan, c * pp + d, n_v, slow, fsdp, train)).collect::<Vec<_>>());
         let layers = stage_layer_counts(s.model.n_layers, pp)[d as usize].max(1);
         // Every virtual stage on this device adds its layers' gradients.
@@ -922,7 +910,7 @@ pub fn simulate(s: &Scenario, opts: &SimOptions) -> Result<SimResult, PredictErr
 
     // Link capacities of each representative rank: the largest bus bandwidth any of its
     // collectives may use, times the fault factors.
-    let p2p = analytic::p2p_step(&pr.cost, s);
+    let p2p = step::p2p_step(&pr.cost, s);
     let mut capacity = vec![0.0; pp as usize * 2];
     for d in 0..pp {
         let mut caps = [0.0f64; 2];
@@ -973,7 +961,7 @@ pub fn simulate(s: &Scenario, opts: &SimOptions) -> Result<SimResult, PredictErr
         })
         .collect();
     let bubble_fraction = bubble / total;
-    let prediction = analytic::finish(s, &pr.cost, &pr.ops, pr.n_micro, bd, pr.power);
+    let prediction = step::finish(s, &pr.cost, &pr.ops, pr.n_micro, bd, pr.power);
     Ok(SimResult { prediction, utilization, bubble_fraction, events: sim.events, wire_bytes: sim.wire_bytes, spans: sim.spans })
 }
 
@@ -1071,7 +1059,7 @@ mod tests {
         // Two stages' worth of traffic on one representative rank: a blocking all-reduce overlapped
         // by a DP bucket on the same NVLink. Each gets half while both run.
         let c = comm(1.0e9, 100.0, 0.0);
-        let plan = DpPlan { grad: vec![analytic::Buckets { step: comm(1.0e9, 100.0, 0.0), count: 1 }], ..DpPlan::default() };
+        let plan = DpPlan { grad: vec![step::Buckets { step: comm(1.0e9, 100.0, 0.0), count: 1 }], ..DpPlan::default() };
         let steps = vec![SimStep::GradsReady, SimStep::Comm { name: "ar", comm: c }];
         let devices = vec![Device::new(vec![TaskKey { pass: Pass::Bwd, micro: 0, vstage: 0 }], plan, 1, 0)];
         let mut sim = Sim::new(devices, vec![vec![(vec![], steps)]], vec![100e9, 1.0], None, 1, 1, 1, false);

@@ -1,0 +1,283 @@
+//! Continuous-batching schedulers: given a replica's waiting and running sequences, its KV cache
+//! and the budgets of [`SchedConfig`], pick what the next iteration runs. [`VllmV1`] is vLLM v1's
+//! order; other engines' policies (TensorRT-LLM's in-flight batching, SGLang's) are further
+//! implementations of [`Scheduler`].
+
+use std::collections::VecDeque;
+
+use super::cost::Chunk;
+use super::kv::KvCache;
+use super::SchedConfig;
+
+/// [`Seq::slot`] of a sequence that holds no cache slot (waiting).
+pub const NO_SLOT: u32 = u32::MAX;
+
+/// A request's sequence on a replica.
+#[derive(Debug, Clone, Copy)]
+pub struct Seq {
+    /// The request (its index in the arrivals).
+    pub req: u32,
+    pub input_len: u32,
+    pub output_len: u32,
+    /// Tokens to have in the KV cache before the next token is sampled (the prompt, or the prompt
+    /// and the tokens generated so far after a preemption).
+    pub target: u32,
+    pub computed: u32,
+    pub generated: u32,
+    /// KV-cache blocks it holds.
+    pub blocks: u32,
+    /// Tokens scheduled in the current iteration.
+    pub sched: u32,
+    /// Its slot of a per-slot (padded) cache while running: the lowest free one when admitted,
+    /// as a static-cache server assigns them ([`NO_SLOT`] while waiting).
+    pub slot: u32,
+}
+
+impl Seq {
+    /// A new request: its prompt still to prefill.
+    pub fn new(req: u32, input_len: u32, output_len: u32) -> Seq {
+        Seq { req, input_len, output_len, target: input_len, computed: 0, generated: 0, blocks: 0, sched: 0, slot: NO_SLOT }
+    }
+
+    /// A request prefilled elsewhere (its first token out), arriving with its KV at a decode pool.
+    pub fn prefilled(req: u32, input_len: u32, output_len: u32) -> Seq {
+        Seq { computed: input_len, generated: 1, ..Seq::new(req, input_len, output_len) }
+    }
+
+    /// After a preemption by recompute: its cache is gone, and the prompt and the tokens it has
+    /// generated are prefilled again before its next token.
+    pub fn restart(&mut self) {
+        self.target = self.input_len + self.generated;
+        self.computed = 0;
+    }
+}
+
+/// A replica's sequences: those waiting to be (re)admitted, in order, and those running, oldest
+/// first.
+#[derive(Debug, Clone, Default)]
+pub struct Queues {
+    pub waiting: VecDeque<Seq>,
+    pub running: Vec<Seq>,
+}
+
+impl Queues {
+    pub fn len(&self) -> usize {
+        self.waiting.len() + self.running.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What a scheduling pass did to requests, besides the batch: for their records.
+#[derive(Debug, Clone, Default)]
+pub struct Decisions {
+    /// Requests moved from waiting to running, in order.
+    pub admitted: Vec<u32>,
+    /// Requests preempted (moved from running back to waiting, their cache freed), in order.
+    pub preempted: Vec<u32>,
+}
+
+impl Decisions {
+    pub fn clear(&mut self) {
+        self.admitted.clear();
+        self.preempted.clear();
+    }
+}
+
+/// A continuous-batching policy of one replica.
+pub trait Scheduler {
+    /// Pick the next iteration's batch: set [`Seq::sched`] (the tokens it runs this iteration: a
+    /// prefill chunk, or 1 to decode) on every running sequence that runs, 0 on the others.
+    /// Admitting a waiting sequence moves it to `queues.running` and gives it a cache slot;
+    /// preempting a running one releases its blocks and slot, [`Seq::restart`]s it and moves it
+    /// back to `queues.waiting`; a sequence that runs holds the blocks for its new tokens
+    /// ([`KvCache::blocks_needed`]). Within `cfg`'s batch limit and token budget. Records who was
+    /// admitted and preempted in `out` (which the caller clears).
+    fn schedule(&mut self, queues: &mut Queues, kv: &mut KvCache, cfg: &SchedConfig, out: &mut Decisions);
+}
+
+/// The scheduler a replica runs with `cfg`: vLLM v1's, the one implemented so far.
+pub fn for_config(_cfg: &SchedConfig) -> Box<dyn Scheduler> {
+    Box::new(VllmV1)
+}
+
+/// vLLM v1's scheduler order: running sequences first, oldest first, each taking one decode token
+/// or its next prefill chunk; when the cache has no block for one, the newest running sequence is
+/// preempted (its blocks freed, its tokens recomputed later); then, if nothing was preempted,
+/// waiting sequences in arrival order while the batch, the token budget and the free blocks allow.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct VllmV1;
+
+impl Scheduler for VllmV1 {
+    fn schedule(&mut self, q: &mut Queues, kv: &mut KvCache, cfg: &SchedConfig, out: &mut Decisions) {
+        let mut budget = cfg.token_budget as u64;
+        let preempted = schedule_running(q, kv, &mut budget, out);
+        if !preempted {
+            admit_waiting(q, kv, cfg, &mut budget, out);
+        }
+    }
+}
+
+/// The running sequences in order, each its next tokens while the budget lasts, preempting from
+/// the newest for blocks; true if any was preempted.
+fn schedule_running(q: &mut Queues, kv: &mut KvCache, budget: &mut u64, out: &mut Decisions) -> bool {
+    let mut preempted = false;
+    let mut i = 0;
+    while i < q.running.len() && *budget > 0 {
+        let s = q.running[i];
+        let remaining = (s.target.saturating_sub(s.computed)) as u64;
+        let need = if remaining == 0 { 1 } else { remaining.min(*budget) };
+        let need_blocks = kv.blocks_needed(&s, need);
+        while kv.free_blocks() < need_blocks && q.running.len() > i {
+            let mut v = q.running.pop().expect("non-empty");
+            kv.release(&mut v);
+            v.restart();
+            out.preempted.push(v.req);
+            q.waiting.push_front(v);
+            preempted = true;
+        }
+        if i >= q.running.len() {
+            break;
+        }
+        let s = &mut q.running[i];
+        kv.allocate(s, need_blocks);
+        s.sched = need as u32;
+        *budget -= need;
+        i += 1;
+    }
+    preempted
+}
+
+/// Waiting sequences in order while the batch limit, the budget and the free blocks allow; a whole
+/// prompt at once without chunked prefill (alone if longer than the budget).
+fn admit_waiting(q: &mut Queues, kv: &mut KvCache, cfg: &SchedConfig, budget: &mut u64, out: &mut Decisions) {
+    while *budget > 0 && q.running.len() < cfg.max_batch as usize {
+        let Some(s) = q.waiting.front() else { break };
+        let remaining = (s.target.saturating_sub(s.computed)) as u64;
+        let need = if remaining == 0 {
+            1
+        } else if cfg.chunked_prefill {
+            remaining.min(*budget)
+        } else if remaining <= *budget || *budget == cfg.token_budget as u64 {
+            // Without chunking a prompt longer than the budget runs alone.
+            remaining
+        } else {
+            break;
+        };
+        let need_blocks = kv.blocks_needed(s, need);
+        if need_blocks > kv.free_blocks() {
+            break;
+        }
+        let mut s = q.waiting.pop_front().expect("front");
+        kv.allocate(&mut s, need_blocks);
+        s.sched = need as u32;
+        kv.assign_slot(&mut s);
+        *budget = budget.saturating_sub(need);
+        out.admitted.push(s.req);
+        q.running.push(s);
+    }
+}
+
+/// The shape of an iteration: what its cost depends on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Batch {
+    pub n_decode: u64,
+    /// Cached tokens of all decoders.
+    pub decode_kv: u64,
+    /// The longest decoder's context.
+    pub decode_kv_max: u64,
+    /// Slots up to the highest decoder's (see [`Seq::slot`]).
+    pub decode_slot_span: u64,
+    /// Rows the LM head samples from: decoders and prompts whose last chunk runs.
+    pub rows: u64,
+}
+
+impl Batch {
+    /// The batch a scheduler picked from `running` (the sequences with [`Seq::sched`] > 0): its
+    /// shape, and its prefill chunks into `chunks` (cleared first); `None` if nothing runs.
+    pub fn of(running: &[Seq], chunks: &mut Vec<Chunk>) -> Option<Batch> {
+        chunks.clear();
+        let mut b = Batch::default();
+        for s in running.iter().filter(|s| s.sched > 0) {
+            if s.computed < s.target {
+                chunks.push(Chunk { q: s.sched, c: s.computed });
+                if s.computed + s.sched >= s.target {
+                    b.rows += 1;
+                }
+            } else {
+                b.n_decode += 1;
+                b.decode_kv += s.computed as u64;
+                b.decode_kv_max = b.decode_kv_max.max(s.computed as u64);
+                b.decode_slot_span = b.decode_slot_span.max(s.slot as u64 + 1);
+                b.rows += 1;
+            }
+        }
+        if b.n_decode == 0 && chunks.is_empty() {
+            return None;
+        }
+        Some(b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(max_batch: u32, token_budget: u32, chunked_prefill: bool) -> SchedConfig {
+        SchedConfig { max_batch, token_budget, chunked_prefill, block_size: 16, ..SchedConfig::default() }
+    }
+
+    fn pass(q: &mut Queues, kv: &mut KvCache, cfg: &SchedConfig) -> Decisions {
+        let mut out = Decisions::default();
+        VllmV1.schedule(q, kv, cfg, &mut out);
+        out
+    }
+
+    #[test]
+    fn vllm_admits_in_arrival_order_within_the_token_budget_chunking_the_last_prompt() {
+        let mut q = Queues::default();
+        q.waiting.extend([Seq::new(0, 100, 10), Seq::new(1, 100, 10), Seq::new(2, 100, 10)]);
+        let mut kv = KvCache::new(1000, 16, 8);
+        let out = pass(&mut q, &mut kv, &cfg(8, 150, true));
+        assert_eq!(out.admitted, [0, 1]);
+        assert!(out.preempted.is_empty());
+        assert_eq!(q.running.iter().map(|s| (s.req, s.sched, s.slot)).collect::<Vec<_>>(), [(0, 100, 0), (1, 50, 1)]);
+        assert_eq!(kv.free_blocks(), 1000 - 7 - 4);
+        let mut chunks = Vec::new();
+        let b = Batch::of(&q.running, &mut chunks).unwrap();
+        assert_eq!((b.n_decode, b.rows, chunks.len()), (0, 1, 2));
+    }
+
+    #[test]
+    fn vllm_without_chunking_waits_for_room_for_a_whole_prompt() {
+        let mut q = Queues::default();
+        q.waiting.extend([Seq::new(0, 100, 10), Seq::new(1, 100, 10)]);
+        let mut kv = KvCache::new(1000, 16, 8);
+        let out = pass(&mut q, &mut kv, &cfg(8, 150, false));
+        assert_eq!(out.admitted, [0]);
+        assert_eq!(q.waiting.len(), 1);
+    }
+
+    #[test]
+    fn vllm_preempts_the_newest_running_sequence_when_the_cache_is_full() {
+        let mut q = Queues::default();
+        let mut kv = KvCache::new(2, 16, 8);
+        // Two decoders, each with a full block: the next token of the first needs a second block.
+        for req in 0..2 {
+            let mut s = Seq::prefilled(req, 16, 10);
+            kv.allocate(&mut s, 1);
+            kv.assign_slot(&mut s);
+            q.running.push(s);
+        }
+        let out = pass(&mut q, &mut kv, &cfg(8, 100, true));
+        assert_eq!(out.preempted, [1]);
+        assert!(out.admitted.is_empty(), "nothing is admitted in a pass that preempted");
+        assert_eq!(q.running.len(), 1);
+        assert_eq!((q.running[0].sched, q.running[0].blocks), (1, 2));
+        let v = q.waiting[0];
+        assert_eq!((v.req, v.target, v.computed, v.blocks, v.slot), (1, 17, 0, 0, NO_SLOT));
+        assert_eq!(kv.free_blocks(), 0);
+    }
+}

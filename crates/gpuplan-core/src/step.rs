@@ -1,0 +1,382 @@
+//! What a step of either engine is made of and comes to: the shared pieces of `analytic` (the
+//! closed form) and `sim` (the DES). The checks both run first (`check_scenario`), the pipeline's
+//! point-to-point transfer (`p2p_step`), a stage's data-parallel traffic (`dp_plan`: gradient
+//! buckets, ZeRO gathers, FSDP layer collectives, the optimizer step), the critical path's
+//! `Breakdown`, and `finish`, which turns a breakdown into the `Prediction` (throughput, MFU,
+//! memory, power and energy). The engines differ only in how they add the lowered steps up.
+
+use std::collections::BTreeMap;
+
+use crate::cost::lower::{CommStep, Overlap};
+use crate::cost::CostModel;
+use crate::hardware::profile::CollectiveOp;
+use crate::memory::{self, stack_memory, MemoryPlan};
+use crate::parallelism::{self, Group, Infeasible, ParallelConfig};
+use crate::power::PowerState;
+use crate::scenario::Scenario;
+use crate::units::{Joules, Seconds, Watts};
+use crate::workload::{self, backward_of, recompute_of, Mode, Op, Stack};
+
+/// Where the step time goes, on the critical path of the slowest rank.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Breakdown {
+    /// Compute-bound kernels (GEMMs, attention) at the clock the power cap allows.
+    pub compute: Seconds,
+    /// Memory-bound kernels (norms, activations, optimizer) and launch overheads.
+    pub memory: Seconds,
+    /// Exposed tensor/context/expert-parallel communication.
+    pub tp_comm: Seconds,
+    pub cp_comm: Seconds,
+    pub ep_comm: Seconds,
+    /// Pipeline point-to-point transfers.
+    pub pp_p2p: Seconds,
+    /// Pipeline fill and drain.
+    pub pp_bubble: Seconds,
+    /// Data-parallel communication not hidden behind backward/forward.
+    pub dp_comm: Seconds,
+    pub optimizer: Seconds,
+    /// Time the GPU waits for the CPU to launch kernels (eager stacks, small ops).
+    pub cpu_launch: Seconds,
+}
+
+impl Breakdown {
+    pub fn parts(&self) -> [(&'static str, Seconds); 10] {
+        [
+            ("compute", self.compute),
+            ("memory_bound", self.memory),
+            ("tp_comm", self.tp_comm),
+            ("cp_comm", self.cp_comm),
+            ("ep_comm", self.ep_comm),
+            ("pp_p2p", self.pp_p2p),
+            ("pp_bubble", self.pp_bubble),
+            ("dp_comm", self.dp_comm),
+            ("optimizer", self.optimizer),
+            ("cpu_launch", self.cpu_launch),
+        ]
+    }
+    pub fn total(&self) -> Seconds {
+        self.parts().iter().map(|(_, s)| *s).sum()
+    }
+    pub(crate) fn scale(&mut self, k: f64) {
+        for s in [&mut self.compute, &mut self.memory, &mut self.tp_comm, &mut self.cp_comm, &mut self.ep_comm, &mut self.pp_p2p, &mut self.cpu_launch] {
+            *s = *s * k;
+        }
+    }
+    pub(crate) fn add(&mut self, o: &Breakdown) {
+        self.compute += o.compute;
+        self.memory += o.memory;
+        self.tp_comm += o.tp_comm;
+        self.cp_comm += o.cp_comm;
+        self.ep_comm += o.ep_comm;
+        self.pp_p2p += o.pp_p2p;
+        self.pp_bubble += o.pp_bubble;
+        self.dp_comm += o.dp_comm;
+        self.optimizer += o.optimizer;
+        self.cpu_launch += o.cpu_launch;
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prediction {
+    pub step_time: Seconds,
+    pub breakdown: Breakdown,
+    /// Tokens processed per second by the whole job (training: trained tokens; prefill: prompt
+    /// tokens; decode: generated tokens).
+    pub tokens_per_s: f64,
+    pub tokens_per_step: f64,
+    /// Model FLOPs utilization (Megatron/PaLM convention, see `workload::model_flops_per_token_train`).
+    pub mfu: f64,
+    /// Hardware FLOPs utilization: FLOPs executed (recompute included, causal half only).
+    pub hfu: f64,
+    pub model_flops_per_token: f64,
+    pub memory: MemoryPlan,
+    pub power: PowerState,
+    pub node_power: Watts,
+    pub energy_per_step: Joules,
+    pub energy_per_token: Joules,
+    /// Facility energy per token (PUE applied).
+    pub energy_per_token_facility: Joules,
+    pub n_microbatches: u64,
+    pub bottleneck: &'static str,
+}
+
+/// Why a scenario cannot be predicted at all (bad configuration, as opposed to not fitting).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PredictError {
+    #[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; "))]
+    Infeasible(Vec<Infeasible>),
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// Bytes one parameter's update moves in the optimizer step (fused Adam: read param, grad, m, v;
+/// write param, m, v; plus grad-norm clipping and zeroing the gradients; Megatron also writes the
+/// bf16 copy of the fp32 master).
+fn optimizer_bytes_per_param(stack: Stack) -> f64 {
+    match stack {
+        Stack::Megatron => 4.0 * 4.0 + 3.0 * 4.0 + 2.0 + 4.0 + 4.0,
+        Stack::TorchEager | Stack::TorchCompile => 4.0 * 4.0 + 3.0 * 4.0 + 4.0 + 4.0,
+    }
+}
+
+/// DDP/Megatron gradient bucket size (PyTorch DDP `bucket_cap_mb` = 25).
+pub const BUCKET_BYTES: f64 = 25e6;
+
+/// Layers of each kind in pipeline stage `stage` (dense layers come first in MoE models).
+pub fn stage_layers(s: &Scenario, stage: u32) -> (usize, usize) {
+    let counts = parallelism::stage_layer_counts(s.model.n_layers, s.parallel.pp);
+    let first: u64 = counts[..stage as usize].iter().sum();
+    let per = counts[stage as usize];
+    let dense = s.model.n_dense_layers().saturating_sub(first).min(per);
+    (dense as usize, (per - dense) as usize)
+}
+
+/// Micro-batches per optimizer step per pipeline (1 in inference).
+pub fn n_micro_of(s: &Scenario) -> Result<u64, PredictError> {
+    let w = &s.workload;
+    if w.mode != Mode::Train {
+        return Ok(1);
+    }
+    let per = w.micro_batch * s.parallel.dp as u64;
+    if per == 0 || !w.global_batch.is_multiple_of(per) || w.global_batch < per {
+        return Err(PredictError::Infeasible(vec![Infeasible::Indivisible { what: "global_batch", n: w.global_batch, by_name: "micro_batch*dp", by: per }]));
+    }
+    Ok(w.global_batch / per)
+}
+
+/// Checks shared by both engines before any pricing.
+pub fn check_scenario(s: &Scenario) -> Result<u64, PredictError> {
+    let problems = parallelism::check(&s.model, &s.parallel, s.n_gpus);
+    if !problems.is_empty() {
+        return Err(PredictError::Infeasible(problems));
+    }
+    if s.system.gpu.peak.get(s.workload.precision).is_none() {
+        return Err(PredictError::Unsupported(format!(
+            "`{}` has no {} tensor-core path; choose a precision it supports",
+            s.system.gpu.display_name,
+            s.workload.precision.name()
+        )));
+    }
+    n_micro_of(s)
+}
+
+/// Time of one pipeline point-to-point transfer of a micro-batch's activations (1/tp of them
+/// under sequence parallelism, Megatron's scatter-gather optimization).
+pub fn p2p_step(cost: &CostModel, s: &Scenario) -> Option<CommStep> {
+    let pc = &s.parallel;
+    if pc.pp <= 1 {
+        return None;
+    }
+    let w = &s.workload;
+    let tokens = (w.sequences() * w.q_len()) as f64 / pc.cp as f64;
+    let shard = if pc.sp && pc.tp > 1 { pc.tp as f64 } else { 1.0 };
+    let bytes = tokens * s.model.hidden as f64 * 2.0 / shard;
+    let mut step = cost.comm_step(pc, CollectiveOp::SendRecv, Group::Pp, bytes, Overlap::Blocking);
+    // A send/recv is between two neighbours; `comm_step` sized it for the whole PP group.
+    step.wire_bytes = bytes;
+    Some(step)
+}
+
+/// The cost model, op list, clock and micro-batch count of a scenario (`analytic::price`): what
+/// both engines start from.
+pub struct Priced<'a> {
+    pub cost: CostModel<'a>,
+    pub ops: workload::OpList,
+    pub power: PowerState,
+    pub n_micro: u64,
+}
+
+/// Throughput, MFU, memory and energy from a step's breakdown (both engines).
+pub fn finish(s: &Scenario, cost: &CostModel, ops: &workload::OpList, n_micro: u64, bd: Breakdown, power: PowerState) -> Prediction {
+    let (pc, w) = (&s.parallel, &s.workload);
+    let step_time = bd.total();
+    let tokens_per_step = match w.mode {
+        Mode::Train => (w.global_batch * w.seq) as f64,
+        Mode::Prefill => (w.batch * w.seq * pc.dp as u64) as f64,
+        Mode::Decode => (w.batch * pc.dp as u64) as f64,
+    };
+    let tokens_per_s = tokens_per_step / step_time.value();
+    let model_flops_per_token = match w.mode {
+        Mode::Train => workload::model_flops_per_token_train(&s.model, w.seq),
+        Mode::Prefill => workload::model_flops_per_token_forward(&s.model, w.seq),
+        // One new token attends over the whole cache.
+        Mode::Decode => workload::model_flops_per_token_forward(&s.model, w.kv_len + 1),
+    };
+    let peak = cost.peak(w.precision).expect("checked").value();
+    let mfu = model_flops_per_token * tokens_per_s / (s.n_gpus as f64 * peak);
+    let hfu = executed_flops_per_gpu_step(s, ops, n_micro) / step_time.value() / peak;
+
+    let memory = memory::plan(&s.model, pc, w, s.system.gpu.hbm_capacity.value);
+    let n_nodes = (s.n_gpus as f64 / s.system.gpus_per_node as f64).ceil();
+    let gpus_per_node = (s.n_gpus as f64).min(s.system.gpus_per_node as f64);
+    let node_power = power.gpu_power * gpus_per_node + s.system.host_power_per_node.value;
+    let energy_per_step = node_power * n_nodes * step_time;
+    let energy_per_token = Joules::new(energy_per_step.value() / tokens_per_step);
+    let energy_per_token_facility = energy_per_token * s.system.pue.value;
+
+    Prediction {
+        step_time,
+        bottleneck: bottleneck(s, &bd),
+        breakdown: bd,
+        tokens_per_s,
+        tokens_per_step,
+        mfu,
+        hfu,
+        model_flops_per_token,
+        memory,
+        power,
+        node_power,
+        energy_per_step,
+        energy_per_token,
+        energy_per_token_facility,
+        n_microbatches: n_micro,
+    }
+}
+
+/// FLOPs one GPU executes per step, averaged over the pipeline stages (recompute included;
+/// causal attention counts the unmasked half).
+fn executed_flops_per_gpu_step(s: &Scenario, ops: &workload::OpList, n_micro: u64) -> f64 {
+    let pc = &s.parallel;
+    let mut total = 0.0;
+    for stage in 0..pc.pp {
+        let (n_dense, n_moe) = stage_layers(s, stage);
+        let mut f = |list: &[Op], times: usize| {
+            let fwd: f64 = list.iter().map(Op::flops).sum();
+            let back: f64 = if s.workload.mode == Mode::Train {
+                recompute_of(list, s.workload.recompute).iter().chain(backward_of(list).iter()).map(Op::flops).sum()
+            } else {
+                0.0
+            };
+            total += (fwd + back) * times as f64;
+        };
+        f(&ops.dense_layer, n_dense);
+        f(&ops.moe_layer, n_moe);
+        if stage == 0 {
+            f(&ops.embedding, 1);
+        }
+        if stage == pc.pp - 1 {
+            f(&ops.head, 1);
+        }
+    }
+    // `total` is one micro-batch through all stages on one rank of each; per GPU of the job:
+    total * n_micro as f64 / pc.pp as f64
+}
+
+/// `count` equal buckets, each one collective.
+#[derive(Debug, Clone)]
+pub struct Buckets {
+    pub step: CommStep,
+    pub count: usize,
+}
+
+fn expand(b: &[Buckets]) -> Vec<CommStep> {
+    b.iter().flat_map(|x| std::iter::repeat_n(x.step.clone(), x.count)).collect()
+}
+
+pub(crate) fn total_time(b: &[Buckets]) -> Seconds {
+    b.iter().map(|x| x.step.time() * x.count as f64).sum()
+}
+
+/// The data-parallel traffic of one rank of a stage, in the collectives NCCL runs.
+#[derive(Debug, Clone, Default)]
+pub struct DpPlan {
+    /// Gradient buckets, reduced as backward produces them (all-reduce, or reduce-scatter under
+    /// ZeRO >= 1), in launch order.
+    pub grad: Vec<Buckets>,
+    /// Parameter all-gathers after the optimizer step (ZeRO 1/2, Megatron's distributed optimizer).
+    pub param: Vec<Buckets>,
+    /// FSDP (ZeRO-3): one layer's all-gather before its forward and again before its backward, and
+    /// its gradients' reduce-scatter after its backward, per micro-batch.
+    pub layer_gather: Option<CommStep>,
+    pub layer_reduce: Option<CommStep>,
+    /// FSDP's copies on the compute stream around them (PyTorch FSDP2 copy-out of the gathered
+    /// flat buffer into the layer's parameters, copy-in of the gradients before the
+    /// reduce-scatter): memory-bound, read + write of the layer's parameters or gradients.
+    pub gather_copy: Seconds,
+    pub reduce_copy: Seconds,
+    /// Optimizer step of the rank's shard: memory-bound.
+    pub optimizer: Seconds,
+}
+
+impl DpPlan {
+    /// Gradient buckets one by one, in launch order.
+    pub fn grad_list(&self) -> Vec<CommStep> {
+        expand(&self.grad)
+    }
+    /// Parameter all-gather buckets one by one.
+    pub fn param_list(&self) -> Vec<CommStep> {
+        expand(&self.param)
+    }
+}
+
+/// Split `bytes` into equal buckets of at most `BUCKET_BYTES` and price one collective.
+fn buckets(cost: &CostModel, pc: &ParallelConfig, op: CollectiveOp, group: Group, bytes: f64) -> Option<Buckets> {
+    if bytes <= 0.0 {
+        return None;
+    }
+    let n = (bytes / BUCKET_BYTES).ceil().max(1.0);
+    Some(Buckets { step: cost.comm_step(pc, op, group, bytes / n, Overlap::Blocking), count: n as usize })
+}
+
+pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
+    let pc = &s.parallel;
+    let sm = stack_memory(s.workload.stack);
+    let (dense, experts) = memory::params_on_rank(&s.model, pc, stage);
+    // Gradients are reduced in fp32 (Megatron's default main grads; DDP on fp32 params).
+    let (grad_bytes, param_bytes) = (sm.grad, sm.param);
+    let local = dense / if pc.zero >= 1 { pc.dp as f64 } else { 1.0 } + experts / if pc.zero >= 1 { pc.expert_dp() as f64 } else { 1.0 };
+    let mut plan = DpPlan { optimizer: cost.memory_time(local * optimizer_bytes_per_param(s.workload.stack), 4).time, ..DpPlan::default() };
+    let groups = [(Group::Dp, pc.dp, dense), (Group::ExpertDp, pc.expert_dp(), experts)];
+    match pc.zero {
+        0 => {
+            for (g, size, n) in groups {
+                if size > 1 {
+                    plan.grad.extend(buckets(cost, pc, CollectiveOp::AllReduce, g, n * grad_bytes));
+                }
+            }
+        }
+        1 | 2 => {
+            for (g, size, n) in groups {
+                if size > 1 {
+                    plan.grad.extend(buckets(cost, pc, CollectiveOp::ReduceScatter, g, n * grad_bytes));
+                    plan.param.extend(buckets(cost, pc, CollectiveOp::AllGather, g, n * param_bytes));
+                }
+            }
+        }
+        _ => {
+            if pc.dp > 1 {
+                let layers = parallelism::stage_layer_counts(s.model.n_layers, pc.pp)[stage as usize].max(1) as f64;
+                let per_layer = (dense + experts) / layers;
+                plan.layer_gather = Some(cost.comm_step(pc, CollectiveOp::AllGather, Group::Dp, per_layer * param_bytes, Overlap::Blocking));
+                plan.layer_reduce = Some(cost.comm_step(pc, CollectiveOp::ReduceScatter, Group::Dp, per_layer * grad_bytes, Overlap::Blocking));
+                if s.workload.stack != Stack::Megatron {
+                    plan.gather_copy = cost.memory_time(2.0 * per_layer * param_bytes, 1).time;
+                    plan.reduce_copy = cost.memory_time(2.0 * per_layer * grad_bytes, 1).time;
+                }
+            }
+        }
+    }
+    plan
+}
+
+/// What limits the step most: compute, HBM, NVLink, the scale-out network, the pipeline bubble or
+/// the CPU. Communication counts as network when its group spans NVLink domains.
+fn bottleneck(s: &Scenario, bd: &Breakdown) -> &'static str {
+    let crosses = |g: Group| parallelism::group_shape(&s.parallel, g, &s.system).crosses_domains();
+    let (mut nvlink, mut network) = (Seconds::ZERO, Seconds::ZERO);
+    for (t, g) in [(bd.tp_comm, Group::Tp), (bd.cp_comm, Group::Cp), (bd.ep_comm, Group::Ep), (bd.dp_comm, Group::Dp), (bd.pp_p2p, Group::Pp)] {
+        if crosses(g) {
+            network += t;
+        } else {
+            nvlink += t;
+        }
+    }
+    let mut parts: BTreeMap<&'static str, f64> = BTreeMap::new();
+    parts.insert("compute", bd.compute.value());
+    parts.insert("hbm", (bd.memory + bd.optimizer).value());
+    parts.insert("nvlink", nvlink.value());
+    parts.insert("network", network.value());
+    parts.insert("bubble", bd.pp_bubble.value());
+    parts.insert("cpu", bd.cpu_launch.value());
+    parts.into_iter().max_by(|a, b| a.1.total_cmp(&b.1)).map(|(k, _)| k).unwrap_or("compute")
+}
