@@ -8,6 +8,7 @@ pub mod catalog;
 pub mod hf;
 pub mod model;
 pub mod profile;
+pub mod published;
 pub mod scenario;
 pub mod serve;
 pub mod system;
