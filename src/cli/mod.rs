@@ -7,6 +7,7 @@ pub mod compare;
 pub mod measure;
 pub mod plan;
 pub mod predict;
+pub mod published;
 pub mod report;
 pub mod serve;
 pub mod simulate;

@@ -13,8 +13,10 @@ use crate::validate::{score, summarize, Metric, Scored, Summary};
 #[derive(clap::Args, Debug)]
 pub struct ValidateArgs {
     /// Run-record files (.jsonl) written by `gpuplan measure`
-    #[arg(long, required = true, num_args = 1..)]
+    #[arg(long, required_unless_present = "published", num_args = 1..)]
     pub runs: Vec<PathBuf>,
+    #[command(flatten)]
+    pub published: super::published::PublishedArgs,
     /// Which engine predicts: analytic or des
     #[arg(long, default_value = "analytic")]
     pub engine: String,
@@ -43,6 +45,10 @@ pub struct ValidateArgs {
 }
 
 fn parse_bound(s: &str) -> Result<(Metric, f64), String> {
+    // A bare PCT bounds step time (with --published: tokens/s/GPU, its inverse).
+    if let Ok(pct) = s.trim().trim_end_matches('%').parse::<f64>() {
+        return Ok((Metric::StepTime, pct));
+    }
     let (m, p) = s.split_once('=').ok_or_else(|| format!("`{s}` is not METRIC=PCT (e.g. `step_time=10`)"))?;
     let metric = Metric::parse(m.trim()).ok_or_else(|| format!("unknown metric `{m}`; one of: step_time, peak_memory, power"))?;
     let pct = p.trim().trim_end_matches('%').parse::<f64>().map_err(|_| format!("`{p}` is not a percentage"))?;
@@ -94,6 +100,9 @@ pub fn scenario_wire(r: &RunRecord, calibration: Option<&str>) -> ScenarioWire {
 }
 
 pub fn run(args: ValidateArgs) -> anyhow::Result<Outcome> {
+    if let Some(file) = &args.published.published {
+        return super::published::run(file, &args.published, &args.split, args.json, &args.max_mape);
+    }
     anyhow::ensure!(matches!(args.engine.as_str(), "analytic" | "des"), "`--engine` = `{}` is not known\nhint: analytic or des", args.engine);
     anyhow::ensure!(matches!(args.split.as_str(), "fit" | "test" | "all"), "`--split` = `{}` is not known\nhint: fit, test or all", args.split);
     for p in [&args.csv, &args.plot].into_iter().flatten() {

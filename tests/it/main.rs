@@ -9,6 +9,7 @@ mod cost;
 mod measure;
 mod plan;
 mod portable;
+mod published;
 mod reference;
 mod report;
 mod serve;

@@ -10,6 +10,7 @@ pub mod hf;
 pub mod model;
 pub mod prediction;
 pub mod profile;
+pub mod published;
 pub mod scenario;
 pub mod serve;
 pub mod system;

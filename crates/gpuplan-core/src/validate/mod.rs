@@ -1,6 +1,8 @@
 //! Predictions against measured run records: error per metric, MAPE per split, worst cases, and
 //! out-of-memory agreement. No I/O: the caller reads the records and loads the scenarios.
 
+pub mod published;
+
 use crate::record::RunRecord;
 use crate::step::Prediction;
 
