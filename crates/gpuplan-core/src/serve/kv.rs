@@ -6,7 +6,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use super::scheduler::{Seq, NO_SLOT};
+use super::seq::{Seq, NO_SLOT};
 
 /// Blocks of `block_size` tokens that hold `tokens` tokens.
 pub fn blocks_for(tokens: u64, block_size: u64) -> u64 {

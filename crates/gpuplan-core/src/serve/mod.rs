@@ -25,6 +25,7 @@ pub mod kv;
 mod metrics;
 pub mod plan;
 pub mod scheduler;
+pub mod seq;
 pub mod stats;
 
 use crate::scenario::Scenario;
