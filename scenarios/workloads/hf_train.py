@@ -1,0 +1,363 @@
+#!/usr/bin/env python3
+"""gpuplan HF workload: a Hugging Face transformers model built from a config.json with random weights
+and random tokens (no downloads), timed in one of three modes on one GPU.
+
+The model is `AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")` built on the GPU,
+with the library's default experts path for MoE models (transformers 5.x: `grouped_mm`, which calls
+`torch.nn.functional.grouped_mm`; the config line says which one the model got).
+
+  train    forward + backward + AdamW step on micro_batch x seq tokens, `grad_accum` micro-steps per
+           optimizer step. Loss: the model's own (`labels=input_ids`: HF shifts them, upcasts the
+           logits to fp32 and takes the cross-entropy over the whole vocabulary). Params held in
+           fp32 (master weights) under bf16 autocast by default (`--param-dtype fp32`), or in bf16
+           with no autocast (`--param-dtype bf16`; AdamW states then bf16 too). AdamW fused.
+           Optional: `--compile` (torch.compile of the whole model, default mode), `--fp8`
+           (torchao `convert_to_float8_training`, tensorwise recipe, every nn.Linear but the LM head
+           whose dims divide by 16; always under torch.compile), `--recompute full` (HF gradient
+           checkpointing of every decoder layer, non-reentrant).
+  prefill  one forward pass of batch x seq tokens with bf16 weights under torch.inference_mode,
+           `use_cache=True` (a DynamicCache is filled) and `logits_to_keep=1` (the LM head on the last
+           position only).
+  decode   bf16 weights, a DynamicCache holding kv_len tokens of random keys and values (no prefill
+           is run), then one token per sequence per step, the cache growing by one each step:
+           `--decode-api loop`: a manual loop `model(input_ids=next, past_key_values=cache)` + argmax;
+           `--decode-api generate`: `model.generate(..., past_key_values=cache, do_sample=False)` with
+           input_ids of kv_len + 1 tokens (the cached prefix is skipped by generate), no EOS; the step
+           time is read by a LogitsProcessor that synchronizes the GPU and takes the host clock once per
+           generated token, so step n is the interval between the processor's calls n-1 and n (one
+           whole generate iteration: forward, processors, greedy pick, stopping check, input
+           preparation); step 1 runs from the generate() call to the first token.
+
+Output (the format of train_llama.py, which `gpuplan measure` parses):
+
+  config k=v ...        facts about the run (the true stack, experts path, attention, versions)
+  step=<n> step_time_s=<s> tokens=<t> tokens_per_s=<t/s> max_mem_alloc_bytes=<b> max_mem_reserved_bytes=<b>
+  summary rank=0 world=1 mode=<m> params=<n> steps=<n> median_step_time_s=<s> max_mem_alloc_bytes=<b> max_mem_reserved_bytes=<b>
+
+Out of GPU memory prints `gpuplan-workload: oom rank=0 <message>` and exits 3. Step times are host wall
+clock between torch.cuda.synchronize() calls.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+OOM_EXIT = 3
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", required=True, help="a Hugging Face config.json")
+    p.add_argument("--mode", choices=["train", "prefill", "decode"], default="train")
+    p.add_argument("--micro-batch", type=int, default=1)
+    p.add_argument("--grad-accum", type=int, default=1)
+    p.add_argument("--seq", type=int, default=2048)
+    p.add_argument("--batch", type=int, default=1, help="prefill/decode: sequences")
+    p.add_argument("--kv-len", type=int, default=1024, help="decode: tokens already in the cache")
+    p.add_argument("--steps", type=int, default=10, help="steps in all, warm-up included")
+    p.add_argument("--recompute", choices=["none", "full"], default="none")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (Inductor, default mode)")
+    p.add_argument("--fp8", action="store_true", help="train: torchao float8 training (tensorwise), implies --compile")
+    p.add_argument("--param-dtype", choices=["fp32", "bf16"], default="fp32", help="train: fp32 master weights + bf16 autocast, or bf16 weights")
+    p.add_argument("--decode-api", choices=["loop", "generate"], default="loop")
+    p.add_argument("--sdpa", choices=["auto", "flash"], default="auto", help="SDPA backend: PyTorch's choice (default) or flash forced")
+    p.add_argument("--experts-impl", default=None, help="MoE experts path (default: the library's); eager, grouped_mm, batched_mm")
+    p.add_argument("--device", default="cuda", help="cuda (measured runs) or cpu (a syntax check only)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--profile", type=int, default=0,
+                   help="decode loop: run this many more steps under torch.profiler after the timed ones and print its "
+                        "table (by self CPU time); those steps print no step line")
+    return p.parse_args(argv)
+
+
+def is_oom(e):
+    import torch
+    if isinstance(e, torch.OutOfMemoryError):
+        return True
+    m = str(e)
+    return "out of memory" in m.lower() or "CUBLAS_STATUS_ALLOC_FAILED" in m
+
+
+class Dev:
+    """Synchronize and read peak memory on CUDA; no-ops on the CPU."""
+
+    def __init__(self, torch, name):
+        self.torch = torch
+        self.cuda = name.startswith("cuda")
+        self.device = torch.device(name)
+
+    def sync(self):
+        if self.cuda:
+            self.torch.cuda.synchronize()
+
+    def alloc(self):
+        return self.torch.cuda.max_memory_allocated() if self.cuda else 0
+
+    def reserved(self):
+        return self.torch.cuda.max_memory_reserved() if self.cuda else 0
+
+    def reset_peak(self):
+        if self.cuda:
+            self.torch.cuda.reset_peak_memory_stats()
+
+
+def report(dev, step, dt, tokens):
+    print(f"step={step} step_time_s={dt:.6f} tokens={tokens} tokens_per_s={tokens / dt:.1f} "
+          f"max_mem_alloc_bytes={dev.alloc()} max_mem_reserved_bytes={dev.reserved()}", flush=True)
+
+
+def main():
+    a = parse_args()
+    if a.fp8:
+        a.compile = True
+    import torch
+    try:
+        run(a, torch)
+    except Exception as e:  # noqa: BLE001 - the OOM marker is the contract
+        if is_oom(e):
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            print(f"gpuplan-workload: oom rank=0 {msg}", flush=True)
+            sys.stdout.flush()
+            os._exit(OOM_EXIT)
+        raise
+
+
+def build(a, torch, dev, dtype):
+    import transformers
+    from transformers import AutoConfig, AutoModelForCausalLM
+    with open(a.config) as f:
+        raw = json.load(f)
+    cfg = AutoConfig.for_model(**raw)
+    kw = {"attn_implementation": "sdpa", "dtype": dtype}
+    if a.experts_impl:
+        kw["experts_implementation"] = a.experts_impl
+    torch.manual_seed(a.seed)
+    with torch.device(dev.device):
+        model = AutoModelForCausalLM.from_config(cfg, **kw)
+    model.to(dev.device)
+    return model, cfg, transformers.__version__
+
+
+def facts(a, torch, model, tf_version, stack, n_params):
+    c = model.config
+    experts = getattr(c, "_experts_implementation", None)
+    is_moe = any(k in c.to_dict() for k in ("num_experts", "num_local_experts", "n_routed_experts"))
+    pdt = {p.dtype for p in model.parameters()}
+    out = {
+        "hf_stack": stack, "model_type": c.model_type, "config_file": os.path.basename(a.config), "params": n_params,
+        "param_dtypes": ",".join(sorted(str(d).replace("torch.", "") for d in pdt)),
+        "attn_impl": getattr(c, "_attn_implementation", None), "experts_impl": experts if is_moe else "none",
+        "sdpa": a.sdpa, "mode": a.mode, "compile": int(a.compile), "fp8": int(a.fp8), "param_dtype_arg": a.param_dtype if a.mode == "train" else "bf16",
+        "transformers": tf_version, "torch": torch.__version__,
+        "grouped_mm_api": "F.grouped_mm" if hasattr(torch.nn.functional, "grouped_mm") else ("torch._grouped_mm" if hasattr(torch, "_grouped_mm") else "none"),
+    }
+    if a.mode == "train":
+        out.update(micro_batch=a.micro_batch, grad_accum=a.grad_accum, seq=a.seq, recompute=a.recompute)
+    elif a.mode == "prefill":
+        out.update(batch=a.batch, seq=a.seq)
+    else:
+        out.update(batch=a.batch, kv_len=a.kv_len, decode_api=a.decode_api)
+    if a.fp8:
+        import torchao
+        out["torchao"] = torchao.__version__
+    if dev_is_cuda(a):
+        out["gpu"] = torch.cuda.get_device_name().replace(" ", "_")
+        out["cuda"] = torch.version.cuda
+    print("config " + " ".join(f"{k}={v}" for k, v in out.items()), flush=True)
+
+
+def dev_is_cuda(a):
+    return a.device.startswith("cuda")
+
+
+def sdpa_context(a, torch):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    if a.sdpa == "flash":
+        return sdpa_kernel([SDPBackend.FLASH_ATTENTION])
+    return _null()
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def run(a, torch):
+    dev = Dev(torch, a.device)
+    if dev.cuda:
+        torch.cuda.set_device(dev.device if dev.device.index is not None else 0)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    if a.mode == "train":
+        dtype = torch.float32 if a.param_dtype == "fp32" else torch.bfloat16
+    else:
+        dtype = torch.bfloat16
+    model, cfg, tfv = build(a, torch, dev, dtype)
+    n_params = sum(p.numel() for p in model.parameters())
+    vocab = cfg.vocab_size
+    torch.manual_seed(a.seed + 1000)
+    if a.mode == "train":
+        stack = "hf-" + ("compile-fp8" if a.fp8 else ("compile" if a.compile else "eager"))
+        train(a, torch, dev, model, vocab, n_params, tfv, stack)
+    else:
+        stack = "hf-" + ("compile" if a.compile else "eager")
+        model.eval()
+        dev.reset_peak()
+        if a.mode == "prefill":
+            facts(a, torch, model, tfv, stack, n_params)
+            prefill(a, torch, dev, model, vocab, n_params)
+        else:
+            facts(a, torch, model, tfv, stack + "-" + a.decode_api, n_params)
+            decode(a, torch, dev, model, cfg, vocab, n_params)
+
+
+def train(a, torch, dev, model, vocab, n_params, tfv, stack):
+    if a.recompute == "full":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    if a.fp8:
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+
+        def keep(mod, fqn):
+            return isinstance(mod, torch.nn.Linear) and "lm_head" not in fqn and mod.in_features % 16 == 0 and mod.out_features % 16 == 0
+        convert_to_float8_training(model, config=Float8LinearConfig.from_recipe_name("tensorwise"), module_filter_fn=keep)
+    facts(a, torch, model, tfv, stack, n_params)
+    fwd = torch.compile(model) if a.compile else model
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=dev.cuda, foreach=not dev.cuda)
+    autocast = torch.autocast(dev.device.type, dtype=torch.bfloat16) if a.param_dtype == "fp32" else _null()
+    tokens = a.micro_batch * a.seq * a.grad_accum
+    times = []
+    with sdpa_context(a, torch):
+        for step in range(1, a.steps + 1):
+            dev.sync()
+            t0 = time.perf_counter()
+            for _ in range(a.grad_accum):
+                x = torch.randint(0, vocab, (a.micro_batch, a.seq), device=dev.device)
+                with autocast:
+                    out = fwd(input_ids=x, labels=x, use_cache=False)
+                (out.loss / a.grad_accum).backward()
+                del out
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            dev.sync()
+            dt = time.perf_counter() - t0
+            times.append(dt)
+            report(dev, step, dt, tokens)
+    summary(a, dev, n_params, times)
+
+
+def prefill(a, torch, dev, model, vocab, n_params):
+    fwd = torch.compile(model) if a.compile else model
+    times = []
+    with torch.inference_mode(), sdpa_context(a, torch):
+        for step in range(1, a.steps + 1):
+            x = torch.randint(0, vocab, (a.batch, a.seq), device=dev.device)
+            dev.sync()
+            t0 = time.perf_counter()
+            out = fwd(input_ids=x, use_cache=True, logits_to_keep=1)
+            dev.sync()
+            dt = time.perf_counter() - t0
+            del out
+            times.append(dt)
+            report(dev, step, dt, a.batch * a.seq)
+    summary(a, dev, n_params, times)
+
+
+def kv_shape(cfg):
+    """(heads, key width, value width) of what HF keeps in the cache for this config."""
+    heads = cfg.num_attention_heads
+    kvh = getattr(cfg, "num_key_value_heads", None) or heads
+    if getattr(cfg, "kv_lora_rank", None):
+        # MLA (transformers 5.x DeepSeek-V3): the cache holds the compressed latent (one "head" of
+        # kv_lora_rank) as keys and the shared RoPE key (one head of qk_rope_head_dim) as values; every
+        # step expands the whole cache through kv_b_proj.
+        return 1, cfg.kv_lora_rank, cfg.qk_rope_head_dim
+    hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
+    return kvh, hd, hd
+
+
+def filled_cache(a, torch, dev, model, cfg):
+    from transformers import DynamicCache
+    cache = DynamicCache(config=model.config)
+    kvh, kd, vd = kv_shape(cfg)
+    for i in range(cfg.num_hidden_layers):
+        k = torch.randn(a.batch, kvh, a.kv_len, kd, device=dev.device, dtype=torch.bfloat16)
+        v = torch.randn(a.batch, kvh, a.kv_len, vd, device=dev.device, dtype=torch.bfloat16)
+        cache.update(k, v, i)
+        del k, v
+    return cache
+
+
+def decode(a, torch, dev, model, cfg, vocab, n_params):
+    cache = filled_cache(a, torch, dev, model, cfg)
+    start_len = cache.get_seq_length()
+    times = []
+    with torch.inference_mode(), sdpa_context(a, torch):
+        if a.decode_api == "loop":
+            fwd = torch.compile(model) if a.compile else model
+            nxt = torch.randint(0, vocab, (a.batch, 1), device=dev.device)
+            for step in range(1, a.steps + 1):
+                dev.sync()
+                t0 = time.perf_counter()
+                out = fwd(input_ids=nxt, past_key_values=cache, use_cache=True)
+                nxt = out.logits[:, -1:].argmax(-1)
+                dev.sync()
+                dt = time.perf_counter() - t0
+                del out
+                times.append(dt)
+                report(dev, step, dt, a.batch)
+            if a.profile:
+                from torch.profiler import ProfilerActivity, profile
+                acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.cuda else [])
+                with profile(activities=acts) as prof:
+                    for _ in range(a.profile):
+                        out = fwd(input_ids=nxt, past_key_values=cache, use_cache=True)
+                        nxt = out.logits[:, -1:].argmax(-1)
+                        dev.sync()
+                        del out
+                print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30), flush=True)
+        else:
+            from transformers import LogitsProcessor, LogitsProcessorList
+
+            class StepClock(LogitsProcessor):
+                def __init__(self):
+                    self.last = None
+
+                def __call__(self, input_ids, scores):
+                    dev.sync()
+                    now = time.perf_counter()
+                    dt = now - self.last
+                    self.last = now
+                    times.append(dt)
+                    report(dev, len(times), dt, a.batch)
+                    return scores
+
+            clock = StepClock()
+            gc = model.generation_config
+            gc.eos_token_id = None
+            gc.pad_token_id = 0
+            gc.bos_token_id = None
+            ids = torch.randint(0, vocab, (a.batch, a.kv_len + 1), device=dev.device)
+            mask = torch.ones_like(ids)
+            dev.sync()
+            clock.last = time.perf_counter()
+            model.generate(input_ids=ids, attention_mask=mask, past_key_values=cache, max_new_tokens=a.steps,
+                           do_sample=False, logits_processor=LogitsProcessorList([clock]), generation_config=gc)
+            dev.sync()
+    print(f"config cache_len_start={start_len} cache_len_end={cache.get_seq_length()}", flush=True)
+    summary(a, dev, n_params, times)
+
+
+def summary(a, dev, n_params, times):
+    med = sorted(times)[len(times) // 2] if times else float("nan")
+    print(f"summary rank=0 world=1 mode={a.mode} params={n_params} steps={len(times)} median_step_time_s={med:.6f} "
+          f"max_mem_alloc_bytes={dev.alloc()} max_mem_reserved_bytes={dev.reserved()}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+#!/usr/bin/env bash
+# The driver of the HF run set (issues 18 and 19): Hugging Face transformers models built from
+# config.json (scenarios/workloads/hf_configs/), timed by scenarios/workloads/hf_train.py and recorded
+# by `gpuplan measure`; plus the microbenchmarks of scenarios/workloads/hf_microbench.py.
+# Runs on the device machine from the repository root (one GPU: nvidia-h100-x1 or nvidia-h200).
+#
+#   scripts/device_hf.sh PHASE... OUTDIR
+#     PHASE: smoke        tiny configs, every mode and stack (records in OUTDIR/smoke.jsonl)
+#            micro        hf_microbench.py, all parts (CSVs in OUTDIR/micro/)
+#            micro-quick  the same on a few shapes
+#            micro-host   its host-overhead part only
+#            rows=A-B     the table's rows with ids A..B (inclusive) for this GPU kind, in table order
+#            ids=A,B,...  those rows
+#   BUDGET_S (default 540): no row starts unless its estimate fits before this many seconds after
+#   the driver started; a skipped row is printed as `skip hf-NNN`.
+#
+# Needs: .devbin/gpuplan (the current binary, carried), .whl/torchao-*.whl (carried; installed into
+# /tmp/site for the fp8 rows). Writes OUTDIR/hf.jsonl (records, appended), OUTDIR/smoke.jsonl,
+# OUTDIR/env.txt and OUTDIR/logs.tgz (every run's full output, the microbenchmark's console).
+#
+# The split (calibration/runs/hf/SPLIT.md, fixed before any run): every run of qwen3-1.7b and of
+# qwen3-moe-s-e32k4 is `test`; any other run is `test` when its id is divisible by 3, else `fit`.
+set -u
+export PYTHONUNBUFFERED=1 CUDA_DEVICE_ORDER=PCI_BUS_ID TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+G=${G:-.devbin/gpuplan}
+W=scenarios/workloads
+C=$W/hf_configs
+OUTDIR=${*: -1}
+PHASES=("${@:1:$#-1}")
+mkdir -p "$OUTDIR/logs" "$OUTDIR/micro"
+REC=$OUTDIR/hf.jsonl
+SMOKE=$OUTDIR/smoke.jsonl
+T0=$(date +%s)
+BUDGET_S=${BUDGET_S:-540}
+
+if ls .whl/torchao-*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site
+fi
+
+GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+case "$GPU_NAME" in
+  *H100*) KIND=h100; SYS=dgx-h100 ;;
+  *H200*) KIND=h200; SYS=hgx-h200 ;;
+  *) echo "unknown GPU: $GPU_NAME"; exit 2 ;;
+esac
+{
+  date -u +%FT%TZ
+  echo "gpu=$GPU_NAME kind=$KIND system=$SYS"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit,clocks.max.sm --format=csv
+  python3 -c "import torch, transformers, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version(), 'transformers', transformers.__version__)"
+  python3 -c "import torchao; print('torchao', torchao.__version__)" 2>&1 | tail -1
+  nproc; uname -r
+  $G --version 2>&1 | head -1
+} >>"$OUTDIR/env.txt" 2>&1
+cat "$OUTDIR/env.txt"
+
+# id kind mode config mb|batch seq|kv_len grad_accum recompute variant steps warmup est_s
+# variant: eager | compile | fp8 (torchao float8 under torch.compile) | bf16p (bf16 params, no
+# autocast) | loop | generate (decode APIs). est_s: the driver's time estimate (skip guard).
+read -r -d '' TABLE <<'EOF'
+001 h100 train   tinyllama-1.1b           4  2048  1 none eager    10 3  30
+002 h100 train   llama-3.2-1b             2  4096  1 none eager    10 3  30
+003 h100 train   llama-3.2-1b             1  16384 1 none eager    8  3  40
+004 h100 train   llama-3.2-1b             1  32768 1 none eager    6  2  40
+005 h100 train   llama-3.2-1b             1  32768 1 full eager    6  2  50
+006 h100 train   llama-3.2-3b             1  2048  1 none eager    10 3  35
+007 h100 train   llama-3.2-3b             1  4096  1 none eager    8  3  40
+008 h100 train   llama-3.2-3b             2  4096  1 full eager    8  3  50
+009 h100 train   qwen3-1.7b               1  4096  1 none eager    10 3  35
+010 h100 train   qwen3-1.7b               2  8192  1 full eager    8  3  50
+011 h100 train   llama-3.2-1b             2  4096  1 none compile  10 3  120
+012 h100 train   llama-3.2-3b             1  2048  1 none compile  10 3  100
+013 h100 train   qwen3-1.7b               1  4096  1 none compile  10 3  100
+014 h100 train   llama-3.2-1b             2  4096  1 none fp8      10 3  100
+015 h100 train   llama-3.2-3b             1  2048  1 none fp8      10 3  110
+016 h100 prefill llama-3.2-1b             1  32768 0 none eager    8  3  30
+017 h100 prefill llama-3.2-1b             8  4096  0 none eager    8  3  30
+018 h100 prefill llama-3.2-3b             4  8192  0 none eager    8  3  30
+019 h100 prefill qwen3-1.7b               16 2048  0 none eager    8  3  30
+020 h100 decode  llama-3.2-1b             1  512   0 none loop     60 10 25
+021 h100 decode  llama-3.2-1b             1  32768 0 none loop     60 10 25
+022 h100 decode  llama-3.2-1b             64 4096  0 none loop     60 10 30
+023 h100 decode  llama-3.2-1b             64 16384 0 none loop     40 10 40
+024 h100 decode  llama-3.2-3b             1  4096  0 none loop     60 10 25
+025 h100 decode  llama-3.2-3b             32 8192  0 none loop     40 10 35
+026 h100 decode  qwen3-1.7b               16 4096  0 none loop     60 10 30
+027 h100 decode  llama-3.2-1b             1  512   0 none generate 60 10 25
+028 h100 decode  llama-3.2-1b             1  32768 0 none generate 60 10 25
+029 h100 decode  llama-3.2-1b             64 4096  0 none generate 60 10 30
+030 h100 decode  llama-3.2-3b             8  8192  0 none generate 60 10 30
+031 h100 train   mixtral-s                2  4096  1 none eager    8  3  40
+032 h100 train   mixtral-s                8  2048  1 none eager    8  3  45
+033 h100 train   qwen3-moe-s              2  4096  1 none eager    8  3  40
+034 h100 train   qwen3-moe-s              8  4096  1 none eager    8  3  50
+035 h100 train   qwen3-moe-s-e32k4        2  4096  1 none eager    8  3  40
+036 h100 train   qwen3-moe-s-e32k8-w1536  2  4096  1 none eager    8  3  40
+037 h100 train   qwen3-moe-s-e128k8-l3    2  4096  1 none eager    8  3  40
+038 h100 train   deepseek-v3-s            2  4096  1 none eager    8  3  40
+039 h100 train   deepseek-v3-s            1  16384 1 full eager    8  3  50
+040 h100 train   qwen3-moe-s              2  4096  1 none bf16p    8  3  40
+041 h100 prefill mixtral-s                8  4096  0 none eager    8  3  30
+042 h100 prefill qwen3-moe-s              8  4096  0 none eager    8  3  30
+043 h100 prefill deepseek-v3-s            4  8192  0 none eager    8  3  30
+044 h100 prefill qwen3-moe-s-e128k8-l3    16 2048  0 none eager    8  3  30
+045 h100 train   qwen3-moe-s              2  4096  1 none compile  8  3  100
+046 h200 train   llama-3.2-1b             2  4096  1 none eager    10 3  30
+047 h200 train   llama-3.2-3b             1  4096  1 none eager    8  3  40
+048 h200 train   llama-3.2-3b             4  4096  1 none eager    8  3  45
+049 h200 train   llama-3.2-1b             1  32768 1 none eager    6  2  45
+050 h200 train   qwen3-1.7b               2  4096  1 none eager    10 3  35
+051 h200 train   llama-3.2-1b             2  4096  1 none compile  10 3  80
+052 h200 train   llama-3.2-1b             2  4096  1 none fp8      10 3  100
+053 h200 prefill llama-3.2-3b             4  8192  0 none eager    8  3  30
+054 h200 decode  llama-3.2-1b             1  512   0 none loop     60 10 25
+055 h200 decode  llama-3.2-1b             64 16384 0 none loop     40 10 40
+056 h200 decode  llama-3.2-1b             1  512   0 none generate 60 10 25
+057 h200 train   qwen3-moe-s              2  4096  1 none eager    8  3  40
+058 h200 train   mixtral-s                2  4096  1 none eager    8  3  40
+059 h200 train   deepseek-v3-s            2  4096  1 none eager    8  3  40
+060 h200 prefill qwen3-moe-s              8  4096  0 none eager    8  3  30
+061 h200 train   qwen3-moe-s-e32k4        8  4096  1 none eager    8  3  50
+EOF
+
+split_of() {  # id config
+  case "$2" in qwen3-1.7b|qwen3-moe-s-e32k4) echo test; return ;; esac
+  if (( 10#$1 % 3 == 0 )); then echo test; else echo fit; fi
+}
+
+declare -A SMOKE_FAILED=()
+
+# measure_one REC RUN_ID SPLIT mode cfg b s ga rc variant steps warm est
+measure_one() {
+  local rec=$1 rid=$2 split=$3 mode=$4 cfg=$5 b=$6 s=$7 ga=$8 rc=$9 variant=${10} steps=${11} warm=${12} est=${13}
+  local now=$(( $(date +%s) - T0 ))
+  if (( now + est > BUDGET_S )); then echo "skip $rid: ${est}s estimate does not fit (${now}s of ${BUDGET_S}s used)"; return; fi
+  local to=$(( est * 3 )); (( to > BUDGET_S + 40 - now )) && to=$(( BUDGET_S + 40 - now ))
+  local stack=torch-eager prec=bf16 true_stack
+  local -a sa wa
+  sa=(--model "$C/$cfg.json" --system "$SYS" --gpus 1 --tp 1 --pp 1 --dp 1 --zero 0 --mode "$mode")
+  wa=(python3 "$W/hf_train.py" --config "$C/$cfg.json" --mode "$mode" --steps "$steps")
+  case $mode in
+    train)
+      sa+=(--micro-batch "$b" --grad-accum "$ga" --global-batch $(( b * ga )) --seq "$s" --recompute "$rc")
+      wa+=(--micro-batch "$b" --grad-accum "$ga" --seq "$s" --recompute "$rc")
+      case $variant in
+        eager) true_stack="hf-eager: fp32 master params + bf16 autocast, fused AdamW" ;;
+        compile) stack=torch-compile; wa+=(--compile); true_stack="hf-compile: torch.compile(model), fp32 master params + bf16 autocast, fused AdamW" ;;
+        fp8) stack=torch-compile; prec=fp8; wa+=(--fp8); true_stack="hf-compile-fp8: torchao convert_to_float8_training tensorwise (all nn.Linear but lm_head) under torch.compile, fp32 master params + bf16 autocast, fused AdamW" ;;
+        bf16p) wa+=(--param-dtype bf16); true_stack="hf-eager with bf16 params (no fp32 master, no autocast; AdamW states bf16), fused AdamW" ;;
+      esac ;;
+    prefill)
+      sa+=(--batch "$b" --seq "$s"); wa+=(--batch "$b" --seq "$s")
+      true_stack="hf-eager prefill: bf16 weights, inference_mode, use_cache=True (DynamicCache), logits_to_keep=1" ;;
+    decode)
+      sa+=(--batch "$b" --kv-len "$s"); wa+=(--batch "$b" --kv-len "$s" --decode-api "$variant")
+      if [[ $variant == generate ]]; then
+        true_stack="hf-eager decode via model.generate (greedy, prefilled random DynamicCache, step = one generate iteration read by a syncing LogitsProcessor)"
+      else
+        true_stack="hf-eager decode via a manual model() loop with a DynamicCache (prefilled random), argmax"
+      fi ;;
+  esac
+  local -a spl=()
+  [[ -n $split ]] && spl=(--split "$split")
+  echo "=== $rid [$split] $mode $cfg b=$b s=$s ga=$ga rc=$rc $variant (t=${now}s, timeout ${to}s)"
+  "$G" measure "${sa[@]}" --stack "$stack" --precision "$prec" --warmup "$warm" --timeout-s "$to" \
+    --run-id "$rid" "${spl[@]}" --note "HF transformers from_config (SDPA, library-default experts path) on $KIND; true stack ${true_stack}; scenarios/workloads/hf_train.py" \
+    --log "$OUTDIR/logs/$rid.log" --out "$rec" -- "${wa[@]}" >/dev/null 2>&1
+  local rcode=$?
+  local line
+  line=$(grep -h -E '^(step=|summary|gpuplan-workload|config hf_stack)' "$OUTDIR/logs/$rid.log" 2>/dev/null | grep -E 'summary|oom' | tail -1)
+  echo "    measure exit $rcode: ${line:-$(tail -2 "$OUTDIR/logs/$rid.log" 2>/dev/null | tr '\n' ' ' | cut -c1-300)}"
+  return $rcode
+}
+
+run_rows() {  # filter: a function of the id
+  local sel=$1
+  while read -r id kind mode cfg b s ga rc variant steps warm est; do
+    [[ -z ${id:-} ]] && continue
+    $sel "$id" || continue
+    if [[ $kind != "$KIND" ]]; then echo "skip hf-$id: a $kind row, this is $KIND"; continue; fi
+    local tag="$mode-$variant"
+    [[ $cfg == mixtral* || $cfg == qwen3-moe* || $cfg == deepseek* ]] && tag="moe-$tag"
+    if [[ -n ${SMOKE_FAILED[$tag]:-} ]]; then echo "skip hf-$id: its smoke test ($tag) failed"; continue; fi
+    measure_one "$REC" "hf-$id" "$(split_of "$id" "$cfg")" "$mode" "$cfg" "$b" "$s" "$ga" "$rc" "$variant" "$steps" "$warm" "$est"
+  done <<<"$TABLE"
+}
+
+smoke() {
+  # tag mode cfg b s ga rc variant steps warm est
+  local n=0
+  while read -r tag mode cfg b s ga rc variant steps warm est; do
+    n=$(( n + 1 ))
+    if ! measure_one "$SMOKE" "smoke-$n-$tag" "" "$mode" "$cfg" "$b" "$s" "$ga" "$rc" "$variant" "$steps" "$warm" "$est"; then
+      SMOKE_FAILED[$tag]=1
+      [[ $tag == train-fp8 ]] && SMOKE_FAILED[train-compile]=1
+    fi
+  done <<'EOF'
+train-eager          train   smoke-llama       2 256 1 none eager    5  1 20
+train-fp8            train   smoke-llama       2 256 1 none fp8      5  1 90
+prefill-eager        prefill smoke-llama       2 256 0 none eager    5  1 20
+decode-loop          decode  smoke-qwen3       2 256 0 none loop     12 2 20
+decode-generate      decode  smoke-llama       2 256 0 none generate 12 2 20
+moe-train-eager      train   smoke-qwen3-moe   2 256 1 none eager    5  1 25
+moe-train-bf16p      train   smoke-deepseek-v3 2 256 1 full bf16p    5  1 25
+moe-prefill-eager    prefill smoke-mixtral     2 256 0 none eager    5  1 20
+moe-train-compile    train   smoke-mixtral     2 256 1 none compile  5  1 90
+EOF
+  # the recompute and deepseek smoke row stands for every eager MoE row too
+  [[ -n ${SMOKE_FAILED[moe-train-bf16p]:-} ]] && SMOKE_FAILED[moe-train-eager]=1
+}
+
+for ph in "${PHASES[@]}"; do
+  case $ph in
+    smoke) smoke ;;
+    micro|micro-quick|micro-host)
+      q=(); [[ $ph == micro-quick ]] && q=(--quick); [[ $ph == micro-host ]] && q=(--parts host)
+      echo "=== microbenchmarks ($ph, t=$(( $(date +%s) - T0 ))s)"
+      timeout 300 python3 "$W/hf_microbench.py" --out-dir "$OUTDIR/micro" "${q[@]}" >>"$OUTDIR/logs/microbench-$KIND.log" 2>&1
+      echo "    exit $?: $(grep -E '^part|^wrote|Error' "$OUTDIR/logs/microbench-$KIND.log" | tr '\n' ' ')" ;;
+    rows=*)
+      r=${ph#rows=}; lo=$((10#${r%-*})); hi=$((10#${r#*-}))
+      in_range() { (( 10#$1 >= lo && 10#$1 <= hi )); }
+      run_rows in_range ;;
+    ids=*)
+      IDS=",${ph#ids=},"
+      in_ids() { [[ $IDS == *",$1,"* ]]; }
+      run_rows in_ids ;;
+    *) echo "unknown phase $ph" ;;
+  esac
+done
+echo "=== done at t=$(( $(date +%s) - T0 ))s"
+tar -C "$OUTDIR" -czf "$OUTDIR/logs.tgz" logs && rm -rf "$OUTDIR/logs"
