@@ -278,9 +278,8 @@ def map_row(r, systems_dir, sets):
         reasons.append("DeepSeek-V3 with its MTP layer (the 25.11 page labels it; the 26.x rows' model "
                        "FLOPs/token, 260 G, equal the 25.11 'w/ MTP' row's, not the 'w/o MTP' rows' 249.5 G): "
                        "models/deepseek-v3.toml is the 671B main model without MTP")
-    if vp > 1 and n and (model_layers(model) % (pp * vp)) != 0:
-        reasons.append(f"n_layers = {model_layers(model)} is not divisible by pp*vp = {pp}*{vp}: Megatron builds "
-                       "this with pipeline_model_parallel_layout / uneven first-last stages, gpuplan needs equal chunks")
+    # Uneven pipeline splits (n_layers not divisible by pp*vp) are gpuplan's to accept or refuse:
+    # Megatron's first/last-stage and account_for_* options and the recipes' defaults (issue 17 item 3).
     prec = precision_of(r)
     if prec is None:
         raise Skip("incomplete", "precision not stated")

@@ -151,6 +151,21 @@ pub struct ScenarioArgs {
     /// ZeRO stage: 0, 1, 2, 3 (3 = FSDP full shard)
     #[arg(long, value_parser = zero_stage(), allow_negative_numbers = true)]
     pub zero: Option<i64>,
+    /// Decoder layers on the first pipeline rank (Megatron-LM's flag)
+    #[arg(long)]
+    pub decoder_first_pipeline_num_layers: Option<i64>,
+    /// Decoder layers on the last pipeline rank (Megatron-LM's flag)
+    #[arg(long)]
+    pub decoder_last_pipeline_num_layers: Option<i64>,
+    /// The embedding counts as one layer in the pipeline split (Megatron-LM's flag)
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    pub account_for_embedding_in_pipeline_split: Option<bool>,
+    /// The loss counts as one layer in the pipeline split (Megatron-LM's flag)
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    pub account_for_loss_in_pipeline_split: Option<bool>,
+    /// Decoder layers per virtual stage, comma-separated (virtual stage = chunk * pp + rank)
+    #[arg(long, value_delimiter = ',')]
+    pub pipeline_layout: Option<Vec<i64>>,
     /// train, prefill or decode (plan and compare: train or serve; measure: also serve)
     #[arg(long)]
     pub mode: Option<String>,
@@ -209,6 +224,11 @@ impl ScenarioArgs {
                 sp: self.sp,
                 zero: self.zero,
                 schedule: self.schedule.clone(),
+                decoder_first_pipeline_num_layers: self.decoder_first_pipeline_num_layers,
+                decoder_last_pipeline_num_layers: self.decoder_last_pipeline_num_layers,
+                account_for_embedding_in_pipeline_split: self.account_for_embedding_in_pipeline_split,
+                account_for_loss_in_pipeline_split: self.account_for_loss_in_pipeline_split,
+                pipeline_layout: self.pipeline_layout.clone(),
             },
             workload: WorkloadWire {
                 mode: self.mode.clone(),

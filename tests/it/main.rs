@@ -7,6 +7,7 @@ mod catalog;
 mod cli;
 mod cost;
 mod measure;
+mod pipeline;
 mod plan;
 mod portable;
 mod published;

@@ -5,7 +5,10 @@
 //! model = "llama-3-70b"          # catalog name, TOML path or HF config.json
 //! system = "dgx-b200"
 //! gpus = 64
-//! [parallelism]                  # all optional: tp, pp, dp, cp, ep, etp, vp, sp, zero, schedule
+//! [parallelism]                  # all optional: tp, pp, dp, cp, ep, etp, vp, sp, zero, schedule,
+//!                                # decoder_first_pipeline_num_layers, decoder_last_pipeline_num_layers,
+//!                                # account_for_embedding_in_pipeline_split,
+//!                                # account_for_loss_in_pipeline_split, pipeline_layout = [n, ...]
 //! tp = 4
 //! pp = 2
 //! [workload]                     # mode, micro_batch, global_batch, seq, batch, kv_len, precision,
@@ -17,7 +20,9 @@
 //! Workload defaults (not hardware numbers): tp/pp/cp/ep/etp/vp = 1, dp = gpus / (tp*pp*cp),
 //! sp = (tp > 1), zero = 0, mode = train, micro_batch = 1, global_batch = micro_batch * dp,
 //! batch = 1, precision = bf16, recompute = none, stack = megatron, flash attention on, no dropout,
-//! balanced routing.
+//! balanced routing. Pipeline split: Megatron's options as given; with none, layers that divide
+//! over pp*vp split evenly and those that do not as the model's Megatron-Bridge recipe does
+//! (`recipe_fill`).
 
 use std::path::{Path, PathBuf};
 
@@ -26,7 +31,7 @@ use serde::Deserialize;
 use super::{parse_toml, read_file, ConfigError, Problems};
 use gpuplan_core::hardware::Dtype;
 use gpuplan_core::model::Model;
-use gpuplan_core::parallelism::{ParallelConfig, Schedule};
+use gpuplan_core::parallelism::{Fill, ParallelConfig, PipelineSplit, Schedule};
 use gpuplan_core::scenario::{Options, Scenario};
 use gpuplan_core::workload::{Mode, Recompute, Stack, Workload};
 
@@ -72,6 +77,17 @@ pub struct ParallelWire {
     pub zero: Option<i64>,
     /// 1f1b | interleaved | gpipe
     pub schedule: Option<String>,
+    /// Megatron-LM `--decoder-first-pipeline-num-layers`: decoder layers on the first pipeline rank.
+    pub decoder_first_pipeline_num_layers: Option<i64>,
+    /// Megatron-LM `--decoder-last-pipeline-num-layers`: decoder layers on the last pipeline rank.
+    pub decoder_last_pipeline_num_layers: Option<i64>,
+    /// Megatron-LM `--account-for-embedding-in-pipeline-split`: the embedding counts as a layer.
+    pub account_for_embedding_in_pipeline_split: Option<bool>,
+    /// Megatron-LM `--account-for-loss-in-pipeline-split`: the loss counts as a layer.
+    pub account_for_loss_in_pipeline_split: Option<bool>,
+    /// Decoder layers per virtual stage (virtual stage v = chunk * pp + rank), as Megatron's
+    /// `--pipeline-model-parallel-layout` places them.
+    pub pipeline_layout: Option<Vec<i64>>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -109,7 +125,27 @@ pub fn overlay(base: ScenarioWire, over: ScenarioWire) -> ScenarioWire {
     }
     let mut b = base;
     pick!(b, over, [name, description, source, model, system, gpus, calibration]);
-    pick!(b.parallelism, over.parallelism, [tp, pp, dp, cp, ep, etp, vp, sp, zero, schedule]);
+    pick!(
+        b.parallelism,
+        over.parallelism,
+        [
+            tp,
+            pp,
+            dp,
+            cp,
+            ep,
+            etp,
+            vp,
+            sp,
+            zero,
+            schedule,
+            decoder_first_pipeline_num_layers,
+            decoder_last_pipeline_num_layers,
+            account_for_embedding_in_pipeline_split,
+            account_for_loss_in_pipeline_split,
+            pipeline_layout
+        ]
+    );
     pick!(
         b.workload,
         over.workload,
@@ -177,6 +213,57 @@ pub fn build(w: &ScenarioWire, file: Option<&Path>) -> Result<Scenario, ConfigEr
 
 /// [`build`], with the model already loaded (a run record's copy of its model file) instead of the
 /// one `w.model` names; `w.model` still names it in messages.
+/// The split of the layers over pipeline stages: Megatron's options where the scenario gives them,
+/// else what the Megatron-Bridge recipe of the model does (`recipe_fill`).
+fn pipeline_split(p: &mut Problems, path: &Path, pw: &ParallelWire, model: &Model) -> PipelineSplit {
+    let mut count = |key: &str, v: Option<i64>| match v {
+        Some(n) if n >= 0 => Some(n as u64),
+        Some(n) => {
+            p.push(ConfigError::invalid(path, &format!("parallelism.{key}"), n, "must be zero or a positive number of layers"));
+            None
+        }
+        None => None,
+    };
+    let first = count("decoder_first_pipeline_num_layers", pw.decoder_first_pipeline_num_layers);
+    let last = count("decoder_last_pipeline_num_layers", pw.decoder_last_pipeline_num_layers);
+    let layout = pw.pipeline_layout.as_ref().map(|l| l.iter().map(|&n| count("pipeline_layout", Some(n)).unwrap_or(0)).collect());
+    PipelineSplit {
+        first,
+        last,
+        account_for_embedding: pw.account_for_embedding_in_pipeline_split.unwrap_or(false),
+        account_for_loss: pw.account_for_loss_in_pipeline_split.unwrap_or(false),
+        layout,
+        fill: recipe_fill(model),
+    }
+}
+
+/// How the Megatron-Bridge recipe of a model splits layers that do not divide over `pp*vp`, when
+/// the scenario sets none of Megatron's split options.
+///
+/// - DeepSeek-V3 (61 layers): Megatron-Bridge's `deepseek_v3` recipes set
+///   `pipeline_model_parallel_layout` from a table keyed by (pp, vp) (from memory of
+///   `recipes/deepseek/deepseek_v3.py`): (4,1) `E+16|16|16|13+L`, (8,1) and (4,2) `E+8|8 x6|5+L`,
+///   (16,1), (8,2) and (4,4) `E+4|4 x14|1+L`; the performance configs at PP 8 x VP 4 use
+///   `Et|(tt|)*30mL`. All of these are [`Fill::FrontFilled`]: ceil(61 / (pp*vp)) on every virtual
+///   stage, the shortfall off the last (loss, MTP) and then the first (embedding). At other
+///   (pp, vp) the same rule is an extrapolation.
+/// - Llama-3.1 405B (126 layers): the recipes set `account_for_embedding_in_pipeline_split` and
+///   `account_for_loss_in_pipeline_split` (126 + 2 = 128 splits evenly over PP 8/16 x VP 4/8;
+///   from memory of Megatron-Bridge `llama31_405b` / NeMo 2 `llama31_405b.py`). Wherever those
+///   flags are defined, [`Fill::Balanced`] gives the same split, and it also covers the (pp, vp)
+///   where they are not (where Megatron would refuse).
+/// - Every other model: [`Fill::Even`], Megatron's default (an uneven interleaved split is refused
+///   unless an option gives it; with vp = 1 gpuplan keeps its balanced split).
+pub fn recipe_fill(model: &Model) -> Fill {
+    if model.name.starts_with("deepseek-v3") {
+        Fill::FrontFilled
+    } else if model.name.starts_with("llama-3.1-405b") {
+        Fill::Balanced
+    } else {
+        Fill::Even
+    }
+}
+
 pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Model>) -> Result<Scenario, ConfigError> {
     let path = origin(file);
     let mut p = Problems::default();
@@ -261,7 +348,11 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
             Schedule::OneFOneB
         }
     };
-    let parallel = ParallelConfig { tp, sp: pw.sp.unwrap_or(tp > 1), pp, vp, dp, cp, ep, etp, zero, schedule };
+    let split = pipeline_split(&mut p, &path, pw, &model);
+    let parallel = ParallelConfig { tp, sp: pw.sp.unwrap_or(tp > 1), pp, vp, dp, cp, ep, etp, zero, schedule, split };
+    if let Err(e) = gpuplan_core::parallelism::virtual_stage_layers(model.n_layers, &parallel) {
+        p.push(ConfigError::invalid(&path, &format!("parallelism.{}", e.key), e.value, e.why).with_hint(e.hint));
+    }
 
     let ww = &w.workload;
     let mode = match ww.mode.as_deref().unwrap_or("train") {

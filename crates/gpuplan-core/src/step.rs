@@ -124,11 +124,8 @@ pub const BUCKET_BYTES: f64 = 25e6;
 
 /// Layers of each kind in pipeline stage `stage` (dense layers come first in MoE models).
 pub fn stage_layers(s: &Scenario, stage: u32) -> (usize, usize) {
-    let counts = parallelism::stage_layer_counts(s.model.n_layers, s.parallel.pp);
-    let first: u64 = counts[..stage as usize].iter().sum();
-    let per = counts[stage as usize];
-    let dense = s.model.n_dense_layers().saturating_sub(first).min(per);
-    (dense as usize, (per - dense) as usize)
+    let (dense, moe) = parallelism::stage_dense_moe(s.model.n_layers, s.model.n_dense_layers(), &s.parallel, stage);
+    (dense as usize, moe as usize)
 }
 
 /// Micro-batches per optimizer step per pipeline (1 in inference).
@@ -345,7 +342,7 @@ pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
         }
         _ => {
             if pc.dp > 1 {
-                let layers = parallelism::stage_layer_counts(s.model.n_layers, pc.pp)[stage as usize].max(1) as f64;
+                let layers = parallelism::stage_layer_counts(s.model.n_layers, pc)[stage as usize].max(1) as f64;
                 let per_layer = (dense + experts) / layers;
                 plan.layer_gather = Some(cost.comm_step(pc, CollectiveOp::AllGather, Group::Dp, per_layer * param_bytes, Overlap::Blocking));
                 plan.layer_reduce = Some(cost.comm_step(pc, CollectiveOp::ReduceScatter, Group::Dp, per_layer * grad_bytes, Overlap::Blocking));

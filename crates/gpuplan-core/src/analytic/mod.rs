@@ -172,9 +172,13 @@ fn step_breakdown(s: &Scenario, cost: &CostModel, stages: &[StageTimes], n_micro
             bd.add(&busy);
             if pc.pp > 1 {
                 // Fill and drain pass once through every stage but the slowest (which the m
-                // micro-batches already count): (sum - max) / vp, = (p-1)/vp stage-times when even.
+                // micro-batches already count): one model chunk of each, = (p-1)/vp stage-times
+                // when even, else the actual chunk sizes (`parallelism::bubble_chunk_shares`).
                 let sum = per_stage.iter().copied().sum::<Seconds>();
-                bd.pp_bubble = (sum - per_stage[slowest]) / pc.vp as f64;
+                bd.pp_bubble = match parallelism::bubble_chunk_shares(s.model.n_layers, pc, slowest) {
+                    None => (sum - per_stage[slowest]) / pc.vp as f64,
+                    Some(shares) => per_stage.iter().zip(&shares).map(|(t, f)| *t * *f).sum::<Seconds>(),
+                };
                 bd.pp_p2p = p2p * (2 * (pc.pp - 1)) as f64;
             }
             let (dp, opt) = data_parallel_and_optimizer(cost, s, stages, n_micro);
@@ -258,7 +262,7 @@ fn data_parallel_and_optimizer(cost: &CostModel, s: &Scenario, stages: &[StageTi
         let (exposed, overlapped) = if let (Some(g), Some(r)) = (&plan.layer_gather, &plan.layer_reduce) {
             // FSDP: the next layer's gather runs beside this layer's compute; a layer costs the
             // longer of the two, plus FSDP's copies. The first gather of each pass is exposed.
-            let layers = parallelism::stage_layer_counts(s.model.n_layers, pc.pp)[stage] as f64;
+            let layers = parallelism::stage_layer_counts(s.model.n_layers, pc)[stage] as f64;
             let (f_layer, b_layer) = (fwd_one / layers, bwd_one / layers);
             let fwd_wait = (g.time() - f_layer).max(Seconds::ZERO);
             let bwd_wait = (g.time() + r.time() - b_layer).max(Seconds::ZERO);

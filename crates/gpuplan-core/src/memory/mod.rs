@@ -181,14 +181,26 @@ fn in_flight(pc: &ParallelConfig, n_micro: u64) -> f64 {
     }
 }
 
+/// Micro-batches whose activations middle stage `stage` holds at its peak: its warm-up forwards
+/// plus one (Megatron-Core's schedules: `pp - stage - 1` warm-up micro-batches, interleaved
+/// `(pp - stage - 1) * 2 + (vp - 1) * pp` model chunks of 1/vp of its layers each). Planned only
+/// for a middle stage that holds more layers than the first (an uneven split).
+fn in_flight_middle(pc: &ParallelConfig, n_micro: u64, stage: u32) -> f64 {
+    let (p, d, v) = (pc.pp as f64, stage as f64, pc.vp.max(1) as f64);
+    match pc.schedule {
+        Schedule::Gpipe => n_micro as f64,
+        Schedule::OneFOneB | Schedule::Interleaved if pc.vp > 1 => (((p - d - 1.0) * 2.0 + (v - 1.0) * p + 1.0) / v).min(n_micro as f64),
+        Schedule::OneFOneB | Schedule::Interleaved => (p - d).min(n_micro as f64),
+    }
+}
+
 /// Parameters one rank of pipeline stage `stage` holds, split into (dense, expert) parts.
 pub fn params_on_rank(model: &Model, pc: &ParallelConfig, stage: u32) -> (f64, f64) {
     let p = model.params();
     let t = pc.tp as f64;
-    let counts = crate::parallelism::stage_layer_counts(model.n_layers, pc.pp);
-    let layers = counts[stage as usize] as f64;
-    let first: u64 = counts[..stage as usize].iter().sum();
-    let moe_here = (first + counts[stage as usize]).saturating_sub(model.n_dense_layers()).min(counts[stage as usize]) as f64;
+    let (dense_layers, moe_layers) = crate::parallelism::stage_dense_moe(model.n_layers, model.n_dense_layers(), pc, stage);
+    let layers = (dense_layers + moe_layers) as f64;
+    let moe_here = moe_layers as f64;
     let dense_here = layers - moe_here;
     let per_layer = |total: f64, n: u64| if n == 0 { 0.0 } else { total / n as f64 };
     let mut dense = layers * (per_layer(p.attention, model.n_layers) / t + per_layer(p.norms, model.n_layers))
@@ -208,7 +220,14 @@ pub fn params_on_rank(model: &Model, pc: &ParallelConfig, stage: u32) -> (f64, f
 
 /// The memory plan of the peak GPU.
 pub fn plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes) -> MemoryPlan {
-    let stages: Vec<u32> = if pc.pp > 1 { vec![0, pc.pp - 1] } else { vec![0] };
+    // The first stage (embedding, most micro-batches in flight), the last (LM head) and, when the
+    // split is uneven, the stage with the most layers.
+    let counts = crate::parallelism::stage_layer_counts(model.n_layers, pc);
+    let most = counts.iter().enumerate().fold((0, 0), |acc, (i, &n)| if n > acc.1 { (i as u32, n) } else { acc }).0;
+    let mut stages: Vec<u32> = if pc.pp > 1 { vec![0, pc.pp - 1] } else { vec![0] };
+    if !stages.contains(&most) {
+        stages.push(most);
+    }
     stages
         .into_iter()
         .map(|s| stage_plan(model, pc, w, capacity, s))
@@ -222,9 +241,8 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     let dp = pc.dp as f64;
     let edp = pc.expert_dp() as f64;
     let shard = |stage_min: u32, n: f64| if pc.zero >= stage_min { n } else { 1.0 };
-    let counts = crate::parallelism::stage_layer_counts(model.n_layers, pc.pp);
-    let layers = counts[stage as usize] as f64;
-    let first: u64 = counts[..stage as usize].iter().sum();
+    let (dense_layers, moe_layers) = crate::parallelism::stage_dense_moe(model.n_layers, model.n_dense_layers(), pc, stage);
+    let layers = (dense_layers + moe_layers) as f64;
     let tokens = (w.sequences() * w.q_len()) as f64 / pc.cp as f64;
     let runtime = runtime_bytes(pc);
 
@@ -265,8 +283,14 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
 
     // Activations of the micro-batches in flight on this stage.
     let n_micro = (w.global_batch / (w.micro_batch * pc.dp as u64)).max(1);
-    let flight = if stage == 0 { in_flight(pc, n_micro) } else { 1.0 };
-    let moe_layers_here = (first + counts[stage as usize]).saturating_sub(model.n_dense_layers()).min(counts[stage as usize]) as f64;
+    let flight = if stage == 0 {
+        in_flight(pc, n_micro)
+    } else if stage < pc.pp - 1 {
+        in_flight_middle(pc, n_micro, stage)
+    } else {
+        1.0
+    };
+    let moe_layers_here = moe_layers as f64;
     let dense_layers_here = layers - moe_layers_here;
     let dense_act = layer_activation_bytes(model, pc, w, false);
     let moe_act = if model.is_moe() { layer_activation_bytes(model, pc, w, true) } else { 0.0 };
@@ -355,7 +379,7 @@ mod tests {
     }
 
     fn pc(tp: u32, sp: bool) -> ParallelConfig {
-        ParallelConfig { tp, sp, pp: 1, vp: 1, dp: 1, cp: 1, ep: 1, etp: 1, zero: 0, schedule: Schedule::OneFOneB }
+        ParallelConfig { tp, sp, pp: 1, vp: 1, dp: 1, cp: 1, ep: 1, etp: 1, zero: 0, schedule: Schedule::OneFOneB, split: Default::default() }
     }
 
     /// Table 2 of Korthikanti et al. 2022, per layer, bytes: s b h (...)
@@ -401,7 +425,8 @@ mod tests {
         let m = gpt3_175b();
         let mut w = korthikanti(Recompute::Selective);
         w.flash_attention = true;
-        let mut p = ParallelConfig { tp: 8, sp: true, pp: 8, vp: 1, dp: 4, cp: 1, ep: 1, etp: 1, zero: 0, schedule: Schedule::OneFOneB };
+        let mut p =
+            ParallelConfig { tp: 8, sp: true, pp: 8, vp: 1, dp: 4, cp: 1, ep: 1, etp: 1, zero: 0, schedule: Schedule::OneFOneB, split: Default::default() };
         let z0 = plan(&m, &p, &w, Bytes::gib(80.0));
         let sum: f64 = z0.components().iter().map(|(_, b)| b.value()).sum();
         assert_eq!(sum, z0.total().value());

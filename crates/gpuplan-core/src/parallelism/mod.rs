@@ -7,6 +7,12 @@
 use crate::hardware::System;
 use crate::model::Model;
 
+pub mod split;
+pub use split::{
+    bubble_chunk_shares, stage_dense_moe, stage_layer_counts, unrequested_uneven_interleaving, virtual_stage_layer_counts, virtual_stage_layers, Fill,
+    PipelineSplit, SplitError,
+};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Schedule {
     /// GPipe-style all-forward then all-backward (same bubble as 1F1B, more memory).
@@ -32,6 +38,8 @@ pub struct ParallelConfig {
     /// 0 none, 1 optimizer states sharded over DP, 2 + gradients, 3 + parameters (FSDP full shard).
     pub zero: u32,
     pub schedule: Schedule,
+    /// How the layers split over pipeline (virtual) stages: Megatron's options (`split`).
+    pub split: PipelineSplit,
 }
 
 impl ParallelConfig {
@@ -86,11 +94,23 @@ pub fn check(model: &Model, pc: &ParallelConfig, n_gpus: u64) -> Vec<Infeasible>
         }
     }
     divides(&mut p, "ffn_hidden", model.ffn_hidden, "tp", tp);
-    if pc.vp > 1 {
-        // Interleaving needs equal model chunks (Megatron-Core's requirement).
+    if unrequested_uneven_interleaving(model.n_layers, pc) {
+        // Interleaving needs equal model chunks unless a split option or the model's recipe
+        // layout says otherwise (Megatron-LM's rule).
         divides(&mut p, "n_layers", model.n_layers, "pp*vp", pc.pp as u64 * pc.vp as u64);
     } else if model.n_layers < pc.pp as u64 {
         p.push(Infeasible::Unsupported { what: "pp", value: pc.pp as u64, why: format!("more pipeline stages than the model's {} layers", model.n_layers) });
+    } else if !pc.split.has_flags() && (pc.pp as u64 * pc.vp as u64) > model.n_layers + 2 {
+        // A fill would leave middle virtual stages without a layer (only the embedding's and the
+        // loss's may be empty, as in Megatron's layouts).
+        p.push(Infeasible::Unsupported {
+            what: "vp",
+            value: pc.vp as u64,
+            why: format!("pp*vp = {} virtual stages for the model's {} layers: middle stages would hold none", pc.pp as u64 * pc.vp as u64, model.n_layers),
+        });
+    } else if let Err(e) = virtual_stage_layers(model.n_layers, pc) {
+        // Uneven splits are Megatron's options (`split`); only options that do not add up fail.
+        p.push(Infeasible::Unsupported { what: "n_layers", value: model.n_layers, why: format!("{e}; {}", e.hint) });
     }
     if pc.vp > 1 && pc.pp == 1 {
         p.push(Infeasible::Unsupported { what: "vp", value: pc.vp as u64, why: "interleaving needs pp > 1".into() });
@@ -111,30 +131,6 @@ pub fn check(model: &Model, pc: &ParallelConfig, n_gpus: u64) -> Vec<Infeasible>
         }
     }
     p
-}
-
-/// Transformer layers held by each pipeline stage. Layers that do not divide evenly go to the middle
-/// stages first: the first and last stages also hold the embedding and the LM head (Llama 3's
-/// 126 layers on 16 stages: 7 on the first and last, 8 elsewhere).
-pub fn stage_layer_counts(n_layers: u64, pp: u32) -> Vec<u64> {
-    let pp = pp.max(1) as u64;
-    let base = n_layers / pp;
-    let mut extra = n_layers % pp;
-    let mut counts = vec![base; pp as usize];
-    // Middle stages outward: 1, pp-2, 2, pp-3, ..., then the ends.
-    let mut order: Vec<usize> = (1..pp.saturating_sub(1) as usize).collect();
-    order.push(0);
-    if pp > 1 {
-        order.push(pp as usize - 1);
-    }
-    for i in order {
-        if extra == 0 {
-            break;
-        }
-        counts[i] += 1;
-        extra -= 1;
-    }
-    counts
 }
 
 /// Which communication group an op runs on.
@@ -209,17 +205,19 @@ mod tests {
     use crate::model::tests::gpt3_175b;
 
     fn pc(tp: u32, pp: u32, dp: u32) -> ParallelConfig {
-        ParallelConfig { tp, sp: true, pp, vp: 1, dp, cp: 1, ep: 1, etp: 1, zero: 1, schedule: Schedule::OneFOneB }
+        ParallelConfig { tp, sp: true, pp, vp: 1, dp, cp: 1, ep: 1, etp: 1, zero: 1, schedule: Schedule::OneFOneB, split: PipelineSplit::default() }
     }
 
     #[test]
-    fn uneven_stages_put_extra_layers_in_the_middle() {
-        let c = stage_layer_counts(126, 16);
-        assert_eq!(c.iter().sum::<u64>(), 126);
-        assert_eq!((c[0], c[15]), (7, 7));
-        assert!(c[1..15].iter().all(|&n| n == 8));
-        assert_eq!(stage_layer_counts(61, 1), vec![61]);
-        assert_eq!(stage_layer_counts(96, 8), vec![12; 8]);
+    fn more_virtual_stages_than_layers_is_refused() {
+        let m = gpt3_175b(); // 96 layers
+        let mut c = pc(8, 16, 1);
+        c.vp = 12;
+        c.schedule = Schedule::Interleaved;
+        c.split.fill = Fill::Balanced;
+        assert!(check(&m, &c, 128).iter().any(|e| matches!(e, Infeasible::Unsupported { what: "vp", .. })));
+        c.vp = 6; // 96 virtual stages, one layer each
+        assert!(check(&m, &c, 128).is_empty(), "{:?}", check(&m, &c, 128));
     }
 
     #[test]

@@ -25,7 +25,7 @@ use crate::cost::lower::{CommStep, Overlap, Step};
 use crate::cost::Bound;
 use crate::des::EventQueue;
 pub use crate::des::SimTime;
-use crate::parallelism::{stage_layer_counts, Group, Schedule};
+use crate::parallelism::{stage_layer_counts, virtual_stage_layer_counts, Group, Schedule};
 use crate::scenario::Scenario;
 use crate::step::{self, Breakdown, DpPlan, PredictError, Prediction, Priced};
 use crate::units::Seconds;
@@ -831,7 +831,8 @@ fn chunk_lists(s: &Scenario, pr: &Priced, plan: &DpPlan, v: u32, n_v: u32, slow:
         launches: 0.0,
         host_sync: SimTime(0),
     };
-    let counts = stage_layer_counts(s.model.n_layers, n_v);
+    let counts = virtual_stage_layer_counts(s.model.n_layers, &s.parallel);
+    debug_assert_eq!(counts.len(), n_v as usize);
     let first: u64 = counts[..v as usize].iter().sum();
     let here = counts[v as usize];
     let lower = |ops: &[Op]| to_sim(pr.cost.lower(&s.parallel, &s.options, &s.workload, ops, pr.power.speedup), slow);
@@ -900,7 +901,7 @@ pub fn simulate(s: &Scenario, opts: &SimOptions) -> Result<SimResult, PredictErr
         let slow = factor(&opts.faults.slow_gpu, d);
         let plan = if train { step::dp_plan(&pr.cost, s, d) } else { DpPlan::default() };
         lists.push((0..vp).map(|c| chunk_lists(s, &pr, &plan, c * pp + d, n_v, slow, fsdp, train)).collect::<Vec<_>>());
-        let layers = stage_layer_counts(s.model.n_layers, pp)[d as usize].max(1);
+        let layers = stage_layer_counts(s.model.n_layers, pc)[d as usize].max(1);
         // Every virtual stage on this device adds its layers' gradients.
         let gathers_total = if fsdp { 2 * m as u64 * layers } else { 0 };
         let tasks =

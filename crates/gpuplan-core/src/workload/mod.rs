@@ -603,7 +603,7 @@ mod tests {
     }
 
     fn single() -> ParallelConfig {
-        ParallelConfig { tp: 1, sp: false, pp: 1, vp: 1, dp: 1, cp: 1, ep: 1, etp: 1, zero: 0, schedule: Schedule::OneFOneB }
+        ParallelConfig { tp: 1, sp: false, pp: 1, vp: 1, dp: 1, cp: 1, ep: 1, etp: 1, zero: 0, schedule: Schedule::OneFOneB, split: Default::default() }
     }
 
     fn step_flops(model: &Model, pc: &ParallelConfig, w: &Workload, causal_as_full: bool) -> f64 {
