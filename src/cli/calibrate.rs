@@ -9,8 +9,9 @@ use anyhow::Context;
 
 use super::Outcome;
 use crate::calibrate::libs::{self, CudaLib, Discovery, MissingLibrary, SearchEnv};
-use crate::calibrate::{self, output, Bench, Measurements, Options, Progress};
-use crate::config::profile::{write_profile_dir, ProfileFile, SCHEMA_VERSION};
+use crate::calibrate::output::{default_name, profile_text, shell_quote};
+use crate::calibrate::{self, import, output, Bench, Measurements, Options, Progress};
+use crate::config::profile::write_profile_dir;
 use crate::hardware::Dtype;
 
 /// Set in the environment of the re-started process, once the libraries are on its path.
@@ -136,10 +137,6 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::Ok)
 }
 
-fn profile_text(pf: &ProfileFile) -> String {
-    format!("# gpuplan calibration profile, schema {SCHEMA_VERSION}. Written by `gpuplan calibrate`; see meta.toml and README.md beside it.\n{}", pf.to_toml())
-}
-
 fn parse_benches(only: &[String]) -> anyhow::Result<Vec<Bench>> {
     if only.is_empty() {
         return Ok(Bench::ALL.to_vec());
@@ -187,20 +184,6 @@ fn reexec_with_libs(d: &Discovery) -> anyhow::Result<()> {
         .env("NCCL_NVLS_ENABLE", "0")
         .exec();
     Err(anyhow::anyhow!(err).context(format!("cannot restart `{}` with the CUDA libraries on its path", exe.display())))
-}
-
-fn default_name(gpu: &str, n: u32) -> String {
-    let base: String =
-        gpu.to_ascii_lowercase().replace("nvidia", "").split(|c: char| !c.is_ascii_alphanumeric()).filter(|s| !s.is_empty()).collect::<Vec<_>>().join("-");
-    format!("{base}-{n}x")
-}
-
-fn shell_quote(s: &str) -> String {
-    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=,:".contains(c)) {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
 }
 
 fn command_line() -> String {
@@ -281,84 +264,15 @@ fn import_nccl_tests(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
         runs.extend(calibrate::nccl_tests::parse(f, &text)?);
     }
     let name = args.name.clone().context("`--import-nccl-tests` needs `--name NAME` for the profile folder")?;
-    let rows = output::rows_from_nccl_tests(&runs);
-    let mut wires = Vec::new();
-    let mut notes = Vec::new();
     let sources: Vec<String> = args.import_nccl_tests.iter().map(|p| p.display().to_string()).collect();
-    let source = format!("nccl-tests logs: {}", sources.join(", "));
-    for intra in [true, false] {
-        let rs: Vec<_> = rows.iter().filter(|(_, i)| *i == intra).map(|(r, _)| r.clone()).collect();
-        let (w, n) = output::collective_fits(&rs, intra, &source);
-        wires.extend(w);
-        notes.extend(n);
-    }
-    let gpu_name = runs.iter().find_map(|r| r.gpu_name.clone()).unwrap_or_else(|| "unknown".into());
-    let n_gpus = runs.iter().map(|r| r.n_ranks).max().unwrap_or(1);
-    let date = utc_now();
-    let pf = ProfileFile {
-        schema_version: SCHEMA_VERSION,
-        name: name.clone(),
-        gpu_name,
-        n_gpus,
-        provenance: format!("imported by `{}` on {date} UTC from {}", command_line(), sources.join(", ")),
-        kernel_launch_us: None,
-        stream: None,
-        l2: None,
-        power: None,
-        power_activity: None,
-        power_phases: Vec::new(),
-        collectives: wires,
-        p2p: Vec::new(),
-        elementwise: Vec::new(),
-        gemm: Vec::new(),
-        attention_bmm: Vec::new(),
-    };
+    let imported = import::import(&runs, &name, &sources, &command_line(), &utc_now());
     let dir = args.out_dir.join(&name);
-    pf.to_domain(&dir.join("profile.toml")).context("the fitted profile does not pass its own checks")?;
-    let mut csv = String::from("op,n_ranks,n_hosts,size_bytes,time_us_p50,algbw_gb_per_s,busbw_gb_per_s\n");
-    for r in &runs {
-        for row in &r.rows {
-            csv.push_str(&format!(
-                "{},{},{},{},{},{},{}\n",
-                r.op.name(),
-                r.n_ranks,
-                r.n_hosts,
-                row.size_bytes,
-                row.time_us,
-                row.algbw_gb_per_s,
-                row.busbw_gb_per_s
-            ));
-        }
-    }
-    let meta = format!(
-        "name = {:?}\ncommand = {:?}\ndate_utc = {:?}\nsource_logs = [{}]\nnotes = [{}]\n",
-        name,
-        command_line(),
-        date,
-        sources.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", "),
-        notes.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", ")
-    );
-    let files = vec![
-        ("profile.toml".to_string(), profile_text(&pf).into_bytes()),
-        ("collectives.csv".to_string(), csv.into_bytes()),
-        ("meta.toml".to_string(), meta.into_bytes()),
-    ];
-    write_profile_dir(&dir, &files, args.force)?;
-    for n in &notes {
+    imported.profile.to_domain(&dir.join("profile.toml")).context("the fitted profile does not pass its own checks")?;
+    write_profile_dir(&dir, &imported.files, args.force)?;
+    for n in &imported.notes {
         eprintln!("note: {n}");
     }
-    for c in &pf.collectives {
-        println!(
-            "{} on {} ranks ({}): latency {:.1} us, busbw {:.1} GB/s (peak {:.1}), rms rel err {:.2}",
-            c.op,
-            c.n_ranks,
-            if c.intra_node { "one node" } else { "several nodes" },
-            c.latency_us,
-            c.busbw_gb_per_s,
-            c.peak_busbw_gb_per_s,
-            c.rms_rel_err
-        );
-    }
+    print!("{}", import::summary(&imported.profile));
     println!("wrote {}", dir.display());
     Ok(Outcome::Ok)
 }
@@ -407,22 +321,5 @@ impl Progress for Bar {
             Some(b) => b.println(format!("note: {msg}")),
             None => eprintln!("note: {msg}"),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn default_names_are_kebab_case() {
-        assert_eq!(default_name("NVIDIA H200", 2), "h200-2x");
-        assert_eq!(default_name("NVIDIA H100 80GB HBM3", 1), "h100-80gb-hbm3-1x");
-    }
-
-    #[test]
-    fn quoting() {
-        assert_eq!(shell_quote("--only=gemm,hbm"), "--only=gemm,hbm");
-        assert_eq!(shell_quote("a b"), "'a b'");
     }
 }

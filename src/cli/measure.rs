@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
-use serde::Deserialize;
 
 use super::args::{count_u64, hide_unless, positive, ScenarioArgs};
 use super::Outcome;
+use crate::config::record::{one_of, run_scenario, RunScenarioWire};
 use crate::measure::parse::{step_regex, LogFormat};
 use crate::measure::record::{append, Scenario};
 use crate::measure::{self, MeasureConfig};
@@ -68,39 +68,6 @@ pub struct MeasureArgs {
     pub command: Vec<String>,
 }
 
-/// The scenario file: the record's scenario keys, flat.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ScenarioFileWire {
-    model: Option<String>,
-    system: Option<String>,
-    n_gpus: Option<u32>,
-    tp: Option<u32>,
-    sp: Option<bool>,
-    pp: Option<u32>,
-    dp: Option<u32>,
-    zero: Option<u32>,
-    mode: Option<String>,
-    micro_batch: Option<u64>,
-    grad_accum: Option<u64>,
-    global_batch: Option<u64>,
-    seq: Option<u64>,
-    batch: Option<u64>,
-    kv_len: Option<u64>,
-    recompute: Option<String>,
-    stack: Option<String>,
-    precision: Option<String>,
-}
-
-fn one_of(what: &str, v: &Option<String>, allowed: &[&str]) -> anyhow::Result<()> {
-    if let Some(x) = v {
-        if !allowed.contains(&x.as_str()) {
-            anyhow::bail!("`{what}` = `{x}` is not known\nhint: one of: {}", allowed.join(", "));
-        }
-    }
-    Ok(())
-}
-
 /// The scenario flags `measure` reads (a run record's scenario keys).
 const SCENARIO_FLAGS: &[&str] = &[
     "scenario",
@@ -123,110 +90,34 @@ const SCENARIO_FLAGS: &[&str] = &[
     "precision",
 ];
 
-/// The flags as the record's types (clap checked their ranges: counts fit a `u32`, ZeRO 0..=3).
-struct Flags {
-    gpus: Option<u32>,
-    tp: Option<u32>,
-    pp: Option<u32>,
-    dp: Option<u32>,
-    zero: Option<u32>,
-    micro_batch: Option<u64>,
-    global_batch: Option<u64>,
-    seq: Option<u64>,
-    batch: Option<u64>,
-    kv_len: Option<u64>,
-}
-
+/// The record's scenario: the flags (clap checked their ranges: counts fit a `u32`, ZeRO 0..=3)
+/// over the `--scenario` file.
 fn scenario(m: &MeasureArgs) -> anyhow::Result<Scenario> {
     let a = &m.scenario;
     a.only("measure", SCENARIO_FLAGS)?;
     let u32_of = |v: Option<i64>| v.map(|x| x as u32);
     let u64_of = |v: Option<i64>| v.map(|x| x as u64);
-    let n = Flags {
-        gpus: u32_of(a.gpus),
+    let flags = RunScenarioWire {
+        model: a.model.clone(),
+        system: a.system.clone(),
+        n_gpus: u32_of(a.gpus),
         tp: u32_of(a.tp),
+        sp: a.sp,
         pp: u32_of(a.pp),
         dp: u32_of(a.dp),
         zero: u32_of(a.zero),
+        mode: a.mode.clone(),
         micro_batch: u64_of(a.micro_batch),
+        grad_accum: m.grad_accum,
         global_batch: u64_of(a.global_batch),
         seq: u64_of(a.seq),
         batch: u64_of(a.batch),
         kv_len: u64_of(a.kv_len),
+        recompute: a.recompute.clone(),
+        stack: a.stack.clone(),
+        precision: a.precision.clone(),
     };
-    let f = match &a.scenario {
-        Some(p) => {
-            let text = std::fs::read_to_string(p).with_context(|| format!("cannot read `{}`", p.display()))?;
-            toml::from_str::<ScenarioFileWire>(&text).with_context(|| format!("`{}` is not a measure scenario", p.display()))?
-        }
-        None => ScenarioFileWire::default(),
-    };
-    let mode = a.mode.clone().or(f.mode).unwrap_or_else(|| "train".into());
-    one_of("mode", &Some(mode.clone()), &["train", "prefill", "decode", "serve"])?;
-    let recompute = a.recompute.clone().or(f.recompute);
-    one_of("recompute", &recompute, &["none", "selective", "full"])?;
-    let precision = a.precision.clone().or(f.precision);
-    one_of("precision", &precision, &["bf16", "fp8", "fp4", "fp16", "fp32"])?;
-    let n_gpus = n.gpus.or(f.n_gpus).unwrap_or(1);
-    let tp = n.tp.or(f.tp).unwrap_or(1);
-    let pp = n.pp.or(f.pp).unwrap_or(1);
-    let dp = match n.dp.or(f.dp) {
-        Some(d) => d,
-        None => {
-            if !n_gpus.is_multiple_of((tp * pp).max(1)) {
-                anyhow::bail!("`--gpus` = {n_gpus} is not a multiple of tp x pp = {}", tp * pp);
-            }
-            n_gpus / (tp * pp).max(1)
-        }
-    };
-    if tp * pp * dp != n_gpus {
-        anyhow::bail!("tp x pp x dp = {} but `--gpus` = {n_gpus}", tp * pp * dp);
-    }
-    let micro_batch = n.micro_batch.or(f.micro_batch);
-    let mut grad_accum = m.grad_accum.or(f.grad_accum);
-    let mut global_batch = n.global_batch.or(f.global_batch);
-    if mode == "train" {
-        match (micro_batch, grad_accum, global_batch) {
-            (Some(m), Some(g), None) => global_batch = Some(m * g * u64::from(dp)),
-            (Some(m), None, Some(gb)) => {
-                let per = m * u64::from(dp);
-                if per == 0 || gb % per != 0 {
-                    anyhow::bail!("`--global-batch` = {gb} is not a multiple of micro_batch x dp = {per}");
-                }
-                grad_accum = Some(gb / per);
-            }
-            (Some(m), None, None) => {
-                grad_accum = Some(1);
-                global_batch = Some(m * u64::from(dp));
-            }
-            (Some(m), Some(g), Some(gb)) if m * g * u64::from(dp) != gb => {
-                anyhow::bail!("micro_batch x grad_accum x dp = {} but `--global-batch` = {gb}", m * g * u64::from(dp))
-            }
-            _ => {}
-        }
-    }
-    let (model, model_file) = model_and_file(a.model.clone().or(f.model))?;
-    Ok(Scenario {
-        model,
-        model_file,
-        system: a.system.clone().or(f.system),
-        n_gpus,
-        tp,
-        sp: a.sp.or(f.sp),
-        pp,
-        dp,
-        zero: n.zero.or(f.zero).unwrap_or(0),
-        mode,
-        micro_batch,
-        grad_accum,
-        global_batch,
-        seq: n.seq.or(f.seq),
-        batch: n.batch.or(f.batch),
-        kv_len: n.kv_len.or(f.kv_len),
-        recompute,
-        stack: a.stack.clone().or(f.stack),
-        precision,
-    })
+    run_scenario(flags, a.scenario.as_deref()).map_err(anyhow::Error::msg)
 }
 
 /// Copies to a console stream and, if asked, to a shared log file.
@@ -252,7 +143,7 @@ impl<W: Write> Write for Tee<W> {
 
 pub fn run(a: MeasureArgs) -> anyhow::Result<Outcome> {
     let sc = scenario(&a)?;
-    one_of("split", &a.split, &["fit", "test"])?;
+    one_of("split", &a.split, &["fit", "test"]).map_err(anyhow::Error::msg)?;
     let format = match (&a.step_regex, a.format.as_str()) {
         (Some(r), _) => LogFormat::Regex(step_regex(r).map_err(anyhow::Error::msg)?),
         (None, "auto") => LogFormat::Auto,
@@ -306,20 +197,6 @@ pub fn run(a: MeasureArgs) -> anyhow::Result<Outcome> {
         "oom" => Ok(Outcome::Infeasible),
         s => anyhow::bail!("the job ended with status `{s}` (exit {:?}); the record was written", rec.exit_code),
     }
-}
-
-/// A model given as a file is kept by its absolute path and a copy of its text, so the record
-/// validates from any folder and on any machine; a catalog name is kept as it is.
-fn model_and_file(model: Option<String>) -> anyhow::Result<(Option<String>, Option<crate::record::ModelFile>)> {
-    let Some(m) = model else { return Ok((None, None)) };
-    let p = std::path::Path::new(&m);
-    if !p.is_file() {
-        return Ok((Some(m), None));
-    }
-    let abs = std::fs::canonicalize(p).with_context(|| format!("`--model` = `{m}`: cannot resolve the path"))?;
-    let text = std::fs::read_to_string(&abs).with_context(|| format!("`--model` = `{m}`: cannot read `{}`", abs.display()))?;
-    let path = abs.display().to_string();
-    Ok((Some(path.clone()), Some(crate::record::ModelFile { path, text })))
 }
 
 #[cfg(test)]

@@ -10,13 +10,12 @@ use super::predict::{to_json, SCHEMA_VERSION};
 use super::Outcome;
 use crate::analytic;
 use crate::config::deploy::cuda_graphs;
-use crate::hardware::Dtype;
-use crate::plan::{self, advice, Constraints, GlobalBatch, Objective, PlanMode, PlanResult, Pricing, Request, Space};
+use crate::plan::request::{self, Asked};
+use crate::plan::{self, advice, PlanMode, PlanResult, Request};
 use crate::report::views::plan as view;
 use crate::report::views::serve::{slo_json, slo_table, SloQuery};
 use crate::scenario::Scenario;
 use crate::serve::{arrivals, Lengths, Process, Routing, RunOptions, SchedConfig};
-use crate::workload::Recompute;
 
 /// Search and output options shared by `plan` and `compare`.
 #[derive(clap::Args, Debug, Clone)]
@@ -165,136 +164,52 @@ pub fn base_scenario(a: &ScenarioArgs, mode: PlanMode, n_gpus: u64, system: Opti
     Ok(crate::config::scenario::build(&wire, a.scenario.as_deref())?)
 }
 
-fn positive(name: &str, v: Option<i64>) -> anyhow::Result<Option<u32>> {
-    match v {
-        None => Ok(None),
-        Some(x) if x >= 1 => Ok(Some(x as u32)),
-        Some(x) => bail!("`--{name}` = {x} must be a positive integer"),
+/// What `a` and `o` ask of the search, as `plan::request` reads it.
+fn asked(a: &ScenarioArgs, o: &PlanOptions) -> Asked {
+    Asked {
+        gpus: a.gpus,
+        tp: a.tp,
+        pp: a.pp,
+        dp: a.dp,
+        cp: a.cp,
+        ep: a.ep,
+        vp: a.vp,
+        zero: a.zero,
+        micro_batch: a.micro_batch,
+        global_batch: a.global_batch,
+        batch: a.batch,
+        precision: a.precision.clone(),
+        recompute: a.recompute.clone(),
+        min_gpus: o.min_gpus,
+        max_gpus: o.max_gpus,
+        min_global_batch: o.min_global_batch,
+        max_global_batch: o.max_global_batch,
+        allow_fp8: o.allow_fp8,
+        allow_fp4: o.allow_fp4,
+        max_micro_batch: o.max_micro_batch,
+        max_batch: o.max_batch,
+        max_vp: o.max_vp,
+        max_cp: o.max_cp,
+        min_memory_headroom: o.min_memory_headroom,
+        max_node_power_w: o.max_node_power_w,
+        max_cluster_power_kw: o.max_cluster_power_kw,
+        ttft_ms: o.ttft_ms,
+        tpot_ms: o.tpot_ms,
+        tokens: o.tokens,
+        kwh_usd: o.kwh_usd,
+        objective: o.objective.clone(),
+        gpu_hour_usd: o.gpu_hour_usd.clone(),
     }
-}
-
-/// GPU counts to try: `--gpus`, or a range (powers of two, whole nodes times powers of two, and
-/// the ends).
-pub(crate) fn gpu_counts(a: &ScenarioArgs, o: &PlanOptions, gpus_per_node: u64) -> anyhow::Result<Vec<u64>> {
-    // A range on the command line wins over a scenario file's GPU count.
-    let gpus = if o.min_gpus.is_some() || o.max_gpus.is_some() { None } else { a.gpus };
-    match (gpus, o.min_gpus, o.max_gpus) {
-        (Some(g), None, None) if g >= 1 => Ok(vec![g as u64]),
-        (Some(g), None, None) => bail!("`--gpus` = {g} must be a positive integer"),
-        (None, Some(lo), Some(hi)) if lo >= 1 && lo <= hi => Ok(crate::deploy::gpu_range(lo, hi, gpus_per_node)),
-        (None, Some(lo), Some(hi)) => bail!("`--min-gpus` = {lo} must be at least 1 and at most `--max-gpus` = {hi}"),
-        _ => bail!("give `--gpus N`, or both `--min-gpus` and `--max-gpus`\nhint: a range plans over powers of two and whole nodes times powers of two"),
-    }
-}
-
-fn objective(o: &PlanOptions) -> anyhow::Result<Objective> {
-    Ok(match o.objective.as_str() {
-        "throughput" => Objective::Throughput,
-        "time-to-train" => Objective::TimeToTrain { tokens: o.tokens.context("`--objective time-to-train` needs `--tokens T`\nhint: e.g. `--tokens 15e12`")? },
-        "cost" => Objective::Cost,
-        "tokens-per-joule" => Objective::TokensPerJoule,
-        other => bail!("`--objective` = `{other}` is not known\nhint: one of: throughput, time-to-train, cost, tokens-per-joule"),
-    })
 }
 
 /// `--gpu-hour-usd`: one price, or `system=price,...` (for `compare`).
 pub fn gpu_hour_price(o: &PlanOptions, system: &str) -> anyhow::Result<Option<f64>> {
-    let Some(text) = &o.gpu_hour_usd else { return Ok(None) };
-    let parse = |v: &str| -> anyhow::Result<f64> {
-        let x: f64 = v.trim().parse().with_context(|| format!("`--gpu-hour-usd` value `{v}` is not a number"))?;
-        if !(x >= 0.0 && x.is_finite()) {
-            bail!("`--gpu-hour-usd` = {x} must be a non-negative price");
-        }
-        Ok(x)
-    };
-    if !text.contains('=') {
-        return parse(text).map(Some);
-    }
-    for part in text.split(',') {
-        let (k, v) = part.split_once('=').with_context(|| format!("`--gpu-hour-usd` entry `{part}` is not `system=price`"))?;
-        if k.trim() == system {
-            return parse(v).map(Some);
-        }
-    }
-    bail!("`--gpu-hour-usd` has no price for `{system}`\nhint: give `{system}=PRICE` in the list")
+    request::gpu_hour_price(o.gpu_hour_usd.as_deref(), system).map_err(anyhow::Error::msg)
 }
 
 /// Build the plan request from the flags.
 pub fn request(a: &ScenarioArgs, o: &PlanOptions, base: &Scenario, mode: PlanMode) -> anyhow::Result<Request> {
-    let n_gpus = gpu_counts(a, o, base.system.gpus_per_node as u64)?;
-    let mut precision = match &a.precision {
-        Some(p) => vec![Dtype::parse(p).with_context(|| format!("`--precision` = `{p}` is not known\nhint: one of: bf16, fp16, fp8, fp4"))?],
-        None => vec![Dtype::Bf16],
-    };
-    if a.precision.is_none() {
-        // On a GPU without the path (A100 and fp8), the prune rule counts them; `compare` keeps going.
-        for (allow, d) in [(o.allow_fp8, Dtype::Fp8), (o.allow_fp4, Dtype::Fp4)] {
-            if allow {
-                precision.push(d);
-            }
-        }
-    }
-    let recompute = match a.recompute.as_deref() {
-        None => vec![Recompute::None, Recompute::Selective, Recompute::Full],
-        Some("none") => vec![Recompute::None],
-        Some("selective") => vec![Recompute::Selective],
-        Some("full") => vec![Recompute::Full],
-        Some(r) => bail!("`--recompute` = `{r}` is not known\nhint: one of: none, selective, full"),
-    };
-    let zero = match a.zero {
-        None => vec![0, 1, 2, 3],
-        Some(z @ 0..=3) => vec![z as u32],
-        Some(z) => bail!("`--zero` = {z} is not a ZeRO stage\nhint: 0, 1, 2 or 3"),
-    };
-    let global_batch = match (a.global_batch, o.min_global_batch, o.max_global_batch) {
-        (Some(g), None, None) if g >= 1 => GlobalBatch::Fixed(g as u64),
-        (None, Some(lo), Some(hi)) if lo >= 1 && lo <= hi => GlobalBatch::Range(lo, hi),
-        _ if mode == PlanMode::Serve => GlobalBatch::Unset,
-        (None, None, None) => {
-            bail!("training plans need a global batch\nhint: give `--global-batch B` (sequences per step), or `--min-global-batch` and `--max-global-batch`")
-        }
-        _ => bail!("give either `--global-batch B` or both `--min-global-batch` and `--max-global-batch` (min <= max)"),
-    };
-    let serve_batches: Vec<u64> = match a.batch {
-        Some(b) if b >= 1 => vec![b as u64],
-        Some(b) => bail!("`--batch` = {b} must be a positive integer"),
-        None => (0..40).map(|i| 1u64 << i).take_while(|b| *b <= o.max_batch.max(1)).collect(),
-    };
-    if !(0.0..1.0).contains(&o.min_memory_headroom) {
-        bail!("`--min-memory-headroom` = {} must be a fraction in [0, 1)", o.min_memory_headroom);
-    }
-    let space = Space {
-        mode: Some(mode),
-        n_gpus,
-        tp: positive("tp", a.tp)?,
-        pp: positive("pp", a.pp)?,
-        dp: positive("dp", a.dp)?,
-        cp: positive("cp", a.cp)?,
-        ep: positive("ep", a.ep)?,
-        vp: positive("vp", a.vp)?,
-        zero,
-        recompute,
-        precision,
-        micro_batch: positive("micro-batch", a.micro_batch)?.map(u64::from),
-        max_micro_batch: o.max_micro_batch,
-        global_batch,
-        serve_batches,
-        max_vp: o.max_vp,
-        max_cp: o.max_cp,
-    };
-    let constraints = Constraints {
-        min_memory_headroom: o.min_memory_headroom,
-        max_node_power_w: o.max_node_power_w,
-        max_cluster_power_w: o.max_cluster_power_kw.map(|k| k * 1e3),
-        max_ttft_s: o.ttft_ms.map(|m| m / 1e3),
-        max_tpot_s: o.tpot_ms.map(|m| m / 1e3),
-    };
-    let objective = objective(o)?;
-    let pricing = Pricing { gpu_hour_usd: gpu_hour_price(o, &base.system.name)?, kwh_usd: o.kwh_usd };
-    if objective == Objective::Cost && !pricing.priced() {
-        bail!("the `cost` objective needs a GPU-hour price\nhint: give `--gpu-hour-usd PRICE` (gpuplan has no built-in prices)");
-    }
-    Ok(Request { mode, space, constraints, objective, pricing })
+    request::request(&asked(a, o), base, mode).map_err(anyhow::Error::msg)
 }
 
 /// The flags, with the scenario file's global batch and GPU count where no flag gives them (the file's layout
@@ -474,7 +389,7 @@ fn plan_slo(args: &PlanArgs) -> anyhow::Result<Outcome> {
     if let Some(p) = &a.precision {
         base.workload.precision = crate::hardware::Dtype::parse(p).with_context(|| format!("`--precision` = `{p}` is not known"))?;
     }
-    let gpus = gpu_counts(a, o, base.system.gpus_per_node as u64)?;
+    let gpus = request::gpu_counts(a.gpus, o.min_gpus, o.max_gpus, base.system.gpus_per_node as u64).map_err(anyhow::Error::msg)?;
     let domain = base.system.nvlink_domain_size as u64;
     let tp: Vec<u32> = match a.tp {
         Some(t) if t >= 1 => vec![t as u32],

@@ -10,8 +10,7 @@ use super::{write_atomic, Outcome};
 use crate::measure::record::read_all;
 use crate::report::claims::{self, ClaimsWire, Subject};
 use crate::report::prices::{self, PriceFlags, PricesWire};
-use crate::report::{render, scaling_dps, Band, Entry, Predicted, Run, ScalePoint};
-use crate::validate::{score, summarize, Metric};
+use crate::report::{command_args, render, scaling_dps, Band, Entry, Predicted, Run, ScalePoint};
 use crate::workload::Mode;
 
 /// The run set and profile the uncertainty bands are computed from.
@@ -90,41 +89,6 @@ impl ReportArgs {
             storage_usd_per_node_hour: self.storage_usd_per_node_hour,
         }
     }
-
-    /// The arguments that regenerate the report, for its header.
-    fn command(&self) -> String {
-        let mut v = Vec::new();
-        if !self.scenario.is_empty() {
-            v.push(format!("--scenario {}", self.scenario.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" ")));
-        }
-        if let Some(p) = &self.prices {
-            v.push(format!("--prices {}", p.display()));
-        }
-        let f = self.price_flags();
-        for (k, x) in [
-            ("--gpu-hour-usd", f.gpu_hour_usd),
-            ("--purchase-usd-per-gpu", f.purchase_usd_per_gpu),
-            ("--amortization-years", f.amortization_years),
-            ("--utilization", f.utilization),
-            ("--electricity-usd-per-kwh", f.electricity_usd_per_kwh),
-            ("--pue", f.pue),
-            ("--node-overhead-w", f.node_overhead_w),
-            ("--network-usd-per-node-hour", f.network_usd_per_node_hour),
-            ("--storage-usd-per-node-hour", f.storage_usd_per_node_hour),
-        ] {
-            if let Some(x) = x {
-                v.push(format!("{k} {x}"));
-            }
-        }
-        if self.tokens != 1e12 {
-            v.push(format!("--tokens {}", self.tokens));
-        }
-        if let Some(c) = &self.claims {
-            v.push(format!("--claims {}", c.display()));
-        }
-        v.push("--out DIR".into());
-        v.join(" ")
-    }
 }
 
 pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
@@ -159,7 +123,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
 
     if let Some(out) = &args.out {
         let title = args.title.clone().unwrap_or_else(|| out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "report".into()));
-        let command = args.command();
+        let command = command_args(&args.scenario, args.prices.as_deref(), &flags, args.tokens, args.claims.as_deref());
         let files = render::render(&render::Input {
             title: &title,
             command: &command,
@@ -202,27 +166,7 @@ fn locate(p: &Path) -> PathBuf {
 /// Validation error of the shipped run set with the shipped profile, computed now.
 pub fn band(runs: &Path, profile: &str) -> anyhow::Result<Band> {
     let records = read_all(&locate(runs)).with_context(|| format!("reading the band's run set `{}`", runs.display()))?;
-    let scored: Vec<_> = records
-        .iter()
-        .map(|r| {
-            let p = crate::config::scenario::build(&super::validate::scenario_wire(r, Some(profile)), None)
-                .map_err(|e| e.to_string())
-                .and_then(|s| crate::analytic::predict(&s).map_err(|e| e.to_string()));
-            score(r, p.as_ref().map_err(Clone::clone))
-        })
-        .collect();
-    let sm = summarize("all", &scored.iter().collect::<Vec<_>>());
-    let get = |m| sm.mape.iter().find(|x| x.0 == m).map(|x| (x.1, x.2));
-    let (st, n) = get(Metric::StepTime).context("no step-time measurements in the band's run set")?;
-    let (pw, _) = get(Metric::Power).context("no power measurements in the band's run set")?;
-    let (mem, _) = get(Metric::PeakMemory).context("no memory measurements in the band's run set")?;
-    Ok(Band {
-        step_time_pct: st,
-        power_pct: pw,
-        memory_pct: mem,
-        n_runs: n,
-        origin: format!("`gpuplan validate --runs {} --calibration {}`, all splits, n = {n}, computed at report time", runs.display(), profile),
-    })
+    Band::from_runs(&records, runs, profile).map_err(anyhow::Error::msg)
 }
 
 fn predict_run(file: &Path, name_hint: &str, mode: &str, flags: Vec<String>, a: ScenarioArgs) -> Run {

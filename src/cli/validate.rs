@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use super::{write_atomic, Outcome};
-use crate::config::scenario::{OptionsWire, ParallelWire, ScenarioWire, WorkloadWire};
+use crate::config::record::scenario as record_scenario;
 use crate::measure::record::{read_all, RunRecord};
 use crate::report::views::validate::{csv_text, json, plot, table};
 use crate::validate::{score, summarize, Metric, Scored, Summary};
@@ -53,50 +53,6 @@ fn parse_bound(s: &str) -> Result<(Metric, f64), String> {
     let metric = Metric::parse(m.trim()).ok_or_else(|| format!("unknown metric `{m}`; one of: step_time, peak_memory, power"))?;
     let pct = p.trim().trim_end_matches('%').parse::<f64>().map_err(|_| format!("`{p}` is not a percentage"))?;
     Ok((metric, pct))
-}
-
-/// The scenario a run record describes, with the record's own copy of its model file when it has one.
-pub fn record_scenario(r: &RunRecord, calibration: Option<&str>) -> Result<crate::scenario::Scenario, crate::config::ConfigError> {
-    let model = match &r.scenario.model_file {
-        Some(f) => Some(crate::config::model::model_from_text(std::path::Path::new(&f.path), &f.text)?),
-        None => None,
-    };
-    crate::config::scenario::build_with_model(&scenario_wire(r, calibration), None, model)
-}
-
-/// The scenario a run record describes, as `predict` would take it.
-pub fn scenario_wire(r: &RunRecord, calibration: Option<&str>) -> ScenarioWire {
-    let s = &r.scenario;
-    let int = |x: u64| Some(x as i64);
-    ScenarioWire {
-        name: r.run_id.clone(),
-        model: s.model.clone(),
-        system: s.system.clone(),
-        gpus: Some(s.n_gpus as i64),
-        calibration: calibration.map(str::to_string),
-        parallelism: ParallelWire {
-            tp: Some(s.tp as i64),
-            pp: Some(s.pp as i64),
-            dp: Some(s.dp as i64),
-            zero: Some(s.zero as i64),
-            sp: s.sp,
-            ..Default::default()
-        },
-        workload: WorkloadWire {
-            mode: Some(s.mode.clone()),
-            micro_batch: s.micro_batch.and_then(int),
-            global_batch: s.global_batch.or_else(|| Some(s.micro_batch? * s.grad_accum.unwrap_or(1) * s.dp as u64)).and_then(int),
-            seq: s.seq.and_then(int),
-            batch: s.batch.and_then(int),
-            kv_len: s.kv_len.and_then(int),
-            precision: s.precision.clone(),
-            recompute: s.recompute.clone(),
-            stack: s.stack.clone(),
-            ..Default::default()
-        },
-        options: OptionsWire::default(),
-        ..Default::default()
-    }
 }
 
 pub fn run(args: ValidateArgs) -> anyhow::Result<Outcome> {

@@ -11,6 +11,7 @@ pub mod model;
 pub mod prediction;
 pub mod profile;
 pub mod published;
+pub mod record;
 pub mod scenario;
 pub mod serve;
 pub mod system;

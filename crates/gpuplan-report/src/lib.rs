@@ -1,6 +1,7 @@
 //! Cost-per-token reports: dollars, joules and time per token from predictions and prices, with
 //! charts (plotters SVG), CSV tables, markdown and a self-contained HTML page; and the audit of the
-//! seed documents' claims. No I/O: `cli::report` predicts, reads files and writes what this returns.
+//! seed documents' claims. No I/O: `cli::report` predicts the scenarios, reads files and writes what
+//! this returns; the uncertainty band (`Band::from_runs`) scores the run records it is given.
 //!
 //! Every number a report shows about a scenario comes from the `predict --json` document of the
 //! same scenario (`gpuplan_config::prediction::PredictionDoc`, filled by `cli::predict::document`),
@@ -14,10 +15,15 @@ pub mod timeline;
 pub mod trace;
 pub mod views;
 
+use std::path::{Path, PathBuf};
+
 use gpuplan_config::prediction::{finite, PredictionDoc};
+use gpuplan_config::record::scenario_wire;
 use gpuplan_core::cost::UsedNumber;
+use gpuplan_core::record::RunRecord;
 use gpuplan_core::scenario::Scenario;
-use prices::Prices;
+use gpuplan_core::validate::{score, summarize, Metric};
+use prices::{PriceFlags, Prices};
 
 /// Uncertainty bands: the mean absolute percentage error of the predictor on a measured run set.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,6 +53,34 @@ impl Band {
     }
 }
 
+impl Band {
+    /// The analytic engine's error on the run set `records` (read from `runs`) predicted with the
+    /// calibration profile `profile`, all splits.
+    pub fn from_runs(records: &[RunRecord], runs: &Path, profile: &str) -> Result<Band, String> {
+        let scored: Vec<_> = records
+            .iter()
+            .map(|r| {
+                let p = gpuplan_config::scenario::build(&scenario_wire(r, Some(profile)), None)
+                    .map_err(|e| e.to_string())
+                    .and_then(|s| gpuplan_core::analytic::predict(&s).map_err(|e| e.to_string()));
+                score(r, p.as_ref().map_err(Clone::clone))
+            })
+            .collect();
+        let sm = summarize("all", &scored.iter().collect::<Vec<_>>());
+        let get = |m| sm.mape.iter().find(|x| x.0 == m).map(|x| (x.1, x.2));
+        let (st, n) = get(Metric::StepTime).ok_or("no step-time measurements in the band's run set")?;
+        let (pw, _) = get(Metric::Power).ok_or("no power measurements in the band's run set")?;
+        let (mem, _) = get(Metric::PeakMemory).ok_or("no memory measurements in the band's run set")?;
+        Ok(Band {
+            step_time_pct: st,
+            power_pct: pw,
+            memory_pct: mem,
+            n_runs: n,
+            origin: format!("`gpuplan validate --runs {} --calibration {}`, all splits, n = {n}, computed at report time", runs.display(), profile),
+        })
+    }
+}
+
 /// One prediction in a report: a scenario file in one mode.
 #[derive(Debug, Clone)]
 pub struct Run {
@@ -64,6 +98,41 @@ pub struct Predicted {
     /// The `predict --json` document.
     pub doc: PredictionDoc,
     pub used: Vec<UsedNumber>,
+}
+
+/// The `gpuplan report` arguments that regenerate a report, for its header (`--out DIR` last).
+pub fn command_args(scenarios: &[PathBuf], prices: Option<&Path>, flags: &PriceFlags, tokens: f64, claims: Option<&Path>) -> String {
+    let mut v = Vec::new();
+    if !scenarios.is_empty() {
+        v.push(format!("--scenario {}", scenarios.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" ")));
+    }
+    if let Some(p) = prices {
+        v.push(format!("--prices {}", p.display()));
+    }
+    let f = flags;
+    for (k, x) in [
+        ("--gpu-hour-usd", f.gpu_hour_usd),
+        ("--purchase-usd-per-gpu", f.purchase_usd_per_gpu),
+        ("--amortization-years", f.amortization_years),
+        ("--utilization", f.utilization),
+        ("--electricity-usd-per-kwh", f.electricity_usd_per_kwh),
+        ("--pue", f.pue),
+        ("--node-overhead-w", f.node_overhead_w),
+        ("--network-usd-per-node-hour", f.network_usd_per_node_hour),
+        ("--storage-usd-per-node-hour", f.storage_usd_per_node_hour),
+    ] {
+        if let Some(x) = x {
+            v.push(format!("{k} {x}"));
+        }
+    }
+    if tokens != 1e12 {
+        v.push(format!("--tokens {tokens}"));
+    }
+    if let Some(c) = claims {
+        v.push(format!("--claims {}", c.display()));
+    }
+    v.push("--out DIR".into());
+    v.join(" ")
 }
 
 /// One point of a scaling curve: the scenario with its data-parallel degree scaled.

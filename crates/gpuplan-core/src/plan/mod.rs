@@ -16,6 +16,7 @@
 //! not depend on the number of threads. Architecture Invariant: no I/O, printing or clock reads.
 
 pub mod advice;
+pub mod request;
 
 use std::collections::BTreeMap;
 

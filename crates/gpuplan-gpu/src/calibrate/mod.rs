@@ -3,7 +3,7 @@
 //! random inputs, checked where a check is cheap; then nalgebra fits into a `Profile`.
 //!
 //! Everything here is loaded at run time: without a GPU only [`libs`], [`fit`], [`nccl_tests`]
-//! and [`stats`] do anything. Printing and exiting belong to `cli`; progress goes through the
+//! (and [`import`], a profile from its logs) and [`stats`] do anything. Printing and exiting belong to `cli`; progress goes through the
 //! [`Progress`] trait.
 
 pub mod attention;
@@ -11,6 +11,7 @@ pub mod collectives;
 pub mod fit;
 pub mod gemm;
 pub mod gpu;
+pub mod import;
 pub mod libs;
 pub mod memory;
 pub mod nccl_tests;

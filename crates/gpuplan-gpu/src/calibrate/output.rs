@@ -52,6 +52,27 @@ pub struct Meta {
     pub notes: Vec<String>,
 }
 
+/// The text of `profile.toml`: a header line, then the profile.
+pub fn profile_text(pf: &ProfileFile) -> String {
+    format!("# gpuplan calibration profile, schema {SCHEMA_VERSION}. Written by `gpuplan calibrate`; see meta.toml and README.md beside it.\n{}", pf.to_toml())
+}
+
+/// A profile's default name from the GPU's name and count, in kebab case (`h200-2x`).
+pub fn default_name(gpu: &str, n: u32) -> String {
+    let base: String =
+        gpu.to_ascii_lowercase().replace("nvidia", "").split(|c: char| !c.is_ascii_alphanumeric()).filter(|s| !s.is_empty()).collect::<Vec<_>>().join("-");
+    format!("{base}-{n}x")
+}
+
+/// `s` quoted for a POSIX shell where it needs it, for the command line kept in `meta.toml`.
+pub fn shell_quote(s: &str) -> String {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=,:".contains(c)) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
 /// A number written with `D` decimals (`{:.D}`), as the raw tables write times, rates and clocks.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 struct Fixed<const D: usize>(f64);
@@ -80,7 +101,7 @@ fn us(p: Percentiles) -> [Fixed<3>; 3] {
 
 /// One table: a header row of the row struct's field names (unit-suffixed), then a row per
 /// record. A table without records is its header alone.
-fn table<R: Serialize + Default>(rows: impl IntoIterator<Item = R>) -> Vec<u8> {
+pub(super) fn table<R: Serialize + Default>(rows: impl IntoIterator<Item = R>) -> Vec<u8> {
     let mut w = csv::Writer::from_writer(Vec::new());
     let mut empty = true;
     for r in rows {
@@ -697,6 +718,18 @@ pub fn readme(meta: &Meta, pf: &ProfileFile, files: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn default_names_are_kebab_case() {
+        assert_eq!(default_name("NVIDIA H200", 2), "h200-2x");
+        assert_eq!(default_name("NVIDIA H100 80GB HBM3", 1), "h100-80gb-hbm3-1x");
+    }
+
+    #[test]
+    fn quoting() {
+        assert_eq!(shell_quote("--only=gemm,hbm"), "--only=gemm,hbm");
+        assert_eq!(shell_quote("a b"), "'a b'");
+    }
+
     use super::*;
     use crate::calibrate::memory::{MemKernel, MemRow};
     use crate::calibrate::power::Phase;
