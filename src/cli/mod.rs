@@ -119,7 +119,7 @@ fn install_fit_overrides() {
             eprintln!("gpuplan: {VAR} overrides fitted constants: {f:?}");
             let _ = install(f);
         }
-        Err(e) => eprintln!("gpuplan: ignoring {VAR}=`{text}`: {e}\nhint: `dtensor_linear_us=A,B;overlap_cost=X`"),
+        Err(e) => eprintln!("gpuplan: ignoring {VAR}=`{text}`: {e}\nhint: `dtensor_linear_us=A,B;overlap_cost=X;moe_dispatch_sync_us=X`"),
     }
 }
 

@@ -2,8 +2,6 @@
 //! NeMo throughput rows (issue 17). Mapping: `config::published`; scoring: `validate::published`;
 //! the table and JSON: `report::views::published`.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use super::Outcome;
@@ -51,15 +49,13 @@ pub fn run(file: &Path, args: &PublishedArgs, split: &str, json: bool, max_mape:
 pub fn score_file(file: &Path, split: &str) -> anyhow::Result<Report> {
     let rows: Vec<_> = read_rows(file)?.into_iter().filter(|r| split == "all" || r.split == split).collect();
     anyhow::ensure!(!rows.is_empty(), "no rows of split `{split}` in `{}`", file.display());
-    let layers: RefCell<HashMap<String, Option<u64>>> = RefCell::default();
-    let n_layers = |m: &str| *layers.borrow_mut().entry(m.to_string()).or_insert_with(|| crate::config::model::load_model(m).ok().map(|m| m.n_layers));
     let mut cases = Vec::new();
     let mut scenarios = Vec::new();
     let mut not_scored = Vec::new();
     let skip =
         |r: &crate::config::published::RowWire, s: Skipped| NotScored { id: r.dev_row.clone(), split: r.split.clone(), describe: describe_row(r), skipped: s };
     for r in &rows {
-        match map_row(r, &n_layers).and_then(|m| {
+        match map_row(r).and_then(|m| {
             crate::config::scenario::build(&m.wire, None)
                 .map(|s| (m.case, s))
                 .map_err(|e| Skipped::new(SkipKind::Unexpressible, format!("gpuplan refuses: {}", e.to_string().lines().next().unwrap_or_default())))

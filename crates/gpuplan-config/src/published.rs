@@ -189,9 +189,9 @@ pub struct Mapped {
     pub case: Case,
 }
 
-/// Map one row: the scenario it describes, or why it cannot be expressed. `n_layers` gives a
-/// catalog model's layer count (the pipeline-chunk check needs it); `None` when it cannot load.
-pub fn map_row(r: &RowWire, n_layers: &dyn Fn(&str) -> Option<u64>) -> Result<Mapped, Skipped> {
+/// Map one row: the scenario it describes, or why it cannot be expressed (a layout gpuplan's
+/// own check refuses is reported by the caller, which builds the scenario).
+pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
     use SkipKind::*;
     if r.config_complete != "yes" {
         return Err(Skipped::new(Incomplete, format!("config_complete = '{}'", r.config_complete)));
@@ -225,16 +225,6 @@ pub fn map_row(r: &RowWire, n_layers: &dyn Fn(&str) -> Option<u64>) -> Result<Ma
              not the 'w/o MTP' rows' 249.5 G): models/deepseek-v3.toml is the 671B main model without MTP"
                 .to_string(),
         );
-    }
-    if vp > 1 && n > 0 {
-        if let Some(layers) = n_layers(model) {
-            if !layers.is_multiple_of(pp * vp) {
-                reasons.push(format!(
-                    "n_layers = {layers} is not divisible by pp*vp = {pp}*{vp}: Megatron builds this with pipeline_model_parallel_layout / \
-                     uneven first-last stages, gpuplan needs equal chunks"
-                ));
-            }
-        }
     }
     let Some((precision, recipe, prec_slice)) = precision_of(r) else {
         return Err(Skipped::new(Incomplete, "precision not stated"));

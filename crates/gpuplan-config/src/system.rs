@@ -52,6 +52,9 @@ pub struct EfficiencyWire {
     pub gemm_max_fraction: SourcedWire,
     pub hbm_fraction: SourcedWire,
     pub attention_fraction: SourcedWire,
+    /// Fraction of bf16 peak the fused attention of Transformer Engine (cuDNN) reaches, forward,
+    /// causal, head dim 128, sequence 8192 (the `megatron` stack's attention).
+    pub fused_attention_fraction: SourcedWire,
     pub nvlink_busbw_fraction: SourcedWire,
     pub network_busbw_fraction: SourcedWire,
     pub kernel_overhead_us: SourcedWire,
@@ -143,6 +146,7 @@ pub fn gpu_from_wire(path: &Path, w: &GpuWire) -> Result<Gpu, ConfigError> {
         gemm_max: fraction(&e.gemm_max_fraction, "gemm_max_fraction", &mut p),
         hbm: fraction(&e.hbm_fraction, "hbm_fraction", &mut p),
         attention: fraction(&e.attention_fraction, "attention_fraction", &mut p),
+        fused_attention: fraction(&e.fused_attention_fraction, "fused_attention_fraction", &mut p),
         nvlink_busbw: fraction(&e.nvlink_busbw_fraction, "nvlink_busbw_fraction", &mut p),
         network_busbw: fraction(&e.network_busbw_fraction, "network_busbw_fraction", &mut p),
         kernel_overhead: e.kernel_overhead_us.to_sourced(path, "efficiency.kernel_overhead_us", true, Seconds::us, &mut p),

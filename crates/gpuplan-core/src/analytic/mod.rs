@@ -230,7 +230,7 @@ pub fn power_gpu(s: &Scenario) -> std::borrow::Cow<'_, crate::hardware::Gpu> {
 /// model pick the clock for that activity, and return it for pricing at that clock.
 pub fn price(s: &Scenario) -> Result<Priced<'_>, PredictError> {
     let n_micro = check_scenario(s)?;
-    let cost = CostModel::new(&s.system, s.profile.as_ref());
+    let cost = CostModel::new(&s.system, s.profile.as_ref()).for_stack(s.workload.stack);
     let ops = forward_ops(&s.model, &s.parallel, &s.workload);
     let parts = part_times(&cost, s, &ops, 1.0);
     let at_sustained: Vec<StageTimes> = (0..s.parallel.pp).map(|st| stage_times(s, &parts, st)).collect();
@@ -303,7 +303,7 @@ fn data_parallel_and_optimizer(cost: &CostModel, s: &Scenario, stages: &[StageTi
 
 /// Every hardware number a prediction of this scenario uses, with its source.
 pub fn used_numbers(s: &Scenario) -> Vec<UsedNumber> {
-    let cost = CostModel::new(&s.system, s.profile.as_ref());
+    let cost = CostModel::new(&s.system, s.profile.as_ref()).for_stack(s.workload.stack);
     let w = &s.workload;
     let mut used = cost.used_numbers(w.precision);
     let g = power_gpu(s);

@@ -33,6 +33,20 @@ pub const OVERLAP_COST: f64 = 1.0;
 /// -0.5%. Why it is this large was not profiled.
 pub const DTENSOR_LINEAR_US: [f64; 2] = [225.0, 50.0];
 
+/// Host time per MoE layer and forward pass that the GPU waits for in full under the `megatron`
+/// stack in training: Megatron-Core's dropless token dispatcher copies the tokens-per-expert counts
+/// to the host (a device-to-host sync) to size the all-to-all and the grouped GEMM, which drains the
+/// launch queue; the GPU then idles while the host runs the dispatcher's permutation code and
+/// launches the layer's next kernels. Fitted on the 11 MoE rows of the fit split of
+/// tests/data/published/megatron_bridge_training_dev.csv (Qwen3-30B-A3B on DGX-H100, DGX-B200,
+/// DGX-B300, GB300 NVL72; dev rows 14, 39, 55, 71, 73, 87, 88, 89, 95, 105, 108): MoE tokens/s/GPU MAPE minimised over 0-12,000 us on a 500 us grid with the
+/// fused-attention level and the FP8 quantize kernels in place, `GPUPLAN_FIT_CONSTANTS=
+/// moe_dispatch_sync_us=X gpuplan validate --published ... --json` (docs/published-analysis.md):
+/// 6,500 us (fit MoE MAPE 107.5% at 0 -> 22.1%; the 23 test-split MoE rows, not fitted: 34.9% ->
+/// 22.4%, bias +28.4% -> -22.4%). The published B200 rows' throughput at micro-batch 1 vs 4 implied
+/// about 7.5 ms per MoE layer of fixed cost per micro-batch independently (the analysis doc).
+pub const MOE_DISPATCH_SYNC_US: f64 = 6500.0;
+
 /// Fitted values in effect.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Fitted {
@@ -40,13 +54,15 @@ pub struct Fitted {
     pub dtensor_linear_us: [f64; 2],
     /// See [`OVERLAP_COST`].
     pub overlap_cost: f64,
+    /// See [`MOE_DISPATCH_SYNC_US`].
+    pub moe_dispatch_sync_us: f64,
 }
 
 /// The environment variable the binary reads the overrides from.
 pub const VAR: &str = "GPUPLAN_FIT_CONSTANTS";
 
 /// The values as shipped.
-pub const SHIPPED: Fitted = Fitted { dtensor_linear_us: DTENSOR_LINEAR_US, overlap_cost: OVERLAP_COST };
+pub const SHIPPED: Fitted = Fitted { dtensor_linear_us: DTENSOR_LINEAR_US, overlap_cost: OVERLAP_COST, moe_dispatch_sync_us: MOE_DISPATCH_SYNC_US };
 
 static INSTALLED: OnceLock<Fitted> = OnceLock::new();
 
@@ -61,7 +77,7 @@ pub fn fitted() -> Fitted {
     *INSTALLED.get().unwrap_or(&SHIPPED)
 }
 
-/// Parse `KEY=V[,V];...` over `f` (`dtensor_linear_us=A,B`, `overlap_cost=X`).
+/// Parse `KEY=V[,V];...` over `f` (`dtensor_linear_us=A,B`, `overlap_cost=X`, `moe_dispatch_sync_us=X`).
 pub fn parse(text: &str, mut f: Fitted) -> Result<Fitted, String> {
     for item in text.split(';').map(str::trim).filter(|s| !s.is_empty()) {
         let (key, value) = item.split_once('=').ok_or_else(|| format!("`{item}` is not KEY=VALUE"))?;
@@ -70,6 +86,7 @@ pub fn parse(text: &str, mut f: Fitted) -> Result<Fitted, String> {
         match (key.trim(), nums.as_slice()) {
             ("dtensor_linear_us", [a, b]) => f.dtensor_linear_us = [*a, *b],
             ("overlap_cost", [x]) => f.overlap_cost = *x,
+            ("moe_dispatch_sync_us", [x]) => f.moe_dispatch_sync_us = *x,
             (k, _) => return Err(format!("unknown key or wrong count of values: `{k}`")),
         }
     }
@@ -82,9 +99,9 @@ mod tests {
 
     #[test]
     fn overrides_parse_and_bad_ones_are_errors() {
-        let base = Fitted { dtensor_linear_us: [1.0, 2.0], overlap_cost: 0.5 };
+        let base = Fitted { dtensor_linear_us: [1.0, 2.0], overlap_cost: 0.5, moe_dispatch_sync_us: 0.0 };
         let f = parse("dtensor_linear_us=225,50; overlap_cost=1.0", base).unwrap();
-        assert_eq!(f, Fitted { dtensor_linear_us: [225.0, 50.0], overlap_cost: 1.0 });
+        assert_eq!(f, Fitted { dtensor_linear_us: [225.0, 50.0], overlap_cost: 1.0, moe_dispatch_sync_us: 0.0 });
         assert_eq!(parse("", base).unwrap(), base);
         assert!(parse("overlap_cost=1,2", base).is_err());
         assert!(parse("overlap=1", base).is_err());

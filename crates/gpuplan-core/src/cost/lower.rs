@@ -61,6 +61,18 @@ fn dtensor_dispatch(pc: &ParallelConfig, w: &Workload, op: &Op) -> Seconds {
     }
 }
 
+/// Host time the GPU waits for at `op` when Megatron-Core's dropless MoE dispatcher syncs the host
+/// (`cost::fitted::MOE_DISPATCH_SYNC_US`, once per MoE layer and forward or recompute pass of a
+/// training step, at the token permutation); zero for other stacks, modes and ops (the rows it is
+/// fitted on are training; inference engines run MoE from CUDA graphs without the sync).
+fn moe_dispatch_sync(w: &Workload, op: &Op) -> Seconds {
+    if w.stack == Stack::Megatron && w.mode == Mode::Train && op.name == "permute" && matches!(op.pass, Pass::Forward | Pass::Recompute) {
+        Seconds::us(super::fitted::fitted().moe_dispatch_sync_us)
+    } else {
+        Seconds::ZERO
+    }
+}
+
 /// Share of an overlapped TP collective that stays on the critical path (the first chunk of
 /// Megatron's pipelined all-gather/reduce-scatter GEMM overlap). An engineering estimate.
 pub const TP_OVERLAP_BLOCKING: f64 = 0.1;
@@ -156,7 +168,7 @@ impl CostModel<'_> {
         let mut out = Vec::with_capacity(ops.len());
         for (i, op) in ops.iter().enumerate() {
             let dispatch = cpu_dispatch(stack, op.pass);
-            let host_sync = dtensor_dispatch(pc, w, op);
+            let host_sync = dtensor_dispatch(pc, w, op) + moe_dispatch_sync(w, op);
             let kernel = |c: super::OpCost, launches: f64| {
                 let time = if c.bound == Bound::Compute { c.time / speedup } else { c.time };
                 Step::Kernel { name: op.name, time, bound: c.bound, cpu: dispatch * launches, launches, host_sync }

@@ -40,6 +40,34 @@ pub struct UsedNumber {
 /// an estimate applied to all GPUs.
 const ATTENTION_BACKWARD_RATIO: f64 = 0.7;
 
+/// Backward over forward TFLOP/s of the fused (cuDNN) attention Transformer Engine calls: 447.1 /
+/// 608.4 on an H100 SXM (bf16, causal, b 2, 32 heads, d 128, s 8192; backward TFLOP/s counted as
+/// 2.5x the forward FLOPs; cuDNN 9.19, PyTorch 2.11 SDPA's cuDNN backend, 2026-11-24,
+/// scripts/bench_attention.py, calibration/runs/raw/attention-h100-2026-11-24/). Measured, not
+/// fitted; applied to every GPU.
+const FUSED_ATTENTION_BACKWARD_RATIO: f64 = 0.735;
+
+/// Which attention kernel a stack runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttentionKernel {
+    /// FlashAttention-2, what PyTorch's SDPA picks (`efficiency.attention_fraction`).
+    Flash,
+    /// The vendor's fused attention (cuDNN) that Transformer Engine calls
+    /// (`efficiency.fused_attention_fraction`).
+    Fused,
+}
+
+impl AttentionKernel {
+    /// The kernel a framework stack runs: Megatron-Core with Transformer Engine runs cuDNN's fused
+    /// attention; plain PyTorch (eager or compiled) runs SDPA's FlashAttention-2.
+    pub fn of(stack: crate::workload::Stack) -> AttentionKernel {
+        match stack {
+            crate::workload::Stack::Megatron => AttentionKernel::Fused,
+            _ => AttentionKernel::Flash,
+        }
+    }
+}
+
 /// (s, d) at which `efficiency.attention` is quoted: the published FlashAttention-2 forward
 /// figures the GPU files cite are at head dim 128, sequence length 8192 ("[AZ] FlashAttention-2
 /// (hd128, b2, s8192)" in calibration/systems/h100-sxm.toml and gb200.toml, transferred to
@@ -154,6 +182,8 @@ pub struct CostModel<'a> {
     kernel_overhead: Sourced<Seconds>,
     /// Attention's shape dependence from a profile's `attention_bmm` table, with its source.
     attention_shape: Option<(AttentionCurves, Source)>,
+    /// The attention kernel priced ([`CostModel::for_stack`]; FlashAttention-2 unless set).
+    attention_kernel: AttentionKernel,
 }
 
 impl<'a> CostModel<'a> {
@@ -235,7 +265,23 @@ impl<'a> CostModel<'a> {
             };
             Some((curves, source))
         });
-        CostModel { system, profile, corrections, gemm_max, hbm, kernel_overhead, attention_shape }
+        CostModel { system, profile, corrections, gemm_max, hbm, kernel_overhead, attention_shape, attention_kernel: AttentionKernel::Flash }
+    }
+
+    /// The same model pricing attention with the kernel `stack` runs ([`AttentionKernel::of`]).
+    pub fn for_stack(mut self, stack: crate::workload::Stack) -> Self {
+        self.attention_kernel = AttentionKernel::of(stack);
+        self
+    }
+
+    /// The attention level (fraction of bf16 peak, forward, at the reference shape), its name in
+    /// the GPU file, and the backward-over-forward ratio of the kernel priced.
+    fn attention_level(&self) -> (&Sourced<f64>, &'static str, f64) {
+        let e = &self.system.gpu.efficiency;
+        match self.attention_kernel {
+            AttentionKernel::Flash => (&e.attention, "attention_fraction", ATTENTION_BACKWARD_RATIO),
+            AttentionKernel::Fused => (&e.fused_attention, "fused_attention_fraction", FUSED_ATTENTION_BACKWARD_RATIO),
+        }
     }
 
     /// The same model for kernels replayed from a CUDA graph. A kernel's fixed cost is then the GPU
@@ -273,10 +319,9 @@ impl<'a> CostModel<'a> {
                 value: format!("{:.0}", self.hbm.value.as_gb_per_s()),
                 source: self.hbm.source.clone(),
             },
-            UsedNumber {
-                name: "attention_fraction".into(),
-                value: format!("{:.3}", g.efficiency.attention.value),
-                source: g.efficiency.attention.source.clone(),
+            {
+                let (level, name, _) = self.attention_level();
+                UsedNumber { name: name.into(), value: format!("{:.3}", level.value), source: level.source.clone() }
             },
         ];
         if let Some((curves, source)) = &self.attention_shape {
@@ -402,7 +447,9 @@ impl<'a> CostModel<'a> {
         OpCost { time: time + self.kernel_overhead.value, bound }
     }
 
-    /// Flash attention: FLOPs at `efficiency.attention` of the bf16 peak (lower in backward), times
+    /// Flash attention: FLOPs at the kernel's level of the bf16 peak (`efficiency.attention` for
+    /// SDPA's FlashAttention-2, `efficiency.fused_attention` for the megatron stack's cuDNN fused
+    /// attention; lower in backward), times
     /// a profile's measured shape factor when it has an `attention_bmm` table (1 at the reference
     /// shape the fraction is quoted at), times wave quantization of 128-query tiles over the SMs;
     /// or the bytes it must move at the achieved HBM bandwidth, whichever is longer.
@@ -411,7 +458,8 @@ impl<'a> CostModel<'a> {
             unreachable!("attention_time on {}", op.name)
         };
         let gpu = &self.system.gpu;
-        let mut eff = gpu.efficiency.attention.value;
+        let (level, _, backward_ratio) = self.attention_level();
+        let mut eff = level.value;
         if let Some((curves, _)) = &self.attention_shape {
             // The table is measured at s_q = s_kv = s; a rectangular (s_q, s_kv) is read at the
             // square of equal work per (sequence, head): s = sqrt(s_q s_kv).
@@ -419,7 +467,7 @@ impl<'a> CostModel<'a> {
             eff = (eff * curves.factor(s, head_dim_qk)).min(1.0);
         }
         if backward {
-            eff *= ATTENTION_BACKWARD_RATIO;
+            eff *= backward_ratio;
         }
         // Work is split in 128-query tiles per (sequence, head) across the SMs.
         let tiles = batch_heads * q_len.div_ceil(128);

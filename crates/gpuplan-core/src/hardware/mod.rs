@@ -156,8 +156,12 @@ pub struct Efficiency {
     pub gemm_max: Sourced<f64>,
     /// Fraction of datasheet HBM bandwidth a streaming kernel reaches.
     pub hbm: Sourced<f64>,
-    /// Fraction of peak flash attention reaches in forward (backward is lower, see `cost`).
+    /// Fraction of peak flash attention reaches in forward (backward is lower, see `cost`): the
+    /// FlashAttention-2 kernels PyTorch's SDPA runs (the `torch-*` stacks).
     pub attention: Sourced<f64>,
+    /// The same for the vendor's fused attention that Transformer Engine calls (cuDNN; what
+    /// Megatron-Core runs, the `megatron` stack), quoted at the same shape.
+    pub fused_attention: Sourced<f64>,
     /// Fraction of unidirectional NVLink bandwidth NCCL reaches as bus bandwidth on large messages.
     pub nvlink_busbw: Sourced<f64>,
     /// Fraction of NIC line rate NCCL reaches as bus bandwidth across nodes.

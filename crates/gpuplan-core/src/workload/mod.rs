@@ -227,7 +227,23 @@ impl<'a> Builder<'a> {
         self.ops.push(Op { name, kind, pass: Pass::Forward });
     }
     fn gemm(&mut self, name: &'static str, m: u64, n: u64, k: u64) {
+        self.quantize_input(name, (m * k) as f64);
         self.push(name, OpKind::Gemm { m, n, k, count: 1 });
+    }
+    /// A linear layer's input cast to FP8/FP4 before its GEMM, as Transformer Engine and torchao
+    /// do it with dynamic (current) per-tensor scaling: an amax pass (read the bf16 input) and a
+    /// cast (read it again, write one byte an element), and in training a second, transposed FP8
+    /// copy for the weight-gradient GEMM (one byte more): 5 B an element, 6 B in training, in two
+    /// kernels. Backward casts the output gradients alike (`backward_of` doubles memory ops). The
+    /// router and the LM head stay in bf16 (TE's recipes), so they are not cast. Byte counts from
+    /// the kernels' reads and writes; nothing fitted. Block-scaled recipes (MXFP8, NVFP4) skip
+    /// the separate amax pass but write block scales; they are priced the same.
+    fn quantize_input(&mut self, name: &'static str, elems: f64) {
+        if !matches!(self.w.precision, Dtype::Fp8 | Dtype::Fp4) || matches!(name, "router" | "lm_head") {
+            return;
+        }
+        let per_elem = if self.w.mode == Mode::Train { 6.0 } else { 5.0 };
+        self.push("quantize", OpKind::Memory { bytes: elems * per_elem, kernels: 2 });
     }
     /// An elementwise op reading `reads` and writing `writes` tensors of `elems` elements each,
     /// in `kernels` launches (unfused stacks launch more and re-read more).
@@ -400,8 +416,10 @@ impl<'a> Builder<'a> {
         let per_expert = per_expert.max(1);
         let f = moe.expert_ffn_hidden / pc.etp as u64;
         let up = if m.ffn_kind == FfnKind::Gated { 2 * f } else { f };
+        self.quantize_input("expert_up", (per_expert * local_experts * m.hidden) as f64);
         self.push("expert_up", OpKind::Gemm { m: per_expert, n: up, k: m.hidden, count: local_experts });
         self.memory("expert_act", (per_expert * local_experts * f) as f64, 2.0, 1.0, 2);
+        self.quantize_input("expert_down", (per_expert * local_experts * f) as f64);
         self.push("expert_down", OpKind::Gemm { m: per_expert, n: m.hidden, k: f, count: local_experts });
         if pc.etp > 1 {
             let bytes = (per_expert * local_experts * m.hidden) as f64 * self.act;
