@@ -184,9 +184,13 @@ pub struct ScenarioArgs {
     /// Cached tokens per sequence (decode)
     #[arg(long, value_parser = count(), allow_negative_numbers = true)]
     pub kv_len: Option<i64>,
-    /// bf16, fp16, fp8, fp4, tf32, fp32
+    /// bf16, fp16, fp8, fp4 (NVFP4), tf32, fp32
     #[arg(long)]
     pub precision: Option<String>,
+    /// With --precision fp8: tensorwise (current scaling, the default), delayed, blockwise, or
+    /// mxfp8 (Blackwell only)
+    #[arg(long)]
+    pub fp8_recipe: Option<String>,
     /// none, selective, full
     #[arg(long)]
     pub recompute: Option<String>,
@@ -238,6 +242,7 @@ impl ScenarioArgs {
                 batch: self.batch,
                 kv_len: self.kv_len,
                 precision: self.precision.clone(),
+                fp8_recipe: self.fp8_recipe.clone(),
                 recompute: self.recompute.clone(),
                 stack: self.stack.clone(),
                 dropout: None,
@@ -288,6 +293,7 @@ impl ScenarioArgs {
         "batch",
         "kv-len",
         "precision",
+        "fp8-recipe",
         "recompute",
         "stack",
         "routing-imbalance",
@@ -324,6 +330,7 @@ impl ScenarioArgs {
         f(self.batch.is_some(), "batch");
         f(self.kv_len.is_some(), "kv-len");
         f(self.precision.is_some(), "precision");
+        f(self.fp8_recipe.is_some(), "fp8-recipe");
         f(self.recompute.is_some(), "recompute");
         f(self.stack.is_some(), "stack");
         f(self.routing_imbalance.is_some(), "routing-imbalance");

@@ -96,3 +96,34 @@ fn a_profile_gemm_row_above_the_gpus_peak_is_refused() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("gemm row 1") && err.contains("above"), "{err}");
 }
+
+#[test]
+fn fp8_recipes_the_gpu_or_precision_cannot_run_are_refused() {
+    let base = ["predict", "--model", "llama-3-8b", "--gpus", "8", "--seq", "4096", "--global-batch", "64"];
+    let run = |extra: &[&str]| {
+        let mut a: Vec<&str> = base.to_vec();
+        a.extend_from_slice(extra);
+        gpuplan(&a)
+    };
+    let (code, err) = run(&["--system", "dgx-h100", "--precision", "fp8", "--fp8-recipe", "mxfp8"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("workload.fp8_recipe") && err.contains("Blackwell") && err.contains("tensorwise"), "{err}");
+    let (code, err) = run(&["--system", "dgx-b200", "--precision", "fp8", "--fp8-recipe", "rowwise-ish"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is not known") && err.contains("delayed"), "{err}");
+    let (code, err) = run(&["--system", "dgx-b200", "--precision", "bf16", "--fp8-recipe", "delayed"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("applies to precision fp8"), "{err}");
+    // MXFP8 on Blackwell runs, and a recipe without an amax pass moves fewer bytes than tensorwise.
+    let step = |recipe: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+            .args(base)
+            .args(["--system", "dgx-b200", "--precision", "fp8", "--fp8-recipe", recipe, "--json"])
+            .current_dir(ROOT)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["step_time_s"].as_f64().unwrap()
+    };
+    assert!(step("mxfp8") < step("tensorwise") && step("delayed") < step("tensorwise"));
+}

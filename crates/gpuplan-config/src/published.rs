@@ -112,7 +112,7 @@ pub const RECIPE_DEFAULTS: &[(&str, &str, &str)] = &[
     (
         "precision",
         "BF16 -> bf16; FP8 / FP8-CS / FP8-DS / FP8-MX / MXFP8 / blockwise -> fp8; NVFP4 -> fp4",
-        "gpuplan has one fp8 and one fp4 path: the recipe (delayed / current / MXFP8 / blockwise) and its quantization kernels are approximated by it; each row keeps its recipe for slicing and output",
+        "fp8 rows run gpuplan's fp8 path with their recipe (workload.fp8_recipe: current scaling -> tensorwise, delayed, blockwise, MXFP8), which sets the quantize kernels' traffic; GEMM rates are the same fp8 rate for every recipe; NVFP4 runs the fp4 path",
     ),
     (
         "cuda_graphs",
@@ -257,9 +257,14 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
     if r.task == "SFT" {
         notes.push("SFT (packed sequences) priced as pre-training".into());
     }
-    if recipe != precision {
-        notes.push(format!("{recipe} approximated by gpuplan's {precision} path"));
-    }
+    // The recipe as gpuplan's `workload.fp8_recipe` (fp8 rows); the rest of a recipe's name is
+    // how the row was read.
+    let fp8_recipe = (precision == "fp8").then(|| match recipe {
+        r if r.starts_with("mxfp8") => "mxfp8",
+        r if r.starts_with("fp8-blockwise") => "blockwise",
+        r if r.starts_with("fp8-delayed") || r.starts_with("fp8 (recipe not stated; NeMo 2.0") => "delayed",
+        _ => "tensorwise",
+    });
     let i = |x: u64| Some(x as i64);
     let wire = ScenarioWire {
         name: Some(format!("published dev_row {}", r.dev_row)),
@@ -282,6 +287,7 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
             global_batch: i(gbs),
             seq: i(seq),
             precision: Some(precision.into()),
+            fp8_recipe: fp8_recipe.map(str::to_string),
             recompute: Some("none".into()),
             stack: Some("megatron".into()),
             routing_imbalance: Some(1.0),

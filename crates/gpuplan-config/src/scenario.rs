@@ -12,14 +12,15 @@
 //! tp = 4
 //! pp = 2
 //! [workload]                     # mode, micro_batch, global_batch, seq, batch, kv_len, precision,
-//! mode = "train"                 # recompute, stack, dropout, flash_attention, routing_imbalance
+//! mode = "train"                 # fp8_recipe, recompute, stack, dropout, flash_attention,
+//!                                # routing_imbalance
 //! seq = 8192
 //! global_batch = 512
 //! ```
 //!
 //! Workload defaults (not hardware numbers): tp/pp/cp/ep/etp/vp = 1, dp = gpus / (tp*pp*cp),
 //! sp = (tp > 1), zero = 0, mode = train, micro_batch = 1, global_batch = micro_batch * dp,
-//! batch = 1, precision = bf16, recompute = none, stack = megatron, flash attention on, no dropout,
+//! batch = 1, precision = bf16, fp8_recipe = tensorwise, recompute = none, stack = megatron, flash attention on, no dropout,
 //! balanced routing. Pipeline split: Megatron's options as given; with none, layers that divide
 //! over pp*vp split evenly and those that do not as the model's Megatron-Bridge recipe does
 //! (`recipe_fill`).
@@ -33,7 +34,7 @@ use gpuplan_core::hardware::Dtype;
 use gpuplan_core::model::Model;
 use gpuplan_core::parallelism::{Fill, ParallelConfig, PipelineSplit, Schedule};
 use gpuplan_core::scenario::{Options, Scenario};
-use gpuplan_core::workload::{Mode, Recompute, Stack, Workload};
+use gpuplan_core::workload::{Fp8Recipe, Mode, Recompute, Stack, Workload};
 
 pub const DIR: &str = "scenarios";
 
@@ -102,6 +103,8 @@ pub struct WorkloadWire {
     pub kv_len: Option<i64>,
     /// bf16 | fp16 | fp8 | fp4 | tf32 | fp32
     pub precision: Option<String>,
+    /// with precision fp8: tensorwise (default) | delayed | blockwise | mxfp8
+    pub fp8_recipe: Option<String>,
     /// none | selective | full
     pub recompute: Option<String>,
     /// megatron | torch-eager | torch-compile
@@ -149,7 +152,7 @@ pub fn overlay(base: ScenarioWire, over: ScenarioWire) -> ScenarioWire {
     pick!(
         b.workload,
         over.workload,
-        [mode, micro_batch, global_batch, seq, batch, kv_len, precision, recompute, stack, dropout, flash_attention, routing_imbalance]
+        [mode, micro_batch, global_batch, seq, batch, kv_len, precision, fp8_recipe, recompute, stack, dropout, flash_attention, routing_imbalance]
     );
     pick!(b.options, over.options, [tp_comm_overlap, dp_overlap]);
     b
@@ -403,6 +406,27 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
             Dtype::Bf16
         }),
     };
+    let fp8_recipe = match ww.fp8_recipe.as_deref() {
+        None => Fp8Recipe::Tensorwise,
+        Some(s) => {
+            let names = Fp8Recipe::ALL.map(Fp8Recipe::name).join(", ");
+            let r = Fp8Recipe::parse(s);
+            if r.is_none() {
+                p.push(ConfigError::invalid(&path, "workload.fp8_recipe", s, "is not known").with_hint(format!("one of: {names}")));
+            } else if precision != Dtype::Fp8 {
+                p.push(
+                    ConfigError::invalid(&path, "workload.fp8_recipe", s, format!("applies to precision fp8, not {}", precision.name()))
+                        .with_hint("give `--precision fp8` with it, or leave the recipe out (fp4 is NVFP4)"),
+                );
+            } else if r == Some(Fp8Recipe::Mxfp8) && system.gpu.arch != gpuplan_core::hardware::Arch::Blackwell {
+                p.push(
+                    ConfigError::invalid(&path, "workload.fp8_recipe", s, format!("needs Blackwell's block-scaled tensor cores; {} has none", system.gpu.name))
+                        .with_hint("on Hopper use tensorwise, delayed or blockwise"),
+                );
+            }
+            r.unwrap_or(Fp8Recipe::Tensorwise)
+        }
+    };
     let recompute = match ww.recompute.as_deref().unwrap_or("none") {
         "none" => Recompute::None,
         "selective" => Recompute::Selective,
@@ -431,6 +455,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         batch,
         kv_len,
         precision,
+        fp8_recipe,
         recompute,
         stack,
         dropout: ww.dropout.unwrap_or(false),

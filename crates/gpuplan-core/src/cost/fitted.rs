@@ -37,14 +37,15 @@ pub const DTENSOR_LINEAR_US: [f64; 2] = [225.0, 50.0];
 /// stack in training: Megatron-Core's dropless token dispatcher copies the tokens-per-expert counts
 /// to the host (a device-to-host sync) to size the all-to-all and the grouped GEMM, which drains the
 /// launch queue; the GPU then idles while the host runs the dispatcher's permutation code and
-/// launches the layer's next kernels. Fitted on the 11 MoE rows of the fit split of
+/// launches the layer's next kernels. Fitted on the 13 MoE rows of the fit split of
 /// tests/data/published/megatron_bridge_training_dev.csv (Qwen3-30B-A3B on DGX-H100, DGX-B200,
-/// DGX-B300, GB300 NVL72; dev rows 14, 39, 55, 71, 73, 87, 88, 89, 95, 105, 108): MoE tokens/s/GPU MAPE minimised over 0-12,000 us on a 500 us grid with the
-/// fused-attention level and the FP8 quantize kernels in place, `GPUPLAN_FIT_CONSTANTS=
-/// moe_dispatch_sync_us=X gpuplan validate --published ... --json` (docs/published-analysis.md):
-/// 6,500 us (fit MoE MAPE 107.5% at 0 -> 22.1%; the 23 test-split MoE rows, not fitted: 34.9% ->
-/// 22.4%, bias +28.4% -> -22.4%). The published B200 rows' throughput at micro-batch 1 vs 4 implied
-/// about 7.5 ms per MoE layer of fixed cost per micro-batch independently (the analysis doc).
+/// DGX-B300 and GB300 NVL72, DeepSeek-V3 on GB200/GB300 NVL72; dev rows 14, 39, 55, 71, 73, 87,
+/// 88, 89, 94, 95, 99, 105, 108): MoE tokens/s/GPU MAPE minimised over 0-12,000 us on a 500 us
+/// grid, with the fused-attention level and the recipes' quantize kernels in place
+/// (`GPUPLAN_FIT_CONSTANTS=moe_dispatch_sync_us=X gpuplan validate --published ... --json`): 6,500
+/// us (fit MoE MAPE 98.8% at 0 -> 19.0%; the 25 test-split MoE rows, not fitted: 35.6% -> 20.2%,
+/// bias +31.5% -> -20.2%). The published B200 rows' throughput at micro-batch 1 vs 4 implied about
+/// 7.5 ms per MoE layer of fixed cost per micro-batch independently (docs/published-analysis.md).
 pub const MOE_DISPATCH_SYNC_US: f64 = 6500.0;
 
 /// Fitted values in effect.

@@ -370,6 +370,7 @@ mod tests {
             batch: 1,
             kv_len: 0,
             precision: Dtype::Bf16,
+            fp8_recipe: crate::workload::Fp8Recipe::Tensorwise,
             recompute,
             stack: Stack::Megatron,
             dropout: true,

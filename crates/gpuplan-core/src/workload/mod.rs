@@ -81,6 +81,59 @@ impl Stack {
     }
 }
 
+/// The scaling recipe of fp8 training and inference: how a bf16 tensor becomes an fp8 GEMM input,
+/// which sets the quantize kernels' memory traffic (`Fp8Recipe::quantize_bytes`) and which GPUs
+/// can run it (MXFP8's block scales need Blackwell's tensor cores).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fp8Recipe {
+    /// Per-tensor current scaling (Transformer Engine's `Float8CurrentScaling`, torchao's dynamic
+    /// tensorwise): an amax pass over the input, then the cast.
+    Tensorwise,
+    /// Per-tensor delayed scaling (TE's `DelayedScaling`): the scale comes from an amax history,
+    /// the amax is taken inside the cast kernel; no separate pass.
+    Delayed,
+    /// DeepSeek-V3-style blocks (1x128 activations, 128x128 weights), scales computed in the cast.
+    Blockwise,
+    /// MXFP8: 32-element blocks with E8M0 scales, computed in the cast; Blackwell only.
+    Mxfp8,
+}
+
+impl Fp8Recipe {
+    pub const ALL: [Fp8Recipe; 4] = [Fp8Recipe::Tensorwise, Fp8Recipe::Delayed, Fp8Recipe::Blockwise, Fp8Recipe::Mxfp8];
+    pub fn name(self) -> &'static str {
+        match self {
+            Fp8Recipe::Tensorwise => "tensorwise",
+            Fp8Recipe::Delayed => "delayed",
+            Fp8Recipe::Blockwise => "blockwise",
+            Fp8Recipe::Mxfp8 => "mxfp8",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Fp8Recipe> {
+        Fp8Recipe::ALL.into_iter().find(|r| r.name() == s)
+    }
+}
+
+/// HBM bytes and kernels to quantize one bf16 input element of a linear layer, by precision and
+/// recipe, from the kernels' reads and writes (nothing fitted): reading the bf16 element (2 B),
+/// writing it at 1 B (fp8) or 0.5 B (fp4), and in training a second, transposed copy for the
+/// weight-gradient GEMM (Hopper's fp8 GEMMs take only TN layouts; the block-scaled recipes keep a
+/// columnwise copy too); per-tensor current scaling reads the input once more for its amax, and
+/// NVFP4 takes a per-tensor amax for its second-level scale too; block scales add 1 B per 32
+/// (MXFP8, E8M0) or per 16 (NVFP4, E4M3) elements per copy, blockwise 4 B per 128.
+pub fn quantize_bytes(precision: Dtype, recipe: Fp8Recipe, train: bool) -> Option<(f64, u32)> {
+    let copies = if train { 2.0 } else { 1.0 };
+    Some(match precision {
+        Dtype::Fp8 => match recipe {
+            Fp8Recipe::Tensorwise => (2.0 + 2.0 + copies, 2),
+            Fp8Recipe::Delayed => (2.0 + copies, 1),
+            Fp8Recipe::Blockwise => (2.0 + copies * (1.0 + 4.0 / 128.0), 1),
+            Fp8Recipe::Mxfp8 => (2.0 + copies * (1.0 + 1.0 / 32.0), 1),
+        },
+        Dtype::Fp4 => (2.0 + 2.0 + copies * (0.5 + 1.0 / 16.0), 2),
+        _ => return None,
+    })
+}
+
 /// What is run: mode, batch shape, precision, recompute, stack.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Workload {
@@ -96,6 +149,8 @@ pub struct Workload {
     pub kv_len: u64,
     /// GEMM compute dtype (activations stay bf16; fp8/fp4 GEMMs keep bf16 activations around them).
     pub precision: Dtype,
+    /// How fp8 GEMM inputs are scaled (meaningful with `precision` fp8; fp4 is NVFP4).
+    pub fp8_recipe: Fp8Recipe,
     pub recompute: Recompute,
     pub stack: Stack,
     /// Dropout layers present (GPT-3-era training); modern LLMs train without.
@@ -231,19 +286,16 @@ impl<'a> Builder<'a> {
         self.push(name, OpKind::Gemm { m, n, k, count: 1 });
     }
     /// A linear layer's input cast to FP8/FP4 before its GEMM, as Transformer Engine and torchao
-    /// do it with dynamic (current) per-tensor scaling: an amax pass (read the bf16 input) and a
-    /// cast (read it again, write one byte an element), and in training a second, transposed FP8
-    /// copy for the weight-gradient GEMM (one byte more): 5 B an element, 6 B in training, in two
-    /// kernels. Backward casts the output gradients alike (`backward_of` doubles memory ops). The
-    /// router and the LM head stay in bf16 (TE's recipes), so they are not cast. Byte counts from
-    /// the kernels' reads and writes; nothing fitted. Block-scaled recipes (MXFP8, NVFP4) skip
-    /// the separate amax pass but write block scales; they are priced the same.
+    /// do it ([`quantize_bytes`] by recipe). Backward casts the output gradients alike
+    /// (`backward_of` doubles memory ops). The router and the LM head stay in bf16 (TE's recipes),
+    /// so they are not cast.
     fn quantize_input(&mut self, name: &'static str, elems: f64) {
-        if !matches!(self.w.precision, Dtype::Fp8 | Dtype::Fp4) || matches!(name, "router" | "lm_head") {
+        if matches!(name, "router" | "lm_head") {
             return;
         }
-        let per_elem = if self.w.mode == Mode::Train { 6.0 } else { 5.0 };
-        self.push("quantize", OpKind::Memory { bytes: elems * per_elem, kernels: 2 });
+        if let Some((per_elem, kernels)) = quantize_bytes(self.w.precision, self.w.fp8_recipe, self.w.mode == Mode::Train) {
+            self.push("quantize", OpKind::Memory { bytes: elems * per_elem, kernels });
+        }
     }
     /// An elementwise op reading `reads` and writing `writes` tensors of `elems` elements each,
     /// in `kernels` launches (unfused stacks launch more and re-read more).
@@ -612,6 +664,7 @@ mod tests {
             batch: 1,
             kv_len: 0,
             precision: Dtype::Bf16,
+            fp8_recipe: Fp8Recipe::Tensorwise,
             recompute: Recompute::None,
             stack,
             dropout: false,
