@@ -43,8 +43,8 @@ pub const DTENSOR_LINEAR_US: [f64; 2] = [225.0, 50.0];
 /// 88, 89, 94, 95, 99, 105, 108): MoE tokens/s/GPU MAPE minimised over 0-12,000 us on a 500 us
 /// grid, with the fused-attention level and the recipes' quantize kernels in place
 /// (`GPUPLAN_FIT_CONSTANTS=moe_dispatch_sync_us=X gpuplan validate --published ... --json`): 6,500
-/// us (fit MoE MAPE 98.8% at 0 -> 19.0%; the 25 test-split MoE rows, not fitted: 35.6% -> 20.2%,
-/// bias +31.5% -> -20.2%). The published B200 rows' throughput at micro-batch 1 vs 4 implied about
+/// us (fit MoE MAPE 98.8% at 0 -> 19.0%; the 25 test-split MoE rows, not fitted: 27.0% -> 23.1%,
+/// bias +20.9% -> -23.1%, with all-to-all across nodes bound by each rank's NIC). The published B200 rows' throughput at micro-batch 1 vs 4 implied about
 /// 7.5 ms per MoE layer of fixed cost per micro-batch independently (docs/published-analysis.md).
 pub const MOE_DISPATCH_SYNC_US: f64 = 6500.0;
 

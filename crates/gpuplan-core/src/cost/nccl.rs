@@ -184,7 +184,19 @@ pub fn choose(op: CollectiveOp, links: &Links, bytes: f64) -> Plan {
                 consider(Algo::Hierarchical, hier_steps / 2, hierarchical(1.0, 1.0));
             }
         }
-        CollectiveOp::AllToAll => consider(Algo::Ring, n - 1, links.busbw),
+        CollectiveOp::AllToAll => {
+            // Each rank sends (n-1)/n of its buffer to the others (the nccl-tests bus factor). Across
+            // domains the (n - r)/n that leaves its domain goes out through the rank's own NIC
+            // (rail-optimized, PXN for other rails), not the whole domain's: the rank's NIC share
+            // `inter_busbw` carries it, so the bus bandwidth is inter x (n-1)/(n-r), capped by NVLink.
+            let busbw = if links.crosses_network && n > links.ranks_per_domain {
+                let (n, r) = (n as f64, links.ranks_per_domain as f64);
+                (links.inter_busbw * ((n - 1.0) / (n - r))).min(links.intra_busbw)
+            } else {
+                links.busbw
+            };
+            consider(Algo::Ring, n - 1, busbw)
+        }
         CollectiveOp::SendRecv => consider(Algo::Ring, 1, links.busbw),
     }
     best.expect("at least one algorithm").1
@@ -197,6 +209,27 @@ mod tests {
     fn intra(n: u32) -> Links {
         let bw = BytesPerSec::gb_per_s(346.0);
         Links { n_ranks: n, crosses_network: false, busbw: bw, nvls_algbw: None, ranks_per_domain: n, domains: 1, intra_busbw: bw, inter_busbw: bw }
+    }
+
+    #[test]
+    fn all_to_all_across_nodes_is_bound_by_each_ranks_nic() {
+        // 16 ranks, 8 per domain: half of each rank's data leaves its node through its one NIC.
+        let nic = BytesPerSec::gb_per_s(40.0);
+        let links = Links {
+            n_ranks: 16,
+            crosses_network: true,
+            busbw: nic * 8.0,
+            nvls_algbw: None,
+            ranks_per_domain: 8,
+            domains: 2,
+            intra_busbw: BytesPerSec::gb_per_s(346.0),
+            inter_busbw: nic,
+        };
+        let p = choose(CollectiveOp::AllToAll, &links, 1e9);
+        assert!((p.busbw.value() / (nic.value() * 15.0 / 8.0) / Proto::Simple.efficiency() - 1.0).abs() < 1e-9, "{:?}", p.busbw);
+        // Inside one node nothing changes.
+        let p = choose(CollectiveOp::AllToAll, &intra(8), 1e9);
+        assert_eq!(p.busbw, BytesPerSec::gb_per_s(346.0) * Proto::Simple.efficiency());
     }
 
     #[test]
