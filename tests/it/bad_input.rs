@@ -127,3 +127,20 @@ fn fp8_recipes_the_gpu_or_precision_cannot_run_are_refused() {
     };
     assert!(step("mxfp8") < step("tensorwise") && step("delayed") < step("tensorwise"));
 }
+
+/// Issue 18's serving reproducer: without EP, a MoE model's experts are sharded over TP
+/// (expert-TP = TP, as Megatron and TensorRT-LLM default), not copied whole to every GPU.
+#[test]
+fn moe_experts_are_sharded_over_tp_without_ep() {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+        .args(["predict", "--model", "mixtral-8x22b", "--system", "dgx-h100", "--gpus", "8", "--tp", "8", "--mode", "decode", "--batch", "32"])
+        .args(["--kv-len", "2048", "--json"])
+        .current_dir(ROOT)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let weights_gib = v["memory"]["components"]["weights_bytes"].as_f64().unwrap() / f64::from(1u32 << 30);
+    // 141B parameters in bf16 over 8 GPUs: about 33 GiB each (was 253 GiB with whole experts).
+    assert!((30.0..36.0).contains(&weights_gib), "{weights_gib}");
+}

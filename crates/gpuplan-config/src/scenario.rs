@@ -18,7 +18,8 @@
 //! global_batch = 512
 //! ```
 //!
-//! Workload defaults (not hardware numbers): tp/pp/cp/ep/etp/vp = 1, dp = gpus / (tp*pp*cp),
+//! Workload defaults (not hardware numbers): tp/pp/cp/ep/vp = 1, etp = tp for an MoE model without
+//! EP (else 1), dp = gpus / (tp*pp*cp),
 //! sp = (tp > 1), zero = 0, mode = train, micro_batch = 1, global_batch = micro_batch * dp,
 //! batch = 1, precision = bf16, fp8_recipe = tensorwise, recompute = none, stack = megatron, flash attention on, no dropout,
 //! balanced routing. Pipeline split: Megatron's options as given; with none, layers that divide
@@ -311,7 +312,12 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
     let pp = pos(&mut p, "parallelism.pp", pw.pp, 1) as u32;
     let cp = pos(&mut p, "parallelism.cp", pw.cp, 1) as u32;
     let ep = pos(&mut p, "parallelism.ep", pw.ep, 1) as u32;
-    let etp = pos(&mut p, "parallelism.etp", pw.etp, 1) as u32;
+    // Expert tensor parallelism: without expert parallelism, MoE experts are sharded over the TP
+    // group as the dense layers are (Megatron-Core's `expert_tensor_parallel_size` defaults to the
+    // TP size; TensorRT-LLM's `moe_tp_size` is the TP size when `moe_ep_size` is 1). With EP the
+    // default is 1: each EP rank holds whole experts, as the Megatron-Bridge MoE recipes set it.
+    let etp_default = if ep == 1 && model.moe.is_some() { tp as u64 } else { 1 };
+    let etp = pos(&mut p, "parallelism.etp", pw.etp, etp_default) as u32;
     let vp = pos(&mut p, "parallelism.vp", pw.vp, 1) as u32;
     let model_parallel = (tp * pp * cp) as u64;
     let gpus = match (w.gpus, pw.dp) {
