@@ -200,6 +200,9 @@ pub struct ScenarioArgs {
     /// Busiest expert rank's tokens / mean (1.0 = balanced)
     #[arg(long, value_parser = at_least_one, allow_negative_numbers = true)]
     pub routing_imbalance: Option<f64>,
+    /// MoE token dispatcher: alltoall (default), allgather, or flex (DeepEP)
+    #[arg(long)]
+    pub moe_dispatcher: Option<String>,
     /// Overlap TP communication with GEMMs (Megatron --tp-comm-overlap)
     #[arg(long)]
     pub tp_comm_overlap: Option<bool>,
@@ -248,6 +251,7 @@ impl ScenarioArgs {
                 dropout: None,
                 flash_attention: None,
                 routing_imbalance: self.routing_imbalance,
+                moe_dispatcher: self.moe_dispatcher.clone(),
             },
             options: OptionsWire { tp_comm_overlap: self.tp_comm_overlap, dp_overlap: None },
             ..ScenarioWire::default()
@@ -297,6 +301,7 @@ impl ScenarioArgs {
         "recompute",
         "stack",
         "routing-imbalance",
+        "moe-dispatcher",
         "tp-comm-overlap",
         "calibration",
     ];
@@ -334,6 +339,7 @@ impl ScenarioArgs {
         f(self.recompute.is_some(), "recompute");
         f(self.stack.is_some(), "stack");
         f(self.routing_imbalance.is_some(), "routing-imbalance");
+        f(self.moe_dispatcher.is_some(), "moe-dispatcher");
         f(self.tp_comm_overlap.is_some(), "tp-comm-overlap");
         f(self.calibration.is_some(), "calibration");
         v

@@ -144,3 +144,24 @@ fn moe_experts_are_sharded_over_tp_without_ep() {
     // 141B parameters in bf16 over 8 GPUs: about 33 GiB each (was 253 GiB with whole experts).
     assert!((30.0..36.0).contains(&weights_gib), "{weights_gib}");
 }
+
+#[test]
+fn moe_dispatchers_move_what_they_move_and_unknown_ones_are_refused() {
+    let step = |d: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+            .args(["predict", "--model", "deepseek-v3", "--system", "gb200-nvl72", "--gpus", "256", "--pp", "8", "--ep", "32", "--seq", "4096"])
+            .args(["--global-batch", "1024", "--zero", "1", "--moe-dispatcher", d, "--json"])
+            .current_dir(ROOT)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+        (out.status.code(), v["breakdown"]["ep_comm_s"].as_f64(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (a2a, gather, flex) = (step("alltoall").1.unwrap(), step("allgather").1.unwrap(), step("flex").1.unwrap());
+    // DeepEP sends a token once per rank it needs (fewer bytes than top-k copies); the all-gather
+    // dispatcher moves every rank's tokens to every rank.
+    assert!(flex < a2a && a2a < gather, "{flex} {a2a} {gather}");
+    let (code, _, err) = step("ring");
+    assert_eq!(code, Some(2));
+    assert!(err.contains("workload.moe_dispatcher") && err.contains("alltoall, allgather, flex"), "{err}");
+}

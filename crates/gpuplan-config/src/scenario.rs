@@ -13,7 +13,7 @@
 //! pp = 2
 //! [workload]                     # mode, micro_batch, global_batch, seq, batch, kv_len, precision,
 //! mode = "train"                 # fp8_recipe, recompute, stack, dropout, flash_attention,
-//!                                # routing_imbalance
+//!                                # routing_imbalance, moe_dispatcher
 //! seq = 8192
 //! global_batch = 512
 //! ```
@@ -22,7 +22,7 @@
 //! EP (else 1), dp = gpus / (tp*pp*cp),
 //! sp = (tp > 1), zero = 0, mode = train, micro_batch = 1, global_batch = micro_batch * dp,
 //! batch = 1, precision = bf16, fp8_recipe = tensorwise, recompute = none, stack = megatron, flash attention on, no dropout,
-//! balanced routing. Pipeline split: Megatron's options as given; with none, layers that divide
+//! balanced routing, moe_dispatcher = alltoall. Pipeline split: Megatron's options as given; with none, layers that divide
 //! over pp*vp split evenly and those that do not as the model's Megatron-Bridge recipe does
 //! (`recipe_fill`).
 
@@ -35,7 +35,7 @@ use gpuplan_core::hardware::Dtype;
 use gpuplan_core::model::Model;
 use gpuplan_core::parallelism::{Fill, ParallelConfig, PipelineSplit, Schedule};
 use gpuplan_core::scenario::{Options, Scenario};
-use gpuplan_core::workload::{Fp8Recipe, Mode, Recompute, Stack, Workload};
+use gpuplan_core::workload::{Fp8Recipe, Mode, MoeDispatcher, Recompute, Stack, Workload};
 
 pub const DIR: &str = "scenarios";
 
@@ -113,6 +113,8 @@ pub struct WorkloadWire {
     pub dropout: Option<bool>,
     pub flash_attention: Option<bool>,
     pub routing_imbalance: Option<f64>,
+    /// alltoall (default) | allgather | flex (DeepEP)
+    pub moe_dispatcher: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -153,7 +155,22 @@ pub fn overlay(base: ScenarioWire, over: ScenarioWire) -> ScenarioWire {
     pick!(
         b.workload,
         over.workload,
-        [mode, micro_batch, global_batch, seq, batch, kv_len, precision, fp8_recipe, recompute, stack, dropout, flash_attention, routing_imbalance]
+        [
+            mode,
+            micro_batch,
+            global_batch,
+            seq,
+            batch,
+            kv_len,
+            precision,
+            fp8_recipe,
+            recompute,
+            stack,
+            dropout,
+            flash_attention,
+            routing_imbalance,
+            moe_dispatcher
+        ]
     );
     pick!(b.options, over.options, [tp_comm_overlap, dp_overlap]);
     b
@@ -453,6 +470,14 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
     p.check(routing_imbalance >= 1.0 && routing_imbalance.is_finite(), || {
         ConfigError::invalid(&path, "workload.routing_imbalance", routing_imbalance, "must be at least 1 (busiest expert rank / mean)")
     });
+    let moe_dispatcher = match ww.moe_dispatcher.as_deref() {
+        None => MoeDispatcher::AllToAll,
+        Some(s) => MoeDispatcher::parse(s).unwrap_or_else(|| {
+            let names = MoeDispatcher::ALL.map(MoeDispatcher::name).join(", ");
+            p.push(ConfigError::invalid(&path, "workload.moe_dispatcher", s, "is not known").with_hint(format!("one of: {names}")));
+            MoeDispatcher::AllToAll
+        }),
+    };
     let workload = Workload {
         mode,
         micro_batch,
@@ -467,6 +492,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         dropout: ww.dropout.unwrap_or(false),
         flash_attention: ww.flash_attention.unwrap_or(true),
         routing_imbalance,
+        moe_dispatcher,
     };
     let d = Options::default();
     let options = Options { tp_comm_overlap: w.options.tp_comm_overlap.unwrap_or(d.tp_comm_overlap), dp_overlap: w.options.dp_overlap.unwrap_or(d.dp_overlap) };

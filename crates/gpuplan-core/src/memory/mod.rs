@@ -376,6 +376,7 @@ mod tests {
             dropout: true,
             flash_attention: false,
             routing_imbalance: 1.0,
+            moe_dispatcher: crate::workload::MoeDispatcher::AllToAll,
         }
     }
 

@@ -159,6 +159,36 @@ pub struct Workload {
     pub flash_attention: bool,
     /// Tokens on the busiest expert rank / mean (1.0 = perfectly balanced routing).
     pub routing_imbalance: f64,
+    /// How MoE tokens reach their experts' ranks.
+    pub moe_dispatcher: MoeDispatcher,
+}
+
+/// Megatron-Core's MoE token dispatchers (`--moe-token-dispatcher-type`): what crosses the EP group
+/// to bring each token to its experts and back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MoeDispatcher {
+    /// All-to-all of each (token, expert) pair: `top_k` copies of a token, even to one rank.
+    AllToAll,
+    /// All-gather of every EP rank's tokens, each rank keeps those of its experts; the combine is a
+    /// reduce-scatter.
+    AllGather,
+    /// DeepEP's fused all-to-all (`flex`): a token goes once to each rank that holds one of its
+    /// experts.
+    Flex,
+}
+
+impl MoeDispatcher {
+    pub const ALL: [MoeDispatcher; 3] = [MoeDispatcher::AllToAll, MoeDispatcher::AllGather, MoeDispatcher::Flex];
+    pub fn name(self) -> &'static str {
+        match self {
+            MoeDispatcher::AllToAll => "alltoall",
+            MoeDispatcher::AllGather => "allgather",
+            MoeDispatcher::Flex => "flex",
+        }
+    }
+    pub fn parse(s: &str) -> Option<MoeDispatcher> {
+        MoeDispatcher::ALL.into_iter().find(|d| d.name() == s)
+    }
 }
 
 impl Workload {
@@ -456,9 +486,19 @@ impl<'a> Builder<'a> {
         self.gemm("router", t, moe.n_experts as u64, m.hidden);
         self.memory("router_softmax_topk", (t * moe.n_experts as u64) as f64, 1.0, 1.0, 4);
         let routed = t * moe.top_k as u64;
-        let a2a_bytes = (routed * m.hidden) as f64 * self.act;
+        // What the dispatcher moves over the EP group, one way (the combine moves it back).
+        let (ep, k) = (pc.ep as f64, moe.top_k as f64);
+        let (comm_op, dispatch_bytes) = match self.w.moe_dispatcher {
+            MoeDispatcher::AllToAll => (CollectiveOp::AllToAll, routed as f64),
+            // Copies of a token to distinct ranks: ep (1 - (1 - 1/ep)^k) for experts spread evenly.
+            MoeDispatcher::Flex => (CollectiveOp::AllToAll, t as f64 * (ep * (1.0 - (1.0 - 1.0 / ep).powf(k))).min(k)),
+            // Every rank receives all ranks' tokens (the nccl-tests buffer is the gathered size).
+            MoeDispatcher::AllGather => (CollectiveOp::AllGather, t as f64 * ep),
+        };
+        let a2a_bytes = dispatch_bytes * m.hidden as f64 * self.act;
+        let combine_op = if comm_op == CollectiveOp::AllGather { CollectiveOp::ReduceScatter } else { CollectiveOp::AllToAll };
         if pc.ep > 1 {
-            self.push("ep_dispatch", OpKind::Comm { op: CollectiveOp::AllToAll, group: Group::Ep, bytes: a2a_bytes });
+            self.push("ep_dispatch", OpKind::Comm { op: comm_op, group: Group::Ep, bytes: a2a_bytes });
         }
         self.memory("permute", (routed * m.hidden) as f64, 1.0, 1.0, 2);
         let local_experts = (moe.n_experts / pc.ep) as u64;
@@ -479,7 +519,7 @@ impl<'a> Builder<'a> {
         }
         self.memory("unpermute", (routed * m.hidden) as f64, 1.0, 1.0, 2);
         if pc.ep > 1 {
-            self.push("ep_combine", OpKind::Comm { op: CollectiveOp::AllToAll, group: Group::Ep, bytes: a2a_bytes });
+            self.push("ep_combine", OpKind::Comm { op: combine_op, group: Group::Ep, bytes: a2a_bytes });
         }
         if moe.n_shared_experts > 0 {
             let width = moe.shared_expert_ffn_hidden * moe.n_shared_experts as u64;
@@ -670,6 +710,7 @@ mod tests {
             dropout: false,
             flash_attention: true,
             routing_imbalance: 1.0,
+            moe_dispatcher: MoeDispatcher::AllToAll,
         }
     }
 
