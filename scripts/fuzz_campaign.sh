@@ -7,7 +7,7 @@
 #   FUZZ_FILTER=fuzz::model_toml            run one generator only (default: all of fuzz::)
 #
 # Each round uses a new random seed (proptest draws one per run). A failing case is shrunk by
-# proptest and kept under tests/it/proptest-regressions/fuzz.txt, which later `cargo test` runs
+# proptest and kept under tests/proptest-regressions/fuzz.txt, which later `cargo test` runs
 # replay first: commit that file with the fix. The log of every round is in target/fuzz-campaign/.
 #
 # `cargo fuzz` (libFuzzer, coverage-guided) needs a nightly toolchain, which the machines this
@@ -36,5 +36,5 @@ while [ "$(date +%s)" -lt "$end" ]; do
   echo "round $round: $status (about $total cases so far); log $log"
 done
 echo "campaign over: $round rounds, about $total cases, $failed failing round(s)"
-[ -f tests/it/proptest-regressions/fuzz.txt ] && echo "failing cases kept in tests/it/proptest-regressions/fuzz.txt"
+[ -f tests/proptest-regressions/fuzz.txt ] && echo "failing cases kept in tests/proptest-regressions/fuzz.txt"
 [ "$failed" -eq 0 ]

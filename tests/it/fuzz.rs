@@ -1,7 +1,7 @@
 //! Mutation fuzzing of every parser (issue 22): a shipped file of each input kind, mutated by
 //! proptest (numbers swapped for hostile values, lines dropped, duplicated or cut, bytes
 //! inserted), goes through the library parser that reads it. An error is fine; a panic fails the
-//! test, and proptest shrinks the mutation and keeps it under `proptest-regressions/`. One more
+//! test, and proptest shrinks the mutation and keeps it in `tests/proptest-regressions/fuzz.txt`. One more
 //! test runs the binary on random flag combinations under a timeout.
 //!
 //! CI runs few cases (`CASES`, well under 2 minutes in all); `scripts/fuzz_campaign.sh` runs the

@@ -276,7 +276,7 @@ fn positive(p: &mut Problems, path: &Path, key: &str, v: Option<i64>, default: u
     }
 }
 
-/// The `[parallelism]` keys, each checked on its own (their combination is `build`'s).
+/// The `[parallelism]` sizes, each checked on its own (their combination is `build`'s).
 struct Layout {
     tp: u32,
     pp: u32,
@@ -284,8 +284,6 @@ struct Layout {
     ep: u32,
     etp: u32,
     vp: u32,
-    zero: u32,
-    schedule: Schedule,
 }
 
 fn layout_keys(p: &mut Problems, path: &Path, pw: &ParallelWire) -> Layout {
@@ -298,6 +296,11 @@ fn layout_keys(p: &mut Problems, path: &Path, pw: &ParallelWire) -> Layout {
         pos("parallelism.etp", pw.etp),
         pos("parallelism.vp", pw.vp),
     );
+    Layout { tp, pp, cp, ep, etp, vp }
+}
+
+/// `parallelism.zero` and `parallelism.schedule` (interleaved by default when `vp` > 1).
+fn zero_and_schedule(p: &mut Problems, path: &Path, pw: &ParallelWire, vp: u32) -> (u32, Schedule) {
     let zero = match pw.zero {
         None => 0,
         Some(z @ 0..=3) => z as u32,
@@ -316,7 +319,7 @@ fn layout_keys(p: &mut Problems, path: &Path, pw: &ParallelWire) -> Layout {
             Schedule::OneFOneB
         }
     };
-    Layout { tp, pp, cp, ep, etp, vp, zero, schedule }
+    (zero, schedule)
 }
 
 /// The keys `plan` searches over instead of using (`[parallelism]`, `workload.micro_batch`), checked
@@ -325,7 +328,8 @@ fn layout_keys(p: &mut Problems, path: &Path, pw: &ParallelWire) -> Layout {
 pub fn check_searched_keys(w: &ScenarioWire, file: Option<&Path>) -> Result<(), ConfigError> {
     let path = origin(file);
     let mut p = Problems::default();
-    layout_keys(&mut p, &path, &w.parallelism);
+    let vp = layout_keys(&mut p, &path, &w.parallelism).vp;
+    zero_and_schedule(&mut p, &path, &w.parallelism, vp);
     positive(&mut p, &path, "parallelism.dp", w.parallelism.dp, 1);
     positive(&mut p, &path, "workload.micro_batch", w.workload.micro_batch, 1);
     for (key, v) in [
@@ -377,7 +381,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
     let mut p = Problems::default();
     let pos = |p: &mut Problems, key: &str, v: Option<i64>, default: u64| positive(p, &path, key, v, default);
     let pw = &w.parallelism;
-    let Layout { tp, pp, cp, ep, etp, vp, zero, schedule } = layout_keys(&mut p, &path, pw);
+    let Layout { tp, pp, cp, ep, etp, vp } = layout_keys(&mut p, &path, pw);
     let model_parallel = (tp * pp * cp) as u64;
     let gpus = match (w.gpus, pw.dp) {
         (Some(g), _) => pos(&mut p, "gpus", Some(g), 1),
@@ -398,6 +402,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         ConfigError::invalid(&path, "gpus", gpus, format!("does not equal tp*pp*dp*cp = {tp}*{pp}*{dp}*{cp} = {}", model_parallel * dp as u64))
             .with_hint("set `--dp` to gpus / (tp*pp*cp), or leave it out to derive it")
     });
+    let (zero, schedule) = zero_and_schedule(&mut p, &path, pw, vp);
     let split = pipeline_split(&mut p, &path, pw, &model);
     let parallel = ParallelConfig { tp, sp: pw.sp.unwrap_or(tp > 1), pp, vp, dp, cp, ep, etp, zero, schedule, split };
     if let Err(e) = gpuplan_core::parallelism::virtual_stage_layers(model.n_layers, &parallel) {
