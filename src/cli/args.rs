@@ -213,6 +213,19 @@ pub struct ScenarioArgs {
 }
 
 impl ScenarioArgs {
+    /// The files these flags name that a command reads (the scenario file; a model, system or
+    /// calibration given as a path): a command's outputs must not be one of them.
+    pub fn input_files(&self) -> Vec<(&'static str, Option<&std::path::Path>)> {
+        fn file(v: &Option<String>) -> Option<&std::path::Path> {
+            v.as_deref().map(std::path::Path::new).filter(|p| p.is_file())
+        }
+        vec![
+            ("--scenario", self.scenario.as_deref()),
+            ("--model", file(&self.model)),
+            ("--system", file(&self.system)),
+            ("--calibration", file(&self.calibration)),
+        ]
+    }
     /// The flags as a scenario overlay.
     pub fn to_wire(&self) -> ScenarioWire {
         ScenarioWire {

@@ -268,6 +268,11 @@ fn import_nccl_tests(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
     let imported = import::import(&runs, &name, &sources, &command_line(), &utc_now());
     let dir = args.out_dir.join(&name);
     imported.profile.to_domain(&dir.join("profile.toml")).context("the fitted profile does not pass its own checks")?;
+    // A log kept in the profile folder under one of the names the import writes stays a log.
+    let targets: Vec<std::path::PathBuf> = imported.files.iter().map(|(n, _)| dir.join(n)).collect();
+    let outputs: Vec<(&str, Option<&std::path::Path>)> = targets.iter().map(|t| ("--name", Some(t.as_path()))).collect();
+    let inputs: Vec<(&str, Option<&std::path::Path>)> = args.import_nccl_tests.iter().map(|p| ("--import-nccl-tests", Some(p.as_path()))).collect();
+    super::check_outputs(true, &outputs, &inputs)?;
     write_profile_dir(&dir, &imported.files, args.force)?;
     for n in &imported.notes {
         eprintln!("note: {n}");

@@ -16,7 +16,7 @@ use super::args::{count_u64, hide_unless, positive, ScenarioArgs};
 use super::Outcome;
 use crate::config::record::{one_of, run_scenario, RunScenarioWire};
 use crate::measure::parse::{step_regex, LogFormat};
-use crate::measure::record::{append, Scenario};
+use crate::measure::record::{append, check_appendable, Scenario};
 use crate::measure::{self, MeasureConfig};
 
 #[derive(clap::Args, Debug)]
@@ -31,9 +31,12 @@ pub struct MeasureArgs {
     /// Append the record to this JSON Lines file (created if missing, never truncated)
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Also write the job's output to this file
+    /// Also write the job's output to this file (written beside it, moved into place at the end)
     #[arg(long)]
     pub log: Option<PathBuf>,
+    /// Replace an existing --log file
+    #[arg(long)]
+    pub force: bool,
     /// Steps dropped at the start before timing
     #[arg(long, default_value_t = 3)]
     pub warmup: u64,
@@ -153,7 +156,15 @@ pub fn run(a: MeasureArgs) -> anyhow::Result<Outcome> {
         (None, "hf-trainer") => LogFormat::HfTrainer,
         (None, other) => anyhow::bail!("`--format` = `{other}` is not known\nhint: one of: auto, gpuplan, megatron, torchtitan, hf-trainer"),
     };
-    let log = match &a.log {
+    // Before the job runs: the record file takes records only, the log replaces nothing unasked.
+    if let Some(p) = &a.out {
+        check_appendable(p).map_err(|e| anyhow::anyhow!("`--out` = `{}`: {e}\nhint: give `--out` a new file or a .jsonl of run records", p.display()))?;
+    }
+    let mut inputs = a.scenario.input_files();
+    inputs.push(("--out", a.out.as_deref()));
+    super::check_outputs(a.force, &[("--log", a.log.as_deref())], &inputs)?;
+    let log_tmp = a.log.as_deref().map(super::temp_beside).transpose()?;
+    let log = match &log_tmp {
         Some(p) => Some(Arc::new(Mutex::new(std::fs::File::create(p).with_context(|| format!("cannot create `{}`", p.display()))?))),
         None => None,
     };
@@ -172,7 +183,13 @@ pub fn run(a: MeasureArgs) -> anyhow::Result<Outcome> {
     };
     let out = Tee { inner: std::io::stdout(), log: log.clone() };
     let err = Tee { inner: std::io::stderr(), log: log.clone() };
-    let rec = measure::run(&cfg, out, err, &mut |w| eprintln!("gpuplan measure: warning: {w}"))?;
+    let rec = measure::run(&cfg, out, err, &mut |w| eprintln!("gpuplan measure: warning: {w}"));
+    // The job's output is kept whatever happened to it.
+    if let (Some(tmp), Some(p)) = (&log_tmp, &a.log) {
+        drop(log);
+        std::fs::rename(tmp, p).with_context(|| format!("cannot move `{}` to `{}`", tmp.display(), p.display()))?;
+    }
+    let rec = rec?;
     let m = &rec.metrics;
     let gib = |b: f64| b / (1u64 << 30) as f64;
     eprintln!(

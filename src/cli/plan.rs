@@ -150,6 +150,8 @@ pub fn base_scenario(a: &ScenarioArgs, mode: PlanMode, n_gpus: u64, system: Opti
     let mut wire = b.to_wire();
     if let Some(p) = &a.scenario {
         let file = crate::config::scenario::read_scenario(p)?;
+        // The layout and micro batch are searched over, but a file `predict` refuses is refused.
+        crate::config::scenario::check_searched_keys(&file, Some(p))?;
         let mut merged = crate::config::scenario::overlay(file, wire);
         merged.gpus = Some(n_gpus as i64);
         merged.parallelism = Default::default();

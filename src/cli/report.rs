@@ -134,6 +134,12 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
             claims: claims.as_deref(),
         })
         .map_err(|e| anyhow::anyhow!(e))?;
+        // Never over an input, whatever `--force` says (a scenario kept in the report folder).
+        let mut inputs: Vec<(&str, Option<&Path>)> = args.scenario.iter().map(|p| ("--scenario", Some(p.as_path()))).collect();
+        inputs.extend([("--prices", args.prices.as_deref()), ("--claims", args.claims.as_deref()), ("--band-runs", Some(args.band_runs.as_path()))]);
+        let targets: Vec<PathBuf> = files.iter().map(|(p, _)| out.join(p)).collect();
+        let outputs: Vec<(&str, Option<&Path>)> = targets.iter().map(|t| ("--out", Some(t.as_path()))).collect();
+        super::check_outputs(true, &outputs, &inputs)?;
         if !args.force {
             let existing: Vec<String> = files.iter().map(|(p, _)| out.join(p)).filter(|p| p.exists()).map(|p| p.display().to_string()).collect();
             anyhow::ensure!(

@@ -165,6 +165,9 @@ pub struct ServeArgs {
     /// Latency-vs-load chart (.svg or .png) of the sweep
     #[arg(long)]
     pub chart: Option<PathBuf>,
+    /// Replace existing --csv / --requests-csv / --iterations-csv / --chart files
+    #[arg(long)]
+    pub force: bool,
 }
 impl ServeArgs {
     /// The flags as a serving-file overlay (`--trace` stays a path as given: see `RunFlags`).
@@ -229,7 +232,14 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
         bin_s: a.bin_s,
         record_iterations: a.iterations_csv.is_some(),
     };
-    Ok(deploy::resolve(&deploy::overlay(file, a.to_wire()), a.scenario.scenario.as_deref(), &run)?)
+    let flags = a.to_wire();
+    let by_flags = flags != ServeWire::default();
+    deploy::resolve(&deploy::overlay(file, flags), a.scenario.scenario.as_deref(), &run).map_err(|e| match (e, &a.scenario.scenario) {
+        // A value the serving file gives (or a flag over it): the message names the file too.
+        (deploy::DeployError::Invalid(m), Some(f)) if by_flags => anyhow::anyhow!("{} (with the command line's flags over it): {m}", f.display()),
+        (deploy::DeployError::Invalid(m), Some(f)) => anyhow::anyhow!("{}: {m}", f.display()),
+        (e, _) => e.into(),
+    })
 }
 
 /// `gpuplan check` on a serving scenario: resolve it and simulate 5 s of its load.
@@ -247,6 +257,17 @@ pub fn check_file(path: &Path) -> anyhow::Result<()> {
 
 pub fn run(a: ServeArgs) -> anyhow::Result<Outcome> {
     let r = resolve(&a)?;
+    super::check_chart_path("--chart", a.chart.as_deref())?;
+    super::check_outputs(
+        a.force,
+        &[
+            ("--csv", a.csv.as_deref()),
+            ("--requests-csv", a.requests_csv.as_deref()),
+            ("--iterations-csv", a.iterations_csv.as_deref()),
+            ("--chart", a.chart.as_deref()),
+        ],
+        &[("--scenario", a.scenario.scenario.as_deref()), ("--trace", r.trace_path.as_deref()), ("--measured", a.measured.as_deref())],
+    )?;
     if let Some(qs) = &a.sweep_qps {
         if r.trace.is_some() {
             bail!("`--sweep-qps` generates requests; it cannot replay a trace");
@@ -265,7 +286,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<Outcome> {
             rows.push((q, summarize(&res)));
         }
         if let Some(path) = &a.chart {
-            view::chart(&rows, path, &r.name)?;
+            super::write_atomic_with(path, |tmp| view::chart(&rows, tmp, &r.name))?;
         }
         if a.json {
             let v: Vec<serde_json::Value> = rows.iter().map(|(q, s)| view::summary_json(s, Some(*q))).collect();

@@ -57,9 +57,8 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<Outcome> {
     for (stage, _) in args.slow_gpu.iter().chain(&args.degrade_nvlink).chain(&args.degrade_nic) {
         anyhow::ensure!(*stage < scenario.parallel.pp, "stage `{stage}` does not exist: the pipeline has stages 0..{}", scenario.parallel.pp);
     }
-    for p in [&args.trace, &args.timeline].into_iter().flatten() {
-        anyhow::ensure!(args.force || !p.exists(), "`{}` exists\nhint: pass --force to overwrite it", p.display());
-    }
+    super::check_chart_path("--timeline", args.timeline.as_deref())?;
+    super::check_outputs(args.force, &[("--trace", args.trace.as_deref()), ("--timeline", args.timeline.as_deref())], &args.scenario.input_files())?;
     let opts = SimOptions {
         faults: Faults { slow_gpu: args.slow_gpu, nvlink: args.degrade_nvlink, nic: args.degrade_nic, spine: args.spine_factor },
         trace: args.trace.is_some() || args.timeline.is_some(),
@@ -71,7 +70,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<Outcome> {
         eprintln!("wrote {} ({} spans)", p.display(), result.spans.len());
     }
     if let Some(p) = &args.timeline {
-        sim::timeline::draw(&result, &scenario.name, p)?;
+        super::write_atomic_with(p, |tmp| sim::timeline::draw(&result, &scenario.name, tmp))?;
         eprintln!("wrote {}", p.display());
     }
     let pred = &result.prediction;

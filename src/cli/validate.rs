@@ -61,9 +61,9 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<Outcome> {
     }
     anyhow::ensure!(matches!(args.engine.as_str(), "analytic" | "des"), "`--engine` = `{}` is not known\nhint: analytic or des", args.engine);
     anyhow::ensure!(matches!(args.split.as_str(), "fit" | "test" | "all"), "`--split` = `{}` is not known\nhint: fit, test or all", args.split);
-    for p in [&args.csv, &args.plot].into_iter().flatten() {
-        anyhow::ensure!(args.force || !p.exists(), "`{}` exists\nhint: pass --force to overwrite it", p.display());
-    }
+    let inputs: Vec<(&str, Option<&std::path::Path>)> = args.runs.iter().map(|p| ("--runs", Some(p.as_path()))).collect();
+    super::check_chart_path("--plot", args.plot.as_deref())?;
+    super::check_outputs(args.force, &[("--csv", args.csv.as_deref()), ("--plot", args.plot.as_deref())], &inputs)?;
     let mut records = Vec::new();
     for f in &args.runs {
         records.extend(read_all(f)?);
@@ -102,7 +102,7 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<Outcome> {
         eprintln!("wrote {}", p.display());
     }
     if let Some(p) = &args.plot {
-        plot(&scored, p).with_context(|| format!("plotting to `{}`", p.display()))?;
+        super::write_atomic_with(p, |tmp| plot(&scored, tmp)).with_context(|| format!("plotting to `{}`", p.display()))?;
         eprintln!("wrote {}", p.display());
     }
     if args.json {

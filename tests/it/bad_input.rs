@@ -165,3 +165,247 @@ fn moe_dispatchers_move_what_they_move_and_unknown_ones_are_refused() {
     assert_eq!(code, Some(2));
     assert!(err.contains("workload.moe_dispatcher") && err.contains("alltoall, allgather, flex"), "{err}");
 }
+
+// ---- Nothing overwritten, nothing lost (issue 22's "overwrites" reproducers) ----
+
+const SERVE: &[&str] = &["serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "1"];
+
+fn trace(d: &Path) -> PathBuf {
+    let t = d.join("t.csv");
+    std::fs::write(&t, "arrival_s,input_len,output_len\n0,100,10\n0.5,200,20\n").unwrap();
+    t
+}
+
+fn with(base: &[&str], more: &[&str]) -> Vec<String> {
+    base.iter().chain(more).map(|s| s.to_string()).collect()
+}
+
+fn run(v: &[String]) -> (i32, String) {
+    gpuplan(&v.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+#[test]
+fn serve_never_writes_over_its_trace_nor_an_existing_file_without_force() {
+    let d = tmp("serve-out");
+    let t = trace(&d);
+    let before = std::fs::read(&t).unwrap();
+    let ts = t.to_str().unwrap();
+    // Its own input, even with --force (the reproducer destroyed it).
+    for force in [false, true] {
+        let mut v = with(SERVE, &["--trace", ts, "--requests-csv", ts]);
+        if force {
+            v.push("--force".into());
+        }
+        let (code, err) = run(&v);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("--requests-csv") && err.contains("--trace") && err.contains("t.csv"), "{err}");
+        assert_eq!(std::fs::read(&t).unwrap(), before);
+    }
+    // The same file by another spelling is still the input.
+    let other = d.join(".").join("t.csv");
+    let (code, err) = run(&with(SERVE, &["--trace", ts, "--csv", other.to_str().unwrap()]));
+    assert_eq!(code, 2, "{err}");
+    // Every output flag: refused when the file exists, replaced with --force.
+    for flag in ["--csv", "--requests-csv", "--iterations-csv"] {
+        let out = d.join(format!("{}.csv", flag.trim_start_matches('-')));
+        std::fs::write(&out, "mine").unwrap();
+        let o = out.to_str().unwrap();
+        let (code, err) = run(&with(SERVE, &["--trace", ts, flag, o]));
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(flag) && err.contains(o) && err.contains("--force"), "{err}");
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "mine");
+        let (code, err) = run(&with(SERVE, &["--trace", ts, flag, o, "--force"]));
+        assert_eq!(code, 0, "{err}");
+        assert_ne!(std::fs::read_to_string(&out).unwrap(), "mine");
+    }
+    // Two outputs on one file.
+    let a = d.join("a.csv");
+    let (code, err) = run(&with(SERVE, &["--trace", ts, "--csv", a.to_str().unwrap(), "--requests-csv", a.to_str().unwrap()]));
+    assert_eq!(code, 2, "{err}");
+    assert!(!a.exists());
+    // The sweep chart.
+    let c = d.join("c.svg");
+    std::fs::write(&c, "mine").unwrap();
+    let (code, err) = gpuplan(&[
+        "serve",
+        "--model",
+        "llama-3-8b",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "1",
+        "--input-len",
+        "100",
+        "--output-len",
+        "10",
+        "--sweep-qps",
+        "1,2",
+        "--duration-s",
+        "2",
+        "--chart",
+        c.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--chart") && err.contains("--force"), "{err}");
+    assert_eq!(std::fs::read_to_string(&c).unwrap(), "mine");
+    // No temporary file is left behind.
+    let left: Vec<_> = std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.contains(".tmp-")).collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn simulate_and_validate_outputs_are_not_their_inputs() {
+    let d = tmp("sim-out");
+    let sc = d.join("s.toml");
+    std::fs::copy(Path::new(ROOT).join("scenarios/seed-8xb200-tp2-dp4-13b.toml"), &sc).unwrap();
+    let before = std::fs::read(&sc).unwrap();
+    let s = sc.to_str().unwrap();
+    let (code, err) = gpuplan(&["simulate", "--scenario", s, "--trace", s, "--force"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--trace") && err.contains("--scenario"), "{err}");
+    assert_eq!(std::fs::read(&sc).unwrap(), before);
+    let (code, err) = gpuplan(&["simulate", "--scenario", s, "--timeline", d.join("t.jpg").to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--timeline") && err.contains(".png or .svg"), "{err}");
+
+    let runs = d.join("r.jsonl");
+    std::fs::copy(Path::new(ROOT).join("calibration/runs/h200.jsonl"), &runs).unwrap();
+    let r = runs.to_str().unwrap();
+    let (code, err) = gpuplan(&["validate", "--runs", r, "--csv", r, "--force"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--csv") && err.contains("--runs"), "{err}");
+}
+
+#[test]
+fn measure_refuses_to_append_to_a_file_of_other_things_or_replace_a_log() {
+    let d = tmp("measure");
+    let notes = d.join("notes.txt");
+    std::fs::write(&notes, "my notes\n").unwrap();
+    let (code, err) = gpuplan(&["measure", "--out", notes.to_str().unwrap(), "--", "true"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--out") && err.contains("notes.txt") && err.contains("not a run-record file"), "{err}");
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "my notes\n");
+    let (code, err) = gpuplan(&["measure", "--log", notes.to_str().unwrap(), "--", "echo", "hi"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--log") && err.contains("--force"), "{err}");
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "my notes\n");
+    // A record file of run records takes more; an empty file too.
+    let empty = d.join("runs.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    assert!(gpuplan_measure_appendable(&empty));
+    assert!(!gpuplan_measure_appendable(&notes));
+    assert!(gpuplan_measure_appendable(&Path::new(ROOT).join("calibration/runs/h200.jsonl")));
+}
+
+fn gpuplan_measure_appendable(p: &Path) -> bool {
+    gpuplan::measure::record::check_appendable(p).is_ok()
+}
+
+// ---- Errors that name the file, key and value ----
+
+#[test]
+fn names_inside_a_scenario_file_are_reported_with_the_file_and_key() {
+    let d = tmp("names");
+    let sc = mutate(&d, "scenarios/seed-8xb200-tp2-dp4-13b.toml", "model = \"llama-2-13b\"", "model = \"llama-9-13b\"");
+    let (code, err) = gpuplan(&["predict", "--scenario", sc.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("seed-8xb200-tp2-dp4-13b.toml: `model` = `llama-9-13b` is not a known model"), "{err}");
+    let sv = mutate(&d, "scenarios/serving/llama-3-8b-chat-8xh100.toml", "system = \"dgx-h100\"", "system = \"dgx-h900\"");
+    let (code, err) = gpuplan(&["serve", "--scenario", sv.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("llama-3-8b-chat-8xh100.toml: `system` = `dgx-h900` is not a known system"), "{err}");
+    // A serving file's own checks name it too.
+    let sv = mutate(&d, "scenarios/serving/llama-3-8b-chat-8xh100.toml", "routing = \"least-loaded\"", "routing = \"nearest\"");
+    let (code, err) = gpuplan(&["serve", "--scenario", sv.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("llama-3-8b-chat-8xh100.toml: `routing` = `nearest`"), "{err}");
+}
+
+#[test]
+fn a_run_record_error_names_the_line_and_the_field() {
+    let d = tmp("record");
+    let text = std::fs::read_to_string(Path::new(ROOT).join("calibration/runs/h200.jsonl")).unwrap();
+    let first = text.lines().next().unwrap();
+    let f = d.join("r.jsonl");
+    std::fs::write(&f, first.replacen("\"n_steps_parsed\":", "\"n_steps_parsed\":\"many\",\"x\":", 1)).unwrap();
+    let (code, err) = gpuplan(&["validate", "--runs", f.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("r.jsonl:1: `metrics.n_steps_parsed` = `\"many\"`"), "{err}");
+}
+
+#[test]
+fn a_duplicated_table_is_reported_where_it_is() {
+    let d = tmp("dup");
+    let sys = d.join("calibration/systems/s.toml");
+    std::fs::create_dir_all(sys.parent().unwrap()).unwrap();
+    let text = std::fs::read_to_string(Path::new(ROOT).join("calibration/systems/dgx-h100.toml")).unwrap();
+    std::fs::write(&sys, format!("{text}\n[fabric]\nkind = \"ethernet\"\n")).unwrap();
+    let (code, err) = gpuplan(&["predict", "--model", "llama-3-8b", "--system", sys.to_str().unwrap(), "--gpus", "8", "--seq", "2048", "--global-batch", "64"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("s.toml:") && err.contains("fabric") && !err.contains("`?`"), "{err}");
+}
+
+#[test]
+fn zero_gpus_names_the_flag() {
+    let (code, err) = gpuplan(&["predict", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "0", "--seq", "2048", "--global-batch", "64"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--gpus") && err.contains("'0'"), "{err}");
+}
+
+// ---- Accepted nonsense ----
+
+#[test]
+fn plan_refuses_what_predict_refuses_in_a_scenario_file() {
+    let d = tmp("plan");
+    for (from, to, key) in [
+        ("tp = 2", "tp = -8", "parallelism.tp"),
+        ("micro_batch = 6", "micro_batch = -20", "workload.micro_batch"),
+        ("tp = 2", "tp = 2\nschedule = \"zigzag\"", "parallelism.schedule"),
+    ] {
+        let sc = mutate(&d, "scenarios/seed-8xb200-tp2-dp4-13b.toml", from, to);
+        for cmd in ["predict", "plan"] {
+            let (code, err) = gpuplan(&[cmd, "--scenario", sc.to_str().unwrap(), "--no-progress"][..if cmd == "plan" { 4 } else { 3 }]);
+            assert_eq!(code, 2, "{cmd} {to}: {err}");
+            assert!(err.contains(key), "{cmd} {to}: {err}");
+        }
+    }
+}
+
+#[test]
+fn context_parallelism_needs_seq_divisible_by_two_cp() {
+    let (code, err) =
+        gpuplan(&["predict", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "3", "--cp", "3", "--seq", "8192", "--global-batch", "63"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("`seq` = 8192") && err.contains("2*cp = 6") && err.contains("hint"), "{err}");
+    let (code, err) =
+        gpuplan(&["predict", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "2", "--cp", "2", "--seq", "8192", "--global-batch", "64"]);
+    assert!(code != 2 && !err.contains("2*cp"), "{err}");
+}
+
+#[test]
+fn nccl_tests_rows_with_nan_are_refused_with_line_and_column() {
+    let d = tmp("nccl");
+    let log = d.join("all_reduce_perf.log");
+    std::fs::write(
+        &log,
+        "#  Rank  0 Group  0 Pid   1 on node-a device  0 [0x18] NVIDIA H100 80GB HBM3\n#  Rank  1 Group  0 Pid   2 on node-a device  1 [0x2a] NVIDIA H100 80GB HBM3\n     1048576   262144  float  sum  -1   NaN  119.30  178.96  0   40.0  119.44  179.16  0\n",
+    )
+    .unwrap();
+    let (code, err) = gpuplan(&["calibrate", "--import-nccl-tests", log.to_str().unwrap(), "--name", "x", "--out-dir", d.join("p").to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("all_reduce_perf.log:3:") && err.contains("`time` = `NaN`"), "{err}");
+    assert!(!d.join("p").exists());
+    // A good log imports; `--force` replaces the profile's files and leaves the user's.
+    std::fs::write(&log, std::fs::read_to_string(&log).unwrap().replace("NaN", "40.0")).unwrap();
+    let out = d.join("p");
+    let args = ["calibrate", "--import-nccl-tests", log.to_str().unwrap(), "--name", "x", "--out-dir", out.to_str().unwrap()];
+    let (code, err) = gpuplan(&args);
+    assert_eq!(code, 0, "{err}");
+    std::fs::write(d.join("p/x/notes.txt"), "mine").unwrap();
+    let (code, err) = gpuplan(&args);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--force"), "{err}");
+    let (code, err) = gpuplan(&[&args[..], &["--force"]].concat());
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(std::fs::read_to_string(d.join("p/x/notes.txt")).unwrap(), "mine");
+}

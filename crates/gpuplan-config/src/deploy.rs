@@ -36,6 +36,8 @@ pub struct Resolved {
     pub duration_s: f64,
     pub seed: u64,
     pub trace: Option<Vec<Arrival>>,
+    /// The trace file read, if any (a command's outputs must not be it).
+    pub trace_path: Option<PathBuf>,
     pub opts: RunOptions,
 }
 
@@ -335,6 +337,7 @@ pub fn resolve(w: &ServeWire, file: Option<&Path>, run: &RunFlags) -> Result<Res
         duration_s,
         seed,
         trace,
+        trace_path,
         opts: RunOptions { bin_s: run.bin_s, drain_s, record_iterations: run.record_iterations, seed },
     })
 }

@@ -420,8 +420,29 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     })
 }
 
+/// Every file `gpuplan calibrate` (a measurement or an nccl-tests import) writes into a profile
+/// folder: with `--force` these are replaced or, when this run does not write them, removed (a
+/// stale `attention.csv` would be read with the new profile); anything else there is left alone.
+pub const PROFILE_FILES: &[&str] = &[
+    "profile.toml",
+    "meta.toml",
+    "README.md",
+    "launch.csv",
+    "hbm.csv",
+    "elementwise.csv",
+    "gemm.csv",
+    "attention.csv",
+    "p2p.csv",
+    "collectives.csv",
+    "power_node.csv",
+    "power.csv",
+    "power_samples.csv",
+];
+
 /// Write a whole profile folder atomically: fill `<dir>.tmp-<pid>`, then rename it into place.
-/// An existing folder is replaced only with `force`.
+/// An existing folder is replaced only with `force`, and then only the files calibrate writes
+/// (`PROFILE_FILES`): each is moved in by a rename, and one of them this run does not write is
+/// removed; other files in the folder stay.
 pub fn write_profile_dir(dir: &Path, files: &[(String, Vec<u8>)], force: bool) -> Result<(), ProfileWriteError> {
     if dir.exists() && !force {
         return Err(ProfileWriteError::Exists { path: dir.to_path_buf() });
@@ -440,11 +461,20 @@ pub fn write_profile_dir(dir: &Path, files: &[(String, Vec<u8>)], force: bool) -
         let p = tmp.join(file);
         std::fs::write(&p, bytes).map_err(io(&p))?;
     }
-    if dir.exists() {
-        let old = parent.join(format!(".{name}.old-{}", std::process::id()));
-        std::fs::rename(dir, &old).map_err(io(dir))?;
-        std::fs::rename(&tmp, dir).map_err(io(dir))?;
-        let _ = std::fs::remove_dir_all(&old);
+    if dir.is_dir() {
+        for (file, _) in files {
+            std::fs::rename(tmp.join(file), dir.join(file)).map_err(io(&dir.join(file)))?;
+        }
+        for stale in PROFILE_FILES.iter().filter(|f| !files.iter().any(|(n, _)| n == *f)) {
+            let p = dir.join(stale);
+            if p.is_file() {
+                std::fs::remove_file(&p).map_err(io(&p))?;
+            }
+        }
+        let _ = std::fs::remove_dir_all(&tmp);
+    } else if dir.exists() {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(ProfileWriteError::NotAFolder { path: dir.to_path_buf() });
     } else {
         std::fs::rename(&tmp, dir).map_err(io(dir))?;
     }
@@ -457,6 +487,8 @@ pub enum ProfileWriteError {
     Exists { path: PathBuf },
     #[error("cannot write `{path}`")]
     Io { path: PathBuf, source: std::io::Error },
+    #[error("`{path}` exists and is not a folder\nhint: choose another `--name` or `--out-dir`")]
+    NotAFolder { path: PathBuf },
 }
 
 #[cfg(test)]
@@ -588,6 +620,15 @@ mod tests {
         write_profile_dir(&dir, &files, true).unwrap();
         let loaded = load_profile(&dir).unwrap();
         assert_eq!(loaded.n_gpus, 2);
+        let leftovers: Vec<_> = std::fs::read_dir(&base).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
+        assert_eq!(leftovers.len(), 1, "{leftovers:?}");
+        // `--force` replaces only calibrate's files: a note of the user's stays, a stale
+        // attention table of an earlier run goes.
+        std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+        std::fs::write(dir.join("attention.csv"), "stale").unwrap();
+        write_profile_dir(&dir, &files, true).unwrap();
+        assert_eq!(std::fs::read_to_string(dir.join("notes.txt")).unwrap(), "mine");
+        assert!(!dir.join("attention.csv").exists());
         let leftovers: Vec<_> = std::fs::read_dir(&base).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
         assert_eq!(leftovers.len(), 1, "{leftovers:?}");
         std::fs::remove_dir_all(&base).unwrap();

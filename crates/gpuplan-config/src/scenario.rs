@@ -285,6 +285,85 @@ pub fn recipe_fill(model: &Model) -> Fill {
     }
 }
 
+/// A positive integer key (`default` when absent; a problem, and `default`, when not positive).
+fn positive(p: &mut Problems, path: &Path, key: &str, v: Option<i64>, default: u64) -> u64 {
+    match v {
+        None => default,
+        Some(x) if x >= 1 => x as u64,
+        Some(x) => {
+            p.push(ConfigError::invalid(path, key, x, "must be a positive integer"));
+            default
+        }
+    }
+}
+
+/// The `[parallelism]` sizes, each checked on its own (their combination is `build`'s).
+struct Layout {
+    tp: u32,
+    pp: u32,
+    cp: u32,
+    ep: u32,
+    etp: u32,
+    vp: u32,
+}
+
+fn layout_keys(p: &mut Problems, path: &Path, pw: &ParallelWire) -> Layout {
+    let mut pos = |key: &str, v: Option<i64>| positive(p, path, key, v, 1) as u32;
+    let (tp, pp, cp, ep, etp, vp) = (
+        pos("parallelism.tp", pw.tp),
+        pos("parallelism.pp", pw.pp),
+        pos("parallelism.cp", pw.cp),
+        pos("parallelism.ep", pw.ep),
+        pos("parallelism.etp", pw.etp),
+        pos("parallelism.vp", pw.vp),
+    );
+    Layout { tp, pp, cp, ep, etp, vp }
+}
+
+/// `parallelism.zero` and `parallelism.schedule` (interleaved by default when `vp` > 1).
+fn zero_and_schedule(p: &mut Problems, path: &Path, pw: &ParallelWire, vp: u32) -> (u32, Schedule) {
+    let zero = match pw.zero {
+        None => 0,
+        Some(z @ 0..=3) => z as u32,
+        Some(z) => {
+            p.push(ConfigError::invalid(path, "parallelism.zero", z, "is not a ZeRO stage").with_hint("0, 1, 2 or 3 (3 = FSDP full shard)"));
+            0
+        }
+    };
+    let schedule = match pw.schedule.as_deref() {
+        None if vp > 1 => Schedule::Interleaved,
+        None | Some("1f1b") => Schedule::OneFOneB,
+        Some("interleaved") => Schedule::Interleaved,
+        Some("gpipe") => Schedule::Gpipe,
+        Some(other) => {
+            p.push(ConfigError::invalid(path, "parallelism.schedule", other, "is not known").with_hint("one of: 1f1b, interleaved, gpipe"));
+            Schedule::OneFOneB
+        }
+    };
+    (zero, schedule)
+}
+
+/// The keys `plan` searches over instead of using (`[parallelism]`, `workload.micro_batch`), checked
+/// as `build` checks them: a file that `predict` refuses is refused by `plan` too, though `plan`
+/// then replaces these values.
+pub fn check_searched_keys(w: &ScenarioWire, file: Option<&Path>) -> Result<(), ConfigError> {
+    let path = origin(file);
+    let mut p = Problems::default();
+    let vp = layout_keys(&mut p, &path, &w.parallelism).vp;
+    zero_and_schedule(&mut p, &path, &w.parallelism, vp);
+    positive(&mut p, &path, "parallelism.dp", w.parallelism.dp, 1);
+    positive(&mut p, &path, "workload.micro_batch", w.workload.micro_batch, 1);
+    for (key, v) in [
+        ("decoder_first_pipeline_num_layers", w.parallelism.decoder_first_pipeline_num_layers),
+        ("decoder_last_pipeline_num_layers", w.parallelism.decoder_last_pipeline_num_layers),
+    ] {
+        if let Some(n) = v.filter(|n| *n < 0) {
+            p.push(ConfigError::invalid(&path, &format!("parallelism.{key}"), n, "must be zero or a positive number of layers"));
+        }
+    }
+    p.finish()
+}
+
 pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Model>) -> Result<Scenario, ConfigError> {
     let path = origin(file);
     let mut p = Problems::default();
@@ -297,16 +376,23 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         ConfigError::invalid(&path, "system", "(missing)", "is required").with_hint("give `--system NAME` or `system = \"...\"`; see calibration/systems/")
     });
     p.finish()?;
+    // A name the scenario file gives that the catalog does not know: the file and key say where.
+    let named = |key: &str, e: ConfigError| match (e, file) {
+        (ConfigError::UnknownName { what, name, hint }, Some(f)) => {
+            ConfigError::Invalid { path: f.to_path_buf(), key: key.into(), value: format!("`{name}`"), problem: format!("is not a known {what}"), hint }
+        }
+        (e, _) => e,
+    };
     let model = match loaded {
         Some(m) => m,
-        None => super::model::load_model(model_name.as_deref().unwrap_or_default())?,
+        None => super::model::load_model(model_name.as_deref().unwrap_or_default()).map_err(|e| named("model", e))?,
     };
-    let system = super::system::load_system(system_name.as_deref().unwrap_or_default())?;
+    let system = super::system::load_system(system_name.as_deref().unwrap_or_default()).map_err(|e| named("system", e))?;
     // `calibration = "none"` (or `--calibration none`) keeps the datasheet values even where the
     // system file names a profile.
     let profile = match w.calibration.as_ref().or(system.calibration.as_ref()).filter(|c| c.as_str() != "none") {
         Some(c) => {
-            let mut p = super::profile::load_profile(&resolve_profile(c, file)?)?;
+            let mut p = super::profile::load_profile(&resolve_profile(c, file).map_err(|e| named("calibration", e))?)?;
             p.measured_gpu = super::system::gpu_by_driver_name(&p.gpu_name).map(Box::new);
             Some(p)
         }
@@ -314,28 +400,14 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
     };
 
     let mut p = Problems::default();
-    let pos = |p: &mut Problems, key: &str, v: Option<i64>, default: u64| -> u64 {
-        match v {
-            None => default,
-            Some(x) if x >= 1 => x as u64,
-            Some(x) => {
-                p.push(ConfigError::invalid(&path, key, x, "must be a positive integer"));
-                default
-            }
-        }
-    };
+    let pos = |p: &mut Problems, key: &str, v: Option<i64>, default: u64| positive(p, &path, key, v, default);
     let pw = &w.parallelism;
-    let tp = pos(&mut p, "parallelism.tp", pw.tp, 1) as u32;
-    let pp = pos(&mut p, "parallelism.pp", pw.pp, 1) as u32;
-    let cp = pos(&mut p, "parallelism.cp", pw.cp, 1) as u32;
-    let ep = pos(&mut p, "parallelism.ep", pw.ep, 1) as u32;
+    let Layout { tp, pp, cp, ep, etp, vp } = layout_keys(&mut p, &path, pw);
     // Expert tensor parallelism: without expert parallelism, MoE experts are sharded over the TP
     // group as the dense layers are (Megatron-Core's `expert_tensor_parallel_size` defaults to the
     // TP size; TensorRT-LLM's `moe_tp_size` is the TP size when `moe_ep_size` is 1). With EP the
     // default is 1: each EP rank holds whole experts, as the Megatron-Bridge MoE recipes set it.
-    let etp_default = if ep == 1 && model.moe.is_some() { tp as u64 } else { 1 };
-    let etp = pos(&mut p, "parallelism.etp", pw.etp, etp_default) as u32;
-    let vp = pos(&mut p, "parallelism.vp", pw.vp, 1) as u32;
+    let etp = if pw.etp.is_none() && ep == 1 && model.moe.is_some() { tp } else { etp };
     let model_parallel = (tp * pp * cp) as u64;
     let gpus = match (w.gpus, pw.dp) {
         (Some(g), _) => pos(&mut p, "gpus", Some(g), 1),
@@ -356,24 +428,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         ConfigError::invalid(&path, "gpus", gpus, format!("does not equal tp*pp*dp*cp = {tp}*{pp}*{dp}*{cp} = {}", model_parallel * dp as u64))
             .with_hint("set `--dp` to gpus / (tp*pp*cp), or leave it out to derive it")
     });
-    let zero = match pw.zero {
-        None => 0,
-        Some(z @ 0..=3) => z as u32,
-        Some(z) => {
-            p.push(ConfigError::invalid(&path, "parallelism.zero", z, "is not a ZeRO stage").with_hint("0, 1, 2 or 3 (3 = FSDP full shard)"));
-            0
-        }
-    };
-    let schedule = match pw.schedule.as_deref() {
-        None if vp > 1 => Schedule::Interleaved,
-        None | Some("1f1b") => Schedule::OneFOneB,
-        Some("interleaved") => Schedule::Interleaved,
-        Some("gpipe") => Schedule::Gpipe,
-        Some(other) => {
-            p.push(ConfigError::invalid(&path, "parallelism.schedule", other, "is not known").with_hint("one of: 1f1b, interleaved, gpipe"));
-            Schedule::OneFOneB
-        }
-    };
+    let (zero, schedule) = zero_and_schedule(&mut p, &path, pw, vp);
     let split = pipeline_split(&mut p, &path, pw, &model);
     let parallel = ParallelConfig { tp, sp: pw.sp.unwrap_or(tp > 1), pp, vp, dp, cp, ep, etp, zero, schedule, split };
     if let Err(e) = gpuplan_core::parallelism::virtual_stage_layers(model.n_layers, &parallel) {

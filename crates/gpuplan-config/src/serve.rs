@@ -48,7 +48,7 @@ use serde::Deserialize;
 
 use super::{parse_toml, read_file, ConfigError};
 
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServeWire {
     pub name: Option<String>,
@@ -69,7 +69,7 @@ pub struct ServeWire {
     pub disaggregated: Option<DisaggWire>,
 }
 
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TrafficWire {
     pub qps: Option<f64>,
@@ -82,7 +82,7 @@ pub struct TrafficWire {
     pub trace: Option<String>,
 }
 
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SchedulerWire {
     pub max_batch: Option<i64>,
@@ -103,7 +103,7 @@ pub struct SchedulerWire {
     pub routing: Option<String>,
 }
 
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DisaggWire {
     pub prefill_gpus: Option<i64>,

@@ -103,7 +103,8 @@ pub fn file_kind(path: &Path, text: &str) -> Result<String, ConfigError> {
     struct Loose {
         kind: Option<String>,
     }
-    let loose: Loose = toml::from_str(text).map_err(|_| ConfigError::invalid(path, "kind", "?", "could not be read"))?;
+    // A file that is not TOML (a duplicated table, a stray quote) is reported where it breaks.
+    let loose: Loose = crate::parse_toml(path, text)?;
     loose.kind.ok_or_else(|| ConfigError::invalid(path, "kind", "(missing)", "is required").with_hint("`kind = \"gpu\"` or `kind = \"system\"`"))
 }
 

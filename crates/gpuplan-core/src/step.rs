@@ -143,7 +143,8 @@ pub fn n_micro_of(s: &Scenario) -> Result<u64, PredictError> {
 
 /// Checks shared by both engines before any pricing.
 pub fn check_scenario(s: &Scenario) -> Result<u64, PredictError> {
-    let problems = parallelism::check(&s.model, &s.parallel, s.n_gpus);
+    let mut problems = parallelism::check(&s.model, &s.parallel, s.n_gpus);
+    problems.extend(parallelism::check_seq(&s.parallel, s.workload.q_len()));
     if !problems.is_empty() {
         return Err(PredictError::Infeasible(problems));
     }

@@ -133,6 +133,22 @@ pub fn check(model: &Model, pc: &ParallelConfig, n_gpus: u64) -> Vec<Infeasible>
     p
 }
 
+/// Megatron's context parallelism for causal attention is load balanced: each sequence is cut into
+/// `2*cp` chunks and rank r holds chunks r and 2*cp-1-r, so the query length must divide by
+/// `2*cp` (Megatron-LM asserts it in `get_batch_on_this_cp_rank`). `q_len`: the tokens of one
+/// sequence a step processes (1 in decode, which context parallelism does not split).
+pub fn check_seq(pc: &ParallelConfig, q_len: u64) -> Option<Infeasible> {
+    let chunks = 2 * pc.cp as u64;
+    (pc.cp > 1 && q_len > 1 && !q_len.is_multiple_of(chunks)).then(|| Infeasible::Unsupported {
+        what: "seq",
+        value: q_len,
+        why: format!(
+            "is not divisible by 2*cp = {chunks}: context parallelism cuts each sequence into 2*cp load-balanced chunks (Megatron)\nhint: choose `seq` a multiple of {chunks} (e.g. {}), or a `cp` with seq divisible by 2*cp",
+            (q_len / chunks).max(1) * chunks
+        ),
+    })
+}
+
 /// Which communication group an op runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Group {

@@ -25,6 +25,17 @@ pub enum FitError {
     TooFewPoints { need: usize, got: usize },
     #[error("the fit is degenerate (all sizes equal?)")]
     Degenerate,
+    #[error("the fit's inputs are out of range (a size, time or weight that is not a finite number)")]
+    NotFinite,
+}
+
+/// nalgebra's SVD panics on NaN ("Singular value was NaN"): refuse non-finite systems first.
+fn finite(a: &DMatrix<f64>, b: &DVector<f64>) -> Result<(), FitError> {
+    if a.iter().chain(b.iter()).all(|v| v.is_finite()) {
+        Ok(())
+    } else {
+        Err(FitError::NotFinite)
+    }
 }
 
 /// Weighted least squares of y = a + b x with weights w (minimizes sum w_i^2 (a + b x_i - y_i)^2).
@@ -32,6 +43,7 @@ pub fn weighted_line(x: &[f64], y: &[f64], w: &[f64]) -> Result<(f64, f64), FitE
     let n = x.len();
     let a = DMatrix::from_fn(n, 2, |i, j| if j == 0 { w[i] } else { w[i] * x[i] });
     let b = DVector::from_fn(n, |i, _| w[i] * y[i]);
+    finite(&a, &b)?;
     let svd = a.svd(true, true);
     if svd.singular_values.iter().any(|s| *s < 1e-12 * svd.singular_values.max()) {
         return Err(FitError::Degenerate);
@@ -114,6 +126,13 @@ mod tests {
         let (a, b) = power_line(&[(0.0, 90.0), (0.5, 395.0), (1.0, 700.0)]).unwrap();
         assert!((a - 90.0).abs() < 1e-9 && (b - 610.0).abs() < 1e-9);
     }
+
+    /// Found by tests/it/fuzz.rs: a time of 1e-300 us made a weight infinite and the SVD panic.
+    #[test]
+    fn non_finite_inputs_are_an_error_not_a_panic() {
+        assert_eq!(weighted_line(&[1.0, 2.0, 3.0], &[1.0, 2.0, 3.0], &[1.0, f64::INFINITY, 1.0]), Err(FitError::NotFinite));
+        assert_eq!(power_plane(&[(0.0, 0.0, 100.0), (1.0, 0.0, f64::NAN), (0.0, 1.0, 300.0)]), Err(FitError::NotFinite));
+    }
 }
 
 /// watts = idle + a * gemm_util + b * hbm_util over the load phases (least squares).
@@ -128,6 +147,7 @@ pub fn power_plane(points: &[(f64, f64, f64)]) -> Result<(f64, f64, f64), FitErr
         _ => points[i].1,
     });
     let b = DVector::from_fn(n, |i, _| points[i].2);
+    finite(&a, &b)?;
     let svd = a.svd(true, true);
     if svd.singular_values.iter().any(|s| *s < 1e-9 * svd.singular_values.max()) {
         return Err(FitError::Degenerate);

@@ -34,8 +34,8 @@ pub enum NcclTestsError {
     UnknownOp { path: String },
     #[error("{path}: no `#  Rank` lines, so the number of ranks is unknown\nhint: import the whole log as nccl-tests printed it")]
     NoRanks { path: String },
-    #[error("{path}:{line}: cannot read `{text}` as a result row: {why}")]
-    BadRow { path: String, line: usize, text: String, why: String },
+    #[error("{path}:{line}:{column}: `{field}` = `{value}` {why} in the result row `{text}`\nhint: import the log as nccl-tests printed it; a row with NaN, a negative or a word in a number column is not a measurement")]
+    BadRow { path: String, line: usize, column: usize, field: &'static str, value: String, text: String, why: &'static str },
     #[error("{path}: no result rows")]
     Empty { path: String },
 }
@@ -107,22 +107,44 @@ pub fn parse(path: &Path, text: &str) -> Result<Vec<NcclTestsRun>, NcclTestsErro
             continue;
         }
         let toks: Vec<&str> = t.split_whitespace().collect();
-        if toks.len() < 8 || toks[0].parse::<u64>().is_err() || toks[1].parse::<u64>().is_err() {
+        // A result row starts with its size and count. A line that looks like one (a number,
+        // NaN or a sign in either of its first two columns) is read in full or refused: never
+        // used with a nonsense value, never dropped silently.
+        let numberish = |s: &str| s.parse::<f64>().is_ok() || s.starts_with('-') || s.starts_with('+');
+        if toks.len() < 6 || !(numberish(toks[0]) || numberish(toks[1])) {
             continue;
         }
-        let bad = |why: &str| NcclTestsError::BadRow { path: p.clone(), line: i + 1, text: t.to_string(), why: why.to_string() };
-        let size: u64 = toks[0].parse().map_err(|_| bad("size is not an integer"))?;
+        let column = |tok: &str| line[..(tok.as_ptr() as usize - line.as_ptr() as usize)].chars().count() + 1;
+        let bad = |k: usize, field: &'static str, why: &'static str| {
+            let tok = toks.get(k).copied().unwrap_or("");
+            let col = if tok.is_empty() { line.chars().count() + 1 } else { column(tok) };
+            NcclTestsError::BadRow { path: p.clone(), line: i + 1, column: col, field, value: tok.to_string(), text: t.to_string(), why }
+        };
+        let size: u64 = toks[0].parse().map_err(|_| bad(0, "size", "is not a whole number of bytes"))?;
+        let _count: u64 = toks[1].parse().map_err(|_| bad(1, "count", "is not a whole number of elements"))?;
         // size count type redop [root] time algbw busbw #wrong [time algbw busbw #wrong]
-        let rest = &toks[4..];
-        let off = match rest.len() {
+        let rest = toks.len().saturating_sub(4);
+        let off = match rest {
             9 | 5 => 1, // with a root column
             8 | 4 => 0,
-            _ => return Err(bad("expected 8 to 13 columns")),
+            _ => return Err(bad(toks.len() - 1, "columns", "ends a row of the wrong width (expected 8 to 13 columns)")),
         };
-        let num = |k: usize| -> Result<f64, NcclTestsError> {
-            rest.get(off + k).and_then(|s| s.parse::<f64>().ok()).ok_or_else(|| bad("time/algbw/busbw are not numbers"))
+        let num = |k: usize, field: &'static str, time: bool| -> Result<f64, NcclTestsError> {
+            let at = 4 + off + k;
+            let v = toks.get(at).and_then(|s| s.parse::<f64>().ok()).ok_or_else(|| bad(at, field, "is not a number"))?;
+            match (v.is_finite(), time) {
+                (false, _) => Err(bad(at, field, "is not finite")),
+                (true, true) if v <= 0.0 => Err(bad(at, field, "must be positive (microseconds)")),
+                (true, false) if v < 0.0 => Err(bad(at, field, "must not be negative (GB/s)")),
+                _ => Ok(v),
+            }
         };
-        cur_rows.push(NcclTestsRow { size_bytes: size, time_us: num(0)?, algbw_gb_per_s: num(1)?, busbw_gb_per_s: num(2)? });
+        cur_rows.push(NcclTestsRow {
+            size_bytes: size,
+            time_us: num(0, "time", true)?,
+            algbw_gb_per_s: num(1, "algbw", false)?,
+            busbw_gb_per_s: num(2, "busbw", false)?,
+        });
     }
     flush(cur_op, &mut cur_rows, &ranks, &gpu_name, &mut runs)?;
     if runs.is_empty() {
@@ -162,6 +184,26 @@ mod tests {
         assert_eq!(r.rows.len(), 2);
         assert_eq!(r.gpu_name.as_deref(), Some("NVIDIA H100 80GB HBM3"));
         assert_eq!(r.rows[1], NcclTestsRow { size_bytes: 1073741824, time_us: 9000.0, algbw_gb_per_s: 119.30, busbw_gb_per_s: 178.96 });
+    }
+
+    /// Issue 22: NaN, negative or text in a row is refused with its line and column.
+    #[test]
+    fn nonsense_rows_are_refused_with_line_and_column() {
+        let row = "  1073741824     268435456     float     sum      -1   9000.0  119.30  178.96      0   8990.0  119.44  179.16      0";
+        for (from, to, field) in [
+            ("9000.0", "NaN", "time"),
+            ("119.30", "-119.30", "algbw"),
+            ("178.96", "fast", "busbw"),
+            ("1073741824", "-8", "size"),
+            ("1073741824", "nan", "size"),
+        ] {
+            let text = LOG.replace(row, &row.replacen(from, to, 1));
+            let e = parse(Path::new("all_reduce_perf.log"), &text).unwrap_err();
+            let NcclTestsError::BadRow { line, column, field: f, value, .. } = &e else { panic!("{e}") };
+            assert_eq!((*line, *f, value.as_str()), (13, field, to), "{e}");
+            assert_eq!(&row.replacen(from, to, 1)[*column - 1..][..to.len()], to, "{e}");
+            assert!(e.to_string().contains("all_reduce_perf.log:13:"), "{e}");
+        }
     }
 
     #[test]

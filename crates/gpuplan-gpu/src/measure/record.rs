@@ -63,6 +63,37 @@ pub enum RecordError {
     Parse { path: String, line: usize, source: serde_json::Error },
     #[error("{path}:{line}: `schema_version` = {found}, this gpuplan reads {SCHEMA_VERSION}")]
     Version { path: String, line: usize, found: u64 },
+    #[error("{path}:{line}: `{field}` = {value}: {message}")]
+    Field { path: String, line: usize, field: String, value: String, message: String },
+    #[error("not a run-record file (records are appended only to an empty file or a .jsonl of run records): {reason}")]
+    NotRecords { path: String, reason: String },
+}
+
+/// Whether records may be appended to `path`: it does not exist, is empty, or every line of it
+/// is a run record. Anything else (`notes.txt`, a torn JSON file) is refused, never appended to.
+pub fn check_appendable(path: &Path) -> Result<(), RecordError> {
+    match std::fs::read(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(RecordError::Read { path: path.display().to_string(), source }),
+        Ok(bytes) => appendable(&path.display().to_string(), &bytes),
+    }
+}
+
+fn appendable(path: &str, bytes: &[u8]) -> Result<(), RecordError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(());
+    }
+    let not = |reason: String| RecordError::NotRecords { path: path.into(), reason };
+    let text = std::str::from_utf8(bytes).map_err(|e| not(format!("{path}: not UTF-8 text ({e})")))?;
+    parse_jsonl(path, text).map(|_| ()).map_err(|e| {
+        let mut reason = e.to_string();
+        let mut src = std::error::Error::source(&e);
+        while let Some(s) = src {
+            reason.push_str(&format!(": {s}"));
+            src = s.source();
+        }
+        not(reason)
+    })
 }
 
 /// Append one record as one line, under an exclusive lock, never touching what is there.
@@ -72,6 +103,10 @@ pub fn append(path: &Path, rec: &RunRecord) -> Result<(), RecordError> {
     line.push('\n');
     let mut f = std::fs::OpenOptions::new().create(true).read(true).append(true).open(path).map_err(werr)?;
     f.lock().map_err(werr)?;
+    // Under the lock, what is there must be run records (checked before the job too).
+    let mut there = Vec::new();
+    f.read_to_end(&mut there).map_err(werr)?;
+    appendable(&path.display().to_string(), &there)?;
     // If the file does not end in a newline (a torn or hand-edited last line), start a new one.
     let len = f.metadata().map_err(werr)?.len();
     if len > 0 {
@@ -106,7 +141,22 @@ pub fn parse_jsonl(path: &str, text: &str) -> Result<Vec<RunRecord>, RecordError
         if found != u64::from(SCHEMA_VERSION) {
             return Err(RecordError::Version { path: path.into(), line: i + 1, found });
         }
-        out.push(serde_json::from_value(v).map_err(|source| RecordError::Parse { path: path.into(), line: i + 1, source })?);
+        // The field a value is wrong in, by its path in the record (`metrics.step_time_s_median`).
+        let value_at = |field: &str| {
+            let ptr = format!("/{}", field.replace(['.', '['], "/").replace(']', ""));
+            v.pointer(&ptr).map_or("(missing)".to_string(), |x| format!("`{x}`"))
+        };
+        let rec = serde_path_to_error::deserialize::<_, RunRecord>(&v).map_err(|e| {
+            let at = e.path().to_string();
+            let message = e.into_inner().to_string();
+            let (field, value, message) = match message.strip_prefix("missing field `").and_then(|r| r.strip_suffix('`')) {
+                Some(name) if at == "." => (name.to_string(), "(missing)".to_string(), "is required".to_string()),
+                Some(name) => (format!("{at}.{name}"), "(missing)".to_string(), "is required".to_string()),
+                None => (at.clone(), value_at(&at), message),
+            };
+            RecordError::Field { path: path.into(), line: i + 1, field, value, message }
+        })?;
+        out.push(rec);
     }
     Ok(out)
 }
