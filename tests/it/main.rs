@@ -6,6 +6,7 @@ mod calibrate;
 mod catalog;
 mod cli;
 mod cost;
+mod limits;
 mod measure;
 mod pipeline;
 mod plan;
