@@ -344,12 +344,24 @@ pub fn resolve(w: &ServeWire, file: Option<&Path>, run: &RunFlags) -> Result<Res
         );
     }
     let max_len = deployment.pools[0].scenario.model.max_seq_len as f64;
+    let replicas: u64 = deployment.pools.iter().map(|p| p.n_replicas as u64).sum();
+    let routed = |requests: f64| -> Result<(), DeployError> {
+        if requests * replicas as f64 > limits::MAX_REQUEST_REPLICAS {
+            bail!(
+                "{:.3e} requests routed over {replicas} replicas (`gpus` = {gpus}) is more than the limit of {:.0e} requests x replicas per run\nhint: lower `--gpus` (or raise `--tp` for fewer replicas), or `--qps` / `--duration-s`; see README.md \"Limits\"",
+                requests,
+                limits::MAX_REQUEST_REPLICAS
+            );
+        }
+        Ok(())
+    };
     match &trace {
         Some(rows) => {
             let what = || format!("the trace `{}`", trace_path.as_deref().unwrap_or(Path::new("?")).display());
             let reps = replications as f64;
             let work = Work { requests: rows.len() as f64 * reps, output_tokens: rows.iter().map(|r| r.output_len as f64).sum::<f64>() * reps };
             work_within_limits(&work, what, "use a shorter trace", replications, run.record_iterations)?;
+            routed(work.requests)?;
             bins_within_limit(rows.last().map_or(0.0, |r| r.at), run.bin_s)?;
         }
         None => {
@@ -364,6 +376,7 @@ pub fn resolve(w: &ServeWire, file: Option<&Path>, run: &RunFlags) -> Result<Res
                     replications,
                     run.record_iterations,
                 )?;
+                routed(work.requests)?;
             }
             bins_within_limit(duration_s, run.bin_s)?;
         }
