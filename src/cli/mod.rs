@@ -91,6 +91,7 @@ pub fn register_fonts() {
 }
 
 pub fn main() -> ExitCode {
+    quiet_on_closed_pipe();
     register_fonts();
     install_fit_overrides();
     let cli = Cli::parse();
@@ -105,6 +106,19 @@ pub fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// A reader that closes the pipe early (`gpuplan plan ... | head -1`) ends the process quietly, as
+/// it ends `ls`, `ripgrep` and other Unix tools: the Rust runtime ignores SIGPIPE, so a write to a
+/// closed pipe fails with `BrokenPipe` and `println!` panics on it; restoring the default
+/// disposition makes the write end the process instead (the shell sees 141, nothing printed).
+fn quiet_on_closed_pipe() {
+    #[cfg(unix)]
+    // SAFETY: `signal` with a valid signal number and `SIG_DFL` only changes the disposition;
+    // called first thing in `main`, before any thread is spawned.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 

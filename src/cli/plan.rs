@@ -411,6 +411,15 @@ fn plan_slo(args: &PlanArgs) -> anyhow::Result<Outcome> {
     let output =
         Lengths::parse(v.output_len.as_deref().context("give `--output-len` for the generated tokens")?).map_err(|e| anyhow::anyhow!("`--output-len`: {e}"))?;
     let max_len = base.model.max_seq_len.min(u32::MAX as u64) as u32;
+    if crate::limits::serve::Work::generated(qps, v.duration_s, output.mean().min(max_len as f64), 1).exceeded(false).is_some() {
+        bail!(
+            "`--qps` = {qps} for `--duration-s` = {} s at {:.0} output tokens a request is more than a serving run's limits ({} requests, {:.0e} output tokens)\nhint: lower `--qps` or `--duration-s`; see README.md \"Limits\"",
+            v.duration_s,
+            output.mean(),
+            crate::limits::serve::MAX_REQUESTS,
+            crate::limits::serve::MAX_OUTPUT_TOKENS
+        );
+    }
     let arrivals = arrivals::generate(&Process::Poisson { qps }, input, output, v.duration_s, v.seed, max_len);
     let space = ServeSpace {
         n_gpus: gpus,

@@ -231,6 +231,8 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
         drain_s: a.drain_s,
         bin_s: a.bin_s,
         record_iterations: a.iterations_csv.is_some(),
+        replications: a.replications as u64,
+        sweep_max_qps: a.sweep_qps.as_ref().and_then(|v| v.iter().copied().reduce(f64::max)),
     };
     let flags = a.to_wire();
     let by_flags = flags != ServeWire::default();
@@ -251,8 +253,43 @@ pub fn check_file(path: &Path) -> anyhow::Result<()> {
         ..ServeArgs::default()
     };
     let r = resolve(&a)?;
-    serve::simulate(&r.deployment, &r.arrivals(None), &r.opts).with_context(|| format!("{}: deployment cannot run", path.display()))?;
+    serve::simulate(&r.deployment, &arrivals(&r, None, r.seed)?, &r.opts).with_context(|| format!("{}: deployment cannot run", path.display()))?;
     Ok(())
+}
+
+/// The requests of a run (`process`: a sweep's load; `seed`: a replication's), refused when the
+/// stream was cut at the limit on requests (a bursty one can draw far more than qps x duration).
+fn arrivals(r: &Resolved, process: Option<&serve::Process>, seed: u64) -> anyhow::Result<Vec<serve::Arrival>> {
+    let arr = r.arrivals_seeded(process, seed);
+    if serve::arrivals::exceeds_limit(&arr) {
+        bail!(
+            "the request stream (seed {seed}) drew more than the limit of {} requests in `duration_s` = {} s\nhint: lower `--qps`, `--duration-s` or `--cv` (serving file: traffic.qps, traffic.duration_s, traffic.cv); see README.md \"Limits\"",
+            crate::limits::serve::MAX_REQUESTS,
+            r.duration_s
+        );
+    }
+    Ok(arr)
+}
+
+/// A progress bar on stderr over `len` requests, drawn only when stderr is a terminal.
+fn progress_bar(len: u64) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(len);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} serving [{bar:40}] {pos}/{len} requests ({per_sec}, eta {eta})")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+/// Simulate `arr`, ticking `bar` once per request.
+fn simulate_ticking(r: &Resolved, arr: &[serve::Arrival], opts: &RunOptions, bar: &indicatif::ProgressBar) -> anyhow::Result<serve::ServeResult> {
+    let res = serve::simulate_with_progress(&r.deployment, arr, opts, &mut |n| bar.inc(n))?;
+    bar.inc(arr.len() as u64 % serve::PROGRESS_STEP as u64);
+    Ok(res)
 }
 
 pub fn run(a: ServeArgs) -> anyhow::Result<Outcome> {
@@ -277,14 +314,18 @@ pub fn run(a: ServeArgs) -> anyhow::Result<Outcome> {
         }
         let base = r.process.clone().context("`--sweep-qps` needs at least one load")?;
         let mut rows = Vec::new();
+        let bar = progress_bar(0);
         for &q in qs {
             if !(q > 0.0 && q.is_finite()) {
                 bail!("`--sweep-qps` value {q} must be positive");
             }
             let p = base.with_qps(q);
-            let res = serve::simulate(&r.deployment, &r.arrivals(Some(&p)), &r.opts)?;
+            let arr = arrivals(&r, Some(&p), r.seed)?;
+            bar.inc_length(arr.len() as u64);
+            let res = simulate_ticking(&r, &arr, &r.opts, &bar)?;
             rows.push((q, summarize(&res)));
         }
+        bar.finish_and_clear();
         if let Some(path) = &a.chart {
             super::write_atomic_with(path, |tmp| view::chart(&rows, tmp, &r.name))?;
         }
@@ -301,8 +342,9 @@ pub fn run(a: ServeArgs) -> anyhow::Result<Outcome> {
         }
         return Ok(Outcome::Ok);
     }
-    let arr = r.arrivals(None);
-    let res = serve::simulate(&r.deployment, &arr, &r.opts)?;
+    let arr = arrivals(&r, None, r.seed)?;
+    let bar = progress_bar(arr.len() as u64 * a.replications.max(1) as u64);
+    let res = simulate_ticking(&r, &arr, &r.opts, &bar)?;
     let s = if a.replications <= 1 {
         summarize(&res)
     } else {
@@ -310,10 +352,12 @@ pub fn run(a: ServeArgs) -> anyhow::Result<Outcome> {
         for i in 1..a.replications as u64 {
             let seed = r.seed.wrapping_add(i);
             let opts = RunOptions { seed, record_iterations: false, ..r.opts };
-            more.push(serve::simulate(&r.deployment, &r.arrivals_seeded(None, seed), &opts)?);
+            let arr = arrivals(&r, None, seed)?;
+            more.push(simulate_ticking(&r, &arr, &opts, &bar)?);
         }
         serve::stats::summarize_pooled(&std::iter::once(&res).chain(&more).collect::<Vec<_>>())
     };
+    bar.finish_and_clear();
     if let Some(p) = &a.csv {
         super::write_atomic(p, view::timeseries_csv(&res).as_bytes())?;
     }

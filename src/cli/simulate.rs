@@ -63,7 +63,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<Outcome> {
         faults: Faults { slow_gpu: args.slow_gpu, nvlink: args.degrade_nvlink, nic: args.degrade_nic, spine: args.spine_factor },
         trace: args.trace.is_some() || args.timeline.is_some(),
     };
-    let result = sim::simulate(&scenario, &opts).with_context(|| format!("{origin}: configuration cannot run"))?;
+    let result = simulate_with_bar(&scenario, &opts).with_context(|| format!("{origin}: configuration cannot run"))?;
     if let Some(p) = &args.trace {
         let text = serde_json::to_string(&sim::trace::chrome_trace(&result, &scenario.name))?;
         write_atomic(p, text.as_bytes())?;
@@ -96,4 +96,21 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<Outcome> {
         }
     }
     Ok(if pred.memory.fits() { Outcome::Ok } else { Outcome::Infeasible })
+}
+
+/// Run the engine with a progress bar over its estimated events on stderr, when stderr is a
+/// terminal.
+fn simulate_with_bar(scenario: &crate::scenario::Scenario, opts: &SimOptions) -> Result<sim::SimResult, crate::analytic::PredictError> {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return sim::simulate(scenario, opts);
+    }
+    let bar = indicatif::ProgressBar::new(sim::estimated_events(scenario)? as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} simulating [{bar:40}] {human_pos}/{human_len} events (estimated; {per_sec}, eta {eta})")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let result = sim::simulate_with_progress(scenario, opts, &mut |n| bar.inc(n));
+    bar.finish_and_clear();
+    result
 }

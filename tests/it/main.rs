@@ -7,6 +7,7 @@ mod catalog;
 mod cli;
 mod cost;
 mod fuzz;
+mod limits;
 mod measure;
 mod pipeline;
 mod plan;

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use gpuplan_core::limits::serve::{self as limits, Exceeded, Work};
 use gpuplan_core::scenario::Scenario;
 use gpuplan_core::serve::{self, arrivals, Arrival, Deployment, Lengths, Pool, Process, Role, Routing, RunOptions, SchedConfig, ServeError, ServeResult};
 
@@ -71,6 +72,10 @@ pub struct RunFlags {
     pub drain_s: Option<f64>,
     pub bin_s: f64,
     pub record_iterations: bool,
+    /// Replications of the run (0 or 1: one), for the work estimate.
+    pub replications: u64,
+    /// The highest load of a sweep, for the work estimate.
+    pub sweep_max_qps: Option<f64>,
 }
 
 /// Overlay `over` on `base`: every value `over` sets wins.
@@ -235,6 +240,7 @@ pub fn resolve(w: &ServeWire, file: Option<&Path>, run: &RunFlags) -> Result<Res
             if gpus % (tp * pp) != 0 {
                 bail!("`gpus` = {gpus} is not a multiple of tp*pp = {}\nhint: replicas = gpus / (tp * pp)", tp * pp);
             }
+            replicas_within_limit("gpus", gpus / (tp * pp), tp * pp)?;
             vec![Pool { role: Role::Both, scenario: scenario_for(tp)?, n_replicas: (gpus / (tp * pp)) as u32, sched }]
         }
         Some(pg) => {
@@ -246,6 +252,8 @@ pub fn resolve(w: &ServeWire, file: Option<&Path>, run: &RunFlags) -> Result<Res
             if pg % (ptp * pp) != 0 || dg % (tp * pp) != 0 {
                 bail!("prefill GPUs {pg} must be a multiple of prefill_tp*pp = {} and decode GPUs {dg} of tp*pp = {}", ptp * pp, tp * pp);
             }
+            replicas_within_limit("prefill_gpus", pg / (ptp * pp), ptp * pp)?;
+            replicas_within_limit("gpus", dg / (tp * pp), tp * pp)?;
             vec![
                 Pool { role: Role::Prefill, scenario: scenario_for(ptp)?, n_replicas: (pg / (ptp * pp)) as u32, sched },
                 Pool { role: Role::Decode, scenario: scenario_for(tp)?, n_replicas: (dg / (tp * pp)) as u32, sched },
@@ -297,6 +305,12 @@ pub fn resolve(w: &ServeWire, file: Option<&Path>, run: &RunFlags) -> Result<Res
                 if !(cv > 0.0 && cv.is_finite()) {
                     bail!("`cv` = {cv} must be positive");
                 }
+                if cv > limits::MAX_CV {
+                    bail!(
+                        "`cv` = {cv} is above the limit of {}: nearly every gap would be zero, the whole load arriving in a few instants\nhint: lower `--cv` (serving file: traffic.cv); measured traffic is bursty at cv 1-10",
+                        limits::MAX_CV
+                    );
+                }
                 Process::Gamma { qps: q, cv }
             }
             o => bail!("`arrival` = `{o}` is not known\nhint: poisson, gamma or constant"),
@@ -324,6 +338,51 @@ pub fn resolve(w: &ServeWire, file: Option<&Path>, run: &RunFlags) -> Result<Res
     if drain_s.is_nan() || drain_s < 0.0 {
         bail!("`--drain-s` = {drain_s} must be non-negative");
     }
+    let replications = run.replications.max(1);
+    if replications > limits::MAX_REPLICATIONS {
+        bail!(
+            "`--replications` = {replications} is above the limit of {}\nhint: 16 steady latency tails; lengthen `--duration-s` for more",
+            limits::MAX_REPLICATIONS
+        );
+    }
+    let max_len = deployment.pools[0].scenario.model.max_seq_len as f64;
+    let replicas: u64 = deployment.pools.iter().map(|p| p.n_replicas as u64).sum();
+    let routed = |requests: f64| -> Result<(), DeployError> {
+        if requests * replicas as f64 > limits::MAX_REQUEST_REPLICAS {
+            bail!(
+                "{:.3e} requests routed over {replicas} replicas (`gpus` = {gpus}) is more than the limit of {:.0e} requests x replicas per run\nhint: lower `--gpus` (or raise `--tp` for fewer replicas), or `--qps` / `--duration-s`; see README.md \"Limits\"",
+                requests,
+                limits::MAX_REQUEST_REPLICAS
+            );
+        }
+        Ok(())
+    };
+    match &trace {
+        Some(rows) => {
+            let what = || format!("the trace `{}`", trace_path.as_deref().unwrap_or(Path::new("?")).display());
+            let reps = replications as f64;
+            let work = Work { requests: rows.len() as f64 * reps, output_tokens: rows.iter().map(|r| r.output_len as f64).sum::<f64>() * reps };
+            work_within_limits(&work, what, "use a shorter trace", replications, run.record_iterations)?;
+            routed(work.requests)?;
+            bins_within_limit(rows.last().map_or(0.0, |r| r.at), run.bin_s)?;
+        }
+        None => {
+            for q in process.iter().map(Process::qps).chain(run.sweep_max_qps) {
+                let mean_out = output.mean().min(max_len);
+                let work = Work::generated(q, duration_s, mean_out, replications);
+                let what = || format!("`qps` = {} for `duration_s` = {} s at {mean_out:.0} output tokens a request", show(q), show(duration_s));
+                work_within_limits(
+                    &work,
+                    what,
+                    "lower `--qps` or `--duration-s` (serving file: traffic.qps, traffic.duration_s)",
+                    replications,
+                    run.record_iterations,
+                )?;
+                routed(work.requests)?;
+            }
+            bins_within_limit(duration_s, run.bin_s)?;
+        }
+    }
     let name = w.name.clone().unwrap_or_else(|| {
         let p = &deployment.pools[0].scenario;
         format!("{}-{}-{}gpu", p.model.name, p.system.name, gpus)
@@ -340,6 +399,65 @@ pub fn resolve(w: &ServeWire, file: Option<&Path>, run: &RunFlags) -> Result<Res
         trace_path,
         opts: RunOptions { bin_s: run.bin_s, drain_s, record_iterations: run.record_iterations, seed },
     })
+}
+
+/// A number as given for the small ones, in exponent form for the huge ones (`1e300`).
+fn show(x: f64) -> String {
+    if x.abs() >= 1e15 {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
+    }
+}
+
+/// A pool of `n` replicas of `per` GPUs each within `limits::MAX_REPLICAS` (`name`: the key).
+fn replicas_within_limit(name: &str, n: u64, per: u64) -> Result<(), DeployError> {
+    if n > limits::MAX_REPLICAS {
+        bail!(
+            "`{name}` = {} makes {n} replicas of {per} GPU(s), more than the limit of {}\nhint: lower `--{}`, or raise `--tp` / `--pp` to make fewer, larger replicas",
+            n * per,
+            limits::MAX_REPLICAS,
+            name.replace('_', "-")
+        );
+    }
+    Ok(())
+}
+
+/// A run's requests and output tokens within the limits (`what`: the load, `fix`: how to
+/// shrink it).
+fn work_within_limits(work: &Work, what: impl Fn() -> String, fix: &str, replications: u64, record_iterations: bool) -> Result<(), DeployError> {
+    let reps = if replications > 1 { format!(" x `--replications` = {replications}") } else { String::new() };
+    match work.exceeded(record_iterations) {
+        None => Ok(()),
+        Some(Exceeded::Requests) => bail!(
+            "{}{reps} is {:.3e} requests, more than the limit of {} per run\nhint: {fix}{}; see README.md \"Limits\"",
+            what(),
+            work.requests,
+            limits::MAX_REQUESTS,
+            if replications > 1 { " or `--replications`" } else { "" }
+        ),
+        Some(Exceeded::OutputTokens(limit)) => bail!(
+            "{}{reps} is {:.3e} output tokens to decode, more than the limit of {limit:.0e} per run{}\nhint: {fix}{}, or shorten `--output-len`; see README.md \"Limits\"",
+            what(),
+            work.output_tokens,
+            if record_iterations { " with `--iterations-csv`" } else { "" },
+            if replications > 1 { ", `--replications`" } else { "" }
+        ),
+    }
+}
+
+/// The time series of `span_s` seconds of arrivals in bins of `bin_s` within `limits::MAX_BINS`.
+fn bins_within_limit(span_s: f64, bin_s: f64) -> Result<(), DeployError> {
+    if span_s / bin_s > limits::MAX_BINS {
+        bail!(
+            "`--bin-s` = {} cuts {} s of arrivals into {:.3e} time-series bins, more than the limit of {:.0e}\nhint: raise `--bin-s`",
+            show(bin_s),
+            show(span_s),
+            span_s / bin_s,
+            limits::MAX_BINS
+        );
+    }
+    Ok(())
 }
 
 /// Read a measured per-request CSV (arrival_s, input_len, output_len, scheduled_s,

@@ -11,6 +11,7 @@ pub mod cost;
 pub mod deploy;
 pub mod des;
 pub mod hardware;
+pub mod limits;
 pub mod memory;
 pub mod model;
 pub mod parallelism;

@@ -188,13 +188,16 @@ impl Lengths {
 
 /// Requests arriving in `[0, duration_s)`: arrival times from `process`, each request's
 /// input and output lengths (same seed, same stream). Lengths are clamped so that
-/// input + output <= `max_len` (the model's context).
+/// input + output <= `max_len` (the model's context). At most `limits::serve::MAX_REQUESTS` + 1
+/// requests are drawn: more than the limit means the stream was cut there (a bursty stream can
+/// draw many more than qps x duration), which the caller refuses (`exceeds_limit`).
 pub fn generate(process: &Process, input: Lengths, output: Lengths, duration_s: f64, seed: u64, max_len: u32) -> Vec<Arrival> {
+    let cap = crate::limits::serve::MAX_REQUESTS as usize + 1;
     let mut rng = Rng::new(seed);
-    let mut out = Vec::with_capacity((process.qps() * duration_s * 1.05) as usize + 16);
+    let mut out = Vec::with_capacity(((process.qps() * duration_s * 1.05) as usize + 16).min(cap));
     // The first request goes out at t = 0, as in vLLM's `benchmark_serving.py`.
     let mut t = 0.0;
-    while t < duration_s {
+    while t < duration_s && out.len() < cap {
         let i = input.sample(&mut rng).min(max_len.saturating_sub(1)).max(1);
         let o = output.sample(&mut rng).min(max_len - i).max(1);
         out.push(Arrival { at: t, input_len: i, output_len: o });
@@ -203,8 +206,16 @@ pub fn generate(process: &Process, input: Lengths, output: Lengths, duration_s: 
     out
 }
 
+/// Whether a stream `generate` drew was cut at the limit on requests.
+pub fn exceeds_limit(arrivals: &[Arrival]) -> bool {
+    arrivals.len() as u64 > crate::limits::serve::MAX_REQUESTS
+}
+
 /// Read a trace CSV with a header naming `arrival_s`, `input_len` and `output_len` (other
-/// columns ignored). Rows are sorted by arrival time (stable).
+/// columns ignored). Arrival times are taken relative to the first row's (a trace of Unix-epoch
+/// timestamps starts at 0); they must be finite, non-negative and in order (each at or after the
+/// one before), and the trace must hold at least one request. Errors name the line, the column
+/// and the value.
 pub fn read_trace(text: &str) -> Result<Vec<Arrival>, String> {
     let mut rdr = csv::ReaderBuilder::new().trim(csv::Trim::All).from_reader(text.as_bytes());
     let headers = rdr.headers().map_err(|e| e.to_string())?.clone();
@@ -212,19 +223,43 @@ pub fn read_trace(text: &str) -> Result<Vec<Arrival>, String> {
         headers.iter().position(|h| h == name).ok_or_else(|| format!("no `{name}` column (columns: {})", headers.iter().collect::<Vec<_>>().join(", ")))
     };
     let (a, i, o) = (col("arrival_s")?, col("input_len")?, col("output_len")?);
-    let mut out = Vec::new();
+    let mut out: Vec<Arrival> = Vec::new();
+    let mut first = None;
     for (n, rec) in rdr.records().enumerate() {
         let rec = rec.map_err(|e| format!("row {}: {e}", n + 2))?;
+        let line = rec.position().map_or(n as u64 + 2, |p| p.line());
         let get = |c: usize| rec.get(c).unwrap_or("");
-        let at: f64 = get(a).parse().map_err(|_| format!("row {}: `arrival_s` = `{}` is not a number", n + 2, get(a)))?;
-        let il: u32 = get(i).parse().map_err(|_| format!("row {}: `input_len` = `{}` is not a positive integer", n + 2, get(i)))?;
-        let ol: u32 = get(o).parse().map_err(|_| format!("row {}: `output_len` = `{}` is not a positive integer", n + 2, get(o)))?;
-        if !(at >= 0.0 && at.is_finite()) || il == 0 || ol == 0 {
-            return Err(format!("row {}: needs arrival_s >= 0 and lengths >= 1", n + 2));
+        let at_col = |c: usize| format!("line {line}, column {} (`{}`)", c + 1, &headers[c]);
+        let at: f64 = get(a).parse().map_err(|_| format!("{}: `{}` is not a number", at_col(a), get(a)))?;
+        let len = |c: usize| -> Result<u32, String> {
+            match get(c).parse::<u32>() {
+                Ok(v) if v >= 1 => Ok(v),
+                _ => Err(format!("{}: `{}` is not a positive integer\nhint: token counts from 1 to {}", at_col(c), get(c), u32::MAX)),
+            }
+        };
+        let (il, ol) = (len(i)?, len(o)?);
+        if !(at >= 0.0 && at.is_finite()) {
+            return Err(format!(
+                "{}: `{}` is not a non-negative time\nhint: seconds from the start of the trace (or Unix timestamps: times are taken from the first row's)",
+                at_col(a),
+                get(a)
+            ));
         }
-        out.push(Arrival { at, input_len: il, output_len: ol });
+        let t0 = *first.get_or_insert(at);
+        let rel = at - t0;
+        if let Some(prev) = out.last().filter(|p| rel < p.at) {
+            return Err(format!(
+                "{}: `{}` is before the row above it ({} s after the first)\nhint: sort the trace by arrival time",
+                at_col(a),
+                get(a),
+                prev.at
+            ));
+        }
+        out.push(Arrival { at: rel, input_len: il, output_len: ol });
     }
-    out.sort_by(|x, y| x.at.total_cmp(&y.at));
+    if out.is_empty() {
+        return Err("holds no requests (a header and no rows)\nhint: one row per request: arrival_s,input_len,output_len".into());
+    }
     Ok(out)
 }
 
@@ -269,10 +304,18 @@ mod tests {
     }
 
     #[test]
-    fn trace_reads_and_sorts() {
-        let t = "arrival_s,input_len,output_len,note\n0.5,10,3,a\n0.1,20,4,b\n";
+    fn trace_reads_relative_to_the_first_arrival_in_order() {
+        let t = "arrival_s,input_len,output_len,note\n1732400000.5,10,3,a\n1732400000.75,20,4,b\n";
         let a = read_trace(t).unwrap();
-        assert_eq!(a[0], Arrival { at: 0.1, input_len: 20, output_len: 4 });
+        assert_eq!(a[0], Arrival { at: 0.0, input_len: 10, output_len: 3 });
+        assert_eq!(a[1], Arrival { at: 0.25, input_len: 20, output_len: 4 });
         assert!(read_trace("t,input_len,output_len\n1,2,3\n").unwrap_err().contains("arrival_s"));
+        let e = read_trace("arrival_s,input_len,output_len\n0.5,10,3\n0.1,20,4\n").unwrap_err();
+        assert!(e.contains("line 3, column 1 (`arrival_s`): `0.1` is before"), "{e}");
+        let e = read_trace("arrival_s,input_len,output_len\n-1,10,3\n").unwrap_err();
+        assert!(e.contains("line 2, column 1 (`arrival_s`): `-1`"), "{e}");
+        let e = read_trace("arrival_s,input_len,output_len\n0,0,3\n").unwrap_err();
+        assert!(e.contains("line 2, column 2 (`input_len`): `0`"), "{e}");
+        assert!(read_trace("arrival_s,input_len,output_len\n").unwrap_err().contains("no requests"));
     }
 }

@@ -103,6 +103,20 @@ impl<'a> PoolState<'a> {
 
 /// Run the simulation of `deployment` serving `arrivals` (sorted by time).
 pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions) -> Result<ServeResult, ServeError> {
+    simulate_with_progress(deployment, arrivals, opts, &mut |_| {})
+}
+
+/// Arrivals handled between two calls of a progress callback.
+pub const PROGRESS_STEP: u32 = 4096;
+
+/// [`simulate`], calling `progress(n)` each time another `n` arrivals have been handled (every
+/// [`PROGRESS_STEP`] of them; a progress bar's ticks, out of `arrivals.len()`).
+pub fn simulate_with_progress(
+    deployment: &Deployment,
+    arrivals: &[Arrival],
+    opts: &RunOptions,
+    progress: &mut dyn FnMut(u64),
+) -> Result<ServeResult, ServeError> {
     check(deployment, opts)?;
     let mut replicas = Vec::new();
     let mut pools = Vec::new();
@@ -123,7 +137,7 @@ pub fn simulate(deployment: &Deployment, arrivals: &[Arrival], opts: &RunOptions
         decisions: Decisions::default(),
     };
     let stop = arrivals.last().map_or(0.0, |a| a.at) + opts.drain_s;
-    engine.run(if stop.is_finite() { SimTime::from_seconds(Seconds::new(stop)) } else { SimTime(u64::MAX) });
+    engine.run(if stop.is_finite() { SimTime::from_seconds(Seconds::new(stop)) } else { SimTime(u64::MAX) }, progress);
 
     let Engine { pools, metrics, .. } = engine;
     let horizon = metrics.horizon_s();
@@ -173,7 +187,7 @@ struct Engine<'a> {
 
 impl Engine<'_> {
     /// Handle events in time order until none is left or the next is after `stop`.
-    fn run(&mut self, stop: SimTime) {
+    fn run(&mut self, stop: SimTime, progress: &mut dyn FnMut(u64)) {
         if let Some(first) = self.arrivals.first() {
             self.queue.push(SimTime::from_seconds(Seconds::new(first.at)), Event::Arrival(0));
         }
@@ -184,7 +198,12 @@ impl Engine<'_> {
             self.metrics.event(t);
             let now_s = t.0 as f64 * 1e-12;
             let woken = match event {
-                Event::Arrival(i) => self.arrival(i, now_s),
+                Event::Arrival(i) => {
+                    if (i + 1).is_multiple_of(PROGRESS_STEP) {
+                        progress(PROGRESS_STEP as u64);
+                    }
+                    self.arrival(i, now_s)
+                }
                 Event::Handoff(req) => Some(self.handoff(req)),
                 Event::IterationDone(rid) => Some(self.iteration_done(rid as usize, t, now_s)),
             };

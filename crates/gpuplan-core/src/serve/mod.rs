@@ -33,7 +33,7 @@ use crate::step::PredictError;
 
 pub use arrivals::{Arrival, Lengths, Process};
 use cost::IterCost;
-pub use engine::simulate;
+pub use engine::{simulate, simulate_with_progress, PROGRESS_STEP};
 pub use metrics::{Bin, IterationRecord, PoolStats, RequestRecord, ServeResult};
 use scheduler::Batch;
 

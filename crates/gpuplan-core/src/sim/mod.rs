@@ -736,7 +736,7 @@ impl Sim {
         self.advance(d);
     }
 
-    fn run(&mut self) {
+    fn run(&mut self, progress: &mut dyn FnMut(u64)) {
         for d in 0..self.pp {
             self.run_dp(d);
             self.push(SimTime(0), Event::TryStart(d));
@@ -745,6 +745,9 @@ impl Sim {
             debug_assert!(t >= self.now, "time runs forward");
             self.now = t;
             self.events += 1;
+            if self.events.is_multiple_of(PROGRESS_STEP) {
+                progress(PROGRESS_STEP);
+            }
             match e {
                 Event::KernelDone(d) => self.step_done(d),
                 Event::TryStart(d) => self.try_start(d),
@@ -884,12 +887,67 @@ fn chunk_lists(s: &Scenario, pr: &Priced, plan: &DpPlan, v: u32, n_v: u32, slow:
     (fwd, bwd)
 }
 
-/// Simulate one step of the scenario.
-pub fn simulate(s: &Scenario, opts: &SimOptions) -> Result<SimResult, PredictError> {
+/// Events between two calls of a progress callback.
+pub const PROGRESS_STEP: u64 = 1 << 20;
+
+/// The events one step of `s` is estimated to take in the engine, as [`estimate_events`] counts
+/// them (for a progress bar's length, or to refuse a step over the limits beforehand).
+pub fn estimated_events(s: &Scenario) -> Result<f64, PredictError> {
+    let (pr, pp, vp, train) = shape(s)?;
+    check_scenario_size(s, pr.n_micro, train)?;
+    let fsdp = train && s.parallel.zero == 3 && s.parallel.dp > 1;
+    Ok(estimate_events(s, &pr, pp, vp, train, fsdp))
+}
+
+fn shape(s: &Scenario) -> Result<(Priced<'_>, u32, u32, bool), PredictError> {
     let pr = analytic::price(s)?;
     let pc = &s.parallel;
     let (pp, vp) = (pc.pp, if pc.schedule == Schedule::Interleaved || pc.vp > 1 { pc.vp.max(1) } else { 1 });
-    let train = s.workload.mode == Mode::Train;
+    Ok((pr, pp, vp, s.workload.mode == Mode::Train))
+}
+
+/// Micro-batches within what the engine's counters hold (`u32`), checked before the step lists
+/// are built.
+fn check_scenario_size(s: &Scenario, n_micro: u64, train: bool) -> Result<(), PredictError> {
+    if train && n_micro > crate::limits::sim::MAX_MICRO_BATCHES {
+        return Err(PredictError::Unsupported(format!(
+            "`global_batch` = {} is {n_micro} micro-batches of `micro_batch` = {} x dp = {}, more than the discrete-event engine's limit of {} per step\nhint: lower `--global-batch` (or raise `--micro-batch`), or predict it in closed form with `gpuplan predict`",
+            s.workload.global_batch,
+            s.workload.micro_batch,
+            s.parallel.dp,
+            crate::limits::sim::MAX_MICRO_BATCHES
+        )));
+    }
+    Ok(())
+}
+
+/// Events of the step: each step of each virtual stage's forward and backward lists, once per
+/// micro-batch, is about two events (its start and its end).
+fn estimate_events(s: &Scenario, pr: &Priced, pp: u32, vp: u32, train: bool, fsdp: bool) -> f64 {
+    let n_v = pp * vp;
+    let mut steps = 0usize;
+    for d in 0..pp {
+        let plan = if train { step::dp_plan(&pr.cost, s, d) } else { DpPlan::default() };
+        for c in 0..vp {
+            let (f, b) = chunk_lists(s, pr, &plan, c * pp + d, n_v, 1.0, fsdp, train);
+            steps += f.len() + b.len();
+        }
+    }
+    crate::limits::sim::EVENTS_PER_STEP * steps as f64 * pr.n_micro as f64
+}
+
+/// Simulate one step of the scenario.
+pub fn simulate(s: &Scenario, opts: &SimOptions) -> Result<SimResult, PredictError> {
+    simulate_with_progress(s, opts, &mut |_| {})
+}
+
+/// [`simulate`], calling `progress(n)` each time another `n` events have run (every
+/// [`PROGRESS_STEP`]; a progress bar's ticks, out of [`estimated_events`]). A step estimated
+/// above `limits::sim::MAX_EVENTS` events (`MAX_TRACED_EVENTS` with a trace) is refused.
+pub fn simulate_with_progress(s: &Scenario, opts: &SimOptions, progress: &mut dyn FnMut(u64)) -> Result<SimResult, PredictError> {
+    let (pr, pp, vp, train) = shape(s)?;
+    let pc = &s.parallel;
+    check_scenario_size(s, pr.n_micro, train)?;
     let m = pr.n_micro as u32;
     let n_v = pp * vp;
     let fsdp = train && pc.zero == 3 && pc.dp > 1;
@@ -907,6 +965,20 @@ pub fn simulate(s: &Scenario, opts: &SimOptions) -> Result<SimResult, PredictErr
         let tasks =
             if train { schedule(pc.schedule, pp, vp, m, d) } else { (0..vp).map(|c| TaskKey { pass: Pass::Fwd, micro: 0, vstage: c * pp + d }).collect() };
         devices.push(Device::new(tasks, plan, layers, gathers_total));
+    }
+
+    let steps: usize = lists.iter().flatten().map(|(f, b): &(Vec<SimStep>, Vec<SimStep>)| f.len() + b.len()).sum();
+    let events = crate::limits::sim::EVENTS_PER_STEP * steps as f64 * pr.n_micro as f64;
+    let (limit, why) = if opts.trace { (crate::limits::sim::MAX_TRACED_EVENTS, " with a trace") } else { (crate::limits::sim::MAX_EVENTS, "") };
+    if events > limit {
+        return Err(PredictError::Unsupported(format!(
+            "`global_batch` = {} is {} micro-batches of `micro_batch` = {} x dp = {}, about {events:.2e} events over {pp} pipeline stage(s) x {vp} virtual: more than the discrete-event engine's limit of {limit:.0e}{why}\nhint: lower `--global-batch` (or raise `--micro-batch`){}, or predict it in closed form with `gpuplan predict`",
+            s.workload.global_batch,
+            pr.n_micro,
+            s.workload.micro_batch,
+            pc.dp,
+            if opts.trace { ", drop `--trace` / `--timeline`" } else { "" }
+        )));
     }
 
     // Link capacities of each representative rank: the largest bus bandwidth any of its
@@ -935,7 +1007,7 @@ pub fn simulate(s: &Scenario, opts: &SimOptions) -> Result<SimResult, PredictErr
     }
 
     let mut sim = Sim::new(devices, lists, capacity, p2p, m, pp, vp, opts.trace);
-    sim.run();
+    sim.run(progress);
 
     let total = sim.end_time().seconds();
     let crit = sim.devices.iter().enumerate().max_by_key(|(_, d)| (d.done_at.unwrap_or(d.last_task_end), Reverse(d.busy[0]))).map(|(i, _)| i).unwrap_or(0);
@@ -1010,7 +1082,7 @@ mod tests {
     fn one_f_one_b_bubble_is_p_minus_1_over_m_plus_p_minus_1() {
         for (pp, m) in [(2, 4), (4, 8), (8, 8), (4, 16), (6, 3)] {
             let mut sim = uniform(pp, m, Schedule::OneFOneB, 1.0, 2.0);
-            sim.run();
+            sim.run(&mut |_| {});
             let total = sim.end_time().seconds().as_ms();
             assert!((total - 3.0 * (m + pp - 1) as f64).abs() < 1e-6, "pp={pp} m={m}: {total}");
             for d in &sim.devices {
@@ -1025,8 +1097,8 @@ mod tests {
     fn gpipe_and_1f1b_take_the_same_time_on_uniform_stages() {
         let mut a = uniform(4, 8, Schedule::Gpipe, 1.0, 2.0);
         let mut b = uniform(4, 8, Schedule::OneFOneB, 1.0, 2.0);
-        a.run();
-        b.run();
+        a.run(&mut |_| {});
+        b.run(&mut |_| {});
         assert_eq!(a.end_time(), b.end_time());
     }
 
@@ -1037,7 +1109,7 @@ mod tests {
         let devices = (0..pp).map(|d| Device::new(schedule(Schedule::Interleaved, pp, vp, m, d), DpPlan::default(), 1, 0)).collect();
         let lists = (0..pp).map(|_| (0..vp).map(|_| (vec![kernel(0.5)], vec![kernel(1.0)])).collect()).collect();
         let mut sim = Sim::new(devices, lists, vec![1e12; pp as usize * 2], None, m, pp, vp, false);
-        sim.run();
+        sim.run(&mut |_| {});
         let total = sim.end_time().seconds().as_ms();
         let ideal = m as f64 * 3.0 + (pp - 1) as f64 * 3.0 / vp as f64;
         assert!((total - ideal).abs() / ideal < 1e-9, "{total} vs {ideal}");
@@ -1050,7 +1122,7 @@ mod tests {
         let steps = vec![SimStep::Comm { name: "ar", comm: c }];
         let devices = vec![Device::new(schedule(Schedule::OneFOneB, 1, 1, 1, 0), DpPlan::default(), 1, 0)];
         let mut sim = Sim::new(devices, vec![vec![(steps, vec![])]], vec![346e9, 1.0], None, 1, 1, 1, false);
-        sim.run();
+        sim.run(&mut |_| {});
         let got = sim.end_time().seconds().value();
         assert!((got - expected).abs() / expected < 1e-9, "{got} vs {expected}");
     }
@@ -1064,7 +1136,7 @@ mod tests {
         let steps = vec![SimStep::GradsReady, SimStep::Comm { name: "ar", comm: c }];
         let devices = vec![Device::new(vec![TaskKey { pass: Pass::Bwd, micro: 0, vstage: 0 }], plan, 1, 0)];
         let mut sim = Sim::new(devices, vec![vec![(vec![], steps)]], vec![100e9, 1.0], None, 1, 1, 1, false);
-        sim.run();
+        sim.run(&mut |_| {});
         // Both move 1 GB at 50 GB/s side by side: 20 ms, not 10 (one at full rate), plus the six
         // 1 us step latencies of each (run at the same time).
         let t = sim.devices[0].last_task_end.seconds().as_ms();
