@@ -468,8 +468,9 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         (Some(k), _) => pos(&mut p, "workload.kv_len", Some(k), 1),
     };
     if mode == Mode::Train {
-        let per_step = micro_batch * dp as u64;
-        p.check(global_batch % per_step == 0, || {
+        // Checked: a dp of 0 (reported with `gpus`) or a product past u64 is no divisor.
+        let per_step = micro_batch.checked_mul(dp as u64).filter(|&n| n > 0);
+        p.check(per_step.is_some_and(|n| global_batch.is_multiple_of(n)), || {
             ConfigError::invalid(&path, "workload.global_batch", global_batch, format!("is not a multiple of micro_batch*dp = {micro_batch}*{dp}"))
                 .with_hint("global_batch = micro_batch * dp * gradient accumulation steps")
         });
