@@ -123,11 +123,14 @@ pub struct LogParser {
     detected: Option<&'static str>,
     p: Patterns,
     prev_titan: Option<(u64, f64)>,
+    /// The last step a tqdm progress line reported: tqdm redraws its bar (after each logged
+    /// metrics dict, at a refresh, at the end) with the same count, which is one step, not two.
+    last_tqdm_step: Option<u64>,
 }
 
 impl LogParser {
     pub fn new(format: LogFormat) -> Self {
-        LogParser { format, detected: None, p: Patterns::new(), prev_titan: None }
+        LogParser { format, detected: None, p: Patterns::new(), prev_titan: None, last_tqdm_step: None }
     }
 
     /// The format that matched first (`None` if no line matched yet).
@@ -279,14 +282,17 @@ impl LogParser {
         out
     }
 
-    fn parse_hf(&self, line: &str, at_s: f64) -> Option<LineEvent> {
+    fn parse_hf(&mut self, line: &str, at_s: f64) -> Option<LineEvent> {
         if let Some(c) = self.p.tqdm.captures(line) {
             let v: f64 = c[3].parse().ok()?;
-            if v <= 0.0 {
+            let n: u64 = c[1].parse().ok()?;
+            // A redraw of a count already seen (or an earlier one) is not a new step.
+            if v <= 0.0 || self.last_tqdm_step.is_some_and(|last| n <= last) {
                 return None;
             }
+            self.last_tqdm_step = Some(n);
             let t = if &c[4] == "it/s" { 1.0 / v } else { v };
-            return Some(LineEvent::Step(StepSample { step: c[1].parse().ok(), step_time_s: Some(t), n_steps: 1, tokens: None, tokens_per_s: None, at_s }));
+            return Some(LineEvent::Step(StepSample { step: Some(n), step_time_s: Some(t), n_steps: 1, tokens: None, tokens_per_s: None, at_s }));
         }
         if let Some(c) = self.p.hf_summary.captures(line) {
             let v: f64 = c[1].parse().ok()?;
@@ -379,6 +385,18 @@ mod tests {
         let ev = p.feed("{'train_runtime': 120.5, 'train_samples_per_second': 42.1, 'train_steps_per_second': 0.83, 'train_loss': 2.1, 'epoch': 1.0}", 130.0);
         assert_eq!(ev, vec![LineEvent::RunSummary { steps_per_s: 0.83 }]);
         assert_eq!(p.detected_format(), Some("hf-trainer"));
+        // tqdm redraws the bar with the same count after a logged metrics dict: one step, not two
+        // (issue 19: 82 step lines for a 40-step Trainer run).
+        let s = steps(
+            LogFormat::HfTrainer,
+            &[
+                (" 5%|▌         | 2/40 [00:01<00:19,  1.90it/s]", 1.0),
+                ("{'loss': 10.4, 'grad_norm': 3.1, 'learning_rate': 5e-05, 'epoch': 0.05}", 1.1),
+                (" 5%|▌         | 2/40 [00:01<00:19,  1.90it/s]", 1.1),
+                (" 8%|▊         | 3/40 [00:01<00:19,  1.95it/s]", 1.6),
+            ],
+        );
+        assert_eq!(s.iter().map(|x| x.step).collect::<Vec<_>>(), vec![Some(2), Some(3)]);
     }
 
     #[test]
