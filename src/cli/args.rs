@@ -206,6 +206,10 @@ pub struct ScenarioArgs {
     /// Overlap TP communication with GEMMs (Megatron --tp-comm-overlap)
     #[arg(long)]
     pub tp_comm_overlap: Option<bool>,
+    /// A Megatron-LM argument list read as the scenario's layout, batch and precision (e.g. '--tensor-model-parallel-size 4
+    /// --pipeline-model-parallel-size 8 ... --fp8-recipe mxfp8'); over the scenario file, under the other flags
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    pub from_megatron_args: Option<String>,
     /// Calibration profile: a name under calibration/profiles/, its folder or profile.toml;
     /// `none` ignores the one a system file names
     #[arg(long)]
@@ -275,10 +279,17 @@ impl ScenarioArgs {
     /// that reads a `scenarios/*.toml` file.
     pub fn merged(&self) -> anyhow::Result<ScenarioWire> {
         use crate::config::scenario::{overlay, read_scenario};
-        let base = match &self.scenario {
+        let mut base = match &self.scenario {
             Some(p) => read_scenario(p)?,
             None => ScenarioWire::default(),
         };
+        if let Some(args) = &self.from_megatron_args {
+            let read = crate::config::megatron::from_args(args)?;
+            if !read.ignored.is_empty() {
+                eprintln!("note: --from-megatron-args: not modelled, ignored: {}", read.ignored.join(" "));
+            }
+            base = overlay(base, read.wire);
+        }
         Ok(overlay(base, self.to_wire()))
     }
 
@@ -316,6 +327,7 @@ impl ScenarioArgs {
         "routing-imbalance",
         "moe-dispatcher",
         "tp-comm-overlap",
+        "from-megatron-args",
         "calibration",
     ];
 
@@ -354,6 +366,7 @@ impl ScenarioArgs {
         f(self.routing_imbalance.is_some(), "routing-imbalance");
         f(self.moe_dispatcher.is_some(), "moe-dispatcher");
         f(self.tp_comm_overlap.is_some(), "tp-comm-overlap");
+        f(self.from_megatron_args.is_some(), "from-megatron-args");
         f(self.calibration.is_some(), "calibration");
         v
     }

@@ -107,6 +107,9 @@ pub struct PlanArgs {
     /// Batch-size advice for the best layout (training: micro-batch; serving: batch under --ttft-ms/--tpot-ms)
     #[arg(long)]
     pub batch_advice: bool,
+    /// After the table, the Megatron-LM arguments that launch the top-ranked layout (training)
+    #[arg(long)]
+    pub megatron_args: bool,
     /// Serving under load (`--mode serve --qps Q`): the request-level simulator checks the targets
     #[command(flatten)]
     pub serve: PlanServeArgs,
@@ -300,6 +303,10 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
             print!("{summary}");
         }
         print!("{}", view::table(&result, shown, &req, &base, args.options.tokens.filter(|_| mode == PlanMode::Train)));
+        if let (true, PlanMode::Train, Some(best)) = (args.megatron_args, mode, result.ranked.first()) {
+            let s = plan::scenario_of(&base, &best.candidate, mode);
+            println!("\nmegatron-lm args (rank 1): {}", crate::config::megatron::args_line(&s));
+        }
     }
     Ok(if result.ranked.is_empty() { Outcome::Infeasible } else { Outcome::Ok })
 }

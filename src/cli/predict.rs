@@ -21,6 +21,9 @@ pub struct PredictArgs {
     /// List every hardware number used and where it came from
     #[arg(long)]
     pub sources: bool,
+    /// Also print the Megatron-LM arguments that launch this layout
+    #[arg(long)]
+    pub megatron_args: bool,
 }
 
 pub fn run(args: PredictArgs) -> anyhow::Result<Outcome> {
@@ -31,6 +34,15 @@ pub fn run(args: PredictArgs) -> anyhow::Result<Outcome> {
         println!("{}", serde_json::to_string_pretty(&to_json(&scenario, &pred))?);
     } else {
         print!("{}", table(&scenario, &pred, args.sources));
+    }
+    if args.megatron_args {
+        // After the JSON document too, on stderr, so stdout stays one JSON object.
+        let line = format!("megatron-lm args: {}", crate::config::megatron::args_line(&scenario));
+        if args.json {
+            eprintln!("{line}");
+        } else {
+            println!("\n{line}");
+        }
     }
     Ok(if pred.memory.fits() { Outcome::Ok } else { Outcome::Infeasible })
 }

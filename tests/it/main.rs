@@ -9,6 +9,7 @@ mod cost;
 mod fuzz;
 mod limits;
 mod measure;
+mod megatron_args;
 mod pipeline;
 mod plan;
 mod portable;

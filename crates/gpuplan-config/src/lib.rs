@@ -7,6 +7,7 @@
 pub mod catalog;
 pub mod deploy;
 pub mod hf;
+pub mod megatron;
 pub mod model;
 pub mod prediction;
 pub mod profile;

@@ -1,0 +1,220 @@
+//! Megatron-LM's command line as a scenario format, both ways: the arguments that launch a
+//! scenario's layout (`predict --megatron-args`, `plan --megatron-args`), and a scenario read from
+//! such an argument list (`--from-megatron-args '...'`). Flag names are Megatron-LM's
+//! (`megatron/training/arguments.py`); Megatron-Bridge's recipe fields of the same names map one
+//! to one.
+//!
+//! Reading: the parallel layout, batch, sequence, precision and FP8 recipe, recompute, the MoE
+//! dispatcher, the pipeline split options and the two overlap options become scenario keys; flags
+//! gpuplan does not model (data paths, learning rates, model shape given by `--model`) are
+//! returned as ignored, so a real launch line can be pasted whole.
+
+use gpuplan_core::scenario::Scenario;
+use gpuplan_core::workload::{MoeDispatcher, Recompute};
+
+use crate::scenario::{OptionsWire, ParallelWire, ScenarioWire, WorkloadWire};
+use crate::ConfigError;
+
+/// The Megatron-LM arguments that run `s`'s parallel layout, batch and precision (the model's
+/// shape and the data come from the user's own launch script).
+pub fn args_of(s: &Scenario) -> Vec<String> {
+    let (pc, w) = (&s.parallel, &s.workload);
+    let mut a: Vec<String> = Vec::new();
+    let mut kv = |k: &str, v: String| {
+        a.push(k.to_string());
+        a.push(v);
+    };
+    kv("--tensor-model-parallel-size", pc.tp.to_string());
+    kv("--pipeline-model-parallel-size", pc.pp.to_string());
+    if pc.vp > 1 {
+        kv("--num-virtual-stages-per-pipeline-rank", pc.vp.to_string());
+    }
+    if pc.cp > 1 {
+        kv("--context-parallel-size", pc.cp.to_string());
+    }
+    if s.model.moe.is_some() {
+        kv("--expert-model-parallel-size", pc.ep.to_string());
+        kv("--expert-tensor-parallel-size", pc.etp.to_string());
+        kv("--moe-token-dispatcher-type", w.moe_dispatcher.name().to_string());
+    }
+    if let Some(n) = pc.split.first {
+        kv("--decoder-first-pipeline-num-layers", n.to_string());
+    }
+    if let Some(n) = pc.split.last {
+        kv("--decoder-last-pipeline-num-layers", n.to_string());
+    }
+    kv("--micro-batch-size", w.micro_batch.to_string());
+    kv("--global-batch-size", w.global_batch.to_string());
+    kv("--seq-length", w.seq.to_string());
+    let mut flag = |k: &str| a.push(k.to_string());
+    if pc.sp && pc.tp > 1 {
+        flag("--sequence-parallel");
+    }
+    if pc.split.account_for_embedding {
+        flag("--account-for-embedding-in-pipeline-split");
+    }
+    if pc.split.account_for_loss {
+        flag("--account-for-loss-in-pipeline-split");
+    }
+    if pc.zero >= 1 {
+        flag("--use-distributed-optimizer");
+    }
+    if s.options.dp_overlap && pc.dp > 1 {
+        flag("--overlap-grad-reduce");
+        flag("--overlap-param-gather");
+    }
+    if s.options.tp_comm_overlap && pc.tp > 1 {
+        flag("--tp-comm-overlap");
+    }
+    match w.recompute {
+        Recompute::None => {}
+        Recompute::Selective => a.extend(["--recompute-granularity".into(), "selective".into()]),
+        Recompute::Full => a.extend(["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"].map(String::from)),
+    }
+    a.push("--bf16".into());
+    match w.precision.name() {
+        "fp8" => a.extend(["--fp8-format".into(), "hybrid".into(), "--fp8-recipe".into(), w.fp8_recipe.name().into()]),
+        "fp4" => a.extend(["--fp4-format", "e2m1", "--fp4-recipe", "nvfp4"].map(String::from)),
+        _ => {}
+    }
+    if pc.zero >= 2 {
+        a.push(format!("# ZeRO-{} (gpuplan's zero = {}): Megatron-FSDP shards it; see your version's FSDP flags", pc.zero, pc.zero));
+    }
+    a
+}
+
+/// `args_of` as one shell line (arguments joined by spaces, the comment last).
+pub fn args_line(s: &Scenario) -> String {
+    args_of(s).join(" ")
+}
+
+/// The scenario keys an argument list sets, and the flags it holds that gpuplan does not model.
+#[derive(Debug, Default)]
+pub struct FromArgs {
+    pub wire: ScenarioWire,
+    pub ignored: Vec<String>,
+}
+
+/// Read a Megatron-LM argument list (`--flag value` or `--flag=value`; shell-style line breaks
+/// and quotes are not interpreted beyond whitespace).
+pub fn from_args(text: &str) -> Result<FromArgs, ConfigError> {
+    let origin = std::path::PathBuf::from("--from-megatron-args");
+    let bad = |flag: &str, v: &str, what: &str| ConfigError::invalid(&origin, flag, v, what.to_string());
+    let tokens: Vec<String> = text.split_whitespace().filter(|t| *t != "\\").map(str::to_string).collect();
+    let mut out = FromArgs::default();
+    let (mut pw, mut ww, mut ow) = (ParallelWire::default(), WorkloadWire::default(), OptionsWire::default());
+    let mut i = 0;
+    while i < tokens.len() {
+        let tok = &tokens[i];
+        i += 1;
+        let Some(body) = tok.strip_prefix("--") else {
+            out.ignored.push(tok.clone());
+            continue;
+        };
+        let (flag, inline) = match body.split_once('=') {
+            Some((f, v)) => (f.to_string(), Some(v.to_string())),
+            None => (body.to_string(), None),
+        };
+        // The flag's value: inline, or the next token unless that is another flag.
+        let value = |i: &mut usize| -> Option<String> {
+            inline.clone().or_else(|| {
+                let v = tokens.get(*i).filter(|t| !t.starts_with("--")).cloned();
+                if v.is_some() {
+                    *i += 1;
+                }
+                v
+            })
+        };
+        let key = format!("--{flag}");
+        let int = |i: &mut usize| -> Result<i64, ConfigError> {
+            let v = value(i).ok_or_else(|| bad(&key, "(missing)", "needs an integer value"))?;
+            v.parse::<i64>().map_err(|_| bad(&key, &v, "is not an integer"))
+        };
+        match flag.as_str() {
+            "tensor-model-parallel-size" => pw.tp = Some(int(&mut i)?),
+            "pipeline-model-parallel-size" => pw.pp = Some(int(&mut i)?),
+            "context-parallel-size" => pw.cp = Some(int(&mut i)?),
+            "expert-model-parallel-size" => pw.ep = Some(int(&mut i)?),
+            "expert-tensor-parallel-size" => pw.etp = Some(int(&mut i)?),
+            "num-virtual-stages-per-pipeline-rank" | "virtual-pipeline-model-parallel-size" => pw.vp = Some(int(&mut i)?),
+            "decoder-first-pipeline-num-layers" => pw.decoder_first_pipeline_num_layers = Some(int(&mut i)?),
+            "decoder-last-pipeline-num-layers" => pw.decoder_last_pipeline_num_layers = Some(int(&mut i)?),
+            "micro-batch-size" => ww.micro_batch = Some(int(&mut i)?),
+            "global-batch-size" => ww.global_batch = Some(int(&mut i)?),
+            "seq-length" => ww.seq = Some(int(&mut i)?),
+            "sequence-parallel" => pw.sp = Some(true),
+            "account-for-embedding-in-pipeline-split" => pw.account_for_embedding_in_pipeline_split = Some(true),
+            "account-for-loss-in-pipeline-split" => pw.account_for_loss_in_pipeline_split = Some(true),
+            "use-distributed-optimizer" => pw.zero = Some(pw.zero.unwrap_or(0).max(1)),
+            "overlap-grad-reduce" | "overlap-param-gather" => ow.dp_overlap = Some(true),
+            // Full recompute's method and layer count: gpuplan recomputes every layer (uniform, 1).
+            "recompute-method" | "recompute-num-layers" => {
+                value(&mut i).ok_or_else(|| bad(&key, "(missing)", "needs a value"))?;
+            }
+            "tp-comm-overlap" => ow.tp_comm_overlap = Some(true),
+            "bf16" => ww.precision = Some(ww.precision.take().unwrap_or_else(|| "bf16".into())),
+            "fp16" => ww.precision = Some("fp16".into()),
+            "fp8-format" => {
+                value(&mut i).ok_or_else(|| bad(&key, "(missing)", "needs a value (e4m3 or hybrid)"))?;
+                ww.precision = Some("fp8".into());
+            }
+            "fp8-recipe" => {
+                let v = value(&mut i).ok_or_else(|| bad(&key, "(missing)", "needs a value"))?;
+                ww.fp8_recipe = Some(v);
+            }
+            "fp4-format" | "fp4-recipe" => {
+                value(&mut i).ok_or_else(|| bad(&key, "(missing)", "needs a value"))?;
+                ww.precision = Some("fp4".into());
+            }
+            "recompute-granularity" => {
+                let v = value(&mut i).ok_or_else(|| bad(&key, "(missing)", "needs full or selective"))?;
+                match v.as_str() {
+                    "full" | "selective" => ww.recompute = Some(v),
+                    _ => return Err(bad(&key, &v, "is not full or selective")),
+                }
+            }
+            "moe-token-dispatcher-type" => {
+                let v = value(&mut i).ok_or_else(|| bad(&key, "(missing)", "needs a dispatcher"))?;
+                if MoeDispatcher::parse(&v).is_none() {
+                    return Err(bad(&key, &v, "is not alltoall, allgather or flex"));
+                }
+                ww.moe_dispatcher = Some(v);
+            }
+            _ => {
+                // Not modelled: keep the flag and its value (if it has one) out of the scenario.
+                let v = value(&mut i);
+                out.ignored.push(match v {
+                    Some(v) => format!("{key} {v}"),
+                    None => key,
+                });
+            }
+        }
+    }
+    ww.mode = Some("train".into());
+    ww.stack = Some("megatron".into());
+    out.wire = ScenarioWire { parallelism: pw, workload: ww, options: ow, ..ScenarioWire::default() };
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_launch_line_and_keeps_what_it_does_not_model() {
+        let line = "--tensor-model-parallel-size 4 --pipeline-model-parallel-size=8 --num-virtual-stages-per-pipeline-rank 5 \
+                    --sequence-parallel --use-distributed-optimizer --micro-batch-size 1 --global-batch-size 512 --seq-length 8192 \
+                    --bf16 --fp8-format hybrid --fp8-recipe mxfp8 --recompute-granularity selective --lr 3e-4 --data-path /data/x \
+                    --use-flash-attn";
+        let r = from_args(line).unwrap();
+        let (p, w) = (&r.wire.parallelism, &r.wire.workload);
+        assert_eq!((p.tp, p.pp, p.vp, p.sp, p.zero), (Some(4), Some(8), Some(5), Some(true), Some(1)));
+        assert_eq!((w.micro_batch, w.global_batch, w.seq), (Some(1), Some(512), Some(8192)));
+        assert_eq!((w.precision.as_deref(), w.fp8_recipe.as_deref(), w.recompute.as_deref()), (Some("fp8"), Some("mxfp8"), Some("selective")));
+        assert_eq!(r.ignored, vec!["--lr 3e-4", "--data-path /data/x", "--use-flash-attn"]);
+        let e = from_args("--tensor-model-parallel-size four").unwrap_err().to_string();
+        assert!(e.contains("--tensor-model-parallel-size") && e.contains("four"), "{e}");
+        let e = from_args("--moe-token-dispatcher-type ring").unwrap_err().to_string();
+        assert!(e.contains("alltoall, allgather or flex"), "{e}");
+    }
+}
