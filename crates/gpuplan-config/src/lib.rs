@@ -6,6 +6,7 @@
 
 pub mod catalog;
 pub mod deploy;
+pub mod files;
 pub mod hf;
 pub mod megatron;
 pub mod model;
