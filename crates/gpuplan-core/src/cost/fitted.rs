@@ -42,7 +42,7 @@ pub const DTENSOR_LINEAR_US: [f64; 2] = [225.0, 50.0];
 /// DGX-B300 and GB300 NVL72, DeepSeek-V3 on GB200/GB300 NVL72; dev rows 14, 39, 55, 71, 73, 87,
 /// 88, 89, 94, 95, 99, 105, 108): MoE tokens/s/GPU MAPE minimised over 0-12,000 us on a 500 us
 /// grid, with the fused-attention level and the recipes' quantize kernels in place
-/// (`GPUPLAN_FIT_CONSTANTS=moe_dispatch_sync_us=X gpuplan validate --published ... --json`): 6,500
+/// (scripts/fit_moe_dispatch_sync.sh, output in calibration/runs/fit_moe_dispatch_sync-output.txt): 6,500
 /// us (fit MoE MAPE 98.8% at 0 -> 19.0%; the 25 test-split MoE rows, not fitted: 27.0% -> 23.1%,
 /// bias +20.9% -> -23.1%, with all-to-all across nodes bound by each rank's NIC). The published B200 rows' throughput at micro-batch 1 vs 4 implied about
 /// 7.5 ms per MoE layer of fixed cost per micro-batch independently (docs/published-analysis.md).
