@@ -79,6 +79,8 @@ pub const KEY_LAST: &str = "decoder_last_pipeline_num_layers";
 pub const KEY_EMBEDDING: &str = "account_for_embedding_in_pipeline_split";
 pub const KEY_LOSS: &str = "account_for_loss_in_pipeline_split";
 pub const KEY_LAYOUT: &str = "pipeline_layout";
+/// The key a pipeline-depth error names (`vp`; pp is under it too).
+pub const KEY_VP: &str = "vp";
 
 /// Decoder layers of each virtual stage (`pp*vp` entries, `v = chunk * pp + rank`), or why the
 /// options do not add up.
@@ -87,6 +89,16 @@ pub fn virtual_stage_layers(n_layers: u64, pc: &ParallelConfig) -> Result<Vec<u6
     let n_v = pp * vp;
     let sp = &pc.split;
     let err = |key, value: String, why: String, hint: String| Err(SplitError { key, value, why, hint });
+    // Checked before any list of stages is made: a stage needs at least a layer, the embedding or
+    // the loss (the fuzz campaign found pp*vp in the billions allocating 34 GB here).
+    if n_v > n_layers + 2 {
+        return err(
+            KEY_VP,
+            format!("pp*vp = {pp}*{vp} = {n_v}"),
+            format!("is more virtual stages than the model's {n_layers} layers, its embedding and its loss"),
+            format!("choose pp*vp of at most {}", n_layers + 2),
+        );
+    }
     if let Some(layout) = &sp.layout {
         if sp.first.is_some() || sp.last.is_some() || sp.account_for_embedding || sp.account_for_loss {
             return err(
@@ -351,6 +363,15 @@ mod tests {
         PipelineSplit { first, last, account_for_embedding: e, account_for_loss: l, ..Default::default() }
     }
 
+    /// The fuzz campaign's abort: a run record with pp*vp in the billions allocated 34 GB before
+    /// the split was checked. Refused first, with the key.
+    #[test]
+    fn a_pipeline_deeper_than_the_layers_is_refused_before_anything_is_allocated() {
+        let e = virtual_stage_layers(80, &pc(u32::MAX, 16, PipelineSplit::default())).unwrap_err();
+        assert_eq!(e.key, KEY_VP);
+        assert!(e.why.contains("more virtual stages"), "{e:?}");
+        assert!(virtual_stage_layers(80, &pc(2, 41, PipelineSplit::default())).is_ok(), "82 = 80 layers + embedding + loss is allowed");
+    }
     #[test]
     fn llama_405b_126_layers_with_embedding_and_loss_accounted() {
         // 126 + 2 = 128 slots: PP 8 x VP 4 -> 4 per virtual stage, 3 on the first and the last.
