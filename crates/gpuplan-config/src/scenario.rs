@@ -408,10 +408,12 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
     // TP size; TensorRT-LLM's `moe_tp_size` is the TP size when `moe_ep_size` is 1). With EP the
     // default is 1: each EP rank holds whole experts, as the Megatron-Bridge MoE recipes set it.
     let etp = if pw.etp.is_none() && ep == 1 && model.moe.is_some() { tp } else { etp };
-    let model_parallel = (tp * pp * cp) as u64;
+    // In u64 and saturating: tp*pp*cp of u32 values can pass any integer (the fuzz campaign's
+    // round 10 wrapped it to 0, a divisor below); a saturated product is then no divisor of gpus.
+    let model_parallel = (tp as u64).saturating_mul(pp as u64).saturating_mul(cp as u64).max(1);
     let gpus = match (w.gpus, pw.dp) {
         (Some(g), _) => pos(&mut p, "gpus", Some(g), 1),
-        (None, Some(dp)) => model_parallel * pos(&mut p, "parallelism.dp", Some(dp), 1),
+        (None, Some(dp)) => model_parallel.saturating_mul(pos(&mut p, "parallelism.dp", Some(dp), 1)),
         (None, None) => model_parallel,
     };
     let dp = match pw.dp {
@@ -424,8 +426,8 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
             (gpus / model_parallel).max(1) as u32
         }
     };
-    p.check(pw.dp.is_none() || model_parallel * dp as u64 == gpus, || {
-        ConfigError::invalid(&path, "gpus", gpus, format!("does not equal tp*pp*dp*cp = {tp}*{pp}*{dp}*{cp} = {}", model_parallel * dp as u64))
+    p.check(pw.dp.is_none() || model_parallel.saturating_mul(dp as u64) == gpus, || {
+        ConfigError::invalid(&path, "gpus", gpus, format!("does not equal tp*pp*dp*cp = {tp}*{pp}*{dp}*{cp} = {}", model_parallel.saturating_mul(dp as u64)))
             .with_hint("set `--dp` to gpus / (tp*pp*cp), or leave it out to derive it")
     });
     let (zero, schedule) = zero_and_schedule(&mut p, &path, pw, vp);
