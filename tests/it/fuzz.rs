@@ -256,8 +256,68 @@ proptest! {
     }
 }
 
-/// One command line: a command and a few flags with hostile or ordinary values.
+/// One command line: a training command with a few flags, or `serve` on a shipped serving
+/// scenario with a few of its flags, the values hostile or ordinary.
 fn command_line() -> impl Strategy<Value = Vec<String>> {
+    prop_oneof![3 => training_command_line(), 1 => serve_command_line()]
+}
+
+/// `serve` over a shipped serving scenario with flags that change the load, the scheduler and
+/// the layout (the workload estimate of `limits::serve` must refuse what would take too long).
+fn serve_command_line() -> impl Strategy<Value = Vec<String>> {
+    let flag = prop::sample::select(vec![
+        "--gpus",
+        "--tp",
+        "--pp",
+        "--qps",
+        "--duration-s",
+        "--input-len",
+        "--output-len",
+        "--arrival",
+        "--cv",
+        "--seed",
+        "--replications",
+        "--max-batch",
+        "--token-budget",
+        "--block-size",
+        "--chunked-prefill",
+        "--precision",
+        "--json",
+    ]);
+    let value = prop::sample::select(vec![
+        "0",
+        "-1",
+        "1",
+        "2",
+        "8",
+        "64",
+        "2048",
+        "nan",
+        "inf",
+        "1e300",
+        "4294967296",
+        "x",
+        "",
+        "gamma",
+        "constant",
+        "uniform:1:4096",
+        "lognormal:0",
+        "true",
+        "fp8",
+    ]);
+    prop::collection::vec((flag, value), 0..6).prop_map(|fv| {
+        let mut v = ["serve", "--scenario", "scenarios/serving/llama-3-8b-chat-8xh100.toml"].map(String::from).to_vec();
+        for (f, x) in fv {
+            v.push(f.to_string());
+            if f != "--json" {
+                v.push(x.to_string());
+            }
+        }
+        v
+    })
+}
+
+fn training_command_line() -> impl Strategy<Value = Vec<String>> {
     let cmd = prop::sample::select(vec!["predict", "simulate", "plan", "compare", "check", "report", "validate"]);
     let flag = prop::sample::select(vec![
         "--gpus",
@@ -310,7 +370,7 @@ proptest! {
     fn cli_flags(args in command_line()) {
         let mut child = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
             .args(&args)
-            .arg("--no-progress")
+            .args(if args[0] == "serve" { None } else { Some("--no-progress") })
             .current_dir(ROOT)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
