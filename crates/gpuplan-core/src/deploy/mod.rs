@@ -2,6 +2,8 @@
 //! output tokens, predicted-against-measured serving metrics and their bounds, hardware what-if
 //! variants of a system, and the GPU counts a plan searches.
 
+pub mod launch;
+
 use crate::hardware::{ScaleUp, Source, Sourced, System};
 use crate::serve::stats::Summary;
 use crate::units::{Bytes, BytesPerSec, Watts};
@@ -68,10 +70,12 @@ pub fn apply_variant(sys: &mut System, spec: &str) -> Result<(), String> {
         match k {
             "nic-gbit" => match &mut sys.nic_bandwidth {
                 Some(nic) => *nic = Sourced::new(BytesPerSec::gbit_per_s(x), src(k, x)),
-                None => return Err(format!(
+                None => {
+                    return Err(format!(
                     "`--variant` `nic-gbit`: `{}` has no scale-out network to change\nhint: use a system file with `nic_bandwidth_gbit_per_s` and `[fabric]`",
                     sys.name
-                )),
+                ))
+                }
             },
             "tdp-w" => {
                 sys.gpu.tdp.value = Watts::new(x);
