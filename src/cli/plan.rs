@@ -348,13 +348,18 @@ pub use crate::report::views::plan::plan_json;
 
 /// The serving deployment of an analytic plan's candidate: `dp` colocated replicas of one
 /// tp x pp (x cp) group, each running `micro_batch` sequences at most, with `plan`'s serving
-/// scheduler knobs (`--token-budget`, `--cuda-graphs`).
+/// scheduler knobs (`--token-budget`, `--cuda-graphs`). Where an MoE layout's expert-parallel
+/// group (ep x etp) spans data-parallel replicas, those replicas form one instance (the pool's
+/// `dp`: attention data parallelism around expert-parallel MoE).
 fn analytic_deployment(base: &Scenario, c: &plan::Candidate, v: &PlanServeArgs) -> anyhow::Result<crate::serve::Deployment> {
     use crate::serve::{Deployment, Pool, Role};
     let mut s = plan::scenario_of(base, c, PlanMode::Serve);
-    let replicas = s.parallel.dp;
-    s.parallel.dp = 1;
-    s.n_gpus = s.parallel.tp as u64 * s.parallel.pp as u64 * s.parallel.cp as u64;
+    let pc = &s.parallel;
+    let expert_span = pc.ep as u64 * pc.etp as u64;
+    let attention_dp = if expert_span > pc.tp as u64 { (expert_span / pc.tp.max(1) as u64).clamp(1, pc.dp.max(1) as u64) as u32 } else { 1 };
+    let replicas = s.parallel.dp / attention_dp;
+    s.parallel.dp = attention_dp;
+    s.n_gpus = s.parallel.tp as u64 * s.parallel.pp as u64 * s.parallel.cp as u64 * attention_dp as u64;
     let max_batch = u32::try_from(c.micro_batch.max(1)).unwrap_or(u32::MAX);
     let sched = SchedConfig {
         max_batch,

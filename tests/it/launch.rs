@@ -135,8 +135,33 @@ fn plan_launch_is_the_chosen_deployment_with_cuda_graphs() {
     // `plan --mode serve --qps`: the launch configuration rides on the rank-1 JSON line and says
     // what that line chose.
     let (code, out, err) = gpuplan(&[
-        "plan", "--mode", "serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "4", "--qps", "10", "--duration-s", "10", "--input-len", "512",
-        "--output-len", "64", "--ttft-ms", "1000", "--tpot-ms", "50", "--cuda-graphs", "--json", "--launch", "all", "--top", "2",
+        "plan",
+        "--mode",
+        "serve",
+        "--model",
+        "llama-3-8b",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "4",
+        "--qps",
+        "10",
+        "--duration-s",
+        "10",
+        "--input-len",
+        "512",
+        "--output-len",
+        "64",
+        "--ttft-ms",
+        "1000",
+        "--tpot-ms",
+        "50",
+        "--cuda-graphs",
+        "--json",
+        "--launch",
+        "all",
+        "--top",
+        "2",
     ]);
     assert_eq!(code, 0, "{err}");
     let lines: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
@@ -164,8 +189,23 @@ fn plan_launch_is_the_chosen_deployment_with_cuda_graphs() {
     assert_eq!(arg(&sgl, "--cuda-graph-max-bs"), max_batch.to_string());
 
     // The analytic serving plan (no --qps) prints it after its table.
-    let (code, out, err) =
-        gpuplan(&["plan", "--mode", "serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "8", "--seq", "1024", "--tpot-ms", "20", "--launch", "vllm"]);
+    let (code, out, err) = gpuplan(&[
+        "plan",
+        "--mode",
+        "serve",
+        "--model",
+        "llama-3-8b",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "8",
+        "--seq",
+        "1024",
+        "--tpot-ms",
+        "20",
+        "--launch",
+        "vllm",
+    ]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("launch configuration of rank 1") && out.contains("vllm serve llama-3-8b") && !out.contains("trtllm-serve"), "{out}");
 }
@@ -220,7 +260,8 @@ fn bad_launch_input_exits_2_with_the_flag_and_a_hint() {
     check(&["--launch-dir", file.to_str().unwrap()], &["--launch-dir", "is a file"]);
     let _ = std::fs::remove_file(&file);
     // Training plans have no serving launch.
-    let (code, _, err) = gpuplan(&["plan", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "8", "--global-batch", "64", "--seq", "2048", "--launch"]);
+    let (code, _, err) =
+        gpuplan(&["plan", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "8", "--global-batch", "64", "--seq", "2048", "--launch"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--launch") && err.contains("--mode serve"), "{err}");
     // A sweep has no one deployment's servers.

@@ -88,6 +88,11 @@ pub struct Instance {
 pub struct Knobs {
     pub tp: u32,
     pub pp: u32,
+    /// Attention data-parallel ranks in one instance: the pool's `dp` (1, unless an MoE plan's
+    /// expert-parallel group spans data-parallel replicas, which then form one server running
+    /// attention DP with expert-parallel MoE: TensorRT-LLM `enable_attention_dp`, vLLM
+    /// `--data-parallel-size` with `--enable-expert-parallel`, SGLang `--enable-dp-attention`).
+    pub attention_dp: u32,
     /// Expert-parallel size (1 for dense models).
     pub ep: u32,
     /// Most sequences in one iteration (vLLM `max_num_seqs`, TensorRT-LLM `max_batch_size`,
@@ -203,6 +208,7 @@ pub fn knobs(pool: &Pool) -> Knobs {
     Knobs {
         tp: s.parallel.tp,
         pp: s.parallel.pp,
+        attention_dp: s.parallel.dp.max(1),
         ep: s.parallel.ep,
         max_batch: sched.max_batch,
         token_budget: sched.token_budget,
@@ -241,14 +247,15 @@ fn trtllm_options_file(role: Role) -> String {
 
 const TRTLLM_DISAGG_FILE: &str = "trtllm-disagg.yaml";
 
-/// Place each pool's instances on nodes of `gpus_per_node` GPUs, pools one after another, an
+/// Place each pool's instances (a replica of tp x pp x attention-DP GPUs each) on nodes of
+/// `gpus_per_node` GPUs, pools one after another, an
 /// instance never split across nodes unless it is larger than one; ports after [`ROUTER_PORT`].
 fn place(d: &Deployment) -> Vec<Vec<Instance>> {
     let per_node = d.pools.first().map_or(1, |p| p.scenario.system.gpus_per_node as u64).max(1);
     let (mut node, mut next_gpu, mut port) = (0u64, 0u64, ROUTER_PORT);
     let mut out = Vec::new();
     for p in &d.pools {
-        let size = p.gpus_per_replica().max(1);
+        let size = (p.gpus_per_replica() * p.scenario.parallel.dp.max(1) as u64).max(1);
         let mut v = Vec::new();
         for _ in 0..p.n_replicas {
             port = port.saturating_add(1);
@@ -298,6 +305,16 @@ pub fn launch(d: &Deployment, server: Server, checkpoint: &str) -> LaunchConfig 
             Server::Vllm => (vllm(&k, checkpoint, disaggregated), None),
             Server::Sglang => (sglang(p.role, &k, checkpoint), None),
         };
+        if p.scenario.parallel.cp > 1 {
+            notes.push(format!(
+                "{} instances were planned with context parallelism (cp {}), which none of these servers' releases takes as a flag: they run cp 1",
+                p.role.name(),
+                p.scenario.parallel.cp
+            ));
+        }
+        if server == Server::Vllm && k.ep > 1 && k.ep != k.tp * k.attention_dp {
+            notes.push(format!("vLLM's expert-parallel group is the instance's TP x DP ({}), not the planned ep {}", k.tp * k.attention_dp, k.ep));
+        }
         if instances.iter().any(|i| i.nodes > 1) {
             notes.push(format!(
                 "{} instances span {} nodes each: start them with the engine's multi-node launcher (TensorRT-LLM: mpirun/srun with trtllm-llmapi-launch; vLLM: a Ray cluster; SGLang: --nnodes, --node-rank, --dist-init-addr)",
@@ -333,7 +350,10 @@ pub fn launch(d: &Deployment, server: Server, checkpoint: &str) -> LaunchConfig 
 fn trtllm(role: Role, k: &Knobs, checkpoint: &str, disaggregated: bool) -> (Vec<String>, Option<(String, Value)>) {
     let file = trtllm_options_file(role);
     let mut argv = vec!["trtllm-serve".to_string(), checkpoint.to_string(), "--backend".into(), "pytorch".into(), "--host".into(), "0.0.0.0".into()];
-    flag(&mut argv, "--tp_size", k.tp);
+    // With attention DP, TensorRT-LLM's tp_size is the instance's GPU count: attention runs
+    // data-parallel over it and the MoE over ep_size (the DeepSeek/Qwen3 recipes).
+    let world = k.tp * k.attention_dp;
+    flag(&mut argv, "--tp_size", world);
     flag(&mut argv, "--pp_size", k.pp);
     flag(&mut argv, "--ep_size", k.ep);
     flag(&mut argv, "--max_batch_size", k.max_batch);
@@ -344,12 +364,12 @@ fn trtllm(role: Role, k: &Knobs, checkpoint: &str, disaggregated: bool) -> (Vec<
     }
     flag(&mut argv, "--extra_llm_api_options", &file);
     let mut yaml = vec![
-        ("tensor_parallel_size".to_string(), Value::Int(k.tp as i64)),
+        ("tensor_parallel_size".to_string(), Value::Int(world as i64)),
         ("pipeline_parallel_size".into(), Value::Int(k.pp as i64)),
         ("moe_expert_parallel_size".into(), Value::Int(k.ep as i64)),
         ("max_batch_size".into(), Value::Int(k.max_batch as i64)),
         ("max_num_tokens".into(), Value::Int(k.token_budget as i64)),
-        ("enable_attention_dp".into(), Value::Bool(false)),
+        ("enable_attention_dp".into(), Value::Bool(k.attention_dp > 1)),
         ("enable_chunked_prefill".into(), Value::Bool(k.chunked_prefill)),
         (
             "kv_cache_config".into(),
@@ -388,6 +408,9 @@ fn vllm(k: &Knobs, checkpoint: &str, disaggregated: bool) -> Vec<String> {
     let mut argv = vec!["vllm".to_string(), "serve".into(), checkpoint.to_string(), "--host".into(), "0.0.0.0".into()];
     flag(&mut argv, "--tensor-parallel-size", k.tp);
     flag(&mut argv, "--pipeline-parallel-size", k.pp);
+    if k.attention_dp > 1 {
+        flag(&mut argv, "--data-parallel-size", k.attention_dp);
+    }
     if k.ep > 1 {
         // vLLM's expert-parallel size is TP x DP of the instance.
         argv.push("--enable-expert-parallel".into());
@@ -424,13 +447,18 @@ fn sglang(role: Role, k: &Knobs, checkpoint: &str) -> Vec<String> {
         "--host".into(),
         "0.0.0.0".into(),
     ];
-    flag(&mut argv, "--tp-size", k.tp);
+    // With DP attention SGLang's tp-size is the instance's GPU count and dp-size its attention
+    // ranks; --max-running-requests is the whole instance's, split over the ranks.
+    flag(&mut argv, "--tp-size", k.tp * k.attention_dp);
     flag(&mut argv, "--pp-size", k.pp);
-    flag(&mut argv, "--dp-size", 1);
+    flag(&mut argv, "--dp-size", k.attention_dp);
+    if k.attention_dp > 1 {
+        argv.push("--enable-dp-attention".into());
+    }
     if k.ep > 1 {
         flag(&mut argv, "--ep-size", k.ep);
     }
-    flag(&mut argv, "--max-running-requests", k.max_batch);
+    flag(&mut argv, "--max-running-requests", k.max_batch as u64 * k.attention_dp as u64);
     // SGLang's chunk size is its per-iteration prefill token budget; -1 turns chunking off.
     flag(&mut argv, "--chunked-prefill-size", if k.chunked_prefill { k.token_budget as i64 } else { -1 });
     flag(&mut argv, "--max-prefill-tokens", k.token_budget);

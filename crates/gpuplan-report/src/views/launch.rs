@@ -131,6 +131,7 @@ pub fn script(c: &LaunchConfig) -> String {
         if c.n_instances() == 1 { "" } else { "s" },
         c.checkpoint
     ));
+    s.push_str("# Run each server line on the node its comment names (node0, node1, ... in the URLs), then the router.\n");
     for n in &c.notes {
         s.push_str(&format!("# note: {n}\n"));
     }
