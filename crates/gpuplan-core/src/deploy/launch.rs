@@ -16,8 +16,14 @@
 //! (`tensorrt_llm/commands/serve.py`, `tensorrt_llm/llmapi/llm_args.py`: `KvCacheConfig`,
 //! `CudaGraphConfig`, `CacheTransceiverConfig`), vLLM 0.11 (`vllm/engine/arg_utils.py`,
 //! `vllm/config/compilation.py` `cudagraph_mode`) and SGLang 0.5 (`python/sglang/srt/server_args.py`,
-//! `sglang_router.launch_router`). Architecture Invariant: no I/O; the same deployment gives the
-//! same configuration.
+//! `sglang_router.launch_router`). The vLLM and SGLang names were checked on 2026-11-24 against the
+//! released wheels' sources: vllm 0.11.0 `vllm/engine/arg_utils.py` (booleans as
+//! `argparse.BooleanOptionalAction`, hence `--no-enable-prefix-caching`), `vllm/config/compilation.py`
+//! (`CUDAGraphMode.FULL_DECODE_ONLY`), `vllm/config/kv_transfer.py` (`kv_role` `kv_both`); sglang
+//! 0.5.3 `sglang/srt/server_args.py` (every flag used here) and `sglang/srt/managers/tp_worker.py`
+//! (`max_running_requests // dp_size` under DP attention). TensorRT-LLM's wheel is too large to
+//! fetch here: its names follow the 1.0 documentation and are not checked against its source.
+//! Architecture Invariant: no I/O; the same deployment gives the same configuration.
 
 use crate::memory;
 use crate::serve::cost::kv_room;
