@@ -531,8 +531,9 @@ fn router(server: Server, groups: &[WorkerGroup], disaggregated: bool, routing: 
         ),
         (Server::TrtLlm | Server::Vllm, false) => balancer(format!("any HTTP load balancer, {} routing", routing.name())),
         (Server::Sglang, _) => {
-            // sgl-router (sglang_router 0.1): `--pd-disaggregation` with `--prefill URL` and
-            // `--decode URL` per instance; otherwise `--worker-urls`.
+            // sglang-router 0.3.2 (`sglang_router/router_args.py`, checked): `--pd-disaggregation`
+            // with `--prefill URL` and `--decode URL` per instance; otherwise `--worker-urls` and
+            // `--policy` (`power_of_two`, its closest to least-loaded; `round_robin`).
             let mut argv = vec!["python".to_string(), "-m".into(), "sglang_router.launch_router".into(), "--host".into(), "0.0.0.0".into()];
             flag(&mut argv, "--port", port);
             if disaggregated {
