@@ -269,3 +269,19 @@ fn bad_launch_input_exits_2_with_the_flag_and_a_hint() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--sweep-qps"), "{err}");
 }
+
+#[test]
+fn serve_json_carries_the_launch_configuration_of_its_deployment() {
+    let (code, out, err) =
+        gpuplan(&["serve", "--scenario", "scenarios/serving/llama-3-8b-chat-8xh100.toml", "--duration-s", "3", "--json", "--launch", "sglang"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let l = &v["launch"];
+    assert_eq!(l.as_object().unwrap().keys().collect::<Vec<_>>(), ["sglang"]);
+    let pool = &v["deployment"]["pools"][0];
+    let g = &l["sglang"]["groups"][0];
+    assert_eq!(g["instances"].as_array().unwrap().len() as u64, pool["replicas"].as_u64().unwrap_or_else(|| panic!("{pool}")));
+    assert_eq!(g["knobs"]["max_batch"], pool["max_batch"]);
+    // Several instances: the router lists every one.
+    assert_eq!(l["sglang"]["router"]["upstream"].as_array().unwrap().len(), g["instances"].as_array().unwrap().len());
+}
