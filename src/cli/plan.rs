@@ -6,6 +6,7 @@ use std::io::IsTerminal;
 use anyhow::{bail, Context};
 
 use super::args::{count_u32, count_u64, headroom, non_negative, positive as positive_f64, ScenarioArgs};
+use super::launch::{Asked as LaunchAsked, LaunchArgs};
 use super::predict::{to_json, SCHEMA_VERSION};
 use super::Outcome;
 use crate::analytic;
@@ -113,6 +114,12 @@ pub struct PlanArgs {
     /// Serving under load (`--mode serve --qps Q`): the request-level simulator checks the targets
     #[command(flatten)]
     pub serve: PlanServeArgs,
+    /// Serving: the chosen deployment as TensorRT-LLM / vLLM / SGLang launch configuration
+    #[command(flatten)]
+    pub launch: LaunchArgs,
+    /// Replace existing files under --launch-dir
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// The plan mode from `--mode` (train | serve; prefill and decode plan as serve).
@@ -258,8 +265,17 @@ pub fn run_search(base: &Scenario, req: &Request, o: &PlanOptions, quiet_output:
 
 pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
     let mode = plan_mode(&args.scenario)?;
+    let launch = args.launch.asked()?;
+    if let Some(l) = &launch {
+        if mode != PlanMode::Serve {
+            bail!("`--launch` and `--launch-dir` write serving launch configuration\nhint: add `--mode serve`");
+        }
+        l.check_outputs(&[crate::serve::Role::Both], args.force, &[("--scenario", args.scenario.scenario.as_deref())])?;
+    } else if args.force {
+        bail!("`--force` replaces files under `--launch-dir`, and none is given");
+    }
     if mode == PlanMode::Serve && args.serve.qps.is_some() {
-        return plan_slo(&args);
+        return plan_slo(&args, launch.as_ref());
     }
     let scenario_args = with_file_batch(&args.scenario)?;
     let first_gpus = match (scenario_args.gpus.filter(|_| args.options.min_gpus.is_none()), args.options.min_gpus) {
@@ -276,6 +292,15 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
         return batch_advice(&args, &base, &req, &result);
     }
 
+    // The launch configuration of the top-ranked serving layout, as its engines would run it.
+    let launched = match (&launch, result.ranked.first()) {
+        (Some(l), Some(best)) => Some(l.emit(&analytic_deployment(&base, &best.candidate, &args.serve)?, &base.model.name)?),
+        (Some(_), None) => {
+            eprintln!("no feasible configuration: no launch configuration");
+            None
+        }
+        _ => None,
+    };
     let summary = view::summary(&base, &req, &result);
     if args.json {
         if !args.options.quiet {
@@ -288,6 +313,9 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
             let p = analytic::predict(&s).context("re-predicting a ranked configuration")?;
             let mut v = to_json(&s, &p);
             v["plan"] = view::plan_json(i + 1, r, &req);
+            if let (0, Some((_, launch))) = (i, &launched) {
+                v["launch"] = launch.clone();
+            }
             // A closed pipe (`| head`) ends the stream quietly.
             if writeln!(out, "{}", serde_json::to_string(&v)?).is_err() {
                 break;
@@ -307,11 +335,40 @@ pub fn run(args: PlanArgs) -> anyhow::Result<Outcome> {
             let s = plan::scenario_of(&base, &best.candidate, mode);
             println!("\nmegatron-lm args (rank 1): {}", crate::config::megatron::args_line(&s));
         }
+        if let (Some((text, _)), Some(best)) = (&launched, result.ranked.first()) {
+            if !text.is_empty() {
+                print!("\nlaunch configuration of rank 1 ({}):\n{text}", best.candidate.label(mode));
+            }
+        }
     }
     Ok(if result.ranked.is_empty() { Outcome::Infeasible } else { Outcome::Ok })
 }
 
 pub use crate::report::views::plan::plan_json;
+
+/// The serving deployment of an analytic plan's candidate: `dp` colocated replicas of one
+/// tp x pp (x cp) group, each running `micro_batch` sequences at most, with `plan`'s serving
+/// scheduler knobs (`--token-budget`, `--cuda-graphs`). Where an MoE layout's expert-parallel
+/// group (ep x etp) spans data-parallel replicas, those replicas form one instance (the pool's
+/// `dp`: attention data parallelism around expert-parallel MoE).
+fn analytic_deployment(base: &Scenario, c: &plan::Candidate, v: &PlanServeArgs) -> anyhow::Result<crate::serve::Deployment> {
+    use crate::serve::{Deployment, Pool, Role};
+    let mut s = plan::scenario_of(base, c, PlanMode::Serve);
+    let pc = &s.parallel;
+    let expert_span = pc.ep as u64 * pc.etp as u64;
+    let attention_dp = if expert_span > pc.tp as u64 { (expert_span / pc.tp.max(1) as u64).clamp(1, pc.dp.max(1) as u64) as u32 } else { 1 };
+    let replicas = s.parallel.dp / attention_dp;
+    s.parallel.dp = attention_dp;
+    s.n_gpus = s.parallel.tp as u64 * s.parallel.pp as u64 * s.parallel.cp as u64 * attention_dp as u64;
+    let max_batch = u32::try_from(c.micro_batch.max(1)).unwrap_or(u32::MAX);
+    let sched = SchedConfig {
+        max_batch,
+        token_budget: v.token_budget,
+        cuda_graphs: cuda_graphs("--cuda-graphs", v.cuda_graphs.as_deref(), None, None)?,
+        ..SchedConfig::default()
+    };
+    Ok(Deployment { pools: vec![Pool { role: Role::Both, scenario: s, n_replicas: replicas, sched }], routing: Routing::LeastLoaded })
+}
 
 fn batch_advice(args: &PlanArgs, base: &Scenario, req: &Request, result: &PlanResult) -> anyhow::Result<Outcome> {
     let Some(best) = result.ranked.first() else {
@@ -370,8 +427,8 @@ pub struct PlanServeArgs {
 
 /// The cheapest deployment (GPUs, TP, max batch) meeting `--ttft-ms` / `--tpot-ms` at `--qps`,
 /// each configuration checked by `serve::simulate` on the same request stream.
-fn plan_slo(args: &PlanArgs) -> anyhow::Result<Outcome> {
-    use crate::serve::plan::{search, ServeSpace, Slo};
+fn plan_slo(args: &PlanArgs, launch: Option<&LaunchAsked>) -> anyhow::Result<Outcome> {
+    use crate::serve::plan::{deployment_of, search, ServeSpace, Slo};
     use std::io::Write;
     let (a, o, v) = (&args.scenario, &args.options, &args.serve);
     let qps = v.qps.context("`--qps` is required")?;
@@ -458,15 +515,34 @@ fn plan_slo(args: &PlanArgs) -> anyhow::Result<Outcome> {
         tpot_ms: o.tpot_ms,
         gpu_hour_usd: gpu_hour_price(o, &base.system.name)?,
     };
+    // The launch configuration of the cheapest deployment that meets the targets.
+    let chosen = results.first().filter(|r| r.outcome.is_ok());
+    let launched = match (launch, chosen) {
+        (Some(l), Some(r)) => Some(l.emit(&deployment_of(&base, &r.candidate, &space), &base.model.name)?),
+        (Some(_), None) => {
+            eprintln!("no deployment meets the targets: no launch configuration");
+            None
+        }
+        _ => None,
+    };
     if args.json {
         let mut out = std::io::stdout().lock();
         for (i, r) in results[..shown].iter().enumerate() {
-            if writeln!(out, "{}", serde_json::to_string(&slo_json(i + 1, r, &q))?).is_err() {
+            let mut v = slo_json(i + 1, r, &q);
+            if let (0, Some((_, launch))) = (i, &launched) {
+                v["launch"] = launch.clone();
+            }
+            if writeln!(out, "{}", serde_json::to_string(&v)?).is_err() {
                 break;
             }
         }
     } else {
         print!("{}", slo_table(&results, shown, &q));
+        if let (Some((text, _)), Some(r)) = (&launched, chosen) {
+            if !text.is_empty() {
+                print!("\nlaunch configuration of the chosen deployment ({}):\n{text}", r.candidate.label());
+            }
+        }
     }
     Ok(if feasible == 0 { Outcome::Infeasible } else { Outcome::Ok })
 }

@@ -165,9 +165,12 @@ pub struct ServeArgs {
     /// Latency-vs-load chart (.svg or .png) of the sweep
     #[arg(long)]
     pub chart: Option<PathBuf>,
-    /// Replace existing --csv / --requests-csv / --iterations-csv / --chart files
+    /// Replace existing --csv / --requests-csv / --iterations-csv / --chart / --launch-dir files
     #[arg(long)]
     pub force: bool,
+    /// The deployment as TensorRT-LLM / vLLM / SGLang launch configuration
+    #[command(flatten)]
+    pub launch: super::launch::LaunchArgs,
 }
 impl ServeArgs {
     /// The flags as a serving-file overlay (`--trace` stays a path as given: see `RunFlags`).
@@ -305,6 +308,14 @@ pub fn run(a: ServeArgs) -> anyhow::Result<Outcome> {
         ],
         &[("--scenario", a.scenario.scenario.as_deref()), ("--trace", r.trace_path.as_deref()), ("--measured", a.measured.as_deref())],
     )?;
+    let launch = a.launch.asked()?;
+    if let Some(l) = &launch {
+        if a.sweep_qps.is_some() || a.measured.is_some() {
+            bail!("`--launch` and `--launch-dir` describe one deployment's servers\nhint: leave out `--sweep-qps` and `--measured`");
+        }
+        let roles: Vec<serve::Role> = r.deployment.pools.iter().map(|p| p.role).collect();
+        l.check_outputs(&roles, a.force, &[("--scenario", a.scenario.scenario.as_deref()), ("--trace", r.trace_path.as_deref())])?;
+    }
     if let Some(qs) = &a.sweep_qps {
         if r.trace.is_some() {
             bail!("`--sweep-qps` generates requests; it cannot replay a trace");
@@ -370,6 +381,10 @@ pub fn run(a: ServeArgs) -> anyhow::Result<Outcome> {
     if let Some(path) = &a.measured {
         return compare_measured(&a, path, &s);
     }
+    let launched = match &launch {
+        Some(l) => Some(l.emit(&r.deployment, &r.deployment.pools[0].scenario.model.name)?),
+        None => None,
+    };
     if a.json {
         let mut v =
             serde_json::json!({ "schema_version": SERVE_SCHEMA_VERSION, "kind": "serve", "name": r.name, "deployment": view::deployment_json(&r, Some(&res)) });
@@ -378,9 +393,15 @@ pub fn run(a: ServeArgs) -> anyhow::Result<Outcome> {
         }
         v["events"] = res.events.into();
         v["timeseries"] = view::timeseries_json(&res);
+        if let Some((_, launch)) = launched {
+            v["launch"] = launch;
+        }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print!("{}", view::table(&r, &res, &s));
+        if let Some((text, _)) = launched.filter(|(t, _)| !t.is_empty()) {
+            print!("\nlaunch configuration:\n{text}");
+        }
     }
     Ok(if s.unfinished > 0 || s.rejected > 0 { Outcome::Infeasible } else { Outcome::Ok })
 }

@@ -51,6 +51,22 @@ fn out_of_range_hardware_numbers_name_the_key() {
 }
 
 #[test]
+fn a_scale_up_link_the_gpu_file_does_not_source_is_refused() {
+    // L40S has no NVLink: a system joining its GPUs over NVLink names the missing keys and the fix.
+    let d = tmp("hw-nvlink");
+    let sys = mutate(&d, "calibration/systems/l40s-pcie-8x.toml", "scale_up = \"pcie\"", "scale_up = \"nvlink\"");
+    let (code, err) = gpuplan(&["check", sys.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("scale_up") && err.contains("nvlink_bandwidth_bidir_gb_per_s") && err.contains("hint"), "{err}");
+    // A scale-out network given in part: the keys that come together are named.
+    let d = tmp("hw-nic");
+    let sys = mutate(&d, "calibration/systems/l40s-pcie-8x.toml", "nics_per_node = 0", "nics_per_node = 2");
+    let (code, err) = gpuplan(&["check", sys.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("nics_per_node") && err.contains("[fabric]"), "{err}");
+}
+
+#[test]
 fn a_zero_head_dim_is_refused() {
     let d = tmp("model");
     let text = std::fs::read_to_string(Path::new(ROOT).join("models/llama-3-8b.toml")).unwrap();

@@ -224,6 +224,8 @@ fn peak_rates_agree_with_sms_and_spec_clock() {
         let Ok(g) = system::load_gpu(p.to_str().unwrap()) else { continue };
         let per_clock = match g.arch {
             Arch::Ampere => 2048.0,
+            // Ada (L40S datasheet: 362.05 TFLOPS at 142 SMs) and GB202 (rtx-pro-6000-bse.toml's derivation).
+            Arch::Ada | Arch::BlackwellRtx => 1024.0,
             Arch::Hopper => 4096.0,
             Arch::Blackwell => 8192.0,
         };
@@ -232,4 +234,132 @@ fn peak_rates_agree_with_sms_and_spec_clock() {
         assert!((implied / listed - 1.0).abs() < 0.005, "{}: {implied:.1} TFLOPS implied vs {listed} listed", g.name);
         assert!(g.spec_clock.value.as_mhz() <= g.max_clock.value.as_mhz(), "{}: spec clock above max clock", g.name);
     }
+}
+
+/// The GPUs of TensorRT-LLM's performance tables (`trtllm_inference_dev.csv`'s `gpu` column) that are
+/// not Hopper/Blackwell SXM parts: each system loads, and its numbers are the cited datasheets'.
+#[test]
+fn trtllm_table_gpus_carry_their_datasheet_numbers() {
+    use gpuplan::hardware::{Dtype, ScaleUp};
+    let sys = |name: &str| system::load_system(root().join(format!("calibration/systems/{name}.toml")).to_str().unwrap()).unwrap_or_else(|e| panic!("{e}"));
+    let gb = |b: gpuplan::units::BytesPerSec| b.as_gb_per_s();
+    let tf = |g: &gpuplan::hardware::Gpu, d: Dtype| g.peak.get(d).map(|p| p.value.as_tflops());
+    let close = |a: f64, b: f64| (a / b - 1.0).abs() < 1e-9;
+
+    // NVIDIA L40S datasheet: 48 GB GDDR6, 864 GB/s, BF16 362.05 / FP8 733 dense, no FP4, 350 W,
+    // PCIe Gen4 x16 64 GB/s bidirectional, no NVLink.
+    let l40s = sys("l40s-pcie-8x");
+    let g = &l40s.gpu;
+    assert_eq!((l40s.scale_up, l40s.gpus_per_node, l40s.nvswitch, l40s.nvls), (ScaleUp::Pcie, 8, false, false));
+    assert!(close(g.hbm_capacity.value.as_gib(), 48.0) && close(gb(g.hbm_bandwidth.value), 864.0));
+    assert_eq!((tf(g, Dtype::Bf16), tf(g, Dtype::Fp8), tf(g, Dtype::Fp4)), (Some(362.05), Some(733.0), None));
+    assert!(close(g.tdp.value.value(), 350.0));
+    assert!(g.nvlink_bandwidth.is_none() && g.efficiency.nvlink_busbw.is_none());
+    assert_eq!(g.pcie_generation.as_ref().map(|s| s.value), Some(4));
+    assert!(close(gb(g.pcie_bandwidth.as_ref().unwrap().value), 32.0), "one direction of 64 GB/s bidirectional");
+    assert!(l40s.gpu.peak.bf16.source.citation().contains("362.05"));
+
+    // NVIDIA RTX PRO 6000 Blackwell Server Edition datasheet: 96 GB GDDR7, 1,597 GB/s, FP32 120 TFLOPS,
+    // 600 W, PCIe Gen5 x16 128 GB/s bidirectional, no NVLink.
+    let rtx = sys("rtx-pro-6000-bse-pcie-8x");
+    let g = &rtx.gpu;
+    assert_eq!(rtx.scale_up, ScaleUp::Pcie);
+    assert!(close(g.hbm_capacity.value.as_gib(), 96.0) && close(gb(g.hbm_bandwidth.value), 1597.0));
+    assert_eq!(tf(g, Dtype::Fp32), Some(120.0));
+    assert!(close(g.tdp.value.value(), 600.0));
+    assert!(close(gb(g.pcie_bandwidth.as_ref().unwrap().value), 64.0));
+    assert!(g.nvlink_bandwidth.is_none());
+    // The tensor rates are derived, not printed: they say so.
+    for d in [Dtype::Fp4, Dtype::Fp8, Dtype::Bf16] {
+        assert_eq!(g.peak.get(d).unwrap().source.kind(), "unsourced", "{d:?}");
+    }
+
+    // NVIDIA GH200 datasheet, 480GB configuration: 96 GB HBM3 at 4 TB/s, H100's tensor rates.
+    let gh = sys("gh200-480gb-1x");
+    let g = &gh.gpu;
+    assert_eq!(gh.gpus_per_node, 1);
+    assert!(close(g.hbm_capacity.value.as_gib(), 96.0) && close(gb(g.hbm_bandwidth.value), 4000.0));
+    assert_eq!((tf(g, Dtype::Bf16), tf(g, Dtype::Fp8)), (Some(989.4), Some(1978.9)));
+
+    // NVIDIA A100 datasheet (80GB SXM): 80 GB HBM2e, 2,039 GB/s, 312 TFLOPS BF16/FP16, no FP8, 400 W,
+    // NVLink 600 GB/s; DGX A100: 8 GPUs on NVSwitch.
+    let a100 = sys("dgx-a100");
+    let g = &a100.gpu;
+    assert_eq!((a100.scale_up, a100.gpus_per_node, a100.nvlink_domain_size), (ScaleUp::NvLink, 8, 8));
+    assert!(close(g.hbm_capacity.value.as_gib(), 80.0) && close(gb(g.hbm_bandwidth.value), 2039.0));
+    assert_eq!((tf(g, Dtype::Bf16), tf(g, Dtype::Fp16), tf(g, Dtype::Fp8)), (Some(312.0), Some(312.0), None));
+    assert!(close(gb(g.nvlink_bandwidth.as_ref().unwrap().value), 300.0) && close(g.tdp.value.value(), 400.0));
+}
+
+/// `predict` and `serve` run on each new system, in the precision its TensorRT-LLM rows use; a PCIe
+/// node's tensor-parallel all-reduce is priced over PCIe and slower than over NVLink.
+#[test]
+fn predict_and_serve_run_on_the_trtllm_table_systems() {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpuplan")).args(args).current_dir(root()).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let json = |s: &str| -> serde_json::Value { serde_json::from_str(s).unwrap_or_else(|e| panic!("{e}: {s}")) };
+    for (system, precision) in [("l40s-pcie-8x", "fp8"), ("rtx-pro-6000-bse-pcie-8x", "fp4"), ("gh200-480gb-1x", "fp8"), ("dgx-a100", "fp16")] {
+        let base = ["--model", "llama-3-8b", "--system", system, "--gpus", "1", "--precision", precision, "--json"];
+        let (code, out, err) = run(&[&["predict", "--mode", "decode", "--batch", "16", "--kv-len", "1024"], &base[..]].concat());
+        assert_eq!(code, Some(0), "{system}: {err}");
+        let v = json(&out);
+        assert!(v["tokens_per_s"].as_f64().unwrap() > 0.0 && v["memory"]["fits"].as_bool().unwrap(), "{system}: {out}");
+        let (code, out, err) =
+            run(&[&["serve", "--qps", "1", "--duration-s", "5", "--input-len", "128", "--output-len", "32", "--tp", "1"], &base[..]].concat());
+        assert_eq!(code, Some(0), "{system}: {err}");
+        assert!(out.contains("\"completed\""), "{system}: {out}");
+    }
+    // TP 8 decode of a 70B model: the all-reduces over L40S's PCIe Gen4 links take longer than the
+    // same GPU count's over A100's NVLink, and the bottleneck says `pcie`.
+    let tp_comm = |system: &str, precision: &str| {
+        let (code, out, err) = run(&[
+            "predict",
+            "--model",
+            "llama-3-70b",
+            "--system",
+            system,
+            "--gpus",
+            "8",
+            "--tp",
+            "8",
+            "--mode",
+            "decode",
+            "--batch",
+            "32",
+            "--kv-len",
+            "1024",
+            "--precision",
+            precision,
+            "--json",
+        ]);
+        assert_eq!(code, Some(0), "{system}: {err}");
+        let v = json(&out);
+        (v["breakdown"]["tp_comm_s"].as_f64().unwrap_or_else(|| panic!("{out}")), v["bottleneck"].as_str().unwrap_or_default().to_string())
+    };
+    let (pcie, bottleneck) = tp_comm("l40s-pcie-8x", "fp8");
+    let (nvlink, _) = tp_comm("dgx-a100", "bf16");
+    assert!(pcie > 3.0 * nvlink, "PCIe {pcie} s vs NVLink {nvlink} s");
+    assert_eq!(bottleneck, "pcie");
+    // More GPUs than one PCIe node: refused with the reason, exit 2.
+    let (code, _, err) = run(&[
+        "predict",
+        "--model",
+        "llama-3-70b",
+        "--system",
+        "l40s-pcie-8x",
+        "--gpus",
+        "16",
+        "--tp",
+        "8",
+        "--mode",
+        "decode",
+        "--batch",
+        "8",
+        "--kv-len",
+        "128",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("no sourced scale-out network") && err.contains("at most 8"), "{err}");
 }

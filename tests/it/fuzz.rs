@@ -344,9 +344,32 @@ fn training_command_line() -> impl Strategy<Value = Vec<String>> {
         "--json",
         "--csv",
         "--force",
+        "--launch",
+        "--launch-model",
     ]);
-    let value =
-        prop::sample::select(vec!["0", "-1", "1", "2", "3", "8", "64", "2048", "nan", "inf", "1e300", "4294967296", "x", "", "bf16", "full", "train", "gpipe"]);
+    let value = prop::sample::select(vec![
+        "0",
+        "-1",
+        "1",
+        "2",
+        "3",
+        "8",
+        "64",
+        "2048",
+        "nan",
+        "inf",
+        "1e300",
+        "4294967296",
+        "x",
+        "",
+        "bf16",
+        "full",
+        "train",
+        "gpipe",
+        "serve",
+        "all",
+        "vllm",
+    ]);
     (cmd, prop::collection::vec((flag, value), 0..6)).prop_map(|(c, fv)| {
         let mut v = vec![c.to_string()];
         if !matches!(c, "check" | "report" | "validate") {

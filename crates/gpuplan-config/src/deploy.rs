@@ -249,6 +249,13 @@ pub fn resolve(w: &ServeWire, file: Option<&Path>, run: &RunFlags) -> Result<Res
                 bail!("`prefill_gpus` = {pg} leaves no GPU of `gpus` = {gpus} to decode");
             }
             let dg = gpus - pg;
+            let decode = scenario_for(tp)?;
+            if decode.system.nic_bandwidth.is_none() || decode.system.gpu.efficiency.network_busbw.is_none() {
+                bail!(
+                    "`prefill_gpus`: disaggregated serving moves each prompt's KV cache to the decode pool over the scale-out network, and `{}` gives none with a source\nhint: serve colocated (leave out `prefill_gpus`), or use a system file with `nic_bandwidth_gbit_per_s` and `[fabric]`",
+                    decode.system.name
+                );
+            }
             if pg % (ptp * pp) != 0 || dg % (tp * pp) != 0 {
                 bail!("prefill GPUs {pg} must be a multiple of prefill_tp*pp = {} and decode GPUs {dg} of tp*pp = {}", ptp * pp, tp * pp);
             }
@@ -256,7 +263,7 @@ pub fn resolve(w: &ServeWire, file: Option<&Path>, run: &RunFlags) -> Result<Res
             replicas_within_limit("gpus", dg / (tp * pp), tp * pp)?;
             vec![
                 Pool { role: Role::Prefill, scenario: scenario_for(ptp)?, n_replicas: (pg / (ptp * pp)) as u32, sched },
-                Pool { role: Role::Decode, scenario: scenario_for(tp)?, n_replicas: (dg / (tp * pp)) as u32, sched },
+                Pool { role: Role::Decode, scenario: decode, n_replicas: (dg / (tp * pp)) as u32, sched },
             ]
         }
     };

@@ -180,6 +180,7 @@ pub fn physical_range(key: &str) -> Option<(f64, f64, &'static str)> {
         _ if name.ends_with("_w") => (0.0, 1.0e6, "watts of one GPU or node: at most 1,000,000"),
         "sm_count" => (1.0, 10000.0, "streaming multiprocessors of one GPU: at most 10,000"),
         "nvlink_generation" => (1.0, 20.0, "an NVLink generation: 1 to 20"),
+        "pcie_generation" => (1.0, 20.0, "a PCIe generation: 1 to 20"),
         _ => return None,
     })
 }

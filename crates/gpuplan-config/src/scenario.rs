@@ -499,7 +499,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
                     ConfigError::invalid(&path, "workload.fp8_recipe", s, format!("applies to precision fp8, not {}", precision.name()))
                         .with_hint("give `--precision fp8` with it, or leave the recipe out (fp4 is NVFP4)"),
                 );
-            } else if r == Some(Fp8Recipe::Mxfp8) && system.gpu.arch != gpuplan_core::hardware::Arch::Blackwell {
+            } else if r == Some(Fp8Recipe::Mxfp8) && !system.gpu.arch.is_blackwell() {
                 p.push(
                     ConfigError::invalid(&path, "workload.fp8_recipe", s, format!("needs Blackwell's block-scaled tensor cores; {} has none", system.gpu.name))
                         .with_hint("on Hopper use tensorwise, delayed or blockwise"),

@@ -10,7 +10,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::{parse_toml, read_file, resolve, ConfigError, Problems, SourcedWire};
-use gpuplan_core::hardware::{Arch, Efficiency, Fabric, Gpu, PeakTable, System};
+use gpuplan_core::hardware::{Arch, Efficiency, Fabric, Gpu, PeakTable, ScaleUp, System};
 use gpuplan_core::units::{Bytes, BytesPerSec, FlopsPerSec, Hertz, Seconds, Watts};
 
 pub const DIR: &str = "calibration/systems";
@@ -35,12 +35,24 @@ pub struct GpuWire {
     pub peak_fp16_tflops: SourcedWire,
     pub peak_tf32_tflops: SourcedWire,
     pub peak_fp32_tflops: SourcedWire,
+    /// The GPU's device memory: HBM, or GDDR on the L40S and RTX PRO 6000 (the keys keep the name).
     pub hbm_capacity_gib: SourcedWire,
     pub hbm_bandwidth_gb_per_s: SourcedWire,
-    pub l2_cache_mib: SourcedWire,
-    pub nvlink_generation: SourcedWire,
+    /// Left out where no datasheet gives it (no model reads it yet).
+    #[serde(default)]
+    pub l2_cache_mib: Option<SourcedWire>,
+    /// Left out, with the bandwidth, on GPUs without NVLink.
+    #[serde(default)]
+    pub nvlink_generation: Option<SourcedWire>,
     /// Both directions added, as NVIDIA quotes it (900 GB/s for H100).
-    pub nvlink_bandwidth_bidir_gb_per_s: SourcedWire,
+    #[serde(default)]
+    pub nvlink_bandwidth_bidir_gb_per_s: Option<SourcedWire>,
+    /// The x16 host link: its generation and both directions added, as NVIDIA quotes it (64 GB/s
+    /// for PCIe Gen4 x16). Needed where a system joins its GPUs over PCIe (`scale_up = "pcie"`).
+    #[serde(default)]
+    pub pcie_generation: Option<SourcedWire>,
+    #[serde(default)]
+    pub pcie_bandwidth_bidir_gb_per_s: Option<SourcedWire>,
     pub tdp_w: SourcedWire,
     pub idle_w: SourcedWire,
     pub efficiency: EfficiencyWire,
@@ -55,8 +67,15 @@ pub struct EfficiencyWire {
     /// Fraction of bf16 peak the fused attention of Transformer Engine (cuDNN) reaches, forward,
     /// causal, head dim 128, sequence 8192 (the `megatron` stack's attention).
     pub fused_attention_fraction: SourcedWire,
-    pub nvlink_busbw_fraction: SourcedWire,
-    pub network_busbw_fraction: SourcedWire,
+    /// Left out on GPUs without NVLink.
+    #[serde(default)]
+    pub nvlink_busbw_fraction: Option<SourcedWire>,
+    /// Needed with `pcie_bandwidth_bidir_gb_per_s` where a system joins its GPUs over PCIe.
+    #[serde(default)]
+    pub pcie_busbw_fraction: Option<SourcedWire>,
+    /// Needed where a system with this GPU has a scale-out network.
+    #[serde(default)]
+    pub network_busbw_fraction: Option<SourcedWire>,
     pub kernel_overhead_us: SourcedWire,
     pub sustained_gemm_clock_mhz: SourcedWire,
     pub hbm_load_w: SourcedWire,
@@ -74,17 +93,25 @@ pub struct SystemWire {
     pub gpu: String,
     pub gpus_per_node: u32,
     pub nvlink_domain_size: u32,
+    /// `nvlink` (the default) or `pcie`: what joins the GPUs of one domain. A `pcie` system's
+    /// domain is its node (`nvlink_domain_size` = `gpus_per_node`), without NVSwitch or NVLS.
+    #[serde(default)]
+    pub scale_up: Option<String>,
     pub nvswitch: bool,
     pub nvls: bool,
+    /// The scale-out network: `nics_per_node`, `nic_bandwidth_gbit_per_s` and `[fabric]` together,
+    /// or none of them (`nics_per_node = 0`): such a system runs on one node only.
     pub nics_per_node: u32,
-    pub nic_bandwidth_gbit_per_s: SourcedWire,
+    #[serde(default)]
+    pub nic_bandwidth_gbit_per_s: Option<SourcedWire>,
     pub host_power_per_node_w: SourcedWire,
     pub pue: SourcedWire,
     /// A calibration profile (name under calibration/profiles/, or a path) measured on this
     /// system, used when a scenario names none.
     #[serde(default)]
     pub calibration: Option<String>,
-    pub fabric: FabricWire,
+    #[serde(default)]
+    pub fabric: Option<FabricWire>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -120,10 +147,12 @@ pub fn gpu_from_wire(path: &Path, w: &GpuWire) -> Result<Gpu, ConfigError> {
     p.check(w.kind == "gpu", || ConfigError::invalid(path, "kind", &w.kind, "should be `gpu` in a GPU file"));
     let arch = match w.architecture.as_str() {
         "ampere" => Arch::Ampere,
+        "ada" => Arch::Ada,
         "hopper" => Arch::Hopper,
         "blackwell" => Arch::Blackwell,
+        "blackwell-rtx" => Arch::BlackwellRtx,
         other => {
-            p.push(ConfigError::invalid(path, "architecture", other, "is not known").with_hint("one of: ampere, hopper, blackwell"));
+            p.push(ConfigError::invalid(path, "architecture", other, "is not known").with_hint("one of: ampere, ada, hopper, blackwell, blackwell-rtx"));
             Arch::Hopper
         }
     };
@@ -148,8 +177,9 @@ pub fn gpu_from_wire(path: &Path, w: &GpuWire) -> Result<Gpu, ConfigError> {
         hbm: fraction(&e.hbm_fraction, "hbm_fraction", &mut p),
         attention: fraction(&e.attention_fraction, "attention_fraction", &mut p),
         fused_attention: fraction(&e.fused_attention_fraction, "fused_attention_fraction", &mut p),
-        nvlink_busbw: fraction(&e.nvlink_busbw_fraction, "nvlink_busbw_fraction", &mut p),
-        network_busbw: fraction(&e.network_busbw_fraction, "network_busbw_fraction", &mut p),
+        nvlink_busbw: e.nvlink_busbw_fraction.as_ref().map(|s| fraction(s, "nvlink_busbw_fraction", &mut p)),
+        pcie_busbw: e.pcie_busbw_fraction.as_ref().map(|s| fraction(s, "pcie_busbw_fraction", &mut p)),
+        network_busbw: e.network_busbw_fraction.as_ref().map(|s| fraction(s, "network_busbw_fraction", &mut p)),
         kernel_overhead: e.kernel_overhead_us.to_sourced(path, "efficiency.kernel_overhead_us", true, Seconds::us, &mut p),
         sustained_gemm_clock: e.sustained_gemm_clock_mhz.to_sourced(path, "efficiency.sustained_gemm_clock_mhz", false, mhz, &mut p),
         hbm_load_power: e.hbm_load_w.to_sourced(path, "efficiency.hbm_load_w", false, Watts::new, &mut p),
@@ -164,19 +194,41 @@ pub fn gpu_from_wire(path: &Path, w: &GpuWire) -> Result<Gpu, ConfigError> {
         peak,
         hbm_capacity: w.hbm_capacity_gib.to_sourced(path, "hbm_capacity_gib", false, Bytes::gib, &mut p),
         hbm_bandwidth: w.hbm_bandwidth_gb_per_s.to_sourced(path, "hbm_bandwidth_gb_per_s", false, BytesPerSec::gb_per_s, &mut p),
-        l2_cache: w.l2_cache_mib.to_sourced(path, "l2_cache_mib", false, Bytes::mib, &mut p),
-        nvlink_generation: w.nvlink_generation.to_sourced(path, "nvlink_generation", false, count, &mut p),
-        nvlink_bandwidth: w.nvlink_bandwidth_bidir_gb_per_s.to_sourced(
-            path,
-            "nvlink_bandwidth_bidir_gb_per_s",
-            false,
-            |x| BytesPerSec::gb_per_s(x / 2.0),
-            &mut p,
-        ),
+        l2_cache: w.l2_cache_mib.as_ref().map(|s| s.to_sourced(path, "l2_cache_mib", false, Bytes::mib, &mut p)),
+        nvlink_generation: w.nvlink_generation.as_ref().map(|s| s.to_sourced(path, "nvlink_generation", false, count, &mut p)),
+        nvlink_bandwidth: w
+            .nvlink_bandwidth_bidir_gb_per_s
+            .as_ref()
+            .map(|s| s.to_sourced(path, "nvlink_bandwidth_bidir_gb_per_s", false, |x| BytesPerSec::gb_per_s(x / 2.0), &mut p)),
+        pcie_generation: w.pcie_generation.as_ref().map(|s| s.to_sourced(path, "pcie_generation", false, count, &mut p)),
+        pcie_bandwidth: w
+            .pcie_bandwidth_bidir_gb_per_s
+            .as_ref()
+            .map(|s| s.to_sourced(path, "pcie_bandwidth_bidir_gb_per_s", false, |x| BytesPerSec::gb_per_s(x / 2.0), &mut p)),
         tdp: w.tdp_w.to_sourced(path, "tdp_w", false, Watts::new, &mut p),
         idle_power: w.idle_w.to_sourced(path, "idle_w", false, Watts::new, &mut p),
         efficiency,
     };
+    let together = |a: bool, b: bool, keys: &str| {
+        (a != b).then(|| ConfigError::invalid(path, keys, if a { "(first given)" } else { "(second given)" }, "come together: give both or neither"))
+    };
+    if let Some(err) =
+        together(w.nvlink_generation.is_some(), w.nvlink_bandwidth_bidir_gb_per_s.is_some(), "nvlink_generation, nvlink_bandwidth_bidir_gb_per_s")
+    {
+        p.push(err);
+    }
+    if let Some(err) = together(
+        w.nvlink_bandwidth_bidir_gb_per_s.is_some(),
+        e.nvlink_busbw_fraction.is_some(),
+        "nvlink_bandwidth_bidir_gb_per_s, efficiency.nvlink_busbw_fraction",
+    ) {
+        p.push(err.with_hint("a GPU with NVLink needs the fraction of it NCCL reaches; one without NVLink has neither"));
+    }
+    if let Some(err) =
+        together(w.pcie_bandwidth_bidir_gb_per_s.is_some(), e.pcie_busbw_fraction.is_some(), "pcie_bandwidth_bidir_gb_per_s, efficiency.pcie_busbw_fraction")
+    {
+        p.push(err.with_hint("collectives over PCIe need both the link's bandwidth and the fraction of it reached"));
+    }
     p.check(gpu.idle_power.value < gpu.tdp.value, || ConfigError::invalid(path, "idle_w.value", gpu.idle_power.value.value(), "must be below `tdp_w`"));
     p.check(gpu.efficiency.sustained_gemm_clock.value <= gpu.max_clock.value, || {
         ConfigError::invalid(
@@ -226,31 +278,81 @@ pub fn system_from_wire(path: &Path, w: &SystemWire) -> Result<System, ConfigErr
     p.check(w.nvlink_domain_size >= 1 && w.nvlink_domain_size.is_multiple_of(w.gpus_per_node.max(1)), || {
         ConfigError::invalid(path, "nvlink_domain_size", w.nvlink_domain_size, "must be a positive multiple of `gpus_per_node`")
     });
-    p.check(w.nics_per_node > 0, || ConfigError::invalid(path, "nics_per_node", w.nics_per_node, "must be positive"));
+    let scale_up = match w.scale_up.as_deref().unwrap_or("nvlink") {
+        "nvlink" => ScaleUp::NvLink,
+        "pcie" => ScaleUp::Pcie,
+        other => {
+            p.push(ConfigError::invalid(path, "scale_up", other, "is not known").with_hint("one of: nvlink, pcie"));
+            ScaleUp::NvLink
+        }
+    };
+    if scale_up == ScaleUp::Pcie {
+        p.check(!w.nvswitch && !w.nvls, || {
+            ConfigError::invalid(path, "nvswitch", w.nvswitch, "must be false with `scale_up = \"pcie\"`, and so must `nvls`")
+                .with_hint("a PCIe node has no NVSwitch")
+        });
+        p.check(w.nvlink_domain_size == w.gpus_per_node, || {
+            ConfigError::invalid(path, "nvlink_domain_size", w.nvlink_domain_size, "must equal `gpus_per_node` with `scale_up = \"pcie\"`")
+                .with_hint("a PCIe node's GPUs form one domain: the node")
+        });
+    }
+    if w.gpus_per_node > 1 || w.nvlink_domain_size > 1 {
+        let (link, fraction, keys) = match scale_up {
+            ScaleUp::NvLink => (
+                gpu.nvlink_bandwidth.is_some(),
+                gpu.efficiency.nvlink_busbw.is_some(),
+                "`nvlink_bandwidth_bidir_gb_per_s` and `efficiency.nvlink_busbw_fraction`",
+            ),
+            ScaleUp::Pcie => {
+                (gpu.pcie_bandwidth.is_some(), gpu.efficiency.pcie_busbw.is_some(), "`pcie_bandwidth_bidir_gb_per_s` and `efficiency.pcie_busbw_fraction`")
+            }
+        };
+        p.check(link && fraction, || {
+            ConfigError::invalid(path, "scale_up", scale_up.name(), format!("needs {keys} in the GPU file `{}`", w.gpu)).with_hint(
+                if scale_up == ScaleUp::NvLink {
+                    "a GPU without NVLink joins its node over PCIe: `scale_up = \"pcie\"`"
+                } else {
+                    "give the GPU's PCIe link and the fraction of it reached, each with its source"
+                },
+            )
+        });
+    }
+    let scale_out = w.nic_bandwidth_gbit_per_s.is_some();
+    p.check(!scale_out || gpu.efficiency.network_busbw.is_some(), || {
+        ConfigError::invalid(path, "nic_bandwidth_gbit_per_s", "(given)", format!("needs `efficiency.network_busbw_fraction` in the GPU file `{}`", w.gpu))
+            .with_hint("give the fraction of the NIC line rate NCCL reaches, with its source, or leave the scale-out network out")
+    });
+    p.check(scale_out == (w.nics_per_node > 0) && scale_out == w.fabric.is_some(), || {
+        ConfigError::invalid(path, "nics_per_node", w.nics_per_node, "`nics_per_node` > 0, `nic_bandwidth_gbit_per_s` and `[fabric]` come together")
+            .with_hint("give the scale-out network in full, or none of it (`nics_per_node = 0`: the system runs on one node)")
+    });
     p.check(!w.source.trim().is_empty(), || ConfigError::invalid(path, "source", "\"\"", "is empty"));
-    p.check(matches!(w.fabric.kind.as_str(), "infiniband" | "ethernet"), || {
-        ConfigError::invalid(path, "fabric.kind", &w.fabric.kind, "is not known").with_hint("one of: infiniband, ethernet")
-    });
+    if let Some(f) = &w.fabric {
+        p.check(matches!(f.kind.as_str(), "infiniband" | "ethernet"), || {
+            ConfigError::invalid(path, "fabric.kind", &f.kind, "is not known").with_hint("one of: infiniband, ethernet")
+        });
+        p.check(f.oversubscription.value >= 1.0, || {
+            ConfigError::invalid(path, "fabric.oversubscription.value", f.oversubscription.value, "must be at least 1 (1 = non-blocking)")
+        });
+    }
     p.check(w.pue.value >= 1.0, || ConfigError::invalid(path, "pue.value", w.pue.value, "must be at least 1"));
-    p.check(w.fabric.oversubscription.value >= 1.0, || {
-        ConfigError::invalid(path, "fabric.oversubscription.value", w.fabric.oversubscription.value, "must be at least 1 (1 = non-blocking)")
-    });
     let system = System {
         name: w.name.clone(),
         display_name: w.display_name.clone(),
         gpu,
         gpus_per_node: w.gpus_per_node,
         nvlink_domain_size: w.nvlink_domain_size,
+        scale_up,
         nvswitch: w.nvswitch,
         nvls: w.nvls,
         nics_per_node: w.nics_per_node,
-        nic_bandwidth: w.nic_bandwidth_gbit_per_s.to_sourced(path, "nic_bandwidth_gbit_per_s", false, BytesPerSec::gbit_per_s, &mut p),
-        fabric: Fabric {
-            kind: w.fabric.kind.clone(),
-            rail_optimized: w.fabric.rail_optimized,
-            oversubscription: w.fabric.oversubscription.to_sourced(path, "fabric.oversubscription", false, |x| x, &mut p),
-            latency: w.fabric.latency_us.to_sourced(path, "fabric.latency_us", false, Seconds::us, &mut p),
-        },
+        nic_bandwidth: w.nic_bandwidth_gbit_per_s.as_ref().map(|s| s.to_sourced(path, "nic_bandwidth_gbit_per_s", false, BytesPerSec::gbit_per_s, &mut p)),
+        fabric: w.fabric.as_ref().map(|f| Fabric {
+            kind: f.kind.clone(),
+            rail_optimized: f.rail_optimized,
+            oversubscription: f.oversubscription.to_sourced(path, "fabric.oversubscription", false, |x| x, &mut p),
+            latency: f.latency_us.to_sourced(path, "fabric.latency_us", false, Seconds::us, &mut p),
+        }),
         host_power_per_node: w.host_power_per_node_w.to_sourced(path, "host_power_per_node_w", true, Watts::new, &mut p),
         pue: w.pue.to_sourced(path, "pue", false, |x| x, &mut p),
         calibration: w.calibration.clone(),

@@ -148,6 +148,19 @@ pub fn check_scenario(s: &Scenario) -> Result<u64, PredictError> {
     if !problems.is_empty() {
         return Err(PredictError::Infeasible(problems));
     }
+    if let Some(max) = s.system.max_gpus().filter(|max| s.n_gpus > *max) {
+        return Err(PredictError::Unsupported(format!(
+            "`{}` has no sourced scale-out network in its system file, so it runs on one node: {} GPUs asked, at most {max}; use at most {max} GPUs, or a system file with `nic_bandwidth_gbit_per_s` and `[fabric]`",
+            s.system.display_name, s.n_gpus
+        )));
+    }
+    if s.n_gpus > 1 && s.system.scale_up_link().is_none() {
+        return Err(PredictError::Unsupported(format!(
+            "`{}` has no sourced {} bandwidth and bus-bandwidth fraction for its GPUs to talk over; give them in the GPU file or run on one GPU",
+            s.system.display_name,
+            s.system.scale_up.name()
+        )));
+    }
     if s.system.gpu.peak.get(s.workload.precision).is_none() {
         return Err(PredictError::Unsupported(format!(
             "`{}` has no {} tensor-core path; choose a precision it supports",
@@ -357,8 +370,8 @@ pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
     plan
 }
 
-/// What limits the step most: compute, HBM, NVLink, the scale-out network, the pipeline bubble or
-/// the CPU. Communication counts as network when its group spans NVLink domains.
+/// What limits the step most: compute, HBM, NVLink (`pcie` on a PCIe node), the scale-out network,
+/// the pipeline bubble or the CPU. Communication counts as network when its group spans NVLink domains.
 fn bottleneck(s: &Scenario, bd: &Breakdown) -> &'static str {
     let crosses = |g: Group| parallelism::group_shape(&s.parallel, g, &s.system).crosses_domains();
     let (mut nvlink, mut network) = (Seconds::ZERO, Seconds::ZERO);
@@ -372,7 +385,7 @@ fn bottleneck(s: &Scenario, bd: &Breakdown) -> &'static str {
     let mut parts: BTreeMap<&'static str, f64> = BTreeMap::new();
     parts.insert("compute", bd.compute.value());
     parts.insert("hbm", (bd.memory + bd.optimizer).value());
-    parts.insert("nvlink", nvlink.value());
+    parts.insert(s.system.scale_up.name(), nvlink.value());
     parts.insert("network", network.value());
     parts.insert("bubble", bd.pp_bubble.value());
     parts.insert("cpu", bd.cpu_launch.value());

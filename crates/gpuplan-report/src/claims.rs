@@ -265,7 +265,8 @@ pub fn check(c: &ClaimWire, subject: Subject, band: &Band) -> Checked {
         }
         Subject::Hardware { system } => {
             let g = &system.gpu;
-            let link = g.nvlink_bandwidth.value.value() / 1e9;
+            let nvlink = g.nvlink_bandwidth.as_ref().zip(g.efficiency.nvlink_busbw.as_ref());
+            let link = nvlink.map_or(0.0, |(l, _)| l.value.value() / 1e9);
             let ds = |_src: &str| {
                 (
                     DATASHEET_TOLERANCE,
@@ -303,8 +304,11 @@ pub fn check(c: &ClaimWire, subject: Subject, band: &Band) -> Checked {
                         None => out.reasons.push(format!("{} has no {} tensor path", g.name, dt.name())),
                     }
                 }
+                "nvlink_p2p_gb_per_s" | "allreduce_busbw_gb_per_s" | "nvlink_bidir_gb_per_s" if nvlink.is_none() => {
+                    out.reasons.push(format!("{} has no NVLink", g.name));
+                }
                 "nvlink_p2p_gb_per_s" | "allreduce_busbw_gb_per_s" => {
-                    let e = &g.efficiency.nvlink_busbw;
+                    let Some((nv, e)) = nvlink else { return out };
                     out.predicted = Some(link * e.value);
                     (out.tolerance, out.tolerance_origin) = achieved(e.source.kind());
                     out.provenance = format!("NVLink one direction x nvlink_busbw_fraction {:.3} [{}]", e.value, e.source.kind());
@@ -312,7 +316,7 @@ pub fn check(c: &ClaimWire, subject: Subject, band: &Band) -> Checked {
                         let k = system.nvlink_domain_size as f64;
                         out.bound = Some((link * 2.0 * (k - 1.0) / k, format!("NVLS in-switch reduction: each GPU sends and receives the buffer once, bus bandwidth = 2(n-1)/n x {} GB/s one-direction NVLink, n = {}", fmt(link), system.nvlink_domain_size)));
                     } else {
-                        out.bound = Some((link, format!("NVLink {} GB/s per GPU, one direction [{}]", fmt(link), g.nvlink_bandwidth.source.kind())));
+                        out.bound = Some((link, format!("NVLink {} GB/s per GPU, one direction [{}]", fmt(link), nv.source.kind())));
                     }
                     if c.quantity == "nvlink_p2p_gb_per_s" {
                         out.reasons.push("predicted as the all-reduce link efficiency (gpuplan has no separate copy-engine figure)".into());
@@ -320,9 +324,10 @@ pub fn check(c: &ClaimWire, subject: Subject, band: &Band) -> Checked {
                 }
                 // Datasheet figures: the system file's value is both the prediction and the bound.
                 "nvlink_bidir_gb_per_s" => {
+                    let Some((nv, _)) = nvlink else { return out };
                     out.predicted = Some(2.0 * link);
-                    (out.tolerance, out.tolerance_origin) = ds(g.nvlink_bandwidth.source.citation());
-                    out.provenance = format!("NVLink both directions [{}]", g.nvlink_bandwidth.source.kind());
+                    (out.tolerance, out.tolerance_origin) = ds(nv.source.citation());
+                    out.provenance = format!("NVLink both directions [{}]", nv.source.kind());
                 }
                 "gpu_tdp_w" => {
                     out.predicted = Some(g.tdp.value.value());

@@ -9,7 +9,7 @@ pub mod lower;
 pub mod nccl;
 
 use crate::hardware::profile::{AttentionBmmPoint, CollectiveOp, Profile};
-use crate::hardware::{Arch, Dtype, Source, Sourced, System};
+use crate::hardware::{Arch, Dtype, ScaleUp, Source, Sourced, System};
 use crate::parallelism::GroupShape;
 use crate::units::{Bytes, BytesPerSec, Flops, FlopsPerSec, Seconds};
 use crate::workload::{Op, OpKind};
@@ -151,10 +151,12 @@ impl AttentionCurves {
 }
 
 /// cuBLAS tile of the large-GEMM kernels: 128 x 256 on Hopper/Blackwell, 128 x 128 on Ampere
-/// (the CUTLASS default tile shapes for those architectures).
+/// (the CUTLASS default tile shapes for those architectures); Ada (sm_89) and GB202 (sm_120) have
+/// neither wgmma nor tcgen05 and run warp-level MMA kernels with Ampere's 128 x 128 tile (CUTLASS
+/// 3.9 examples/79_blackwell_geforce_gemm use 128 x 128 tiles on sm_120).
 fn tile(arch: Arch) -> (u64, u64) {
     match arch {
-        Arch::Ampere => (128, 128),
+        Arch::Ampere | Arch::Ada | Arch::BlackwellRtx => (128, 128),
         Arch::Hopper | Arch::Blackwell => (128, 256),
     }
 }
@@ -328,34 +330,33 @@ impl<'a> CostModel<'a> {
             let (lo, hi) = curves.range();
             v.push(UsedNumber { name: "attention_shape_factor".into(), value: format!("{lo:.3}..{hi:.3}"), source: source.clone() });
         }
-        v.extend([
-            UsedNumber {
-                name: "kernel_overhead_us".into(),
-                value: format!("{:.1}", self.kernel_overhead.value.as_us()),
-                source: self.kernel_overhead.source.clone(),
-            },
-            UsedNumber {
-                name: "nvlink_bandwidth_unidir_gb_per_s".into(),
-                value: format!("{:.0}", g.nvlink_bandwidth.value.as_gb_per_s()),
-                source: g.nvlink_bandwidth.source.clone(),
-            },
-            UsedNumber {
-                name: "nvlink_busbw_fraction".into(),
-                value: format!("{:.3}", g.efficiency.nvlink_busbw.value),
-                source: g.efficiency.nvlink_busbw.source.clone(),
-            },
-            UsedNumber {
-                name: "nic_bandwidth_gb_per_s".into(),
-                value: format!("{:.0}", self.system.nic_bandwidth.value.as_gb_per_s()),
-                source: self.system.nic_bandwidth.source.clone(),
-            },
-            UsedNumber {
-                name: "network_busbw_fraction".into(),
-                value: format!("{:.3}", g.efficiency.network_busbw.value),
-                source: g.efficiency.network_busbw.source.clone(),
-            },
-            UsedNumber { name: "hbm_capacity_gib".into(), value: format!("{:.1}", g.hbm_capacity.value.as_gib()), source: g.hbm_capacity.source.clone() },
-        ]);
+        v.extend([UsedNumber {
+            name: "kernel_overhead_us".into(),
+            value: format!("{:.1}", self.kernel_overhead.value.as_us()),
+            source: self.kernel_overhead.source.clone(),
+        }]);
+        if let Some((link, fraction)) = self.system.scale_up_link() {
+            let kind = self.system.scale_up.name();
+            v.extend([
+                UsedNumber {
+                    name: format!("{kind}_bandwidth_unidir_gb_per_s"),
+                    value: format!("{:.0}", link.value.as_gb_per_s()),
+                    source: link.source.clone(),
+                },
+                UsedNumber { name: format!("{kind}_busbw_fraction"), value: format!("{:.3}", fraction.value), source: fraction.source.clone() },
+            ]);
+        }
+        if let (Some(nic), Some(fraction)) = (&self.system.nic_bandwidth, &g.efficiency.network_busbw) {
+            v.extend([
+                UsedNumber { name: "nic_bandwidth_gb_per_s".into(), value: format!("{:.0}", nic.value.as_gb_per_s()), source: nic.source.clone() },
+                UsedNumber { name: "network_busbw_fraction".into(), value: format!("{:.3}", fraction.value), source: fraction.source.clone() },
+            ]);
+        }
+        v.extend([UsedNumber {
+            name: "hbm_capacity_gib".into(),
+            value: format!("{:.1}", g.hbm_capacity.value.as_gib()),
+            source: g.hbm_capacity.source.clone(),
+        }]);
         if let Some(p) = self.profile {
             for c in &p.collectives {
                 v.push(UsedNumber {
@@ -492,20 +493,26 @@ impl<'a> CostModel<'a> {
     pub fn links(&self, shape: &GroupShape) -> nccl::Links {
         let sys = self.system;
         let gpu = &sys.gpu;
-        let intra = gpu.nvlink_bandwidth.value * gpu.efficiency.nvlink_busbw.value;
+        // `check_scenario` refuses a group over GPUs without a sourced scale-up link.
+        let intra = sys.scale_up_link().map_or(BytesPerSec::ZERO, |(link, fraction)| link.value * fraction.value);
+        let oversubscription = sys.fabric.as_ref().map_or(1.0, |f| f.oversubscription.value);
+        // Zero without a scale-out network (`network_bandwidth_per_gpu`), refused before here.
+        let network_busbw = gpu.efficiency.network_busbw.as_ref().map_or(0.0, |f| f.value);
         let busbw = if shape.crosses_domains() {
             // Across domains the group drives one NIC per member rank in each domain
             // (rail-optimized), divided by the leaf-spine oversubscription.
             let nic_share = sys.network_bandwidth_per_gpu() * shape.ranks_per_domain as f64;
-            (nic_share * gpu.efficiency.network_busbw.value / sys.fabric.oversubscription.value).min(intra)
+            (nic_share * network_busbw / oversubscription).min(intra)
         } else {
             intra
         };
-        let nvls_algbw = (sys.nvls && shape.size > 2).then(|| gpu.nvlink_bandwidth.value * NVLS_EFFICIENCY);
-        let inter = sys.network_bandwidth_per_gpu() * gpu.efficiency.network_busbw.value / sys.fabric.oversubscription.value;
+        let nvlink = sys.scale_up == ScaleUp::NvLink;
+        let nvls_algbw = (sys.nvls && nvlink && shape.size > 2).then(|| gpu.nvlink_bandwidth.as_ref().map_or(BytesPerSec::ZERO, |b| b.value) * NVLS_EFFICIENCY);
+        let inter = sys.network_bandwidth_per_gpu() * network_busbw / oversubscription;
         nccl::Links {
             n_ranks: shape.size,
             crosses_network: shape.crosses_domains(),
+            pcie: !nvlink,
             busbw,
             nvls_algbw,
             ranks_per_domain: shape.ranks_per_domain,
@@ -524,8 +531,8 @@ impl<'a> CostModel<'a> {
             return nccl::Plan { base: latency, step_latency: Seconds::ZERO, busbw, ..ring };
         }
         let mut plan = nccl::choose(op, &self.links(shape), bytes);
-        if op == CollectiveOp::SendRecv && shape.crosses_domains() {
-            plan.base += self.system.fabric.latency.value;
+        if let (CollectiveOp::SendRecv, true, Some(fabric)) = (op, shape.crosses_domains(), &self.system.fabric) {
+            plan.base += fabric.latency.value;
         }
         plan
     }

@@ -6,6 +6,8 @@
 //! `hwLat` for NVLink and network, NCCL 2.18-2.21): a base cost per algorithm and protocol, plus a
 //! per-step cost of the link class. Protocol payload efficiencies are their wire formats: LL sends
 //! 4 data bytes per 8-byte word (0.5), LL128 120 of every 128 bytes (0.9375), Simple all bytes.
+//! A node whose GPUs are joined by PCIe only (`Links::pcie`) steps at NCCL's `PCI` latencies
+//! (`hwLat[NCCL_HW_PCI]`: tree 1.0/1.9/4 us, ring 1.0/2.5/5.7 us), runs no LL128 and no NVLS.
 
 use crate::hardware::profile::CollectiveOp;
 use crate::units::{BytesPerSec, Seconds};
@@ -72,14 +74,24 @@ fn base_latency_us(algo: Algo, proto: Proto) -> f64 {
     row[proto as usize]
 }
 
+/// The link class NCCL's `hwLat` table is indexed by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LinkClass {
+    NvLink,
+    Pci,
+    Net,
+}
+
 /// NCCL `hwLat` (us per step), by link class, algorithm and protocol.
-fn step_latency_us(network: bool, algo: Algo, proto: Proto) -> f64 {
-    let row = match (network, algo) {
-        (false, Algo::Tree | Algo::Pat) => [0.6, 1.25, 4.0],
-        (false, Algo::Ring | Algo::Hierarchical) => [0.6, 1.9, 3.4],
-        (true, Algo::Tree | Algo::Pat) => [5.0, 8.5, 14.0],
-        (true, Algo::Ring | Algo::Hierarchical) => [2.7, 4.0, 14.0],
+fn step_latency_us(class: LinkClass, algo: Algo, proto: Proto) -> f64 {
+    let row = match (class, algo) {
         (_, Algo::Nvls) => [0.0, 0.0, 25.0],
+        (LinkClass::NvLink, Algo::Tree | Algo::Pat) => [0.6, 1.25, 4.0],
+        (LinkClass::NvLink, Algo::Ring | Algo::Hierarchical) => [0.6, 1.9, 3.4],
+        (LinkClass::Pci, Algo::Tree | Algo::Pat) => [1.0, 1.9, 4.0],
+        (LinkClass::Pci, Algo::Ring | Algo::Hierarchical) => [1.0, 2.5, 5.7],
+        (LinkClass::Net, Algo::Tree | Algo::Pat) => [5.0, 8.5, 14.0],
+        (LinkClass::Net, Algo::Ring | Algo::Hierarchical) => [2.7, 4.0, 14.0],
     };
     row[proto as usize]
 }
@@ -90,6 +102,9 @@ pub struct Links {
     pub n_ranks: u32,
     /// The group spans NVLink domains (its ring/tree steps cross the network).
     pub crosses_network: bool,
+    /// The GPUs of a domain are joined by PCIe, not NVLink: NCCL's PCI latencies, no LL128 (NCCL
+    /// enables LL128 by default only where every path is NVLink, src/graph/tuning.cc), no NVLS.
+    pub pcie: bool,
     /// Bus bandwidth a ring reaches on this group's slowest link class.
     pub busbw: BytesPerSec,
     /// NVLS algorithm bandwidth (all-reduce through the switch), where the system has NVLS.
@@ -139,9 +154,14 @@ pub fn choose(op: CollectiveOp, links: &Links, bytes: f64) -> Plan {
     };
     let two_level = links.crosses_network && links.ranks_per_domain > 1 && links.inter_busbw.value() > 0.0 && links.intra_busbw.value() > 0.0;
     let hier_steps = 2 * (links.ranks_per_domain.saturating_sub(1)) + 2 * links.domains.saturating_sub(1);
+    let class = match (links.crosses_network, links.pcie) {
+        (true, _) => LinkClass::Net,
+        (false, true) => LinkClass::Pci,
+        (false, false) => LinkClass::NvLink,
+    };
     let mut consider = |algo: Algo, steps: u32, busbw: BytesPerSec| {
         for proto in Proto::ALL {
-            if algo == Algo::Nvls && proto != Proto::Simple {
+            if algo == Algo::Nvls && proto != Proto::Simple || links.pcie && proto == Proto::Ll128 {
                 continue;
             }
             let plan = Plan {
@@ -149,7 +169,7 @@ pub fn choose(op: CollectiveOp, links: &Links, bytes: f64) -> Plan {
                 proto,
                 base: Seconds::us(base_latency_us(algo, proto)),
                 steps,
-                step_latency: Seconds::us(step_latency_us(links.crosses_network, algo, proto)),
+                step_latency: Seconds::us(step_latency_us(class, algo, proto)),
                 busbw: busbw * proto.efficiency(),
             };
             let t = plan.latency() + Seconds::new(bytes * factor / plan.busbw.value());
@@ -169,7 +189,7 @@ pub fn choose(op: CollectiveOp, links: &Links, bytes: f64) -> Plan {
                 // Reduce-scatter + all-gather inside (2 x (r-1)/r), all-reduce across (2 x (d-1)/d).
                 consider(Algo::Hierarchical, hier_steps, hierarchical(2.0, 2.0));
             }
-            if let (Some(alg), false) = (links.nvls_algbw, links.crosses_network) {
+            if let (Some(alg), false, false) = (links.nvls_algbw, links.crosses_network, links.pcie) {
                 // NVLS moves each byte to the switch and back once: algbw is its rate, so the
                 // bus bandwidth (nccl-tests convention) is algbw x 2(n-1)/n.
                 consider(Algo::Nvls, 1, alg * factor);
@@ -208,7 +228,17 @@ mod tests {
 
     fn intra(n: u32) -> Links {
         let bw = BytesPerSec::gb_per_s(346.0);
-        Links { n_ranks: n, crosses_network: false, busbw: bw, nvls_algbw: None, ranks_per_domain: n, domains: 1, intra_busbw: bw, inter_busbw: bw }
+        Links {
+            n_ranks: n,
+            crosses_network: false,
+            pcie: false,
+            busbw: bw,
+            nvls_algbw: None,
+            ranks_per_domain: n,
+            domains: 1,
+            intra_busbw: bw,
+            inter_busbw: bw,
+        }
     }
 
     #[test]
@@ -218,6 +248,7 @@ mod tests {
         let links = Links {
             n_ranks: 16,
             crosses_network: true,
+            pcie: false,
             busbw: nic * 8.0,
             nvls_algbw: None,
             ranks_per_domain: 8,
@@ -245,6 +276,7 @@ mod tests {
         let links = Links {
             n_ranks: 1024,
             crosses_network: true,
+            pcie: false,
             busbw: BytesPerSec::gb_per_s(42.0),
             nvls_algbw: None,
             ranks_per_domain: 1,
@@ -271,6 +303,7 @@ mod tests {
         let links = Links {
             n_ranks: 128,
             crosses_network: true,
+            pcie: false,
             busbw: BytesPerSec::gb_per_s(20.0),
             nvls_algbw: None,
             ranks_per_domain: 8,
@@ -281,6 +314,22 @@ mod tests {
         let p = choose(CollectiveOp::AllReduce, &links, 1e9);
         assert_eq!(p.algo, Algo::Hierarchical);
         assert!(p.busbw.as_gb_per_s() > 20.0);
+    }
+
+    #[test]
+    fn a_pcie_node_runs_no_ll128_nor_nvls_and_steps_at_pci_latency() {
+        let bw = BytesPerSec::gb_per_s(42.0);
+        let links = Links { pcie: true, busbw: bw, intra_busbw: bw, inter_busbw: bw, nvls_algbw: Some(bw), ..intra(8) };
+        for e in 0..34 {
+            let p = choose(CollectiveOp::AllReduce, &links, (1u64 << e) as f64);
+            assert_ne!(p.proto, Proto::Ll128);
+            assert_eq!(p.algo, Algo::Ring);
+            assert_eq!(p.step_latency, Seconds::us(step_latency_us(LinkClass::Pci, Algo::Ring, p.proto)));
+        }
+        // The same ring over PCIe takes longer than over NVLink at the same bandwidth (latency).
+        let nv = choose(CollectiveOp::AllReduce, &Links { pcie: false, nvls_algbw: None, ..links }, 1024.0);
+        let pci = choose(CollectiveOp::AllReduce, &links, 1024.0);
+        assert!(pci.latency() > nv.latency(), "{pci:?} vs {nv:?}");
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! output tokens, predicted-against-measured serving metrics and their bounds, hardware what-if
 //! variants of a system, and the GPU counts a plan searches.
 
-use crate::hardware::{Source, System};
+pub mod launch;
+
+use crate::hardware::{ScaleUp, Source, Sourced, System};
 use crate::serve::stats::Summary;
 use crate::units::{Bytes, BytesPerSec, Watts};
 
@@ -66,10 +68,15 @@ pub fn apply_variant(sys: &mut System, spec: &str) -> Result<(), String> {
             return Err(format!("`--variant` `{k}` = {x} must be positive"));
         }
         match k {
-            "nic-gbit" => {
-                sys.nic_bandwidth.value = BytesPerSec::gbit_per_s(x);
-                sys.nic_bandwidth.source = src(k, x);
-            }
+            "nic-gbit" => match &mut sys.nic_bandwidth {
+                Some(nic) => *nic = Sourced::new(BytesPerSec::gbit_per_s(x), src(k, x)),
+                None => {
+                    return Err(format!(
+                    "`--variant` `nic-gbit`: `{}` has no scale-out network to change\nhint: use a system file with `nic_bandwidth_gbit_per_s` and `[fabric]`",
+                    sys.name
+                ))
+                }
+            },
             "tdp-w" => {
                 sys.gpu.tdp.value = Watts::new(x);
                 sys.gpu.tdp.source = src(k, x);
@@ -78,10 +85,16 @@ pub fn apply_variant(sys: &mut System, spec: &str) -> Result<(), String> {
                 sys.gpu.hbm_capacity.value = Bytes::gib(x);
                 sys.gpu.hbm_capacity.source = src(k, x);
             }
-            "nvlink-gb" => {
-                sys.gpu.nvlink_bandwidth.value = BytesPerSec::gb_per_s(x);
-                sys.gpu.nvlink_bandwidth.source = src(k, x);
-            }
+            "nvlink-gb" => match &mut sys.gpu.nvlink_bandwidth {
+                Some(link) if sys.scale_up == ScaleUp::NvLink => *link = Sourced::new(BytesPerSec::gb_per_s(x), src(k, x)),
+                _ => {
+                    return Err(format!(
+                        "`--variant` `nvlink-gb`: `{}` has no NVLink (its GPUs talk over {})\nhint: one of: nic-gbit, tdp-w, hbm-gib",
+                        sys.name,
+                        sys.scale_up.name()
+                    ))
+                }
+            },
             other => return Err(format!("`--variant` key `{other}` is not known\nhint: one of: nic-gbit, tdp-w, hbm-gib, nvlink-gb")),
         }
     }

@@ -97,8 +97,40 @@ impl Dtype {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arch {
     Ampere,
+    /// Ada Lovelace (L40S): fourth-generation tensor cores, FP8, no FP4.
+    Ada,
     Hopper,
+    /// Data-centre Blackwell (B200, GB200, B300): 8192 dense bf16 FLOP per clock per SM.
     Blackwell,
+    /// Blackwell GB202 (RTX PRO 6000 Blackwell): fifth-generation tensor cores (FP8, NVFP4) at
+    /// 1024 dense bf16 FLOP per clock per SM.
+    BlackwellRtx,
+}
+
+impl Arch {
+    /// Both Blackwell families: fifth-generation tensor cores with block-scaled FP8 (MXFP8) and NVFP4.
+    pub fn is_blackwell(self) -> bool {
+        matches!(self, Arch::Blackwell | Arch::BlackwellRtx)
+    }
+}
+
+/// How the GPUs of one node (one scale-up domain) reach each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScaleUp {
+    /// NVLink, through NVSwitches or direct.
+    NvLink,
+    /// PCIe only (L40S and RTX PRO 6000 servers): peer traffic crosses each GPU's x16 host link,
+    /// through PCIe switches or the CPU's root complex.
+    Pcie,
+}
+
+impl ScaleUp {
+    pub fn name(self) -> &'static str {
+        match self {
+            ScaleUp::NvLink => "nvlink",
+            ScaleUp::Pcie => "pcie",
+        }
+    }
 }
 
 /// Dense peak throughput per dtype; `None` where the GPU has no such tensor-core path.
@@ -139,10 +171,16 @@ pub struct Gpu {
     pub peak: PeakTable,
     pub hbm_capacity: Sourced<Bytes>,
     pub hbm_bandwidth: Sourced<BytesPerSec>,
-    pub l2_cache: Sourced<Bytes>,
-    pub nvlink_generation: Sourced<u32>,
+    /// Last-level cache; `None` where no datasheet gives it (no model reads it yet).
+    pub l2_cache: Option<Sourced<Bytes>>,
+    /// `None` on GPUs without NVLink (L40S, RTX PRO 6000).
+    pub nvlink_generation: Option<Sourced<u32>>,
     /// NVLink bandwidth per GPU, one direction (NVIDIA quotes both directions added).
-    pub nvlink_bandwidth: Sourced<BytesPerSec>,
+    pub nvlink_bandwidth: Option<Sourced<BytesPerSec>>,
+    /// PCIe generation of the GPU's x16 host link, where the file gives it.
+    pub pcie_generation: Option<Sourced<u32>>,
+    /// The x16 host link's bandwidth per GPU, one direction (NVIDIA quotes both directions added).
+    pub pcie_bandwidth: Option<Sourced<BytesPerSec>>,
     pub tdp: Sourced<Watts>,
     pub idle_power: Sourced<Watts>,
     pub efficiency: Efficiency,
@@ -162,10 +200,16 @@ pub struct Efficiency {
     /// The same for the vendor's fused attention that Transformer Engine calls (cuDNN; what
     /// Megatron-Core runs, the `megatron` stack), quoted at the same shape.
     pub fused_attention: Sourced<f64>,
-    /// Fraction of unidirectional NVLink bandwidth NCCL reaches as bus bandwidth on large messages.
-    pub nvlink_busbw: Sourced<f64>,
-    /// Fraction of NIC line rate NCCL reaches as bus bandwidth across nodes.
-    pub network_busbw: Sourced<f64>,
+    /// Fraction of unidirectional NVLink bandwidth NCCL reaches as bus bandwidth on large messages
+    /// (`None` without NVLink).
+    pub nvlink_busbw: Option<Sourced<f64>>,
+    /// Fraction of the unidirectional x16 PCIe bandwidth a GPU moves each way while sending and
+    /// receiving at once, what a ring over PCIe reaches as bus bandwidth (`None` where not given).
+    pub pcie_busbw: Option<Sourced<f64>>,
+    /// Fraction of NIC line rate NCCL reaches as bus bandwidth across nodes (`None` for a GPU only
+    /// shipped in systems without a sourced scale-out network; `config` requires it where a system
+    /// has one).
+    pub network_busbw: Option<Sourced<f64>>,
     /// Kernel launch plus small-message latency per kernel (fixed cost of one op).
     pub kernel_overhead: Sourced<Seconds>,
     /// SM clock a sustained dense GEMM settles at under the TDP cap.
@@ -194,15 +238,20 @@ pub struct System {
     pub display_name: String,
     pub gpu: Gpu,
     pub gpus_per_node: u32,
-    /// GPUs joined by one NVLink/NVSwitch domain: 8 in a DGX, 72 in a GB200 NVL72 rack.
+    /// GPUs joined by one NVLink/NVSwitch domain: 8 in a DGX, 72 in a GB200 NVL72 rack; on a PCIe
+    /// node (`scale_up` = `Pcie`), the GPUs of one node.
     pub nvlink_domain_size: u32,
+    /// What joins the GPUs of one domain.
+    pub scale_up: ScaleUp,
     pub nvswitch: bool,
     /// NVLink SHARP in-switch reduction (NVLS).
     pub nvls: bool,
+    /// 0 where the system file gives no scale-out network (`nic_bandwidth` is then `None`).
     pub nics_per_node: u32,
-    /// Line rate of one NIC.
-    pub nic_bandwidth: Sourced<BytesPerSec>,
-    pub fabric: Fabric,
+    /// Line rate of one NIC; `None` where no sourced scale-out network is known: such a system
+    /// runs on one node only (`check_scenario` refuses more GPUs).
+    pub nic_bandwidth: Option<Sourced<BytesPerSec>>,
+    pub fabric: Option<Fabric>,
     /// Power of a node beyond its GPUs (CPUs, NICs, fans, switches), under load.
     pub host_power_per_node: Sourced<Watts>,
     pub pue: Sourced<f64>,
@@ -211,8 +260,27 @@ pub struct System {
 }
 
 impl System {
-    /// Bandwidth one GPU can drive across the scale-out fabric (its share of the node's NICs).
+    /// Bandwidth one GPU can drive across the scale-out fabric (its share of the node's NICs);
+    /// zero where the system has no scale-out network (`check_scenario` refuses such groups first).
     pub fn network_bandwidth_per_gpu(&self) -> BytesPerSec {
-        self.nic_bandwidth.value * (self.nics_per_node as f64 / self.gpus_per_node as f64)
+        let fraction_known = self.gpu.efficiency.network_busbw.is_some();
+        self.nic_bandwidth.as_ref().filter(|_| fraction_known).map_or(BytesPerSec::ZERO, |b| b.value * (self.nics_per_node as f64 / self.gpus_per_node as f64))
+    }
+
+    /// The link that joins the GPUs of one domain, one direction per GPU, and the fraction of it
+    /// NCCL reaches as bus bandwidth: NVLink, or the x16 PCIe host link. `None` where the GPU file
+    /// lacks the number (`config` refuses such a system file; a hand-built one is refused by
+    /// `check_scenario` when a group spans GPUs).
+    pub fn scale_up_link(&self) -> Option<(&Sourced<BytesPerSec>, &Sourced<f64>)> {
+        let (g, e) = (&self.gpu, &self.gpu.efficiency);
+        match self.scale_up {
+            ScaleUp::NvLink => g.nvlink_bandwidth.as_ref().zip(e.nvlink_busbw.as_ref()),
+            ScaleUp::Pcie => g.pcie_bandwidth.as_ref().zip(e.pcie_busbw.as_ref()),
+        }
+    }
+
+    /// The most GPUs a scenario may use: one node where the system has no scale-out network.
+    pub fn max_gpus(&self) -> Option<u64> {
+        (self.nic_bandwidth.is_none() || self.gpu.efficiency.network_busbw.is_none()).then_some(self.gpus_per_node as u64)
     }
 }

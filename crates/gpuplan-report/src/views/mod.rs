@@ -3,6 +3,7 @@
 //! engines and prints these.
 
 pub mod compare;
+pub mod launch;
 pub mod plan;
 pub mod published;
 pub mod serve;
