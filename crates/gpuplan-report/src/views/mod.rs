@@ -6,4 +6,5 @@ pub mod compare;
 pub mod plan;
 pub mod published;
 pub mod serve;
+pub mod serving;
 pub mod validate;
