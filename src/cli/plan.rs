@@ -432,10 +432,14 @@ fn plan_slo(args: &PlanArgs) -> anyhow::Result<Outcome> {
         n_gpus: gpus,
         tp,
         max_batch,
-        sched: SchedConfig {
-            token_budget: v.token_budget,
-            cuda_graphs: cuda_graphs("--cuda-graphs", v.cuda_graphs.as_deref(), None, None)?,
-            ..SchedConfig::default()
+        sched: {
+            // The stack's serving defaults (an engine's limits, KV sizing, scheduler and graphs).
+            let d = SchedConfig::for_stack(base.workload.stack);
+            let graphs = match v.cuda_graphs.as_deref() {
+                None => d.cuda_graphs,
+                given => cuda_graphs("--cuda-graphs", given, None, None)?.map(|g| crate::serve::CudaGraphs { max_batch: d.cuda_graphs.map_or(u32::MAX, |x| x.max_batch), ..g }),
+            };
+            SchedConfig { token_budget: v.token_budget, cuda_graphs: graphs, ..d }
         },
         routing: Routing::LeastLoaded,
     };

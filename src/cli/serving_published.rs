@@ -79,7 +79,12 @@ fn serve_wire(c: &Case, stack: &str) -> ServeWire {
             output_len: Some(c.output_len.to_string()),
             ..TrafficWire::default()
         },
-        scheduler: SchedulerWire { iteration_spread: Some("off".into()), ..SchedulerWire::default() },
+        scheduler: SchedulerWire {
+            iteration_spread: Some("off".into()),
+            chunked_prefill: c.chunked_prefill.then_some(true),
+            kv_cache_free_gpu_mem_fraction: c.kv_free_fraction.filter(|_| stack == "trtllm"),
+            ..SchedulerWire::default()
+        },
         ..ServeWire::default()
     }
 }

@@ -6,6 +6,7 @@ mod calibrate;
 mod catalog;
 mod cli;
 mod cost;
+mod engines;
 mod fuzz;
 mod limits;
 mod measure;

@@ -59,7 +59,7 @@ impl<'a> PoolState<'a> {
             return Err(ServeError::Invalid(format!("pool `{}`: replicas, max batch, token budget and block size must be positive", p.role.name())));
         }
         let cost = iteration_cost(p)?;
-        let room = cost::kv_room(&p.scenario, p.sched.token_budget as u64, p.sched.max_batch as u64, p.sched.gpu_memory_utilization);
+        let room = cost::kv_room_sized(&p.scenario, p.sched.token_budget as u64, p.sched.max_batch as u64, p.sched.gpu_memory_utilization, p.sched.kv_sizing);
         let total_blocks = (room.cache_bytes / (room.bytes_per_token * p.sched.block_size as f64)).floor() as u64;
         if total_blocks == 0 {
             return Err(ServeError::NoKvRoom {
@@ -363,7 +363,9 @@ fn price_iteration(pool: &mut PoolState, batch: &Batch, chunks: &[Chunk]) -> Pri
         DecodeAttention::PaddedMatmul => batch.decode_slot_span * batch.decode_kv_max,
     };
     // Graphs run the iteration with prefill graphs, or without them when it only decodes.
-    let graphs = sched.cuda_graphs.filter(|g| g.prefill_step.is_some() || (batch.n_decode > 0 && chunks.is_empty()));
+    let graphs = sched
+        .cuda_graphs
+        .filter(|g| g.prefill_step.is_some() || (batch.n_decode > 0 && chunks.is_empty() && batch.n_decode <= g.max_batch as u64));
     let graph = graphs.filter(|_| batch.n_decode > 0).map(|g| g.padded(sched.decode_attention, sched.max_batch as u64, batch));
     let (it, kind, tail) = match graphs {
         None => (pool.cost.iteration(batch.n_decode, kv, chunks, batch.rows), if chunks.is_empty() { SpreadKind::DecodeOnly } else { SpreadKind::Mixed }, 0.0),

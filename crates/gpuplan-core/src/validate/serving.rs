@@ -117,6 +117,11 @@ pub struct Case {
     pub input_len: u32,
     pub output_len: u32,
     pub load: Load,
+    /// Chunked prefill (context) on: TensorRT-LLM runs no prompt longer than `max_num_tokens`
+    /// without it, so rows with longer prompts (20,000 tokens) turn it on.
+    pub chunked_prefill: bool,
+    /// TensorRT-LLM's `kv_cache_free_gpu_mem_fraction` where the row's notes state it.
+    pub kv_free_fraction: Option<f64>,
     /// As published (tokens/s, or ms).
     pub measured: f64,
     pub describe: String,
