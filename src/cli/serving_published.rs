@@ -82,6 +82,7 @@ fn serve_wire(c: &Case, stack: &str) -> ServeWire {
         scheduler: SchedulerWire {
             iteration_spread: Some("off".into()),
             chunked_prefill: c.chunked_prefill.then_some(true),
+            cuda_graphs: (stack == "trtllm").then(|| if c.cuda_graphs { "decode" } else { "off" }.to_string()),
             kv_cache_free_gpu_mem_fraction: c.kv_free_fraction.filter(|_| stack == "trtllm"),
             ..SchedulerWire::default()
         },

@@ -124,6 +124,21 @@ impl HostOverhead {
                 },
                 "fitted: serving runs of scenarios/workloads/serve_llama.py on H200s (eager: one machine's fit split; CUDA graphs: the graph-fit split; calibration/runs/serve/FIT.md)",
             ),
+            crate::workload::Stack::Trtllm => {
+                let [it, seq, layer] = crate::cost::fitted::fitted().trtllm_host_us;
+                (
+                    HostOverhead {
+                        per_iteration: Seconds::us(it),
+                        per_sequence: Seconds::us(seq),
+                        per_layer_decode: Seconds::us(layer),
+                        per_layer_chunk: Seconds::ZERO,
+                        // The same loop runs between graph replays; a replay enqueues no layers.
+                        graph_per_iteration: Seconds::us(it),
+                        ..HostOverhead::default()
+                    },
+                    "fitted: the fit split of the TensorRT-LLM dev rows (cost::fitted::TRTLLM_HOST_US)",
+                )
+            }
             _ => (HostOverhead::default(), "none measured for this stack: zero (set --host-overhead-us)"),
         }
     }

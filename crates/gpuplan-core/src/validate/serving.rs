@@ -120,6 +120,10 @@ pub struct Case {
     /// Chunked prefill (context) on: TensorRT-LLM runs no prompt longer than `max_num_tokens`
     /// without it, so rows with longer prompts (20,000 tokens) turn it on.
     pub chunked_prefill: bool,
+    /// Decode iterations replay CUDA graphs: the v1.0 PyTorch backend's rows ("CUDA graphs with
+    /// padding", their notes); the v0.14 and v0.17 rows ran TensorRT engines, whose CUDA graph
+    /// mode is off by default and not stated as on.
+    pub cuda_graphs: bool,
     /// TensorRT-LLM's `kv_cache_free_gpu_mem_fraction` where the row's notes state it.
     pub kv_free_fraction: Option<f64>,
     /// As published (tokens/s, or ms).
