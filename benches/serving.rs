@@ -35,9 +35,27 @@ fn deployment(model: &str, system: &str, tp: i64, precision: &str, chunked: bool
 fn bench(c: &mut Criterion) {
     let opts = RunOptions { bin_s: 1e9, ..RunOptions::default() };
     let cases = [
-        ("online llama-3.1-8b 1xH100 bf16 8 qps x500 467/256", deployment("llama-3.1-8b", "dgx-h100", 1, "bf16", false), Load::Poisson { qps: 8.0, requests: 500 }, 467, 256),
-        ("offline llama-3.1-70b 4xH100 fp8 x3000 1000/1000", deployment("llama-3.1-70b", "dgx-h100", 4, "fp8", false), Load::Offline { requests: 3000 }, 1000, 1000),
-        ("offline llama-3.1-70b 1xH200 fp8 x1000 20000/2000", deployment("llama-3.1-70b", "hgx-h200", 1, "fp8", true), Load::Offline { requests: 1000 }, 20000, 2000),
+        (
+            "online llama-3.1-8b 1xH100 bf16 8 qps x500 467/256",
+            deployment("llama-3.1-8b", "dgx-h100", 1, "bf16", false),
+            Load::Poisson { qps: 8.0, requests: 500 },
+            467,
+            256,
+        ),
+        (
+            "offline llama-3.1-70b 4xH100 fp8 x3000 1000/1000",
+            deployment("llama-3.1-70b", "dgx-h100", 4, "fp8", false),
+            Load::Offline { requests: 3000 },
+            1000,
+            1000,
+        ),
+        (
+            "offline llama-3.1-70b 1xH200 fp8 x1000 20000/2000",
+            deployment("llama-3.1-70b", "hgx-h200", 1, "fp8", true),
+            Load::Offline { requests: 1000 },
+            20000,
+            2000,
+        ),
     ];
     let mut g = c.benchmark_group("serving prediction");
     g.sample_size(10);
@@ -45,7 +63,13 @@ fn bench(c: &mut Criterion) {
         let a = load.arrivals(*i, *o, 0);
         let r = simulate(d, &a, &opts).unwrap();
         let s = gpuplan::serve::stats::summarize(&r);
-        eprintln!("{name}: {} iterations, {:.0} output tok/s, mean TTFT {:.1} ms, mean ITL {:.2} ms", r.pools[0].iterations, s.output_token_throughput, s.ttft.mean * 1e3, s.tpot.mean * 1e3);
+        eprintln!(
+            "{name}: {} iterations, {:.0} output tok/s, mean TTFT {:.1} ms, mean ITL {:.2} ms",
+            r.pools[0].iterations,
+            s.output_token_throughput,
+            s.ttft.mean * 1e3,
+            s.tpot.mean * 1e3
+        );
         g.bench_function(*name, |b| b.iter(|| simulate(std::hint::black_box(d), &a, &opts).unwrap()));
     }
     g.finish();

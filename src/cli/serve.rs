@@ -85,6 +85,11 @@ pub struct ServeArgs {
     /// limits; throughput is output tokens over the whole run. Takes no --qps or --trace
     #[arg(long, value_name = "N", value_parser = count(), allow_negative_numbers = true)]
     pub offline: Option<i64>,
+    /// The serving front end's time per request, ms: a request reaches the engine this long after
+    /// it is sent (Triton's ensemble: tokenizing, queueing, detokenizing and streaming); TTFT
+    /// includes it (default 0: the engine called directly)
+    #[arg(long, value_parser = non_negative, allow_negative_numbers = true)]
+    pub frontend_ms: Option<f64>,
     /// The engine's host time in microseconds: per iteration and per sequence in it (serial: the
     /// GPU waits), per layer when sequences decode, per layer and prefill chunk (beside the GPU, as
     /// launches); default: the stack's (torch-eager: fitted on the reference server, others
@@ -253,6 +258,7 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
         replications: a.replications as u64,
         sweep_max_qps: a.sweep_qps.as_ref().and_then(|v| v.iter().copied().reduce(f64::max)),
         offline: a.offline.map(|n| n as u64),
+        frontend_ms: a.frontend_ms,
     };
     let flags = a.to_wire();
     let by_flags = flags != ServeWire::default();

@@ -31,7 +31,11 @@ pub fn run(
         );
     }
     let stack = args.stack.as_deref().unwrap_or(DEFAULT_STACK);
-    let r = score_file(file, split, stack)?;
+    let kind = args.scenario_kind.as_deref();
+    if let Some(k) = kind.filter(|k| !matches!(*k, "offline" | "online")) {
+        anyhow::bail!("`--scenario-kind` = `{k}` is not known\nhint: offline (trtllm-bench rows) or online (Triton rows)");
+    }
+    let r = score_file_filtered(file, split, stack, args.only_gpu.as_deref(), kind)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&to_json(&r, split, stack))?);
     } else {
@@ -92,7 +96,19 @@ fn serve_wire(c: &Case, stack: &str) -> ServeWire {
 
 /// Read, map, simulate and score every row of `file` in `split` (fit, test or all).
 pub fn score_file(file: &Path, split: &str, stack: &str) -> anyhow::Result<Report> {
-    let rows: Vec<_> = read_rows(file)?.into_iter().filter(|r| split == "all" || r.split == split).collect();
+    score_file_filtered(file, split, stack, None, None)
+}
+
+/// [`score_file`] on the rows whose GPU name contains `gpu` and whose kind is `kind` (offline,
+/// online), where given.
+pub fn score_file_filtered(file: &Path, split: &str, stack: &str, gpu: Option<&str>, kind: Option<&str>) -> anyhow::Result<Report> {
+    let of_kind = |r: &crate::config::serving_published::RowWire| match kind {
+        Some("offline") => r.scenario == "offline max throughput",
+        Some("online") => r.scenario.starts_with("online serving"),
+        _ => true,
+    };
+    let rows: Vec<_> =
+        read_rows(file)?.into_iter().filter(|r| (split == "all" || r.split == split) && gpu.is_none_or(|g| r.gpu.contains(g)) && of_kind(r)).collect();
     anyhow::ensure!(!rows.is_empty(), "no rows of split `{split}` in `{}`", file.display());
     let systems = crate::config::list_names("calibration/systems");
     let has_system = |s: &str| systems.iter().any(|n| n == s);

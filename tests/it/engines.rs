@@ -46,7 +46,8 @@ fn a_cuda_graph_capture_size_above_the_batch_limit_is_refused() {
 
 #[test]
 fn training_with_an_inference_engine_is_refused() {
-    let (code, _, err) = gpuplan(&["predict", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "8", "--stack", "trtllm", "--seq", "4096", "--global-batch", "64"]);
+    let (code, _, err) =
+        gpuplan(&["predict", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "8", "--stack", "trtllm", "--seq", "4096", "--global-batch", "64"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("trtllm") && err.contains("inference engine") && err.contains("hint:"), "{err}");
 }
@@ -56,8 +57,26 @@ fn engines_predict_decode_and_differ_in_kv_cache() {
     // FP8 decode at a long context: TensorRT-LLM's FP8 KV cache halves the attention's reads.
     let run = |stack: &str| {
         let (code, v, err) = gpuplan(&[
-            "predict", "--model", "llama-3.1-70b", "--system", "dgx-h100", "--gpus", "4", "--tp", "4", "--mode", "decode", "--batch", "64", "--kv-len", "20000",
-            "--precision", "fp8", "--stack", stack, "--json",
+            "predict",
+            "--model",
+            "llama-3.1-70b",
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "4",
+            "--tp",
+            "4",
+            "--mode",
+            "decode",
+            "--batch",
+            "16",
+            "--kv-len",
+            "20000",
+            "--precision",
+            "fp8",
+            "--stack",
+            stack,
+            "--json",
         ]);
         assert_eq!(code, 0, "{stack}: {err}");
         v
@@ -73,8 +92,28 @@ fn engines_predict_decode_and_differ_in_kv_cache() {
 fn trtllm_offline_mode_queues_every_request_and_kv_capacity_binds_at_20k() {
     let run = |input: &str, output: &str, n: &str| {
         let (code, v, err) = gpuplan(&[
-            "serve", "--model", "llama-3.1-70b", "--system", "hgx-h200", "--gpus", "1", "--tp", "1", "--precision", "fp8", "--stack", "trtllm",
-            "--offline", n, "--input-len", input, "--output-len", output, "--chunked-prefill", "true", "--json",
+            "serve",
+            "--model",
+            "llama-3.1-70b",
+            "--system",
+            "hgx-h200",
+            "--gpus",
+            "1",
+            "--tp",
+            "1",
+            "--precision",
+            "fp8",
+            "--stack",
+            "trtllm",
+            "--offline",
+            n,
+            "--input-len",
+            input,
+            "--output-len",
+            output,
+            "--chunked-prefill",
+            "true",
+            "--json",
         ]);
         assert_eq!(code, 0, "{err}");
         v

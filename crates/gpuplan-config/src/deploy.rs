@@ -85,6 +85,8 @@ pub struct RunFlags {
     pub sweep_max_qps: Option<f64>,
     /// `--offline N`: N requests queued at t = 0 (trtllm-bench's offline mode).
     pub offline: Option<u64>,
+    /// `--frontend-ms`: the serving front end's time per request (`RunOptions::frontend_s`).
+    pub frontend_ms: Option<f64>,
 }
 
 /// Overlay `over` on `base`: every value `over` sets wins.
@@ -476,7 +478,7 @@ pub fn resolve(w: &ServeWire, file: Option<&Path>, run: &RunFlags) -> Result<Res
         seed,
         trace,
         trace_path,
-        opts: RunOptions { bin_s: run.bin_s, drain_s, record_iterations: run.record_iterations, seed },
+        opts: RunOptions { bin_s: run.bin_s, drain_s, record_iterations: run.record_iterations, seed, frontend_s: run.frontend_ms.unwrap_or(0.0) * 1e-3 },
         offline: run.offline,
     })
 }

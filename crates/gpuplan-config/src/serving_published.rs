@@ -194,6 +194,7 @@ pub fn map_row(r: &RowWire, has_system: &dyn Fn(&str) -> bool) -> Result<Case, S
         // 0.90)" (v1.0), "0.95 in majority of cases" (v0.17). The online rows state none.
         kv_free_fraction: offline.then_some(0.95),
         cuda_graphs: r.notes.contains("CUDA graphs"),
+        triton: online,
         // TensorRT-LLM refuses a prompt longer than max_num_tokens (8192 by default) unless
         // chunked context is on (`enable_chunked_context` / `enable_chunked_prefill`): the 20,000
         // token rows must have run with it.

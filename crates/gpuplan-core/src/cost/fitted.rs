@@ -57,6 +57,13 @@ pub const MOE_DISPATCH_SYNC_US: f64 = 6500.0;
 /// scripts/fit_trtllm_host.sh and its committed output for the rows, the grid and the result.
 pub const TRTLLM_HOST_US: [f64; 3] = [0.0, 0.0, 0.0];
 
+/// Triton's front-end time per request, microseconds (`serve::RunOptions::frontend_s`): the
+/// TensorRT-LLM backend's ensemble around the engine (the Python preprocessing model that
+/// tokenizes, Triton's scheduling of the request, the postprocessing that detokenizes and streams
+/// tokens back), which the online rows' TTFT includes. Fitted with [`TRTLLM_HOST_US`] on the
+/// online rows of the same fit split (scripts/fit_trtllm_host.sh).
+pub const TRITON_FRONTEND_US: f64 = 0.0;
+
 /// Fitted values in effect.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Fitted {
@@ -68,14 +75,21 @@ pub struct Fitted {
     pub moe_dispatch_sync_us: f64,
     /// See [`TRTLLM_HOST_US`].
     pub trtllm_host_us: [f64; 3],
+    /// See [`TRITON_FRONTEND_US`].
+    pub triton_frontend_us: f64,
 }
 
 /// The environment variable the binary reads the overrides from.
 pub const VAR: &str = "GPUPLAN_FIT_CONSTANTS";
 
 /// The values as shipped.
-pub const SHIPPED: Fitted =
-    Fitted { dtensor_linear_us: DTENSOR_LINEAR_US, overlap_cost: OVERLAP_COST, moe_dispatch_sync_us: MOE_DISPATCH_SYNC_US, trtllm_host_us: TRTLLM_HOST_US };
+pub const SHIPPED: Fitted = Fitted {
+    dtensor_linear_us: DTENSOR_LINEAR_US,
+    overlap_cost: OVERLAP_COST,
+    moe_dispatch_sync_us: MOE_DISPATCH_SYNC_US,
+    trtllm_host_us: TRTLLM_HOST_US,
+    triton_frontend_us: TRITON_FRONTEND_US,
+};
 
 static INSTALLED: OnceLock<Fitted> = OnceLock::new();
 
@@ -91,7 +105,7 @@ pub fn fitted() -> Fitted {
 }
 
 /// Parse `KEY=V[,V];...` over `f` (`dtensor_linear_us=A,B`, `overlap_cost=X`, `moe_dispatch_sync_us=X`,
-/// `trtllm_host_us=ITER,SEQ,LAYER`).
+/// `trtllm_host_us=ITER,SEQ,LAYER`, `triton_frontend_us=X`).
 pub fn parse(text: &str, mut f: Fitted) -> Result<Fitted, String> {
     for item in text.split(';').map(str::trim).filter(|s| !s.is_empty()) {
         let (key, value) = item.split_once('=').ok_or_else(|| format!("`{item}` is not KEY=VALUE"))?;
@@ -102,6 +116,7 @@ pub fn parse(text: &str, mut f: Fitted) -> Result<Fitted, String> {
             ("overlap_cost", [x]) => f.overlap_cost = *x,
             ("moe_dispatch_sync_us", [x]) => f.moe_dispatch_sync_us = *x,
             ("trtllm_host_us", [a, b, c]) => f.trtllm_host_us = [*a, *b, *c],
+            ("triton_frontend_us", [x]) => f.triton_frontend_us = *x,
             (k, _) => return Err(format!("unknown key or wrong count of values: `{k}`")),
         }
     }
@@ -114,9 +129,12 @@ mod tests {
 
     #[test]
     fn overrides_parse_and_bad_ones_are_errors() {
-        let base = Fitted { dtensor_linear_us: [1.0, 2.0], overlap_cost: 0.5, moe_dispatch_sync_us: 0.0, trtllm_host_us: [0.0; 3] };
+        let base = Fitted { dtensor_linear_us: [1.0, 2.0], overlap_cost: 0.5, moe_dispatch_sync_us: 0.0, trtllm_host_us: [0.0; 3], triton_frontend_us: 0.0 };
         let f = parse("dtensor_linear_us=225,50; overlap_cost=1.0; trtllm_host_us=1,2,3", base).unwrap();
-        assert_eq!(f, Fitted { dtensor_linear_us: [225.0, 50.0], overlap_cost: 1.0, moe_dispatch_sync_us: 0.0, trtllm_host_us: [1.0, 2.0, 3.0] });
+        assert_eq!(
+            f,
+            Fitted { dtensor_linear_us: [225.0, 50.0], overlap_cost: 1.0, moe_dispatch_sync_us: 0.0, trtllm_host_us: [1.0, 2.0, 3.0], triton_frontend_us: 0.0 }
+        );
         assert_eq!(parse("", base).unwrap(), base);
         assert!(parse("overlap_cost=1,2", base).is_err());
         assert!(parse("overlap=1", base).is_err());

@@ -135,6 +135,7 @@ pub fn simulate_with_progress(
         net_bw: deployment.pools[0].scenario.system.network_bandwidth_per_gpu().value(),
         chunks: Vec::new(),
         decisions: Decisions::default(),
+        frontend_s: opts.frontend_s.max(0.0),
     };
     let stop = arrivals.last().map_or(0.0, |a| a.at) + opts.drain_s;
     engine.run(if stop.is_finite() { SimTime::from_seconds(Seconds::new(stop)) } else { SimTime(u64::MAX) }, progress);
@@ -183,13 +184,15 @@ struct Engine<'a> {
     /// Scratch: the prefill chunks of the batch being started, and its scheduler's decisions.
     chunks: Vec<Chunk>,
     decisions: Decisions,
+    /// The front end's time per request (`RunOptions::frontend_s`).
+    frontend_s: f64,
 }
 
 impl Engine<'_> {
     /// Handle events in time order until none is left or the next is after `stop`.
     fn run(&mut self, stop: SimTime, progress: &mut dyn FnMut(u64)) {
         if let Some(first) = self.arrivals.first() {
-            self.queue.push(SimTime::from_seconds(Seconds::new(first.at)), Event::Arrival(0));
+            self.queue.push(SimTime::from_seconds(Seconds::new(first.at + self.frontend_s)), Event::Arrival(0));
         }
         while let Some((t, event)) = self.queue.pop() {
             if t > stop {
@@ -218,7 +221,7 @@ impl Engine<'_> {
     /// pool (returned), unless it can never fit a replica's cache.
     fn arrival(&mut self, i: u32, now_s: f64) -> Option<usize> {
         if let Some(next) = self.arrivals.get(i as usize + 1) {
-            self.queue.push(SimTime::from_seconds(Seconds::new(next.at)), Event::Arrival(i + 1));
+            self.queue.push(SimTime::from_seconds(Seconds::new(next.at + self.frontend_s)), Event::Arrival(i + 1));
         }
         let r = self.arrivals[i as usize];
         // A request whose whole context cannot fit one replica's cache never finishes.
@@ -363,9 +366,7 @@ fn price_iteration(pool: &mut PoolState, batch: &Batch, chunks: &[Chunk]) -> Pri
         DecodeAttention::PaddedMatmul => batch.decode_slot_span * batch.decode_kv_max,
     };
     // Graphs run the iteration with prefill graphs, or without them when it only decodes.
-    let graphs = sched
-        .cuda_graphs
-        .filter(|g| g.prefill_step.is_some() || (batch.n_decode > 0 && chunks.is_empty() && batch.n_decode <= g.max_batch as u64));
+    let graphs = sched.cuda_graphs.filter(|g| g.prefill_step.is_some() || (batch.n_decode > 0 && chunks.is_empty() && batch.n_decode <= g.max_batch as u64));
     let graph = graphs.filter(|_| batch.n_decode > 0).map(|g| g.padded(sched.decode_attention, sched.max_batch as u64, batch));
     let (it, kind, tail) = match graphs {
         None => (pool.cost.iteration(batch.n_decode, kv, chunks, batch.rows), if chunks.is_empty() { SpreadKind::DecodeOnly } else { SpreadKind::Mixed }, 0.0),

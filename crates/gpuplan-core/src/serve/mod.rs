@@ -286,11 +286,17 @@ pub struct RunOptions {
     pub drain_s: f64,
     /// Seed of the iteration-time spread draws (the request stream has its own seed).
     pub seed: u64,
+    /// Seconds between a request's send and its arrival at the engine: the serving front end's own
+    /// work per request, counted once
+    /// (Triton's ensemble: tokenizing, its queue, detokenizing and streaming the tokens back),
+    /// which TTFT includes and the time between tokens does not. 0: the engine is called directly
+    /// (trtllm-bench, the reference server).
+    pub frontend_s: f64,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { bin_s: 1.0, drain_s: f64::INFINITY, record_iterations: false, seed: 0 }
+        RunOptions { bin_s: 1.0, drain_s: f64::INFINITY, record_iterations: false, seed: 0, frontend_s: 0.0 }
     }
 }
 

@@ -120,6 +120,9 @@ pub struct Case {
     /// Chunked prefill (context) on: TensorRT-LLM runs no prompt longer than `max_num_tokens`
     /// without it, so rows with longer prompts (20,000 tokens) turn it on.
     pub chunked_prefill: bool,
+    /// Served through Triton's TensorRT-LLM backend (the online rows): its front end's time per
+    /// request (`cost::fitted::TRITON_FRONTEND_US`) is in their TTFT.
+    pub triton: bool,
     /// Decode iterations replay CUDA graphs: the v1.0 PyTorch backend's rows ("CUDA graphs with
     /// padding", their notes); the v0.14 and v0.17 rows ran TensorRT engines, whose CUDA graph
     /// mode is off by default and not stated as on.
@@ -134,7 +137,21 @@ pub struct Case {
 impl Case {
     /// Rows that share one simulation: the same configuration under the same load.
     pub fn run_key(&self) -> String {
-        format!("{}|{}|{}|{}|{}|{}|{}|{:?}", self.model, self.system, self.precision, self.tp, self.pp, self.input_len, self.output_len, self.load)
+        format!(
+            "{}|{}|{}|{}|{}|{}|{}|{:?}|{}|{}|{}|{:?}",
+            self.model,
+            self.system,
+            self.precision,
+            self.tp,
+            self.pp,
+            self.input_len,
+            self.output_len,
+            self.load,
+            self.chunked_prefill,
+            self.cuda_graphs,
+            self.triton,
+            self.kv_free_fraction
+        )
     }
 }
 
@@ -171,7 +188,9 @@ pub fn score_all(cases: Vec<Case>, deployments: Vec<Deployment>) -> (Vec<Scored>
         .map(|&i| {
             let c = &cases[i];
             let arr = c.load.arrivals(c.input_len, c.output_len, SEED);
-            let opts = RunOptions { bin_s: 1e9, ..RunOptions::default() };
+            // Online rows went through Triton's front end; offline rows called the engine.
+            let frontend_s = if c.triton { crate::cost::fitted::fitted().triton_frontend_us * 1e-6 } else { 0.0 };
+            let opts = RunOptions { bin_s: 1e9, frontend_s, ..RunOptions::default() };
             simulate(&deployments[i], &arr, &opts).map(|r| summarize(&r)).map_err(|e| e.to_string())
         })
         .collect();
