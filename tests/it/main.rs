@@ -19,5 +19,6 @@ mod reference;
 mod report;
 mod serve;
 mod serve_engine;
+mod serving_published;
 mod sim;
 mod validation;
