@@ -33,9 +33,10 @@ pub struct PublishedArgs {
     /// (offline_output_tps, mean_ttft, mean_itl), repeatable
     #[arg(long, value_name = "METRIC=PCT", requires = "serving")]
     pub max_serving_mape: Vec<String>,
-    /// With --serving: only rows whose GPU name contains TEXT (e.g. H200)
-    #[arg(long, value_name = "TEXT", requires = "serving")]
-    pub only_gpu: Option<String>,
+    /// With --serving: only rows whose GPU maps to this catalog system (e.g. hgx-h200; the table
+    /// config::serving_published::SYSTEMS)
+    #[arg(long, value_name = "SYSTEM", requires = "serving")]
+    pub only_system: Option<String>,
     /// With --serving: only `offline` or `online` rows
     #[arg(long, value_name = "offline|online", requires = "serving")]
     pub scenario_kind: Option<String>,

@@ -35,7 +35,7 @@ pub fn run(
     if let Some(k) = kind.filter(|k| !matches!(*k, "offline" | "online")) {
         anyhow::bail!("`--scenario-kind` = `{k}` is not known\nhint: offline (trtllm-bench rows) or online (Triton rows)");
     }
-    let r = score_file_filtered(file, split, stack, args.only_gpu.as_deref(), kind)?;
+    let r = score_file_filtered(file, split, stack, args.only_system.as_deref(), kind)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&to_json(&r, split, stack))?);
     } else {
@@ -99,16 +99,18 @@ pub fn score_file(file: &Path, split: &str, stack: &str) -> anyhow::Result<Repor
     score_file_filtered(file, split, stack, None, None)
 }
 
-/// [`score_file`] on the rows whose GPU name contains `gpu` and whose kind is `kind` (offline,
-/// online), where given.
-pub fn score_file_filtered(file: &Path, split: &str, stack: &str, gpu: Option<&str>, kind: Option<&str>) -> anyhow::Result<Report> {
+/// [`score_file`] on the rows whose GPU maps to catalog system `system` and whose kind is `kind`
+/// (offline, online), where given.
+pub fn score_file_filtered(file: &Path, split: &str, stack: &str, system: Option<&str>, kind: Option<&str>) -> anyhow::Result<Report> {
     let of_kind = |r: &crate::config::serving_published::RowWire| match kind {
         Some("offline") => r.scenario == "offline max throughput",
         Some("online") => r.scenario.starts_with("online serving"),
         _ => true,
     };
-    let rows: Vec<_> =
-        read_rows(file)?.into_iter().filter(|r| (split == "all" || r.split == split) && gpu.is_none_or(|g| r.gpu.contains(g)) && of_kind(r)).collect();
+    let rows: Vec<_> = read_rows(file)?
+        .into_iter()
+        .filter(|r| (split == "all" || r.split == split) && system.is_none_or(|s| crate::config::serving_published::system_of(&r.gpu) == Some(s)) && of_kind(r))
+        .collect();
     anyhow::ensure!(!rows.is_empty(), "no rows of split `{split}` in `{}`", file.display());
     let systems = crate::config::list_names("calibration/systems");
     let has_system = |s: &str| systems.iter().any(|n| n == s);
