@@ -129,7 +129,7 @@ fn trtllm_offline_mode_queues_every_request_and_kv_capacity_binds_at_20k() {
     let kv_tokens = long["deployment"]["pools"][0]["kv_tokens_per_replica"].as_f64().unwrap();
     let fit = (kv_tokens / 22000.0).floor();
     let mean_batch = long["batch"]["mean"].as_f64().unwrap();
-    assert!(fit >= 1.0 && fit < 64.0, "{kv_tokens}");
+    assert!((1.0..64.0).contains(&fit), "{kv_tokens}");
     assert!(mean_batch <= fit + 1e-9 && mean_batch > 0.5 * fit, "mean batch {mean_batch} vs {fit} requests that fit");
     assert_eq!(long["requests"]["preempted"].as_u64(), Some(0));
     // Offline takes no load.

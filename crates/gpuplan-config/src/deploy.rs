@@ -360,7 +360,7 @@ pub fn resolve(w: &ServeWire, file: Option<&Path>, run: &RunFlags) -> Result<Res
         if trace.is_some() || run.sweeping || t.qps.is_some() {
             bail!("`--offline` = {n} queues every request at t = 0: it takes no `--qps`, `--trace` or `--sweep-qps`\nhint: give the lengths with --input-len / --output-len");
         }
-        if n == 0 || n > limits::MAX_REQUESTS as u64 {
+        if n == 0 || n > limits::MAX_REQUESTS {
             bail!("`--offline` = {n} requests is not in 1..={}\nhint: trtllm-bench's offline datasets hold 1,000-30,000 requests", limits::MAX_REQUESTS);
         }
     }

@@ -210,7 +210,7 @@ pub fn generate(process: &Process, input: Lengths, output: Lengths, duration_s: 
 /// lengths drawn as [`generate`] draws them.
 pub fn offline(n: u64, input: Lengths, output: Lengths, seed: u64, max_len: u32) -> Vec<Arrival> {
     let mut rng = Rng::new(seed);
-    (0..n.min(crate::limits::serve::MAX_REQUESTS as u64 + 1))
+    (0..n.min(crate::limits::serve::MAX_REQUESTS + 1))
         .map(|_| {
             let i = input.sample(&mut rng).min(max_len.saturating_sub(1)).max(1);
             let o = output.sample(&mut rng).min(max_len - i).max(1);
