@@ -88,14 +88,14 @@ pub const VLLM: EngineDefaults = EngineDefaults {
     kv_fraction: 0.9,
     kv_sizing: KvSizing::OfTotal,
     policy: Policy::VllmV1,
-    cuda_graph_max_batch: 512,
+    cuda_graph_max_batch: 256,
     knob_max_batch: "max_num_seqs",
     knob_token_budget: "max_num_batched_tokens",
     knob_kv_fraction: "gpu_memory_utilization",
     source: "vLLM v0.8-v0.10 EngineArgs / CacheConfig / SchedulerConfig defaults (from memory, not re-read here): max_num_seqs 256, \
              max_num_batched_tokens 8192 (V1 offline default), chunked prefill always on in V1, block_size 16 on CUDA, \
              gpu_memory_utilization 0.9 of total memory; CompilationConfig cudagraph capture sizes 1, 2, 4, multiples of 8 up to \
-             max_capture_size 512",
+             max_capture_size 512, none above max_num_seqs (256 here)",
 };
 
 /// SGLang (v0.4.x `ServerArgs` defaults on an 80-141 GB GPU at TP 1).
