@@ -90,6 +90,11 @@ pub struct ServeArgs {
     /// includes it (default 0: the engine called directly)
     #[arg(long, value_parser = non_negative, allow_negative_numbers = true)]
     pub frontend_ms: Option<f64>,
+    /// The client's concurrency limit (Triton's online benchmarks): at most N requests in flight;
+    /// arrivals beyond it wait at the client and are sent as requests finish (their TTFT counts
+    /// from the send)
+    #[arg(long, value_name = "N", value_parser = count(), allow_negative_numbers = true)]
+    pub max_concurrency: Option<i64>,
     /// The engine's host time in microseconds: per iteration and per sequence in it (serial: the
     /// GPU waits), per layer when sequences decode, per layer and prefill chunk (beside the GPU, as
     /// launches); default: the stack's (torch-eager: fitted on the reference server, others
@@ -259,6 +264,7 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
         sweep_max_qps: a.sweep_qps.as_ref().and_then(|v| v.iter().copied().reduce(f64::max)),
         offline: a.offline.map(|n| n as u64),
         frontend_ms: a.frontend_ms,
+        max_concurrency: a.max_concurrency.map(|n| n.min(u32::MAX as i64) as u32),
     };
     let flags = a.to_wire();
     let by_flags = flags != ServeWire::default();

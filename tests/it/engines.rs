@@ -137,3 +137,25 @@ fn trtllm_offline_mode_queues_every_request_and_kv_capacity_binds_at_20k() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--offline") && err.contains("hint:"), "{err}");
 }
+
+#[test]
+fn a_client_concurrency_limit_caps_the_batch_and_counts_latency_from_the_send() {
+    let run = |more: &[&str]| {
+        let mut args = vec!["serve", "--model", "llama-3.1-8b", "--system", "dgx-h100", "--stack", "trtllm", "--qps", "50", "--duration-s", "4"];
+        args.extend_from_slice(&["--input-len", "467", "--output-len", "64", "--json"]);
+        args.extend_from_slice(more);
+        let (code, v, err) = gpuplan(&args);
+        assert_eq!(code, 0, "{err}");
+        v
+    };
+    let (free, capped) = (run(&[]), run(&["--max-concurrency", "4"]));
+    assert_eq!(capped["requests"]["completed"], free["requests"]["completed"], "every request is still served");
+    let batch = capped["batch"]["mean"].as_f64().unwrap();
+    assert!(batch <= 4.0 + 1e-9 && batch > 3.0, "at most 4 in flight: mean batch {batch}");
+    assert!(capped["duration_s"].as_f64().unwrap() > 2.0 * free["duration_s"].as_f64().unwrap(), "the client paces the load");
+    // TTFT counts from the send, not from the arrival held at the client.
+    assert!(capped["ttft_s"]["mean"].as_f64().unwrap() < 0.2, "{:#}", capped["ttft_s"]);
+    let (code, _, err) = gpuplan(&with(&["--stack", "trtllm", "--qps", "1", "--max-concurrency", "0"]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--max-concurrency"), "{err}");
+}

@@ -196,8 +196,12 @@ fn conservation_and_littles_law() {
     // Overloaded and cut off: requests in = out + in flight at the stop.
     for (qps, drain) in [(20.0, f64::INFINITY), (200.0, 0.0)] {
         let a = stream(qps, 60.0, 1);
-        let r =
-            simulate(&deployment(&s, 2, sched), &a, &RunOptions { bin_s: 1.0, drain_s: drain, record_iterations: false, seed: 0, frontend_s: 0.0 }).unwrap();
+        let r = simulate(
+            &deployment(&s, 2, sched),
+            &a,
+            &RunOptions { bin_s: 1.0, drain_s: drain, record_iterations: false, seed: 0, frontend_s: 0.0, max_concurrency: None },
+        )
+        .unwrap();
         let sm = summarize(&r);
         let arrived = r.arrived;
         let seen = &r.requests[..arrived as usize];

@@ -87,6 +87,8 @@ pub struct RunFlags {
     pub offline: Option<u64>,
     /// `--frontend-ms`: the serving front end's time per request (`RunOptions::frontend_s`).
     pub frontend_ms: Option<f64>,
+    /// `--max-concurrency`: the client's limit on requests in flight (`RunOptions::max_concurrency`).
+    pub max_concurrency: Option<u32>,
 }
 
 /// Overlay `over` on `base`: every value `over` sets wins.
@@ -478,7 +480,14 @@ pub fn resolve(w: &ServeWire, file: Option<&Path>, run: &RunFlags) -> Result<Res
         seed,
         trace,
         trace_path,
-        opts: RunOptions { bin_s: run.bin_s, drain_s, record_iterations: run.record_iterations, seed, frontend_s: run.frontend_ms.unwrap_or(0.0) * 1e-3 },
+        opts: RunOptions {
+            bin_s: run.bin_s,
+            drain_s,
+            record_iterations: run.record_iterations,
+            seed,
+            frontend_s: run.frontend_ms.unwrap_or(0.0) * 1e-3,
+            max_concurrency: run.max_concurrency,
+        },
         offline: run.offline,
     })
 }

@@ -136,6 +136,10 @@ pub fn simulate_with_progress(
         chunks: Vec::new(),
         decisions: Decisions::default(),
         frontend_s: opts.frontend_s.max(0.0),
+        max_concurrency: opts.max_concurrency.unwrap_or(u32::MAX).max(1),
+        in_flight: 0,
+        held: std::collections::VecDeque::new(),
+        released_to: Vec::new(),
     };
     let stop = arrivals.last().map_or(0.0, |a| a.at) + opts.drain_s;
     engine.run(if stop.is_finite() { SimTime::from_seconds(Seconds::new(stop)) } else { SimTime(u64::MAX) }, progress);
@@ -186,6 +190,13 @@ struct Engine<'a> {
     decisions: Decisions,
     /// The front end's time per request (`RunOptions::frontend_s`).
     frontend_s: f64,
+    /// The client's concurrency limit (`RunOptions::max_concurrency`; `u32::MAX`: none), the
+    /// requests it has in flight, those it holds back until one finishes (in arrival order), and
+    /// the replicas that requests released this event went to.
+    max_concurrency: u32,
+    in_flight: u32,
+    held: std::collections::VecDeque<u32>,
+    released_to: Vec<usize>,
 }
 
 impl Engine<'_> {
@@ -214,6 +225,10 @@ impl Engine<'_> {
             if let Some(rid) = woken {
                 self.start_iteration(rid, t, now_s);
             }
+            // Requests a completion let the client send (its concurrency limit).
+            while let Some(rid) = self.released_to.pop() {
+                self.start_iteration(rid, t, now_s);
+            }
         }
     }
 
@@ -223,6 +238,16 @@ impl Engine<'_> {
         if let Some(next) = self.arrivals.get(i as usize + 1) {
             self.queue.push(SimTime::from_seconds(Seconds::new(next.at + self.frontend_s)), Event::Arrival(i + 1));
         }
+        if self.in_flight >= self.max_concurrency {
+            self.held.push_back(i);
+            return None;
+        }
+        self.send(i, now_s)
+    }
+
+    /// Request `i` reaches the engine at `now_s` (counted in flight): routed to a replica of the
+    /// first pool (returned), unless it can never fit a replica's cache.
+    fn send(&mut self, i: u32, now_s: f64) -> Option<usize> {
         let r = self.arrivals[i as usize];
         // A request whose whole context cannot fit one replica's cache never finishes.
         let fits = self.pools.iter().all(|p| blocks_for((r.input_len + r.output_len) as u64, p.sched.block_size as u64) <= p.total_blocks);
@@ -230,6 +255,7 @@ impl Engine<'_> {
         if !fits {
             return None;
         }
+        self.in_flight += 1;
         let rid = route(&mut self.pools[0], &self.replicas, self.routing);
         self.replicas[rid].queues.waiting.push_back(Seq::new(i, r.input_len, r.output_len));
         Some(rid)
@@ -283,6 +309,16 @@ impl Engine<'_> {
         }
         rep.queues.running.retain(|s| s.target != GONE);
         self.metrics.iteration_done(now_s, tokens, completions);
+        // Each completion frees a slot of the client's concurrency limit: it sends the next held
+        // request now (sent now: its latency counts from here, as a benchmark client's does).
+        self.in_flight = self.in_flight.saturating_sub(completions as u32);
+        while self.in_flight < self.max_concurrency {
+            let Some(i) = self.held.pop_front() else { break };
+            self.metrics.resent(i, now_s - self.frontend_s);
+            if let Some(r) = self.send(i, now_s) {
+                self.released_to.push(r);
+            }
+        }
         for (req, dt) in handoffs {
             self.queue.push(SimTime(t.0 + SimTime::from_seconds(Seconds::new(dt)).0), Event::Handoff(req));
         }

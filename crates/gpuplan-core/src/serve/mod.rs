@@ -292,11 +292,15 @@ pub struct RunOptions {
     /// which TTFT includes and the time between tokens does not. 0: the engine is called directly
     /// (trtllm-bench, the reference server).
     pub frontend_s: f64,
+    /// The client's concurrency limit (Triton's perf_analyzer / benchmark clients): at most this
+    /// many requests in flight; an arrival beyond it waits at the client and is sent when one
+    /// finishes, its latencies counted from the send. `None`: no limit.
+    pub max_concurrency: Option<u32>,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { bin_s: 1.0, drain_s: f64::INFINITY, record_iterations: false, seed: 0, frontend_s: 0.0 }
+        RunOptions { bin_s: 1.0, drain_s: f64::INFINITY, record_iterations: false, seed: 0, frontend_s: 0.0, max_concurrency: None }
     }
 }
 
