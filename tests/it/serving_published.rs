@@ -69,12 +69,12 @@ fn h200_serving_rows_stay_within_their_bounds() {
 #[test]
 fn gpus_without_a_catalog_system_are_reported_not_dropped_and_bad_bounds_exit_2() {
     // The L40S rows: scored once the catalog has their system, reported as missing until then.
-    let (code, v, err) = validate(&["--only-system", "l40s-node", "--scenario-kind", "offline"]);
+    let (code, v, err) = validate(&["--only-system", "l40s-pcie-8x", "--scenario-kind", "offline"]);
     assert_eq!(code, 0, "{err}");
     let not = v["not_scored"].as_array().unwrap();
     assert_eq!(not.len() + v["rows"].as_array().unwrap().len(), 54, "every L40S row is scored or reported");
     assert!(not.iter().all(|n| n["kind"] == "unsupported" && n["reason"].as_str().unwrap().contains("no system in catalog")), "{not:#?}");
-    let (code, _, err) = validate(&["--only-system", "l40s-node", "--max-serving-mape", "ttft=5"]);
+    let (code, _, err) = validate(&["--only-system", "l40s-pcie-8x", "--max-serving-mape", "ttft=5"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--max-serving-mape") && err.contains("hint:"), "{err}");
     let (code, _, err) = validate(&["--scenario-kind", "both"]);

@@ -52,13 +52,14 @@ pub struct RowWire {
 /// lacks is reported as "no system in catalog", not dropped.
 pub const SYSTEMS: &[(&str, &str)] = &[
     ("GB200", "gb200-nvl72"),
-    ("GH200", "gh200"),
+    ("GH200", "gh200-480gb-1x"),
     ("B200", "dgx-b200"),
     ("H200", "hgx-h200"),
     ("H100", "dgx-h100"),
     ("A100", "dgx-a100"),
-    ("L40S", "l40s-node"),
-    ("RTX 6000 Pro Blackwell", "rtx-pro-6000-server"),
+    // The names the catalog branch for issue 20 item 5 (wt-deploy) gives these systems.
+    ("L40S", "l40s-pcie-8x"),
+    ("RTX 6000 Pro Blackwell", "rtx-pro-6000-bse-pcie-8x"),
 ];
 
 /// The CSV's model names (lower case, substring, in order) -> catalog model. Llama 3.3 70B has
