@@ -11,6 +11,7 @@ pub mod predict;
 pub mod published;
 pub mod report;
 pub mod serve;
+pub mod serving_published;
 pub mod simulate;
 pub mod validate;
 

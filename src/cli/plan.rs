@@ -489,16 +489,21 @@ fn plan_slo(args: &PlanArgs, launch: Option<&LaunchAsked>) -> anyhow::Result<Out
         n_gpus: gpus,
         tp,
         max_batch,
-        sched: SchedConfig {
-            token_budget: v.token_budget,
-            cuda_graphs: cuda_graphs("--cuda-graphs", v.cuda_graphs.as_deref(), None, None)?,
-            ..SchedConfig::default()
+        sched: {
+            // The stack's serving defaults (an engine's limits, KV sizing, scheduler and graphs).
+            let d = SchedConfig::for_stack(base.workload.stack);
+            let graphs = match v.cuda_graphs.as_deref() {
+                None => d.cuda_graphs,
+                given => cuda_graphs("--cuda-graphs", given, None, None)?
+                    .map(|g| crate::serve::CudaGraphs { max_batch: d.cuda_graphs.map_or(u32::MAX, |x| x.max_batch), ..g }),
+            };
+            SchedConfig { token_budget: v.token_budget, cuda_graphs: graphs, ..d }
         },
         routing: Routing::LeastLoaded,
     };
     let slo = Slo { ttft_s: o.ttft_ms.map(|m| m / 1e3), tpot_s: o.tpot_ms.map(|m| m / 1e3), percentile: v.slo_percentile };
     // Overloaded configurations would queue without end: stop them a duration after the last arrival.
-    let opts = RunOptions { bin_s: v.duration_s.max(1.0), drain_s: v.duration_s, record_iterations: false, seed: 0 };
+    let opts = RunOptions { bin_s: v.duration_s.max(1.0), drain_s: v.duration_s, record_iterations: false, seed: 0, frontend_s: 0.0, max_concurrency: None };
     let results = search(&base, &space, &arrivals, &slo, &opts);
     let feasible = results.iter().filter(|r| r.outcome.is_ok()).count();
     let shown = if args.top == 0 { results.len() } else { args.top.min(results.len()) };

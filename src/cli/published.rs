@@ -18,9 +18,28 @@ pub struct PublishedArgs {
     /// With --published: fail (exit 1) when the selection's |signed bias| exceeds PCT
     #[arg(long, value_name = "PCT")]
     pub max_bias: Option<f64>,
-    /// With --published: how many of the worst rows to print with their breakdown
+    /// With --published or --serving: how many of the worst rows to print (per metric with --serving)
     #[arg(long, default_value_t = 12)]
     pub worst: usize,
+    /// Score `gpuplan serve` against published TensorRT-LLM serving rows (a CSV as
+    /// tests/data/published/trtllm_inference_dev.csv) instead of --runs: offline output tokens/s and
+    /// online mean TTFT and ITL, MAPE and bias per split; a bare --max-mape PCT bounds every metric
+    #[arg(long, value_name = "FILE.csv", conflicts_with = "published")]
+    pub serving: Option<PathBuf>,
+    /// With --serving: the engine stack the deployments run (default: megatron, the baseline)
+    #[arg(long, requires = "serving")]
+    pub stack: Option<String>,
+    /// With --serving: fail (exit 1) when a metric's MAPE exceeds PCT: METRIC=PCT
+    /// (offline_output_tps, mean_ttft, mean_itl), repeatable
+    #[arg(long, value_name = "METRIC=PCT", requires = "serving")]
+    pub max_serving_mape: Vec<String>,
+    /// With --serving: only rows whose GPU maps to this catalog system (e.g. hgx-h200; the table
+    /// config::serving_published::SYSTEMS)
+    #[arg(long, value_name = "SYSTEM", requires = "serving")]
+    pub only_system: Option<String>,
+    /// With --serving: only `offline` or `online` rows
+    #[arg(long, value_name = "offline|online", requires = "serving")]
+    pub scenario_kind: Option<String>,
 }
 
 /// Map, predict and score the rows of `file`; `split`, `json` and the `--max-mape` bounds are

@@ -66,9 +66,35 @@ pub struct ServeArgs {
     /// Tokens per KV-cache block
     #[arg(long, value_parser = count(), allow_negative_numbers = true)]
     pub block_size: Option<i64>,
-    /// Share of HBM the server may use (vLLM gpu_memory_utilization)
+    /// Share of HBM the server may use (vLLM gpu_memory_utilization; the training stacks too)
     #[arg(long, value_parser = share, allow_negative_numbers = true)]
     pub gpu_memory_utilization: Option<f64>,
+    /// --stack trtllm: share of the memory left free once the engine is loaded that the KV cache
+    /// takes (TensorRT-LLM kv_cache_free_gpu_mem_fraction; default 0.9)
+    #[arg(long, value_parser = share, allow_negative_numbers = true)]
+    pub kv_cache_free_gpu_mem_fraction: Option<f64>,
+    /// --stack sglang: share of HBM for the weights and the KV pool (SGLang mem_fraction_static;
+    /// default 0.88)
+    #[arg(long, value_parser = share, allow_negative_numbers = true)]
+    pub mem_fraction_static: Option<f64>,
+    /// With CUDA graphs: decode batches up to N replay one (the engine's largest capture size;
+    /// default: the engine's, at most --max-batch); larger ones run eagerly
+    #[arg(long, value_parser = count(), allow_negative_numbers = true)]
+    pub cuda_graph_max_batch: Option<i64>,
+    /// Offline mode (trtllm-bench's): N requests all queued at t = 0, served at the engine's
+    /// limits; throughput is output tokens over the whole run. Takes no --qps or --trace
+    #[arg(long, value_name = "N", value_parser = count(), allow_negative_numbers = true)]
+    pub offline: Option<i64>,
+    /// The serving front end's time per request, ms: a request reaches the engine this long after
+    /// it is sent (Triton's ensemble: tokenizing, queueing, detokenizing and streaming); TTFT
+    /// includes it (default 0: the engine called directly)
+    #[arg(long, value_parser = non_negative, allow_negative_numbers = true)]
+    pub frontend_ms: Option<f64>,
+    /// The client's concurrency limit (Triton's online benchmarks): at most N requests in flight;
+    /// arrivals beyond it wait at the client and are sent as requests finish (their TTFT counts
+    /// from the send)
+    #[arg(long, value_name = "N", value_parser = count(), allow_negative_numbers = true)]
+    pub max_concurrency: Option<i64>,
     /// The engine's host time in microseconds: per iteration and per sequence in it (serial: the
     /// GPU waits), per layer when sequences decode, per layer and prefill chunk (beside the GPU, as
     /// launches); default: the stack's (torch-eager: fitted on the reference server, others
@@ -212,6 +238,9 @@ impl ServeArgs {
                 prefill_graph_step: self.prefill_graph_step,
                 graph_overhead_us: self.graph_overhead_us.clone(),
                 routing: self.routing.clone(),
+                kv_cache_free_gpu_mem_fraction: self.kv_cache_free_gpu_mem_fraction,
+                mem_fraction_static: self.mem_fraction_static,
+                cuda_graph_max_batch: self.cuda_graph_max_batch,
             },
             disaggregated: (self.prefill_gpus.is_some() || self.prefill_tp.is_some())
                 .then_some(DisaggWire { prefill_gpus: self.prefill_gpus, prefill_tp: self.prefill_tp }),
@@ -236,6 +265,9 @@ pub fn resolve(a: &ServeArgs) -> anyhow::Result<Resolved> {
         record_iterations: a.iterations_csv.is_some(),
         replications: a.replications as u64,
         sweep_max_qps: a.sweep_qps.as_ref().and_then(|v| v.iter().copied().reduce(f64::max)),
+        offline: a.offline.map(|n| n as u64),
+        frontend_ms: a.frontend_ms,
+        max_concurrency: a.max_concurrency.map(|n| n.min(u32::MAX as i64) as u32),
     };
     let flags = a.to_wire();
     let by_flags = flags != ServeWire::default();

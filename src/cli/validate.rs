@@ -13,7 +13,7 @@ use crate::validate::{score, summarize, Metric, Scored, Summary};
 #[derive(clap::Args, Debug)]
 pub struct ValidateArgs {
     /// Run-record files (.jsonl) written by `gpuplan measure`
-    #[arg(long, required_unless_present = "published", num_args = 1..)]
+    #[arg(long, required_unless_present_any = ["published", "serving"], num_args = 1..)]
     pub runs: Vec<PathBuf>,
     #[command(flatten)]
     pub published: super::published::PublishedArgs,
@@ -56,6 +56,9 @@ fn parse_bound(s: &str) -> Result<(Metric, f64), String> {
 }
 
 pub fn run(args: ValidateArgs) -> anyhow::Result<Outcome> {
+    if let Some(file) = &args.published.serving {
+        return super::serving_published::run(file, &args.published, &args.split, args.json, &args.max_mape);
+    }
     if let Some(file) = &args.published.published {
         return super::published::run(file, &args.published, &args.split, args.json, &args.max_mape);
     }

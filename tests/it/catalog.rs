@@ -94,7 +94,7 @@ fn known_disagreement(name: &str) -> Option<(Instead, &'static str)> {
             "the README prints 1.7B but the shape it prints has 1.754B with the architecture that reproduces its other 8 rows (untied, learned positions); tied embeddings give 1.485B, RoPE 1.745B: none gives 1.7",
         ),
         // L (h (h + 2 kv) + h^2 + 3 h f + 2h) + 2 V h + h with L=80, h=8192, kv=1024, f=28672, V=128256
-        "llama-3-70b" => (
+        "llama-3-70b" | "llama-3.1-70b" => (
             Instead::Exact(80.0 * (8192.0 * (8192.0 + 2048.0) + 8192f64.powi(2) + 3.0 * 8192.0 * 28672.0 + 2.0 * 8192.0) + 2.0 * 128256.0 * 8192.0 + 8192.0),
             "Meta publishes only the size name 70B; the published config.json has 70.55B (+0.8%)",
         ),

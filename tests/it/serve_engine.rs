@@ -196,7 +196,12 @@ fn conservation_and_littles_law() {
     // Overloaded and cut off: requests in = out + in flight at the stop.
     for (qps, drain) in [(20.0, f64::INFINITY), (200.0, 0.0)] {
         let a = stream(qps, 60.0, 1);
-        let r = simulate(&deployment(&s, 2, sched), &a, &RunOptions { bin_s: 1.0, drain_s: drain, record_iterations: false, seed: 0 }).unwrap();
+        let r = simulate(
+            &deployment(&s, 2, sched),
+            &a,
+            &RunOptions { bin_s: 1.0, drain_s: drain, record_iterations: false, seed: 0, frontend_s: 0.0, max_concurrency: None },
+        )
+        .unwrap();
         let sm = summarize(&r);
         let arrived = r.arrived;
         let seen = &r.requests[..arrived as usize];
@@ -467,7 +472,7 @@ fn prefill_graphs_pad_to_the_step_and_stop_at_the_token_budget() {
     let sched = SchedConfig {
         token_budget: 1000,
         iteration_spread: false,
-        cuda_graphs: Some(CudaGraphs { context_step: 256, prefill_step: Some(128) }),
+        cuda_graphs: Some(CudaGraphs { context_step: 256, max_batch: u32::MAX, prefill_step: Some(128) }),
         ..SchedConfig::default()
     };
     let d = deployment(&s, 1, sched);

@@ -40,6 +40,9 @@ pub struct Resolved {
     /// The trace file read, if any (a command's outputs must not be it).
     pub trace_path: Option<PathBuf>,
     pub opts: RunOptions,
+    /// Offline mode: this many requests all queued at t = 0 (trtllm-bench's), instead of a
+    /// process or a trace.
+    pub offline: Option<u64>,
 }
 
 impl Resolved {
@@ -49,6 +52,10 @@ impl Resolved {
 
     /// The requests of a replication with another seed (a trace is the same whatever the seed).
     pub fn arrivals_seeded(&self, process: Option<&Process>, seed: u64) -> Vec<Arrival> {
+        let max_len = self.deployment.pools[0].scenario.model.max_seq_len.min(u32::MAX as u64) as u32;
+        if let (Some(n), None) = (self.offline, process) {
+            return arrivals::offline(n, self.input, self.output, seed, max_len);
+        }
         match (&self.trace, process.or(self.process.as_ref())) {
             (Some(t), _) => t.clone(),
             (None, Some(p)) => {
@@ -76,6 +83,12 @@ pub struct RunFlags {
     pub replications: u64,
     /// The highest load of a sweep, for the work estimate.
     pub sweep_max_qps: Option<f64>,
+    /// `--offline N`: N requests queued at t = 0 (trtllm-bench's offline mode).
+    pub offline: Option<u64>,
+    /// `--frontend-ms`: the serving front end's time per request (`RunOptions::frontend_s`).
+    pub frontend_ms: Option<f64>,
+    /// `--max-concurrency`: the client's limit on requests in flight (`RunOptions::max_concurrency`).
+    pub max_concurrency: Option<u32>,
 }
 
 /// Overlay `over` on `base`: every value `over` sets wins.
@@ -105,7 +118,10 @@ pub fn overlay(base: ServeWire, over: ServeWire) -> ServeWire {
             graph_context_step,
             prefill_graph_step,
             graph_overhead_us,
-            routing
+            routing,
+            kv_cache_free_gpu_mem_fraction,
+            mem_fraction_static,
+            cuda_graph_max_batch
         ]
     );
     if let Some(o) = over.disaggregated {
@@ -137,9 +153,38 @@ pub fn cuda_graphs(name: &str, mode: Option<&str>, context_step: Option<u64>, pr
         bail!("`prefill_graph_step` describes prefill graphs, which `{name}` = \"decode\" does not capture\nhint: --cuda-graphs full");
     }
     Ok(Some(serve::CudaGraphs {
+        max_batch: u32::MAX,
         context_step: context_step.unwrap_or(serve::DEFAULT_GRAPH_CONTEXT_STEP as u64) as u32,
         prefill_step: full.then(|| prefill_step.unwrap_or(serve::DEFAULT_PREFILL_GRAPH_STEP as u64) as u32),
     }))
+}
+
+/// The KV sizing fraction the file or flags give, in the knob of the stack's engine: TensorRT-LLM's
+/// `kv_cache_free_gpu_mem_fraction`, SGLang's `mem_fraction_static`, vLLM's (and the training
+/// stacks') `gpu_memory_utilization`. Another engine's knob is refused with the right one named.
+fn engine_kv_fraction(engine: Option<serve::engines::EngineDefaults>, sc: &super::serve::SchedulerWire) -> Result<Option<f64>, DeployError> {
+    use gpuplan_core::workload::Stack;
+    let given = [
+        ("gpu_memory_utilization", "--gpu-memory-utilization", sc.gpu_memory_utilization, "vllm (and the training stacks)"),
+        ("kv_cache_free_gpu_mem_fraction", "--kv-cache-free-gpu-mem-fraction", sc.kv_cache_free_gpu_mem_fraction, "trtllm"),
+        ("mem_fraction_static", "--mem-fraction-static", sc.mem_fraction_static, "sglang"),
+    ];
+    let own = match engine.map(|e| e.stack) {
+        Some(Stack::Trtllm) => "kv_cache_free_gpu_mem_fraction",
+        Some(Stack::Sglang) => "mem_fraction_static",
+        _ => "gpu_memory_utilization",
+    };
+    let stack = engine.map_or("a training stack", |e| e.stack.name());
+    let mut out = None;
+    for (key, flag, v, of) in given {
+        let Some(v) = v else { continue };
+        if key != own {
+            let own_flag = given.iter().find(|g| g.0 == own).map_or(own, |g| g.1);
+            bail!("`{flag}` = {v} is a knob of {of}, which {stack} does not have\nhint: {stack} sizes its KV cache with {own_flag}");
+        }
+        out = Some(v);
+    }
+    Ok(out)
 }
 
 /// Build the deployment, its load and run options from a merged serving file (`file`: where it
@@ -169,7 +214,10 @@ pub fn resolve(w: &ServeWire, file: Option<&Path>, run: &RunFlags) -> Result<Res
         build(&wire, file)
     };
     let int = |name: &str, v: Option<i64>, d: u64| -> Result<u64, DeployError> { Ok(pos(name, v)?.unwrap_or(d)) };
-    let d = SchedConfig::default();
+    let stack = w.stack.as_deref().and_then(gpuplan_core::workload::Stack::parse);
+    let engine = stack.and_then(serve::engines::defaults);
+    let d = stack.map_or_else(SchedConfig::default, SchedConfig::for_stack);
+    let kv_fraction = engine_kv_fraction(engine, sc)?;
     let x = sc.decode_attention.as_deref().unwrap_or("paged");
     let Some(decode_attention) = serve::DecodeAttention::parse(x) else {
         bail!("`decode_attention` = `{x}` is not known\nhint: paged, padded or padded-matmul")
@@ -184,14 +232,32 @@ pub fn resolve(w: &ServeWire, file: Option<&Path>, run: &RunFlags) -> Result<Res
             "`host_time_scale` = {k} must be positive\nhint: 1 = this host runs the engine as fast as the one its defaults were fitted on, 2 = twice as slow"
         );
     }
-    let iteration_spread = match sc.iteration_spread.as_deref().unwrap_or("on") {
+    let iteration_spread = match sc.iteration_spread.as_deref().unwrap_or(if engine.is_some() { "off" } else { "on" }) {
         "on" => true,
         "off" => false,
         x => bail!("`iteration_spread` = `{x}` is not known\nhint: on or off"),
     };
     let context_step = pos("graph_context_step", sc.graph_context_step)?;
     let prefill_step = pos("prefill_graph_step", sc.prefill_graph_step)?;
-    let cuda_graphs = cuda_graphs("cuda_graphs", sc.cuda_graphs.as_deref(), context_step, prefill_step)?;
+    // The engines replay decode graphs unless told otherwise (`cuda_graphs = "off"`).
+    let graph_mode = sc.cuda_graphs.as_deref().or(engine.map(|_| "decode"));
+    let mut cuda_graphs = cuda_graphs("cuda_graphs", graph_mode, context_step, prefill_step)?;
+    let max_batch = int("max_batch", sc.max_batch, d.max_batch as u64)?;
+    let graph_max = pos("cuda_graph_max_batch", sc.cuda_graph_max_batch)?;
+    if let Some(g) = graph_max {
+        if g > max_batch {
+            let knob = engine.map_or("max_batch", |e| e.knob_max_batch);
+            bail!(
+                "`cuda_graph_max_batch` = {g} is above the batch limit `max_batch` = {max_batch} (the engine's `{knob}`): no batch that large can run, so no graph of it is captured\nhint: give --cuda-graph-max-batch at most {max_batch}, or raise --max-batch"
+            );
+        }
+        if cuda_graphs.is_none() {
+            bail!("`cuda_graph_max_batch` = {g} describes CUDA graphs, which are off\nhint: add --cuda-graphs (serving file: cuda_graphs = \"decode\")");
+        }
+    }
+    if let Some(g) = cuda_graphs.as_mut() {
+        g.max_batch = graph_max.map(|x| x as u32).or(engine.map(|e| e.cuda_graph_max_batch.min(max_batch as u32))).unwrap_or(u32::MAX);
+    }
     let graph_us = match sc.graph_overhead_us.clone() {
         None => None,
         Some(v) => {
@@ -209,11 +275,13 @@ pub fn resolve(w: &ServeWire, file: Option<&Path>, run: &RunFlags) -> Result<Res
         graph_us,
         iteration_spread,
         decode_attention,
-        max_batch: int("max_batch", sc.max_batch, d.max_batch as u64)? as u32,
+        max_batch: max_batch as u32,
+        kv_sizing: d.kv_sizing,
+        policy: d.policy,
         token_budget: int("token_budget", sc.token_budget, d.token_budget as u64)? as u32,
         chunked_prefill: sc.chunked_prefill.unwrap_or(d.chunked_prefill),
         block_size: int("block_size", sc.block_size, d.block_size as u64)? as u32,
-        gpu_memory_utilization: sc.gpu_memory_utilization.unwrap_or(d.gpu_memory_utilization),
+        gpu_memory_utilization: kv_fraction.unwrap_or(d.gpu_memory_utilization),
         host_us: match sc.host_overhead_us.clone() {
             None => None,
             Some(v) => {
@@ -227,7 +295,8 @@ pub fn resolve(w: &ServeWire, file: Option<&Path>, run: &RunFlags) -> Result<Res
         host_time_scale,
     };
     if !(sched.gpu_memory_utilization > 0.0 && sched.gpu_memory_utilization <= 1.0) {
-        bail!("`gpu_memory_utilization` = {} must be in (0, 1]", sched.gpu_memory_utilization);
+        let knob = engine.map_or("gpu_memory_utilization", |e| e.knob_kv_fraction);
+        bail!("`{knob}` = {} must be in (0, 1]", sched.gpu_memory_utilization);
     }
     let routing = match sc.routing.as_deref().unwrap_or("least-loaded") {
         "round-robin" => Routing::RoundRobin,
@@ -296,8 +365,16 @@ pub fn resolve(w: &ServeWire, file: Option<&Path>, run: &RunFlags) -> Result<Res
         }
         None => None,
     };
+    if let Some(n) = run.offline {
+        if trace.is_some() || run.sweeping || t.qps.is_some() {
+            bail!("`--offline` = {n} queues every request at t = 0: it takes no `--qps`, `--trace` or `--sweep-qps`\nhint: give the lengths with --input-len / --output-len");
+        }
+        if n == 0 || n > limits::MAX_REQUESTS {
+            bail!("`--offline` = {n} requests is not in 1..={}\nhint: trtllm-bench's offline datasets hold 1,000-30,000 requests", limits::MAX_REQUESTS);
+        }
+    }
     let process = match t.qps {
-        None if trace.is_some() || run.sweeping => None,
+        None if trace.is_some() || run.sweeping || run.offline.is_some() => None,
         None => bail!("give `--qps Q` (requests per second), `--trace FILE` or `--sweep-qps Q1,Q2,..`"),
         Some(q) if !(q > 0.0 && q.is_finite()) => bail!("`qps` = {q} must be positive"),
         Some(q) => Some(q),
@@ -364,6 +441,12 @@ pub fn resolve(w: &ServeWire, file: Option<&Path>, run: &RunFlags) -> Result<Res
         }
         Ok(())
     };
+    if let Some(n) = run.offline {
+        let reps = replications as f64;
+        let work = Work { requests: n as f64 * reps, output_tokens: n as f64 * output.mean().min(max_len) * reps };
+        work_within_limits(&work, || format!("`--offline` = {n} requests"), "lower `--offline`", replications, run.record_iterations)?;
+        routed(work.requests)?;
+    }
     match &trace {
         Some(rows) => {
             let what = || format!("the trace `{}`", trace_path.as_deref().unwrap_or(Path::new("?")).display());
@@ -404,7 +487,15 @@ pub fn resolve(w: &ServeWire, file: Option<&Path>, run: &RunFlags) -> Result<Res
         seed,
         trace,
         trace_path,
-        opts: RunOptions { bin_s: run.bin_s, drain_s, record_iterations: run.record_iterations, seed },
+        opts: RunOptions {
+            bin_s: run.bin_s,
+            drain_s,
+            record_iterations: run.record_iterations,
+            seed,
+            frontend_s: run.frontend_ms.unwrap_or(0.0) * 1e-3,
+            max_concurrency: run.max_concurrency,
+        },
+        offline: run.offline,
     })
 }
 

@@ -16,6 +16,7 @@ pub mod published;
 pub mod record;
 pub mod scenario;
 pub mod serve;
+pub mod serving_published;
 pub mod system;
 
 use std::fmt;

@@ -520,10 +520,16 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
     let stack = match ww.stack.as_deref() {
         None => Stack::Megatron,
         Some(s) => Stack::parse(s).unwrap_or_else(|| {
-            p.push(ConfigError::invalid(&path, "workload.stack", s, "is not known").with_hint("one of: megatron, torch-eager, torch-compile"));
+            p.push(ConfigError::invalid(&path, "workload.stack", s, "is not known").with_hint(format!("one of: {}", Stack::NAMES)));
             Stack::Megatron
         }),
     };
+    if stack.is_engine() && mode == Mode::Train {
+        p.push(
+            ConfigError::invalid(&path, "workload.stack", stack.name(), "is an inference engine: it has no training path")
+                .with_hint("train with megatron, torch-eager or torch-compile; use the engine with --mode prefill|decode, serve or plan --mode serve"),
+        );
+    }
     let routing_imbalance = ww.routing_imbalance.unwrap_or(1.0);
     p.check(routing_imbalance >= 1.0 && routing_imbalance.is_finite(), || {
         ConfigError::invalid(&path, "workload.routing_imbalance", routing_imbalance, "must be at least 1 (busiest expert rank / mean)")

@@ -101,6 +101,12 @@ pub struct SchedulerWire {
     pub prefill_graph_step: Option<i64>,
     pub graph_overhead_us: Option<Vec<f64>>,
     pub routing: Option<String>,
+    /// TensorRT-LLM's KV sizing: the share of the memory free once the engine is loaded.
+    pub kv_cache_free_gpu_mem_fraction: Option<f64>,
+    /// SGLang's KV sizing: the share of HBM for weights and the KV pool.
+    pub mem_fraction_static: Option<f64>,
+    /// Decode batches up to this size replay CUDA graphs (an engine's largest capture size).
+    pub cuda_graph_max_batch: Option<i64>,
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Deserialize)]

@@ -48,6 +48,29 @@ pub const DTENSOR_LINEAR_US: [f64; 2] = [225.0, 50.0];
 /// 7.5 ms per MoE layer of fixed cost per micro-batch independently (docs/published-analysis.md).
 pub const MOE_DISPATCH_SYNC_US: f64 = 6500.0;
 
+/// TensorRT-LLM's host time per iteration, `[serial per iteration, serial per sequence in it, per
+/// layer beside the GPU]`, microseconds (`serve::cost::HostOverhead` of `--stack trtllm`): the batch
+/// manager's scheduling, sampling and response path between iterations (the GPU waits), and the
+/// engine's enqueue of each layer's kernels when no CUDA graph is replayed (it runs ahead of the
+/// GPU, so it shows only where a layer's GPU work is shorter). Fitted on the fit split of
+/// tests/data/published/trtllm_inference_dev.csv (tests/data/published/trtllm_split.md; 420 rows,
+/// of which 124 offline rows on DGX-H100, HGX-H200, DGX-B200, GB200 NVL72 and DGX-A100 and 96
+/// online rows (48 TTFT, 48 ITL) on H100 and H200 are scored; the others lack a catalog system or
+/// are metrics not scored), together with [`TRITON_FRONTEND_US`]: the mean of the three metrics'
+/// fit MAPEs minimised by coordinate search over grids (scripts/fit_trtllm_host.sh, output in
+/// calibration/runs/fit_trtllm_host-output.txt): 1,500 us per iteration, 10 us per sequence, 0 per
+/// layer (the per-layer term helped ITL only at the cost of TTFT and went to 0 once the front end
+/// was fitted). Fit MAPE mean 22.5% at zero -> 13.9% (offline 12.2 -> 10.6%, TTFT 30.8 -> 16.8%,
+/// ITL 24.6 -> 14.4%); the test split, not fitted: README.md "Serving engines".
+pub const TRTLLM_HOST_US: [f64; 3] = [1500.0, 10.0, 0.0];
+
+/// Triton's front-end time per request, microseconds (`serve::RunOptions::frontend_s`): the
+/// TensorRT-LLM backend's ensemble around the engine (the Python preprocessing model that
+/// tokenizes, Triton's scheduling of the request, the postprocessing that detokenizes and streams
+/// tokens back), which the online rows' TTFT includes. Fitted with [`TRTLLM_HOST_US`] on the
+/// online rows of the same fit split (scripts/fit_trtllm_host.sh): 4,000 us (grid 0-12,000 us).
+pub const TRITON_FRONTEND_US: f64 = 4000.0;
+
 /// Fitted values in effect.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Fitted {
@@ -57,13 +80,23 @@ pub struct Fitted {
     pub overlap_cost: f64,
     /// See [`MOE_DISPATCH_SYNC_US`].
     pub moe_dispatch_sync_us: f64,
+    /// See [`TRTLLM_HOST_US`].
+    pub trtllm_host_us: [f64; 3],
+    /// See [`TRITON_FRONTEND_US`].
+    pub triton_frontend_us: f64,
 }
 
 /// The environment variable the binary reads the overrides from.
 pub const VAR: &str = "GPUPLAN_FIT_CONSTANTS";
 
 /// The values as shipped.
-pub const SHIPPED: Fitted = Fitted { dtensor_linear_us: DTENSOR_LINEAR_US, overlap_cost: OVERLAP_COST, moe_dispatch_sync_us: MOE_DISPATCH_SYNC_US };
+pub const SHIPPED: Fitted = Fitted {
+    dtensor_linear_us: DTENSOR_LINEAR_US,
+    overlap_cost: OVERLAP_COST,
+    moe_dispatch_sync_us: MOE_DISPATCH_SYNC_US,
+    trtllm_host_us: TRTLLM_HOST_US,
+    triton_frontend_us: TRITON_FRONTEND_US,
+};
 
 static INSTALLED: OnceLock<Fitted> = OnceLock::new();
 
@@ -78,7 +111,8 @@ pub fn fitted() -> Fitted {
     *INSTALLED.get().unwrap_or(&SHIPPED)
 }
 
-/// Parse `KEY=V[,V];...` over `f` (`dtensor_linear_us=A,B`, `overlap_cost=X`, `moe_dispatch_sync_us=X`).
+/// Parse `KEY=V[,V];...` over `f` (`dtensor_linear_us=A,B`, `overlap_cost=X`, `moe_dispatch_sync_us=X`,
+/// `trtllm_host_us=ITER,SEQ,LAYER`, `triton_frontend_us=X`).
 pub fn parse(text: &str, mut f: Fitted) -> Result<Fitted, String> {
     for item in text.split(';').map(str::trim).filter(|s| !s.is_empty()) {
         let (key, value) = item.split_once('=').ok_or_else(|| format!("`{item}` is not KEY=VALUE"))?;
@@ -88,6 +122,8 @@ pub fn parse(text: &str, mut f: Fitted) -> Result<Fitted, String> {
             ("dtensor_linear_us", [a, b]) => f.dtensor_linear_us = [*a, *b],
             ("overlap_cost", [x]) => f.overlap_cost = *x,
             ("moe_dispatch_sync_us", [x]) => f.moe_dispatch_sync_us = *x,
+            ("trtllm_host_us", [a, b, c]) => f.trtllm_host_us = [*a, *b, *c],
+            ("triton_frontend_us", [x]) => f.triton_frontend_us = *x,
             (k, _) => return Err(format!("unknown key or wrong count of values: `{k}`")),
         }
     }
@@ -100,9 +136,12 @@ mod tests {
 
     #[test]
     fn overrides_parse_and_bad_ones_are_errors() {
-        let base = Fitted { dtensor_linear_us: [1.0, 2.0], overlap_cost: 0.5, moe_dispatch_sync_us: 0.0 };
-        let f = parse("dtensor_linear_us=225,50; overlap_cost=1.0", base).unwrap();
-        assert_eq!(f, Fitted { dtensor_linear_us: [225.0, 50.0], overlap_cost: 1.0, moe_dispatch_sync_us: 0.0 });
+        let base = Fitted { dtensor_linear_us: [1.0, 2.0], overlap_cost: 0.5, moe_dispatch_sync_us: 0.0, trtllm_host_us: [0.0; 3], triton_frontend_us: 0.0 };
+        let f = parse("dtensor_linear_us=225,50; overlap_cost=1.0; trtllm_host_us=1,2,3", base).unwrap();
+        assert_eq!(
+            f,
+            Fitted { dtensor_linear_us: [225.0, 50.0], overlap_cost: 1.0, moe_dispatch_sync_us: 0.0, trtllm_host_us: [1.0, 2.0, 3.0], triton_frontend_us: 0.0 }
+        );
         assert_eq!(parse("", base).unwrap(), base);
         assert!(parse("overlap_cost=1,2", base).is_err());
         assert!(parse("overlap=1", base).is_err());

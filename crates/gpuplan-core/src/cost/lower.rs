@@ -22,6 +22,9 @@ pub fn cpu_dispatch(stack: Stack, pass: Pass) -> Seconds {
         (Stack::TorchEager, Pass::Forward | Pass::Recompute) => Seconds::us(18.5),
         (Stack::TorchEager, Pass::Backward) => Seconds::us(9.0),
         (Stack::TorchCompile | Stack::Megatron, _) => Seconds::us(6.0),
+        // The engines launch from C++ (TensorRT-LLM's runtime) or a Python loop around compiled
+        // pieces (vLLM, SGLang); decode replays CUDA graphs. The same estimate as the fused stacks.
+        (Stack::Trtllm | Stack::Vllm | Stack::Sglang, _) => Seconds::us(6.0),
     }
 }
 

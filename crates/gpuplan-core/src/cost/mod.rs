@@ -63,6 +63,10 @@ impl AttentionKernel {
     pub fn of(stack: crate::workload::Stack) -> AttentionKernel {
         match stack {
             crate::workload::Stack::Megatron => AttentionKernel::Fused,
+            // TensorRT-LLM's own fused kernels (FMHA for context, XQA for decode) are priced at
+            // the fused-attention level of the GPU file, as cuDNN's; vLLM and SGLang run
+            // FlashAttention-3 / FlashInfer, priced at the FlashAttention level.
+            crate::workload::Stack::Trtllm => AttentionKernel::Fused,
             _ => AttentionKernel::Flash,
         }
     }

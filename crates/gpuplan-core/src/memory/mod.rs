@@ -75,6 +75,9 @@ pub fn stack_memory(stack: Stack) -> StackMemory {
     match stack {
         Stack::Megatron => StackMemory { param: 2.0, grad: 4.0, optimizer: 12.0, autocast_cache: 0.0, fragmentation: 0.05 },
         Stack::TorchEager | Stack::TorchCompile => StackMemory { param: 4.0, grad: 4.0, optimizer: 8.0, autocast_cache: 2.0, fragmentation: 0.05 },
+        // Inference engines: weights in their compute dtype (the inference plan), no training
+        // state; KV pools are preallocated blocks, so no fragmentation on top of them.
+        Stack::Trtllm | Stack::Vllm | Stack::Sglang => StackMemory { param: 2.0, grad: 0.0, optimizer: 0.0, autocast_cache: 0.0, fragmentation: 0.0 },
     }
 }
 
@@ -257,7 +260,7 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
             Some(_) => 1.0,
             None => (pc.tp as f64).min(model.n_kv_heads as f64),
         };
-        let kv = kv_tokens * layers_here * model.kv_elements_per_token_per_layer() / kv_shard * 2.0 / pc.cp as f64;
+        let kv = kv_tokens * layers_here * model.kv_elements_per_token_per_layer() / kv_shard * w.kv_elem_bytes() / pc.cp as f64;
         let widest = model.ffn_hidden.max(model.moe.as_ref().map_or(0, |m| m.expert_ffn_hidden)) as f64 / pc.tp as f64;
         let transient = tokens * (3.0 * widest + 4.0 * model.hidden as f64) * 2.0;
         let logits = w.sequences() as f64 * model.vocab as f64 / pc.tp as f64 * 4.0;
@@ -316,6 +319,8 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
             Stack::TorchCompile => 8.0,
             // bf16 logits, their .float() copy, the log-softmax output, and the fp32 gradient
             Stack::TorchEager => 14.0,
+            // Inference engines do not train (refused by `config`); as the fused stacks.
+            Stack::Trtllm | Stack::Vllm | Stack::Sglang => 6.0,
         };
         tokens * model.vocab as f64 / pc.tp as f64 * per_logit + 4.0 * tokens * model.hidden as f64 / pc.tp as f64
     } else {

@@ -206,6 +206,19 @@ pub fn generate(process: &Process, input: Lengths, output: Lengths, duration_s: 
     out
 }
 
+/// `n` requests all queued at t = 0, as trtllm-bench's offline throughput mode sends them, with
+/// lengths drawn as [`generate`] draws them.
+pub fn offline(n: u64, input: Lengths, output: Lengths, seed: u64, max_len: u32) -> Vec<Arrival> {
+    let mut rng = Rng::new(seed);
+    (0..n.min(crate::limits::serve::MAX_REQUESTS + 1))
+        .map(|_| {
+            let i = input.sample(&mut rng).min(max_len.saturating_sub(1)).max(1);
+            let o = output.sample(&mut rng).min(max_len - i).max(1);
+            Arrival { at: 0.0, input_len: i, output_len: o }
+        })
+        .collect()
+}
+
 /// Whether a stream `generate` drew was cut at the limit on requests.
 pub fn exceeds_limit(arrivals: &[Arrival]) -> bool {
     arrivals.len() as u64 > crate::limits::serve::MAX_REQUESTS

@@ -124,6 +124,21 @@ impl HostOverhead {
                 },
                 "fitted: serving runs of scenarios/workloads/serve_llama.py on H200s (eager: one machine's fit split; CUDA graphs: the graph-fit split; calibration/runs/serve/FIT.md)",
             ),
+            crate::workload::Stack::Trtllm => {
+                let [it, seq, layer] = crate::cost::fitted::fitted().trtllm_host_us;
+                (
+                    HostOverhead {
+                        per_iteration: Seconds::us(it),
+                        per_sequence: Seconds::us(seq),
+                        per_layer_decode: Seconds::us(layer),
+                        per_layer_chunk: Seconds::ZERO,
+                        // The same loop runs between graph replays; a replay enqueues no layers.
+                        graph_per_iteration: Seconds::us(it),
+                        ..HostOverhead::default()
+                    },
+                    "fitted: the fit split of the TensorRT-LLM dev rows (cost::fitted::TRTLLM_HOST_US)",
+                )
+            }
             _ => (HostOverhead::default(), "none measured for this stack: zero (set --host-overhead-us)"),
         }
     }
@@ -625,6 +640,13 @@ pub struct KvRoom {
 }
 
 pub fn kv_room(s: &Scenario, token_budget: u64, max_batch: u64, utilization: f64) -> KvRoom {
+    kv_room_sized(s, token_budget, max_batch, utilization, super::engines::KvSizing::OfTotal)
+}
+
+/// [`kv_room`] with the engine's way of sizing the cache: `fraction` of HBM less the rest
+/// (`OfTotal`, vLLM), or `fraction` of what the rest leaves free (`OfFree`, TensorRT-LLM).
+pub fn kv_room_sized(s: &Scenario, token_budget: u64, max_batch: u64, fraction: f64, sizing: super::engines::KvSizing) -> KvRoom {
+    let utilization = fraction;
     let cap = s.system.gpu.hbm_capacity.value;
     let probe = |batch: u64, kv_len: u64| {
         let w = Workload { mode: Mode::Decode, batch, kv_len, ..s.workload.clone() };
@@ -637,6 +659,9 @@ pub fn kv_room(s: &Scenario, token_budget: u64, max_batch: u64, utilization: f64
     let logits = it.logits.value() * max_batch.min(token_budget.max(1)) as f64 / token_budget.max(1) as f64;
     let frac = crate::memory::stack_memory(s.workload.stack).fragmentation;
     let other = (it.weights.value() + it.activations.value() + logits) * (1.0 + frac) + it.runtime.value();
-    let cache = (cap.value() * utilization - other).max(0.0) / (1.0 + frac);
+    let cache = match sizing {
+        super::engines::KvSizing::OfTotal => (cap.value() * utilization - other).max(0.0) / (1.0 + frac),
+        super::engines::KvSizing::OfFree => (cap.value() - other).max(0.0) * utilization / (1.0 + frac),
+    };
     KvRoom { bytes_per_token: per_token, cache_bytes: cache, other_bytes: other, capacity_bytes: cap.value() }
 }

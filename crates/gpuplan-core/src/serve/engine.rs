@@ -59,7 +59,7 @@ impl<'a> PoolState<'a> {
             return Err(ServeError::Invalid(format!("pool `{}`: replicas, max batch, token budget and block size must be positive", p.role.name())));
         }
         let cost = iteration_cost(p)?;
-        let room = cost::kv_room(&p.scenario, p.sched.token_budget as u64, p.sched.max_batch as u64, p.sched.gpu_memory_utilization);
+        let room = cost::kv_room_sized(&p.scenario, p.sched.token_budget as u64, p.sched.max_batch as u64, p.sched.gpu_memory_utilization, p.sched.kv_sizing);
         let total_blocks = (room.cache_bytes / (room.bytes_per_token * p.sched.block_size as f64)).floor() as u64;
         if total_blocks == 0 {
             return Err(ServeError::NoKvRoom {
@@ -135,6 +135,11 @@ pub fn simulate_with_progress(
         net_bw: deployment.pools[0].scenario.system.network_bandwidth_per_gpu().value(),
         chunks: Vec::new(),
         decisions: Decisions::default(),
+        frontend_s: opts.frontend_s.max(0.0),
+        max_concurrency: opts.max_concurrency.unwrap_or(u32::MAX).max(1),
+        in_flight: 0,
+        held: std::collections::VecDeque::new(),
+        released_to: Vec::new(),
     };
     let stop = arrivals.last().map_or(0.0, |a| a.at) + opts.drain_s;
     engine.run(if stop.is_finite() { SimTime::from_seconds(Seconds::new(stop)) } else { SimTime(u64::MAX) }, progress);
@@ -183,13 +188,22 @@ struct Engine<'a> {
     /// Scratch: the prefill chunks of the batch being started, and its scheduler's decisions.
     chunks: Vec<Chunk>,
     decisions: Decisions,
+    /// The front end's time per request (`RunOptions::frontend_s`).
+    frontend_s: f64,
+    /// The client's concurrency limit (`RunOptions::max_concurrency`; `u32::MAX`: none), the
+    /// requests it has in flight, those it holds back until one finishes (in arrival order), and
+    /// the replicas that requests released this event went to.
+    max_concurrency: u32,
+    in_flight: u32,
+    held: std::collections::VecDeque<u32>,
+    released_to: Vec<usize>,
 }
 
 impl Engine<'_> {
     /// Handle events in time order until none is left or the next is after `stop`.
     fn run(&mut self, stop: SimTime, progress: &mut dyn FnMut(u64)) {
         if let Some(first) = self.arrivals.first() {
-            self.queue.push(SimTime::from_seconds(Seconds::new(first.at)), Event::Arrival(0));
+            self.queue.push(SimTime::from_seconds(Seconds::new(first.at + self.frontend_s)), Event::Arrival(0));
         }
         while let Some((t, event)) = self.queue.pop() {
             if t > stop {
@@ -211,6 +225,10 @@ impl Engine<'_> {
             if let Some(rid) = woken {
                 self.start_iteration(rid, t, now_s);
             }
+            // Requests a completion let the client send (its concurrency limit).
+            while let Some(rid) = self.released_to.pop() {
+                self.start_iteration(rid, t, now_s);
+            }
         }
     }
 
@@ -218,8 +236,18 @@ impl Engine<'_> {
     /// pool (returned), unless it can never fit a replica's cache.
     fn arrival(&mut self, i: u32, now_s: f64) -> Option<usize> {
         if let Some(next) = self.arrivals.get(i as usize + 1) {
-            self.queue.push(SimTime::from_seconds(Seconds::new(next.at)), Event::Arrival(i + 1));
+            self.queue.push(SimTime::from_seconds(Seconds::new(next.at + self.frontend_s)), Event::Arrival(i + 1));
         }
+        if self.in_flight >= self.max_concurrency {
+            self.held.push_back(i);
+            return None;
+        }
+        self.send(i, now_s)
+    }
+
+    /// Request `i` reaches the engine at `now_s` (counted in flight): routed to a replica of the
+    /// first pool (returned), unless it can never fit a replica's cache.
+    fn send(&mut self, i: u32, now_s: f64) -> Option<usize> {
         let r = self.arrivals[i as usize];
         // A request whose whole context cannot fit one replica's cache never finishes.
         let fits = self.pools.iter().all(|p| blocks_for((r.input_len + r.output_len) as u64, p.sched.block_size as u64) <= p.total_blocks);
@@ -227,6 +255,7 @@ impl Engine<'_> {
         if !fits {
             return None;
         }
+        self.in_flight += 1;
         let rid = route(&mut self.pools[0], &self.replicas, self.routing);
         self.replicas[rid].queues.waiting.push_back(Seq::new(i, r.input_len, r.output_len));
         Some(rid)
@@ -280,6 +309,16 @@ impl Engine<'_> {
         }
         rep.queues.running.retain(|s| s.target != GONE);
         self.metrics.iteration_done(now_s, tokens, completions);
+        // Each completion frees a slot of the client's concurrency limit: it sends the next held
+        // request now (sent now: its latency counts from here, as a benchmark client's does).
+        self.in_flight = self.in_flight.saturating_sub(completions as u32);
+        while self.in_flight < self.max_concurrency {
+            let Some(i) = self.held.pop_front() else { break };
+            self.metrics.resent(i, now_s - self.frontend_s);
+            if let Some(r) = self.send(i, now_s) {
+                self.released_to.push(r);
+            }
+        }
         for (req, dt) in handoffs {
             self.queue.push(SimTime(t.0 + SimTime::from_seconds(Seconds::new(dt)).0), Event::Handoff(req));
         }
@@ -363,7 +402,7 @@ fn price_iteration(pool: &mut PoolState, batch: &Batch, chunks: &[Chunk]) -> Pri
         DecodeAttention::PaddedMatmul => batch.decode_slot_span * batch.decode_kv_max,
     };
     // Graphs run the iteration with prefill graphs, or without them when it only decodes.
-    let graphs = sched.cuda_graphs.filter(|g| g.prefill_step.is_some() || (batch.n_decode > 0 && chunks.is_empty()));
+    let graphs = sched.cuda_graphs.filter(|g| g.prefill_step.is_some() || (batch.n_decode > 0 && chunks.is_empty() && batch.n_decode <= g.max_batch as u64));
     let graph = graphs.filter(|_| batch.n_decode > 0).map(|g| g.padded(sched.decode_attention, sched.max_batch as u64, batch));
     let (it, kind, tail) = match graphs {
         None => (pool.cost.iteration(batch.n_decode, kv, chunks, batch.rows), if chunks.is_empty() { SpreadKind::DecodeOnly } else { SpreadKind::Mixed }, 0.0),

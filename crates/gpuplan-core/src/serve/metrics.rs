@@ -200,6 +200,13 @@ impl Metrics {
         }
     }
 
+    /// Request `req`, held back by the client's concurrency limit, is sent at `sent_s`: its
+    /// latencies count from then.
+    pub(super) fn resent(&mut self, req: u32, sent_s: f64) {
+        let rec = &mut self.requests[req as usize];
+        rec.arrival = rec.arrival.max(sent_s);
+    }
+
     /// Request `req` arrived at `now_s`; it is refused (`rejected`) or waits for its first
     /// scheduling.
     pub(super) fn arrival(&mut self, req: u32, now_s: f64, rejected: bool) {

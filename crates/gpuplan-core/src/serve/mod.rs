@@ -21,6 +21,7 @@
 pub mod arrivals;
 pub mod cost;
 mod engine;
+pub mod engines;
 pub mod kv;
 mod metrics;
 pub mod plan;
@@ -70,8 +71,14 @@ pub struct SchedConfig {
     pub chunked_prefill: bool,
     /// Tokens per KV-cache block.
     pub block_size: u32,
-    /// Share of HBM the server may use (weights, transients and KV cache).
+    /// The KV sizing fraction: of HBM the server may use (weights, transients and KV cache;
+    /// vLLM's `gpu_memory_utilization`), or of the memory free once the engine is loaded (with
+    /// `kv_sizing` = `OfFree`, TensorRT-LLM's `kv_cache_free_gpu_mem_fraction`).
     pub gpu_memory_utilization: f64,
+    /// How `gpu_memory_utilization` sizes the KV cache.
+    pub kv_sizing: engines::KvSizing,
+    /// The continuous-batching policy (`scheduler::for_config`).
+    pub policy: engines::Policy,
     /// The engine's host overhead in microseconds (per iteration, per sequence, per layer with
     /// decoders, per layer and chunk); `None`: the stack's default (`HostOverhead::default_for`).
     pub host_us: Option<[f64; 4]>,
@@ -102,6 +109,9 @@ pub struct SchedConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CudaGraphs {
     pub context_step: u32,
+    /// Decode-only iterations of more sequences than this run eagerly (no graph was captured for
+    /// them: an engine's largest capture size). `u32::MAX`: every batch has one.
+    pub max_batch: u32,
     /// Prefill graphs too (the reference server's `--cuda-graphs full`): in an iteration with
     /// prefill chunks the decoders replay their graph, each whole prompt (a first chunk) a graph
     /// of its length rounded up to a multiple of this, each its own pass; later chunks of a split
@@ -143,6 +153,30 @@ impl CudaGraphs {
     }
 }
 
+impl SchedConfig {
+    /// The serving defaults of a stack: an engine's (`engines::defaults`: its limits, KV sizing,
+    /// scheduler, decode CUDA graphs up to its largest capture size, no measured iteration
+    /// spread), or [`SchedConfig::default`] for the training stacks.
+    pub fn for_stack(stack: crate::workload::Stack) -> SchedConfig {
+        let d = SchedConfig::default();
+        match engines::defaults(stack) {
+            None => d,
+            Some(e) => SchedConfig {
+                max_batch: e.max_batch,
+                token_budget: e.token_budget,
+                chunked_prefill: e.chunked_prefill,
+                block_size: e.block_size,
+                gpu_memory_utilization: e.kv_fraction,
+                kv_sizing: e.kv_sizing,
+                policy: e.policy,
+                iteration_spread: false,
+                cuda_graphs: Some(CudaGraphs { context_step: DEFAULT_GRAPH_CONTEXT_STEP, max_batch: e.cuda_graph_max_batch, prefill_step: None }),
+                ..d
+            },
+        }
+    }
+}
+
 impl Default for SchedConfig {
     fn default() -> Self {
         SchedConfig {
@@ -151,6 +185,8 @@ impl Default for SchedConfig {
             chunked_prefill: true,
             block_size: DEFAULT_BLOCK_SIZE,
             gpu_memory_utilization: DEFAULT_GPU_MEMORY_UTILIZATION,
+            kv_sizing: engines::KvSizing::OfTotal,
+            policy: engines::Policy::VllmV1,
             host_us: None,
             host_gpu_overlap: None,
             host_time_scale: None,
@@ -250,11 +286,21 @@ pub struct RunOptions {
     pub drain_s: f64,
     /// Seed of the iteration-time spread draws (the request stream has its own seed).
     pub seed: u64,
+    /// Seconds between a request's send and its arrival at the engine: the serving front end's own
+    /// work per request, counted once
+    /// (Triton's ensemble: tokenizing, its queue, detokenizing and streaming the tokens back),
+    /// which TTFT includes and the time between tokens does not. 0: the engine is called directly
+    /// (trtllm-bench, the reference server).
+    pub frontend_s: f64,
+    /// The client's concurrency limit (Triton's perf_analyzer / benchmark clients): at most this
+    /// many requests in flight; an arrival beyond it waits at the client and is sent when one
+    /// finishes, its latencies counted from the send. `None`: no limit.
+    pub max_concurrency: Option<u32>,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { bin_s: 1.0, drain_s: f64::INFINITY, record_iterations: false, seed: 0 }
+        RunOptions { bin_s: 1.0, drain_s: f64::INFINITY, record_iterations: false, seed: 0, frontend_s: 0.0, max_concurrency: None }
     }
 }
 

@@ -57,9 +57,60 @@ pub trait Scheduler {
     fn schedule(&mut self, queues: &mut Queues, kv: &mut KvCache, cfg: &SchedConfig, out: &mut Decisions);
 }
 
-/// The scheduler a replica runs with `cfg`: vLLM v1's, the one implemented so far.
-pub fn for_config(_cfg: &SchedConfig) -> Box<dyn Scheduler> {
-    Box::new(VllmV1)
+/// The scheduler a replica runs with `cfg` (its `policy`).
+pub fn for_config(cfg: &SchedConfig) -> Box<dyn Scheduler> {
+    match cfg.policy {
+        super::engines::Policy::VllmV1 => Box::new(VllmV1),
+        super::engines::Policy::TrtllmInflight => Box::new(TrtllmInflight),
+    }
+}
+
+/// TensorRT-LLM's in-flight batching (its batch manager's `GUARANTEED_NO_EVICT` capacity
+/// scheduler and its micro-batch scheduler): every running request takes its next tokens while
+/// `max_num_tokens` lasts (a decode token, or its prompt: whole, or with chunked context the part
+/// that fits); then waiting requests in arrival order while `max_batch_size` allows, each admitted
+/// only if the blocks for its whole prompt and all its output tokens can be reserved at once, so a
+/// running request never runs out of cache and none is ever preempted.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TrtllmInflight;
+
+impl Scheduler for TrtllmInflight {
+    fn schedule(&mut self, q: &mut Queues, kv: &mut KvCache, cfg: &SchedConfig, out: &mut Decisions) {
+        let full = cfg.token_budget as u64;
+        let mut budget = full;
+        let take = |remaining: u64, budget: u64| -> u64 {
+            if remaining == 0 {
+                1.min(budget)
+            } else if cfg.chunked_prefill || remaining <= budget {
+                remaining.min(budget)
+            } else if budget == full {
+                // Without chunked context a prompt longer than the budget runs alone.
+                remaining
+            } else {
+                0
+            }
+        };
+        for s in q.running.iter_mut() {
+            let need = take(s.target.saturating_sub(s.computed) as u64, budget);
+            s.sched = need as u32;
+            budget = budget.saturating_sub(need);
+        }
+        while budget > 0 && q.running.len() < cfg.max_batch as usize {
+            let Some(s) = q.waiting.front() else { break };
+            let need = take(s.target.saturating_sub(s.computed) as u64, budget);
+            let reserve = super::kv::blocks_for((s.input_len + s.output_len) as u64, cfg.block_size as u64).saturating_sub(s.blocks as u64);
+            if need == 0 || reserve > kv.free_blocks() {
+                break;
+            }
+            let mut s = q.waiting.pop_front().expect("front");
+            kv.allocate(&mut s, reserve);
+            s.sched = need as u32;
+            kv.assign_slot(&mut s);
+            budget = budget.saturating_sub(need);
+            out.admitted.push(s.req);
+            q.running.push(s);
+        }
+    }
 }
 
 /// vLLM v1's scheduler order: running sequences first, oldest first, each taking one decode token
@@ -217,6 +268,36 @@ mod tests {
         let out = pass(&mut q, &mut kv, &cfg(8, 150, false));
         assert_eq!(out.admitted, [0]);
         assert_eq!(q.waiting.len(), 1);
+    }
+
+    #[test]
+    fn trtllm_reserves_whole_requests_and_never_preempts() {
+        let cfg = SchedConfig { policy: crate::serve::engines::Policy::TrtllmInflight, ..cfg(8, 1000, false) };
+        let mut q = Queues::default();
+        // Each request needs (100 + 60) / 16 = 10 blocks reserved; the cache has 25.
+        q.waiting.extend([Seq::new(0, 100, 60), Seq::new(1, 100, 60), Seq::new(2, 100, 60)]);
+        let mut kv = KvCache::new(25, 16, 8);
+        let mut out = Decisions::default();
+        TrtllmInflight.schedule(&mut q, &mut kv, &cfg, &mut out);
+        assert_eq!(out.admitted, [0, 1], "the third waits for 10 free blocks");
+        assert_eq!(kv.free_blocks(), 5);
+        assert_eq!(q.running.iter().map(|s| (s.sched, s.blocks)).collect::<Vec<_>>(), [(100, 10), (100, 10)]);
+        // Decoding on: no block is ever needed again, nothing is preempted.
+        for s in q.running.iter_mut() {
+            s.computed = 100;
+            s.generated = 1;
+        }
+        out.clear();
+        TrtllmInflight.schedule(&mut q, &mut kv, &cfg, &mut out);
+        assert!(out.preempted.is_empty() && out.admitted.is_empty());
+        assert_eq!(q.running.iter().map(|s| s.sched).collect::<Vec<_>>(), [1, 1]);
+        // A prompt longer than max_num_tokens without chunked context runs alone.
+        let mut q = Queues::default();
+        q.waiting.extend([Seq::new(0, 2000, 10), Seq::new(1, 10, 10)]);
+        let mut kv = KvCache::new(1000, 16, 8);
+        out.clear();
+        TrtllmInflight.schedule(&mut q, &mut kv, &cfg, &mut out);
+        assert_eq!(out.admitted, [0]);
     }
 
     #[test]

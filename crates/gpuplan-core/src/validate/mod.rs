@@ -2,6 +2,7 @@
 //! out-of-memory agreement. No I/O: the caller reads the records and loads the scenarios.
 
 pub mod published;
+pub mod serving;
 
 use crate::record::RunRecord;
 use crate::step::Prediction;

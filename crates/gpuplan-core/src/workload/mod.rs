@@ -58,6 +58,17 @@ pub enum Stack {
     TorchEager,
     /// As `TorchEager` with Inductor fusing the elementwise ops.
     TorchCompile,
+    /// TensorRT-LLM (inference only): fused attention (XQA for decode, FMHA for context), fused
+    /// norm/RoPE/activation and quantize kernels, in-flight batching (`serve::scheduler::TrtllmInflight`),
+    /// FP8 KV cache with FP8/FP4 checkpoints, CUDA graphs for decode. Defaults: `serve::engines`.
+    Trtllm,
+    /// vLLM v1 (inference only): FlashAttention-3 / FlashInfer, fused elementwise kernels (custom
+    /// ops and torch.compile), chunked prefill with a token budget (`serve::scheduler::VllmV1`),
+    /// piecewise CUDA graphs. Defaults: `serve::engines`.
+    Vllm,
+    /// SGLang (inference only): FlashInfer / FA3 attention, fused elementwise kernels, chunked
+    /// prefill, CUDA graphs for decode up to `cuda_graph_max_bs`. Defaults: `serve::engines`.
+    Sglang,
 }
 
 impl Stack {
@@ -66,13 +77,25 @@ impl Stack {
             Stack::Megatron => "megatron",
             Stack::TorchEager => "torch-eager",
             Stack::TorchCompile => "torch-compile",
+            Stack::Trtllm => "trtllm",
+            Stack::Vllm => "vllm",
+            Stack::Sglang => "sglang",
         }
+    }
+    /// Every stack's name, for hints.
+    pub const NAMES: &'static str = "megatron, torch-eager, torch-compile (training and inference); trtllm, vllm, sglang (inference engines)";
+    /// An inference engine (no training path).
+    pub fn is_engine(self) -> bool {
+        matches!(self, Stack::Trtllm | Stack::Vllm | Stack::Sglang)
     }
     pub fn parse(s: &str) -> Option<Stack> {
         Some(match s {
             "megatron" => Stack::Megatron,
             "torch-eager" => Stack::TorchEager,
             "torch-compile" => Stack::TorchCompile,
+            "trtllm" | "tensorrt-llm" => Stack::Trtllm,
+            "vllm" => Stack::Vllm,
+            "sglang" => Stack::Sglang,
             _ => return None,
         })
     }
@@ -204,6 +227,17 @@ impl Workload {
         match self.mode {
             Mode::Decode => 1,
             _ => self.seq,
+        }
+    }
+    /// Bytes of one cached key or value element. TensorRT-LLM runs its FP8 and FP4 checkpoints
+    /// with an FP8 KV cache (the ModelOpt checkpoints the performance overview uses are quantized
+    /// with `kv_cache_quant_algo = FP8`, and `trtllm-bench` builds FP8 engines with an FP8 cache:
+    /// its perf-overview notes, v0.17 and v1.0); every other stack keeps the cache in bf16 (vLLM's
+    /// and SGLang's `kv_cache_dtype` default `auto` = the model's dtype).
+    pub fn kv_elem_bytes(&self) -> f64 {
+        match (self.stack, self.precision) {
+            (Stack::Trtllm, crate::hardware::Dtype::Fp8 | crate::hardware::Dtype::Fp4) => 1.0,
+            _ => 2.0,
         }
     }
     /// Keys each query attends to (the full context).
@@ -435,7 +469,7 @@ impl<'a> Builder<'a> {
             // Keys and values read: per KV head (GQA), or MLA's latent cache when decoding.
             let kv_bytes = match (&m.mla, self.w.mode) {
                 (Some(mla), Mode::Decode) => (seqs * kv_len * (mla.kv_lora_rank + mla.qk_rope_head_dim)) as f64 * self.act,
-                _ => (seqs * kv_len * kv_heads * (qk_dim + v_dim)) as f64 * self.act,
+                _ => (seqs * kv_len * kv_heads * (qk_dim + v_dim)) as f64 * self.w.kv_elem_bytes(),
             };
             self.push(
                 "attention",

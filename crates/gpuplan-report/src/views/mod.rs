@@ -7,4 +7,5 @@ pub mod launch;
 pub mod plan;
 pub mod published;
 pub mod serve;
+pub mod serving;
 pub mod validate;

@@ -66,6 +66,20 @@ pub fn deployment_json(r: &Resolved, res: Option<&ServeResult>) -> serde_json::V
                 "max_batch": p.sched.max_batch, "token_budget": p.sched.token_budget, "chunked_prefill": p.sched.chunked_prefill,
                 "block_size": p.sched.block_size, "gpu_memory_utilization": p.sched.gpu_memory_utilization,
             });
+            if let Some(e) = serve::engines::defaults(p.scenario.workload.stack) {
+                // The engine's own names for the knobs, with their values, and where the defaults come from.
+                let mut engine = serde_json::json!({
+                    "stack": e.stack.name(),
+                    "kv_sizing": match p.sched.kv_sizing { serve::engines::KvSizing::OfFree => "of memory free after loading", serve::engines::KvSizing::OfTotal => "of total memory" },
+                    "scheduler": match p.sched.policy { serve::engines::Policy::TrtllmInflight => "in-flight batching, GUARANTEED_NO_EVICT", serve::engines::Policy::VllmV1 => "vllm v1 (running first, preemption by recompute)" },
+                    "cuda_graph_max_batch": p.sched.cuda_graphs.map(|g| g.max_batch),
+                    "defaults_source": e.source,
+                });
+                engine[e.knob_max_batch] = p.sched.max_batch.into();
+                engine[e.knob_token_budget] = p.sched.token_budget.into();
+                engine[e.knob_kv_fraction] = p.sched.gpu_memory_utilization.into();
+                v["engine"] = engine;
+            }
             let (h, source) = serve::cost::HostOverhead::resolve(&p.sched, p.scenario.workload.stack);
             v["iteration_spread"] = (p.sched.iteration_spread && serve::cost::iteration_spread(p.scenario.workload.stack).is_some()).into();
             v["decode_attention"] = p.sched.decode_attention.name().into();
@@ -101,6 +115,7 @@ pub fn deployment_json(r: &Resolved, res: Option<&ServeResult>) -> serde_json::V
         "calibration": s0.profile.as_ref().map(|p| p.name.clone()),
         "arrival": match (&r.trace, &r.process) {
             (Some(_), _) => serde_json::json!({ "kind": "trace" }),
+            (None, _) if r.offline.is_some() => serde_json::json!({ "kind": "offline", "requests": r.offline }),
             (None, Some(Process::Poisson { qps })) => serde_json::json!({ "kind": "poisson", "qps": qps }),
             (None, Some(Process::Gamma { qps, cv })) => serde_json::json!({ "kind": "gamma", "qps": qps, "cv": cv }),
             (None, Some(Process::Constant { qps })) => serde_json::json!({ "kind": "constant", "qps": qps }),
@@ -237,9 +252,14 @@ pub fn table(r: &Resolved, res: &ServeResult, s: &Summary) -> String {
         (None, Some(Process::Poisson { qps })) => format!("Poisson at {qps} QPS"),
         (None, Some(Process::Gamma { qps, cv })) => format!("gamma inter-arrivals at {qps} QPS, CV {cv}"),
         (None, Some(Process::Constant { qps })) => format!("constant at {qps} QPS"),
-        (None, None) => "-".into(),
+        (None, None) => match r.offline {
+            Some(n) => format!("offline: {n} requests queued at t = 0"),
+            None => "-".into(),
+        },
     };
-    if r.trace.is_some() {
+    if r.offline.is_some() {
+        let _ = writeln!(o, "  load: {load}, input {}, output {}, seed {}", r.input.spec(), r.output.spec(), r.seed);
+    } else if r.trace.is_some() {
         let _ = writeln!(o, "  load: {load}");
     } else {
         let _ = writeln!(o, "  load: {load}; {} s of arrivals, input {}, output {}, seed {}", r.duration_s, r.input.spec(), r.output.spec(), r.seed);
