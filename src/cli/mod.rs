@@ -4,6 +4,7 @@ pub mod args;
 pub mod calibrate;
 pub mod check;
 pub mod compare;
+pub mod goodput;
 pub mod measure;
 pub mod plan;
 pub mod predict;
