@@ -67,6 +67,32 @@ impl GoodputArgs {
         }
     }
 
+    /// The flags as a command line (`--goodput --storage-gb-per-s 2000 ...`), empty without
+    /// `--goodput`: a report's header repeats them.
+    pub fn command_line(&self) -> String {
+        if !self.goodput {
+            return String::new();
+        }
+        let mut v = vec!["--goodput".to_string()];
+        let mut opt = |k: &str, x: Option<String>| {
+            if let Some(x) = x {
+                v.push(format!("--{k} {x}"));
+            }
+        };
+        opt("reliability", self.reliability.clone());
+        for r in &self.failure_rate {
+            opt("failure-rate", Some(r.clone()));
+        }
+        opt("storage-gb-per-s", self.storage_gb_per_s.map(|x| x.to_string()));
+        opt("checkpoint-interval-s", self.checkpoint_interval_s.map(|x| x.to_string()));
+        opt("detect-s", self.detect_s.map(|x| x.to_string()));
+        opt("restart-s", self.restart_s.map(|x| x.to_string()));
+        opt("spares", self.spares.map(|x| x.to_string()));
+        opt("repair-h", self.repair_h.map(|x| x.to_string()));
+        opt("recovery", self.recovery.clone());
+        v.join(" ")
+    }
+
     /// The checked setup, when `--goodput` is given; for a training scenario only.
     pub fn setup(&self, s: &Scenario) -> anyhow::Result<Option<GoodputSetup>> {
         if !self.goodput {
