@@ -12,7 +12,9 @@
 //! Only `cli` prints, exits or reads the environment.
 
 pub use gpuplan_config as config;
-pub use gpuplan_core::{analytic, cost, deploy, goodput, hardware, limits, memory, model, parallelism, plan, power, record, scenario, serve, units, validate, workload};
+pub use gpuplan_core::{
+    analytic, cost, deploy, goodput, hardware, limits, memory, model, parallelism, plan, power, record, scenario, serve, units, validate, workload,
+};
 pub use gpuplan_gpu::{calibrate, measure};
 pub use gpuplan_report as report;
 

@@ -173,7 +173,11 @@ pub fn table(d: &GoodputDoc) -> String {
     let _ = writeln!(o, "  goodput          {:.1}% effective training time ({} recovery; rates: {})", d.effective_fraction * 100.0, d.recovery, d.reliability);
     let _ = writeln!(o, "    failures       {:.2} per day over {} nodes (MTBF {:.2} h)", d.failures_per_day, d.nodes, d.mtbf_h);
     for c in &d.components {
-        let _ = writeln!(o, "      {:<12} {:.3e} per {}-day x {} = {:.2} per day  {}", c.name, c.failures_per_unit_day, c.per, c.units, c.failures_per_day, c.source);
+        let _ = writeln!(
+            o,
+            "      {:<12} {:.3e} per {}-day x {} = {:.2} per day  {}",
+            c.name, c.failures_per_unit_day, c.per, c.units, c.failures_per_day, c.source
+        );
     }
     let gb = d.checkpoint_bytes / 1e9;
     let _ = writeln!(o, "    checkpoint     {:.1} GB (weights + optimizer state), {:.1} s to write or read", gb, d.checkpoint_write_s);

@@ -7,11 +7,11 @@ use anyhow::Context;
 
 use super::args::ScenarioArgs;
 use super::{write_atomic, Outcome};
+use crate::config::reliability::GoodputSetup;
 use crate::measure::record::read_all;
 use crate::report::claims::{self, ClaimsWire, Subject};
 use crate::report::prices::{self, PriceFlags, PricesWire};
 use crate::report::{command_args, render, scaling_dps, Band, Entry, Predicted, Run, ScalePoint};
-use crate::config::reliability::GoodputSetup;
 use crate::workload::Mode;
 
 /// The run set and profile the uncertainty bands are computed from.

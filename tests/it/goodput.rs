@@ -156,7 +156,11 @@ fn bad_goodput_input_names_the_flag_and_value() {
     let d = std::env::temp_dir().join(format!("gpuplan-it-goodput-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     let file = d.join("bad.toml");
-    std::fs::write(&file, "kind = \"reliability\"\nname = \"bad\"\n[[component]]\nname = \"hbm\"\nper = \"gpu\"\nfailures_per_unit_day = { value = -2e-5, source = \"test\" }\n").unwrap();
+    std::fs::write(
+        &file,
+        "kind = \"reliability\"\nname = \"bad\"\n[[component]]\nname = \"hbm\"\nper = \"gpu\"\nfailures_per_unit_day = { value = -2e-5, source = \"test\" }\n",
+    )
+    .unwrap();
     let mut args: Vec<&str> = base.to_vec();
     args.extend(["--reliability", file.to_str().unwrap(), bw[0], bw[1]]);
     let (code, _, err) = gpuplan(&args);
@@ -200,7 +204,8 @@ fn plan_ranks_by_goodput_and_simulate_reports_it() {
         assert!((score(v) - g * v["tokens_per_s"].as_f64().unwrap()).abs() < 1e-6 * score(v));
     }
     assert!(score(&lines[0]) >= score(&lines[1]) && score(&lines[1]) >= score(&lines[2]));
-    let (code, _, err) = gpuplan(&["plan", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "16", "--global-batch", "64", "--seq", "4096", "--objective", "goodput"]);
+    let (code, _, err) =
+        gpuplan(&["plan", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "16", "--global-batch", "64", "--seq", "4096", "--objective", "goodput"]);
     assert_eq!(code, 2);
     assert!(err.contains("--goodput"), "{err}");
 

@@ -155,12 +155,20 @@ pub struct GoodputSetup {
 
 /// A flag's value problem: `--flag` = `value` problem, with a hint.
 fn flag_error(flag: &str, value: impl std::fmt::Display, problem: &str, hint: &str) -> ConfigError {
-    ConfigError::Invalid { path: PathBuf::from("command line"), key: format!("--{flag}"), value: format!("`{value}`"), problem: problem.into(), hint: Some(hint.into()) }
+    ConfigError::Invalid {
+        path: PathBuf::from("command line"),
+        key: format!("--{flag}"),
+        value: format!("`{value}`"),
+        problem: problem.into(),
+        hint: Some(hint.into()),
+    }
 }
 
 /// `NAME=RATE[/PER]`: a component's failures per unit-day (`PER` node by default).
 pub fn parse_failure_rate(text: &str) -> Result<Component, ConfigError> {
-    let bad = |problem: &str| flag_error("failure-rate", text, problem, "NAME=RATE[/PER]: failures per unit-day, PER one of node (default), gpu, nic; e.g. `gpu=2e-4/gpu`");
+    let bad = |problem: &str| {
+        flag_error("failure-rate", text, problem, "NAME=RATE[/PER]: failures per unit-day, PER one of node (default), gpu, nic; e.g. `gpu=2e-4/gpu`")
+    };
     let (name, rest) = text.split_once('=').ok_or_else(|| bad("is not NAME=RATE[/PER]"))?;
     let (rate, per) = match rest.split_once('/') {
         Some((r, p)) => (r, Per::parse(p.trim()).ok_or_else(|| bad("names an unknown PER"))?),
@@ -192,7 +200,12 @@ pub fn build(flags: &GoodputFlags) -> Result<GoodputSetup, ConfigError> {
         }
     }
     if rel.components.is_empty() {
-        return Err(flag_error("reliability", flags.reliability.as_deref().unwrap_or(DEFAULT), "gives no failure rate", "add `--failure-rate NAME=RATE[/PER]` or name a file under calibration/reliability/"));
+        return Err(flag_error(
+            "reliability",
+            flags.reliability.as_deref().unwrap_or(DEFAULT),
+            "gives no failure rate",
+            "add `--failure-rate NAME=RATE[/PER]` or name a file under calibration/reliability/",
+        ));
     }
     let cl = |flag: &str| Source::Measured(format!("command line `--{flag}`"));
     let mut inputs = Vec::new();
@@ -213,7 +226,9 @@ pub fn build(flags: &GoodputFlags) -> Result<GoodputSetup, ConfigError> {
             inputs.push(("checkpoint interval".into(), format!("{t} s"), cl("checkpoint-interval-s")));
             Some(Seconds::new(t))
         }
-        Some(t) => return Err(flag_error("checkpoint-interval-s", t, "must be positive", "seconds of training between checkpoints; leave it out for Daly's optimum")),
+        Some(t) => {
+            return Err(flag_error("checkpoint-interval-s", t, "must be positive", "seconds of training between checkpoints; leave it out for Daly's optimum"))
+        }
         None => None,
     };
     let time = |flag: &str, v: Option<f64>, file: &Option<Sourced<Seconds>>| -> Result<Option<Sourced<Seconds>>, ConfigError> {
@@ -248,12 +263,21 @@ pub fn build(flags: &GoodputFlags) -> Result<GoodputSetup, ConfigError> {
         (Some(_), None) => {
             return Err(flag_error("repair-h", "(missing)", "is required with `--spares`", "mean hours to bring a failed node back, e.g. `--repair-h 24`"))
         }
-        (None, Some(_)) => return Err(flag_error("spares", "(missing)", "is required with `--repair-h`", "hot spare nodes the job can swap in, e.g. `--spares 16`")),
+        (None, Some(_)) => {
+            return Err(flag_error("spares", "(missing)", "is required with `--repair-h`", "hot spare nodes the job can swap in, e.g. `--spares 16`"))
+        }
     };
     let recovery = match flags.recovery.as_deref() {
         None | Some("restart") => Recovery::Restart,
         Some("replica") => Recovery::Replica,
-        Some(other) => return Err(flag_error("recovery", other, "is not known", "restart (the whole job from its last checkpoint) or replica (only the failed data-parallel replica)")),
+        Some(other) => {
+            return Err(flag_error(
+                "recovery",
+                other,
+                "is not known",
+                "restart (the whole job from its last checkpoint) or replica (only the failed data-parallel replica)",
+            ))
+        }
     };
     let train_tokens = match flags.train_tokens {
         Some(t) if t.is_finite() && t > 0.0 => Some(t),
@@ -311,7 +335,8 @@ mod tests {
 
     #[test]
     fn a_negative_rate_in_a_file_names_its_key() {
-        let text = "kind = \"reliability\"\nname = \"t\"\n[[component]]\nname = \"gpu\"\nper = \"gpu\"\nfailures_per_unit_day = { value = -1e-4, source = \"x\" }\n";
+        let text =
+            "kind = \"reliability\"\nname = \"t\"\n[[component]]\nname = \"gpu\"\nper = \"gpu\"\nfailures_per_unit_day = { value = -1e-4, source = \"x\" }\n";
         let w: ReliabilityWire = parse_toml(Path::new("t.toml"), text).unwrap();
         let e = w.build(Path::new("t.toml")).unwrap_err().to_string();
         assert!(e.contains("`component[0].failures_per_unit_day.value` = `-0.0001` must be zero or positive"), "{e}");

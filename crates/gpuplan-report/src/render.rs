@@ -446,7 +446,12 @@ fn time_to_train_table(o: &mut Out, cx: &Ctx) {
                         row.extend([
                             format!("{:.1}%", 100.0 * g.effective_fraction),
                             format!("{} ({}–{})", short(t.days), short(t.days_p5), short(t.days_p95)),
-                            format!("${} (${}–${})", short(wall_h * c.usd_per_hour), short(t.days_p5 * 24.0 * c.usd_per_hour), short(t.days_p95 * 24.0 * c.usd_per_hour)),
+                            format!(
+                                "${} (${}–${})",
+                                short(wall_h * c.usd_per_hour),
+                                short(t.days_p5 * 24.0 * c.usd_per_hour),
+                                short(t.days_p95 * 24.0 * c.usd_per_hour)
+                            ),
                             format!("{:.4}", c.usd_per_million_tokens / g.effective_fraction),
                             format!("{:.0}", t.failures),
                         ]);
@@ -468,7 +473,13 @@ fn time_to_train_table(o: &mut Out, cx: &Ctx) {
         "fits".into(),
     ];
     if goodput {
-        head.extend(["effective time".into(), "days with failures (p5–p95)".into(), "cost with failures (p5–p95)".into(), "$/1M tok with failures".into(), "failures".into()]);
+        head.extend([
+            "effective time".into(),
+            "days with failures (p5–p95)".into(),
+            "cost with failures (p5–p95)".into(),
+            "$/1M tok with failures".into(),
+            "failures".into(),
+        ]);
     }
     o.table(head, tt);
     o.p(format!("At the predicted training throughput, running without interruption (`--tokens {:e}`); checkpointing, failures and evaluation are not included. A configuration that does not fit in memory (fits: no) cannot run as given; its row shows what it would cost if it did.", inp.tokens));
