@@ -37,7 +37,8 @@ pub fn run(args: PredictArgs) -> anyhow::Result<Outcome> {
     if args.json {
         let mut doc = document(&scenario, &pred);
         doc.goodput = goodput;
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        // Through a `Value`, whose objects print their keys sorted (as `to_json`).
+        println!("{}", serde_json::to_string_pretty(&serde_json::to_value(&doc)?)?);
     } else {
         print!("{}", table(&scenario, &pred, args.sources));
         if let Some(g) = &goodput {
