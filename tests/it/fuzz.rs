@@ -344,6 +344,13 @@ fn training_command_line() -> impl Strategy<Value = Vec<String>> {
         "--json",
         "--csv",
         "--force",
+        "--goodput",
+        "--storage-gb-per-s",
+        "--restart-s",
+        "--spares",
+        "--repair-h",
+        "--checkpoint-interval-s",
+        "--failure-rate",
     ]);
     let value =
         prop::sample::select(vec!["0", "-1", "1", "2", "3", "8", "64", "2048", "nan", "inf", "1e300", "4294967296", "x", "", "bf16", "full", "train", "gpipe"]);
@@ -354,7 +361,7 @@ fn training_command_line() -> impl Strategy<Value = Vec<String>> {
         }
         for (f, x) in fv {
             v.push(f.to_string());
-            if !matches!(f, "--json" | "--csv" | "--force") {
+            if !matches!(f, "--json" | "--csv" | "--force" | "--goodput") {
                 v.push(x.to_string());
             }
         }

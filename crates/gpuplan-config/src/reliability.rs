@@ -253,7 +253,9 @@ pub fn build(flags: &GoodputFlags) -> Result<GoodputSetup, ConfigError> {
     let spares = match (flags.spares, flags.repair_h) {
         (None, None) => None,
         (Some(n), _) if n < 0 => return Err(flag_error("spares", n, "must be zero or positive", "hot spare nodes the job can swap in")),
-        (Some(n), _) if n > u32::MAX as i64 => return Err(flag_error("spares", n, "is too large", "at most 4294967295")),
+        (Some(n), _) if n > gpuplan_core::limits::goodput::MAX_SPARES as i64 => {
+            return Err(flag_error("spares", n, "is too large", &format!("at most {} (README \"Limits\")", gpuplan_core::limits::goodput::MAX_SPARES)))
+        }
         (_, Some(h)) if !(h.is_finite() && h > 0.0) => return Err(flag_error("repair-h", h, "must be positive", "mean hours to bring a failed node back")),
         (Some(n), Some(h)) => {
             inputs.push(("hot spares".into(), format!("{n} nodes"), cl("spares")));

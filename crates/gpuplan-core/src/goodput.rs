@@ -199,7 +199,14 @@ pub fn spare_wait(spares: Spares, failures_per_s: f64) -> Seconds {
 /// Erlang's B (loss) probability for `servers` and offered load `a`, by the stable recursion
 /// `B(0) = 1`, `B(k) = a B(k-1) / (k + a B(k-1))`.
 pub fn erlang_b(servers: u32, a: f64) -> f64 {
-    (1..=servers).fold(1.0, |b, k| a * b / (k as f64 + a * b))
+    let mut b = 1.0;
+    for k in 1..=servers {
+        b = a * b / (k as f64 + a * b);
+        if b == 0.0 {
+            break;
+        }
+    }
+    b
 }
 
 /// The `q` quantile of a Poisson count of mean `mean`: exact summation below a mean of 500, a
