@@ -236,3 +236,42 @@ fn plan_ranks_by_goodput_and_simulate_reports_it() {
     let g = &v["goodput"];
     assert!((g["tokens_per_s"].as_f64().unwrap() - g["effective_fraction"].as_f64().unwrap() * v["tokens_per_s"].as_f64().unwrap()).abs() < 1e-6);
 }
+
+#[test]
+fn report_adds_goodput_adjusted_time_and_cost_to_train() {
+    let out = std::env::temp_dir().join(format!("gpuplan-it-goodput-report-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let (code, _, err) = gpuplan(&[
+        "report",
+        "--scenario",
+        "scenarios/seed-8xb200-tp2-dp4-13b.toml",
+        "--prices",
+        "calibration/prices/example-rental.toml",
+        "--tokens",
+        "1e11",
+        "--out",
+        out.to_str().unwrap(),
+        "--goodput",
+        "--storage-gb-per-s",
+        "10",
+        "--restart-s",
+        "300",
+        "--failure-rate",
+        "node=0.5",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let csv = std::fs::read_to_string(out.join("time_to_train.csv")).unwrap();
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| row[head.iter().position(|h| *h == name).unwrap_or_else(|| panic!("no `{name}` in {head:?}"))].parse::<f64>().unwrap();
+    let (hours, eff, good) = (col("hours"), col("effective_fraction"), col("goodput_hours"));
+    // The job pays for wall time: failure-free hours over the effective fraction.
+    assert!(eff > 0.0 && eff < 1.0);
+    assert!((good - hours / eff).abs() < 1e-9 * good, "{good} vs {hours} / {eff}");
+    assert!(col("goodput_hours_p5") <= good && good <= col("goodput_hours_p95"));
+    assert!((col("goodput_usd") / col("usd") - good / hours).abs() < 1e-9);
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("days with failures") && md.contains("--goodput --failure-rate node=0.5 --storage-gb-per-s 10 --restart-s 300 --out DIR"), "{md}");
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -787,6 +787,7 @@ fn csv_files(o: &mut Out, cx: &Ctx) -> Result<(), String> {
         .collect();
     o.file("scaling.csv", csv(&["file", "scenario", "mode", "gpus", "dp", "tokens_per_s", "fits", "predict_args_after_scenario"], sc)?);
     if inp.prices.is_some() {
+        let goodput = cx.all.iter().any(|r| r.run.mode == "train" && r.run.outcome.as_ref().is_ok_and(|p| p.doc.goodput.is_some()));
         let tt: Vec<Vec<String>> = cx
             .all
             .iter()
@@ -794,7 +795,7 @@ fn csv_files(o: &mut Out, cx: &Ctx) -> Result<(), String> {
             .filter_map(|r| r.c.as_ref().map(|c| (r, c)))
             .map(|(r, c)| {
                 let (h, usd, kwh) = time_to_train(c, inp.tokens);
-                vec![
+                let mut row = vec![
                     r.run.scenario_name.clone(),
                     format!("{}", inp.tokens),
                     format!("{h}"),
@@ -802,10 +803,26 @@ fn csv_files(o: &mut Out, cx: &Ctx) -> Result<(), String> {
                     format!("{kwh}"),
                     format!("{}", band.step_time_pct),
                     format!("{}", band.energy() * 100.0),
-                ]
+                ];
+                if goodput {
+                    // Goodput-adjusted: wall hours (expected, p5, p95) and their cost; empty without.
+                    let g = r.run.outcome.as_ref().ok().and_then(|p| p.doc.goodput.as_ref()).and_then(|g| g.train.as_ref().map(|t| (g, t)));
+                    match g {
+                        Some((g, t)) => row.extend(
+                            [g.effective_fraction, t.days * 24.0, t.days_p5 * 24.0, t.days_p95 * 24.0, t.days * 24.0 * c.usd_per_hour, t.failures]
+                                .map(|x| format!("{x}")),
+                        ),
+                        None => row.extend(std::iter::repeat_n(String::new(), 6)),
+                    }
+                }
+                row
             })
             .collect();
-        o.file("time_to_train.csv", csv(&["scenario", "tokens", "hours", "usd", "facility_kwh", "time_band_pct", "cost_energy_band_pct"], tt)?);
+        let mut head = vec!["scenario", "tokens", "hours", "usd", "facility_kwh", "time_band_pct", "cost_energy_band_pct"];
+        if goodput {
+            head.extend(["effective_fraction", "goodput_hours", "goodput_hours_p5", "goodput_hours_p95", "goodput_usd", "failures"]);
+        }
+        o.file("time_to_train.csv", csv(&head, tt)?);
     }
     let mut src = Vec::new();
     for (r, p) in cx.ok {
