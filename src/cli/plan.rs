@@ -220,6 +220,11 @@ pub fn request(a: &ScenarioArgs, o: &PlanOptions, base: &Scenario, mode: PlanMod
     let mut asked = asked(a, o);
     if o.goodput.goodput {
         anyhow::ensure!(mode == PlanMode::Train, "`--goodput` applies to training plans\nhint: drop --goodput or use `--mode train`");
+        anyhow::ensure!(
+            o.objective == "goodput",
+            "`--goodput` in a plan ranks by goodput: it needs `--objective goodput` (given: `{}`)\nhint: add `--objective goodput`",
+            o.objective
+        );
         asked.goodput = Some(crate::config::reliability::build(&o.goodput.flags())?.params);
     }
     request::request(&asked, base, mode).map_err(anyhow::Error::msg)

@@ -275,3 +275,37 @@ fn report_adds_goodput_adjusted_time_and_cost_to_train() {
     assert!(md.contains("days with failures") && md.contains("--goodput --failure-rate node=0.5 --storage-gb-per-s 10 --restart-s 300 --out DIR"), "{md}");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn no_failures_means_only_checkpoints_cost() {
+    let g = goodput_json(&["--reliability", "none", "--failure-rate", "node=0", "--restart-s", "300"]);
+    assert_eq!(f(&g, "effective_fraction"), 1.0);
+    assert_eq!(f(&g, "failures_per_day"), 0.0);
+    let g = goodput_json(&["--reliability", "none", "--failure-rate", "node=0", "--restart-s", "300", "--checkpoint-interval-s", "600"]);
+    let d = f(&g, "checkpoint_write_s");
+    assert!((f(&g, "effective_fraction") - 600.0 / (600.0 + d)).abs() < 1e-12);
+}
+
+#[test]
+fn plan_goodput_flags_need_the_goodput_objective() {
+    let (code, _, err) = gpuplan(&[
+        "plan",
+        "--model",
+        "llama-3-8b",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "16",
+        "--global-batch",
+        "64",
+        "--seq",
+        "4096",
+        "--goodput",
+        "--storage-gb-per-s",
+        "100",
+        "--restart-s",
+        "300",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--objective goodput"), "{err}");
+}

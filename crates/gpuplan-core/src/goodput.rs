@@ -177,7 +177,8 @@ pub fn daly_interval(write: Seconds, mtbf: Seconds) -> Seconds {
 pub fn restart_fraction(interval: Seconds, write: Seconds, restart: Seconds, mtbf: Seconds) -> f64 {
     let (t, d, r, m) = (interval.value(), write.value(), restart.value(), mtbf.value());
     if !m.is_finite() {
-        return t / (t + d);
+        // No failures: only the checkpoints cost (none without an interval).
+        return if t.is_finite() { t / (t + d) } else { 1.0 };
     }
     t / (m * (r / m).exp() * ((t + d) / m).exp_m1())
 }
@@ -391,6 +392,8 @@ mod tests {
         // Second-order terms ((delta / tau)^2 = 1e-4 here) are what is left.
         assert!((f - first).abs() < 2e-4, "{f} vs {first}");
         assert_eq!(restart_fraction(Seconds::new(t), Seconds::new(d), Seconds::new(r), Seconds::new(f64::INFINITY)), t / (t + d));
+        let inf = Seconds::new(f64::INFINITY);
+        assert_eq!(restart_fraction(inf, Seconds::new(d), Seconds::new(r), inf), 1.0);
     }
 
     #[test]
