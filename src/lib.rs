@@ -4,7 +4,7 @@
 //! crates, re-exported under their module names so `gpuplan::config`, `gpuplan::analytic`, ...
 //! name one thing each:
 //! - `gpuplan-core`: units, hardware, model, workload, parallelism, memory, power, cost,
-//!   analytic, sim, plan, serve, validate, scenario, record, limits;
+//!   analytic, sim, plan, goodput, serve, validate, scenario, record, limits;
 //! - `gpuplan-config`: wire formats and the catalog (`config`);
 //! - `gpuplan-report`: reports, charts, traces (`report`; `sim::trace`, `sim::timeline`);
 //! - `gpuplan-gpu`: `calibrate` and `measure`.
@@ -12,7 +12,9 @@
 //! Only `cli` prints, exits or reads the environment.
 
 pub use gpuplan_config as config;
-pub use gpuplan_core::{analytic, cost, deploy, hardware, limits, memory, model, parallelism, plan, power, record, scenario, serve, units, validate, workload};
+pub use gpuplan_core::{
+    analytic, cost, deploy, goodput, hardware, limits, memory, model, parallelism, plan, power, record, scenario, serve, units, validate, workload,
+};
 pub use gpuplan_gpu::{calibrate, measure};
 pub use gpuplan_report as report;
 

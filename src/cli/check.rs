@@ -59,6 +59,11 @@ fn check_file(path: &std::path::Path) -> anyhow::Result<&'static str> {
         w.build(s)?;
         return Ok("prices");
     }
+    if in_dir("reliability") {
+        let w: config::reliability::ReliabilityWire = config::parse_toml(path, &text)?;
+        w.build(path)?;
+        return Ok("reliability");
+    }
     if in_dir("scenarios") && crate::report::claims::is_claims_file(&text) {
         let _: crate::report::claims::ClaimsWire = config::parse_toml(path, &text)?;
         return Ok("claims");
@@ -73,5 +78,5 @@ fn check_file(path: &std::path::Path) -> anyhow::Result<&'static str> {
         crate::analytic::predict(&scenario).with_context(|| format!("{}: configuration cannot run", path.display()))?;
         return Ok("scenario");
     }
-    anyhow::bail!("{}: cannot tell what kind of file this is\nhint: gpuplan checks files under models/, calibration/systems/ and scenarios/", path.display())
+    anyhow::bail!("{}: cannot tell what kind of file this is\nhint: gpuplan checks files under models/, calibration/systems/, calibration/prices/, calibration/reliability/ and scenarios/", path.display())
 }

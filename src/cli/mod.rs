@@ -4,6 +4,7 @@ pub mod args;
 pub mod calibrate;
 pub mod check;
 pub mod compare;
+pub mod goodput;
 pub mod launch;
 pub mod measure;
 pub mod plan;
@@ -25,7 +26,7 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
     /// A catalog folder (holding models/, calibration/systems/, calibration/profiles/,
-    /// calibration/prices/) searched before the current directory and the built-in catalog;
+    /// calibration/prices/, calibration/reliability/) searched before the current directory and the built-in catalog;
     /// repeatable. GPUPLAN_CATALOG (a path list) is searched after the current directory
     #[arg(long, global = true, value_name = "DIR")]
     pub catalog: Vec<std::path::PathBuf>,

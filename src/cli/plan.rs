@@ -36,9 +36,11 @@ pub struct PlanOptions {
     /// Largest global batch (sequences) to consider
     #[arg(long, value_parser = count_u64(), allow_negative_numbers = true)]
     pub max_global_batch: Option<u64>,
-    /// throughput, time-to-train, cost, tokens-per-joule
+    /// throughput, time-to-train, cost, tokens-per-joule, goodput (needs --goodput and its flags)
     #[arg(long, default_value = "throughput")]
     pub objective: String,
+    #[command(flatten)]
+    pub goodput: super::goodput::GoodputArgs,
     /// Price of one GPU-hour in USD (cost column and objective); `compare` also takes
     /// `system=price,...`. No default: prices are yours
     #[arg(long)]
@@ -211,6 +213,7 @@ fn asked(a: &ScenarioArgs, o: &PlanOptions) -> Asked {
         kwh_usd: o.kwh_usd,
         objective: o.objective.clone(),
         gpu_hour_usd: o.gpu_hour_usd.clone(),
+        goodput: None,
     }
 }
 
@@ -221,7 +224,17 @@ pub fn gpu_hour_price(o: &PlanOptions, system: &str) -> anyhow::Result<Option<f6
 
 /// Build the plan request from the flags.
 pub fn request(a: &ScenarioArgs, o: &PlanOptions, base: &Scenario, mode: PlanMode) -> anyhow::Result<Request> {
-    request::request(&asked(a, o), base, mode).map_err(anyhow::Error::msg)
+    let mut asked = asked(a, o);
+    if o.goodput.goodput {
+        anyhow::ensure!(mode == PlanMode::Train, "`--goodput` applies to training plans\nhint: drop --goodput or use `--mode train`");
+        anyhow::ensure!(
+            o.objective == "goodput",
+            "`--goodput` in a plan ranks by goodput: it needs `--objective goodput` (given: `{}`)\nhint: add `--objective goodput`",
+            o.objective
+        );
+        asked.goodput = Some(crate::config::reliability::build(&o.goodput.flags())?.params);
+    }
+    request::request(&asked, base, mode).map_err(anyhow::Error::msg)
 }
 
 /// The flags, with the scenario file's global batch and GPU count where no flag gives them (the file's layout

@@ -24,16 +24,26 @@ pub struct PredictArgs {
     /// Also print the Megatron-LM arguments that launch this layout
     #[arg(long)]
     pub megatron_args: bool,
+    #[command(flatten)]
+    pub goodput: super::goodput::GoodputArgs,
 }
 
 pub fn run(args: PredictArgs) -> anyhow::Result<Outcome> {
     let scenario = args.scenario.build()?;
+    let goodput = args.goodput.setup(&scenario)?;
     let origin = args.scenario.scenario.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "command line".into());
     let pred = analytic::predict(&scenario).with_context(|| format!("{origin}: configuration cannot run"))?;
+    let goodput = goodput.map(|g| super::goodput::document(&scenario, pred.tokens_per_s, &g));
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&to_json(&scenario, &pred))?);
+        let mut doc = document(&scenario, &pred);
+        doc.goodput = goodput;
+        // Through a `Value`, whose objects print their keys sorted (as `to_json`).
+        println!("{}", serde_json::to_string_pretty(&serde_json::to_value(&doc)?)?);
     } else {
         print!("{}", table(&scenario, &pred, args.sources));
+        if let Some(g) = &goodput {
+            print!("{}", super::goodput::table(g));
+        }
     }
     if args.megatron_args {
         // After the JSON document too, on stderr, so stdout stays one JSON object.
@@ -114,6 +124,7 @@ pub fn document(s: &Scenario, p: &Prediction) -> PredictionDoc {
             j_per_step: p.energy_per_step.value(),
             kwh_per_million_tokens: p.energy_per_token.as_kwh() * 1e6,
         },
+        goodput: None,
         sources: analytic::used_numbers(s)
             .iter()
             .map(|u| SourceDoc { name: u.name.clone(), value: u.value.clone(), kind: u.source.kind().into(), source: u.source.citation().into() })

@@ -7,6 +7,7 @@ use anyhow::Context;
 
 use super::args::ScenarioArgs;
 use super::{write_atomic, Outcome};
+use crate::config::reliability::GoodputSetup;
 use crate::measure::record::read_all;
 use crate::report::claims::{self, ClaimsWire, Subject};
 use crate::report::prices::{self, PriceFlags, PricesWire};
@@ -73,6 +74,9 @@ pub struct ReportArgs {
     /// Storage cost per node-hour, USD
     #[arg(long)]
     pub storage_usd_per_node_hour: Option<f64>,
+    /// `--goodput` and its flags: goodput-adjusted time and cost to train `--tokens` (training runs)
+    #[command(flatten)]
+    pub goodput: super::goodput::GoodputArgs,
 }
 
 impl ReportArgs {
@@ -112,7 +116,16 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
     let band = band(&args.band_runs, &args.band_profile)?;
     eprintln!("uncertainty band: {}", band.origin);
 
-    let entries: Vec<Entry> = args.scenario.iter().map(|f| entry(f)).collect::<anyhow::Result<_>>()?;
+    let goodput = match args.goodput.goodput {
+        true => {
+            anyhow::ensure!(args.goodput.train_tokens.is_none(), "`--train-tokens` does not apply to `gpuplan report`\nhint: the report trains `--tokens`");
+            let mut g = crate::config::reliability::build(&args.goodput.flags())?;
+            g.train_tokens = Some(args.tokens);
+            Some(g)
+        }
+        false => None,
+    };
+    let entries: Vec<Entry> = args.scenario.iter().map(|f| entry(f, goodput.as_ref())).collect::<anyhow::Result<_>>()?;
     let claims = match &args.claims {
         Some(f) => Some(audit(f, &band)?),
         None => None,
@@ -123,7 +136,10 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
 
     if let Some(out) = &args.out {
         let title = args.title.clone().unwrap_or_else(|| out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "report".into()));
-        let command = command_args(&args.scenario, args.prices.as_deref(), &flags, args.tokens, args.claims.as_deref());
+        let mut command = command_args(&args.scenario, args.prices.as_deref(), &flags, args.tokens, args.claims.as_deref());
+        if args.goodput.goodput {
+            command = command.replace("--out DIR", &format!("{} --out DIR", args.goodput.command_line()));
+        }
         let files = render::render(&render::Input {
             title: &title,
             command: &command,
@@ -175,10 +191,13 @@ pub fn band(runs: &Path, profile: &str) -> anyhow::Result<Band> {
     Band::from_runs(&records, runs, profile).map_err(anyhow::Error::msg)
 }
 
-fn predict_run(file: &Path, name_hint: &str, mode: &str, flags: Vec<String>, a: ScenarioArgs) -> Run {
+fn predict_run(file: &Path, name_hint: &str, mode: &str, flags: Vec<String>, a: ScenarioArgs, goodput: Option<&GoodputSetup>) -> Run {
     let outcome = a.build().map_err(|e| format!("{e:#}")).and_then(|s| {
         let p = crate::analytic::predict(&s).map_err(|e| e.to_string())?;
-        let doc = super::predict::document(&s, &p);
+        let mut doc = super::predict::document(&s, &p);
+        if s.workload.mode == Mode::Train {
+            doc.goodput = goodput.map(|g| super::goodput::document(&s, p.tokens_per_s, g));
+        }
         let used = crate::analytic::used_numbers(&s);
         Ok(Predicted { scenario: s, doc, used })
     });
@@ -187,7 +206,7 @@ fn predict_run(file: &Path, name_hint: &str, mode: &str, flags: Vec<String>, a: 
 }
 
 /// A scenario file in its own mode and the two others, and its scaling curve.
-fn entry(file: &Path) -> anyhow::Result<Entry> {
+fn entry(file: &Path, goodput: Option<&GoodputSetup>) -> anyhow::Result<Entry> {
     let base = ScenarioArgs { scenario: Some(file.to_path_buf()), ..Default::default() };
     let s = base.build().with_context(|| format!("scenario `{}`", file.display()))?;
     let w = &s.workload;
@@ -234,7 +253,7 @@ fn entry(file: &Path) -> anyhow::Result<Entry> {
         .into_iter()
         .map(|m| {
             let (f, a) = variant(m);
-            predict_run(file, &name, m.name(), f, a)
+            predict_run(file, &name, m.name(), f, a, goodput)
         })
         .collect();
 

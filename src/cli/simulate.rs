@@ -36,6 +36,8 @@ pub struct SimulateArgs {
     /// Congested spine: all scale-out bandwidth times FACTOR
     #[arg(long = "spine-factor")]
     pub spine_factor: Option<f64>,
+    #[command(flatten)]
+    pub goodput: super::goodput::GoodputArgs,
 }
 
 fn parse_stage_factor(s: &str) -> Result<(u32, f64), String> {
@@ -50,6 +52,7 @@ fn parse_stage_factor(s: &str) -> Result<(u32, f64), String> {
 
 pub fn run(args: SimulateArgs) -> anyhow::Result<Outcome> {
     let scenario = args.scenario.build()?;
+    let goodput = args.goodput.setup(&scenario)?;
     let origin = args.scenario.scenario.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "command line".into());
     if let Some(f) = args.spine_factor {
         anyhow::ensure!(f > 0.0 && f <= 1.0, "`--spine-factor` = `{f}` must be in (0, 1]");
@@ -74,6 +77,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<Outcome> {
         eprintln!("wrote {}", p.display());
     }
     let pred = &result.prediction;
+    let goodput = goodput.map(|g| super::goodput::document(&scenario, pred.tokens_per_s, &g));
     if args.json {
         let mut v = predict::to_json(&scenario, pred);
         v["engine"] = "des".into();
@@ -85,6 +89,9 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<Outcome> {
                 "stage": u.stage, "compute": u.compute, "bubble": u.bubble, "nvlink": u.nvlink, "nic": u.nic,
             })).collect::<Vec<_>>(),
         });
+        if let Some(g) = &goodput {
+            v["goodput"] = serde_json::to_value(g)?;
+        }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print!("{}", predict::table(&scenario, pred, false));
@@ -93,6 +100,9 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<Outcome> {
         println!("  stage  compute  bubble  nvlink   nic");
         for u in &result.utilization {
             println!("  {:>5}  {:>6.1}%  {:>5.1}%  {:>5.1}%  {:>4.1}%", u.stage, u.compute * 100.0, u.bubble * 100.0, u.nvlink * 100.0, u.nic * 100.0);
+        }
+        if let Some(g) = &goodput {
+            print!("{}", super::goodput::table(g));
         }
     }
     Ok(if pred.memory.fits() { Outcome::Ok } else { Outcome::Infeasible })

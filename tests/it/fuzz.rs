@@ -346,6 +346,13 @@ fn training_command_line() -> impl Strategy<Value = Vec<String>> {
         "--force",
         "--launch",
         "--launch-model",
+        "--goodput",
+        "--storage-gb-per-s",
+        "--restart-s",
+        "--spares",
+        "--repair-h",
+        "--checkpoint-interval-s",
+        "--failure-rate",
     ]);
     let value = prop::sample::select(vec![
         "0",
@@ -377,7 +384,7 @@ fn training_command_line() -> impl Strategy<Value = Vec<String>> {
         }
         for (f, x) in fv {
             v.push(f.to_string());
-            if !matches!(f, "--json" | "--csv" | "--force") {
+            if !matches!(f, "--json" | "--csv" | "--force" | "--goodput") {
                 v.push(x.to_string());
             }
         }

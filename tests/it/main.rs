@@ -8,6 +8,7 @@ mod cli;
 mod cost;
 mod engines;
 mod fuzz;
+mod goodput;
 mod launch;
 mod limits;
 mod measure;

@@ -29,7 +29,7 @@ fn shipped() -> Vec<(String, Scenario)> {
 /// less than the closed form's DP time. (DeepSeek-V3's DP buckets also share the NVLink with the
 /// EP all-to-all, which the DES sees and the closed form does not; the overlap difference now
 /// outweighs it.)
-const DP_OVERLAP_CHARGED_IN_FULL: &[&str] = &["deepseek-v3-256xgb200.toml", "llama-3.1-405b-16384xb200.toml"];
+const DP_OVERLAP_CHARGED_IN_FULL: &[&str] = &["deepseek-v3-256xgb200.toml", "llama-3.1-405b-16384xb200.toml", "llama-3.1-405b-16384xh100.toml"];
 
 #[test]
 fn des_agrees_with_analytic_on_shipped_scenarios_or_names_the_cause() {

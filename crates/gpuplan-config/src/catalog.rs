@@ -1,6 +1,6 @@
 //! The catalog: model files (`models/`), GPU and system files (`calibration/systems/`), the
-//! shipped calibration profiles (`calibration/profiles/`) and price files
-//! (`calibration/prices/`). They are compiled into the binary, so `gpuplan` works from any folder
+//! shipped calibration profiles (`calibration/profiles/`), price files (`calibration/prices/`)
+//! and reliability files (`calibration/reliability/`). They are compiled into the binary, so `gpuplan` works from any folder
 //! and on any machine it is copied to; folders on disk can override or extend them.
 //!
 //! A name is looked up in the data roots, in order: the folders given with `--catalog` (see
@@ -24,10 +24,16 @@ static MODELS: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../../models");
 static SYSTEMS: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../../calibration/systems");
 static PROFILES: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../../calibration/profiles");
 static PRICES: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../../calibration/prices");
+static RELIABILITY: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../../calibration/reliability");
 
 /// The catalog folders of the data roots, as paths under a root.
-const FOLDERS: [(&str, &Dir<'static>); 4] =
-    [("models", &MODELS), ("calibration/systems", &SYSTEMS), ("calibration/profiles", &PROFILES), ("calibration/prices", &PRICES)];
+const FOLDERS: [(&str, &Dir<'static>); 5] = [
+    ("models", &MODELS),
+    ("calibration/systems", &SYSTEMS),
+    ("calibration/profiles", &PROFILES),
+    ("calibration/prices", &PRICES),
+    ("calibration/reliability", &RELIABILITY),
+];
 
 /// Folders on disk searched besides the current directory.
 #[derive(Debug, Clone, Default, PartialEq)]

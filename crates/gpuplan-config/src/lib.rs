@@ -14,6 +14,7 @@ pub mod prediction;
 pub mod profile;
 pub mod published;
 pub mod record;
+pub mod reliability;
 pub mod scenario;
 pub mod serve;
 pub mod serving_published;

@@ -37,6 +37,65 @@ pub struct PredictionDoc {
     pub energy: EnergyDoc,
     /// Every hardware number the prediction used, with where it came from.
     pub sources: Vec<SourceDoc>,
+    /// With `--goodput`: failures, checkpoints and restarts (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput: Option<GoodputDoc>,
+}
+
+/// The goodput model's result (`--goodput`), `gpuplan_core::goodput`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GoodputDoc {
+    /// The reliability file (name and path) the rates came from.
+    pub reliability: String,
+    /// `restart` (the whole job from its checkpoint) or `replica` (the failed DP replica only).
+    pub recovery: String,
+    pub nodes: u64,
+    pub failures_per_day: f64,
+    pub mtbf_h: f64,
+    pub components: Vec<FailureDoc>,
+    pub checkpoint_bytes: f64,
+    pub checkpoint_write_s: f64,
+    /// Compute time between checkpoints, and whether it is Daly's optimum (else given).
+    pub checkpoint_interval_s: f64,
+    pub checkpoint_interval_optimal: bool,
+    pub detect_s: f64,
+    pub restart_s: f64,
+    pub spare_wait_s: f64,
+    /// Detection + relaunch + spare wait + checkpoint read.
+    pub recovery_s: f64,
+    /// Effective training-time fraction.
+    pub effective_fraction: f64,
+    /// Goodput-adjusted throughput.
+    pub tokens_per_s: f64,
+    pub tokens_per_day: f64,
+    pub train: Option<TrainDoc>,
+    /// The model's inputs besides the rates, with their sources.
+    pub inputs: Vec<SourceDoc>,
+}
+
+/// One component's failures in the job.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FailureDoc {
+    pub name: String,
+    pub per: String,
+    pub failures_per_unit_day: f64,
+    pub units: u64,
+    pub failures_per_day: f64,
+    pub source: String,
+}
+
+/// Time to train `tokens`, with the band from the Poisson spread of the failure count.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TrainDoc {
+    pub tokens: f64,
+    pub days: f64,
+    pub days_p5: f64,
+    pub days_p95: f64,
+    pub failures: f64,
+    pub failures_p5: f64,
+    pub failures_p95: f64,
+    /// What the band is.
+    pub band: String,
 }
 
 /// The scenario a prediction is of: names, layout and workload.

@@ -10,6 +10,7 @@ pub mod analytic;
 pub mod cost;
 pub mod deploy;
 pub mod des;
+pub mod goodput;
 pub mod hardware;
 pub mod limits;
 pub mod memory;

@@ -92,3 +92,10 @@ pub mod sim {
     /// micro-batches is already far over `MAX_EVENTS` at one step per pass.
     pub const MAX_MICRO_BATCHES: u64 = 1_000_000;
 }
+
+/// `--goodput`.
+pub mod goodput {
+    /// Hot spare nodes (`--spares`): Erlang's B takes one step per spare; the largest clusters
+    /// have some 10^4-10^5 nodes, so a million spares is beyond any.
+    pub const MAX_SPARES: u32 = 1_000_000;
+}

@@ -412,15 +412,18 @@ fn per_token_charts(o: &mut Out, cx: &Ctx) -> Result<(), String> {
     Ok(())
 }
 
-/// "Time and cost to train N tokens" (with prices): one row per training run.
+/// "Time and cost to train N tokens" (with prices): one row per training run; with `--goodput`,
+/// the goodput-adjusted time, cost and $/1M tokens beside them (from `/goodput` of the run's
+/// `predict --json` document).
 fn time_to_train_table(o: &mut Out, cx: &Ctx) {
     let (inp, band) = (cx.inp, cx.band);
     o.h(2, format!("Time and cost to train {} tokens", short(inp.tokens)));
+    let goodput = cx.all.iter().any(|r| r.run.mode == "train" && r.run.outcome.as_ref().is_ok_and(|p| p.doc.goodput.is_some()));
     let mut tt = Vec::new();
     for r in cx.all.iter().filter(|r| r.run.mode == "train") {
         if let Some(c) = &r.c {
             let (h, usd, kwh) = time_to_train(c, inp.tokens);
-            tt.push(vec![
+            let mut row = vec![
                 label(r.run),
                 c.gpus.to_string(),
                 pm(h / 24.0, band.throughput()),
@@ -434,23 +437,66 @@ fn time_to_train_table(o: &mut Out, cx: &Ctx) {
                     100.0 * c.node_usd_per_hour / c.usd_per_hour
                 ),
                 if c.fits { "yes".into() } else { "**no**".into() },
-            ]);
+            ];
+            if goodput {
+                let g = r.run.outcome.as_ref().ok().and_then(|p| p.doc.goodput.as_ref());
+                match g.and_then(|g| g.train.as_ref().map(|t| (g, t))) {
+                    Some((g, t)) => {
+                        let wall_h = t.days * 24.0;
+                        row.extend([
+                            format!("{:.1}%", 100.0 * g.effective_fraction),
+                            format!("{} ({}–{})", short(t.days), short(t.days_p5), short(t.days_p95)),
+                            format!(
+                                "${} (${}–${})",
+                                short(wall_h * c.usd_per_hour),
+                                short(t.days_p5 * 24.0 * c.usd_per_hour),
+                                short(t.days_p95 * 24.0 * c.usd_per_hour)
+                            ),
+                            format!("{:.4}", c.usd_per_million_tokens / g.effective_fraction),
+                            format!("{:.0}", t.failures),
+                        ]);
+                    }
+                    None => row.extend(std::iter::repeat_n("-".to_string(), 5)),
+                }
+            }
+            tt.push(row);
         }
     }
-    o.table(
-        vec![
-            "scenario · mode".into(),
-            "GPUs".into(),
-            "days".into(),
-            "cost".into(),
-            "facility MWh".into(),
-            "$/hour (job)".into(),
-            "capital / energy / network+storage".into(),
-            "fits".into(),
-        ],
-        tt,
-    );
+    let mut head: Vec<String> = vec![
+        "scenario · mode".into(),
+        "GPUs".into(),
+        "days".into(),
+        "cost".into(),
+        "facility MWh".into(),
+        "$/hour (job)".into(),
+        "capital / energy / network+storage".into(),
+        "fits".into(),
+    ];
+    if goodput {
+        head.extend([
+            "effective time".into(),
+            "days with failures (p5–p95)".into(),
+            "cost with failures (p5–p95)".into(),
+            "$/1M tok with failures".into(),
+            "failures".into(),
+        ]);
+    }
+    o.table(head, tt);
     o.p(format!("At the predicted training throughput, running without interruption (`--tokens {:e}`); checkpointing, failures and evaluation are not included. A configuration that does not fit in memory (fits: no) cannot run as given; its row shows what it would cost if it did.", inp.tokens));
+    if goodput {
+        let about = cx
+            .all
+            .iter()
+            .find_map(|r| r.run.outcome.as_ref().ok().and_then(|p| p.doc.goodput.as_ref()))
+            .map(|g| {
+                format!(
+                    "failure rates from {}, {} recovery, detection {:.0} s, relaunch {:.0} s, checkpoints written and read at the given storage bandwidth",
+                    g.reliability, g.recovery, g.detect_s, g.restart_s
+                )
+            })
+            .unwrap_or_default();
+        o.p(format!("With failures (`--goodput`: {about}): the job pays for wall-clock time, so time and cost are the failure-free figures divided by the effective training-time fraction; the p5–p95 range is the Poisson spread of the failure count over the run only (not the failure rates' uncertainty, nor the throughput band). The model and its sources: ARCHITECTURE.md, `goodput`."));
+    }
 }
 
 /// "Where the step time goes": the critical path's parts as a stacked chart.
@@ -741,6 +787,7 @@ fn csv_files(o: &mut Out, cx: &Ctx) -> Result<(), String> {
         .collect();
     o.file("scaling.csv", csv(&["file", "scenario", "mode", "gpus", "dp", "tokens_per_s", "fits", "predict_args_after_scenario"], sc)?);
     if inp.prices.is_some() {
+        let goodput = cx.all.iter().any(|r| r.run.mode == "train" && r.run.outcome.as_ref().is_ok_and(|p| p.doc.goodput.is_some()));
         let tt: Vec<Vec<String>> = cx
             .all
             .iter()
@@ -748,7 +795,7 @@ fn csv_files(o: &mut Out, cx: &Ctx) -> Result<(), String> {
             .filter_map(|r| r.c.as_ref().map(|c| (r, c)))
             .map(|(r, c)| {
                 let (h, usd, kwh) = time_to_train(c, inp.tokens);
-                vec![
+                let mut row = vec![
                     r.run.scenario_name.clone(),
                     format!("{}", inp.tokens),
                     format!("{h}"),
@@ -756,10 +803,26 @@ fn csv_files(o: &mut Out, cx: &Ctx) -> Result<(), String> {
                     format!("{kwh}"),
                     format!("{}", band.step_time_pct),
                     format!("{}", band.energy() * 100.0),
-                ]
+                ];
+                if goodput {
+                    // Goodput-adjusted: wall hours (expected, p5, p95) and their cost; empty without.
+                    let g = r.run.outcome.as_ref().ok().and_then(|p| p.doc.goodput.as_ref()).and_then(|g| g.train.as_ref().map(|t| (g, t)));
+                    match g {
+                        Some((g, t)) => row.extend(
+                            [g.effective_fraction, t.days * 24.0, t.days_p5 * 24.0, t.days_p95 * 24.0, t.days * 24.0 * c.usd_per_hour, t.failures]
+                                .map(|x| format!("{x}")),
+                        ),
+                        None => row.extend(std::iter::repeat_n(String::new(), 6)),
+                    }
+                }
+                row
             })
             .collect();
-        o.file("time_to_train.csv", csv(&["scenario", "tokens", "hours", "usd", "facility_kwh", "time_band_pct", "cost_energy_band_pct"], tt)?);
+        let mut head = vec!["scenario", "tokens", "hours", "usd", "facility_kwh", "time_band_pct", "cost_energy_band_pct"];
+        if goodput {
+            head.extend(["effective_fraction", "goodput_hours", "goodput_hours_p5", "goodput_hours_p95", "goodput_usd", "failures"]);
+        }
+        o.file("time_to_train.csv", csv(&head, tt)?);
     }
     let mut src = Vec::new();
     for (r, p) in cx.ok {

@@ -253,6 +253,9 @@ pub enum Objective {
     },
     Cost,
     TokensPerJoule,
+    /// Goodput-adjusted throughput: tokens/s x the effective training-time fraction of the
+    /// goodput model (`goodput::goodput`) under these failure, checkpoint and recovery inputs.
+    Goodput(crate::goodput::Params),
 }
 
 impl Objective {
@@ -262,6 +265,7 @@ impl Objective {
             Objective::TimeToTrain { .. } => "time-to-train",
             Objective::Cost => "cost",
             Objective::TokensPerJoule => "tokens-per-joule",
+            Objective::Goodput(_) => "goodput",
         }
     }
 }
@@ -284,6 +288,8 @@ pub struct Metrics {
     /// Serving: prefill time of one batch (time to first token) and decode step time.
     pub ttft_s: Option<f64>,
     pub tpot_s: Option<f64>,
+    /// Effective training-time fraction, under the goodput objective.
+    pub goodput: Option<f64>,
 }
 
 impl Metrics {
@@ -683,7 +689,10 @@ fn evaluate_predicted(s: &mut Scenario, c: &Candidate, req: &Request, engine: &d
             }
         }
     }
-    let metrics = metrics_of(s, &p, &req.pricing, ttft, tpot);
+    let mut metrics = metrics_of(s, &p, &req.pricing, ttft, tpot);
+    if let Objective::Goodput(g) = &req.objective {
+        metrics.goodput = Some(crate::goodput::goodput(s, p.tokens_per_s, g, None).fraction);
+    }
     let score = score(&req.objective, &metrics);
     Ok(Ranked { candidate: *c, metrics, score })
 }
@@ -705,6 +714,7 @@ fn metrics_of(s: &Scenario, p: &Prediction, pricing: &Pricing, ttft_s: Option<f6
         usd_per_million_tokens: pricing.usd_per_million_tokens(s.n_gpus, p.tokens_per_s, p.energy_per_token_facility.value()),
         ttft_s,
         tpot_s,
+        goodput: None,
     }
 }
 
@@ -714,6 +724,7 @@ fn score(obj: &Objective, m: &Metrics) -> f64 {
         Objective::TimeToTrain { tokens } => -(tokens / m.tokens_per_s),
         Objective::Cost => -m.usd_per_million_tokens.unwrap_or(f64::INFINITY),
         Objective::TokensPerJoule => m.tokens_per_joule(),
+        Objective::Goodput(_) => m.tokens_per_s * m.goodput.unwrap_or(0.0),
     }
 }
 

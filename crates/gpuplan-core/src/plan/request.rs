@@ -44,6 +44,8 @@ pub struct Asked {
     /// throughput, time-to-train, cost, tokens-per-joule.
     pub objective: String,
     pub tokens: Option<f64>,
+    /// The goodput model's inputs (`--goodput` and its flags), for `--objective goodput`.
+    pub goodput: Option<crate::goodput::Params>,
     /// One price, or `system=price,...`.
     pub gpu_hour_usd: Option<String>,
     pub kwh_usd: Option<f64>,
@@ -76,7 +78,10 @@ fn objective(a: &Asked) -> Result<Objective, String> {
         "time-to-train" => Objective::TimeToTrain { tokens: a.tokens.ok_or("`--objective time-to-train` needs `--tokens T`\nhint: e.g. `--tokens 15e12`")? },
         "cost" => Objective::Cost,
         "tokens-per-joule" => Objective::TokensPerJoule,
-        other => return Err(format!("`--objective` = `{other}` is not known\nhint: one of: throughput, time-to-train, cost, tokens-per-joule")),
+        "goodput" => Objective::Goodput(a.goodput.ok_or(
+            "`--objective goodput` needs the goodput inputs\nhint: add `--goodput --storage-gb-per-s BW --restart-s S` (and optionally --reliability, --failure-rate, --recovery replica)",
+        )?),
+        other => return Err(format!("`--objective` = `{other}` is not known\nhint: one of: throughput, time-to-train, cost, tokens-per-joule, goodput")),
     })
 }
 

@@ -20,6 +20,7 @@ pub fn plan_json(rank: usize, r: &plan::Ranked, req: &Request) -> serde_json::Va
         "time_to_train_s": req.tokens().map(|t| t / m.tokens_per_s),
         "ttft_s": m.ttft_s,
         "tpot_s": m.tpot_s,
+        "goodput_fraction": m.goodput,
     })
 }
 
@@ -90,6 +91,10 @@ pub fn table(r: &PlanResult, shown: usize, req: &Request, base: &Scenario, token
     if ttt.is_some() {
         let _ = write!(head, "  {:>9}", "to train");
     }
+    let goodput = r.ranked[..shown].iter().any(|x| x.metrics.goodput.is_some());
+    if goodput {
+        let _ = write!(head, "  {:>7}  {:>12}", "goodput", "good tok/s");
+    }
     let _ = write!(head, "  bottleneck");
     let _ = writeln!(o, "{head}");
     for (i, x) in r.ranked[..shown].iter().enumerate() {
@@ -110,6 +115,10 @@ pub fn table(r: &PlanResult, shown: usize, req: &Request, base: &Scenario, token
         let _ = write!(line, "  {:>9.2}", m.tokens_per_joule());
         if let Some(t) = ttt {
             let _ = write!(line, "  {:>9}", duration(t / m.tokens_per_s));
+        }
+        if goodput {
+            let f = m.goodput.unwrap_or(f64::NAN);
+            let _ = write!(line, "  {:>6.2}%  {:>12.0}", 100.0 * f, f * m.tokens_per_s);
         }
         let _ = write!(line, "  {}", m.bottleneck);
         let _ = writeln!(o, "{line}");
