@@ -91,4 +91,10 @@ pub mod sim {
     /// schedule (two tasks per micro-batch and virtual stage) is built: a step of a million
     /// micro-batches is already far over `MAX_EVENTS` at one step per pass.
     pub const MAX_MICRO_BATCHES: u64 = 1_000_000;
+    /// `simulate --per-rank --steps`: each step is a fresh straggler draw and its own run of the
+    /// engine; 10,000 steps at the 16,384-GPU bench's 0.1-1 s a step is hours already.
+    pub const MAX_PER_RANK_STEPS: u32 = 10_000;
+    /// `simulate --per-rank`: ranks held as arrays (fault factors, classes, group signatures,
+    /// about 100 bytes each while classes are refined): 8 M ranks is under 1 GiB.
+    pub const MAX_PER_RANK_RANKS: u64 = 8 << 20;
 }

@@ -18,7 +18,7 @@
 //! for byte.
 
 use std::cmp::Reverse;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use crate::analytic;
 use crate::cost::lower::{CommStep, Overlap, Step};
@@ -30,6 +30,9 @@ use crate::scenario::Scenario;
 use crate::step::{self, Breakdown, DpPlan, PredictError, Prediction, Priced};
 use crate::units::Seconds;
 use crate::workload::{backward_of, recompute_of, Mode, Op};
+
+pub mod per_rank;
+pub mod ranks;
 
 /// What-if faults and slowdowns.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -169,6 +172,45 @@ struct Flow {
     rate: f64,
     waiter: Waiter,
     span: Option<(u32, &'static str, &'static str, SimTime)>,
+    /// The collective instance this flow is one participant's part of (per-rank engine), or
+    /// `NO_COLL`.
+    coll: u32,
+}
+
+const NO_COLL: u32 = u32::MAX;
+
+/// Per-rank engine: which classes meet at each collective, and the collectives under way.
+struct Topo {
+    /// Per device (class) and group kind (`ranks::KINDS`): the set of classes its group holds.
+    set_of: Vec<[u32; 6]>,
+    sets: Vec<Vec<u32>>,
+    /// `pp_line[d * pp + stage]`: the class at `stage` of device d's pipeline.
+    pp_line: Vec<u32>,
+    /// Collectives each device entered so far, per channel (kind x stream).
+    seq: Vec<[u32; 18]>,
+    /// Open barriers by (set, channel, sequence number) -> slot in `barriers`.
+    open: HashMap<(u32, u8, u32), usize>,
+    barriers: Vec<Vec<Arrival>>,
+    free_barriers: Vec<usize>,
+    /// Collectives under way: flows still running, and the waiters to wake when all are done.
+    colls: Vec<(u32, Vec<Waiter>)>,
+    free_colls: Vec<u32>,
+    /// Per device: seconds the other participants of its collectives waited for it to arrive
+    /// (counted when it arrived last), and seconds its slower links added to collectives.
+    blame_wait: Vec<f64>,
+    blame_link: Vec<f64>,
+}
+
+#[derive(Debug, Clone)]
+struct Arrival {
+    dev: u32,
+    comm: CommStep,
+    fraction: f64,
+    with_latency: bool,
+    waiter: Waiter,
+    track: &'static str,
+    name: &'static str,
+    at: SimTime,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -274,6 +316,11 @@ impl Device {
 }
 
 struct Sim {
+    /// Device -> its step lists in `lists`, and its pipeline stage (both the identity in the
+    /// representative engine, one device per stage).
+    list_of: Vec<usize>,
+    stage: Vec<u32>,
+    topo: Option<Box<Topo>>,
     now: SimTime,
     queue: EventQueue<Event>,
     devices: Vec<Device>,
@@ -309,7 +356,11 @@ impl Sim {
         vp: u32,
         trace: bool,
     ) -> Sim {
+        let n = devices.len();
         Sim {
+            list_of: (0..n).collect(),
+            stage: (0..n as u32).collect(),
+            topo: None,
             now: SimTime(0),
             queue: EventQueue::new(),
             devices,
@@ -354,6 +405,11 @@ impl Sim {
     /// collective (`fraction` < 1, the overlap split) runs as one step with all the latency up
     /// front (or none).
     fn start_flow(&mut self, dev: u32, comm: &CommStep, fraction: f64, with_latency: bool, waiter: Waiter, track: &'static str, name: &'static str) {
+        self.start_flow_capped(dev, comm, fraction, with_latency, waiter, track, name, comm.busbw.value(), NO_COLL);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn start_flow_capped(&mut self, dev: u32, comm: &CommStep, fraction: f64, with_latency: bool, waiter: Waiter, track: &'static str, name: &'static str, cap: f64, coll: u32) {
         let bytes = comm.wire_bytes * fraction;
         let whole = fraction >= 1.0 && with_latency;
         let steps = if whole { comm.steps.max(1) } else { 1 };
@@ -371,17 +427,109 @@ impl Sim {
             steps_left: steps - 1,
             step_bytes,
             step_latency,
-            cap: comm.busbw.value(),
+            cap,
             links,
             rate: 0.0,
             waiter,
             span: Some((dev, track, name, self.now)),
+            coll,
         });
         self.wire_bytes += bytes;
         if matches!(waiter, Waiter::DpStream(_) | Waiter::Gather(..)) {
             self.devices[dev as usize].background += 1;
         }
         self.push(SimTime(self.now.0 + latency.0), Event::FlowStart(id));
+    }
+
+    /// The rate a flow of `comm` gets on device `dev`'s links alone: its bus bandwidth, or less
+    /// where a fault left a link it crosses below that.
+    fn link_rate(&self, dev: u32, comm: &CommStep) -> f64 {
+        let mut r = comm.busbw.value().min(self.capacity[self.link(dev, NVLINK)]);
+        if comm.crosses_network {
+            r = r.min(self.capacity[self.link(dev, NIC)]);
+        }
+        r
+    }
+
+    /// Enter a collective. The representative engine (and a device whose group holds only its own
+    /// class) starts its flow at once. Otherwise the device waits at a barrier until every class
+    /// of its group has reached the same collective (the same sequence number on the same
+    /// channel: group kind x stream); then each participant's flow starts, all capped at the
+    /// rate of the slowest participant's links (a ring or tree step moves at its slowest link),
+    /// and the collective ends for all when the last of them ends.
+    #[allow(clippy::too_many_arguments)]
+    fn collective(&mut self, dev: u32, comm: &CommStep, fraction: f64, with_latency: bool, waiter: Waiter, track: &'static str, name: &'static str) {
+        let Some(topo) = self.topo.as_mut() else {
+            return self.start_flow(dev, comm, fraction, with_latency, waiter, track, name);
+        };
+        let kind = ranks::kind_index(comm.group);
+        let set = topo.set_of[dev as usize][kind];
+        let need = topo.sets[set as usize].len();
+        if need <= 1 {
+            return self.start_flow(dev, comm, fraction, with_latency, waiter, track, name);
+        }
+        let stream = match waiter {
+            Waiter::Device(_) | Waiter::P2p { .. } => 0,
+            Waiter::DpStream(_) => 1,
+            Waiter::Gather(..) => 2,
+        };
+        let channel = (kind * 3 + stream) as u8;
+        let seq = topo.seq[dev as usize][channel as usize];
+        topo.seq[dev as usize][channel as usize] += 1;
+        let key = (set, channel, seq);
+        let slot = match topo.open.get(&key) {
+            Some(&b) => b,
+            None => {
+                let b = match topo.free_barriers.pop() {
+                    Some(b) => b,
+                    None => {
+                        topo.barriers.push(Vec::with_capacity(need));
+                        topo.barriers.len() - 1
+                    }
+                };
+                topo.open.insert(key, b);
+                b
+            }
+        };
+        let now = self.now;
+        topo.barriers[slot].push(Arrival { dev, comm: comm.clone(), fraction, with_latency, waiter, track, name, at: now });
+        if topo.barriers[slot].len() < need {
+            return;
+        }
+        topo.open.remove(&key);
+        let arrivals = std::mem::take(&mut topo.barriers[slot]);
+        // Blame: the last to arrive kept the others waiting since the first arrived.
+        let first = arrivals.iter().map(|a| a.at).min().unwrap_or(now);
+        if let Some(last) = arrivals.last() {
+            topo.blame_wait[last.dev as usize] += SimTime(now.0 - first.0).seconds().value();
+        }
+        let rates: Vec<(f64, u32)> = arrivals.iter().map(|a| (self.link_rate(a.dev, &a.comm), a.dev)).collect();
+        let (cap, slowest) = rates.iter().copied().fold((f64::INFINITY, 0), |acc, x| if x.0 < acc.0 { x } else { acc });
+        let fastest = rates.iter().map(|r| r.0).fold(0.0, f64::max);
+        let topo = self.topo.as_mut().expect("per-rank engine");
+        if cap < fastest {
+            let bytes = comm.wire_bytes * fraction;
+            topo.blame_link[slowest as usize] += bytes / cap - bytes / fastest;
+        }
+        let waiters: Vec<Waiter> = arrivals.iter().map(|a| a.waiter).collect();
+        let id = match topo.free_colls.pop() {
+            Some(c) => {
+                topo.colls[c as usize] = (arrivals.len() as u32, waiters);
+                c
+            }
+            None => {
+                topo.colls.push((arrivals.len() as u32, waiters));
+                (topo.colls.len() - 1) as u32
+            }
+        };
+        for a in &arrivals {
+            self.start_flow_capped(a.dev, &a.comm, a.fraction, a.with_latency, a.waiter, a.track, a.name, cap, id);
+        }
+        let topo = self.topo.as_mut().expect("per-rank engine");
+        let mut arrivals = arrivals;
+        arrivals.clear();
+        topo.barriers[slot] = arrivals;
+        topo.free_barriers.push(slot);
     }
 
     /// Advance active flows to `now` at their current rates.
@@ -474,6 +622,22 @@ impl Sim {
             if let Some((dev, track, name, start)) = self.flows[f].span {
                 self.span(dev, track, name, start, self.now);
             }
+            let coll = self.flows[f].coll;
+            if coll != NO_COLL {
+                // One participant done; the collective ends with its last.
+                let topo = self.topo.as_mut().expect("per-rank engine");
+                let c = &mut topo.colls[coll as usize];
+                c.0 -= 1;
+                if c.0 > 0 {
+                    continue;
+                }
+                let waiters = std::mem::take(&mut c.1);
+                topo.free_colls.push(coll);
+                for w in waiters {
+                    self.wake(w);
+                }
+                continue;
+            }
             self.wake(self.flows[f].waiter);
         }
     }
@@ -522,7 +686,7 @@ impl Sim {
         }
         if let Some(c) = dev.dp_queue.pop_front() {
             dev.dp_busy = true;
-            self.start_flow(d, &c, 1.0, true, Waiter::DpStream(d), "dp comm", "dp bucket");
+            self.collective(d, &c, 1.0, true, Waiter::DpStream(d), "dp comm", "dp bucket");
         } else if dev.finished_tasks && dev.done_at.is_none() {
             self.finish_device(d);
         }
@@ -590,7 +754,7 @@ impl Sim {
                     if let Some(rest) = self.devices[d as usize].pending_overlap.take() {
                         if let Overlap::WithNextKernel { blocking } = rest.overlap {
                             self.devices[d as usize].join += 1;
-                            self.start_flow(d, &rest, 1.0 - blocking, false, Waiter::Device(d), comm_track(rest.group), "overlapped");
+                            self.collective(d, &rest, 1.0 - blocking, false, Waiter::Device(d), comm_track(rest.group), "overlapped");
                         }
                     }
                     self.push(end, Event::KernelDone(d));
@@ -608,7 +772,7 @@ impl Sim {
                             blocking
                         }
                     };
-                    self.start_flow(d, &comm, fraction, true, Waiter::Device(d), comm_track(comm.group), name);
+                    self.collective(d, &comm, fraction, true, Waiter::Device(d), comm_track(comm.group), name);
                     return;
                 }
                 SimStep::GradsReady => {
@@ -634,7 +798,7 @@ impl Sim {
                             break;
                         }
                         dev.gathers_issued += 1;
-                        self.start_flow(d, &g, 1.0, true, Waiter::Gather(d, seq), "dp comm", "fsdp all-gather");
+                        self.collective(d, &g, 1.0, true, Waiter::Gather(d, seq), "dp comm", "fsdp all-gather");
                     }
                     let dev = &mut self.devices[d as usize];
                     if dev.gathers_done <= need {
@@ -664,9 +828,18 @@ impl Sim {
             _ => None,
         };
         if let Some(v) = next {
-            let dst = v % self.pp;
+            let dst_stage = v % self.pp;
+            let dst = match &self.topo {
+                Some(t) => t.pp_line[d as usize * self.pp as usize + dst_stage as usize],
+                None => dst_stage,
+            };
             let dkey = TaskKey { pass: key.pass, micro: key.micro, vstage: v };
             match self.p2p.clone() {
+                // The per-rank engine caps a send at the slower of the two ends' links.
+                Some(c) if dst != d && self.topo.is_some() => {
+                    let cap = self.link_rate(d, &c).min(self.link_rate(dst, &c));
+                    self.start_flow_capped(d, &c, 1.0, true, Waiter::P2p { dst, key: dkey }, "p2p", "send", cap, NO_COLL)
+                }
                 Some(c) if dst != d => self.start_flow(d, &c, 1.0, true, Waiter::P2p { dst, key: dkey }, "p2p", "send"),
                 _ => {
                     self.devices[dst as usize].arrived.push(dkey);
@@ -718,10 +891,10 @@ impl Sim {
         dev.next += 1;
         let chunk = (key.vstage / self.pp) as usize;
         let steps = match key.pass {
-            Pass::Fwd => self.lists[d as usize][chunk].0.clone(),
+            Pass::Fwd => self.lists[self.list_of[d as usize]][chunk].0.clone(),
             Pass::Bwd => {
                 let last_micro = key.micro + 1 == self.m;
-                let mut v = self.lists[d as usize][chunk].1.clone();
+                let mut v = self.lists[self.list_of[d as usize]][chunk].1.clone();
                 if !last_micro {
                     v.retain(|s| !matches!(s, SimStep::GradsReady));
                 }
@@ -737,7 +910,7 @@ impl Sim {
     }
 
     fn run(&mut self, progress: &mut dyn FnMut(u64)) {
-        for d in 0..self.pp {
+        for d in 0..self.devices.len() as u32 {
             self.run_dp(d);
             self.push(SimTime(0), Event::TryStart(d));
         }
@@ -936,6 +1109,27 @@ fn estimate_events(s: &Scenario, pr: &Priced, pp: u32, vp: u32, train: bool, fsd
     crate::limits::sim::EVENTS_PER_STEP * steps as f64 * pr.n_micro as f64
 }
 
+/// The largest bus bandwidth any collective of a stage may use on its NVLink and on its NIC:
+/// the capacity of the stage's representative links before faults.
+fn stage_caps(lists: &[(Vec<SimStep>, Vec<SimStep>)], dp: &DpPlan, p2p: Option<&CommStep>) -> [f64; 2] {
+    let mut caps = [0.0f64; 2];
+    let steps = lists.iter().flat_map(|(f, b)| f.iter().chain(b.iter())).filter_map(|st| {
+        if let SimStep::Comm { comm, .. } = st {
+            Some(comm)
+        } else {
+            None
+        }
+    });
+    let extra = dp.grad.iter().chain(dp.param.iter()).map(|b| &b.step).chain(dp.layer_gather.iter()).chain(dp.layer_reduce.iter());
+    for c in steps.chain(extra).chain(p2p) {
+        caps[NVLINK] = caps[NVLINK].max(c.busbw.value());
+        if c.crosses_network {
+            caps[NIC] = caps[NIC].max(c.busbw.value());
+        }
+    }
+    caps
+}
+
 /// Simulate one step of the scenario.
 pub fn simulate(s: &Scenario, opts: &SimOptions) -> Result<SimResult, PredictError> {
     simulate_with_progress(s, opts, &mut |_| {})
@@ -986,22 +1180,7 @@ pub fn simulate_with_progress(s: &Scenario, opts: &SimOptions, progress: &mut dy
     let p2p = step::p2p_step(&pr.cost, s);
     let mut capacity = vec![0.0; pp as usize * 2];
     for d in 0..pp {
-        let mut caps = [0.0f64; 2];
-        let dp = &devices[d as usize].plan;
-        let steps = lists[d as usize].iter().flat_map(|(f, b)| f.iter().chain(b.iter())).filter_map(|st| {
-            if let SimStep::Comm { comm, .. } = st {
-                Some(comm)
-            } else {
-                None
-            }
-        });
-        let extra = dp.grad.iter().chain(dp.param.iter()).map(|b| &b.step).chain(dp.layer_gather.iter()).chain(dp.layer_reduce.iter());
-        for c in steps.chain(extra).chain(p2p.iter()) {
-            caps[NVLINK] = caps[NVLINK].max(c.busbw.value());
-            if c.crosses_network {
-                caps[NIC] = caps[NIC].max(c.busbw.value());
-            }
-        }
+        let caps = stage_caps(&lists[d as usize], &devices[d as usize].plan, p2p.as_ref());
         capacity[d as usize * 2 + NVLINK] = caps[NVLINK].max(1.0) * factor(&opts.faults.nvlink, d);
         capacity[d as usize * 2 + NIC] = caps[NIC].max(1.0) * factor(&opts.faults.nic, d) * opts.faults.spine.unwrap_or(1.0);
     }
