@@ -280,7 +280,7 @@ fn per_rank_text(r: &PerRankResult, o: &PerRankOptions) -> String {
     } else {
         let _ = writeln!(t, "  held back by (the faulted rank others waited for most, per step):");
         for (rank, alike, what, steps, wait, link) in c.iter().take(10) {
-            let also = if *alike > 1 { format!(" (and {} ranks alike)", alike - 1) } else { String::new() };
+            let also = if *alike > 1 { format!(" (one of {alike} ranks faulted and placed alike)") } else { String::new() };
             let _ = writeln!(t, "    rank {rank}{also} [{what}]: {steps} of {} steps; waited for {:.3} ms, links added {:.3} ms per step", r.steps.len(), wait / *steps as f64 * 1e3, link / *steps as f64 * 1e3);
         }
     }

@@ -10,6 +10,7 @@ mod fuzz;
 mod limits;
 mod measure;
 mod megatron_args;
+mod per_rank;
 mod pipeline;
 mod plan;
 mod portable;

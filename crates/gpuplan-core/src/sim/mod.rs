@@ -435,7 +435,8 @@ impl Sim {
             coll,
         });
         self.wire_bytes += bytes;
-        if matches!(waiter, Waiter::DpStream(_) | Waiter::Gather(..)) {
+        // A participant of a per-rank collective counted itself when it arrived.
+        if coll == NO_COLL && matches!(waiter, Waiter::DpStream(_) | Waiter::Gather(..)) {
             self.devices[dev as usize].background += 1;
         }
         self.push(SimTime(self.now.0 + latency.0), Event::FlowStart(id));
@@ -492,6 +493,11 @@ impl Sim {
             }
         };
         let now = self.now;
+        // NCCL's kernel is launched on arrival and holds its SMs while it waits for the others:
+        // compute beside it is slowed from now (see `Device::background`).
+        if matches!(waiter, Waiter::DpStream(_) | Waiter::Gather(..)) {
+            self.devices[dev as usize].background += 1;
+        }
         topo.barriers[slot].push(Arrival { dev, comm: comm.clone(), fraction, with_latency, waiter, track, name, at: now });
         if topo.barriers[slot].len() < need {
             return;

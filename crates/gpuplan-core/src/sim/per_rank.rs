@@ -273,8 +273,14 @@ pub fn simulate_per_rank(s: &Scenario, opts: &PerRankOptions) -> Result<PerRankR
         }
     }
     let prep = Prepared::new(s)?;
-    let (clean, _) = prep.step(&layout, &RankFactors::healthy(layout.n_ranks))?;
+    let (clean, clean_prediction) = prep.step(&layout, &RankFactors::healthy(layout.n_ranks))?;
     let n_steps = opts.steps.max(1);
+    let healthy = (0..layout.n_ranks).all(|r| base.is_healthy(r));
+    if healthy && opts.stragglers.is_none_or(|(k, _)| k == 0) {
+        // Every step is the fault-free one.
+        let distribution = Distribution::of(&vec![clean.step_time; n_steps as usize]);
+        return Ok(PerRankResult { n_ranks: layout.n_ranks, prediction: clean_prediction, fault_free: clean.step_time, steps: vec![clean.clone(); n_steps as usize], distribution });
+    }
     let runs: Vec<(StepOutcome, Prediction)> = (0..n_steps)
         .into_par_iter()
         .map(|i| {

@@ -471,7 +471,9 @@ mod tests {
         assert_eq!(c.len(), 4);
         assert_eq!(c.count, [128, 128, 128, 128]);
         assert_eq!(c.stage, [0, 1, 2, 3]);
-        assert!(c.sets.iter().all(|s| s.len() == 1));
+        // Every collective group holds one class (the pipeline holds one of each stage).
+        assert!(c.set_of.iter().all(|k| k[..5].iter().all(|&i| c.sets[i as usize].len() == 1)));
+        assert!(c.set_of.iter().all(|k| c.sets[k[5] as usize].len() == 4));
     }
 
     #[test]
