@@ -228,7 +228,8 @@ enum Event {
 struct Device {
     tasks: Vec<TaskKey>,
     next: usize,
-    running: Option<(TaskKey, Vec<SimStep>, usize)>,
+    /// The task under way and the index of its next step (in the device's lists, read in place).
+    running: Option<(TaskKey, usize)>,
     task_start: SimTime,
     /// Outstanding kernel/flows the current step waits for.
     join: u32,
@@ -315,7 +316,20 @@ impl Device {
     }
 }
 
+/// Buffers of the flow-rate solver, reused between events.
+#[derive(Default)]
+struct Scratch {
+    unfixed: Vec<usize>,
+    keep: Vec<usize>,
+    fix: Vec<usize>,
+    left: Vec<f64>,
+    n_on: Vec<u32>,
+    saturated: Vec<bool>,
+    done: Vec<usize>,
+}
+
 struct Sim {
+    scratch: Scratch,
     /// Device -> its step lists in `lists`, and its pipeline stage (both the identity in the
     /// representative engine, one device per stage).
     list_of: Vec<usize>,
@@ -358,6 +372,7 @@ impl Sim {
     ) -> Sim {
         let n = devices.len();
         Sim {
+            scratch: Scratch::default(),
             list_of: (0..n).collect(),
             stage: (0..n as u32).collect(),
             topo: None,
@@ -556,40 +571,59 @@ impl Sim {
 
     /// Max-min fair rates (progressive filling) with per-flow caps, then schedule the next finish.
     fn reallocate(&mut self) {
-        let mut unfixed: Vec<usize> = self.active.clone();
-        let mut left = self.capacity.clone();
-        while !unfixed.is_empty() {
+        // Scratch buffers kept between calls: no allocation here once they have grown.
+        let mut sc = std::mem::take(&mut self.scratch);
+        sc.unfixed.clear();
+        sc.unfixed.extend_from_slice(&self.active);
+        sc.left.clear();
+        sc.left.extend_from_slice(&self.capacity);
+        sc.n_on.resize(self.capacity.len(), 0);
+        sc.saturated.resize(self.capacity.len(), false);
+        while !sc.unfixed.is_empty() {
+            // Flows on each link, in one pass over the flows.
+            sc.n_on.iter_mut().for_each(|n| *n = 0);
+            for &f in &sc.unfixed {
+                for l in self.flows[f].links.iter().flatten() {
+                    sc.n_on[*l] += 1;
+                }
+            }
             // The tightest constraint: a link's equal share, or a flow's own cap.
             let mut share = f64::INFINITY;
-            for (l, cap) in left.iter().enumerate() {
-                let n = unfixed.iter().filter(|&&f| self.flows[f].links.contains(&Some(l))).count();
+            for (l, cap) in sc.left.iter().enumerate() {
+                let n = sc.n_on[l];
                 if n > 0 {
                     share = share.min(cap / n as f64);
                 }
             }
-            let min_cap = unfixed.iter().map(|&f| self.flows[f].cap).fold(f64::INFINITY, f64::min);
+            let min_cap = sc.unfixed.iter().map(|&f| self.flows[f].cap).fold(f64::INFINITY, f64::min);
             let level = share.min(min_cap);
             // Fix the flows limited at this level: capped ones, or those on a saturated link.
-            let saturated: Vec<usize> = (0..left.len())
-                .filter(|&l| {
-                    let n = unfixed.iter().filter(|&&f| self.flows[f].links.contains(&Some(l))).count();
-                    n > 0 && left[l] / n as f64 <= level * (1.0 + 1e-12)
-                })
-                .collect();
-            let (fix, keep): (Vec<usize>, Vec<usize>) = unfixed
-                .iter()
-                .partition(|&&f| self.flows[f].cap <= level * (1.0 + 1e-12) || self.flows[f].links.iter().flatten().any(|l| saturated.contains(l)));
-            for &f in &fix {
-                self.flows[f].rate = level;
-                for l in self.flows[f].links.iter().flatten() {
-                    left[*l] = (left[*l] - level).max(0.0);
+            for l in 0..sc.left.len() {
+                let n = sc.n_on[l];
+                sc.saturated[l] = n > 0 && sc.left[l] / n as f64 <= level * (1.0 + 1e-12);
+            }
+            sc.fix.clear();
+            sc.keep.clear();
+            for &f in &sc.unfixed {
+                let fl = &self.flows[f];
+                if fl.cap <= level * (1.0 + 1e-12) || fl.links.iter().flatten().any(|l| sc.saturated[*l]) {
+                    sc.fix.push(f);
+                } else {
+                    sc.keep.push(f);
                 }
             }
-            if fix.is_empty() {
+            for &f in &sc.fix {
+                self.flows[f].rate = level;
+                for l in self.flows[f].links.iter().flatten() {
+                    sc.left[*l] = (sc.left[*l] - level).max(0.0);
+                }
+            }
+            if sc.fix.is_empty() {
                 break;
             }
-            unfixed = keep;
+            std::mem::swap(&mut sc.unfixed, &mut sc.keep);
         }
+        self.scratch = sc;
         self.flow_gen += 1;
         let next = self
             .active
@@ -612,10 +646,13 @@ impl Sim {
 
     fn finish_flows(&mut self) {
         // A check lands on the picosecond after the finish: allow what two picoseconds move.
-        let done: Vec<usize> = self.active.iter().copied().filter(|&f| self.flows[f].remaining <= self.flows[f].rate * 2e-12 + 1e-9).collect();
-        self.active.retain(|f| !done.contains(f));
+        let mut done = std::mem::take(&mut self.scratch.done);
+        done.clear();
+        done.extend(self.active.iter().copied().filter(|&f| self.flows[f].remaining <= self.flows[f].rate * 2e-12 + 1e-9));
+        let flows = &self.flows;
+        self.active.retain(|&f| !(flows[f].remaining <= flows[f].rate * 2e-12 + 1e-9));
         self.reallocate();
-        for f in done {
+        for &f in &done {
             let fl = &mut self.flows[f];
             if fl.steps_left > 0 {
                 // The next step of the algorithm.
@@ -646,6 +683,7 @@ impl Sim {
             }
             self.wake(self.flows[f].waiter);
         }
+        self.scratch.done = done;
     }
 
     fn wake(&mut self, w: Waiter) {
@@ -722,7 +760,9 @@ impl Sim {
     fn advance(&mut self, d: u32) {
         loop {
             let now = self.now;
-            let Some((key, steps, idx)) = self.devices[d as usize].running.take() else { return };
+            let Some((key, idx)) = self.devices[d as usize].running.take() else { return };
+            let (fwd, bwd) = &self.lists[self.list_of[d as usize]][(key.vstage / self.pp) as usize];
+            let steps = if key.pass == Pass::Fwd { fwd } else { bwd };
             if idx >= steps.len() {
                 let dev = &mut self.devices[d as usize];
                 if key.pass == Pass::Fwd && key.micro == 0 && dev.dp_completed < dev.param_total {
@@ -733,7 +773,11 @@ impl Sim {
                 return;
             }
             let step = steps[idx].clone();
-            self.devices[d as usize].running = Some((key, steps, idx + 1));
+            self.devices[d as usize].running = Some((key, idx + 1));
+            // Gradients are complete only in the last micro-batch's backward.
+            if matches!(step, SimStep::GradsReady) && key.pass == Pass::Bwd && key.micro + 1 != self.m {
+                continue;
+            }
             match step {
                 SimStep::Kernel { name, time, bound, cpu, launches, host_sync } => {
                     // The CPU launches in program order, running ahead of the GPU; the GPU starts
@@ -895,22 +939,9 @@ impl Sim {
             dev.wait_dep.0 += now.0 - since.0;
         }
         dev.next += 1;
-        let chunk = (key.vstage / self.pp) as usize;
-        let steps = match key.pass {
-            Pass::Fwd => self.lists[self.list_of[d as usize]][chunk].0.clone(),
-            Pass::Bwd => {
-                let last_micro = key.micro + 1 == self.m;
-                let mut v = self.lists[self.list_of[d as usize]][chunk].1.clone();
-                if !last_micro {
-                    v.retain(|s| !matches!(s, SimStep::GradsReady));
-                }
-                v
-            }
-        };
-        let dev = &mut self.devices[d as usize];
         // The CPU waited for this task's input before it could launch its kernels.
         dev.cpu = SimTime(dev.cpu.0.max(now.0));
-        dev.running = Some((key, steps, 0));
+        dev.running = Some((key, 0));
         dev.task_start = now;
         self.advance(d);
     }
