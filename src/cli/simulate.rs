@@ -273,7 +273,16 @@ fn per_rank_text(r: &PerRankResult, o: &PerRankOptions) -> String {
         let _ = writeln!(t, "  stragglers: {k} GPU(s) per step at {f}x compute, drawn uniformly without replacement (seed {})", o.seed);
     }
     let ms = |s: crate::units::Seconds| s.value() * 1e3;
-    let _ = writeln!(t, "  step time (ms): mean {:.3}  p50 {:.3}  p90 {:.3}  p99 {:.3}  max {:.3}   (no fault: {:.3})", ms(d.mean), ms(d.p50), ms(d.p90), ms(d.p99), ms(d.max), ms(r.fault_free));
+    let _ = writeln!(
+        t,
+        "  step time (ms): mean {:.3}  p50 {:.3}  p90 {:.3}  p99 {:.3}  max {:.3}   (no fault: {:.3})",
+        ms(d.mean),
+        ms(d.p50),
+        ms(d.p90),
+        ms(d.p99),
+        ms(d.max),
+        ms(r.fault_free)
+    );
     let c = culprits(r);
     if c.is_empty() {
         let _ = writeln!(t, "  held back by: no faulted rank kept a collective waiting");
@@ -281,7 +290,13 @@ fn per_rank_text(r: &PerRankResult, o: &PerRankOptions) -> String {
         let _ = writeln!(t, "  held back by (the faulted rank others waited for most, per step):");
         for (rank, alike, what, steps, wait, link) in c.iter().take(10) {
             let also = if *alike > 1 { format!(" (one of {alike} ranks faulted and placed alike)") } else { String::new() };
-            let _ = writeln!(t, "    rank {rank}{also} [{what}]: {steps} of {} steps; waited for {:.3} ms, links added {:.3} ms per step", r.steps.len(), wait / *steps as f64 * 1e3, link / *steps as f64 * 1e3);
+            let _ = writeln!(
+                t,
+                "    rank {rank}{also} [{what}]: {steps} of {} steps; waited for {:.3} ms, links added {:.3} ms per step",
+                r.steps.len(),
+                wait / *steps as f64 * 1e3,
+                link / *steps as f64 * 1e3
+            );
         }
     }
     t

@@ -316,16 +316,23 @@ impl Device {
     }
 }
 
-/// Buffers of the flow-rate solver, reused between events.
+/// Buffers reused between events, so that the event loop does not allocate once they have grown.
 #[derive(Default)]
 struct Scratch {
+    rates: RateScratch,
+    done: Vec<usize>,
+    waiters: Vec<Waiter>,
+}
+
+/// The flow-rate solver's buffers.
+#[derive(Default)]
+struct RateScratch {
     unfixed: Vec<usize>,
     keep: Vec<usize>,
     fix: Vec<usize>,
     left: Vec<f64>,
     n_on: Vec<u32>,
     saturated: Vec<bool>,
-    done: Vec<usize>,
 }
 
 struct Sim {
@@ -424,7 +431,18 @@ impl Sim {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn start_flow_capped(&mut self, dev: u32, comm: &CommStep, fraction: f64, with_latency: bool, waiter: Waiter, track: &'static str, name: &'static str, cap: f64, coll: u32) {
+    fn start_flow_capped(
+        &mut self,
+        dev: u32,
+        comm: &CommStep,
+        fraction: f64,
+        with_latency: bool,
+        waiter: Waiter,
+        track: &'static str,
+        name: &'static str,
+        cap: f64,
+        coll: u32,
+    ) {
         let bytes = comm.wire_bytes * fraction;
         let whole = fraction >= 1.0 && with_latency;
         let steps = if whole { comm.steps.max(1) } else { 1 };
@@ -524,25 +542,30 @@ impl Sim {
         if let Some(last) = arrivals.last() {
             topo.blame_wait[last.dev as usize] += SimTime(now.0 - first.0).seconds().value();
         }
-        let rates: Vec<(f64, u32)> = arrivals.iter().map(|a| (self.link_rate(a.dev, &a.comm), a.dev)).collect();
-        let (cap, slowest) = rates.iter().copied().fold((f64::INFINITY, 0), |acc, x| if x.0 < acc.0 { x } else { acc });
-        let fastest = rates.iter().map(|r| r.0).fold(0.0, f64::max);
+        let (mut cap, mut slowest, mut fastest) = (f64::INFINITY, 0, 0.0f64);
+        for a in &arrivals {
+            let r = self.link_rate(a.dev, &a.comm);
+            if r < cap {
+                (cap, slowest) = (r, a.dev);
+            }
+            fastest = fastest.max(r);
+        }
         let topo = self.topo.as_mut().expect("per-rank engine");
         if cap < fastest {
             let bytes = comm.wire_bytes * fraction;
             topo.blame_link[slowest as usize] += bytes / cap - bytes / fastest;
         }
-        let waiters: Vec<Waiter> = arrivals.iter().map(|a| a.waiter).collect();
         let id = match topo.free_colls.pop() {
-            Some(c) => {
-                topo.colls[c as usize] = (arrivals.len() as u32, waiters);
-                c
-            }
+            Some(c) => c,
             None => {
-                topo.colls.push((arrivals.len() as u32, waiters));
+                topo.colls.push((0, Vec::with_capacity(need)));
                 (topo.colls.len() - 1) as u32
             }
         };
+        let coll = &mut topo.colls[id as usize];
+        coll.0 = arrivals.len() as u32;
+        coll.1.clear();
+        coll.1.extend(arrivals.iter().map(|a| a.waiter));
         for a in &arrivals {
             self.start_flow_capped(a.dev, &a.comm, a.fraction, a.with_latency, a.waiter, a.track, a.name, cap, id);
         }
@@ -572,7 +595,7 @@ impl Sim {
     /// Max-min fair rates (progressive filling) with per-flow caps, then schedule the next finish.
     fn reallocate(&mut self) {
         // Scratch buffers kept between calls: no allocation here once they have grown.
-        let mut sc = std::mem::take(&mut self.scratch);
+        let mut sc = std::mem::take(&mut self.scratch.rates);
         sc.unfixed.clear();
         sc.unfixed.extend_from_slice(&self.active);
         sc.left.clear();
@@ -623,7 +646,7 @@ impl Sim {
             }
             std::mem::swap(&mut sc.unfixed, &mut sc.keep);
         }
-        self.scratch = sc;
+        self.scratch.rates = sc;
         self.flow_gen += 1;
         let next = self
             .active
@@ -674,11 +697,15 @@ impl Sim {
                 if c.0 > 0 {
                     continue;
                 }
-                let waiters = std::mem::take(&mut c.1);
+                // Waking cannot end another collective (flows end only on events): one buffer.
+                let mut waiters = std::mem::take(&mut self.scratch.waiters);
+                waiters.clear();
+                waiters.extend_from_slice(&c.1);
                 topo.free_colls.push(coll);
-                for w in waiters {
+                for &w in &waiters {
                     self.wake(w);
                 }
+                self.scratch.waiters = waiters;
                 continue;
             }
             self.wake(self.flows[f].waiter);
@@ -1150,13 +1177,7 @@ fn estimate_events(s: &Scenario, pr: &Priced, pp: u32, vp: u32, train: bool, fsd
 /// the capacity of the stage's representative links before faults.
 fn stage_caps(lists: &[(Vec<SimStep>, Vec<SimStep>)], dp: &DpPlan, p2p: Option<&CommStep>) -> [f64; 2] {
     let mut caps = [0.0f64; 2];
-    let steps = lists.iter().flat_map(|(f, b)| f.iter().chain(b.iter())).filter_map(|st| {
-        if let SimStep::Comm { comm, .. } = st {
-            Some(comm)
-        } else {
-            None
-        }
-    });
+    let steps = lists.iter().flat_map(|(f, b)| f.iter().chain(b.iter())).filter_map(|st| if let SimStep::Comm { comm, .. } = st { Some(comm) } else { None });
     let extra = dp.grad.iter().chain(dp.param.iter()).map(|b| &b.step).chain(dp.layer_gather.iter()).chain(dp.layer_reduce.iter());
     for c in steps.chain(extra).chain(p2p) {
         caps[NVLINK] = caps[NVLINK].max(c.busbw.value());

@@ -130,10 +130,18 @@ impl<'a> Prepared<'a> {
         let n_v = pp * vp;
         let fsdp = train && pc.zero == 3 && pc.dp > 1;
         let plans: Vec<DpPlan> = (0..pp).map(|d| if train { step::dp_plan(&pr.cost, s, d) } else { DpPlan::default() }).collect();
-        let lists: Vec<_> = (0..pp).map(|d| (0..vp).map(|c| chunk_lists(s, &pr, &plans[d as usize], c * pp + d, n_v, 1.0, fsdp, train)).collect::<Vec<_>>()).collect();
-        let tasks = (0..pp)
-            .map(|d| if train { schedule(pc.schedule, pp, vp, m, d) } else { (0..vp).map(|c| TaskKey { pass: Pass::Fwd, micro: 0, vstage: c * pp + d }).collect() })
-            .collect();
+        let lists: Vec<_> =
+            (0..pp).map(|d| (0..vp).map(|c| chunk_lists(s, &pr, &plans[d as usize], c * pp + d, n_v, 1.0, fsdp, train)).collect::<Vec<_>>()).collect();
+        let tasks =
+            (0..pp)
+                .map(|d| {
+                    if train {
+                        schedule(pc.schedule, pp, vp, m, d)
+                    } else {
+                        (0..vp).map(|c| TaskKey { pass: Pass::Fwd, micro: 0, vstage: c * pp + d }).collect()
+                    }
+                })
+                .collect();
         let layers = (0..pp).map(|d| stage_layer_counts(s.model.n_layers, pc)[d as usize].max(1)).collect();
         let p2p = step::p2p_step(&pr.cost, s);
         let caps = (0..pp as usize).map(|d| stage_caps(&lists[d], &plans[d], p2p.as_ref())).collect();
@@ -192,7 +200,11 @@ impl<'a> Prepared<'a> {
                 pp as usize + i
             } else {
                 extra.push((stage, slow.to_bits()));
-                lists.push((0..self.vp).map(|ch| chunk_lists(self.s, &self.pr, &self.plans[stage as usize], ch * pp + stage, n_v, slow, self.fsdp, self.train)).collect());
+                lists.push(
+                    (0..self.vp)
+                        .map(|ch| chunk_lists(self.s, &self.pr, &self.plans[stage as usize], ch * pp + stage, n_v, slow, self.fsdp, self.train))
+                        .collect(),
+                );
                 lists.len() - 1
             };
             list_of.push(idx);
@@ -224,7 +236,13 @@ impl<'a> Prepared<'a> {
 
     /// The step's breakdown from its critical class, as the representative engine does it.
     fn prediction(&self, sim: &Sim, total: Seconds) -> Prediction {
-        let crit = sim.devices.iter().enumerate().max_by_key(|(_, d)| (d.done_at.unwrap_or(d.last_task_end), std::cmp::Reverse(d.busy[0]))).map(|(i, _)| i).unwrap_or(0);
+        let crit = sim
+            .devices
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, d)| (d.done_at.unwrap_or(d.last_task_end), std::cmp::Reverse(d.busy[0])))
+            .map(|(i, _)| i)
+            .unwrap_or(0);
         let dv = &sim.devices[crit];
         let compute = dv.busy[0].seconds();
         let memory = dv.busy[1].seconds();
@@ -266,10 +284,22 @@ pub fn simulate_per_rank(s: &Scenario, opts: &PerRankOptions) -> Result<PerRankR
     if let Some((k, f)) = opts.stragglers {
         let value = format!("{k}={f}");
         if k > layout.n_ranks {
-            return Err(FaultError { flag: "--stragglers", value, why: format!("{k} stragglers out of {} ranks", layout.n_ranks), hint: format!("at most {} (the cluster's ranks)", layout.n_ranks) }.into());
+            return Err(FaultError {
+                flag: "--stragglers",
+                value,
+                why: format!("{k} stragglers out of {} ranks", layout.n_ranks),
+                hint: format!("at most {} (the cluster's ranks)", layout.n_ranks),
+            }
+            .into());
         }
         if !(f.is_finite() && f > 0.0 && f <= 1.0) {
-            return Err(FaultError { flag: "--stragglers", value, why: format!("factor `{f}` must be in (0, 1]"), hint: "a straggler computes at this share of its speed, e.g. 0.8".into() }.into());
+            return Err(FaultError {
+                flag: "--stragglers",
+                value,
+                why: format!("factor `{f}` must be in (0, 1]"),
+                hint: "a straggler computes at this share of its speed, e.g. 0.8".into(),
+            }
+            .into());
         }
     }
     let prep = Prepared::new(s)?;
@@ -279,7 +309,13 @@ pub fn simulate_per_rank(s: &Scenario, opts: &PerRankOptions) -> Result<PerRankR
     if healthy && opts.stragglers.is_none_or(|(k, _)| k == 0) {
         // Every step is the fault-free one.
         let distribution = Distribution::of(&vec![clean.step_time; n_steps as usize]);
-        return Ok(PerRankResult { n_ranks: layout.n_ranks, prediction: clean_prediction, fault_free: clean.step_time, steps: vec![clean.clone(); n_steps as usize], distribution });
+        return Ok(PerRankResult {
+            n_ranks: layout.n_ranks,
+            prediction: clean_prediction,
+            fault_free: clean.step_time,
+            steps: vec![clean.clone(); n_steps as usize],
+            distribution,
+        });
     }
     let runs: Vec<(StepOutcome, Prediction)> = (0..n_steps)
         .into_par_iter()

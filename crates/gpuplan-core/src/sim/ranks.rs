@@ -47,14 +47,7 @@ pub struct Layout {
 impl Layout {
     pub fn new(pc: &ParallelConfig) -> Layout {
         let (tp, cp, dp) = (pc.tp as u64, pc.cp as u64, pc.dp as u64);
-        let groups = [
-            (pc.tp, 1),
-            (pc.cp, tp),
-            (pc.ep, pc.etp as u64),
-            (pc.dp, tp * cp),
-            (pc.expert_dp(), pc.etp as u64 * pc.ep as u64),
-            (pc.pp, tp * cp * dp),
-        ];
+        let groups = [(pc.tp, 1), (pc.cp, tp), (pc.ep, pc.etp as u64), (pc.dp, tp * cp), (pc.expert_dp(), pc.etp as u64 * pc.ep as u64), (pc.pp, tp * cp * dp)];
         Layout { n_ranks: tp * cp * dp * pc.pp as u64, pp: pc.pp, groups }
     }
     pub fn stage(&self, rank: u64) -> u32 {
@@ -153,7 +146,12 @@ pub struct Placement {
 
 impl Placement {
     pub fn new(n_ranks: u64, system: &System) -> Placement {
-        Placement { n_ranks, gpus_per_node: system.gpus_per_node.max(1), nics_per_node: system.nics_per_node, nvlink_domain_size: system.nvlink_domain_size.max(1) }
+        Placement {
+            n_ranks,
+            gpus_per_node: system.gpus_per_node.max(1),
+            nics_per_node: system.nics_per_node,
+            nvlink_domain_size: system.nvlink_domain_size.max(1),
+        }
     }
     pub fn nodes(&self) -> u64 {
         self.n_ranks.div_ceil(self.gpus_per_node as u64)
@@ -177,7 +175,12 @@ fn check_factor(flag: &'static str, value: String, f: f64) -> Result<(), FaultEr
     if f.is_finite() && f > 0.0 && f <= 1.0 {
         Ok(())
     } else {
-        Err(FaultError { flag, value, why: format!("factor `{f}` must be in (0, 1]"), hint: "a factor is the share of speed or bandwidth left, e.g. 0.5 for half".into() })
+        Err(FaultError {
+            flag,
+            value,
+            why: format!("factor `{f}` must be in (0, 1]"),
+            hint: "a factor is the share of speed or bandwidth left, e.g. 0.5 for half".into(),
+        })
     }
 }
 
@@ -185,7 +188,12 @@ fn check_rank(flag: &'static str, value: String, rank: u64, p: &Placement) -> Re
     if rank < p.n_ranks {
         Ok(())
     } else {
-        Err(FaultError { flag, value, why: format!("rank {rank} is beyond the cluster, which has ranks 0..{}", p.n_ranks), hint: format!("ranks are 0 to {}", p.n_ranks - 1) })
+        Err(FaultError {
+            flag,
+            value,
+            why: format!("rank {rank} is beyond the cluster, which has ranks 0..{}", p.n_ranks),
+            hint: format!("ranks are 0 to {}", p.n_ranks - 1),
+        })
     }
 }
 
@@ -232,10 +240,20 @@ impl RankFaults {
                 }
                 LinkTarget::NodeNic { node, nic } => {
                     if node >= p.nodes() {
-                        return Err(FaultError { flag, value: v, why: format!("node {node} is beyond the cluster, which has nodes 0..{}", p.nodes()), hint: format!("nodes are 0 to {}", p.nodes() - 1) });
+                        return Err(FaultError {
+                            flag,
+                            value: v,
+                            why: format!("node {node} is beyond the cluster, which has nodes 0..{}", p.nodes()),
+                            hint: format!("nodes are 0 to {}", p.nodes() - 1),
+                        });
                     }
                     if nic >= p.nics_per_node {
-                        return Err(FaultError { flag, value: v, why: format!("NIC {nic} does not exist: a node has NICs 0..{}", p.nics_per_node), hint: format!("NICs are 0 to {}", p.nics_per_node.saturating_sub(1)) });
+                        return Err(FaultError {
+                            flag,
+                            value: v,
+                            why: format!("NIC {nic} does not exist: a node has NICs 0..{}", p.nics_per_node),
+                            hint: format!("NICs are 0 to {}", p.nics_per_node.saturating_sub(1)),
+                        });
                     }
                     for q in p.ranks_on_nic(node, nic) {
                         f.nic[q as usize] *= x;
@@ -243,7 +261,12 @@ impl RankFaults {
                 }
                 LinkTarget::Rail(k) => {
                     if k >= p.nics_per_node {
-                        return Err(FaultError { flag, value: v, why: format!("rail {k} does not exist: a node has NICs (rails) 0..{}", p.nics_per_node), hint: format!("rails are 0 to {}", p.nics_per_node.saturating_sub(1)) });
+                        return Err(FaultError {
+                            flag,
+                            value: v,
+                            why: format!("rail {k} does not exist: a node has NICs (rails) 0..{}", p.nics_per_node),
+                            hint: format!("rails are 0 to {}", p.nics_per_node.saturating_sub(1)),
+                        });
                     }
                     for q in 0..p.n_ranks {
                         if p.nic_of(q) == k {
@@ -253,7 +276,12 @@ impl RankFaults {
                 }
                 LinkTarget::Nvswitch(d) => {
                     if d >= p.domains() {
-                        return Err(FaultError { flag, value: v, why: format!("NVLink domain {d} is beyond the cluster, which has domains 0..{}", p.domains()), hint: format!("domains are 0 to {}", p.domains() - 1) });
+                        return Err(FaultError {
+                            flag,
+                            value: v,
+                            why: format!("NVLink domain {d} is beyond the cluster, which has domains 0..{}", p.domains()),
+                            hint: format!("domains are 0 to {}", p.domains() - 1),
+                        });
                     }
                     let n = p.nvlink_domain_size as u64;
                     for q in d * n..((d + 1) * n).min(p.n_ranks) {
@@ -514,7 +542,9 @@ mod tests {
         assert_eq!((e.flag, e.value.as_str()), ("--slow-gpu", "16=0.5"));
         let e = RankFaults { slow_gpu: vec![(3, 0.0)], ..Default::default() }.factors(&p).unwrap_err();
         assert!(e.why.contains("(0, 1]"), "{e}");
-        let e = RankFaults { links: vec![LinkFault { target: LinkTarget::NodeNic { node: 1, nic: 8 }, factor: 0.5 }], ..Default::default() }.factors(&p).unwrap_err();
+        let e = RankFaults { links: vec![LinkFault { target: LinkTarget::NodeNic { node: 1, nic: 8 }, factor: 0.5 }], ..Default::default() }
+            .factors(&p)
+            .unwrap_err();
         assert_eq!((e.flag, e.value.as_str()), ("--degrade-link", "node:1:nic:8=0.5"));
     }
 
