@@ -175,6 +175,8 @@ struct Flow {
     /// The collective instance this flow is one participant's part of (per-rank engine), or
     /// `NO_COLL`.
     coll: u32,
+    /// Its component (see `Sim::active`).
+    comp: u32,
 }
 
 const NO_COLL: u32 = u32::MAX;
@@ -219,8 +221,8 @@ enum Event {
     KernelDone(u32),
     /// A flow's latency has passed: it joins the active set.
     FlowStart(usize),
-    /// The earliest active flow may be complete (checked against `flow_gen`).
-    FlowCheck(u64),
+    /// The earliest active flow of a component may be complete (checked against its `flow_gen`).
+    FlowCheck(u32, u64),
     /// A device may be able to start its next task.
     TryStart(u32),
 }
@@ -333,6 +335,8 @@ struct RateScratch {
     left: Vec<f64>,
     n_on: Vec<u32>,
     saturated: Vec<bool>,
+    /// Links the component's flows use.
+    used: Vec<usize>,
 }
 
 struct Sim {
@@ -347,11 +351,15 @@ struct Sim {
     devices: Vec<Device>,
     lists: Vec<Vec<(Vec<SimStep>, Vec<SimStep>)>>,
     flows: Vec<Flow>,
-    active: Vec<usize>,
+    /// Active flows per component: flows of different components share no link, so each solves
+    /// its rates, advances and schedules its next finish on its own. One component (all flows)
+    /// in the representative engine; one per device (class) in the per-rank engine, whose flows
+    /// cross only their own device's links.
+    active: Vec<Vec<usize>>,
     capacity: Vec<f64>,
     link_bytes: Vec<f64>,
-    last_update: SimTime,
-    flow_gen: u64,
+    last_update: Vec<SimTime>,
+    flow_gen: Vec<u64>,
     p2p: Option<CommStep>,
     m: u32,
     events: u64,
@@ -388,11 +396,11 @@ impl Sim {
             devices,
             lists,
             flows: Vec::new(),
-            active: Vec::new(),
+            active: vec![Vec::new()],
             link_bytes: vec![0.0; capacity.len()],
             capacity,
-            last_update: SimTime(0),
-            flow_gen: 0,
+            last_update: vec![SimTime(0)],
+            flow_gen: vec![0],
             p2p,
             m,
             events: 0,
@@ -466,6 +474,7 @@ impl Sim {
             waiter,
             span: Some((dev, track, name, self.now)),
             coll,
+            comp: self.comp_of(dev),
         });
         self.wire_bytes += bytes;
         // A participant of a per-rank collective counted itself when it arrived.
@@ -577,10 +586,10 @@ impl Sim {
     }
 
     /// Advance active flows to `now` at their current rates.
-    fn progress(&mut self) {
-        let dt = (self.now.0 - self.last_update.0) as f64 * 1e-12;
+    fn progress(&mut self, c: usize) {
+        let dt = (self.now.0 - self.last_update[c].0) as f64 * 1e-12;
         if dt > 0.0 {
-            for &f in &self.active {
+            for &f in &self.active[c] {
                 let fl = &mut self.flows[f];
                 let moved = (fl.rate * dt).min(fl.remaining);
                 fl.remaining -= moved;
@@ -589,22 +598,43 @@ impl Sim {
                 }
             }
         }
-        self.last_update = self.now;
+        self.last_update[c] = self.now;
+    }
+
+    fn comp_of(&self, dev: u32) -> u32 {
+        if self.topo.is_some() {
+            dev
+        } else {
+            0
+        }
     }
 
     /// Max-min fair rates (progressive filling) with per-flow caps, then schedule the next finish.
-    fn reallocate(&mut self) {
-        // Scratch buffers kept between calls: no allocation here once they have grown.
+    fn reallocate(&mut self, c: usize) {
+        // Scratch buffers kept between calls: no allocation here once they have grown. Work is
+        // over the component's flows and the links they use, not over every link.
         let mut sc = std::mem::take(&mut self.scratch.rates);
+        let n_links = self.capacity.len();
+        sc.left.resize(n_links, 0.0);
+        sc.n_on.resize(n_links, 0);
+        sc.saturated.resize(n_links, false);
         sc.unfixed.clear();
-        sc.unfixed.extend_from_slice(&self.active);
-        sc.left.clear();
-        sc.left.extend_from_slice(&self.capacity);
-        sc.n_on.resize(self.capacity.len(), 0);
-        sc.saturated.resize(self.capacity.len(), false);
+        sc.unfixed.extend_from_slice(&self.active[c]);
+        sc.used.clear();
+        for &f in &sc.unfixed {
+            for &l in self.flows[f].links.iter().flatten() {
+                if !sc.used.contains(&l) {
+                    sc.used.push(l);
+                    sc.left[l] = self.capacity[l];
+                }
+            }
+        }
+        sc.used.sort_unstable();
         while !sc.unfixed.is_empty() {
             // Flows on each link, in one pass over the flows.
-            sc.n_on.iter_mut().for_each(|n| *n = 0);
+            for &l in &sc.used {
+                sc.n_on[l] = 0;
+            }
             for &f in &sc.unfixed {
                 for l in self.flows[f].links.iter().flatten() {
                     sc.n_on[*l] += 1;
@@ -612,16 +642,16 @@ impl Sim {
             }
             // The tightest constraint: a link's equal share, or a flow's own cap.
             let mut share = f64::INFINITY;
-            for (l, cap) in sc.left.iter().enumerate() {
+            for &l in &sc.used {
                 let n = sc.n_on[l];
                 if n > 0 {
-                    share = share.min(cap / n as f64);
+                    share = share.min(sc.left[l] / n as f64);
                 }
             }
             let min_cap = sc.unfixed.iter().map(|&f| self.flows[f].cap).fold(f64::INFINITY, f64::min);
             let level = share.min(min_cap);
             // Fix the flows limited at this level: capped ones, or those on a saturated link.
-            for l in 0..sc.left.len() {
+            for &l in &sc.used {
                 let n = sc.n_on[l];
                 sc.saturated[l] = n > 0 && sc.left[l] / n as f64 <= level * (1.0 + 1e-12);
             }
@@ -647,9 +677,8 @@ impl Sim {
             std::mem::swap(&mut sc.unfixed, &mut sc.keep);
         }
         self.scratch.rates = sc;
-        self.flow_gen += 1;
-        let next = self
-            .active
+        self.flow_gen[c] += 1;
+        let next = self.active[c]
             .iter()
             .map(|&f| {
                 let fl = &self.flows[f];
@@ -662,19 +691,19 @@ impl Sim {
             .fold(f64::INFINITY, f64::min);
         if next.is_finite() {
             let at = SimTime(self.now.0 + (next * 1e12).ceil() as u64);
-            let g = self.flow_gen;
-            self.push(at, Event::FlowCheck(g));
+            let g = self.flow_gen[c];
+            self.push(at, Event::FlowCheck(c as u32, g));
         }
     }
 
-    fn finish_flows(&mut self) {
+    fn finish_flows(&mut self, c: usize) {
         // A check lands on the picosecond after the finish: allow what two picoseconds move.
         let mut done = std::mem::take(&mut self.scratch.done);
         done.clear();
-        done.extend(self.active.iter().copied().filter(|&f| self.flows[f].remaining <= self.flows[f].rate * 2e-12 + 1e-9));
+        done.extend(self.active[c].iter().copied().filter(|&f| self.flows[f].remaining <= self.flows[f].rate * 2e-12 + 1e-9));
         let flows = &self.flows;
-        self.active.retain(|&f| !(flows[f].remaining <= flows[f].rate * 2e-12 + 1e-9));
-        self.reallocate();
+        self.active[c].retain(|&f| !(flows[f].remaining <= flows[f].rate * 2e-12 + 1e-9));
+        self.reallocate(c);
         for &f in &done {
             let fl = &mut self.flows[f];
             if fl.steps_left > 0 {
@@ -989,18 +1018,20 @@ impl Sim {
                 Event::KernelDone(d) => self.step_done(d),
                 Event::TryStart(d) => self.try_start(d),
                 Event::FlowStart(f) => {
-                    self.progress();
-                    self.active.push(f);
+                    let c = self.flows[f].comp as usize;
+                    self.progress(c);
+                    self.active[c].push(f);
                     if self.flows[f].remaining <= 0.0 {
-                        self.finish_flows();
+                        self.finish_flows(c);
                     } else {
-                        self.reallocate();
+                        self.reallocate(c);
                     }
                 }
-                Event::FlowCheck(g) => {
-                    if g == self.flow_gen {
-                        self.progress();
-                        self.finish_flows();
+                Event::FlowCheck(c, g) => {
+                    let c = c as usize;
+                    if g == self.flow_gen[c] {
+                        self.progress(c);
+                        self.finish_flows(c);
                     }
                 }
             }

@@ -19,7 +19,7 @@
 use rayon::prelude::*;
 
 use super::ranks::{self, Classes, FaultError, Layout, Placement, RankFactors, RankFaults};
-use super::{chunk_lists, schedule, shape, stage_caps, Device, Pass, Sim, SimStep, TaskKey, Topo, NIC, NVLINK};
+use super::{chunk_lists, schedule, shape, stage_caps, Device, Pass, Sim, SimStep, SimTime, TaskKey, Topo, NIC, NVLINK};
 use crate::cost::lower::CommStep;
 use crate::parallelism::stage_layer_counts;
 use crate::scenario::Scenario;
@@ -164,6 +164,14 @@ impl<'a> Prepared<'a> {
         }
         let mut sim = self.engine(&c);
         sim.run(&mut |_| {});
+        if let Some(k) = sim.devices.iter().position(|d| d.done_at.is_none()) {
+            // Every barrier is met when every class plays the same program; a class left waiting
+            // is an engine bug, reported rather than read as a short step.
+            return Err(PredictError::Unsupported(format!(
+                "the per-rank engine stopped with rank {} (stage {}) unfinished: a collective's participants never all arrived\nhint: this is a bug; run without `--per-rank` and report the scenario",
+                c.rep[k], c.stage[k]
+            )));
+        }
         let total = sim.end_time().seconds();
         let prediction = self.prediction(&sim, total);
         let topo = sim.topo.as_ref().expect("per-rank engine");
@@ -217,6 +225,10 @@ impl<'a> Prepared<'a> {
         let n = c.len();
         let mut sim = Sim::new(devices, lists, capacity, self.p2p.clone(), self.m, pp, self.vp, false);
         sim.list_of = list_of;
+        // One flow component per class: its flows cross only its own links.
+        sim.active = vec![Vec::new(); n];
+        sim.last_update = vec![SimTime::ZERO; n];
+        sim.flow_gen = vec![0; n];
         sim.stage = c.stage.clone();
         sim.topo = Some(Box::new(Topo {
             set_of: c.set_of.clone(),
@@ -317,7 +329,9 @@ pub fn simulate_per_rank(s: &Scenario, opts: &PerRankOptions) -> Result<PerRankR
             distribution,
         });
     }
-    let runs: Vec<(StepOutcome, Prediction)> = (0..n_steps)
+    // Without stragglers every step is the same: simulate it once.
+    let draws = if opts.stragglers.is_some_and(|(k, _)| k > 0) { n_steps } else { 1 };
+    let mut runs: Vec<(StepOutcome, Prediction)> = (0..draws)
         .into_par_iter()
         .map(|i| {
             let mut f = base.clone();
@@ -334,6 +348,10 @@ pub fn simulate_per_rank(s: &Scenario, opts: &PerRankOptions) -> Result<PerRankR
             Ok((out, pred))
         })
         .collect::<Result<Vec<_>, PredictError>>()?;
+    if draws < n_steps {
+        let one = runs[0].clone();
+        runs.resize(n_steps as usize, one);
+    }
     let times: Vec<Seconds> = runs.iter().map(|(o, _)| o.step_time).collect();
     let distribution = Distribution::of(&times);
     // The median step: the lowest-numbered step at p50.
