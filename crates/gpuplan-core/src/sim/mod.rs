@@ -351,6 +351,7 @@ struct Sim {
     devices: Vec<Device>,
     lists: Vec<Vec<(Vec<SimStep>, Vec<SimStep>)>>,
     flows: Vec<Flow>,
+    free_flows: Vec<usize>,
     /// Active flows per component: flows of different components share no link, so each solves
     /// its rates, advances and schedules its next finish on its own. One component (all flows)
     /// in the representative engine; one per device (class) in the per-rank engine, whose flows
@@ -396,6 +397,7 @@ impl Sim {
             devices,
             lists,
             flows: Vec::new(),
+            free_flows: Vec::new(),
             active: vec![Vec::new()],
             link_bytes: vec![0.0; capacity.len()],
             capacity,
@@ -461,9 +463,8 @@ impl Sim {
             (false, false) => SimTime(0),
         };
         let links = if comm.crosses_network { [Some(self.link(dev, NVLINK)), Some(self.link(dev, NIC))] } else { [Some(self.link(dev, NVLINK)), None] };
-        let id = self.flows.len();
         let step_bytes = bytes / steps as f64;
-        self.flows.push(Flow {
+        let flow = Flow {
             remaining: step_bytes,
             steps_left: steps - 1,
             step_bytes,
@@ -475,7 +476,18 @@ impl Sim {
             span: Some((dev, track, name, self.now)),
             coll,
             comp: self.comp_of(dev),
-        });
+        };
+        // A finished flow's slot is reused: no event refers to it any more.
+        let id = match self.free_flows.pop() {
+            Some(id) => {
+                self.flows[id] = flow;
+                id
+            }
+            None => {
+                self.flows.push(flow);
+                self.flows.len() - 1
+            }
+        };
         self.wire_bytes += bytes;
         // A participant of a per-rank collective counted itself when it arrived.
         if coll == NO_COLL && matches!(waiter, Waiter::DpStream(_) | Waiter::Gather(..)) {
@@ -718,6 +730,8 @@ impl Sim {
                 self.span(dev, track, name, start, self.now);
             }
             let coll = self.flows[f].coll;
+            let waiter = self.flows[f].waiter;
+            self.free_flows.push(f);
             if coll != NO_COLL {
                 // One participant done; the collective ends with its last.
                 let topo = self.topo.as_mut().expect("per-rank engine");
@@ -737,7 +751,7 @@ impl Sim {
                 self.scratch.waiters = waiters;
                 continue;
             }
-            self.wake(self.flows[f].waiter);
+            self.wake(waiter);
         }
         self.scratch.done = done;
     }

@@ -154,12 +154,12 @@ impl<'a> Prepared<'a> {
     fn step(&self, layout: &Layout, f: &RankFactors) -> Result<(StepOutcome, Prediction), PredictError> {
         let c = ranks::classes(layout, f);
         let events = self.events_per_stage * c.len() as f64;
-        if events > crate::limits::sim::MAX_EVENTS {
+        if events > crate::limits::sim::MAX_PER_RANK_EVENTS {
             return Err(PredictError::Unsupported(format!(
                 "the faults split the {} ranks into {} classes of ranks that behave alike, about {events:.2e} events: more than the discrete-event engine's limit of {:.0e}\nhint: fewer `--stragglers` or faults, or a smaller `--global-batch`",
                 layout.n_ranks,
                 c.len(),
-                crate::limits::sim::MAX_EVENTS
+                crate::limits::sim::MAX_PER_RANK_EVENTS
             )));
         }
         let mut sim = self.engine(&c);
