@@ -181,6 +181,14 @@ struct Flow {
 
 const NO_COLL: u32 = u32::MAX;
 
+impl Flow {
+    /// Its current algorithm step is done: a check lands on the picosecond after the finish, so
+    /// allow what two picoseconds move.
+    fn finished(&self) -> bool {
+        self.remaining <= self.rate * 2e-12 + 1e-9
+    }
+}
+
 /// Per-rank engine: which classes meet at each collective, and the collectives under way.
 struct Topo {
     /// Per device (class) and group kind (`ranks::KINDS`): the set of classes its group holds.
@@ -712,9 +720,9 @@ impl Sim {
         // A check lands on the picosecond after the finish: allow what two picoseconds move.
         let mut done = std::mem::take(&mut self.scratch.done);
         done.clear();
-        done.extend(self.active[c].iter().copied().filter(|&f| self.flows[f].remaining <= self.flows[f].rate * 2e-12 + 1e-9));
+        done.extend(self.active[c].iter().copied().filter(|&f| self.flows[f].finished()));
         let flows = &self.flows;
-        self.active[c].retain(|&f| !(flows[f].remaining <= flows[f].rate * 2e-12 + 1e-9));
+        self.active[c].retain(|&f| !flows[f].finished());
         self.reallocate(c);
         for &f in &done {
             let fl = &mut self.flows[f];
