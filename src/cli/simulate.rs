@@ -99,8 +99,8 @@ fn parse_stragglers(s: &str) -> Result<(u64, f64), String> {
 }
 
 fn parse_stage_factor(s: &str) -> Result<(u32, f64), String> {
-    let (a, b) = s.split_once('=').ok_or_else(|| format!("`{s}` is not STAGE=FACTOR (e.g. `3=0.8`)"))?;
-    let stage = a.trim().parse::<u32>().map_err(|_| format!("stage `{a}` is not a number"))?;
+    let (a, b) = s.split_once('=').ok_or_else(|| format!("`{s}` is not STAGE=FACTOR (RANK=FACTOR with --per-rank; e.g. `3=0.8`)"))?;
+    let stage = a.trim().parse::<u32>().map_err(|_| format!("stage (or with --per-rank, rank) `{a}` is not a number"))?;
     let f = b.trim().parse::<f64>().map_err(|_| format!("factor `{b}` is not a number"))?;
     if !(f > 0.0 && f <= 1.0) {
         return Err(format!("factor `{f}` must be in (0, 1]"));
