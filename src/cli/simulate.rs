@@ -185,6 +185,7 @@ fn per_rank(args: SimulateArgs, scenario: &crate::scenario::Scenario, origin: &s
         stragglers: args.stragglers,
         steps: args.steps,
         seed: args.seed,
+        ungrouped: false,
     };
     let result = match simulate_per_rank(scenario, &opts) {
         Ok(r) => r,

@@ -99,6 +99,27 @@ fn a_degraded_nic_slows_only_collectives_that_cross_it_and_is_named() {
 }
 
 #[test]
+fn grouping_ranks_into_classes_gives_the_step_of_every_rank_played_alone() {
+    // Differential: the symmetry-reduced engine against every rank as its own class (32 ranks:
+    // tp 4 x pp 2 x dp 4 over 4 nodes), with faults that break the symmetry unevenly.
+    let s = small(4, 2, 4);
+    let faults = RankFaults {
+        slow_gpu: vec![(5, 0.8), (22, 0.9)],
+        links: vec![LinkFault { target: LinkTarget::RankNic(12), factor: 0.5 }, LinkFault { target: LinkTarget::RankNvlink(30), factor: 0.2 }],
+        fail_nic: vec![],
+    };
+    for faults in [RankFaults::default(), faults] {
+        let grouped = simulate_per_rank(&s, &PerRankOptions { faults: faults.clone(), steps: 1, ..Default::default() }).unwrap();
+        let alone = simulate_per_rank(&s, &PerRankOptions { faults, steps: 1, ungrouped: true, ..Default::default() }).unwrap();
+        assert_eq!(alone.steps[0].classes, 32);
+        assert!(grouped.steps[0].classes < 32);
+        let (g, a) = (grouped.distribution.p50.value(), alone.distribution.p50.value());
+        assert!((g - a).abs() / a < 1e-9, "grouped {g} vs every rank alone {a}");
+        assert_eq!(grouped.steps[0].held_back.as_ref().map(|h| h.rank), alone.steps[0].held_back.as_ref().map(|h| h.rank));
+    }
+}
+
+#[test]
 fn stragglers_are_seeded_and_the_distribution_is_ordered() {
     let s = scenario("seed-8xb200-tp2-dp4-13b.toml");
     let opts = PerRankOptions { stragglers: Some((1, 0.7)), steps: 6, seed: 11, ..Default::default() };

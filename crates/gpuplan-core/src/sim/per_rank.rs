@@ -35,6 +35,9 @@ pub struct PerRankOptions {
     /// Steps to draw (at least 1).
     pub steps: u32,
     pub seed: u64,
+    /// Play every rank as a class of its own (no symmetry reduction): the naive reference the
+    /// grouped engine is tested against.
+    pub ungrouped: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -151,8 +154,8 @@ impl<'a> Prepared<'a> {
     }
 
     /// One step with the ranks' factors: classes, then the engine over the classes.
-    fn step(&self, layout: &Layout, f: &RankFactors) -> Result<(StepOutcome, Prediction), PredictError> {
-        let c = ranks::classes(layout, f);
+    fn step(&self, layout: &Layout, f: &RankFactors, ungrouped: bool) -> Result<(StepOutcome, Prediction), PredictError> {
+        let c = if ungrouped { ranks::singletons(layout, f) } else { ranks::classes(layout, f) };
         let events = self.events_per_stage * c.len() as f64;
         if events > crate::limits::sim::MAX_PER_RANK_EVENTS {
             return Err(PredictError::Unsupported(format!(
@@ -315,7 +318,7 @@ pub fn simulate_per_rank(s: &Scenario, opts: &PerRankOptions) -> Result<PerRankR
         }
     }
     let prep = Prepared::new(s)?;
-    let (clean, clean_prediction) = prep.step(&layout, &RankFactors::healthy(layout.n_ranks))?;
+    let (clean, clean_prediction) = prep.step(&layout, &RankFactors::healthy(layout.n_ranks), opts.ungrouped)?;
     let n_steps = opts.steps.max(1);
     let healthy = (0..layout.n_ranks).all(|r| base.is_healthy(r));
     if healthy && opts.stragglers.is_none_or(|(k, _)| k == 0) {
@@ -343,7 +346,7 @@ pub fn simulate_per_rank(s: &Scenario, opts: &PerRankOptions) -> Result<PerRankR
                     f.compute[r as usize] *= x;
                 }
             }
-            let (mut out, pred) = prep.step(&layout, &f)?;
+            let (mut out, pred) = prep.step(&layout, &f, opts.ungrouped)?;
             out.stragglers = drawn;
             Ok((out, pred))
         })

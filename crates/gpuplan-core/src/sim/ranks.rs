@@ -371,13 +371,24 @@ impl<K: std::hash::Hash + Eq> Interner<K> {
 /// Colour refinement of the ranks (see the module doc). Work: O(n_ranks x kinds) per round, a
 /// round for each step of the longest chain of groups a fault's influence travels (a handful).
 pub fn classes(layout: &Layout, f: &RankFactors) -> Classes {
+    partition(layout, f, false)
+}
+
+/// Every rank a class of its own: the per-rank engine without symmetry reduction, the naive
+/// reference [`classes`] is tested against.
+pub fn singletons(layout: &Layout, f: &RankFactors) -> Classes {
+    partition(layout, f, true)
+}
+
+fn partition(layout: &Layout, f: &RankFactors, distinct: bool) -> Classes {
     let n = layout.n_ranks;
-    // Initial colours: stage and factors.
+    // Initial colours: stage and factors (or the rank itself).
     let mut init = Interner::new();
     let mut color: Vec<u32> = (0..n)
         .map(|r| {
             let i = r as usize;
-            init.id((layout.stage(r), f.compute[i].to_bits(), f.nvlink[i].to_bits(), f.nic[i].to_bits()))
+            let key = if distinct { r } else { 0 };
+            init.id((layout.stage(r), f.compute[i].to_bits(), f.nvlink[i].to_bits(), f.nic[i].to_bits(), key))
         })
         .collect();
     let mut n_colors = init.ids.len();
