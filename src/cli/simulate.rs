@@ -269,7 +269,8 @@ fn per_rank_text(r: &PerRankResult, o: &PerRankOptions) -> String {
     let classes: Vec<usize> = r.steps.iter().map(|s| s.classes).collect();
     let (lo, hi) = (classes.iter().min().copied().unwrap_or(0), classes.iter().max().copied().unwrap_or(0));
     let events: u64 = r.steps.iter().map(|s| s.events).sum();
-    let _ = writeln!(t, "  per-rank engine: {} ranks in {lo}..{hi} classes of ranks that behave alike, {} step(s), {events} events", r.n_ranks, r.steps.len());
+    let classes = if lo == hi { lo.to_string() } else { format!("{lo}..{hi}") };
+    let _ = writeln!(t, "  per-rank engine: {} ranks in {classes} classes of ranks that behave alike, {} step(s), {events} events", r.n_ranks, r.steps.len());
     if let Some((k, f)) = o.stragglers {
         let _ = writeln!(t, "  stragglers: {k} GPU(s) per step at {f}x compute, drawn uniformly without replacement (seed {})", o.seed);
     }
