@@ -15,19 +15,22 @@ echo
 echo "Recorded by \`scripts/bench_per_rank.sh\` on $(date -u +%Y-%m-%d) at git $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates src || echo ' (with uncommitted changes)'),"
 echo "release build, on $(nproc) cores of $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//') ($(free -g | awk '/Mem:/{print $2}') GiB; shared with other jobs, so wall times are upper bounds)."
 echo
-echo "| GPUs | case | flags | wall (s) | peak RSS (MiB) | engine summary | step time (ms) |"
-echo "| --- | --- | --- | --- | --- | --- | --- |"
+echo "Load average before the runs: $(cut -d' ' -f1-3 /proc/loadavg) (on $(nproc) cores)."
+echo
+echo "| GPUs | case | flags | wall (s) | CPU user+sys (s) | peak RSS (MiB) | engine summary | step time (ms) |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
 run() {
   local gpus=$1 name=$2 scen=$3; shift 3
   local out err
   out=$(mktemp); err=$(mktemp)
-  /usr/bin/time -v "$bin" simulate --scenario "$scen" --per-rank "$@" > "$out" 2> "$err" || { echo "| $gpus | $name | \`$*\` | failed: $(grep -v '^\s' "$err" | head -3 | tr '\n' ' ') | | | |"; return; }
-  local wall rss summary steps
+  /usr/bin/time -v "$bin" simulate --scenario "$scen" --per-rank "$@" > "$out" 2> "$err" || { echo "| $gpus | $name | \`$*\` | failed: $(grep -v '^\s' "$err" | head -3 | tr '\n' ' ') | | | | |"; return; }
+  local wall cpu rss summary steps
   wall=$(awk -F': ' '/Elapsed \(wall clock\)/{n=split($2,a,":"); s=0; for(i=1;i<=n;i++) s=s*60+a[i]; print s}' "$err")
+  cpu=$(awk -F': ' '/User time|System time/{s+=$2} END{printf "%.2f", s}' "$err")
   rss=$(awk -F': ' '/Maximum resident set size/{printf "%.0f", $2/1024}' "$err")
   summary=$(grep 'per-rank engine:' "$out" | sed 's/^ *per-rank engine: //')
   steps=$(grep 'step time (ms):' "$out" | sed 's/^ *step time (ms): //')
-  echo "| $gpus | $name | \`$*\` | $wall | $rss | $summary | $steps |"
+  echo "| $gpus | $name | \`$*\` | $wall | $cpu | $rss | $summary | $steps |"
   rm -f "$out" "$err"
 }
 faults="--slow-gpu 1000=0.9 --degrade-link rank:5000:nic=0.5 --degrade-link rail:3=0.8 --fail-nic 9000"

@@ -259,7 +259,7 @@ struct Device {
     /// Data-parallel flows in flight (DP stream, FSDP gathers): NCCL's kernels slow compute.
     background: u32,
     /// Gradient buckets not yet handed to the DP stream, in launch order.
-    grad_buckets: Vec<CommStep>,
+    grad_buckets: VecDeque<CommStep>,
     /// Gradient buckets owed so far (fractional), and DP collectives completed.
     grad_owed: f64,
     grad_per_layer: f64,
@@ -287,7 +287,7 @@ impl Device {
     fn new(tasks: Vec<TaskKey>, plan: DpPlan, layers: u64, gathers_total: u64) -> Device {
         // ZeRO-1/2: the previous step's parameter all-gathers overlap this step's forward.
         let dp_queue: VecDeque<CommStep> = plan.param_list().into();
-        let grad_buckets = plan.grad_list();
+        let grad_buckets: VecDeque<CommStep> = plan.grad_list().into();
         Device {
             tasks,
             next: 0,
@@ -369,6 +369,8 @@ struct Sim {
     link_bytes: Vec<f64>,
     last_update: Vec<SimTime>,
     flow_gen: Vec<u64>,
+    /// Per-rank engine: the time of each component's pending (valid) check.
+    check_at: Vec<Option<SimTime>>,
     p2p: Option<CommStep>,
     m: u32,
     events: u64,
@@ -411,6 +413,7 @@ impl Sim {
             capacity,
             last_update: vec![SimTime(0)],
             flow_gen: vec![0],
+            check_at: Vec::new(),
             p2p,
             m,
             events: 0,
@@ -697,7 +700,6 @@ impl Sim {
             std::mem::swap(&mut sc.unfixed, &mut sc.keep);
         }
         self.scratch.rates = sc;
-        self.flow_gen[c] += 1;
         let next = self.active[c]
             .iter()
             .map(|&f| {
@@ -709,10 +711,20 @@ impl Sim {
                 }
             })
             .fold(f64::INFINITY, f64::min);
-        if next.is_finite() {
-            let at = SimTime(self.now.0 + (next * 1e12).ceil() as u64);
+        let at = if next.is_finite() { Some(SimTime(self.now.0 + (next * 1e12).ceil() as u64)) } else { None };
+        // The per-rank engine keeps a pending check that is still due at the same time instead of
+        // queueing another (fewer stale checks in the queue); the representative engine queues one
+        // per reallocation, as it always has (its event counts are part of its output).
+        if self.topo.is_some() && at.is_some() && at == self.check_at[c] {
+            return;
+        }
+        self.flow_gen[c] += 1;
+        if let Some(at) = at {
             let g = self.flow_gen[c];
             self.push(at, Event::FlowCheck(c as u32, g));
+        }
+        if self.topo.is_some() {
+            self.check_at[c] = at;
         }
     }
 
@@ -909,7 +921,7 @@ impl Sim {
                     dev.grad_owed += dev.grad_per_layer;
                     while dev.grad_owed >= 1.0 - 1e-9 && !dev.grad_buckets.is_empty() {
                         dev.grad_owed -= 1.0;
-                        let b = dev.grad_buckets.remove(0);
+                        let Some(b) = dev.grad_buckets.pop_front() else { break };
                         dev.dp_queue.push_back(b);
                     }
                     self.run_dp(d);
@@ -1052,6 +1064,9 @@ impl Sim {
                 Event::FlowCheck(c, g) => {
                     let c = c as usize;
                     if g == self.flow_gen[c] {
+                        if let Some(at) = self.check_at.get_mut(c) {
+                            *at = None;
+                        }
                         self.progress(c);
                         self.finish_flows(c);
                     }

@@ -232,6 +232,7 @@ impl<'a> Prepared<'a> {
         sim.active = vec![Vec::new(); n];
         sim.last_update = vec![SimTime::ZERO; n];
         sim.flow_gen = vec![0; n];
+        sim.check_at = vec![None; n];
         sim.stage = c.stage.clone();
         sim.topo = Some(Box::new(Topo {
             set_of: c.set_of.clone(),
