@@ -98,8 +98,8 @@ pub mod sim {
     /// about 100 bytes each while classes are refined): 8 M ranks is under 1 GiB.
     pub const MAX_PER_RANK_RANKS: u64 = 8 << 20;
     /// `simulate --per-rank`: events of one step (per-stage events x classes). The per-rank
-    /// engine ran 51.8 M events in 17 s and 1.07 GiB before flow slots were reused, 3 M events/s
-    /// (131,072 GPUs, 2,176 classes: benches/RESULTS-per-rank.md), so this keeps a step under
-    /// about a minute.
+    /// engine ran 51.8 M events in 7.0 s of CPU and 173 MiB (131,072 GPUs, 2,176 classes:
+    /// benches/RESULTS-per-rank.md), about 7 M events/s, so this keeps a step under about 30 s
+    /// and 1 GiB.
     pub const MAX_PER_RANK_EVENTS: f64 = 200e6;
 }
