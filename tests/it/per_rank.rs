@@ -108,11 +108,15 @@ fn grouping_ranks_into_classes_gives_the_step_of_every_rank_played_alone() {
         links: vec![LinkFault { target: LinkTarget::RankNic(12), factor: 0.5 }, LinkFault { target: LinkTarget::RankNvlink(30), factor: 0.2 }],
         fail_nic: vec![],
     };
-    for faults in [RankFaults::default(), faults] {
-        let grouped = simulate_per_rank(&s, &PerRankOptions { faults: faults.clone(), steps: 1, ..Default::default() }).unwrap();
-        let alone = simulate_per_rank(&s, &PerRankOptions { faults, steps: 1, ungrouped: true, ..Default::default() }).unwrap();
-        assert_eq!(alone.steps[0].classes, 32);
-        assert!(grouped.steps[0].classes < 32);
+    // And MoE: Mixtral on one node (tp 2 x dp 4, ep 4), its expert-parallel all-to-alls met by
+    // 8 one-rank classes against one class. (One slow GPU there already splits all 8 ranks.)
+    let moe = scenario("mixtral-8x7b-8xh100.toml");
+    for (s, faults) in [(&s, RankFaults::default()), (&s, faults), (&moe, RankFaults::default())] {
+        let n = s.parallel.tp as usize * s.parallel.pp as usize * s.parallel.dp as usize * s.parallel.cp as usize;
+        let grouped = simulate_per_rank(s, &PerRankOptions { faults: faults.clone(), steps: 1, ..Default::default() }).unwrap();
+        let alone = simulate_per_rank(s, &PerRankOptions { faults, steps: 1, ungrouped: true, ..Default::default() }).unwrap();
+        assert_eq!(alone.steps[0].classes, n);
+        assert!(grouped.steps[0].classes < n);
         let (g, a) = (grouped.distribution.p50.value(), alone.distribution.p50.value());
         assert!((g - a).abs() / a < 1e-9, "grouped {g} vs every rank alone {a}");
         assert_eq!(grouped.steps[0].held_back.as_ref().map(|h| h.rank), alone.steps[0].held_back.as_ref().map(|h| h.rank));
