@@ -4,6 +4,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use gpuplan::config::scenario::{build, read_scenario, ParallelWire, ScenarioWire, WorkloadWire};
+use gpuplan::sim::per_rank::{simulate_per_rank, PerRankOptions};
 use gpuplan::sim::{simulate, SimOptions};
 
 fn scenario(model: &str, system: &str, gpus: i64, tp: i64, pp: i64, seq: i64, gb: i64) -> gpuplan::scenario::Scenario {
@@ -32,6 +33,17 @@ fn bench(c: &mut Criterion) {
         g.throughput(Throughput::Elements(events));
         g.bench_function(*name, |b| b.iter(|| simulate(std::hint::black_box(s), &SimOptions::default()).unwrap()));
     }
+    g.finish();
+    // The per-rank engine at 16,384 GPUs with 4 random stragglers (320 classes; the fault-free
+    // reference step run too, its events not counted in the elements). Script with peak RSS and
+    // 131,072 GPUs: scripts/bench_per_rank.sh.
+    let s = &cases[2].1;
+    let opts = PerRankOptions { stragglers: Some((4, 0.8)), steps: 1, seed: 1, ..Default::default() };
+    let events: u64 = simulate_per_rank(s, &opts).unwrap().steps.iter().map(|st| st.events).sum();
+    let mut g = c.benchmark_group("simulate_per_rank");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(events));
+    g.bench_function("llama-3.1-405b 16384xB200 4 stragglers", |b| b.iter(|| simulate_per_rank(std::hint::black_box(s), &opts).unwrap()));
     g.finish();
 }
 

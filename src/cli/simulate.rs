@@ -6,6 +6,8 @@ use anyhow::Context;
 
 use super::args::ScenarioArgs;
 use super::{predict, write_atomic, Outcome};
+use crate::sim::per_rank::{simulate_per_rank, PerRankError, PerRankOptions, PerRankResult};
+use crate::sim::ranks::{LinkFault, LinkTarget, RankFaults};
 use crate::sim::{self, Faults, SimOptions};
 
 #[derive(clap::Args, Debug)]
@@ -16,33 +18,91 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub json: bool,
     /// Write a Chrome trace (open in Perfetto or chrome://tracing)
-    #[arg(long)]
+    #[arg(long, conflicts_with = "per_rank")]
     pub trace: Option<PathBuf>,
     /// Draw a Gantt timeline of the step (.png or .svg)
-    #[arg(long)]
+    #[arg(long, conflicts_with = "per_rank")]
     pub timeline: Option<PathBuf>,
     /// Overwrite existing --trace / --timeline files
     #[arg(long)]
     pub force: bool,
-    /// Throttled GPU: STAGE=FACTOR, e.g. `3=0.8` runs stage 3 at 80% speed (repeatable)
+    /// Throttled GPU: STAGE=FACTOR, e.g. `3=0.8` runs stage 3 at 80% speed; with --per-rank
+    /// RANK=FACTOR, one GPU (repeatable)
     #[arg(long = "slow-gpu", value_parser = parse_stage_factor)]
     pub slow_gpu: Vec<(u32, f64)>,
     /// Degraded NVLink: STAGE=FACTOR of its bandwidth (repeatable)
-    #[arg(long = "degrade-nvlink", value_parser = parse_stage_factor)]
+    #[arg(long = "degrade-nvlink", value_parser = parse_stage_factor, conflicts_with = "per_rank")]
     pub degrade_nvlink: Vec<(u32, f64)>,
     /// Degraded or failed NIC share: STAGE=FACTOR of its bandwidth (repeatable)
-    #[arg(long = "degrade-nic", value_parser = parse_stage_factor)]
+    #[arg(long = "degrade-nic", value_parser = parse_stage_factor, conflicts_with = "per_rank")]
     pub degrade_nic: Vec<(u32, f64)>,
     /// Congested spine: all scale-out bandwidth times FACTOR
-    #[arg(long = "spine-factor")]
+    #[arg(long = "spine-factor", conflicts_with = "per_rank")]
     pub spine_factor: Option<f64>,
     #[command(flatten)]
     pub goodput: super::goodput::GoodputArgs,
+    /// Simulate every rank (in classes of ranks that behave alike), with faults on single
+    /// ranks, links and switches and the step-time distribution over --steps
+    #[arg(long = "per-rank", conflicts_with = "goodput")]
+    pub per_rank: bool,
+    /// With --per-rank, a degraded link or switch: TARGET=FACTOR of its bandwidth, TARGET one of
+    /// `rank:R:nvlink`, `rank:R:nic`, `node:N:nic:K`, `rail:K` (leaf switch of rail K),
+    /// `domain:D:nvswitch`, `spine` (repeatable)
+    #[arg(long = "degrade-link", value_parser = parse_link_fault, requires = "per_rank")]
+    pub degrade_link: Vec<LinkFault>,
+    /// With --per-rank, a failed NIC: RANK's NIC is down and its traffic moves to the next NIC of
+    /// the node, which then carries both at half rate each (repeatable)
+    #[arg(long = "fail-nic", requires = "per_rank")]
+    pub fail_nic: Vec<u64>,
+    /// With --per-rank, K=FACTOR: K GPUs drawn at random (uniformly, without replacement, from
+    /// --seed) compute at FACTOR of their speed; a fresh draw in each of --steps
+    #[arg(long, value_parser = parse_stragglers, requires = "per_rank")]
+    pub stragglers: Option<(u64, f64)>,
+    /// With --per-rank, steps to simulate (the step-time distribution)
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=crate::limits::sim::MAX_PER_RANK_STEPS as i64), requires = "per_rank")]
+    pub steps: u32,
+    /// With --per-rank, the seed of the straggler draws
+    #[arg(long, default_value_t = 0, requires = "per_rank")]
+    pub seed: u64,
+}
+
+fn parse_factor(b: &str, what: &str) -> Result<f64, String> {
+    let f = b.trim().parse::<f64>().map_err(|_| format!("factor `{b}` is not a number (e.g. `{what}`)"))?;
+    if !(f > 0.0 && f <= 1.0) {
+        return Err(format!("factor `{f}` must be in (0, 1]"));
+    }
+    Ok(f)
+}
+
+/// `TARGET=FACTOR` of `--degrade-link`.
+fn parse_link_fault(s: &str) -> Result<LinkFault, String> {
+    const FORMS: &str = "`rank:R:nvlink`, `rank:R:nic`, `node:N:nic:K`, `rail:K`, `domain:D:nvswitch` or `spine`";
+    let (t, f) = s.split_once('=').ok_or_else(|| format!("`{s}` is not TARGET=FACTOR (e.g. `rank:12:nic=0.5`); TARGET is {FORMS}"))?;
+    let factor = parse_factor(f, "rank:12:nic=0.5")?;
+    let num = |x: &str| x.parse::<u64>().map_err(|_| format!("`{x}` in `{t}` is not a number"));
+    let parts: Vec<&str> = t.trim().split(':').collect();
+    let target = match parts.as_slice() {
+        ["rank", r, "nvlink"] => LinkTarget::RankNvlink(num(r)?),
+        ["rank", r, "nic"] => LinkTarget::RankNic(num(r)?),
+        ["node", n, "nic", k] => LinkTarget::NodeNic { node: num(n)?, nic: u32::try_from(num(k)?).map_err(|_| format!("NIC `{k}` is too large"))? },
+        ["rail", k] => LinkTarget::Rail(u32::try_from(num(k)?).map_err(|_| format!("rail `{k}` is too large"))?),
+        ["domain", d, "nvswitch"] => LinkTarget::Nvswitch(num(d)?),
+        ["spine"] => LinkTarget::Spine,
+        _ => return Err(format!("`{t}` is not a link: TARGET is {FORMS}")),
+    };
+    Ok(LinkFault { target, factor })
+}
+
+/// `K=FACTOR` of `--stragglers`.
+fn parse_stragglers(s: &str) -> Result<(u64, f64), String> {
+    let (a, b) = s.split_once('=').ok_or_else(|| format!("`{s}` is not K=FACTOR (e.g. `4=0.8`)"))?;
+    let k = a.trim().parse::<u64>().map_err(|_| format!("count `{a}` is not a number"))?;
+    Ok((k, parse_factor(b, "4=0.8")?))
 }
 
 fn parse_stage_factor(s: &str) -> Result<(u32, f64), String> {
-    let (a, b) = s.split_once('=').ok_or_else(|| format!("`{s}` is not STAGE=FACTOR (e.g. `3=0.8`)"))?;
-    let stage = a.trim().parse::<u32>().map_err(|_| format!("stage `{a}` is not a number"))?;
+    let (a, b) = s.split_once('=').ok_or_else(|| format!("`{s}` is not STAGE=FACTOR (RANK=FACTOR with --per-rank; e.g. `3=0.8`)"))?;
+    let stage = a.trim().parse::<u32>().map_err(|_| format!("stage (or with --per-rank, rank) `{a}` is not a number"))?;
     let f = b.trim().parse::<f64>().map_err(|_| format!("factor `{b}` is not a number"))?;
     if !(f > 0.0 && f <= 1.0) {
         return Err(format!("factor `{f}` must be in (0, 1]"));
@@ -54,6 +114,9 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<Outcome> {
     let scenario = args.scenario.build()?;
     let goodput = args.goodput.setup(&scenario)?;
     let origin = args.scenario.scenario.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "command line".into());
+    if args.per_rank {
+        return per_rank(args, &scenario, &origin);
+    }
     if let Some(f) = args.spine_factor {
         anyhow::ensure!(f > 0.0 && f <= 1.0, "`--spine-factor` = `{f}` must be in (0, 1]");
     }
@@ -123,4 +186,130 @@ fn simulate_with_bar(scenario: &crate::scenario::Scenario, opts: &SimOptions) ->
     let result = sim::simulate_with_progress(scenario, opts, &mut |n| bar.inc(n));
     bar.finish_and_clear();
     result
+}
+
+/// `simulate --per-rank`: the per-rank engine over `--steps` steps.
+fn per_rank(args: SimulateArgs, scenario: &crate::scenario::Scenario, origin: &str) -> anyhow::Result<Outcome> {
+    let opts = PerRankOptions {
+        faults: RankFaults { slow_gpu: args.slow_gpu.iter().map(|&(r, f)| (r as u64, f)).collect(), links: args.degrade_link, fail_nic: args.fail_nic },
+        stragglers: args.stragglers,
+        steps: args.steps,
+        seed: args.seed,
+        ungrouped: false,
+    };
+    let result = match simulate_per_rank(scenario, &opts) {
+        Ok(r) => r,
+        Err(PerRankError::Fault(e)) => return Err(anyhow::Error::new(e)),
+        Err(PerRankError::Predict(e)) => return Err(anyhow::Error::new(e).context(format!("{origin}: configuration cannot run"))),
+    };
+    let pred = &result.prediction;
+    if args.json {
+        let mut v = predict::to_json(scenario, pred);
+        v["engine"] = "des-per-rank".into();
+        v["per_rank"] = per_rank_json(&result, &opts);
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print!("{}", predict::table(scenario, pred, false));
+        println!();
+        print!("{}", per_rank_text(&result, &opts));
+    }
+    Ok(if pred.memory.fits() { Outcome::Ok } else { Outcome::Infeasible })
+}
+
+fn factors(h: &sim::per_rank::HeldBack) -> String {
+    let mut parts = Vec::new();
+    if h.compute != 1.0 {
+        parts.push(format!("compute x{}", h.compute));
+    }
+    if h.nvlink != 1.0 {
+        parts.push(format!("nvlink x{}", h.nvlink));
+    }
+    if h.nic != 1.0 {
+        parts.push(format!("nic x{}", h.nic));
+    }
+    parts.join(", ")
+}
+
+/// Culprits over the steps: (rank, factors) -> (steps it held back, summed wait, summed link delay).
+fn culprits(r: &PerRankResult) -> Vec<(u64, u64, String, u32, f64, f64)> {
+    let mut out: Vec<(u64, u64, String, u32, f64, f64)> = Vec::new();
+    for h in r.steps.iter().filter_map(|s| s.held_back.as_ref()) {
+        let what = factors(h);
+        match out.iter_mut().find(|c| c.0 == h.rank && c.2 == what) {
+            Some(c) => {
+                c.3 += 1;
+                c.4 += h.waited_for.value();
+                c.5 += h.link_delay.value();
+            }
+            None => out.push((h.rank, h.ranks, what, 1, h.waited_for.value(), h.link_delay.value())),
+        }
+    }
+    out.sort_by(|a, b| b.3.cmp(&a.3).then(a.0.cmp(&b.0)));
+    out
+}
+
+fn per_rank_json(r: &PerRankResult, o: &PerRankOptions) -> serde_json::Value {
+    let d = &r.distribution;
+    serde_json::json!({
+        "ranks": r.n_ranks,
+        "steps": r.steps.len(),
+        "seed": o.seed,
+        "stragglers": o.stragglers.map(|(k, f)| serde_json::json!({
+            "count": k, "factor": f, "distribution": "uniform over ranks without replacement, a fresh draw each step",
+        })),
+        "fault_free_step_time_s": r.fault_free.value(),
+        "step_time_s": {
+            "mean": d.mean.value(), "p50": d.p50.value(), "p90": d.p90.value(), "p99": d.p99.value(), "max": d.max.value(),
+        },
+        "held_back": culprits(r).iter().map(|c| serde_json::json!({
+            "rank": c.0, "ranks_alike": c.1, "fault": c.2, "steps": c.3,
+            "mean_waited_for_s": c.4 / c.3 as f64, "mean_link_delay_s": c.5 / c.3 as f64,
+        })).collect::<Vec<_>>(),
+        "per_step": r.steps.iter().map(|s| serde_json::json!({
+            "step_time_s": s.step_time.value(), "classes": s.classes, "events": s.events, "stragglers": s.stragglers,
+            "held_back_by": s.held_back.as_ref().map(|h| h.rank),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn per_rank_text(r: &PerRankResult, o: &PerRankOptions) -> String {
+    use std::fmt::Write;
+    let mut t = String::new();
+    let d = &r.distribution;
+    let classes: Vec<usize> = r.steps.iter().map(|s| s.classes).collect();
+    let (lo, hi) = (classes.iter().min().copied().unwrap_or(0), classes.iter().max().copied().unwrap_or(0));
+    let events: u64 = r.steps.iter().map(|s| s.events).sum();
+    let classes = if lo == hi { lo.to_string() } else { format!("{lo}..{hi}") };
+    let _ = writeln!(t, "  per-rank engine: {} ranks in {classes} classes of ranks that behave alike, {} step(s), {events} events", r.n_ranks, r.steps.len());
+    if let Some((k, f)) = o.stragglers {
+        let _ = writeln!(t, "  stragglers: {k} GPU(s) per step at {f}x compute, drawn uniformly without replacement (seed {})", o.seed);
+    }
+    let ms = |s: crate::units::Seconds| s.value() * 1e3;
+    let _ = writeln!(
+        t,
+        "  step time (ms): mean {:.3}  p50 {:.3}  p90 {:.3}  p99 {:.3}  max {:.3}   (no fault: {:.3})",
+        ms(d.mean),
+        ms(d.p50),
+        ms(d.p90),
+        ms(d.p99),
+        ms(d.max),
+        ms(r.fault_free)
+    );
+    let c = culprits(r);
+    if c.is_empty() {
+        let _ = writeln!(t, "  held back by: no faulted rank kept a collective waiting");
+    } else {
+        let _ = writeln!(t, "  held back by (the faulted rank others waited for most, per step):");
+        for (rank, alike, what, steps, wait, link) in c.iter().take(10) {
+            let also = if *alike > 1 { format!(" (one of {alike} ranks faulted and placed alike)") } else { String::new() };
+            let _ = writeln!(
+                t,
+                "    rank {rank}{also} [{what}]: {steps} of {} steps; waited for {:.3} ms, links added {:.3} ms per step",
+                r.steps.len(),
+                wait / *steps as f64 * 1e3,
+                link / *steps as f64 * 1e3
+            );
+        }
+    }
+    t
 }

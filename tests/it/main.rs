@@ -13,6 +13,7 @@ mod launch;
 mod limits;
 mod measure;
 mod megatron_args;
+mod per_rank;
 mod pipeline;
 mod plan;
 mod portable;

@@ -91,6 +91,17 @@ pub mod sim {
     /// schedule (two tasks per micro-batch and virtual stage) is built: a step of a million
     /// micro-batches is already far over `MAX_EVENTS` at one step per pass.
     pub const MAX_MICRO_BATCHES: u64 = 1_000_000;
+    /// `simulate --per-rank --steps`: each step is a fresh straggler draw and its own run of the
+    /// engine; 10,000 steps at the 16,384-GPU bench's 0.1-1 s a step is hours already.
+    pub const MAX_PER_RANK_STEPS: u32 = 10_000;
+    /// `simulate --per-rank`: ranks held as arrays (fault factors, classes, group signatures,
+    /// about 100 bytes each while classes are refined): 8 M ranks is under 1 GiB.
+    pub const MAX_PER_RANK_RANKS: u64 = 8 << 20;
+    /// `simulate --per-rank`: events of one step (per-stage events x classes). The per-rank
+    /// engine ran 51.8 M events in 7.0 s of CPU and 173 MiB (131,072 GPUs, 2,176 classes:
+    /// benches/RESULTS-per-rank.md), about 7 M events/s, so this keeps a step under about 30 s
+    /// and 1 GiB.
+    pub const MAX_PER_RANK_EVENTS: f64 = 200e6;
 }
 
 /// `--goodput`.

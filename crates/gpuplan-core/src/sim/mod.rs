@@ -18,7 +18,7 @@
 //! for byte.
 
 use std::cmp::Reverse;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use crate::analytic;
 use crate::cost::lower::{CommStep, Overlap, Step};
@@ -30,6 +30,9 @@ use crate::scenario::Scenario;
 use crate::step::{self, Breakdown, DpPlan, PredictError, Prediction, Priced};
 use crate::units::Seconds;
 use crate::workload::{backward_of, recompute_of, Mode, Op};
+
+pub mod per_rank;
+pub mod ranks;
 
 /// What-if faults and slowdowns.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -169,6 +172,55 @@ struct Flow {
     rate: f64,
     waiter: Waiter,
     span: Option<(u32, &'static str, &'static str, SimTime)>,
+    /// The collective instance this flow is one participant's part of (per-rank engine), or
+    /// `NO_COLL`.
+    coll: u32,
+    /// Its component (see `Sim::active`).
+    comp: u32,
+}
+
+const NO_COLL: u32 = u32::MAX;
+
+impl Flow {
+    /// Its current algorithm step is done: a check lands on the picosecond after the finish, so
+    /// allow what two picoseconds move.
+    fn finished(&self) -> bool {
+        self.remaining <= self.rate * 2e-12 + 1e-9
+    }
+}
+
+/// Per-rank engine: which classes meet at each collective, and the collectives under way.
+struct Topo {
+    /// Per device (class) and group kind (`ranks::KINDS`): the set of classes its group holds.
+    set_of: Vec<[u32; 6]>,
+    sets: Vec<Vec<u32>>,
+    /// `pp_line[d * pp + stage]`: the class at `stage` of device d's pipeline.
+    pp_line: Vec<u32>,
+    /// Collectives each device entered so far, per channel (kind x stream).
+    seq: Vec<[u32; 18]>,
+    /// Open barriers by (set, channel, sequence number) -> slot in `barriers`.
+    open: HashMap<(u32, u8, u32), usize>,
+    barriers: Vec<Vec<Arrival>>,
+    free_barriers: Vec<usize>,
+    /// Collectives under way: flows still running, and the waiters to wake when all are done.
+    colls: Vec<(u32, Vec<Waiter>)>,
+    free_colls: Vec<u32>,
+    /// Per device: seconds the other participants of its collectives waited for it to arrive
+    /// (counted when it arrived last), and seconds its slower links added to collectives.
+    blame_wait: Vec<f64>,
+    blame_link: Vec<f64>,
+}
+
+#[derive(Debug, Clone)]
+struct Arrival {
+    dev: u32,
+    comm: CommStep,
+    fraction: f64,
+    with_latency: bool,
+    waiter: Waiter,
+    track: &'static str,
+    name: &'static str,
+    at: SimTime,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,8 +229,8 @@ enum Event {
     KernelDone(u32),
     /// A flow's latency has passed: it joins the active set.
     FlowStart(usize),
-    /// The earliest active flow may be complete (checked against `flow_gen`).
-    FlowCheck(u64),
+    /// The earliest active flow of a component may be complete (checked against its `flow_gen`).
+    FlowCheck(u32, u64),
     /// A device may be able to start its next task.
     TryStart(u32),
 }
@@ -186,7 +238,8 @@ enum Event {
 struct Device {
     tasks: Vec<TaskKey>,
     next: usize,
-    running: Option<(TaskKey, Vec<SimStep>, usize)>,
+    /// The task under way and the index of its next step (in the device's lists, read in place).
+    running: Option<(TaskKey, usize)>,
     task_start: SimTime,
     /// Outstanding kernel/flows the current step waits for.
     join: u32,
@@ -206,7 +259,7 @@ struct Device {
     /// Data-parallel flows in flight (DP stream, FSDP gathers): NCCL's kernels slow compute.
     background: u32,
     /// Gradient buckets not yet handed to the DP stream, in launch order.
-    grad_buckets: Vec<CommStep>,
+    grad_buckets: VecDeque<CommStep>,
     /// Gradient buckets owed so far (fractional), and DP collectives completed.
     grad_owed: f64,
     grad_per_layer: f64,
@@ -234,7 +287,7 @@ impl Device {
     fn new(tasks: Vec<TaskKey>, plan: DpPlan, layers: u64, gathers_total: u64) -> Device {
         // ZeRO-1/2: the previous step's parameter all-gathers overlap this step's forward.
         let dp_queue: VecDeque<CommStep> = plan.param_list().into();
-        let grad_buckets = plan.grad_list();
+        let grad_buckets: VecDeque<CommStep> = plan.grad_list().into();
         Device {
             tasks,
             next: 0,
@@ -273,17 +326,51 @@ impl Device {
     }
 }
 
+/// Buffers reused between events, so that the event loop does not allocate once they have grown.
+#[derive(Default)]
+struct Scratch {
+    rates: RateScratch,
+    done: Vec<usize>,
+    waiters: Vec<Waiter>,
+}
+
+/// The flow-rate solver's buffers.
+#[derive(Default)]
+struct RateScratch {
+    unfixed: Vec<usize>,
+    keep: Vec<usize>,
+    fix: Vec<usize>,
+    left: Vec<f64>,
+    n_on: Vec<u32>,
+    saturated: Vec<bool>,
+    /// Links the component's flows use.
+    used: Vec<usize>,
+}
+
 struct Sim {
+    scratch: Scratch,
+    /// Device -> its step lists in `lists`, and its pipeline stage (both the identity in the
+    /// representative engine, one device per stage).
+    list_of: Vec<usize>,
+    stage: Vec<u32>,
+    topo: Option<Box<Topo>>,
     now: SimTime,
     queue: EventQueue<Event>,
     devices: Vec<Device>,
     lists: Vec<Vec<(Vec<SimStep>, Vec<SimStep>)>>,
     flows: Vec<Flow>,
-    active: Vec<usize>,
+    free_flows: Vec<usize>,
+    /// Active flows per component: flows of different components share no link, so each solves
+    /// its rates, advances and schedules its next finish on its own. One component (all flows)
+    /// in the representative engine; one per device (class) in the per-rank engine, whose flows
+    /// cross only their own device's links.
+    active: Vec<Vec<usize>>,
     capacity: Vec<f64>,
     link_bytes: Vec<f64>,
-    last_update: SimTime,
-    flow_gen: u64,
+    last_update: Vec<SimTime>,
+    flow_gen: Vec<u64>,
+    /// Per-rank engine: the time of each component's pending (valid) check.
+    check_at: Vec<Option<SimTime>>,
     p2p: Option<CommStep>,
     m: u32,
     events: u64,
@@ -309,17 +396,24 @@ impl Sim {
         vp: u32,
         trace: bool,
     ) -> Sim {
+        let n = devices.len();
         Sim {
+            scratch: Scratch::default(),
+            list_of: (0..n).collect(),
+            stage: (0..n as u32).collect(),
+            topo: None,
             now: SimTime(0),
             queue: EventQueue::new(),
             devices,
             lists,
             flows: Vec::new(),
-            active: Vec::new(),
+            free_flows: Vec::new(),
+            active: vec![Vec::new()],
             link_bytes: vec![0.0; capacity.len()],
             capacity,
-            last_update: SimTime(0),
-            flow_gen: 0,
+            last_update: vec![SimTime(0)],
+            flow_gen: vec![0],
+            check_at: Vec::new(),
             p2p,
             m,
             events: 0,
@@ -354,6 +448,22 @@ impl Sim {
     /// collective (`fraction` < 1, the overlap split) runs as one step with all the latency up
     /// front (or none).
     fn start_flow(&mut self, dev: u32, comm: &CommStep, fraction: f64, with_latency: bool, waiter: Waiter, track: &'static str, name: &'static str) {
+        self.start_flow_capped(dev, comm, fraction, with_latency, waiter, track, name, comm.busbw.value(), NO_COLL);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn start_flow_capped(
+        &mut self,
+        dev: u32,
+        comm: &CommStep,
+        fraction: f64,
+        with_latency: bool,
+        waiter: Waiter,
+        track: &'static str,
+        name: &'static str,
+        cap: f64,
+        coll: u32,
+    ) {
         let bytes = comm.wire_bytes * fraction;
         let whole = fraction >= 1.0 && with_latency;
         let steps = if whole { comm.steps.max(1) } else { 1 };
@@ -364,31 +474,145 @@ impl Sim {
             (false, false) => SimTime(0),
         };
         let links = if comm.crosses_network { [Some(self.link(dev, NVLINK)), Some(self.link(dev, NIC))] } else { [Some(self.link(dev, NVLINK)), None] };
-        let id = self.flows.len();
         let step_bytes = bytes / steps as f64;
-        self.flows.push(Flow {
+        let flow = Flow {
             remaining: step_bytes,
             steps_left: steps - 1,
             step_bytes,
             step_latency,
-            cap: comm.busbw.value(),
+            cap,
             links,
             rate: 0.0,
             waiter,
             span: Some((dev, track, name, self.now)),
-        });
+            coll,
+            comp: self.comp_of(dev),
+        };
+        // A finished flow's slot is reused: no event refers to it any more.
+        let id = match self.free_flows.pop() {
+            Some(id) => {
+                self.flows[id] = flow;
+                id
+            }
+            None => {
+                self.flows.push(flow);
+                self.flows.len() - 1
+            }
+        };
         self.wire_bytes += bytes;
-        if matches!(waiter, Waiter::DpStream(_) | Waiter::Gather(..)) {
+        // A participant of a per-rank collective counted itself when it arrived.
+        if coll == NO_COLL && matches!(waiter, Waiter::DpStream(_) | Waiter::Gather(..)) {
             self.devices[dev as usize].background += 1;
         }
         self.push(SimTime(self.now.0 + latency.0), Event::FlowStart(id));
     }
 
+    /// The rate a flow of `comm` gets on device `dev`'s links alone: its bus bandwidth, or less
+    /// where a fault left a link it crosses below that.
+    fn link_rate(&self, dev: u32, comm: &CommStep) -> f64 {
+        let mut r = comm.busbw.value().min(self.capacity[self.link(dev, NVLINK)]);
+        if comm.crosses_network {
+            r = r.min(self.capacity[self.link(dev, NIC)]);
+        }
+        r
+    }
+
+    /// Enter a collective. The representative engine (and a device whose group holds only its own
+    /// class) starts its flow at once. Otherwise the device waits at a barrier until every class
+    /// of its group has reached the same collective (the same sequence number on the same
+    /// channel: group kind x stream); then each participant's flow starts, all capped at the
+    /// rate of the slowest participant's links (a ring or tree step moves at its slowest link),
+    /// and the collective ends for all when the last of them ends.
+    #[allow(clippy::too_many_arguments)]
+    fn collective(&mut self, dev: u32, comm: &CommStep, fraction: f64, with_latency: bool, waiter: Waiter, track: &'static str, name: &'static str) {
+        let Some(topo) = self.topo.as_mut() else {
+            return self.start_flow(dev, comm, fraction, with_latency, waiter, track, name);
+        };
+        let kind = ranks::kind_index(comm.group);
+        let set = topo.set_of[dev as usize][kind];
+        let need = topo.sets[set as usize].len();
+        if need <= 1 {
+            return self.start_flow(dev, comm, fraction, with_latency, waiter, track, name);
+        }
+        let stream = match waiter {
+            Waiter::Device(_) | Waiter::P2p { .. } => 0,
+            Waiter::DpStream(_) => 1,
+            Waiter::Gather(..) => 2,
+        };
+        let channel = (kind * 3 + stream) as u8;
+        let seq = topo.seq[dev as usize][channel as usize];
+        topo.seq[dev as usize][channel as usize] += 1;
+        let key = (set, channel, seq);
+        let slot = match topo.open.get(&key) {
+            Some(&b) => b,
+            None => {
+                let b = match topo.free_barriers.pop() {
+                    Some(b) => b,
+                    None => {
+                        topo.barriers.push(Vec::with_capacity(need));
+                        topo.barriers.len() - 1
+                    }
+                };
+                topo.open.insert(key, b);
+                b
+            }
+        };
+        let now = self.now;
+        // NCCL's kernel is launched on arrival and holds its SMs while it waits for the others:
+        // compute beside it is slowed from now (see `Device::background`).
+        if matches!(waiter, Waiter::DpStream(_) | Waiter::Gather(..)) {
+            self.devices[dev as usize].background += 1;
+        }
+        topo.barriers[slot].push(Arrival { dev, comm: comm.clone(), fraction, with_latency, waiter, track, name, at: now });
+        if topo.barriers[slot].len() < need {
+            return;
+        }
+        topo.open.remove(&key);
+        let arrivals = std::mem::take(&mut topo.barriers[slot]);
+        // Blame: the last to arrive kept the others waiting since the first arrived.
+        let first = arrivals.iter().map(|a| a.at).min().unwrap_or(now);
+        if let Some(last) = arrivals.last() {
+            topo.blame_wait[last.dev as usize] += SimTime(now.0 - first.0).seconds().value();
+        }
+        let (mut cap, mut slowest, mut fastest) = (f64::INFINITY, 0, 0.0f64);
+        for a in &arrivals {
+            let r = self.link_rate(a.dev, &a.comm);
+            if r < cap {
+                (cap, slowest) = (r, a.dev);
+            }
+            fastest = fastest.max(r);
+        }
+        let topo = self.topo.as_mut().expect("per-rank engine");
+        if cap < fastest {
+            let bytes = comm.wire_bytes * fraction;
+            topo.blame_link[slowest as usize] += bytes / cap - bytes / fastest;
+        }
+        let id = match topo.free_colls.pop() {
+            Some(c) => c,
+            None => {
+                topo.colls.push((0, Vec::with_capacity(need)));
+                (topo.colls.len() - 1) as u32
+            }
+        };
+        let coll = &mut topo.colls[id as usize];
+        coll.0 = arrivals.len() as u32;
+        coll.1.clear();
+        coll.1.extend(arrivals.iter().map(|a| a.waiter));
+        for a in &arrivals {
+            self.start_flow_capped(a.dev, &a.comm, a.fraction, a.with_latency, a.waiter, a.track, a.name, cap, id);
+        }
+        let topo = self.topo.as_mut().expect("per-rank engine");
+        let mut arrivals = arrivals;
+        arrivals.clear();
+        topo.barriers[slot] = arrivals;
+        topo.free_barriers.push(slot);
+    }
+
     /// Advance active flows to `now` at their current rates.
-    fn progress(&mut self) {
-        let dt = (self.now.0 - self.last_update.0) as f64 * 1e-12;
+    fn progress(&mut self, c: usize) {
+        let dt = (self.now.0 - self.last_update[c].0) as f64 * 1e-12;
         if dt > 0.0 {
-            for &f in &self.active {
+            for &f in &self.active[c] {
                 let fl = &mut self.flows[f];
                 let moved = (fl.rate * dt).min(fl.remaining);
                 fl.remaining -= moved;
@@ -397,48 +621,86 @@ impl Sim {
                 }
             }
         }
-        self.last_update = self.now;
+        self.last_update[c] = self.now;
+    }
+
+    fn comp_of(&self, dev: u32) -> u32 {
+        if self.topo.is_some() {
+            dev
+        } else {
+            0
+        }
     }
 
     /// Max-min fair rates (progressive filling) with per-flow caps, then schedule the next finish.
-    fn reallocate(&mut self) {
-        let mut unfixed: Vec<usize> = self.active.clone();
-        let mut left = self.capacity.clone();
-        while !unfixed.is_empty() {
+    fn reallocate(&mut self, c: usize) {
+        // Scratch buffers kept between calls: no allocation here once they have grown. Work is
+        // over the component's flows and the links they use, not over every link.
+        let mut sc = std::mem::take(&mut self.scratch.rates);
+        let n_links = self.capacity.len();
+        sc.left.resize(n_links, 0.0);
+        sc.n_on.resize(n_links, 0);
+        sc.saturated.resize(n_links, false);
+        sc.unfixed.clear();
+        sc.unfixed.extend_from_slice(&self.active[c]);
+        sc.used.clear();
+        for &f in &sc.unfixed {
+            for &l in self.flows[f].links.iter().flatten() {
+                if !sc.used.contains(&l) {
+                    sc.used.push(l);
+                    sc.left[l] = self.capacity[l];
+                }
+            }
+        }
+        sc.used.sort_unstable();
+        while !sc.unfixed.is_empty() {
+            // Flows on each link, in one pass over the flows.
+            for &l in &sc.used {
+                sc.n_on[l] = 0;
+            }
+            for &f in &sc.unfixed {
+                for l in self.flows[f].links.iter().flatten() {
+                    sc.n_on[*l] += 1;
+                }
+            }
             // The tightest constraint: a link's equal share, or a flow's own cap.
             let mut share = f64::INFINITY;
-            for (l, cap) in left.iter().enumerate() {
-                let n = unfixed.iter().filter(|&&f| self.flows[f].links.contains(&Some(l))).count();
+            for &l in &sc.used {
+                let n = sc.n_on[l];
                 if n > 0 {
-                    share = share.min(cap / n as f64);
+                    share = share.min(sc.left[l] / n as f64);
                 }
             }
-            let min_cap = unfixed.iter().map(|&f| self.flows[f].cap).fold(f64::INFINITY, f64::min);
+            let min_cap = sc.unfixed.iter().map(|&f| self.flows[f].cap).fold(f64::INFINITY, f64::min);
             let level = share.min(min_cap);
             // Fix the flows limited at this level: capped ones, or those on a saturated link.
-            let saturated: Vec<usize> = (0..left.len())
-                .filter(|&l| {
-                    let n = unfixed.iter().filter(|&&f| self.flows[f].links.contains(&Some(l))).count();
-                    n > 0 && left[l] / n as f64 <= level * (1.0 + 1e-12)
-                })
-                .collect();
-            let (fix, keep): (Vec<usize>, Vec<usize>) = unfixed
-                .iter()
-                .partition(|&&f| self.flows[f].cap <= level * (1.0 + 1e-12) || self.flows[f].links.iter().flatten().any(|l| saturated.contains(l)));
-            for &f in &fix {
-                self.flows[f].rate = level;
-                for l in self.flows[f].links.iter().flatten() {
-                    left[*l] = (left[*l] - level).max(0.0);
+            for &l in &sc.used {
+                let n = sc.n_on[l];
+                sc.saturated[l] = n > 0 && sc.left[l] / n as f64 <= level * (1.0 + 1e-12);
+            }
+            sc.fix.clear();
+            sc.keep.clear();
+            for &f in &sc.unfixed {
+                let fl = &self.flows[f];
+                if fl.cap <= level * (1.0 + 1e-12) || fl.links.iter().flatten().any(|l| sc.saturated[*l]) {
+                    sc.fix.push(f);
+                } else {
+                    sc.keep.push(f);
                 }
             }
-            if fix.is_empty() {
+            for &f in &sc.fix {
+                self.flows[f].rate = level;
+                for l in self.flows[f].links.iter().flatten() {
+                    sc.left[*l] = (sc.left[*l] - level).max(0.0);
+                }
+            }
+            if sc.fix.is_empty() {
                 break;
             }
-            unfixed = keep;
+            std::mem::swap(&mut sc.unfixed, &mut sc.keep);
         }
-        self.flow_gen += 1;
-        let next = self
-            .active
+        self.scratch.rates = sc;
+        let next = self.active[c]
             .iter()
             .map(|&f| {
                 let fl = &self.flows[f];
@@ -449,19 +711,32 @@ impl Sim {
                 }
             })
             .fold(f64::INFINITY, f64::min);
-        if next.is_finite() {
-            let at = SimTime(self.now.0 + (next * 1e12).ceil() as u64);
-            let g = self.flow_gen;
-            self.push(at, Event::FlowCheck(g));
+        let at = if next.is_finite() { Some(SimTime(self.now.0 + (next * 1e12).ceil() as u64)) } else { None };
+        // The per-rank engine keeps a pending check that is still due at the same time instead of
+        // queueing another (fewer stale checks in the queue); the representative engine queues one
+        // per reallocation, as it always has (its event counts are part of its output).
+        if self.topo.is_some() && at.is_some() && at == self.check_at[c] {
+            return;
+        }
+        self.flow_gen[c] += 1;
+        if let Some(at) = at {
+            let g = self.flow_gen[c];
+            self.push(at, Event::FlowCheck(c as u32, g));
+        }
+        if self.topo.is_some() {
+            self.check_at[c] = at;
         }
     }
 
-    fn finish_flows(&mut self) {
+    fn finish_flows(&mut self, c: usize) {
         // A check lands on the picosecond after the finish: allow what two picoseconds move.
-        let done: Vec<usize> = self.active.iter().copied().filter(|&f| self.flows[f].remaining <= self.flows[f].rate * 2e-12 + 1e-9).collect();
-        self.active.retain(|f| !done.contains(f));
-        self.reallocate();
-        for f in done {
+        let mut done = std::mem::take(&mut self.scratch.done);
+        done.clear();
+        done.extend(self.active[c].iter().copied().filter(|&f| self.flows[f].finished()));
+        let flows = &self.flows;
+        self.active[c].retain(|&f| !flows[f].finished());
+        self.reallocate(c);
+        for &f in &done {
             let fl = &mut self.flows[f];
             if fl.steps_left > 0 {
                 // The next step of the algorithm.
@@ -474,8 +749,31 @@ impl Sim {
             if let Some((dev, track, name, start)) = self.flows[f].span {
                 self.span(dev, track, name, start, self.now);
             }
-            self.wake(self.flows[f].waiter);
+            let coll = self.flows[f].coll;
+            let waiter = self.flows[f].waiter;
+            self.free_flows.push(f);
+            if coll != NO_COLL {
+                // One participant done; the collective ends with its last.
+                let topo = self.topo.as_mut().expect("per-rank engine");
+                let c = &mut topo.colls[coll as usize];
+                c.0 -= 1;
+                if c.0 > 0 {
+                    continue;
+                }
+                // Waking cannot end another collective (flows end only on events): one buffer.
+                let mut waiters = std::mem::take(&mut self.scratch.waiters);
+                waiters.clear();
+                waiters.extend_from_slice(&c.1);
+                topo.free_colls.push(coll);
+                for &w in &waiters {
+                    self.wake(w);
+                }
+                self.scratch.waiters = waiters;
+                continue;
+            }
+            self.wake(waiter);
         }
+        self.scratch.done = done;
     }
 
     fn wake(&mut self, w: Waiter) {
@@ -522,7 +820,7 @@ impl Sim {
         }
         if let Some(c) = dev.dp_queue.pop_front() {
             dev.dp_busy = true;
-            self.start_flow(d, &c, 1.0, true, Waiter::DpStream(d), "dp comm", "dp bucket");
+            self.collective(d, &c, 1.0, true, Waiter::DpStream(d), "dp comm", "dp bucket");
         } else if dev.finished_tasks && dev.done_at.is_none() {
             self.finish_device(d);
         }
@@ -552,7 +850,9 @@ impl Sim {
     fn advance(&mut self, d: u32) {
         loop {
             let now = self.now;
-            let Some((key, steps, idx)) = self.devices[d as usize].running.take() else { return };
+            let Some((key, idx)) = self.devices[d as usize].running.take() else { return };
+            let (fwd, bwd) = &self.lists[self.list_of[d as usize]][(key.vstage / self.pp) as usize];
+            let steps = if key.pass == Pass::Fwd { fwd } else { bwd };
             if idx >= steps.len() {
                 let dev = &mut self.devices[d as usize];
                 if key.pass == Pass::Fwd && key.micro == 0 && dev.dp_completed < dev.param_total {
@@ -563,7 +863,11 @@ impl Sim {
                 return;
             }
             let step = steps[idx].clone();
-            self.devices[d as usize].running = Some((key, steps, idx + 1));
+            self.devices[d as usize].running = Some((key, idx + 1));
+            // Gradients are complete only in the last micro-batch's backward.
+            if matches!(step, SimStep::GradsReady) && key.pass == Pass::Bwd && key.micro + 1 != self.m {
+                continue;
+            }
             match step {
                 SimStep::Kernel { name, time, bound, cpu, launches, host_sync } => {
                     // The CPU launches in program order, running ahead of the GPU; the GPU starts
@@ -590,7 +894,7 @@ impl Sim {
                     if let Some(rest) = self.devices[d as usize].pending_overlap.take() {
                         if let Overlap::WithNextKernel { blocking } = rest.overlap {
                             self.devices[d as usize].join += 1;
-                            self.start_flow(d, &rest, 1.0 - blocking, false, Waiter::Device(d), comm_track(rest.group), "overlapped");
+                            self.collective(d, &rest, 1.0 - blocking, false, Waiter::Device(d), comm_track(rest.group), "overlapped");
                         }
                     }
                     self.push(end, Event::KernelDone(d));
@@ -608,7 +912,7 @@ impl Sim {
                             blocking
                         }
                     };
-                    self.start_flow(d, &comm, fraction, true, Waiter::Device(d), comm_track(comm.group), name);
+                    self.collective(d, &comm, fraction, true, Waiter::Device(d), comm_track(comm.group), name);
                     return;
                 }
                 SimStep::GradsReady => {
@@ -617,7 +921,7 @@ impl Sim {
                     dev.grad_owed += dev.grad_per_layer;
                     while dev.grad_owed >= 1.0 - 1e-9 && !dev.grad_buckets.is_empty() {
                         dev.grad_owed -= 1.0;
-                        let b = dev.grad_buckets.remove(0);
+                        let Some(b) = dev.grad_buckets.pop_front() else { break };
                         dev.dp_queue.push_back(b);
                     }
                     self.run_dp(d);
@@ -634,7 +938,7 @@ impl Sim {
                             break;
                         }
                         dev.gathers_issued += 1;
-                        self.start_flow(d, &g, 1.0, true, Waiter::Gather(d, seq), "dp comm", "fsdp all-gather");
+                        self.collective(d, &g, 1.0, true, Waiter::Gather(d, seq), "dp comm", "fsdp all-gather");
                     }
                     let dev = &mut self.devices[d as usize];
                     if dev.gathers_done <= need {
@@ -664,9 +968,18 @@ impl Sim {
             _ => None,
         };
         if let Some(v) = next {
-            let dst = v % self.pp;
+            let dst_stage = v % self.pp;
+            let dst = match &self.topo {
+                Some(t) => t.pp_line[d as usize * self.pp as usize + dst_stage as usize],
+                None => dst_stage,
+            };
             let dkey = TaskKey { pass: key.pass, micro: key.micro, vstage: v };
             match self.p2p.clone() {
+                // The per-rank engine caps a send at the slower of the two ends' links.
+                Some(c) if dst != d && self.topo.is_some() => {
+                    let cap = self.link_rate(d, &c).min(self.link_rate(dst, &c));
+                    self.start_flow_capped(d, &c, 1.0, true, Waiter::P2p { dst, key: dkey }, "p2p", "send", cap, NO_COLL)
+                }
                 Some(c) if dst != d => self.start_flow(d, &c, 1.0, true, Waiter::P2p { dst, key: dkey }, "p2p", "send"),
                 _ => {
                     self.devices[dst as usize].arrived.push(dkey);
@@ -716,28 +1029,15 @@ impl Sim {
             dev.wait_dep.0 += now.0 - since.0;
         }
         dev.next += 1;
-        let chunk = (key.vstage / self.pp) as usize;
-        let steps = match key.pass {
-            Pass::Fwd => self.lists[d as usize][chunk].0.clone(),
-            Pass::Bwd => {
-                let last_micro = key.micro + 1 == self.m;
-                let mut v = self.lists[d as usize][chunk].1.clone();
-                if !last_micro {
-                    v.retain(|s| !matches!(s, SimStep::GradsReady));
-                }
-                v
-            }
-        };
-        let dev = &mut self.devices[d as usize];
         // The CPU waited for this task's input before it could launch its kernels.
         dev.cpu = SimTime(dev.cpu.0.max(now.0));
-        dev.running = Some((key, steps, 0));
+        dev.running = Some((key, 0));
         dev.task_start = now;
         self.advance(d);
     }
 
     fn run(&mut self, progress: &mut dyn FnMut(u64)) {
-        for d in 0..self.pp {
+        for d in 0..self.devices.len() as u32 {
             self.run_dp(d);
             self.push(SimTime(0), Event::TryStart(d));
         }
@@ -752,18 +1052,23 @@ impl Sim {
                 Event::KernelDone(d) => self.step_done(d),
                 Event::TryStart(d) => self.try_start(d),
                 Event::FlowStart(f) => {
-                    self.progress();
-                    self.active.push(f);
+                    let c = self.flows[f].comp as usize;
+                    self.progress(c);
+                    self.active[c].push(f);
                     if self.flows[f].remaining <= 0.0 {
-                        self.finish_flows();
+                        self.finish_flows(c);
                     } else {
-                        self.reallocate();
+                        self.reallocate(c);
                     }
                 }
-                Event::FlowCheck(g) => {
-                    if g == self.flow_gen {
-                        self.progress();
-                        self.finish_flows();
+                Event::FlowCheck(c, g) => {
+                    let c = c as usize;
+                    if g == self.flow_gen[c] {
+                        if let Some(at) = self.check_at.get_mut(c) {
+                            *at = None;
+                        }
+                        self.progress(c);
+                        self.finish_flows(c);
                     }
                 }
             }
@@ -936,6 +1241,21 @@ fn estimate_events(s: &Scenario, pr: &Priced, pp: u32, vp: u32, train: bool, fsd
     crate::limits::sim::EVENTS_PER_STEP * steps as f64 * pr.n_micro as f64
 }
 
+/// The largest bus bandwidth any collective of a stage may use on its NVLink and on its NIC:
+/// the capacity of the stage's representative links before faults.
+fn stage_caps(lists: &[(Vec<SimStep>, Vec<SimStep>)], dp: &DpPlan, p2p: Option<&CommStep>) -> [f64; 2] {
+    let mut caps = [0.0f64; 2];
+    let steps = lists.iter().flat_map(|(f, b)| f.iter().chain(b.iter())).filter_map(|st| if let SimStep::Comm { comm, .. } = st { Some(comm) } else { None });
+    let extra = dp.grad.iter().chain(dp.param.iter()).map(|b| &b.step).chain(dp.layer_gather.iter()).chain(dp.layer_reduce.iter());
+    for c in steps.chain(extra).chain(p2p) {
+        caps[NVLINK] = caps[NVLINK].max(c.busbw.value());
+        if c.crosses_network {
+            caps[NIC] = caps[NIC].max(c.busbw.value());
+        }
+    }
+    caps
+}
+
 /// Simulate one step of the scenario.
 pub fn simulate(s: &Scenario, opts: &SimOptions) -> Result<SimResult, PredictError> {
     simulate_with_progress(s, opts, &mut |_| {})
@@ -986,22 +1306,7 @@ pub fn simulate_with_progress(s: &Scenario, opts: &SimOptions, progress: &mut dy
     let p2p = step::p2p_step(&pr.cost, s);
     let mut capacity = vec![0.0; pp as usize * 2];
     for d in 0..pp {
-        let mut caps = [0.0f64; 2];
-        let dp = &devices[d as usize].plan;
-        let steps = lists[d as usize].iter().flat_map(|(f, b)| f.iter().chain(b.iter())).filter_map(|st| {
-            if let SimStep::Comm { comm, .. } = st {
-                Some(comm)
-            } else {
-                None
-            }
-        });
-        let extra = dp.grad.iter().chain(dp.param.iter()).map(|b| &b.step).chain(dp.layer_gather.iter()).chain(dp.layer_reduce.iter());
-        for c in steps.chain(extra).chain(p2p.iter()) {
-            caps[NVLINK] = caps[NVLINK].max(c.busbw.value());
-            if c.crosses_network {
-                caps[NIC] = caps[NIC].max(c.busbw.value());
-            }
-        }
+        let caps = stage_caps(&lists[d as usize], &devices[d as usize].plan, p2p.as_ref());
         capacity[d as usize * 2 + NVLINK] = caps[NVLINK].max(1.0) * factor(&opts.faults.nvlink, d);
         capacity[d as usize * 2 + NIC] = caps[NIC].max(1.0) * factor(&opts.faults.nic, d) * opts.faults.spine.unwrap_or(1.0);
     }

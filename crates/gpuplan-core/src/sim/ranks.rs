@@ -1,0 +1,576 @@
+//! Every rank of the cluster, grouped into equivalence classes for the per-rank engine.
+//!
+//! Ranks are numbered as Megatron-Core lays them out: TP fastest, then CP, DP, PP (the expert grid
+//! ETP, EP, expert-DP over the same tp x cp x dp ranks of a stage). A rank's GPU is `rank /
+//! gpus_per_node` on its node, `rank / nvlink_domain_size` in its NVLink domain, and uses NIC
+//! `local x nics_per_node / gpus_per_node` of its node, on rail (leaf switch) of that number
+//! (`hardware::Fabric::rail_optimized`).
+//!
+//! Faults are per-rank factors, stored as struct-of-arrays over all ranks (`RankFactors`: compute
+//! speed, NVLink bandwidth, NIC bandwidth). Two ranks behave the same in a step when they sit at
+//! the same stage with the same factors and every group they belong to holds the same mix of such
+//! ranks, and so on through the groups of those: [`classes`] finds that partition by colour
+//! refinement (the 1-dimensional Weisfeiler-Leman algorithm, Weisfeiler and Leman 1968; the
+//! coarsest equitable partition, as in symmetry reduction of model checkers), starting from
+//! (stage, factors) and refining by the multiset of colours in each TP, CP, EP, DP and expert-DP
+//! group and the ordered colours of the pipeline, until no class splits. With no fault it stops at
+//! one class per stage, the representative engine's ranks.
+
+use std::collections::HashMap;
+
+use crate::hardware::System;
+use crate::parallelism::{Group, ParallelConfig};
+
+/// The group kinds a rank belongs to, in the order `Classes::set_of` stores them.
+pub const KINDS: [Group; 6] = [Group::Tp, Group::Cp, Group::Ep, Group::Dp, Group::ExpertDp, Group::Pp];
+
+pub fn kind_index(g: Group) -> usize {
+    match g {
+        Group::Tp => 0,
+        Group::Cp => 1,
+        Group::Ep => 2,
+        Group::Dp => 3,
+        Group::ExpertDp => 4,
+        Group::Pp => 5,
+    }
+}
+
+/// Sizes and strides of the groups over the ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    pub n_ranks: u64,
+    pub pp: u32,
+    /// (size, stride) of each kind in [`KINDS`] order.
+    pub groups: [(u32, u64); 6],
+}
+
+impl Layout {
+    pub fn new(pc: &ParallelConfig) -> Layout {
+        let (tp, cp, dp) = (pc.tp as u64, pc.cp as u64, pc.dp as u64);
+        let groups = [(pc.tp, 1), (pc.cp, tp), (pc.ep, pc.etp as u64), (pc.dp, tp * cp), (pc.expert_dp(), pc.etp as u64 * pc.ep as u64), (pc.pp, tp * cp * dp)];
+        Layout { n_ranks: tp * cp * dp * pc.pp as u64, pp: pc.pp, groups }
+    }
+    pub fn stage(&self, rank: u64) -> u32 {
+        (rank / self.groups[5].1) as u32
+    }
+    /// Which group of `kind` the rank is in (0..n_ranks / size), and its position in it.
+    pub fn group_of(&self, kind: usize, rank: u64) -> (u64, u32) {
+        let (size, stride) = self.groups[kind];
+        let span = stride * size as u64;
+        ((rank / span) * stride + rank % stride, ((rank / stride) % size as u64) as u32)
+    }
+    /// The rank at `pos` of group `g` of `kind`.
+    pub fn member(&self, kind: usize, g: u64, pos: u32) -> u64 {
+        let (size, stride) = self.groups[kind];
+        (g / stride) * stride * size as u64 + g % stride + pos as u64 * stride
+    }
+}
+
+/// Per-rank fault factors, struct-of-arrays (1.0 = healthy).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RankFactors {
+    /// Compute speed (0.5: kernels take twice as long).
+    pub compute: Vec<f64>,
+    pub nvlink: Vec<f64>,
+    pub nic: Vec<f64>,
+}
+
+impl RankFactors {
+    pub fn healthy(n: u64) -> RankFactors {
+        let n = n as usize;
+        RankFactors { compute: vec![1.0; n], nvlink: vec![1.0; n], nic: vec![1.0; n] }
+    }
+    pub fn is_healthy(&self, rank: u64) -> bool {
+        let r = rank as usize;
+        self.compute[r] == 1.0 && self.nvlink[r] == 1.0 && self.nic[r] == 1.0
+    }
+}
+
+/// A link (or the switch that joins links) a fault degrades.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LinkTarget {
+    /// `rank:R:nvlink`: the GPU's NVLink ports to its NVSwitches.
+    RankNvlink(u64),
+    /// `rank:R:nic`: the NIC the GPU sends through.
+    RankNic(u64),
+    /// `node:N:nic:K`: NIC K of node N (every GPU of the node that uses it).
+    NodeNic { node: u64, nic: u32 },
+    /// `rail:K`: the leaf switch(es) of rail K, i.e. NIC K of every node.
+    Rail(u32),
+    /// `domain:D:nvswitch`: the NVSwitches of NVLink domain D (every GPU's NVLink in it).
+    Nvswitch(u64),
+    /// `spine`: every rank's scale-out traffic (the spine layer).
+    Spine,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LinkFault {
+    pub target: LinkTarget,
+    pub factor: f64,
+}
+
+/// What the flags ask for, checked against the cluster by [`RankFaults::factors`].
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RankFaults {
+    /// (rank, factor): the GPU computes at `factor` of its speed.
+    pub slow_gpu: Vec<(u64, f64)>,
+    pub links: Vec<LinkFault>,
+    /// Ranks whose NIC fails: its GPUs' traffic moves to the next NIC of the node, see
+    /// [`FAILOVER_SHARE`].
+    pub fail_nic: Vec<u64>,
+}
+
+/// A failed NIC's GPUs send through the next NIC of their node (K+1 mod n, reached over NVLink,
+/// as NCCL's PXN does for other rails), which then carries its own GPUs' traffic and theirs: each
+/// of those GPUs gets half of what it had. Not a fitted number: two equal streams on one port.
+pub const FAILOVER_SHARE: f64 = 0.5;
+
+/// A fault that does not fit the cluster, with the flag it came from and the value.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("`{flag}` = `{value}`: {why}\nhint: {hint}")]
+pub struct FaultError {
+    pub flag: &'static str,
+    pub value: String,
+    pub why: String,
+    pub hint: String,
+}
+
+/// Where the ranks sit on the hardware.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Placement {
+    pub n_ranks: u64,
+    pub gpus_per_node: u32,
+    pub nics_per_node: u32,
+    pub nvlink_domain_size: u32,
+}
+
+impl Placement {
+    pub fn new(n_ranks: u64, system: &System) -> Placement {
+        Placement {
+            n_ranks,
+            gpus_per_node: system.gpus_per_node.max(1),
+            nics_per_node: system.nics_per_node,
+            nvlink_domain_size: system.nvlink_domain_size.max(1),
+        }
+    }
+    pub fn nodes(&self) -> u64 {
+        self.n_ranks.div_ceil(self.gpus_per_node as u64)
+    }
+    pub fn domains(&self) -> u64 {
+        self.n_ranks.div_ceil(self.nvlink_domain_size as u64)
+    }
+    /// The NIC of its node the rank sends through.
+    pub fn nic_of(&self, rank: u64) -> u32 {
+        let local = (rank % self.gpus_per_node as u64) as u32;
+        (local as u64 * self.nics_per_node as u64 / self.gpus_per_node as u64) as u32
+    }
+    /// Ranks that send through NIC `nic` of `node`.
+    fn ranks_on_nic(&self, node: u64, nic: u32) -> impl Iterator<Item = u64> + '_ {
+        let g = self.gpus_per_node as u64;
+        (node * g..((node + 1) * g).min(self.n_ranks)).filter(move |&r| self.nic_of(r) == nic)
+    }
+}
+
+fn check_factor(flag: &'static str, value: String, f: f64) -> Result<(), FaultError> {
+    if f.is_finite() && f > 0.0 && f <= 1.0 {
+        Ok(())
+    } else {
+        Err(FaultError {
+            flag,
+            value,
+            why: format!("factor `{f}` must be in (0, 1]"),
+            hint: "a factor is the share of speed or bandwidth left, e.g. 0.5 for half".into(),
+        })
+    }
+}
+
+fn check_rank(flag: &'static str, value: String, rank: u64, p: &Placement) -> Result<(), FaultError> {
+    if rank < p.n_ranks {
+        Ok(())
+    } else {
+        Err(FaultError {
+            flag,
+            value,
+            why: format!("rank {rank} is beyond the cluster, which has ranks 0..{}", p.n_ranks),
+            hint: format!("ranks are 0 to {}", p.n_ranks - 1),
+        })
+    }
+}
+
+impl LinkFault {
+    /// The flag's own spelling of this fault.
+    pub fn spec(&self) -> String {
+        let t = match self.target {
+            LinkTarget::RankNvlink(r) => format!("rank:{r}:nvlink"),
+            LinkTarget::RankNic(r) => format!("rank:{r}:nic"),
+            LinkTarget::NodeNic { node, nic } => format!("node:{node}:nic:{nic}"),
+            LinkTarget::Rail(k) => format!("rail:{k}"),
+            LinkTarget::Nvswitch(d) => format!("domain:{d}:nvswitch"),
+            LinkTarget::Spine => "spine".into(),
+        };
+        format!("{t}={}", self.factor)
+    }
+}
+
+impl RankFaults {
+    /// Per-rank factors over the whole cluster, or the first fault that does not fit it.
+    pub fn factors(&self, p: &Placement) -> Result<RankFactors, FaultError> {
+        let mut f = RankFactors::healthy(p.n_ranks);
+        for &(r, x) in &self.slow_gpu {
+            let v = format!("{r}={x}");
+            check_rank("--slow-gpu", v.clone(), r, p)?;
+            check_factor("--slow-gpu", v, x)?;
+            f.compute[r as usize] *= x;
+        }
+        for lf in &self.links {
+            let (flag, v) = ("--degrade-link", lf.spec());
+            check_factor(flag, v.clone(), lf.factor)?;
+            let x = lf.factor;
+            match lf.target {
+                LinkTarget::RankNvlink(r) => {
+                    check_rank(flag, v, r, p)?;
+                    f.nvlink[r as usize] *= x;
+                }
+                LinkTarget::RankNic(r) => {
+                    check_rank(flag, v, r, p)?;
+                    let node = r / p.gpus_per_node as u64;
+                    for q in p.ranks_on_nic(node, p.nic_of(r)) {
+                        f.nic[q as usize] *= x;
+                    }
+                }
+                LinkTarget::NodeNic { node, nic } => {
+                    if node >= p.nodes() {
+                        return Err(FaultError {
+                            flag,
+                            value: v,
+                            why: format!("node {node} is beyond the cluster, which has nodes 0..{}", p.nodes()),
+                            hint: format!("nodes are 0 to {}", p.nodes() - 1),
+                        });
+                    }
+                    if nic >= p.nics_per_node {
+                        return Err(FaultError {
+                            flag,
+                            value: v,
+                            why: format!("NIC {nic} does not exist: a node has NICs 0..{}", p.nics_per_node),
+                            hint: format!("NICs are 0 to {}", p.nics_per_node.saturating_sub(1)),
+                        });
+                    }
+                    for q in p.ranks_on_nic(node, nic) {
+                        f.nic[q as usize] *= x;
+                    }
+                }
+                LinkTarget::Rail(k) => {
+                    if k >= p.nics_per_node {
+                        return Err(FaultError {
+                            flag,
+                            value: v,
+                            why: format!("rail {k} does not exist: a node has NICs (rails) 0..{}", p.nics_per_node),
+                            hint: format!("rails are 0 to {}", p.nics_per_node.saturating_sub(1)),
+                        });
+                    }
+                    for q in 0..p.n_ranks {
+                        if p.nic_of(q) == k {
+                            f.nic[q as usize] *= x;
+                        }
+                    }
+                }
+                LinkTarget::Nvswitch(d) => {
+                    if d >= p.domains() {
+                        return Err(FaultError {
+                            flag,
+                            value: v,
+                            why: format!("NVLink domain {d} is beyond the cluster, which has domains 0..{}", p.domains()),
+                            hint: format!("domains are 0 to {}", p.domains() - 1),
+                        });
+                    }
+                    let n = p.nvlink_domain_size as u64;
+                    for q in d * n..((d + 1) * n).min(p.n_ranks) {
+                        f.nvlink[q as usize] *= x;
+                    }
+                }
+                LinkTarget::Spine => {
+                    for v in f.nic.iter_mut() {
+                        *v *= x;
+                    }
+                }
+            }
+        }
+        for &r in &self.fail_nic {
+            let v = r.to_string();
+            check_rank("--fail-nic", v.clone(), r, p)?;
+            if p.nics_per_node < 2 {
+                return Err(FaultError {
+                    flag: "--fail-nic",
+                    value: v,
+                    why: format!("a node of this system has {} NIC: no other NIC takes over its traffic, the job stops", p.nics_per_node),
+                    hint: "a failure that stops the job is goodput's subject (`--goodput`), not a step-time fault".into(),
+                });
+            }
+            let node = r / p.gpus_per_node as u64;
+            let k = p.nic_of(r);
+            for nic in [k, (k + 1) % p.nics_per_node] {
+                for q in p.ranks_on_nic(node, nic) {
+                    f.nic[q as usize] *= FAILOVER_SHARE;
+                }
+            }
+        }
+        Ok(f)
+    }
+}
+
+/// The equivalence classes of ranks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Classes {
+    /// Each rank's class (SoA over ranks).
+    pub class_of: Vec<u32>,
+    /// Per class: its lowest rank, how many ranks, its stage and its factors.
+    pub rep: Vec<u64>,
+    pub count: Vec<u64>,
+    pub stage: Vec<u32>,
+    pub compute: Vec<f64>,
+    pub nvlink: Vec<f64>,
+    pub nic: Vec<f64>,
+    /// Per class and kind ([`KINDS`] order): the set of classes its group of that kind holds
+    /// (an index into `sets`; every rank of a class sees the same set).
+    pub set_of: Vec<[u32; 6]>,
+    pub sets: Vec<Vec<u32>>,
+    /// Per class: the class at each stage of its pipeline (`pp_line[c * pp + stage]`).
+    pub pp_line: Vec<u32>,
+    pub pp: u32,
+    /// Refinement rounds run.
+    pub rounds: u32,
+}
+
+impl Classes {
+    pub fn len(&self) -> usize {
+        self.rep.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.rep.is_empty()
+    }
+    pub fn at_stage(&self, class: u32, stage: u32) -> u32 {
+        self.pp_line[class as usize * self.pp as usize + stage as usize]
+    }
+}
+
+/// Interns keys into dense ids, first seen first.
+struct Interner<K> {
+    ids: HashMap<K, u32>,
+}
+
+impl<K: std::hash::Hash + Eq> Interner<K> {
+    fn new() -> Self {
+        Interner { ids: HashMap::new() }
+    }
+    fn id(&mut self, k: K) -> u32 {
+        let n = self.ids.len() as u32;
+        *self.ids.entry(k).or_insert(n)
+    }
+}
+
+/// Colour refinement of the ranks (see the module doc). Work: O(n_ranks x kinds) per round, a
+/// round for each step of the longest chain of groups a fault's influence travels (a handful).
+pub fn classes(layout: &Layout, f: &RankFactors) -> Classes {
+    partition(layout, f, false)
+}
+
+/// Every rank a class of its own: the per-rank engine without symmetry reduction, the naive
+/// reference [`classes`] is tested against.
+pub fn singletons(layout: &Layout, f: &RankFactors) -> Classes {
+    partition(layout, f, true)
+}
+
+fn partition(layout: &Layout, f: &RankFactors, distinct: bool) -> Classes {
+    let n = layout.n_ranks;
+    // Initial colours: stage and factors (or the rank itself).
+    let mut init = Interner::new();
+    let mut color: Vec<u32> = (0..n)
+        .map(|r| {
+            let i = r as usize;
+            let key = if distinct { r } else { 0 };
+            init.id((layout.stage(r), f.compute[i].to_bits(), f.nvlink[i].to_bits(), f.nic[i].to_bits(), key))
+        })
+        .collect();
+    let mut n_colors = init.ids.len();
+    let mut rounds = 0;
+    let mut buf: Vec<u32> = Vec::new();
+    // Per kind: each group's signature id.
+    let mut group_sig: Vec<Vec<u32>> = vec![Vec::new(); 6];
+    loop {
+        rounds += 1;
+        for (k, sig) in group_sig.iter_mut().enumerate() {
+            let (size, _) = layout.groups[k];
+            let n_groups = n / size as u64;
+            let mut sigs: HashMap<Box<[u32]>, u32> = HashMap::new();
+            sig.clear();
+            for g in 0..n_groups {
+                buf.clear();
+                buf.extend((0..size).map(|p| color[layout.member(k, g, p) as usize]));
+                if k != 5 {
+                    // A multiset for collective groups; the pipeline keeps its stage order.
+                    buf.sort_unstable();
+                }
+                let id = match sigs.get(buf.as_slice()) {
+                    Some(&id) => id,
+                    None => {
+                        let id = sigs.len() as u32;
+                        sigs.insert(buf.clone().into_boxed_slice(), id);
+                        id
+                    }
+                };
+                sig.push(id);
+            }
+        }
+        let mut next = Interner::new();
+        let new: Vec<u32> = (0..n)
+            .map(|r| {
+                let mut key = [color[r as usize], 0, 0, 0, 0, 0, 0];
+                for (k, sig) in group_sig.iter().enumerate() {
+                    key[k + 1] = sig[layout.group_of(k, r).0 as usize];
+                }
+                next.id(key)
+            })
+            .collect();
+        let m = next.ids.len();
+        color = new;
+        if m == n_colors {
+            break;
+        }
+        n_colors = m;
+    }
+    // Colours are numbered in order of their lowest rank: class ids are deterministic.
+    let mut rep = vec![u64::MAX; n_colors];
+    let mut count = vec![0u64; n_colors];
+    for (r, &c) in color.iter().enumerate() {
+        rep[c as usize] = rep[c as usize].min(r as u64);
+        count[c as usize] += 1;
+    }
+    let stage: Vec<u32> = rep.iter().map(|&r| layout.stage(r)).collect();
+    let pick = |v: &Vec<f64>| rep.iter().map(|&r| v[r as usize]).collect::<Vec<f64>>();
+    let (compute, nvlink, nic) = (pick(&f.compute), pick(&f.nvlink), pick(&f.nic));
+    let mut set_ids: HashMap<Vec<u32>, u32> = HashMap::new();
+    let mut sets: Vec<Vec<u32>> = Vec::new();
+    let pp = layout.pp;
+    let mut pp_line = vec![0u32; n_colors * pp as usize];
+    let set_of: Vec<[u32; 6]> = rep
+        .iter()
+        .enumerate()
+        .map(|(c, &r)| {
+            let mut out = [0u32; 6];
+            for (k, slot) in out.iter_mut().enumerate() {
+                let (size, _) = layout.groups[k];
+                let g = layout.group_of(k, r).0;
+                let mut members: Vec<u32> = (0..size).map(|p| color[layout.member(k, g, p) as usize]).collect();
+                if k == 5 {
+                    pp_line[c * pp as usize..(c + 1) * pp as usize].copy_from_slice(&members);
+                }
+                members.sort_unstable();
+                members.dedup();
+                let next = sets.len() as u32;
+                *slot = *set_ids.entry(members.clone()).or_insert_with(|| {
+                    sets.push(members);
+                    next
+                });
+            }
+            out
+        })
+        .collect();
+    Classes { class_of: color, rep, count, stage, compute, nvlink, nic, set_of, sets, pp_line, pp, rounds }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parallelism::{PipelineSplit, Schedule};
+
+    fn pc(tp: u32, pp: u32, dp: u32) -> ParallelConfig {
+        ParallelConfig { tp, sp: true, pp, vp: 1, dp, cp: 1, ep: 1, etp: 1, zero: 1, schedule: Schedule::OneFOneB, split: PipelineSplit::default() }
+    }
+
+    #[test]
+    fn groups_follow_megatron_rank_order() {
+        let l = Layout::new(&pc(2, 2, 2));
+        // TP fastest: ranks 0,1; DP stride 2: ranks 0,2; PP stride 4: ranks 0,4.
+        assert_eq!(l.group_of(0, 3), (1, 1));
+        assert_eq!((0..2).map(|p| l.member(0, 1, p)).collect::<Vec<_>>(), [2, 3]);
+        assert_eq!((0..2).map(|p| l.member(3, l.group_of(3, 5).0, p)).collect::<Vec<_>>(), [5, 7]);
+        assert_eq!((0..2).map(|p| l.member(5, l.group_of(5, 6).0, p)).collect::<Vec<_>>(), [2, 6]);
+        for k in 0..6 {
+            for r in 0..8 {
+                let (g, p) = l.group_of(k, r);
+                assert_eq!(l.member(k, g, p), r, "kind {k} rank {r}");
+            }
+        }
+    }
+
+    #[test]
+    fn no_fault_leaves_one_class_per_stage() {
+        let l = Layout::new(&pc(8, 4, 16));
+        let c = classes(&l, &RankFactors::healthy(l.n_ranks));
+        assert_eq!(c.len(), 4);
+        assert_eq!(c.count, [128, 128, 128, 128]);
+        assert_eq!(c.stage, [0, 1, 2, 3]);
+        // Every collective group holds one class (the pipeline holds one of each stage).
+        assert!(c.set_of.iter().all(|k| k[..5].iter().all(|&i| c.sets[i as usize].len() == 1)));
+        assert!(c.set_of.iter().all(|k| c.sets[k[5] as usize].len() == 4));
+    }
+
+    #[test]
+    fn one_slow_rank_splits_off_exactly_the_ranks_it_touches() {
+        // tp 2 x dp 2 x pp 2 = 8 ranks; rank 0 (stage 0, dp 0, tp 0) slow.
+        let l = Layout::new(&pc(2, 2, 2));
+        let mut f = RankFactors::healthy(8);
+        f.compute[0] = 0.5;
+        let c = classes(&l, &f);
+        // Rank 0; its TP peer 1; its DP peer 2 and 2's TP peer 3 (which sits in rank 1's DP group);
+        // at stage 1 the ranks of 0's pipeline (4), of 1's (5), of 2's (6) and 3's (7) all differ
+        // by whom they receive from.
+        assert_eq!(c.len(), 8);
+        assert_eq!(c.set_of[c.class_of[0] as usize][0], c.set_of[c.class_of[1] as usize][0]);
+        let tp_set = &c.sets[c.set_of[c.class_of[0] as usize][0] as usize];
+        assert_eq!(tp_set.len(), 2);
+        assert_eq!(c.at_stage(c.class_of[0], 1), c.class_of[4]);
+    }
+
+    #[test]
+    fn symmetric_faults_keep_classes_merged() {
+        // The same slowdown on every rank of a DP replica's TP group 0 at both stages and in
+        // every replica is symmetric across replicas: classes by (stage, tp position) only.
+        let l = Layout::new(&pc(2, 2, 4));
+        let mut f = RankFactors::healthy(16);
+        for r in (0..16).step_by(2) {
+            f.compute[r] = 0.8;
+        }
+        let c = classes(&l, &f);
+        assert_eq!(c.len(), 4);
+        assert_eq!(c.count, [4, 4, 4, 4]);
+    }
+
+    #[test]
+    fn bad_faults_name_the_flag_and_value() {
+        let p = Placement { n_ranks: 16, gpus_per_node: 8, nics_per_node: 8, nvlink_domain_size: 8 };
+        let e = RankFaults { slow_gpu: vec![(16, 0.5)], ..Default::default() }.factors(&p).unwrap_err();
+        assert_eq!((e.flag, e.value.as_str()), ("--slow-gpu", "16=0.5"));
+        let e = RankFaults { slow_gpu: vec![(3, 0.0)], ..Default::default() }.factors(&p).unwrap_err();
+        assert!(e.why.contains("(0, 1]"), "{e}");
+        let e = RankFaults { links: vec![LinkFault { target: LinkTarget::NodeNic { node: 1, nic: 8 }, factor: 0.5 }], ..Default::default() }
+            .factors(&p)
+            .unwrap_err();
+        assert_eq!((e.flag, e.value.as_str()), ("--degrade-link", "node:1:nic:8=0.5"));
+    }
+
+    #[test]
+    fn a_failed_nic_halves_its_gpus_and_its_buddys() {
+        let p = Placement { n_ranks: 16, gpus_per_node: 8, nics_per_node: 8, nvlink_domain_size: 8 };
+        let f = RankFaults { fail_nic: vec![11], ..Default::default() }.factors(&p).unwrap();
+        let halved: Vec<usize> = (0..16).filter(|&r| f.nic[r] != 1.0).collect();
+        assert_eq!(halved, [11, 12]);
+        assert_eq!(f.nic[11], FAILOVER_SHARE);
+        // Two GPUs per NIC: NIC 1 of node 0 (GPUs 2, 3) fails onto NIC 2 (GPUs 4, 5).
+        let p = Placement { nics_per_node: 4, ..p };
+        let f = RankFaults { fail_nic: vec![3], ..Default::default() }.factors(&p).unwrap();
+        assert_eq!((0..16).filter(|&r| f.nic[r] != 1.0).collect::<Vec<_>>(), [2, 3, 4, 5]);
+        let f = RankFaults { links: vec![LinkFault { target: LinkTarget::Rail(1), factor: 0.5 }], ..Default::default() }.factors(&p).unwrap();
+        assert_eq!((0..16).filter(|&r| f.nic[r] != 1.0).collect::<Vec<_>>(), [2, 3, 10, 11]);
+    }
+}

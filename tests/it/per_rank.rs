@@ -1,0 +1,207 @@
+//! The per-rank engine (`simulate --per-rank`): equal to the representative engine where nothing
+//! is asymmetric, faults on single ranks and links where they hit, stragglers over steps, and bad
+//! fault flags refused with exit 2.
+
+use std::process::Command;
+
+use gpuplan::config::scenario::{build, read_scenario, ParallelWire, ScenarioWire, WorkloadWire};
+use gpuplan::scenario::Scenario;
+use gpuplan::sim::per_rank::{simulate_per_rank, PerRankOptions};
+use gpuplan::sim::ranks::{LinkFault, LinkTarget, RankFaults};
+use gpuplan::sim::{simulate, Faults, SimOptions};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+fn scenario(name: &str) -> Scenario {
+    let p = std::path::Path::new(ROOT).join("scenarios").join(name);
+    build(&read_scenario(&p).unwrap(), Some(&p)).unwrap()
+}
+
+/// Llama-3 8B on DGX H100 nodes of 8: with tp 4 the DP groups and the pipeline leave the node.
+fn small(tp: i64, pp: i64, dp: i64) -> Scenario {
+    let w = ScenarioWire {
+        model: Some("llama-3-8b".into()),
+        system: Some("dgx-h100".into()),
+        gpus: Some(tp * pp * dp),
+        parallelism: ParallelWire { tp: Some(tp), pp: Some(pp), dp: Some(dp), zero: Some(1), ..Default::default() },
+        workload: WorkloadWire { seq: Some(1024), micro_batch: Some(1), global_batch: Some(4 * dp), recompute: Some("selective".into()), ..Default::default() },
+        ..Default::default()
+    };
+    build(&w, None).unwrap()
+}
+
+fn per_rank(s: &Scenario, faults: RankFaults) -> gpuplan::sim::per_rank::PerRankResult {
+    simulate_per_rank(s, &PerRankOptions { faults, steps: 1, ..Default::default() }).unwrap()
+}
+
+fn representative(s: &Scenario, faults: Faults) -> f64 {
+    simulate(s, &SimOptions { faults, ..Default::default() }).unwrap().prediction.step_time.value()
+}
+
+/// Dense TP x DP, dense TP x interleaved PP, MoE with EP on one node, MoE with EP x PP across racks.
+const SHIPPED: [&str; 4] = ["seed-8xb200-tp2-dp4-13b.toml", "llama-3-70b-64xb200.toml", "mixtral-8x7b-8xh100.toml", "deepseek-v3-256xgb200.toml"];
+
+#[test]
+fn with_nothing_asymmetric_per_rank_equals_the_representative_engine() {
+    for name in SHIPPED {
+        let s = scenario(name);
+        let rep = representative(&s, Faults::default());
+        let r = per_rank(&s, RankFaults::default());
+        let got = r.distribution.p50.value();
+        assert!((got - rep).abs() / rep < 1e-3, "{name}: per-rank {got} vs representative {rep}");
+        assert_eq!(r.steps[0].classes, s.parallel.pp as usize, "{name}: one class per stage");
+        assert_eq!(r.fault_free.value(), got, "{name}");
+    }
+}
+
+#[test]
+fn a_fault_on_a_link_no_flow_crosses_splits_classes_but_changes_nothing() {
+    // One node: no collective leaves it, so a NIC at 10% is never used.
+    let s = scenario("seed-8xb200-tp2-dp4-13b.toml");
+    let r = per_rank(&s, RankFaults { links: vec![LinkFault { target: LinkTarget::RankNic(3), factor: 0.1 }], ..Default::default() });
+    assert!(r.steps[0].classes > 1, "the fault breaks the symmetry");
+    let rep = representative(&s, Faults::default());
+    assert!((r.distribution.p50.value() - rep).abs() / rep < 1e-9, "{} vs {rep}", r.distribution.p50.value());
+    assert!(r.steps[0].held_back.is_none());
+}
+
+#[test]
+fn one_slow_gpu_holds_back_its_whole_stage() {
+    // Rank 5 is at stage 0 (64 ranks, tp 4, pp 2, dp 8): its TP group waits for it at every
+    // collective, its DP group at every bucket, and so the step takes as long as with all of stage
+    // 0 slowed (the representative engine's stage fault).
+    let s = scenario("llama-3-70b-64xb200.toml");
+    let r = per_rank(&s, RankFaults { slow_gpu: vec![(5, 0.8)], ..Default::default() });
+    let stage = representative(&s, Faults { slow_gpu: vec![(0, 0.8)], ..Default::default() });
+    let got = r.distribution.p50.value();
+    assert!((got - stage).abs() / stage < 1e-3, "per-rank {got} vs whole stage slow {stage}");
+    assert!(got > r.fault_free.value() * 1.1);
+    let h = r.steps[0].held_back.as_ref().unwrap();
+    assert_eq!((h.rank, h.compute), (5, 0.8));
+    assert!(h.waited_for.value() > 0.0);
+}
+
+#[test]
+fn a_degraded_nic_slows_only_collectives_that_cross_it_and_is_named() {
+    let s = small(4, 2, 4);
+    let base = per_rank(&s, RankFaults::default()).distribution.p50.value();
+    let nic = per_rank(&s, RankFaults { links: vec![LinkFault { target: LinkTarget::RankNic(3), factor: 0.5 }], ..Default::default() });
+    let h = nic.steps[0].held_back.as_ref().unwrap();
+    assert_eq!((h.rank, h.nic), (3, 0.5));
+    assert!(h.link_delay.value() > 0.0, "its DP and pipeline traffic leave the node through it");
+    assert!(nic.distribution.p50.value() > base);
+    // A failed NIC halves its GPU's and its buddy's NIC share: here the same as that degrade.
+    let failed = per_rank(&s, RankFaults { fail_nic: vec![3], ..Default::default() });
+    assert!((failed.distribution.p50.value() - nic.distribution.p50.value()).abs() < 1e-12);
+    // A slower NIC never makes the step faster.
+    let worse = per_rank(&s, RankFaults { links: vec![LinkFault { target: LinkTarget::RankNic(3), factor: 0.25 }], ..Default::default() });
+    assert!(worse.distribution.p50.value() >= nic.distribution.p50.value());
+}
+
+#[test]
+fn grouping_ranks_into_classes_gives_the_step_of_every_rank_played_alone() {
+    // Differential: the symmetry-reduced engine against every rank as its own class (32 ranks:
+    // tp 4 x pp 2 x dp 4 over 4 nodes), with faults that break the symmetry unevenly.
+    let s = small(4, 2, 4);
+    let faults = RankFaults {
+        slow_gpu: vec![(5, 0.8), (22, 0.9)],
+        links: vec![LinkFault { target: LinkTarget::RankNic(12), factor: 0.5 }, LinkFault { target: LinkTarget::RankNvlink(30), factor: 0.2 }],
+        fail_nic: vec![],
+    };
+    // And MoE: Mixtral on one node (tp 2 x dp 4, ep 4), its expert-parallel all-to-alls met by
+    // 8 one-rank classes against one class. (One slow GPU there already splits all 8 ranks.)
+    let moe = scenario("mixtral-8x7b-8xh100.toml");
+    for (s, faults) in [(&s, RankFaults::default()), (&s, faults), (&moe, RankFaults::default())] {
+        let n = s.parallel.tp as usize * s.parallel.pp as usize * s.parallel.dp as usize * s.parallel.cp as usize;
+        let grouped = simulate_per_rank(s, &PerRankOptions { faults: faults.clone(), steps: 1, ..Default::default() }).unwrap();
+        let alone = simulate_per_rank(s, &PerRankOptions { faults, steps: 1, ungrouped: true, ..Default::default() }).unwrap();
+        assert_eq!(alone.steps[0].classes, n);
+        assert!(grouped.steps[0].classes < n);
+        let (g, a) = (grouped.distribution.p50.value(), alone.distribution.p50.value());
+        assert!((g - a).abs() / a < 1e-9, "grouped {g} vs every rank alone {a}");
+        assert_eq!(grouped.steps[0].held_back.as_ref().map(|h| h.rank), alone.steps[0].held_back.as_ref().map(|h| h.rank));
+    }
+}
+
+#[test]
+fn stragglers_are_seeded_and_the_distribution_is_ordered() {
+    let s = scenario("seed-8xb200-tp2-dp4-13b.toml");
+    let opts = PerRankOptions { stragglers: Some((1, 0.7)), steps: 6, seed: 11, ..Default::default() };
+    let a = simulate_per_rank(&s, &opts).unwrap();
+    let b = simulate_per_rank(&s, &opts).unwrap();
+    assert_eq!(a, b, "same seed, same steps");
+    assert_eq!(a.steps.len(), 6);
+    let d = a.distribution;
+    assert!(d.p50 <= d.p90 && d.p90 <= d.p99 && d.p99 <= d.max);
+    for st in &a.steps {
+        assert_eq!(st.stragglers.len(), 1);
+        // One straggler at 70% anywhere in a TP x DP job holds every step back to its pace.
+        assert!(st.step_time.value() > a.fault_free.value() * 1.2, "{:?}", st);
+        assert_eq!(st.held_back.as_ref().map(|h| h.rank), Some(st.stragglers[0]));
+    }
+    let drawn: std::collections::BTreeSet<u64> = a.steps.iter().map(|s| s.stragglers[0]).collect();
+    assert!(drawn.len() > 1, "fresh draws per step: {drawn:?}");
+}
+
+fn gpuplan(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuplan")).args(args).current_dir(ROOT).output().expect("run gpuplan");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn bad_fault_flags_exit_2_naming_the_flag_and_value() {
+    let base = ["simulate", "--scenario", "scenarios/seed-8xb200-tp2-dp4-13b.toml", "--per-rank"];
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["--slow-gpu", "8=0.5"], &["--slow-gpu", "8=0.5", "beyond the cluster"]),
+        (&["--slow-gpu", "3=0"], &["--slow-gpu", "3=0", "(0, 1]"]),
+        (&["--slow-gpu", "3=-0.5"], &["--slow-gpu", "3=-0.5"]),
+        (&["--fail-nic", "99"], &["--fail-nic", "99", "beyond the cluster"]),
+        (&["--degrade-link", "rank:8:nvlink=0.5"], &["--degrade-link", "rank:8:nvlink=0.5", "beyond the cluster"]),
+        (&["--degrade-link", "node:0:nic:9=0.5"], &["--degrade-link", "node:0:nic:9=0.5", "does not exist"]),
+        (&["--degrade-link", "rank:x:nic=0.5"], &["--degrade-link", "rank:x:nic=0.5", "not a number"]),
+        (&["--degrade-link", "switch:3=0.5"], &["--degrade-link", "switch:3", "not a link"]),
+        (&["--degrade-link", "rank:1:nic"], &["--degrade-link", "TARGET=FACTOR"]),
+        (&["--degrade-link", "spine=1.5"], &["--degrade-link", "(0, 1]"]),
+        (&["--stragglers", "9=0.5"], &["--stragglers", "9=0.5", "out of 8 ranks"]),
+        (&["--stragglers", "2=0"], &["--stragglers", "2=0", "(0, 1]"]),
+        (&["--stragglers", "two=0.5"], &["--stragglers", "two"]),
+        (&["--steps", "0"], &["--steps", "0"]),
+    ];
+    for (extra, want) in cases {
+        let args: Vec<&str> = base.iter().chain(extra.iter()).copied().collect();
+        let (code, err) = gpuplan(&args);
+        assert_eq!(code, 2, "{extra:?}: {err}");
+        for w in *want {
+            assert!(err.contains(w), "{extra:?}: `{w}` not in: {err}");
+        }
+        assert!(!err.contains("panicked"), "{extra:?}: {err}");
+    }
+    // The per-rank flags need --per-rank; the stage faults do not mix with it.
+    let (code, err) = gpuplan(&["simulate", "--scenario", "scenarios/seed-8xb200-tp2-dp4-13b.toml", "--fail-nic", "1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--per-rank"), "{err}");
+    let (code, err) = gpuplan(&["simulate", "--scenario", "scenarios/seed-8xb200-tp2-dp4-13b.toml", "--per-rank", "--degrade-nic", "0=0.5"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--degrade-nic"), "{err}");
+}
+
+#[test]
+fn per_rank_json_has_the_distribution_and_who_held_the_step_back() {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+        .args(["simulate", "--scenario", "scenarios/seed-8xb200-tp2-dp4-13b.toml", "--per-rank", "--slow-gpu", "6=0.9", "--steps", "2", "--json"])
+        .current_dir(ROOT)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["engine"], "des-per-rank");
+    let p = &v["per_rank"];
+    assert_eq!(p["ranks"], 8);
+    for k in ["mean", "p50", "p90", "p99", "max"] {
+        assert!(p["step_time_s"][k].as_f64().unwrap() > p["fault_free_step_time_s"].as_f64().unwrap(), "{k}");
+    }
+    assert_eq!(p["held_back"][0]["rank"], 6);
+    assert_eq!(p["held_back"][0]["steps"], 2);
+    let (top, p50) = (v["step_time_s"].as_f64().unwrap(), p["step_time_s"]["p50"].as_f64().unwrap());
+    assert!((top - p50).abs() / p50 < 1e-9, "the prediction is the median step's: {top} vs {p50}");
+}
