@@ -147,6 +147,24 @@ pub fn scenario(r: &RunRecord, calibration: Option<&str>) -> Result<gpuplan_core
     crate::scenario::build_with_model(&scenario_wire(r, calibration), None, model)
 }
 
+/// The stack (and, for torchao float8, the precision) of a record whose job reported a Hugging
+/// Face transformers stack (`job.reported.hf_stack`, written by scenarios/workloads/hf_train.py):
+/// the records of calibration/runs/hf/ say `torch-eager`/`torch-compile` in their scenario (the
+/// stacks that existed when they were measured) and the true one in the job's report, which is
+/// left as measured. `hf-eager`, `hf-eager-loop`, `hf-eager-generate` -> `hf-eager`;
+/// `hf-compile` -> `hf-compile`; `hf-compile-fp8` (torchao `convert_to_float8_training`,
+/// tensorwise dynamic scaling, under `torch.compile`) -> `hf-compile` at precision fp8 with the
+/// tensorwise recipe. `None` for any other record.
+pub fn record_stack(r: &RunRecord) -> Option<(&'static str, Option<&'static str>)> {
+    let hf = r.job.reported.get("hf_stack")?;
+    Some(match hf.as_str() {
+        "hf-compile-fp8" => ("hf-compile", Some("fp8")),
+        s if s.starts_with("hf-compile") => ("hf-compile", None),
+        s if s.starts_with("hf-eager") => ("hf-eager", None),
+        _ => return None,
+    })
+}
+
 /// The scenario a run record describes, as `predict` would take it.
 pub fn scenario_wire(r: &RunRecord, calibration: Option<&str>) -> ScenarioWire {
     let s = &r.scenario;
@@ -172,9 +190,10 @@ pub fn scenario_wire(r: &RunRecord, calibration: Option<&str>) -> ScenarioWire {
             seq: s.seq.and_then(int),
             batch: s.batch.and_then(int),
             kv_len: s.kv_len.and_then(int),
-            precision: s.precision.clone(),
+            precision: record_stack(r).map_or_else(|| s.precision.clone(), |(_, p)| p.map(str::to_string).or_else(|| s.precision.clone())),
             recompute: s.recompute.clone(),
-            stack: s.stack.clone(),
+            stack: record_stack(r).map_or_else(|| s.stack.clone(), |(st, _)| Some(st.to_string())),
+            fp8_recipe: record_stack(r).and_then(|(_, p)| p).map(|_| "tensorwise".to_string()),
             ..Default::default()
         },
         options: OptionsWire::default(),

@@ -19,9 +19,9 @@ use crate::workload::{Mode, Op, OpKind, Pass, Stack, Workload};
 /// 6 us for fused stacks are engineering estimates (a C++ dispatch plus a launch), unsourced.
 pub fn cpu_dispatch(stack: Stack, pass: Pass) -> Seconds {
     match (stack, pass) {
-        (Stack::TorchEager, Pass::Forward | Pass::Recompute) => Seconds::us(18.5),
-        (Stack::TorchEager, Pass::Backward) => Seconds::us(9.0),
-        (Stack::TorchCompile | Stack::Megatron, _) => Seconds::us(6.0),
+        (Stack::TorchEager | Stack::HfEager, Pass::Forward | Pass::Recompute) => Seconds::us(18.5),
+        (Stack::TorchEager | Stack::HfEager, Pass::Backward) => Seconds::us(9.0),
+        (Stack::TorchCompile | Stack::HfCompile | Stack::Megatron, _) => Seconds::us(6.0),
     }
 }
 
@@ -53,7 +53,7 @@ fn is_tp_linear(op: &Op) -> bool {
 
 /// Host time of DTensor's dispatch for `op` (zero unless training a tensor-parallel `torch-eager` job).
 fn dtensor_dispatch(pc: &ParallelConfig, w: &Workload, op: &Op) -> Seconds {
-    if w.stack == Stack::TorchEager && w.mode == Mode::Train && pc.tp > 1 && is_tp_linear(op) {
+    if w.stack.eager() && w.mode == Mode::Train && pc.tp > 1 && is_tp_linear(op) {
         let [a, b] = super::fitted::fitted().dtensor_linear_us;
         Seconds::us(a + b * (pc.tp as f64).log2())
     } else {
@@ -71,6 +71,33 @@ fn moe_dispatch_sync(w: &Workload, op: &Op) -> Seconds {
     } else {
         Seconds::ZERO
     }
+}
+
+/// Host time of the `hf-*` stacks in inference, from the node's host probe (`Profile::host`,
+/// `calibrate --host`), for one part's op list: `(cpu, stall)`. `cpu` is launch-side host time
+/// spread over the list's kernels (it runs ahead of the GPU; the pass costs the longer of the two):
+/// a decoder layer's measured host time for a layer list, the rest of a step (embedding, final
+/// norm, LM head, argmax) for the head's list. `stall` is host time the GPU waits for in full, put
+/// on the embedding (once per step): in decode, when SDPA runs cuDNN ([`super::sdpa_picks_cudnn`]),
+/// the KV length is new at every step, so cuDNN builds a new execution plan at the step's first
+/// attention call (the other layers' calls, of the same shape, hit its plan cache) while the GPU
+/// has nothing queued beyond that layer's first kernels. `None` outside the `hf-*` stacks'
+/// inference, or without a probe (`config` refuses those scenarios first).
+pub fn hf_inference_host(cost: &CostModel, w: &Workload, ops: &[Op]) -> Option<(Seconds, Seconds)> {
+    if !w.stack.hf() || w.mode == Mode::Train {
+        return None;
+    }
+    let host = cost.profile?.host.as_ref()?;
+    let has = |name: &str| ops.iter().any(|o| o.name == name);
+    Some(if has("input_norm") {
+        (host.hf_decode_layer, Seconds::ZERO)
+    } else if has("lm_head") {
+        (host.hf_decode_fixed, Seconds::ZERO)
+    } else if has("embedding") && w.mode == Mode::Decode && super::sdpa_picks_cudnn(cost.system.gpu.arch) {
+        (Seconds::ZERO, host.sdpa_cudnn_plan)
+    } else {
+        (Seconds::ZERO, Seconds::ZERO)
+    })
 }
 
 /// Share of an overlapped TP collective that stays on the critical path (the first chunk of
@@ -166,9 +193,25 @@ impl CostModel<'_> {
     pub fn lower(&self, pc: &ParallelConfig, options: &Options, w: &Workload, ops: &[Op], speedup: f64) -> Vec<Step> {
         let (dtype, stack) = (w.precision, w.stack);
         let mut out = Vec::with_capacity(ops.len());
+        let hf_host = hf_inference_host(self, w, ops);
+        let launches_in_list: f64 = ops
+            .iter()
+            .map(|o| match o.kind {
+                OpKind::Memory { kernels, .. } => kernels as f64,
+                OpKind::Comm { .. } => 0.0,
+                _ => 1.0,
+            })
+            .sum();
         for (i, op) in ops.iter().enumerate() {
-            let dispatch = cpu_dispatch(stack, op.pass);
-            let host_sync = dtensor_dispatch(pc, w, op) + moe_dispatch_sync(w, op);
+            let dispatch = match hf_host {
+                Some((cpu, _)) => cpu / launches_in_list.max(1.0),
+                None => cpu_dispatch(stack, op.pass),
+            };
+            let stall = match hf_host {
+                Some((_, stall)) if i == 0 => stall,
+                _ => Seconds::ZERO,
+            };
+            let host_sync = dtensor_dispatch(pc, w, op) + moe_dispatch_sync(w, op) + stall;
             let kernel = |c: super::OpCost, launches: f64| {
                 let time = if c.bound == Bound::Compute { c.time / speedup } else { c.time };
                 Step::Kernel { name: op.name, time, bound: c.bound, cpu: dispatch * launches, launches, host_sync }

@@ -74,7 +74,9 @@ pub struct StackMemory {
 pub fn stack_memory(stack: Stack) -> StackMemory {
     match stack {
         Stack::Megatron => StackMemory { param: 2.0, grad: 4.0, optimizer: 12.0, autocast_cache: 0.0, fragmentation: 0.05 },
-        Stack::TorchEager | Stack::TorchCompile => StackMemory { param: 4.0, grad: 4.0, optimizer: 8.0, autocast_cache: 2.0, fragmentation: 0.05 },
+        Stack::TorchEager | Stack::TorchCompile | Stack::HfEager | Stack::HfCompile => {
+            StackMemory { param: 4.0, grad: 4.0, optimizer: 8.0, autocast_cache: 2.0, fragmentation: 0.05 }
+        }
     }
 }
 
@@ -96,7 +98,7 @@ pub fn layer_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, 
     let sbh = tokens * h;
     // Tensors of the full hidden width: sharded by TP only under SP.
     let rep = if sp { sbh / t } else { sbh };
-    let eager = w.stack == Stack::TorchEager;
+    let eager = w.stack.eager();
     let norm_in = match (model.norm, eager) {
         // HF-style RMSNorm in eager autocast keeps its fp32 input (4), the fp32 normalized
         // x * rsqrt for the weight's product (4) and the bf16 copy the next linear saves (2).
@@ -313,9 +315,9 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
             // fp32 vocab-parallel cross-entropy (Korthikanti: 4sbv/t) + its bf16 gradient
             Stack::Megatron => 6.0,
             // bf16 logits + fused fp32 log-softmax statistics + fp32 gradient
-            Stack::TorchCompile => 8.0,
+            Stack::TorchCompile | Stack::HfCompile => 8.0,
             // bf16 logits, their .float() copy, the log-softmax output, and the fp32 gradient
-            Stack::TorchEager => 14.0,
+            Stack::TorchEager | Stack::HfEager => 14.0,
         };
         tokens * model.vocab as f64 / pc.tp as f64 * per_logit + 4.0 * tokens * model.hidden as f64 / pc.tp as f64
     } else {

@@ -58,6 +58,15 @@ pub enum Stack {
     TorchEager,
     /// As `TorchEager` with Inductor fusing the elementwise ops.
     TorchCompile,
+    /// Hugging Face transformers models as `AutoModelForCausalLM.from_config`/`from_pretrained`
+    /// build them, eager: SDPA attention (PyTorch picks the backend), transformers' RMSNorm (fp32
+    /// upcast), RoPE and MLP modules, the loss over the whole vocabulary on fp32-upcast logits,
+    /// `DynamicCache` (a `torch.cat` of each layer's cache per new token), MoE experts through the
+    /// library's `grouped_mm` path in the weight dtype; fp32 master weights under bf16 autocast in
+    /// training. Its host cost in inference comes from the node's host probe (`calibrate --host`).
+    HfEager,
+    /// As `HfEager` under `torch.compile(model)` (Inductor fuses the elementwise ops).
+    HfCompile,
 }
 
 impl Stack {
@@ -66,6 +75,8 @@ impl Stack {
             Stack::Megatron => "megatron",
             Stack::TorchEager => "torch-eager",
             Stack::TorchCompile => "torch-compile",
+            Stack::HfEager => "hf-eager",
+            Stack::HfCompile => "hf-compile",
         }
     }
     pub fn parse(s: &str) -> Option<Stack> {
@@ -73,11 +84,28 @@ impl Stack {
             "megatron" => Stack::Megatron,
             "torch-eager" => Stack::TorchEager,
             "torch-compile" => Stack::TorchCompile,
+            "hf-eager" => Stack::HfEager,
+            "hf-compile" => Stack::HfCompile,
             _ => return None,
         })
     }
-    fn fused(self) -> bool {
-        !matches!(self, Stack::TorchEager)
+    /// Every stack's name, for errors and help.
+    pub const NAMES: &'static str = "megatron, torch-eager, torch-compile, hf-eager, hf-compile";
+    /// Inductor or Transformer Engine fuses the elementwise ops.
+    pub fn fused(self) -> bool {
+        !self.eager()
+    }
+    /// Eager PyTorch: one kernel per elementwise op, per-op host dispatch.
+    pub fn eager(self) -> bool {
+        matches!(self, Stack::TorchEager | Stack::HfEager)
+    }
+    /// PyTorch with fp32 master weights under bf16 autocast in training (every stack but Megatron).
+    pub fn torch(self) -> bool {
+        !matches!(self, Stack::Megatron)
+    }
+    /// Hugging Face transformers' modules, cache and MoE code.
+    pub fn hf(self) -> bool {
+        matches!(self, Stack::HfEager | Stack::HfCompile)
     }
 }
 
