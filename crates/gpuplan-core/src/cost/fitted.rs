@@ -48,6 +48,13 @@ pub const DTENSOR_LINEAR_US: [f64; 2] = [225.0, 50.0];
 /// 7.5 ms per MoE layer of fixed cost per micro-batch independently (docs/published-analysis.md).
 pub const MOE_DISPATCH_SYNC_US: f64 = 6500.0;
 
+/// Host time the GPU waits for at each fp32 grouped GEMM that transformers' `grouped_mm` experts
+/// path sends through PyTorch's fallback in `hf-*` training (`cost::lower::hf_fp32_grouped_mm`),
+/// `[per_call, per_expert]` microseconds: the offsets' device-to-host copy and sync per call, and
+/// the host's C++ `mm` dispatch and cuBLAS launch per expert, less the GPU time of the experts'
+/// GEMMs it hides. FITTED below (scripts/fit_hf.sh).
+pub const HF_GROUPED_MM_FALLBACK_US: [f64; 2] = [0.0, 0.0];
+
 /// Fitted values in effect.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Fitted {
@@ -57,13 +64,20 @@ pub struct Fitted {
     pub overlap_cost: f64,
     /// See [`MOE_DISPATCH_SYNC_US`].
     pub moe_dispatch_sync_us: f64,
+    /// See [`HF_GROUPED_MM_FALLBACK_US`].
+    pub hf_grouped_mm_fallback_us: [f64; 2],
 }
 
 /// The environment variable the binary reads the overrides from.
 pub const VAR: &str = "GPUPLAN_FIT_CONSTANTS";
 
 /// The values as shipped.
-pub const SHIPPED: Fitted = Fitted { dtensor_linear_us: DTENSOR_LINEAR_US, overlap_cost: OVERLAP_COST, moe_dispatch_sync_us: MOE_DISPATCH_SYNC_US };
+pub const SHIPPED: Fitted = Fitted {
+    dtensor_linear_us: DTENSOR_LINEAR_US,
+    overlap_cost: OVERLAP_COST,
+    moe_dispatch_sync_us: MOE_DISPATCH_SYNC_US,
+    hf_grouped_mm_fallback_us: HF_GROUPED_MM_FALLBACK_US,
+};
 
 static INSTALLED: OnceLock<Fitted> = OnceLock::new();
 
@@ -88,6 +102,7 @@ pub fn parse(text: &str, mut f: Fitted) -> Result<Fitted, String> {
             ("dtensor_linear_us", [a, b]) => f.dtensor_linear_us = [*a, *b],
             ("overlap_cost", [x]) => f.overlap_cost = *x,
             ("moe_dispatch_sync_us", [x]) => f.moe_dispatch_sync_us = *x,
+            ("hf_grouped_mm_fallback_us", [a, b]) => f.hf_grouped_mm_fallback_us = [*a, *b],
             (k, _) => return Err(format!("unknown key or wrong count of values: `{k}`")),
         }
     }
@@ -100,9 +115,9 @@ mod tests {
 
     #[test]
     fn overrides_parse_and_bad_ones_are_errors() {
-        let base = Fitted { dtensor_linear_us: [1.0, 2.0], overlap_cost: 0.5, moe_dispatch_sync_us: 0.0 };
-        let f = parse("dtensor_linear_us=225,50; overlap_cost=1.0", base).unwrap();
-        assert_eq!(f, Fitted { dtensor_linear_us: [225.0, 50.0], overlap_cost: 1.0, moe_dispatch_sync_us: 0.0 });
+        let base = Fitted { dtensor_linear_us: [1.0, 2.0], overlap_cost: 0.5, moe_dispatch_sync_us: 0.0, hf_grouped_mm_fallback_us: [0.0, 0.0] };
+        let f = parse("dtensor_linear_us=225,50; overlap_cost=1.0; hf_grouped_mm_fallback_us=30,8", base).unwrap();
+        assert_eq!(f, Fitted { dtensor_linear_us: [225.0, 50.0], overlap_cost: 1.0, moe_dispatch_sync_us: 0.0, hf_grouped_mm_fallback_us: [30.0, 8.0] });
         assert_eq!(parse("", base).unwrap(), base);
         assert!(parse("overlap_cost=1,2", base).is_err());
         assert!(parse("overlap=1", base).is_err());

@@ -100,6 +100,27 @@ pub fn hf_inference_host(cost: &CostModel, w: &Workload, ops: &[Op]) -> Option<(
     })
 }
 
+/// Whether `op` is an expert GEMM that transformers' `grouped_mm` experts path runs through
+/// PyTorch's fallback: in training under the `hf-*` stacks the experts' weights are the fp32
+/// master weights, and transformers casts the routed activations to the weight dtype
+/// (`integrations/moe.py`: `input.to(weight.dtype)`; the path is not autocast-enabled), so
+/// `torch._grouped_mm` gets fp32 operands. PyTorch 2.11 runs its CUTLASS grouped kernel for bf16
+/// only; other dtypes take `_grouped_mm_fallback`, which copies the offsets to the host (a device
+/// sync) and runs one `mm` per expert (TF32 here: the runs allow it), in forward and in both
+/// backward GEMMs.
+pub fn hf_fp32_grouped_mm(w: &Workload, op: &Op) -> bool {
+    w.stack.hf() && w.mode == Mode::Train && matches!(op.name, "expert_up" | "expert_down") && matches!(op.kind, OpKind::Gemm { .. })
+}
+
+/// Host time the GPU waits for at a fallback grouped GEMM ([`hf_fp32_grouped_mm`]) of `count`
+/// experts whose GEMMs take `gpu` on the GPU: the offsets' device-to-host sync, then the host
+/// launching one `mm` per expert, of which the GPU hides what its own GEMMs take
+/// (`cost::fitted::HF_GROUPED_MM_FALLBACK_US`).
+fn hf_fallback_stall(count: u64, gpu: Seconds) -> Seconds {
+    let [per_call, per_expert] = super::fitted::fitted().hf_grouped_mm_fallback_us;
+    Seconds::us(per_call) + (Seconds::us(per_expert) * count as f64 - gpu).max(Seconds::ZERO)
+}
+
 /// Share of an overlapped TP collective that stays on the critical path (the first chunk of
 /// Megatron's pipelined all-gather/reduce-scatter GEMM overlap). An engineering estimate.
 pub const TP_OVERLAP_BLOCKING: f64 = 0.1;
@@ -217,6 +238,12 @@ impl CostModel<'_> {
                 Step::Kernel { name: op.name, time, bound: c.bound, cpu: dispatch * launches, launches, host_sync }
             };
             let step = match &op.kind {
+                OpKind::Gemm { m, n, k, count } if hf_fp32_grouped_mm(w, op) => {
+                    let c = self.gemm_time(*m, *n, *k, *count, crate::hardware::Dtype::Tf32);
+                    let time = if c.bound == Bound::Compute { c.time / speedup } else { c.time };
+                    let host_sync = host_sync + hf_fallback_stall(*count, time);
+                    Step::Kernel { name: op.name, time, bound: c.bound, cpu: dispatch * *count as f64, launches: *count as f64, host_sync }
+                }
                 OpKind::Gemm { m, n, k, count } => kernel(self.gemm_time(*m, *n, *k, *count, dtype), 1.0),
                 OpKind::Attention { .. } => kernel(self.attention_time(op), 1.0),
                 OpKind::Memory { bytes, kernels } => kernel(self.memory_time(*bytes, *kernels), *kernels as f64),

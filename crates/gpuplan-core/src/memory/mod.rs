@@ -121,6 +121,11 @@ pub fn layer_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, 
     let v = 2.0 * tokens * kv_heads * v_dim;
     let out = 2.0 * tokens * heads * v_dim; // attention output = out-proj input
     let mut attn = norm_in + 2.0 * rep + q + k + v + out + mask;
+    if model.qk_norm {
+        // Qwen3's per-head RMSNorm on q and k keeps, like the hidden norms, its fp32 input and
+        // normalized tensor in eager (8 per element beyond the bf16 q and k), its input when fused.
+        attn += (q + k) / 2.0 * if eager { 8.0 } else { 2.0 };
+    }
     if let Some(mla) = &model.mla {
         // Low-rank latents are inputs of the up-projections.
         attn += 2.0 * tokens * (mla.q_lora_rank + mla.kv_lora_rank) as f64;
