@@ -55,6 +55,24 @@ pub const MOE_DISPATCH_SYNC_US: f64 = 6500.0;
 /// GEMMs it hides. FITTED below (scripts/fit_hf.sh).
 pub const HF_GROUPED_MM_FALLBACK_US: [f64; 2] = [0.0, 0.0];
 
+/// Share of the host probe's cuDNN plan-build time (`HostProbe::sdpa_cudnn_plan`, an isolated
+/// SDPA call with a synchronize after it) that an `hf-*` decode step pays (`cost::lower::
+/// hf_inference_host`). FITTED below (scripts/fit_hf.sh).
+pub const HF_SDPA_PLAN_SHARE: f64 = 1.0;
+
+/// Copies of the KV cache, beyond the live one, that PyTorch's caching allocator holds in an
+/// `hf-*` decode loop (NVML's peak): DynamicCache's `torch.cat` asks every layer at every token
+/// for blocks one token larger than those it frees, so the freed ones mostly stay cached and
+/// unused. FITTED below (scripts/fit_hf.sh).
+pub const HF_DECODE_CACHE_RETAINED: f64 = 0.0;
+
+/// Fraction of the stream (memcpy) HBM rate that the `hf-*` stacks' memory-bound kernels reach
+/// in training and prefill (PyTorch's eager elementwise, reduction and indexing kernels, and
+/// Inductor's). The profile's elementwise.csv (h100-sxm-1x) measured 0.72-0.97 of the stream
+/// rate for RMSNorm, SiLU x mul and softmax kernels at 8-268 MB, which brackets it; FITTED below
+/// (scripts/fit_hf.sh).
+pub const HF_MEMORY_EFFICIENCY: f64 = 1.0;
+
 /// Fitted values in effect.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Fitted {
@@ -66,6 +84,12 @@ pub struct Fitted {
     pub moe_dispatch_sync_us: f64,
     /// See [`HF_GROUPED_MM_FALLBACK_US`].
     pub hf_grouped_mm_fallback_us: [f64; 2],
+    /// See [`HF_SDPA_PLAN_SHARE`].
+    pub hf_sdpa_plan_share: f64,
+    /// See [`HF_DECODE_CACHE_RETAINED`].
+    pub hf_decode_cache_retained: f64,
+    /// See [`HF_MEMORY_EFFICIENCY`].
+    pub hf_memory_efficiency: f64,
 }
 
 /// The environment variable the binary reads the overrides from.
@@ -77,6 +101,9 @@ pub const SHIPPED: Fitted = Fitted {
     overlap_cost: OVERLAP_COST,
     moe_dispatch_sync_us: MOE_DISPATCH_SYNC_US,
     hf_grouped_mm_fallback_us: HF_GROUPED_MM_FALLBACK_US,
+    hf_sdpa_plan_share: HF_SDPA_PLAN_SHARE,
+    hf_decode_cache_retained: HF_DECODE_CACHE_RETAINED,
+    hf_memory_efficiency: HF_MEMORY_EFFICIENCY,
 };
 
 static INSTALLED: OnceLock<Fitted> = OnceLock::new();
@@ -103,6 +130,9 @@ pub fn parse(text: &str, mut f: Fitted) -> Result<Fitted, String> {
             ("overlap_cost", [x]) => f.overlap_cost = *x,
             ("moe_dispatch_sync_us", [x]) => f.moe_dispatch_sync_us = *x,
             ("hf_grouped_mm_fallback_us", [a, b]) => f.hf_grouped_mm_fallback_us = [*a, *b],
+            ("hf_sdpa_plan_share", [x]) => f.hf_sdpa_plan_share = *x,
+            ("hf_decode_cache_retained", [x]) => f.hf_decode_cache_retained = *x,
+            ("hf_memory_efficiency", [x]) if *x > 0.0 => f.hf_memory_efficiency = *x,
             (k, _) => return Err(format!("unknown key or wrong count of values: `{k}`")),
         }
     }
@@ -115,9 +145,14 @@ mod tests {
 
     #[test]
     fn overrides_parse_and_bad_ones_are_errors() {
-        let base = Fitted { dtensor_linear_us: [1.0, 2.0], overlap_cost: 0.5, moe_dispatch_sync_us: 0.0, hf_grouped_mm_fallback_us: [0.0, 0.0] };
+        let base = Fitted { hf_grouped_mm_fallback_us: [0.0, 0.0], ..SHIPPED };
+        let base = Fitted { dtensor_linear_us: [1.0, 2.0], overlap_cost: 0.5, moe_dispatch_sync_us: 0.0, ..base };
         let f = parse("dtensor_linear_us=225,50; overlap_cost=1.0; hf_grouped_mm_fallback_us=30,8", base).unwrap();
-        assert_eq!(f, Fitted { dtensor_linear_us: [225.0, 50.0], overlap_cost: 1.0, moe_dispatch_sync_us: 0.0, hf_grouped_mm_fallback_us: [30.0, 8.0] });
+        assert_eq!(
+            f,
+            Fitted { dtensor_linear_us: [225.0, 50.0], overlap_cost: 1.0, moe_dispatch_sync_us: 0.0, hf_grouped_mm_fallback_us: [30.0, 8.0], ..base }
+        );
+        assert!(parse("hf_memory_efficiency=0", base).is_err());
         assert_eq!(parse("", base).unwrap(), base);
         assert!(parse("overlap_cost=1,2", base).is_err());
         assert!(parse("overlap=1", base).is_err());

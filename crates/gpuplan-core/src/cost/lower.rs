@@ -94,7 +94,7 @@ pub fn hf_inference_host(cost: &CostModel, w: &Workload, ops: &[Op]) -> Option<(
     } else if has("lm_head") {
         (host.hf_decode_fixed, Seconds::ZERO)
     } else if has("embedding") && w.mode == Mode::Decode && super::sdpa_picks_cudnn(cost.system.gpu.arch) {
-        (Seconds::ZERO, host.sdpa_cudnn_plan)
+        (Seconds::ZERO, host.sdpa_cudnn_plan * super::fitted::fitted().hf_sdpa_plan_share)
     } else {
         (Seconds::ZERO, Seconds::ZERO)
     })
@@ -246,6 +246,9 @@ impl CostModel<'_> {
                 }
                 OpKind::Gemm { m, n, k, count } => kernel(self.gemm_time(*m, *n, *k, *count, dtype), 1.0),
                 OpKind::Attention { .. } => kernel(self.attention_time(op), 1.0),
+                OpKind::Memory { bytes, kernels } if stack.hf() && w.mode != Mode::Decode => {
+                    kernel(self.memory_time(*bytes / super::fitted::fitted().hf_memory_efficiency, *kernels), *kernels as f64)
+                }
                 OpKind::Memory { bytes, kernels } => kernel(self.memory_time(*bytes, *kernels), *kernels as f64),
                 OpKind::Comm { op: c, group, bytes } => {
                     let next_is_kernel = ops.get(i + 1).is_some_and(|n| !matches!(n.kind, OpKind::Comm { .. }));

@@ -80,6 +80,12 @@ pub fn stack_memory(stack: Stack) -> StackMemory {
     }
 }
 
+/// What an `hf-*` job holds outside PyTorch's caching allocator (CUDA context, the CUDA libraries'
+/// handles and loaded modules): measured, the median of NVML's peak less
+/// `torch.cuda.max_memory_reserved` over the 30 fit-split runs of calibration/runs/hf/hf.jsonl
+/// (PyTorch 2.11, CUDA 13.0, H100 and H200; 0.749 GiB, the test split's median the same).
+pub const HF_CONTEXT_GIB: f64 = 0.749;
+
 /// CUDA context + cuBLAS workspace per GPU (about 0.5 GiB on Hopper with CUDA 12/13; an estimate
 /// until measured), plus NCCL buffers when the GPU talks to others.
 fn runtime_bytes(pc: &ParallelConfig) -> Bytes {
@@ -251,7 +257,7 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     let (dense_layers, moe_layers) = crate::parallelism::stage_dense_moe(model.n_layers, model.n_dense_layers(), pc, stage);
     let layers = (dense_layers + moe_layers) as f64;
     let tokens = (w.sequences() * w.q_len()) as f64 / pc.cp as f64;
-    let runtime = runtime_bytes(pc);
+    let runtime = if w.stack.hf() { Bytes::gib(HF_CONTEXT_GIB) + runtime_bytes(pc) - Bytes::mib(512.0) } else { runtime_bytes(pc) };
 
     if w.mode != Mode::Train {
         // Inference: weights in the compute dtype (bf16, or fp8/fp4 when quantized), KV cache,
@@ -264,9 +270,25 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
             Some(_) => 1.0,
             None => (pc.tp as f64).min(model.n_kv_heads as f64),
         };
-        let kv = kv_tokens * layers_here * model.kv_elements_per_token_per_layer() / kv_shard * 2.0 / pc.cp as f64;
+        let mut kv = kv_tokens * layers_here * model.kv_elements_per_token_per_layer() / kv_shard * 2.0 / pc.cp as f64;
+        if w.stack.hf() && w.mode == Mode::Decode {
+            // DynamicCache's torch.cat per token: blocks the caching allocator keeps
+            // (`cost::fitted::HF_DECODE_CACHE_RETAINED`).
+            kv *= 1.0 + crate::cost::fitted::fitted().hf_decode_cache_retained;
+        }
         let widest = model.ffn_hidden.max(model.moe.as_ref().map_or(0, |m| m.expert_ffn_hidden)) as f64 / pc.tp as f64;
-        let transient = tokens * (3.0 * widest + 4.0 * model.hidden as f64) * 2.0;
+        let mut transient = tokens * (3.0 * widest + 4.0 * model.hidden as f64) * 2.0;
+        if let (true, Some(moe)) = (w.stack.hf(), &model.moe) {
+            // transformers' grouped_mm experts path keeps its locals until the experts' forward
+            // returns, for every routed (token, expert) row: the gathered input (2 B per hidden
+            // unit), the gate/up output (4 B per expert unit), the activation and its product
+            // (4), the down projection's output (2), and, after the routing weights' fp32
+            // multiply, the weighted rows and their gather back to token order (4 + 4); the peak
+            // is that of the MoE layer or of the widest dense part, whichever is larger.
+            let routed = tokens * moe.top_k as f64 / pc.ep as f64;
+            transient = transient
+                .max(tokens * 4.0 * model.hidden as f64 * 2.0 + routed * (12.0 * model.hidden as f64 + 8.0 * moe.expert_ffn_hidden as f64 / pc.etp as f64));
+        }
         let logits = w.sequences() as f64 * model.vocab as f64 / pc.tp as f64 * 4.0;
         let base = weights + kv + transient + logits;
         return MemoryPlan {
