@@ -7,6 +7,7 @@ mod catalog;
 mod cli;
 mod cost;
 mod fuzz;
+mod hf;
 mod limits;
 mod measure;
 mod megatron_args;

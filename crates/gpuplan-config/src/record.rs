@@ -147,22 +147,9 @@ pub fn scenario(r: &RunRecord, calibration: Option<&str>) -> Result<gpuplan_core
     crate::scenario::build_with_model(&scenario_wire(r, calibration), None, model)
 }
 
-/// The stack (and, for torchao float8, the precision) of a record whose job reported a Hugging
-/// Face transformers stack (`job.reported.hf_stack`, written by scenarios/workloads/hf_train.py):
-/// the records of calibration/runs/hf/ say `torch-eager`/`torch-compile` in their scenario (the
-/// stacks that existed when they were measured) and the true one in the job's report, which is
-/// left as measured. `hf-eager`, `hf-eager-loop`, `hf-eager-generate` -> `hf-eager`;
-/// `hf-compile` -> `hf-compile`; `hf-compile-fp8` (torchao `convert_to_float8_training`,
-/// tensorwise dynamic scaling, under `torch.compile`) -> `hf-compile` at precision fp8 with the
-/// tensorwise recipe. `None` for any other record.
+/// The stack (and precision) a record is predicted under: see `RunRecord::hf_stack`.
 pub fn record_stack(r: &RunRecord) -> Option<(&'static str, Option<&'static str>)> {
-    let hf = r.job.reported.get("hf_stack")?;
-    Some(match hf.as_str() {
-        "hf-compile-fp8" => ("hf-compile", Some("fp8")),
-        s if s.starts_with("hf-compile") => ("hf-compile", None),
-        s if s.starts_with("hf-eager") => ("hf-eager", None),
-        _ => return None,
-    })
+    r.hf_stack()
 }
 
 /// The scenario a run record describes, as `predict` would take it.
