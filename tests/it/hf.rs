@@ -41,7 +41,8 @@ fn mode(s: &str) -> &str {
 #[test]
 fn hf_test_split_stays_within_its_bounds() {
     let v = validate("calibration/runs/hf/hf.jsonl", "test");
-    let bounds: [(&str, &str, f64, fn(&str) -> bool); 7] = [
+    type Bound = (&'static str, &'static str, f64, fn(&str) -> bool);
+    let bounds: [Bound; 7] = [
         ("dense train/prefill", "step_time", 8.0, |s| !is_moe(s) && mode(s) != "decode"),
         ("decode", "step_time", 18.0, |s| mode(s) == "decode"),
         ("MoE train", "step_time", 11.0, |s| is_moe(s) && mode(s) == "train"),
