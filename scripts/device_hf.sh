@@ -121,9 +121,24 @@ read -r -d '' TABLE <<'EOF'
 059 h200 train   deepseek-v3-s            2  4096  1 none eager    8  3  40
 060 h200 prefill qwen3-moe-s              8  4096  0 none eager    8  3  30
 061 h200 train   qwen3-moe-s-e32k4        8  4096  1 none eager    8  3  50
+062 h100 train   llama-3.2-1b             1  8192  1 none eager    10 3  35
+063 h100 train   tinyllama-1.1b           2  4096  1 none eager    10 3  35
+064 h100 train   llama-3.2-3b             2  2048  1 full eager    8  3  45
+065 h100 prefill llama-3.2-3b             2  16384 0 none eager    8  3  30
+066 h100 prefill tinyllama-1.1b           4  8192  0 none eager    8  3  30
+067 h100 decode  llama-3.2-3b             4  16384 0 none loop     40 10 35
+068 h100 decode  tinyllama-1.1b           32 2048  0 none generate 60 10 30
+069 h100 decode  qwen3-1.7b               1  1024  0 none loop     60 10 25
+070 h100 train   mixtral-s                4  2048  1 none eager    8  3  40
+071 h100 prefill qwen3-moe-s-e32k8-w1536  4  4096  0 none eager    8  3  30
+072 h100 train   qwen3-1.7b               1  2048  1 none eager    10 3  30
+073 h100 train   llama-3.2-1b             4  2048  1 none compile  10 3  90
 EOF
 
 split_of() {  # id config
+  # Rows 062 on were added after the hf-* stacks' constants were fitted (scripts/fit_hf.sh) and are
+  # all held out (calibration/runs/hf/postfit.jsonl).
+  if (( 10#$1 >= 62 )); then echo test; return; fi
   case "$2" in qwen3-1.7b|qwen3-moe-s-e32k4) echo test; return ;; esac
   if (( 10#$1 % 3 == 0 )); then echo test; else echo fit; fi
 }

@@ -194,7 +194,7 @@ pub struct ScenarioArgs {
     /// none, selective, full
     #[arg(long)]
     pub recompute: Option<String>,
-    /// megatron, torch-eager, torch-compile
+    /// megatron, torch-eager, torch-compile, hf-eager, hf-compile (transformers models as the library builds them)
     #[arg(long)]
     pub stack: Option<String>,
     /// Busiest expert rank's tokens / mean (1.0 = balanced)

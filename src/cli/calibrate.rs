@@ -52,9 +52,20 @@ pub struct CalibrateArgs {
     /// Go on past a failing benchmark group: write what was measured, note the failure, exit 2
     #[arg(long)]
     pub keep_going: bool,
+    /// Probe the framework's host costs instead (scenarios/workloads/host_probe.py with the node's
+    /// python3, torch and transformers): writes host.toml and host.csv into the existing profile
+    /// folder `<out-dir>/<name>/` (`--name` needed), which the hf-* stacks need for inference
+    #[arg(long)]
+    pub host: bool,
+    /// With --host: fit from a table the probe printed before instead of running it
+    #[arg(long, value_name = "FILE.csv", requires = "host")]
+    pub host_from: Option<PathBuf>,
 }
 
 pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
+    if args.host {
+        return host(&args);
+    }
     if !args.import_nccl_tests.is_empty() {
         return import_nccl_tests(&args);
     }
@@ -134,6 +145,56 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
             m.failed.iter().map(|b| b.name()).collect::<Vec<_>>().join(", ")
         );
     }
+    Ok(Outcome::Ok)
+}
+
+/// `calibrate --host`: run (or read) the host probe, fit host.toml, write it and the table beside
+/// the profile's profile.toml.
+fn host(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
+    use crate::calibrate::host;
+    use crate::config::files::write_atomic;
+    let name = args.name.as_deref().context("`--host` needs `--name PROFILE`\nhint: the profile folder the host costs go into, e.g. `--name h100-sxm-1x`")?;
+    let dir = args.out_dir.join(name);
+    if !dir.join("profile.toml").is_file() {
+        anyhow::bail!(
+            "`--name` = `{name}`: no profile at `{}`\nhint: run `gpuplan calibrate --name {name}` first, or give `--out-dir` the folder that holds it",
+            dir.join("profile.toml").display()
+        );
+    }
+    let (toml_path, csv_path) = (dir.join(crate::config::profile::HOST_FILE), dir.join("host.csv"));
+    for p in [&toml_path, &csv_path] {
+        if p.exists() && !args.force {
+            anyhow::bail!("`{}` exists\nhint: give `--force` to replace it", p.display());
+        }
+    }
+    if let Some(from) = &args.host_from {
+        if crate::config::files::canonical_target(from) == crate::config::files::canonical_target(&csv_path) {
+            anyhow::bail!("`--host-from` = `{}` is the table this command writes\nhint: copy it elsewhere first", from.display());
+        }
+    }
+    let (table, provenance) = match &args.host_from {
+        Some(from) => {
+            let t = std::fs::read_to_string(from).with_context(|| format!("`--host-from`: cannot read `{}`", from.display()))?;
+            let notes: Vec<&str> = t.lines().filter(|l| l.starts_with('#')).map(|l| l.trim_start_matches('#').trim()).collect();
+            (t.clone(), format!("fitted by `{}` on {} UTC from the probe table `{}` ({})", command_line(), utc_now(), from.display(), notes.join("; ")))
+        }
+        None => {
+            let t = host::run_probe(std::path::Path::new(host::PROBE_SCRIPT), args.quick)?;
+            let machine = std::fs::read_to_string("/etc/hostname").map(|s| s.trim().to_string()).unwrap_or_else(|_| "unknown".into());
+            let notes: Vec<&str> = t.lines().filter(|l| l.starts_with('#')).map(|l| l.trim_start_matches('#').trim()).collect();
+            (t.clone(), format!("measured by `{}` on {machine}, {} UTC ({})", command_line(), utc_now(), notes.join("; ")))
+        }
+    };
+    let fitted = host::fit(&table, &provenance).with_context(|| "the host probe's table".to_string())?;
+    fitted.to_domain(&toml_path).context("the fitted host costs do not pass their own checks")?;
+    let text = format!(
+        "# gpuplan host probe, schema 1. Written by `gpuplan calibrate --host`; host.csv beside it is the probe's table.\n{}",
+        toml::to_string(&fitted)?
+    );
+    write_atomic(&csv_path, table.as_bytes())?;
+    write_atomic(&toml_path, text.as_bytes())?;
+    print!("{text}");
+    println!("wrote {} and {}", toml_path.display(), csv_path.display());
     Ok(Outcome::Ok)
 }
 

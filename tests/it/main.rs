@@ -9,6 +9,7 @@ mod cost;
 mod engines;
 mod fuzz;
 mod goodput;
+mod hf;
 mod launch;
 mod limits;
 mod measure;

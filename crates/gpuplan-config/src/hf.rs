@@ -196,6 +196,9 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
         max_seq_len,
         linear_bias,
         qkv_bias,
+        // Qwen3 and Qwen3-MoE normalize each head's queries and keys (`q_norm`, `k_norm`, RMSNorm
+        // over head_dim) before RoPE, with no config key for it.
+        qk_norm: matches!(family, Family::Qwen3 | Family::Qwen3Moe),
         moe,
         mla,
     })

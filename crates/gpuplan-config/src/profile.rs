@@ -17,7 +17,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::{catalog, parse_toml, read_file, ConfigError, Problems};
-use gpuplan_core::hardware::profile::{AttentionBmmPoint, AttentionDecodePoint, CollectiveFit, CollectiveOp, GemmPoint, PowerProfile, Profile, StreamFit};
+use gpuplan_core::hardware::profile::{
+    AttentionBmmPoint, AttentionDecodePoint, CollectiveFit, CollectiveOp, GemmPoint, HostProbe, PowerProfile, Profile, StreamFit,
+};
 use gpuplan_core::hardware::Dtype;
 use gpuplan_core::units::{BytesPerSec, FlopsPerSec, Hertz, Seconds, Watts};
 
@@ -219,7 +221,68 @@ pub fn load_profile(path: &Path) -> Result<Profile, ConfigError> {
     if catalog::is_file(&raw) {
         profile.attention_decode = read_attention_decode(&raw)?;
     }
+    let host = file.with_file_name(HOST_FILE);
+    if catalog::is_file(&host) {
+        let text = read_file(&host)?;
+        let wire: HostFile = parse_toml(&host, &text)?;
+        profile.host = Some(wire.to_domain(&host)?);
+    }
     Ok(profile)
+}
+
+/// The file beside a profile's `profile.toml` that `calibrate --host` writes.
+pub const HOST_FILE: &str = "host.toml";
+
+/// `host.toml`: the framework's host costs that `calibrate --host` fitted from its probe's table
+/// (`host.csv` beside it); see `HostProbe` for what each is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostFile {
+    pub schema_version: u32,
+    /// Machine, date, software and command.
+    pub provenance: String,
+    pub hf_decode_layer_us: f64,
+    pub hf_decode_fixed_us: f64,
+    pub hf_generate_layer_us: f64,
+    pub hf_generate_fixed_us: f64,
+    pub sdpa_cudnn_plan_us: f64,
+    pub op_dispatch_us: f64,
+    /// Which rows of the probe's table each value comes from.
+    pub fitted_on: String,
+}
+
+impl HostFile {
+    pub fn to_domain(&self, path: &Path) -> Result<HostProbe, ConfigError> {
+        let mut p = Problems::default();
+        if self.schema_version != 1 {
+            p.push(ConfigError::invalid(path, "schema_version", self.schema_version, "is not 1").with_hint("write it again with `gpuplan calibrate --host`"));
+        }
+        for (key, v) in [
+            ("hf_decode_layer_us", self.hf_decode_layer_us),
+            ("hf_decode_fixed_us", self.hf_decode_fixed_us),
+            ("hf_generate_layer_us", self.hf_generate_layer_us),
+            ("hf_generate_fixed_us", self.hf_generate_fixed_us),
+            ("sdpa_cudnn_plan_us", self.sdpa_cudnn_plan_us),
+            ("op_dispatch_us", self.op_dispatch_us),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                p.push(
+                    ConfigError::invalid(path, key, v, "must be a finite number of microseconds, 0 or more")
+                        .with_hint("write it again with `gpuplan calibrate --host`"),
+                );
+            }
+        }
+        p.finish()?;
+        Ok(HostProbe {
+            provenance: self.provenance.clone(),
+            hf_decode_layer: Seconds::us(self.hf_decode_layer_us),
+            hf_decode_fixed: Seconds::us(self.hf_decode_fixed_us),
+            hf_generate_layer: Seconds::us(self.hf_generate_layer_us),
+            hf_generate_fixed: Seconds::us(self.hf_generate_fixed_us),
+            sdpa_cudnn_plan: Seconds::us(self.sdpa_cudnn_plan_us),
+            op_dispatch: Seconds::us(self.op_dispatch_us),
+        })
+    }
 }
 
 /// A measurement cannot beat the hardware: every GEMM row of a profile measured on a GPU the catalog
@@ -399,6 +462,7 @@ impl ProfileFile {
             kernel_launch: self.kernel_launch_us.map(Seconds::us),
             collectives,
             power,
+            host: None,
             measured_gpu: None,
         })
     }

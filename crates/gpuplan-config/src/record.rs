@@ -147,6 +147,11 @@ pub fn scenario(r: &RunRecord, calibration: Option<&str>) -> Result<gpuplan_core
     crate::scenario::build_with_model(&scenario_wire(r, calibration), None, model)
 }
 
+/// The stack (and precision) a record is predicted under: see `RunRecord::hf_stack`.
+pub fn record_stack(r: &RunRecord) -> Option<(&'static str, Option<&'static str>)> {
+    r.hf_stack()
+}
+
 /// The scenario a run record describes, as `predict` would take it.
 pub fn scenario_wire(r: &RunRecord, calibration: Option<&str>) -> ScenarioWire {
     let s = &r.scenario;
@@ -172,9 +177,10 @@ pub fn scenario_wire(r: &RunRecord, calibration: Option<&str>) -> ScenarioWire {
             seq: s.seq.and_then(int),
             batch: s.batch.and_then(int),
             kv_len: s.kv_len.and_then(int),
-            precision: s.precision.clone(),
+            precision: record_stack(r).map_or_else(|| s.precision.clone(), |(_, p)| p.map(str::to_string).or_else(|| s.precision.clone())),
             recompute: s.recompute.clone(),
-            stack: s.stack.clone(),
+            stack: record_stack(r).map_or_else(|| s.stack.clone(), |(st, _)| Some(st.to_string())),
+            fp8_recipe: record_stack(r).and_then(|(_, p)| p).map(|_| "tensorwise".to_string()),
             ..Default::default()
         },
         options: OptionsWire::default(),

@@ -108,7 +108,7 @@ pub struct WorkloadWire {
     pub fp8_recipe: Option<String>,
     /// none | selective | full
     pub recompute: Option<String>,
-    /// megatron | torch-eager | torch-compile
+    /// megatron | torch-eager | torch-compile | hf-eager | hf-compile
     pub stack: Option<String>,
     pub dropout: Option<bool>,
     pub flash_attention: Option<bool>,
@@ -558,6 +558,14 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         routing_imbalance,
         moe_dispatcher,
     };
+    // The hf-* stacks' host time in inference is the node's host probe's: no default.
+    if stack.hf() && mode != Mode::Train && profile.as_ref().is_none_or(|pr| pr.host.is_none()) {
+        let profile_name = profile.as_ref().map_or("none".to_string(), |pr| pr.name.clone());
+        p.push(
+            ConfigError::invalid(&path, "workload.stack", stack.name(), format!("in {} needs the node's host probe, and profile `{profile_name}` has none", mode.name()))
+                .with_hint("run `gpuplan calibrate --host --name PROFILE` on the node (it writes host.toml beside the profile's profile.toml), or give `--calibration` a profile that has one"),
+        );
+    }
     let d = Options::default();
     let options = Options { tp_comm_overlap: w.options.tp_comm_overlap.unwrap_or(d.tp_comm_overlap), dp_overlap: w.options.dp_overlap.unwrap_or(d.dp_overlap) };
     p.finish()?;

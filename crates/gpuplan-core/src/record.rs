@@ -203,6 +203,23 @@ pub struct ModelFile {
 }
 
 impl RunRecord {
+    /// The stack (and, for torchao float8, the precision) of a record whose job reported a Hugging
+    /// Face transformers stack (`job.reported.hf_stack`, written by scenarios/workloads/hf_train.py):
+    /// the records of calibration/runs/hf/ say `torch-eager`/`torch-compile` in their scenario (the
+    /// stacks that existed when they were measured) and the true one in the job's report, which is
+    /// left as measured. `hf-eager`, `hf-eager-loop`, `hf-eager-generate` -> `hf-eager`;
+    /// `hf-compile` -> `hf-compile`; `hf-compile-fp8` (torchao `convert_to_float8_training`,
+    /// tensorwise dynamic scaling, under `torch.compile`) -> `hf-compile` at precision fp8 with the
+    /// tensorwise recipe. `None` for any other record.
+    pub fn hf_stack(&self) -> Option<(&'static str, Option<&'static str>)> {
+        let hf = self.job.reported.get("hf_stack")?;
+        Some(match hf.as_str() {
+            "hf-compile-fp8" => ("hf-compile", Some("fp8")),
+            s if s.starts_with("hf-compile") => ("hf-compile", None),
+            s if s.starts_with("hf-eager") => ("hf-eager", None),
+            _ => return None,
+        })
+    }
     /// Ran to the end and gave step times.
     pub fn is_ok(&self) -> bool {
         self.status == "ok"

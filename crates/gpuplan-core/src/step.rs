@@ -115,7 +115,7 @@ pub enum PredictError {
 fn optimizer_bytes_per_param(stack: Stack) -> f64 {
     match stack {
         Stack::Megatron => 4.0 * 4.0 + 3.0 * 4.0 + 2.0 + 4.0 + 4.0,
-        Stack::TorchEager | Stack::TorchCompile => 4.0 * 4.0 + 3.0 * 4.0 + 4.0 + 4.0,
+        Stack::TorchEager | Stack::TorchCompile | Stack::HfEager | Stack::HfCompile => 4.0 * 4.0 + 3.0 * 4.0 + 4.0 + 4.0,
         // Inference engines take no optimizer step (training with them is refused by `config`).
         Stack::Trtllm | Stack::Vllm | Stack::Sglang => 0.0,
     }

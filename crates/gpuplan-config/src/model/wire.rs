@@ -41,6 +41,9 @@ pub struct ModelWire {
     pub linear_bias: bool,
     #[serde(default)]
     pub qkv_bias: bool,
+    /// RMSNorm on each head's queries and keys before RoPE (Qwen3's `q_norm`, `k_norm`).
+    #[serde(default)]
+    pub qk_norm: bool,
     #[serde(default)]
     pub moe: Option<MoeWire>,
     #[serde(default)]
@@ -180,6 +183,7 @@ pub fn model_from_wire(path: &Path, w: &ModelWire) -> Result<Model, ConfigError>
         max_seq_len: w.max_seq_len,
         linear_bias: w.linear_bias,
         qkv_bias: w.qkv_bias,
+        qk_norm: w.qk_norm,
         moe,
         mla,
         published_params: w.published_params_b.map(|b| b * 1e9),

@@ -71,6 +71,51 @@ pub const TRTLLM_HOST_US: [f64; 3] = [1500.0, 10.0, 0.0];
 /// online rows of the same fit split (scripts/fit_trtllm_host.sh): 4,000 us (grid 0-12,000 us).
 pub const TRITON_FRONTEND_US: f64 = 4000.0;
 
+/// Host time the GPU waits for at each fp32 grouped GEMM that transformers' `grouped_mm` experts
+/// path sends through PyTorch's fallback in `hf-*` training (`cost::lower::hf_fp32_grouped_mm`),
+/// `[per_call, per_expert]` microseconds: the offsets' device-to-host copy and sync per call, and
+/// the host's C++ `mm` dispatch and cuBLAS launch per expert, less the GPU time of the experts'
+/// GEMMs it hides. Fitted on the six fit-split MoE training runs with fp32 master weights of
+/// calibration/runs/hf/hf.jsonl (hf-031, -032, -037, -038, -058, -059: Mixtral-, Qwen3-MoE- and
+/// DeepSeek-V3-shaped, 8-128 experts, H100 and H200), step-time MAPE minimised on a grid (0-4000 us
+/// x 0-40 us, with `HF_MEMORY_EFFICIENCY` in place; scripts/fit_hf.sh, output in
+/// calibration/runs/hf/fit_hf-output.txt): 1500 us per call + 10 us per expert; the fit rows'
+/// step-time MAPE 21.6% at 0 -> 5.2%. 1.5 ms per call is far more than a sync (a launch-to-
+/// completion round trip measured 22 us on the H100 host): the constant also absorbs a per-MoE-layer
+/// cost not priced yet, which shows in the bf16 prefill rows too (MoE prefill stays 40% short;
+/// calibration/runs/hf/FIT.md).
+pub const HF_GROUPED_MM_FALLBACK_US: [f64; 2] = [1500.0, 10.0];
+
+/// Share of the host probe's cuDNN plan-build time (`HostProbe::sdpa_cudnn_plan`, an isolated
+/// SDPA call with a synchronize after it) that an `hf-*` decode step pays (`cost::lower::
+/// hf_inference_host`). Fitted on the eight fit-split decode runs of calibration/runs/hf/hf.jsonl
+/// (hf-020, -022, -023, -025, -028, -029, -055, -056: Llama-1B/3B, batch 1-64, KV 512-32K, loop and
+/// generate(), H100 and H200), step-time MAPE minimised over 0.40-1.20 by 0.04 (scripts/fit_hf.sh):
+/// 0.76 (fit MAPE 18.3% at 1.0 -> 8.7%), i.e. a decode step pays about 41 ms of the probe's 54.6 ms. The same model's decode time
+/// measured 48-77 ms across repeats on the same configuration (hf-020, -027, -054, -056), so the
+/// step time carries about +-20% of run-to-run spread that no constant removes.
+pub const HF_SDPA_PLAN_SHARE: f64 = 0.76;
+
+/// Copies of the KV cache, beyond the live one, that PyTorch's caching allocator holds in an
+/// `hf-*` decode loop (NVML's peak): DynamicCache's `torch.cat` asks every layer at every token
+/// for blocks one token larger than those it frees, so the freed ones mostly stay cached and
+/// unused. Fitted on the same eight fit-split decode runs' NVML peak memory (peak-memory MAPE
+/// minimised over 0-3 by 0.2, scripts/fit_hf.sh): 1.2 extra copies (fit MAPE 38.3% at 0 -> 14.3%). Where the GPU is nearly full
+/// the allocator frees its cache and retries instead (hf-023, hf-025 on the 80 GB H100), so a
+/// prediction near the capacity overstates NVML's peak.
+pub const HF_DECODE_CACHE_RETAINED: f64 = 1.2;
+
+/// Fraction of the stream (memcpy) HBM rate that the `hf-*` stacks' memory-bound kernels reach
+/// in training and prefill (PyTorch's eager elementwise, reduction and indexing kernels, and
+/// Inductor's). Fitted on the twelve fit-split dense training and prefill runs of
+/// calibration/runs/hf/hf.jsonl (hf-001, -002, -007, -008, -011, -014, -016, -017, -046, -047,
+/// -052, -053), step-time MAPE minimised over 0.56-1.00 by 0.02 (scripts/fit_hf.sh): 0.66 (fit
+/// MAPE 17.6% at 1.0 -> 8.1%). It is below what the profile's elementwise.csv measured for single
+/// kernels (h100-sxm-1x: RMSNorm, SiLU x mul and softmax at 0.72-0.97 of the stream rate), so it
+/// also carries what the op lists miss of transformers' step (more kernels than listed, GEMM
+/// shapes the GEMM table prices too fast); a per-op account is left undone (calibration/runs/hf/FIT.md).
+pub const HF_MEMORY_EFFICIENCY: f64 = 0.66;
+
 /// Fitted values in effect.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Fitted {
@@ -84,6 +129,14 @@ pub struct Fitted {
     pub trtllm_host_us: [f64; 3],
     /// See [`TRITON_FRONTEND_US`].
     pub triton_frontend_us: f64,
+    /// See [`HF_GROUPED_MM_FALLBACK_US`].
+    pub hf_grouped_mm_fallback_us: [f64; 2],
+    /// See [`HF_SDPA_PLAN_SHARE`].
+    pub hf_sdpa_plan_share: f64,
+    /// See [`HF_DECODE_CACHE_RETAINED`].
+    pub hf_decode_cache_retained: f64,
+    /// See [`HF_MEMORY_EFFICIENCY`].
+    pub hf_memory_efficiency: f64,
 }
 
 /// The environment variable the binary reads the overrides from.
@@ -96,6 +149,10 @@ pub const SHIPPED: Fitted = Fitted {
     moe_dispatch_sync_us: MOE_DISPATCH_SYNC_US,
     trtllm_host_us: TRTLLM_HOST_US,
     triton_frontend_us: TRITON_FRONTEND_US,
+    hf_grouped_mm_fallback_us: HF_GROUPED_MM_FALLBACK_US,
+    hf_sdpa_plan_share: HF_SDPA_PLAN_SHARE,
+    hf_decode_cache_retained: HF_DECODE_CACHE_RETAINED,
+    hf_memory_efficiency: HF_MEMORY_EFFICIENCY,
 };
 
 static INSTALLED: OnceLock<Fitted> = OnceLock::new();
@@ -124,6 +181,10 @@ pub fn parse(text: &str, mut f: Fitted) -> Result<Fitted, String> {
             ("moe_dispatch_sync_us", [x]) => f.moe_dispatch_sync_us = *x,
             ("trtllm_host_us", [a, b, c]) => f.trtllm_host_us = [*a, *b, *c],
             ("triton_frontend_us", [x]) => f.triton_frontend_us = *x,
+            ("hf_grouped_mm_fallback_us", [a, b]) => f.hf_grouped_mm_fallback_us = [*a, *b],
+            ("hf_sdpa_plan_share", [x]) => f.hf_sdpa_plan_share = *x,
+            ("hf_decode_cache_retained", [x]) => f.hf_decode_cache_retained = *x,
+            ("hf_memory_efficiency", [x]) if *x > 0.0 => f.hf_memory_efficiency = *x,
             (k, _) => return Err(format!("unknown key or wrong count of values: `{k}`")),
         }
     }
@@ -136,12 +197,14 @@ mod tests {
 
     #[test]
     fn overrides_parse_and_bad_ones_are_errors() {
-        let base = Fitted { dtensor_linear_us: [1.0, 2.0], overlap_cost: 0.5, moe_dispatch_sync_us: 0.0, trtllm_host_us: [0.0; 3], triton_frontend_us: 0.0 };
-        let f = parse("dtensor_linear_us=225,50; overlap_cost=1.0; trtllm_host_us=1,2,3", base).unwrap();
+        let base = Fitted { hf_grouped_mm_fallback_us: [0.0, 0.0], ..SHIPPED };
+        let base = Fitted { dtensor_linear_us: [1.0, 2.0], overlap_cost: 0.5, moe_dispatch_sync_us: 0.0, ..base };
+        let f = parse("dtensor_linear_us=225,50; overlap_cost=1.0; hf_grouped_mm_fallback_us=30,8", base).unwrap();
         assert_eq!(
             f,
-            Fitted { dtensor_linear_us: [225.0, 50.0], overlap_cost: 1.0, moe_dispatch_sync_us: 0.0, trtllm_host_us: [1.0, 2.0, 3.0], triton_frontend_us: 0.0 }
+            Fitted { dtensor_linear_us: [225.0, 50.0], overlap_cost: 1.0, moe_dispatch_sync_us: 0.0, hf_grouped_mm_fallback_us: [30.0, 8.0], ..base }
         );
+        assert!(parse("hf_memory_efficiency=0", base).is_err());
         assert_eq!(parse("", base).unwrap(), base);
         assert!(parse("overlap_cost=1,2", base).is_err());
         assert!(parse("overlap=1", base).is_err());

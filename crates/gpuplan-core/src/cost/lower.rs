@@ -19,9 +19,9 @@ use crate::workload::{Mode, Op, OpKind, Pass, Stack, Workload};
 /// 6 us for fused stacks are engineering estimates (a C++ dispatch plus a launch), unsourced.
 pub fn cpu_dispatch(stack: Stack, pass: Pass) -> Seconds {
     match (stack, pass) {
-        (Stack::TorchEager, Pass::Forward | Pass::Recompute) => Seconds::us(18.5),
-        (Stack::TorchEager, Pass::Backward) => Seconds::us(9.0),
-        (Stack::TorchCompile | Stack::Megatron, _) => Seconds::us(6.0),
+        (Stack::TorchEager | Stack::HfEager, Pass::Forward | Pass::Recompute) => Seconds::us(18.5),
+        (Stack::TorchEager | Stack::HfEager, Pass::Backward) => Seconds::us(9.0),
+        (Stack::TorchCompile | Stack::HfCompile | Stack::Megatron, _) => Seconds::us(6.0),
         // The engines launch from C++ (TensorRT-LLM's runtime) or a Python loop around compiled
         // pieces (vLLM, SGLang); decode replays CUDA graphs. The same estimate as the fused stacks.
         (Stack::Trtllm | Stack::Vllm | Stack::Sglang, _) => Seconds::us(6.0),
@@ -56,7 +56,7 @@ fn is_tp_linear(op: &Op) -> bool {
 
 /// Host time of DTensor's dispatch for `op` (zero unless training a tensor-parallel `torch-eager` job).
 fn dtensor_dispatch(pc: &ParallelConfig, w: &Workload, op: &Op) -> Seconds {
-    if w.stack == Stack::TorchEager && w.mode == Mode::Train && pc.tp > 1 && is_tp_linear(op) {
+    if w.stack.eager() && w.mode == Mode::Train && pc.tp > 1 && is_tp_linear(op) {
         let [a, b] = super::fitted::fitted().dtensor_linear_us;
         Seconds::us(a + b * (pc.tp as f64).log2())
     } else {
@@ -74,6 +74,54 @@ fn moe_dispatch_sync(w: &Workload, op: &Op) -> Seconds {
     } else {
         Seconds::ZERO
     }
+}
+
+/// Host time of the `hf-*` stacks in inference, from the node's host probe (`Profile::host`,
+/// `calibrate --host`), for one part's op list: `(cpu, stall)`. `cpu` is launch-side host time
+/// spread over the list's kernels (it runs ahead of the GPU; the pass costs the longer of the two):
+/// a decoder layer's measured host time for a layer list, the rest of a step (embedding, final
+/// norm, LM head, argmax) for the head's list. `stall` is host time the GPU waits for in full, put
+/// on the embedding (once per step): in decode, when SDPA runs cuDNN ([`super::sdpa_picks_cudnn`]),
+/// the KV length is new at every step, so cuDNN builds a new execution plan at the step's first
+/// attention call (the other layers' calls, of the same shape, hit its plan cache) while the GPU
+/// has nothing queued beyond that layer's first kernels. `None` outside the `hf-*` stacks'
+/// inference, or without a probe (`config` refuses those scenarios first).
+pub fn hf_inference_host(cost: &CostModel, w: &Workload, ops: &[Op]) -> Option<(Seconds, Seconds)> {
+    if !w.stack.hf() || w.mode == Mode::Train {
+        return None;
+    }
+    let host = cost.profile?.host.as_ref()?;
+    let has = |name: &str| ops.iter().any(|o| o.name == name);
+    Some(if has("input_norm") {
+        (host.hf_decode_layer, Seconds::ZERO)
+    } else if has("lm_head") {
+        (host.hf_decode_fixed, Seconds::ZERO)
+    } else if has("embedding") && w.mode == Mode::Decode && super::sdpa_picks_cudnn(cost.system.gpu.arch) {
+        (Seconds::ZERO, host.sdpa_cudnn_plan * super::fitted::fitted().hf_sdpa_plan_share)
+    } else {
+        (Seconds::ZERO, Seconds::ZERO)
+    })
+}
+
+/// Whether `op` is an expert GEMM that transformers' `grouped_mm` experts path runs through
+/// PyTorch's fallback: in training under the `hf-*` stacks the experts' weights are the fp32
+/// master weights, and transformers casts the routed activations to the weight dtype
+/// (`integrations/moe.py`: `input.to(weight.dtype)`; the path is not autocast-enabled), so
+/// `torch._grouped_mm` gets fp32 operands. PyTorch 2.11 runs its CUTLASS grouped kernel for bf16
+/// only; other dtypes take `_grouped_mm_fallback`, which copies the offsets to the host (a device
+/// sync) and runs one `mm` per expert (TF32 here: the runs allow it), in forward and in both
+/// backward GEMMs.
+pub fn hf_fp32_grouped_mm(w: &Workload, op: &Op) -> bool {
+    w.stack.hf() && w.mode == Mode::Train && matches!(op.name, "expert_up" | "expert_down") && matches!(op.kind, OpKind::Gemm { .. })
+}
+
+/// Host time the GPU waits for at a fallback grouped GEMM ([`hf_fp32_grouped_mm`]) of `count`
+/// experts whose GEMMs take `gpu` on the GPU: the offsets' device-to-host sync, then the host
+/// launching one `mm` per expert, of which the GPU hides what its own GEMMs take
+/// (`cost::fitted::HF_GROUPED_MM_FALLBACK_US`).
+fn hf_fallback_stall(count: u64, gpu: Seconds) -> Seconds {
+    let [per_call, per_expert] = super::fitted::fitted().hf_grouped_mm_fallback_us;
+    Seconds::us(per_call) + (Seconds::us(per_expert) * count as f64 - gpu).max(Seconds::ZERO)
 }
 
 /// Share of an overlapped TP collective that stays on the critical path (the first chunk of
@@ -169,16 +217,41 @@ impl CostModel<'_> {
     pub fn lower(&self, pc: &ParallelConfig, options: &Options, w: &Workload, ops: &[Op], speedup: f64) -> Vec<Step> {
         let (dtype, stack) = (w.precision, w.stack);
         let mut out = Vec::with_capacity(ops.len());
+        let hf_host = hf_inference_host(self, w, ops);
+        let launches_in_list: f64 = ops
+            .iter()
+            .map(|o| match o.kind {
+                OpKind::Memory { kernels, .. } => kernels as f64,
+                OpKind::Comm { .. } => 0.0,
+                _ => 1.0,
+            })
+            .sum();
         for (i, op) in ops.iter().enumerate() {
-            let dispatch = cpu_dispatch(stack, op.pass);
-            let host_sync = dtensor_dispatch(pc, w, op) + moe_dispatch_sync(w, op);
+            let dispatch = match hf_host {
+                Some((cpu, _)) => cpu / launches_in_list.max(1.0),
+                None => cpu_dispatch(stack, op.pass),
+            };
+            let stall = match hf_host {
+                Some((_, stall)) if i == 0 => stall,
+                _ => Seconds::ZERO,
+            };
+            let host_sync = dtensor_dispatch(pc, w, op) + moe_dispatch_sync(w, op) + stall;
             let kernel = |c: super::OpCost, launches: f64| {
                 let time = if c.bound == Bound::Compute { c.time / speedup } else { c.time };
                 Step::Kernel { name: op.name, time, bound: c.bound, cpu: dispatch * launches, launches, host_sync }
             };
             let step = match &op.kind {
+                OpKind::Gemm { m, n, k, count } if hf_fp32_grouped_mm(w, op) => {
+                    let c = self.gemm_time(*m, *n, *k, *count, crate::hardware::Dtype::Tf32);
+                    let time = if c.bound == Bound::Compute { c.time / speedup } else { c.time };
+                    let host_sync = host_sync + hf_fallback_stall(*count, time);
+                    Step::Kernel { name: op.name, time, bound: c.bound, cpu: dispatch * *count as f64, launches: *count as f64, host_sync }
+                }
                 OpKind::Gemm { m, n, k, count } => kernel(self.gemm_time(*m, *n, *k, *count, dtype), 1.0),
                 OpKind::Attention { .. } => kernel(self.attention_time(op), 1.0),
+                OpKind::Memory { bytes, kernels } if stack.hf() && w.mode != Mode::Decode => {
+                    kernel(self.memory_time(*bytes / super::fitted::fitted().hf_memory_efficiency, *kernels), *kernels as f64)
+                }
                 OpKind::Memory { bytes, kernels } => kernel(self.memory_time(*bytes, *kernels), *kernels as f64),
                 OpKind::Comm { op: c, group, bytes } => {
                     let next_is_kernel = ops.get(i + 1).is_some_and(|n| !matches!(n.kind, OpKind::Comm { .. }));

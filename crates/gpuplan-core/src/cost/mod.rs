@@ -72,6 +72,15 @@ impl AttentionKernel {
     }
 }
 
+/// Whether PyTorch's SDPA, left to choose (the `hf-*` stacks: `attn_implementation="sdpa"`, no
+/// backend forced), runs cuDNN's fused attention on this GPU: on Hopper, PyTorch 2.11 puts the
+/// cuDNN backend first for bf16 with head dims up to 128, as its profiler showed on the lent H100
+/// (`aten::_cudnn_attention_forward` in every attention call; calibration/runs/hf/README.md,
+/// "Decode: where the time goes"). Other architectures were not probed; they keep the flash kernel.
+pub fn sdpa_picks_cudnn(arch: crate::hardware::Arch) -> bool {
+    arch == crate::hardware::Arch::Hopper
+}
+
 /// (s, d) at which `efficiency.attention` is quoted: the published FlashAttention-2 forward
 /// figures the GPU files cite are at head dim 128, sequence length 8192 ("[AZ] FlashAttention-2
 /// (hd128, b2, s8192)" in calibration/systems/h100-sxm.toml and gb200.toml, transferred to
@@ -277,6 +286,9 @@ impl<'a> CostModel<'a> {
     /// The same model pricing attention with the kernel `stack` runs ([`AttentionKernel::of`]).
     pub fn for_stack(mut self, stack: crate::workload::Stack) -> Self {
         self.attention_kernel = AttentionKernel::of(stack);
+        if stack.hf() && sdpa_picks_cudnn(self.system.gpu.arch) {
+            self.attention_kernel = AttentionKernel::Fused;
+        }
         self
     }
 

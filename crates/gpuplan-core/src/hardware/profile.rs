@@ -97,6 +97,32 @@ pub struct PowerProfile {
     pub max_clock: Hertz,
 }
 
+/// What `calibrate --host` measured of the framework's host side on one node: PyTorch and
+/// transformers running a decode step, timed with the GPU nearly idle
+/// (scenarios/workloads/host_probe.py; `calibrate::host` fits these from its table). Prices the
+/// host in inference under the `hf-*` stacks (`cost::lower`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostProbe {
+    /// Machine, date and command.
+    pub provenance: String,
+    /// One transformers decoder layer's host time in a one-token decode step: its module calls,
+    /// dispatcher ops and kernel launches and its `DynamicCache.update` (SDPA's flash backend, so
+    /// no plan is built): the per-layer slope of a whole step between two depths.
+    pub hf_decode_layer: Seconds,
+    /// The rest of a one-token step (embedding, final norm, LM head, argmax, the model's Python):
+    /// the same line's intercept.
+    pub hf_decode_fixed: Seconds,
+    /// `generate()`'s per-token host time over the manual loop's, per layer and fixed.
+    pub hf_generate_layer: Seconds,
+    pub hf_generate_fixed: Seconds,
+    /// SDPA's cuDNN backend: host time of an attention call whose KV length is new (cuDNN builds
+    /// an execution plan for every new shape) less that of a call of a known shape; the median
+    /// over the probed decode shapes.
+    pub sdpa_cudnn_plan: Seconds,
+    /// One dispatcher op and kernel launch from Python (`torch.add` of tiny tensors).
+    pub op_dispatch: Seconds,
+}
+
 /// What `calibrate` measured on one node. Every part is optional: a quick run may skip some, and
 /// `cost` falls back to the GPU file's datasheet-derived values for what is missing, saying so.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -118,6 +144,8 @@ pub struct Profile {
     pub kernel_launch: Option<Seconds>,
     pub collectives: Vec<CollectiveFit>,
     pub power: Option<PowerProfile>,
+    /// The framework's host costs (`calibrate --host`), when probed.
+    pub host: Option<HostProbe>,
     /// The catalog GPU the profile was measured on, when `config` could tell which it is. A
     /// profile applied to another GPU is transferred: only its dimensionless parts (GEMM
     /// efficiency vs shape, HBM efficiency, attention's shape dependence) carry over, scaled to the

@@ -74,12 +74,20 @@ pub struct StackMemory {
 pub fn stack_memory(stack: Stack) -> StackMemory {
     match stack {
         Stack::Megatron => StackMemory { param: 2.0, grad: 4.0, optimizer: 12.0, autocast_cache: 0.0, fragmentation: 0.05 },
-        Stack::TorchEager | Stack::TorchCompile => StackMemory { param: 4.0, grad: 4.0, optimizer: 8.0, autocast_cache: 2.0, fragmentation: 0.05 },
+        Stack::TorchEager | Stack::TorchCompile | Stack::HfEager | Stack::HfCompile => {
+            StackMemory { param: 4.0, grad: 4.0, optimizer: 8.0, autocast_cache: 2.0, fragmentation: 0.05 }
+        }
         // Inference engines: weights in their compute dtype (the inference plan), no training
         // state; KV pools are preallocated blocks, so no fragmentation on top of them.
         Stack::Trtllm | Stack::Vllm | Stack::Sglang => StackMemory { param: 2.0, grad: 0.0, optimizer: 0.0, autocast_cache: 0.0, fragmentation: 0.0 },
     }
 }
+
+/// What an `hf-*` job holds outside PyTorch's caching allocator (CUDA context, the CUDA libraries'
+/// handles and loaded modules): measured, the median of NVML's peak less
+/// `torch.cuda.max_memory_reserved` over the 30 fit-split runs of calibration/runs/hf/hf.jsonl
+/// (PyTorch 2.11, CUDA 13.0, H100 and H200; 0.749 GiB, the test split's median the same).
+pub const HF_CONTEXT_GIB: f64 = 0.749;
 
 /// CUDA context + cuBLAS workspace per GPU (about 0.5 GiB on Hopper with CUDA 12/13; an estimate
 /// until measured), plus NCCL buffers when the GPU talks to others.
@@ -99,7 +107,7 @@ pub fn layer_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, 
     let sbh = tokens * h;
     // Tensors of the full hidden width: sharded by TP only under SP.
     let rep = if sp { sbh / t } else { sbh };
-    let eager = w.stack == Stack::TorchEager;
+    let eager = w.stack.eager();
     let norm_in = match (model.norm, eager) {
         // HF-style RMSNorm in eager autocast keeps its fp32 input (4), the fp32 normalized
         // x * rsqrt for the weight's product (4) and the bf16 copy the next linear saves (2).
@@ -122,6 +130,11 @@ pub fn layer_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, 
     let v = 2.0 * tokens * kv_heads * v_dim;
     let out = 2.0 * tokens * heads * v_dim; // attention output = out-proj input
     let mut attn = norm_in + 2.0 * rep + q + k + v + out + mask;
+    if model.qk_norm {
+        // Qwen3's per-head RMSNorm on q and k keeps, like the hidden norms, its fp32 input and
+        // normalized tensor in eager (8 per element beyond the bf16 q and k), its input when fused.
+        attn += (q + k) / 2.0 * if eager { 8.0 } else { 2.0 };
+    }
     if let Some(mla) = &model.mla {
         // Low-rank latents are inputs of the up-projections.
         attn += 2.0 * tokens * (mla.q_lora_rank + mla.kv_lora_rank) as f64;
@@ -247,7 +260,7 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     let (dense_layers, moe_layers) = crate::parallelism::stage_dense_moe(model.n_layers, model.n_dense_layers(), pc, stage);
     let layers = (dense_layers + moe_layers) as f64;
     let tokens = (w.sequences() * w.q_len()) as f64 / pc.cp as f64;
-    let runtime = runtime_bytes(pc);
+    let runtime = if w.stack.hf() { Bytes::gib(HF_CONTEXT_GIB) + runtime_bytes(pc) - Bytes::mib(512.0) } else { runtime_bytes(pc) };
 
     if w.mode != Mode::Train {
         // Inference: weights in the compute dtype (bf16, or fp8/fp4 when quantized), KV cache,
@@ -260,9 +273,25 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
             Some(_) => 1.0,
             None => (pc.tp as f64).min(model.n_kv_heads as f64),
         };
-        let kv = kv_tokens * layers_here * model.kv_elements_per_token_per_layer() / kv_shard * w.kv_elem_bytes() / pc.cp as f64;
+        let mut kv = kv_tokens * layers_here * model.kv_elements_per_token_per_layer() / kv_shard * w.kv_elem_bytes() / pc.cp as f64;
+        if w.stack.hf() && w.mode == Mode::Decode {
+            // DynamicCache's torch.cat per token: blocks the caching allocator keeps
+            // (`cost::fitted::HF_DECODE_CACHE_RETAINED`).
+            kv *= 1.0 + crate::cost::fitted::fitted().hf_decode_cache_retained;
+        }
         let widest = model.ffn_hidden.max(model.moe.as_ref().map_or(0, |m| m.expert_ffn_hidden)) as f64 / pc.tp as f64;
-        let transient = tokens * (3.0 * widest + 4.0 * model.hidden as f64) * 2.0;
+        let mut transient = tokens * (3.0 * widest + 4.0 * model.hidden as f64) * 2.0;
+        if let (true, Some(moe)) = (w.stack.hf(), &model.moe) {
+            // transformers' grouped_mm experts path keeps its locals until the experts' forward
+            // returns, for every routed (token, expert) row: the gathered input (2 B per hidden
+            // unit), the gate/up output (4 B per expert unit), the activation and its product
+            // (4), the down projection's output (2), and, after the routing weights' fp32
+            // multiply, the weighted rows and their gather back to token order (4 + 4); the peak
+            // is that of the MoE layer or of the widest dense part, whichever is larger.
+            let routed = tokens * moe.top_k as f64 / pc.ep as f64;
+            transient = transient
+                .max(tokens * 4.0 * model.hidden as f64 * 2.0 + routed * (12.0 * model.hidden as f64 + 8.0 * moe.expert_ffn_hidden as f64 / pc.etp as f64));
+        }
         let logits = w.sequences() as f64 * model.vocab as f64 / pc.tp as f64 * 4.0;
         let base = weights + kv + transient + logits;
         return MemoryPlan {
@@ -316,9 +345,9 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
             // fp32 vocab-parallel cross-entropy (Korthikanti: 4sbv/t) + its bf16 gradient
             Stack::Megatron => 6.0,
             // bf16 logits + fused fp32 log-softmax statistics + fp32 gradient
-            Stack::TorchCompile => 8.0,
+            Stack::TorchCompile | Stack::HfCompile => 8.0,
             // bf16 logits, their .float() copy, the log-softmax output, and the fp32 gradient
-            Stack::TorchEager => 14.0,
+            Stack::TorchEager | Stack::HfEager => 14.0,
             // Inference engines do not train (refused by `config`); as the fused stacks.
             Stack::Trtllm | Stack::Vllm | Stack::Sglang => 6.0,
         };

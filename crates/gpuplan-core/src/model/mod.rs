@@ -64,6 +64,8 @@ pub struct Model {
     /// Bias terms on linear layers (GPT-2/3 style), and on QKV only (Qwen2).
     pub linear_bias: bool,
     pub qkv_bias: bool,
+    /// RMSNorm on each head's queries and keys before RoPE (Qwen3).
+    pub qk_norm: bool,
     pub moe: Option<Moe>,
     pub mla: Option<Mla>,
     /// The parameter count its authors publish, for the catalog test.
@@ -237,6 +239,7 @@ pub(crate) mod tests {
             max_seq_len: 2048,
             linear_bias: true,
             qkv_bias: false,
+            qk_norm: false,
             moe: None,
             mla: None,
             published_params: Some(175e9),

@@ -117,8 +117,10 @@ fn describe(r: &RunRecord) -> String {
     } else {
         d += &format!(" b{} seq{} kv{}", s.batch.unwrap_or(0), s.seq.unwrap_or(0), s.kv_len.unwrap_or(0));
     }
-    if let Some(st) = s.stack.as_deref() {
-        d += &format!(" {st}");
+    match (r.hf_stack(), s.stack.as_deref()) {
+        (Some((st, Some(p))), _) => d += &format!(" {st} {p}"),
+        (Some((st, None)), _) | (None, Some(st)) => d += &format!(" {st}"),
+        (None, None) => {}
     }
     d
 }

@@ -58,6 +58,15 @@ pub enum Stack {
     TorchEager,
     /// As `TorchEager` with Inductor fusing the elementwise ops.
     TorchCompile,
+    /// Hugging Face transformers models as `AutoModelForCausalLM.from_config`/`from_pretrained`
+    /// build them, eager: SDPA attention (PyTorch picks the backend), transformers' RMSNorm (fp32
+    /// upcast), RoPE and MLP modules, the loss over the whole vocabulary on fp32-upcast logits,
+    /// `DynamicCache` (a `torch.cat` of each layer's cache per new token), MoE experts through the
+    /// library's `grouped_mm` path in the weight dtype; fp32 master weights under bf16 autocast in
+    /// training. Its host cost in inference comes from the node's host probe (`calibrate --host`).
+    HfEager,
+    /// As `HfEager` under `torch.compile(model)` (Inductor fuses the elementwise ops).
+    HfCompile,
     /// TensorRT-LLM (inference only): fused attention (XQA for decode, FMHA for context), fused
     /// norm/RoPE/activation and quantize kernels, in-flight batching (`serve::scheduler::TrtllmInflight`),
     /// FP8 KV cache with FP8/FP4 checkpoints, CUDA graphs for decode. Defaults: `serve::engines`.
@@ -77,13 +86,15 @@ impl Stack {
             Stack::Megatron => "megatron",
             Stack::TorchEager => "torch-eager",
             Stack::TorchCompile => "torch-compile",
+            Stack::HfEager => "hf-eager",
+            Stack::HfCompile => "hf-compile",
             Stack::Trtllm => "trtllm",
             Stack::Vllm => "vllm",
             Stack::Sglang => "sglang",
         }
     }
     /// Every stack's name, for hints.
-    pub const NAMES: &'static str = "megatron, torch-eager, torch-compile (training and inference); trtllm, vllm, sglang (inference engines)";
+    pub const NAMES: &'static str = "megatron, torch-eager, torch-compile, hf-eager, hf-compile (training and inference); trtllm, vllm, sglang (inference engines)";
     /// An inference engine (no training path).
     pub fn is_engine(self) -> bool {
         matches!(self, Stack::Trtllm | Stack::Vllm | Stack::Sglang)
@@ -93,14 +104,30 @@ impl Stack {
             "megatron" => Stack::Megatron,
             "torch-eager" => Stack::TorchEager,
             "torch-compile" => Stack::TorchCompile,
+            "hf-eager" => Stack::HfEager,
+            "hf-compile" => Stack::HfCompile,
             "trtllm" | "tensorrt-llm" => Stack::Trtllm,
             "vllm" => Stack::Vllm,
             "sglang" => Stack::Sglang,
             _ => return None,
         })
     }
-    fn fused(self) -> bool {
-        !matches!(self, Stack::TorchEager)
+    /// Inductor or Transformer Engine fuses the elementwise ops.
+    pub fn fused(self) -> bool {
+        !self.eager()
+    }
+    /// Eager PyTorch: one kernel per elementwise op, per-op host dispatch.
+    pub fn eager(self) -> bool {
+        matches!(self, Stack::TorchEager | Stack::HfEager)
+    }
+    /// PyTorch with fp32 master weights under bf16 autocast in training (the torch and HF stacks;
+    /// not Megatron, not the inference engines).
+    pub fn torch(self) -> bool {
+        matches!(self, Stack::TorchEager | Stack::TorchCompile | Stack::HfEager | Stack::HfCompile)
+    }
+    /// Hugging Face transformers' modules, cache and MoE code.
+    pub fn hf(self) -> bool {
+        matches!(self, Stack::HfEager | Stack::HfCompile)
     }
 }
 
@@ -384,6 +411,31 @@ impl<'a> Builder<'a> {
     fn hidden_elems(&self) -> f64 {
         (self.sp_tokens() * self.model.hidden) as f64
     }
+    /// Training under a `hf-*` stack: fp32 master weights under bf16 autocast, where the residual
+    /// stream stays fp32 (the embedding's output is fp32, and fp32 + bf16 adds give fp32), so
+    /// transformers' RMSNorm gets and returns fp32 and autocast casts its output to bf16 once per
+    /// linear that reads it (autocast caches casts of weights only).
+    fn hf_fp32_stream(&self) -> bool {
+        self.w.stack.hf() && self.w.mode == Mode::Train
+    }
+    /// The norm before `consumers` autocast linears (see [`Builder::hf_fp32_stream`]).
+    fn norm_for(&mut self, name: &'static str, consumers: u32) {
+        if !self.hf_fp32_stream() {
+            return self.norm(name);
+        }
+        let e = self.hidden_elems();
+        if self.w.stack.fused() {
+            // Inductor: one kernel reading the fp32 input, writing the bf16 copy the linears read
+            // (and the fp32 output autograd keeps).
+            self.push(name, OpKind::Memory { bytes: e * (4.0 + 4.0 + 2.0), kernels: 1 });
+        } else {
+            // .to(fp32) is a no-op; pow (r4 w4), mean (r4), + eps and rsqrt (tiny), x * rsqrt (r4
+            // w4), .to(fp32) no-op, weight * x (r4 w4): 28 B/element in 5 kernels; then a cast
+            // (r4 w2) for each linear that reads it.
+            self.push(name, OpKind::Memory { bytes: e * 28.0, kernels: 5 });
+            self.push("autocast_cast", OpKind::Memory { bytes: e * 6.0 * consumers as f64, kernels: consumers });
+        }
+    }
     fn norm(&mut self, name: &'static str) {
         let e = self.hidden_elems();
         match self.model.norm {
@@ -415,7 +467,10 @@ impl<'a> Builder<'a> {
         if self.w.dropout {
             self.memory("dropout", e, 1.0, 2.0, 2);
         }
-        if !self.w.stack.fused() || self.w.dropout {
+        if self.hf_fp32_stream() && !self.w.stack.fused() {
+            // fp32 residual + bf16 branch -> fp32 (r4 r2 w4).
+            self.push("residual_add", OpKind::Memory { bytes: e * 10.0, kernels: 1 });
+        } else if !self.w.stack.fused() || self.w.dropout {
             self.memory("residual_add", e, 2.0, 1.0, 1);
         }
     }
@@ -452,6 +507,12 @@ impl<'a> Builder<'a> {
                 (m.head_dim, m.head_dim, kv_heads)
             }
         };
+        if m.qk_norm {
+            // Qwen3's q_norm and k_norm: RMSNorm over each head's queries and keys (the same
+            // kernel chain as the hidden norms, on bf16 q and k).
+            let qk_elems = (t * (heads + kv_heads) * qk_dim) as f64;
+            self.memory_chain("qk_norm", qk_elems, 1.0, 1.0, 36.0, 8);
+        }
         // RoPE on q and k (HF: rotate_half, 2 muls, add, for each: ~6 kernels).
         let rope_elems = (t * (heads * qk_dim + kv_heads * qk_dim)) as f64;
         // Eager RoPE per element: x * cos (r2 w2), rotate_half's neg and cat (r2 w2, r4 w2),
@@ -465,6 +526,19 @@ impl<'a> Builder<'a> {
         let q_len = self.w.q_len() / self.pc.cp as u64;
         let kv_len = self.w.context_len();
         let causal = true;
+        if self.w.stack.hf() && self.w.mode == Mode::Decode {
+            // transformers' DynamicCache.update: `torch.cat([cache, new], dim=-2)` for the keys and
+            // for the values of every layer at every token, a new tensor each time: the whole
+            // layer's cache read and written again (what it caches per token: K and V per KV head,
+            // or MLA's latent and RoPE key).
+            let per_token = match &m.mla {
+                Some(mla) => (mla.kv_lora_rank + mla.qk_rope_head_dim) as f64,
+                None => (kv_heads * (qk_dim + v_dim)) as f64,
+            };
+            let cached = (seqs * self.w.kv_len) as f64 * per_token * self.act;
+            let new = (seqs as f64) * per_token * self.act;
+            self.push("cache_cat", OpKind::Memory { bytes: 2.0 * cached + 3.0 * new, kernels: 2 });
+        }
         if self.w.flash_attention || self.w.mode == Mode::Decode {
             // Keys and values read: per KV head (GQA), or MLA's latent cache when decoding.
             let kv_bytes = match (&m.mla, self.w.mode) {
@@ -534,7 +608,15 @@ impl<'a> Builder<'a> {
         if pc.ep > 1 {
             self.push("ep_dispatch", OpKind::Comm { op: comm_op, group: Group::Ep, bytes: a2a_bytes });
         }
-        self.memory("permute", (routed * m.hidden) as f64, 1.0, 1.0, 2);
+        if self.w.stack.hf() {
+            // transformers' grouped_mm experts path (integrations/moe.py): argsort of the expert
+            // ids, histc and cumsum for the offsets, the inverse permutation (index kernels on
+            // t x top_k ids), then the gather of every routed row (read and write a hidden row).
+            self.push("route_index", OpKind::Memory { bytes: routed as f64 * 8.0 * 4.0, kernels: 6 });
+            self.push("permute", OpKind::Memory { bytes: (routed * m.hidden) as f64 * self.act * 2.0, kernels: 1 });
+        } else {
+            self.memory("permute", (routed * m.hidden) as f64, 1.0, 1.0, 2);
+        }
         let local_experts = (moe.n_experts / pc.ep) as u64;
         // Tokens reaching one expert on the busiest rank: all EP ranks' routed tokens, spread over
         // the experts, times the imbalance factor; ETP ranks each see all of their expert's tokens.
@@ -551,7 +633,14 @@ impl<'a> Builder<'a> {
             let bytes = (per_expert * local_experts * m.hidden) as f64 * self.act;
             self.push("etp_reduce", OpKind::Comm { op: CollectiveOp::ReduceScatter, group: Group::Tp, bytes });
         }
-        self.memory("unpermute", (routed * m.hidden) as f64, 1.0, 1.0, 2);
+        if self.w.stack.hf() {
+            // The routing weight's multiply (read and write every routed row), the gather back
+            // to token order (the same), and the top-k sum (read every routed row, write a token's).
+            let rows = (routed * m.hidden) as f64 * self.act;
+            self.push("unpermute", OpKind::Memory { bytes: rows * 5.0 + (t * m.hidden) as f64 * self.act, kernels: 3 });
+        } else {
+            self.memory("unpermute", (routed * m.hidden) as f64, 1.0, 1.0, 2);
+        }
         if pc.ep > 1 {
             self.push("ep_combine", OpKind::Comm { op: combine_op, group: Group::Ep, bytes: a2a_bytes });
         }
@@ -590,12 +679,24 @@ impl<'a> Builder<'a> {
 
     fn layer(mut self, moe: bool) -> Vec<Op> {
         self.weight_cast(moe);
-        self.norm("input_norm");
+        let attn_inputs = match &self.model.mla {
+            Some(_) => 2,
+            None if self.w.stack.fused() => 1,
+            None => 3,
+        };
+        self.norm_for("input_norm", attn_inputs);
         self.tp_enter();
         self.attention();
         self.tp_exit();
         self.residual();
-        self.norm("post_attention_norm");
+        let ffn_inputs = match (&self.model.moe, moe) {
+            // The router's linear, and the shared experts' gate and up; the routed experts take
+            // the fp32 input as it is (their path casts to the weights' fp32).
+            (Some(m), true) => 1 + if m.n_shared_experts > 0 { 2 } else { 0 },
+            _ if self.model.ffn_kind == FfnKind::Gated => 2,
+            _ => 1,
+        };
+        self.norm_for("post_attention_norm", ffn_inputs);
         if moe {
             self.moe_ffn();
         } else {
@@ -625,7 +726,7 @@ pub fn forward_ops(model: &Model, pc: &ParallelConfig, w: &Workload) -> OpList {
     let embedding = e.ops;
 
     let mut h = b(Vec::new());
-    h.norm("final_norm");
+    h.norm_for("final_norm", 1);
     h.tp_enter();
     let vocab_shard = model.vocab.div_ceil(pc.tp as u64);
     // Decode and prefill compute logits for the last position only (prefill returns next token).

@@ -11,6 +11,7 @@ pub mod collectives;
 pub mod fit;
 pub mod gemm;
 pub mod gpu;
+pub mod host;
 pub mod import;
 pub mod libs;
 pub mod memory;

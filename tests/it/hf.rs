@@ -1,0 +1,191 @@
+//! The HF transformers run set (calibration/runs/hf/: transformers 5.17 models built from configs,
+//! measured with `gpuplan measure` on the lent H100 and H200, issues 18 and 19) scored under the
+//! `hf-*` stacks its records map to (`config::record::record_stack`). The `test` split was fixed
+//! before the runs came back and nothing is fitted on it (scripts/fit_hf.sh fits the hf constants
+//! on the fit split); the post-fit runs (postfit.jsonl) were measured after every fit. The bounds
+//! sit just above what the shipped model reaches (calibration/runs/hf/FIT.md), so that accuracy
+//! cannot silently regress; they are not the issue's targets, which the model does not reach yet.
+
+use std::process::Command;
+
+fn gpuplan(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuplan")).current_dir(env!("CARGO_MANIFEST_DIR")).args(args).output().expect("run gpuplan");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn validate(runs: &str, split: &str) -> serde_json::Value {
+    let (code, out, err) = gpuplan(&["validate", "--runs", runs, "--split", split, "--json"]);
+    assert!(code == 0 || code == 1, "{err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {err}"))
+}
+
+/// MAPE of `metric` over the ok runs whose scenario (`model mode ...`) satisfies `pick`.
+fn mape(v: &serde_json::Value, metric: &str, pick: impl Fn(&str) -> bool) -> (f64, usize) {
+    let e: Vec<f64> = v["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["status"] == "ok" && pick(r["scenario"].as_str().unwrap()))
+        .flat_map(|r| r["metrics"].as_array().unwrap().iter().filter(|m| m["metric"] == metric).map(|m| m["error_pct"].as_f64().unwrap().abs()))
+        .collect();
+    (e.iter().sum::<f64>() / e.len().max(1) as f64, e.len())
+}
+
+fn is_moe(s: &str) -> bool {
+    ["mixtral", "moe", "deepseek"].iter().any(|m| s.contains(m))
+}
+fn mode(s: &str) -> &str {
+    s.split_whitespace().nth(2).unwrap_or("")
+}
+
+#[test]
+fn hf_test_split_stays_within_its_bounds() {
+    let v = validate("calibration/runs/hf/hf.jsonl", "test");
+    type Bound = (&'static str, &'static str, f64, fn(&str) -> bool);
+    let bounds: [Bound; 7] = [
+        ("dense train/prefill", "step_time", 8.0, |s| !is_moe(s) && mode(s) != "decode"),
+        ("decode", "step_time", 18.0, |s| mode(s) == "decode"),
+        ("MoE train", "step_time", 11.0, |s| is_moe(s) && mode(s) == "train"),
+        ("MoE prefill", "step_time", 32.0, |s| is_moe(s) && mode(s) == "prefill"),
+        ("all", "peak_memory", 13.0, |_| true),
+        ("train/prefill", "peak_memory", 13.0, |s| mode(s) != "decode"),
+        ("all", "power", 9.0, |_| true),
+    ];
+    for (what, metric, bound, pick) in bounds {
+        let (m, n) = mape(&v, metric, pick);
+        println!("{what} {metric}: {m:.1}% over {n} test runs");
+        assert!(n >= 2, "{what}: only {n} runs");
+        assert!(m <= bound, "{what} {metric} MAPE {m:.1}% over its bound {bound}%");
+    }
+    let s = v["summary"].as_array().unwrap().last().unwrap();
+    assert_eq!(s["oom_runs"], s["oom_predicted"], "every out-of-memory run predicted not to fit: {s:#}");
+    assert_eq!(s["false_oom"], 0, "{s:#}");
+}
+
+/// The twelve runs measured on the lent H100 after every hf constant was fitted
+/// (calibration/runs/hf/postfit.jsonl, 2026-11-24 08:47-08:53 UTC).
+#[test]
+fn post_fit_runs_stay_within_their_bounds() {
+    let v = validate("calibration/runs/hf/postfit.jsonl", "all");
+    for (metric, bound) in [("step_time", 16.0), ("peak_memory", 14.0), ("power", 19.0)] {
+        let (m, n) = mape(&v, metric, |_| true);
+        println!("post-fit {metric}: {m:.1}% over {n} runs");
+        assert_eq!(n, 12);
+        assert!(m <= bound, "post-fit {metric} MAPE {m:.1}% over its bound {bound}%");
+    }
+}
+
+#[test]
+fn every_out_of_memory_run_of_the_set_is_called() {
+    let v = validate("calibration/runs/hf/hf.jsonl", "all");
+    let s = v["summary"].as_array().unwrap().last().unwrap();
+    assert_eq!(s["oom_runs"].as_u64(), Some(6), "{s:#}");
+    assert_eq!(s["oom_runs"], s["oom_predicted"], "{s:#}");
+}
+
+#[test]
+fn hf_records_are_predicted_under_the_hf_stacks() {
+    // A record's scenario says torch-eager/torch-compile; its job reported the hf stack, which
+    // `validate` predicts with: the compiled float8 row at precision fp8.
+    let v = validate("calibration/runs/hf/hf.jsonl", "fit");
+    let runs = v["runs"].as_array().unwrap();
+    let row = |id: &str| runs.iter().find(|r| r["run_id"] == id).unwrap_or_else(|| panic!("{id}"))["scenario"].as_str().unwrap().to_string();
+    assert!(row("hf-001").contains("hf-eager"), "{}", row("hf-001"));
+    assert!(row("hf-011").contains("hf-compile"), "{}", row("hf-011"));
+    assert!(row("hf-014").contains("hf-compile") && row("hf-014").contains("fp8"), "{}", row("hf-014"));
+}
+
+fn decode_step(extra: &[&str]) -> (f64, f64) {
+    let mut args = vec!["predict", "--system", "dgx-h100", "--gpus", "1", "--mode", "decode", "--stack", "hf-eager", "--json"];
+    args.extend_from_slice(extra);
+    let (code, out, err) = gpuplan(&args);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    (v["step_time_s"].as_f64().unwrap(), v["breakdown"]["cpu_launch_s"].as_f64().unwrap())
+}
+
+/// Issue 19: an HF decode step follows the batch, the KV length, the model and the host probe.
+#[test]
+fn hf_decode_follows_batch_kv_length_model_and_host() {
+    let m1 = "scenarios/workloads/hf_configs/llama-3.2-1b.json";
+    let m3 = "scenarios/workloads/hf_configs/llama-3.2-3b.json";
+    let (small, host) = decode_step(&["--model", m1, "--batch", "1", "--kv-len", "512"]);
+    let (long, _) = decode_step(&["--model", m1, "--batch", "64", "--kv-len", "16384"]);
+    let (deeper, _) = decode_step(&["--model", m3, "--batch", "1", "--kv-len", "512"]);
+    assert!(long > small * 1.1, "b64 kv16384 {long} vs b1 kv512 {small}");
+    assert!(deeper > small, "3B {deeper} vs 1B {small}");
+    // The cuDNN plan build per step is host time the GPU waits for.
+    assert!(host > 0.02, "host stall {host}");
+    // Another node's probe: the same scenario with a host twice as slow per layer costs more.
+    let dir = std::env::temp_dir().join(format!("gpuplan-hf-host-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let prof = dir.join("slow-host");
+    std::fs::create_dir_all(&prof).unwrap();
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("calibration/profiles/h100-sxm-1x");
+    for f in ["profile.toml", "attention.csv"] {
+        std::fs::copy(src.join(f), prof.join(f)).unwrap();
+    }
+    let host_toml = std::fs::read_to_string(src.join("host.toml")).unwrap();
+    let slow: String = host_toml
+        .lines()
+        .map(|l| match l.split_once(" = ") {
+            Some((k, v)) if k.ends_with("_us") => format!("{k} = {}", v.parse::<f64>().unwrap() * 2.0),
+            _ => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(prof.join("host.toml"), slow).unwrap();
+    let (slower, _) = decode_step(&["--model", m1, "--batch", "1", "--kv-len", "512", "--calibration", prof.to_str().unwrap()]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(slower > small * 1.5, "slow host {slower} vs {small}");
+}
+
+#[test]
+fn hf_inference_without_a_host_probe_is_refused_naming_the_stack() {
+    let (code, _, err) = gpuplan(&[
+        "predict",
+        "--model",
+        "scenarios/workloads/hf_configs/llama-3.2-1b.json",
+        "--system",
+        "dgx-h100",
+        "--calibration",
+        "h100-sxm-1x-b",
+        "--mode",
+        "decode",
+        "--stack",
+        "hf-eager",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("workload.stack") && err.contains("hf-eager") && err.contains("calibrate --host"), "{err}");
+}
+
+#[test]
+fn calibrate_host_fits_a_probe_table_and_will_not_overwrite() {
+    let dir = std::env::temp_dir().join(format!("gpuplan-hf-cal-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let prof = dir.join("p");
+    std::fs::create_dir_all(&prof).unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::copy(root.join("calibration/profiles/h100-sxm-1x/profile.toml"), prof.join("profile.toml")).unwrap();
+    let table = root.join("calibration/profiles/h100-sxm-1x/host.csv");
+    let args = ["calibrate", "--host", "--host-from", table.to_str().unwrap(), "--name", "p", "--out-dir", dir.to_str().unwrap()];
+    let (code, out, err) = gpuplan(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("sdpa_cudnn_plan_us"), "{out}");
+    let written = std::fs::read_to_string(prof.join("host.toml")).unwrap();
+    let shipped = std::fs::read_to_string(root.join("calibration/profiles/h100-sxm-1x/host.toml")).unwrap();
+    let values = |t: &str| t.lines().filter(|l| l.contains("_us =")).map(str::to_string).collect::<Vec<_>>();
+    assert_eq!(values(&written), values(&shipped), "the shipped host.toml is what its table gives");
+    let (code, _, err) = gpuplan(&args);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--force"), "{err}");
+    std::fs::write(dir.join("bad.csv"), "probe,detail,b,hq,hkv,d,layers,us_per_call,n_calls\nop_dispatch,x,0,0,0,0,0,fast,1\n").unwrap();
+    let bad = dir.join("bad.csv");
+    let (code, _, err) = gpuplan(&["calibrate", "--host", "--host-from", bad.to_str().unwrap(), "--name", "p", "--out-dir", dir.to_str().unwrap(), "--force"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("line 2") && err.contains("`fast`"), "{err}");
+    let (code, _, err) = gpuplan(&["calibrate", "--host", "--host-from", table.to_str().unwrap(), "--out-dir", dir.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--name"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
