@@ -94,7 +94,8 @@ impl Stack {
         }
     }
     /// Every stack's name, for hints.
-    pub const NAMES: &'static str = "megatron, torch-eager, torch-compile, hf-eager, hf-compile (training and inference); trtllm, vllm, sglang (inference engines)";
+    pub const NAMES: &'static str =
+        "megatron, torch-eager, torch-compile, hf-eager, hf-compile (training and inference); trtllm, vllm, sglang (inference engines)";
     /// An inference engine (no training path).
     pub fn is_engine(self) -> bool {
         matches!(self, Stack::Trtllm | Stack::Vllm | Stack::Sglang)
