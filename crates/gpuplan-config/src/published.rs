@@ -125,16 +125,23 @@ pub const RECIPE_DEFAULTS: &[(&str, &str, &str)] = &[
 /// Read the rows of a published CSV (header as in `tests/data/published/`; the three added columns
 /// are optional).
 pub fn read_rows(path: &Path) -> Result<Vec<RowWire>, ConfigError> {
+    read_dev_rows(path, |r: &mut RowWire| (&mut r.dev_row, &mut r.split))
+}
+
+/// The rows of a development-set CSV (training or serving), each row's optional `dev_row` and
+/// `split` (given by `ids`) filled when empty: the row's index, and `-` (no split).
+pub(crate) fn read_dev_rows<T: serde::de::DeserializeOwned>(path: &Path, ids: impl Fn(&mut T) -> (&mut String, &mut String)) -> Result<Vec<T>, ConfigError> {
     let text = read_file(path)?;
     let mut r = csv::ReaderBuilder::new().from_reader(text.as_bytes());
     let mut rows = Vec::new();
-    for (i, rec) in r.deserialize::<RowWire>().enumerate() {
+    for (i, rec) in r.deserialize::<T>().enumerate() {
         let mut row = rec.map_err(|e| ConfigError::invalid(path, &format!("row {}", i + 1), "(csv)", e.to_string()))?;
-        if row.dev_row.is_empty() {
-            row.dev_row = i.to_string();
+        let (dev_row, split) = ids(&mut row);
+        if dev_row.is_empty() {
+            *dev_row = i.to_string();
         }
-        if row.split.is_empty() {
-            row.split = "-".into();
+        if split.is_empty() {
+            *split = "-".into();
         }
         rows.push(row);
     }

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::{read_file, ConfigError};
+use super::ConfigError;
 use gpuplan_core::validate::published::{SkipKind, Skipped};
 use gpuplan_core::validate::serving::{Case, Load, Metric};
 
@@ -99,20 +99,7 @@ pub const ONLINE_REQUESTS: u32 = 500;
 /// Read the rows of a serving CSV (header as in `tests/data/published/`; the three added columns
 /// are optional).
 pub fn read_rows(path: &Path) -> Result<Vec<RowWire>, ConfigError> {
-    let text = read_file(path)?;
-    let mut r = csv::ReaderBuilder::new().from_reader(text.as_bytes());
-    let mut rows = Vec::new();
-    for (i, rec) in r.deserialize::<RowWire>().enumerate() {
-        let mut row = rec.map_err(|e| ConfigError::invalid(path, &format!("row {}", i + 1), "(csv)", e.to_string()))?;
-        if row.dev_row.is_empty() {
-            row.dev_row = i.to_string();
-        }
-        if row.split.is_empty() {
-            row.split = "-".into();
-        }
-        rows.push(row);
-    }
-    Ok(rows)
+    crate::published::read_dev_rows(path, |r: &mut RowWire| (&mut r.dev_row, &mut r.split))
 }
 
 /// The catalog system of a CSV GPU name, if the table names one.

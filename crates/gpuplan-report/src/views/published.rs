@@ -8,11 +8,11 @@ use std::path::Path;
 use gpuplan_config::published::{RECIPE_DEFAULTS, SYSTEMS};
 use gpuplan_core::validate::published::{Report, Scored, SkipKind, Stats, SPLITS};
 
-fn splits_shown(split: &str) -> Vec<&'static str> {
+pub(crate) fn splits_shown(split: &str) -> Vec<&'static str> {
     SPLITS.into_iter().filter(|s| split == "all" || *s == split).collect()
 }
 
-fn fmt_stats(s: Option<&Stats>) -> String {
+pub(crate) fn fmt_stats(s: Option<&Stats>) -> String {
     match s {
         Some(s) => format!("{:3}  {:6.1}%  {:+7.1}%  {:6.3}", s.n, s.mape, s.bias, s.median_ratio),
         None => "  -".into(),

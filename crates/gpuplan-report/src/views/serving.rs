@@ -6,19 +6,10 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use gpuplan_config::serving_published::SYSTEMS;
-use gpuplan_core::validate::published::{SkipKind, Stats, SPLITS};
+use gpuplan_core::validate::published::{SkipKind, Stats};
 use gpuplan_core::validate::serving::{Metric, Report, Scored};
 
-fn splits_shown(split: &str) -> Vec<&'static str> {
-    SPLITS.into_iter().filter(|s| split == "all" || *s == split).collect()
-}
-
-fn fmt_stats(s: Option<&Stats>) -> String {
-    match s {
-        Some(s) => format!("{:3}  {:6.1}%  {:+7.1}%  {:6.3}", s.n, s.mape, s.bias, s.median_ratio),
-        None => "  -".into(),
-    }
-}
+use super::published::{fmt_stats, splits_shown};
 
 fn row_line(x: &Scored) -> String {
     let c = &x.case;
