@@ -103,8 +103,31 @@ fn known_disagreement(name: &str) -> Option<(Instead, &'static str)> {
             Instead::Exact(32.0 * (4096.0 * (4096.0 + 2048.0) + 4096f64.powi(2) + 3.0 * 4096.0 * 14336.0 + 2.0 * 4096.0) + 2.0 * 32000.0 * 4096.0 + 4096.0),
             "Mistral AI announced 7.3B; the published config.json (and the paper's Table 1) has 7.24B (-0.8%)",
         ),
+        "nemotron-h-8b" => (
+            Instead::Exact(nemotron_h_params(4096.0, 21504.0, 32.0, 128.0, 128.0, [24.0, 4.0, 24.0])),
+            "NVIDIA names the model by its size only (8B)",
+        ),
+        "nemotron-h-56b" => (
+            Instead::Exact(nemotron_h_params(8192.0, 32768.0, 64.0, 256.0, 256.0, [54.0, 10.0, 54.0])),
+            "NVIDIA names the model by its size only (56B)",
+        ),
         _ => return None,
     })
+}
+
+/// A Nemotron-H model's parameters by hand, from Megatron's MambaMixer and transformers'
+/// NemotronH modules: head dim 128, 8 KV heads, Mamba head dim 64, 8 groups, conv width 4, vocab
+/// 131072, untied, one RMSNorm per layer. Per Mamba layer: in_proj h (2 d + 2 G N + H), out_proj
+/// d h, conv1d (d + 2 G N) x 5 (weight and bias), dt_bias, A_log and D (3 H), the gated norm d,
+/// the layer norm h (d = 64 H). Per attention layer: h (128 a + 2 x 1024) + 128 a h + h. Per MLP
+/// layer: 2 h f + h. Embedding and LM head 2 V h and the final norm h.
+fn nemotron_h_params(h: f64, f: f64, a: f64, mamba_heads: f64, state: f64, [n_mamba, n_attention, n_mlp]: [f64; 3]) -> f64 {
+    let d = 64.0 * mamba_heads;
+    let gn = 8.0 * state;
+    let mamba = h * (2.0 * d + 2.0 * gn + mamba_heads) + d * h + (d + 2.0 * gn) * 5.0 + 3.0 * mamba_heads + d + h;
+    let attention = h * (128.0 * a + 2048.0) + 128.0 * a * h + h;
+    let mlp = 2.0 * h * f + h;
+    n_mamba * mamba + n_attention * attention + n_mlp * mlp + 2.0 * 131072.0 * h + h
 }
 
 fn rounds_to(x: f64, decimals: i32, to: f64) -> bool {

@@ -1,5 +1,5 @@
 //! Hugging Face `config.json` files, read directly: Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3,
-//! Qwen3-MoE, DeepSeek-V2 and DeepSeek-V3 (the `model_type` key says which).
+//! Qwen3-MoE, DeepSeek-V2, DeepSeek-V3 and Nemotron-H hybrids (the `model_type` key says which).
 //!
 //! The keys are mapped onto the same wire struct as `models/*.toml` ([`ModelWire`]) and converted by the
 //! same code, so a config.json and the TOML written from it give the same [`Model`]. Defaults for absent
@@ -15,11 +15,11 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use super::{closest, ConfigError};
-use crate::model::wire::{model_from_wire, MlaWire, ModelWire, MoeWire};
+use crate::model::wire::{model_from_wire, HybridWire, MlaWire, ModelWire, MoeWire};
 use gpuplan_core::model::Model;
 
 /// The `model_type` values this loader understands.
-pub const SUPPORTED: [&str; 9] = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3"];
+pub const SUPPORTED: [&str; 10] = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3", "nemotron_h"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Family {
@@ -31,6 +31,7 @@ enum Family {
     Qwen3,
     Qwen3Moe,
     DeepSeek,
+    NemotronH,
 }
 
 impl Family {
@@ -44,6 +45,7 @@ impl Family {
             "qwen3" => Family::Qwen3,
             "qwen3_moe" => Family::Qwen3Moe,
             "deepseek_v2" | "deepseek_v3" => Family::DeepSeek,
+            "nemotron_h" => Family::NemotronH,
             _ => return None,
         })
     }
@@ -73,7 +75,13 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
         return Err(ConfigError::invalid(c.path, "model_type", format!("\"{model_type}\""), "is not a supported architecture").with_hint(hint));
     };
 
-    let n_layers = c.count("num_hidden_layers")?;
+    let hybrid = if family == Family::NemotronH { Some(hybrid_from_keys(c)?) } else { None };
+    let n_layers = match &hybrid {
+        // transformers derives the layer count from the pattern; a config.json that also gives
+        // `num_hidden_layers` must agree (checked against the pattern by `model_from_wire`).
+        Some(hy) => c.opt_count("num_hidden_layers")?.unwrap_or(hy.pattern.chars().count() as u64),
+        None => c.count("num_hidden_layers")?,
+    };
     let hidden = c.count("hidden_size")?;
     let n_heads = c.count("num_attention_heads")?;
     let n_kv_heads = c.opt_count("num_key_value_heads")?;
@@ -82,7 +90,11 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
             return Err(ConfigError::invalid(c.path, "num_key_value_heads", kv, format!("does not divide `num_attention_heads` = {n_heads}")));
         }
     }
-    let ffn = c.count("intermediate_size")?;
+    let ffn = match family {
+        // A Nemotron-H MoE model (every FFN an `E` layer) may have no dense width.
+        Family::NemotronH => c.opt_count("intermediate_size")?.unwrap_or(0),
+        _ => c.count("intermediate_size")?,
+    };
     let vocab = c.count("vocab_size")?;
     let max_seq_len = c.count("max_position_embeddings")?;
     let tied = c.opt_bool("tie_word_embeddings")?.unwrap_or(false);
@@ -108,6 +120,8 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
     let mut head_dim = c.opt_count("head_dim")?;
     let mut moe = None;
     let mut mla = None;
+    let mut ffn_kind = "gated";
+    let mut position = "rope";
     match family {
         Family::Llama | Family::Mistral | Family::Qwen2 | Family::Qwen3 => {}
         Family::Mixtral => {
@@ -174,6 +188,41 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
             // Query/key head width; values use `v_head_dim`.
             head_dim = Some(qk_nope + qk_rope);
         }
+        Family::NemotronH => {
+            // transformers' NemotronHConfig: `head_dim` 128 when absent; the MLP and the experts
+            // are up/down projections with squared ReLU (`mlp_hidden_act` "relu2"), and attention
+            // takes no position embedding.
+            head_dim = Some(head_dim.unwrap_or(128));
+            match c.get("mlp_hidden_act") {
+                None => {}
+                Some(Value::String(a)) if a == "relu2" => {}
+                Some(v) => {
+                    return Err(ConfigError::invalid(c.path, "mlp_hidden_act", v, "is not `relu2`, the only Nemotron-H MLP gpuplan models")
+                        .with_hint("write a models/*.toml with `ffn_kind`"))
+                }
+            }
+            ffn_kind = "plain";
+            position = "none";
+            if hybrid.as_ref().is_some_and(|hy| hy.pattern.contains('E')) {
+                if c.get("moe_latent_size").is_some() {
+                    return Err(ConfigError::invalid(c.path, "moe_latent_size", c.obj["moe_latent_size"].clone(), "is not modelled (latent MoE projections)")
+                        .with_hint("gpuplan models experts on the full hidden width; remove the key only if the model has no latent projection"));
+                }
+                let shared = c.opt_count("moe_shared_expert_intermediate_size")?.unwrap_or(0);
+                moe = Some(MoeWire {
+                    n_experts: c.count_u32("n_routed_experts")?,
+                    top_k: c.count_u32("num_experts_per_tok")?,
+                    expert_ffn_hidden_size: c.count("moe_intermediate_size")?,
+                    // transformers' NemotronHMoE: one shared MLP of this width.
+                    n_shared_experts: u32::from(shared > 0),
+                    shared_expert_ffn_hidden_size: shared,
+                    first_dense_layers: 0,
+                });
+            }
+        }
+    }
+    if family == Family::NemotronH && ffn == 0 && hybrid.as_ref().is_some_and(|hy| hy.pattern.contains('-')) {
+        return Err(c.missing("intermediate_size"));
     }
 
     let name = c.name();
@@ -188,11 +237,11 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
         n_kv_heads,
         head_dim,
         ffn_hidden_size: ffn,
-        ffn_kind: "gated".into(),
+        ffn_kind: ffn_kind.into(),
         vocab_size: vocab,
         tied_embeddings: tied,
         norm: "rmsnorm".into(),
-        position: "rope".into(),
+        position: position.into(),
         max_seq_len,
         linear_bias,
         qkv_bias,
@@ -201,6 +250,47 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
         qk_norm: matches!(family, Family::Qwen3 | Family::Qwen3Moe),
         moe,
         mla,
+        hybrid,
+    })
+}
+
+/// A Nemotron-H config.json's layer pattern and Mamba-2 keys, with transformers' `NemotronHConfig`
+/// names, its older aliases (`mamba_n_groups`, `mamba_d_conv`, `mamba_chunk_size`) and its defaults
+/// (`n_groups` 8, `conv_kernel` 4, `chunk_size` 128). The pattern is `hybrid_override_pattern`, or
+/// the newer `layers_block_type` list (`mamba`/`linear_attention`, `attention`/`full_attention`,
+/// `mlp`, `moe`).
+fn hybrid_from_keys(c: &Keys) -> Result<HybridWire, ConfigError> {
+    let pattern = match (c.get("hybrid_override_pattern"), c.get("layers_block_type")) {
+        (Some(Value::String(p)), _) => p.clone(),
+        (Some(v), _) => return Err(ConfigError::invalid(c.path, "hybrid_override_pattern", v, "is not a string").with_hint(crate::model::wire::PATTERN_HINT)),
+        (None, Some(Value::Array(list))) => {
+            let mut p = String::new();
+            for v in list {
+                p.push(match v.as_str() {
+                    Some("mamba" | "linear_attention") => 'M',
+                    Some("attention" | "full_attention") => '*',
+                    Some("mlp") => '-',
+                    Some("moe") => 'E',
+                    _ => {
+                        return Err(ConfigError::invalid(c.path, "layers_block_type", v, "is not a known layer type")
+                            .with_hint("one of: mamba (linear_attention), attention (full_attention), mlp, moe"))
+                    }
+                });
+            }
+            p
+        }
+        (None, Some(v)) => return Err(ConfigError::invalid(c.path, "layers_block_type", v, "is not a list of layer types")),
+        (None, None) => return Err(c.missing("hybrid_override_pattern")),
+    };
+    let either = |new: &str, old: &str, default: u64| -> Result<u64, ConfigError> { Ok(c.opt_count(new)?.or(c.opt_count(old)?).unwrap_or(default)) };
+    Ok(HybridWire {
+        pattern,
+        mamba_num_heads: c.count("mamba_num_heads")?,
+        mamba_head_dim: c.count("mamba_head_dim")?,
+        ssm_state_size: c.count("ssm_state_size")?,
+        n_groups: either("n_groups", "mamba_n_groups", 8)?,
+        conv_kernel: either("conv_kernel", "mamba_d_conv", 4)?,
+        chunk_size: either("chunk_size", "mamba_chunk_size", 128)?,
     })
 }
 

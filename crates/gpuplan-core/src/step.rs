@@ -124,10 +124,10 @@ fn optimizer_bytes_per_param(stack: Stack) -> f64 {
 /// DDP/Megatron gradient bucket size (PyTorch DDP `bucket_cap_mb` = 25).
 pub const BUCKET_BYTES: f64 = 25e6;
 
-/// Layers of each kind in pipeline stage `stage` (dense layers come first in MoE models).
-pub fn stage_layers(s: &Scenario, stage: u32) -> (usize, usize) {
-    let (dense, moe) = parallelism::stage_dense_moe(s.model.n_layers, s.model.n_dense_layers(), &s.parallel, stage);
-    (dense as usize, moe as usize)
+/// Layers of each kind in pipeline stage `stage` (`LayerKind::index`; dense layers come first in
+/// MoE models, a hybrid model's follow its pattern).
+pub fn stage_layers(s: &Scenario, stage: u32) -> crate::model::KindCounts {
+    parallelism::stage_kind_counts(&s.model.layer_kinds(), &s.parallel, stage)
 }
 
 /// Micro-batches per optimizer step per pipeline (1 in inference).
@@ -252,7 +252,7 @@ fn executed_flops_per_gpu_step(s: &Scenario, ops: &workload::OpList, n_micro: u6
     let pc = &s.parallel;
     let mut total = 0.0;
     for stage in 0..pc.pp {
-        let (n_dense, n_moe) = stage_layers(s, stage);
+        let counts = stage_layers(s, stage);
         let mut f = |list: &[Op], times: usize| {
             let fwd: f64 = list.iter().map(Op::flops).sum();
             let back: f64 = if s.workload.mode == Mode::Train {
@@ -262,8 +262,9 @@ fn executed_flops_per_gpu_step(s: &Scenario, ops: &workload::OpList, n_micro: u6
             };
             total += (fwd + back) * times as f64;
         };
-        f(&ops.dense_layer, n_dense);
-        f(&ops.moe_layer, n_moe);
+        for kind in crate::model::LayerKind::ALL {
+            f(ops.layer(kind), counts[kind.index()] as usize);
+        }
         if stage == 0 {
             f(&ops.embedding, 1);
         }

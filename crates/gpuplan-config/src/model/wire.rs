@@ -6,7 +6,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::{ConfigError, Problems};
-use gpuplan_core::model::{FfnKind, Mla, Model, Moe, NormKind, Position};
+use gpuplan_core::model::{Block, FfnKind, Hybrid, Mamba2, Mla, Model, Moe, NormKind, Position};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -34,7 +34,7 @@ pub struct ModelWire {
     pub tied_embeddings: bool,
     /// rmsnorm | layernorm
     pub norm: String,
-    /// rope | learned
+    /// rope | learned | none
     pub position: String,
     pub max_seq_len: u64,
     #[serde(default)]
@@ -48,7 +48,29 @@ pub struct ModelWire {
     pub moe: Option<MoeWire>,
     #[serde(default)]
     pub mla: Option<MlaWire>,
+    #[serde(default)]
+    pub hybrid: Option<HybridWire>,
 }
+
+/// A hybrid Mamba-attention model's layer pattern and Mamba-2 mixer (`[hybrid]`); the keys are
+/// those of a Nemotron-H config.json.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HybridWire {
+    /// One symbol per layer: `M` Mamba-2, `*` attention, `-` MLP, `E` MoE (Megatron-LM's
+    /// `--hybrid-layer-pattern`, config.json's `hybrid_override_pattern`).
+    pub pattern: String,
+    pub mamba_num_heads: u64,
+    pub mamba_head_dim: u64,
+    pub ssm_state_size: u64,
+    pub n_groups: u64,
+    pub conv_kernel: u64,
+    pub chunk_size: u64,
+}
+
+/// The hint for a pattern symbol gpuplan does not know.
+pub const PATTERN_HINT: &str =
+    "one symbol per layer: `M` Mamba-2, `*` attention, `-` MLP, `E` MoE; Megatron's `G`, `D`, `+` and its `|` and `/` separators are not modelled";
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -81,7 +103,10 @@ pub fn model_from_wire(path: &Path, w: &ModelWire) -> Result<Model, ConfigError>
     positive(&mut p, "n_layers", w.n_layers);
     positive(&mut p, "hidden_size", w.hidden_size);
     positive(&mut p, "n_heads", w.n_heads);
-    positive(&mut p, "ffn_hidden_size", w.ffn_hidden_size);
+    // A hybrid model whose FFNs are all MoE (`E`, no `-`) has no dense width.
+    if w.hybrid.as_ref().is_none_or(|hy| hy.pattern.contains('-')) {
+        positive(&mut p, "ffn_hidden_size", w.ffn_hidden_size);
+    }
     positive(&mut p, "vocab_size", w.vocab_size);
     positive(&mut p, "max_seq_len", w.max_seq_len);
     let n_kv_heads = w.n_kv_heads.unwrap_or(w.n_heads);
@@ -120,8 +145,9 @@ pub fn model_from_wire(path: &Path, w: &ModelWire) -> Result<Model, ConfigError>
     let position = match w.position.as_str() {
         "rope" => Position::Rope,
         "learned" => Position::Learned,
+        "none" => Position::None,
         other => {
-            p.push(ConfigError::invalid(path, "position", other, "is not known").with_hint("one of: rope, learned"));
+            p.push(ConfigError::invalid(path, "position", other, "is not known").with_hint("one of: rope, learned, none"));
             Position::Rope
         }
     };
@@ -163,6 +189,71 @@ pub fn model_from_wire(path: &Path, w: &ModelWire) -> Result<Model, ConfigError>
             v_head_dim: m.v_head_dim,
         }
     });
+    let hybrid = w.hybrid.as_ref().map(|hy| {
+        let mut pattern = Vec::with_capacity(hy.pattern.len());
+        for (i, c) in hy.pattern.chars().enumerate() {
+            match Block::of_symbol(c) {
+                Some(b) => pattern.push(b),
+                None => {
+                    p.push(
+                        ConfigError::invalid(path, "hybrid.pattern", &hy.pattern, format!("has `{c}` at layer {i}, which is not a known layer symbol"))
+                            .with_hint(PATTERN_HINT),
+                    );
+                    break;
+                }
+            }
+        }
+        let n_symbols = hy.pattern.chars().count() as u64;
+        p.check(n_symbols == w.n_layers, || {
+            ConfigError::invalid(path, "hybrid.pattern", &hy.pattern, format!("has {n_symbols} layers, `n_layers` = {}", w.n_layers))
+                .with_hint("give one symbol per layer, or fix `n_layers`")
+        });
+        for (k, v) in [
+            ("hybrid.mamba_num_heads", hy.mamba_num_heads),
+            ("hybrid.mamba_head_dim", hy.mamba_head_dim),
+            ("hybrid.ssm_state_size", hy.ssm_state_size),
+            ("hybrid.n_groups", hy.n_groups),
+            ("hybrid.conv_kernel", hy.conv_kernel),
+            ("hybrid.chunk_size", hy.chunk_size),
+        ] {
+            positive(&mut p, k, v);
+        }
+        p.check(hy.n_groups == 0 || hy.mamba_num_heads.is_multiple_of(hy.n_groups.max(1)), || {
+            ConfigError::invalid(path, "hybrid.n_groups", hy.n_groups, format!("does not divide `hybrid.mamba_num_heads` = {}", hy.mamba_num_heads))
+                .with_hint("Megatron's MambaMixer shares each B/C group among `mamba_num_heads / n_groups` heads")
+        });
+        p.check(hy.chunk_size == 0 || hy.chunk_size.is_power_of_two(), || {
+            ConfigError::invalid(path, "hybrid.chunk_size", hy.chunk_size, "is not a power of two")
+                .with_hint("mamba_ssm's SSD kernels take chunk sizes 2^k (128 or 256)")
+        });
+        let has_moe = pattern.contains(&Block::Moe);
+        p.check(has_moe == w.moe.is_some(), || match has_moe {
+            true => ConfigError::invalid(path, "hybrid.pattern", &hy.pattern, "has `E` layers but the model has no `[moe]` table")
+                .with_hint("add `[moe]` with the experts' shape"),
+            false => ConfigError::invalid(path, "moe", "(table)", "is given but `hybrid.pattern` has no `E` layer")
+                .with_hint("mark the MoE layers `E` in the pattern"),
+        });
+        if let Some(m) = &w.moe {
+            p.check(m.first_dense_layers == 0, || {
+                ConfigError::invalid(path, "moe.first_dense_layers", m.first_dense_layers, "must be 0 in a hybrid model")
+                    .with_hint("the pattern says which layers are MoE (`E`) and which dense (`-`)")
+            });
+        }
+        p.check(w.mla.is_none(), || {
+            ConfigError::invalid(path, "mla", "(table)", "cannot be combined with `[hybrid]`").with_hint("hybrid models use `*` for grouped-query attention")
+        });
+        Hybrid {
+            pattern,
+            mamba: Mamba2 {
+                n_heads: hy.mamba_num_heads,
+                head_dim: hy.mamba_head_dim,
+                state_size: hy.ssm_state_size,
+                n_groups: hy.n_groups,
+                conv_kernel: hy.conv_kernel,
+                chunk_size: hy.chunk_size,
+            },
+        }
+    });
     if let Some(pb) = w.published_params_b {
         p.check(pb > 0.0 && pb.is_finite(), || ConfigError::invalid(path, "published_params_b", pb, "must be positive"));
     }
@@ -186,6 +277,7 @@ pub fn model_from_wire(path: &Path, w: &ModelWire) -> Result<Model, ConfigError>
         qk_norm: w.qk_norm,
         moe,
         mla,
+        hybrid,
         published_params: w.published_params_b.map(|b| b * 1e9),
     })
 }

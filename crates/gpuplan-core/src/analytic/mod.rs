@@ -100,8 +100,8 @@ struct StageTimes {
 /// Forward and backward (+ recompute) pass times of one of each part of the model, priced once
 /// and combined per stage.
 struct PartTimes {
-    dense: (PassTime, PassTime),
-    moe: (PassTime, PassTime),
+    /// One layer of each `LayerKind`, by `LayerKind::index`.
+    layers: Vec<(PassTime, PassTime)>,
     embedding: (PassTime, PassTime),
     head: (PassTime, PassTime),
 }
@@ -122,11 +122,11 @@ fn part_times(cost: &CostModel, s: &Scenario, ops: &workload::OpList, speedup: f
         };
         (f, b)
     };
-    PartTimes { dense: both(&ops.dense_layer), moe: both(&ops.moe_layer), embedding: both(&ops.embedding), head: both(&ops.head) }
+    PartTimes { layers: crate::model::LayerKind::ALL.iter().map(|k| both(ops.layer(*k))).collect(), embedding: both(&ops.embedding), head: both(&ops.head) }
 }
 
 fn stage_times(s: &Scenario, parts: &PartTimes, stage: u32) -> StageTimes {
-    let (n_dense, n_moe) = stage_layers(s, stage);
+    let counts = stage_layers(s, stage);
     let mut fwd = PassTime::default();
     let mut bwd = PassTime::default();
     let mut add = |part: &(PassTime, PassTime), times: usize| {
@@ -146,8 +146,9 @@ fn stage_times(s: &Scenario, parts: &PartTimes, stage: u32) -> StageTimes {
     if stage == 0 {
         add(&parts.embedding, 1);
     }
-    add(&parts.dense, n_dense);
-    add(&parts.moe, n_moe);
+    for (part, n) in parts.layers.iter().zip(counts) {
+        add(part, n as usize);
+    }
     if stage == s.parallel.pp - 1 {
         add(&parts.head, 1);
     }

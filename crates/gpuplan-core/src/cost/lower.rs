@@ -248,6 +248,7 @@ impl CostModel<'_> {
                     Step::Kernel { name: op.name, time, bound: c.bound, cpu: dispatch * *count as f64, launches: *count as f64, host_sync }
                 }
                 OpKind::Gemm { m, n, k, count } => kernel(self.gemm_time(*m, *n, *k, *count, dtype), 1.0),
+                OpKind::ScanMatmul { m, n, k, count } => kernel(self.gemm_time(*m, *n, *k, *count, crate::hardware::Dtype::Bf16), 1.0),
                 OpKind::Attention { .. } => kernel(self.attention_time(op), 1.0),
                 OpKind::Memory { bytes, kernels } if stack.hf() && w.mode != Mode::Decode => {
                     kernel(self.memory_time(*bytes / super::fitted::fitted().hf_memory_efficiency, *kernels), *kernels as f64)

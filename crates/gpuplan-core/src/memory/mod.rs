@@ -6,7 +6,7 @@
 //! check. The peak GPU is the one with the most in-flight micro-batches (pipeline stage 0) or the
 //! one holding the logits (the last stage), whichever is larger.
 
-use crate::model::{FfnKind, Model, NormKind};
+use crate::model::{FfnKind, LayerKind, Model, NormKind};
 use crate::parallelism::{ParallelConfig, Schedule};
 use crate::units::Bytes;
 use crate::workload::{Mode, Recompute, Stack, Workload};
@@ -100,6 +100,18 @@ fn runtime_bytes(pc: &ParallelConfig) -> Bytes {
 /// Activation bytes one transformer layer keeps for backward, for one micro-batch on one rank,
 /// with no recomputation.
 pub fn layer_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, moe_layer: bool) -> f64 {
+    kind_activation_bytes(model, pc, w, if moe_layer { LayerKind::Moe } else { LayerKind::Dense })
+}
+
+/// Activation bytes one layer of `kind` keeps for backward (one micro-batch, one rank, no
+/// recomputation): a transformer layer's attention and FFN halves, or one hybrid block. A
+/// Mamba-2 block under Megatron (`mamba_split_conv1d_scan_combined`, which saves only its input
+/// `zxbcdt` and the scan's ungated output `out_x` and recomputes the rest): the norm's input, the
+/// norm's output (`in_proj`'s input), `zxbcdt` (T (2 d + 2 G N + H)/tp), `out_x` (T d/tp), the gated
+/// norm's input and its output (`out_proj`'s input), all bf16, and the gated norm's fp32 1/rms
+/// per token and group.
+pub fn kind_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, kind: LayerKind) -> f64 {
+    let moe_layer = kind.has_moe();
     let t = pc.tp as f64;
     let sp = pc.sp && pc.tp > 1;
     let tokens = (w.sequences() * w.q_len()) as f64 / pc.cp as f64;
@@ -150,6 +162,12 @@ pub fn layer_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, 
 
     // Feed-forward block.
     let ffn_in = norm_in + 2.0 * rep + mask;
+    if kind == LayerKind::Mamba {
+        let mb = &model.hybrid.as_ref().expect("mamba layer of a model without a hybrid pattern").mamba;
+        let d = mb.d_inner() as f64 / t;
+        let groups = (mb.n_groups as f64 / t).max(1.0);
+        return norm_in + 2.0 * rep + mask + 2.0 * tokens * (mb.in_proj_width() as f64 / t) + 3.0 * 2.0 * tokens * d + 4.0 * tokens * groups;
+    }
     let ffn = if moe_layer {
         let moe = model.moe.as_ref().expect("moe layer");
         let local_tokens = if pc.tp > 1 { tokens / t } else { tokens };
@@ -167,7 +185,11 @@ pub fn layer_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, 
         let f = model.ffn_hidden as f64 / t;
         ffn_in + tokens * gated_or_plain(model.ffn_kind, eager) * f
     };
-    attn + ffn
+    match kind {
+        LayerKind::Attention => attn,
+        LayerKind::Mlp | LayerKind::MoeMlp => ffn,
+        _ => attn + ffn,
+    }
 }
 
 /// Bytes per token per FFN column kept by the activation function and the down projection.
@@ -214,15 +236,29 @@ fn in_flight_middle(pc: &ParallelConfig, n_micro: u64, stage: u32) -> f64 {
 pub fn params_on_rank(model: &Model, pc: &ParallelConfig, stage: u32) -> (f64, f64) {
     let p = model.params();
     let t = pc.tp as f64;
-    let (dense_layers, moe_layers) = crate::parallelism::stage_dense_moe(model.n_layers, model.n_dense_layers(), pc, stage);
-    let layers = (dense_layers + moe_layers) as f64;
-    let moe_here = moe_layers as f64;
-    let dense_here = layers - moe_here;
-    let per_layer = |total: f64, n: u64| if n == 0 { 0.0 } else { total / n as f64 };
-    let mut dense = layers * (per_layer(p.attention, model.n_layers) / t + per_layer(p.norms, model.n_layers))
-        + dense_here * per_layer(p.dense_ffn, model.n_dense_layers()) / t
-        + moe_here * (per_layer(p.shared_experts, model.n_moe_layers()) / t + per_layer(p.router, model.n_moe_layers()));
-    let experts = moe_here * per_layer(p.experts, model.n_moe_layers()) / (pc.ep * pc.etp) as f64;
+    let counts = crate::parallelism::stage_kind_counts(&model.layer_kinds(), pc, stage);
+    let (mut dense, experts) = if model.hybrid.is_some() {
+        // A hybrid model's blocks differ: each kind's parameters on this stage.
+        let (mut dense, mut experts) = (0.0, 0.0);
+        for kind in LayerKind::ALL {
+            let n = counts[kind.index()] as f64;
+            if n > 0.0 {
+                let (sharded, whole, routed) = model.layer_params(kind);
+                dense += n * (sharded / t + whole);
+                experts += n * routed / (pc.ep * pc.etp) as f64;
+            }
+        }
+        (dense, experts)
+    } else {
+        let moe_here = counts[LayerKind::Moe.index()] as f64;
+        let dense_here = counts[LayerKind::Dense.index()] as f64;
+        let layers = moe_here + dense_here;
+        let per_layer = |total: f64, n: u64| if n == 0 { 0.0 } else { total / n as f64 };
+        let dense = layers * (per_layer(p.attention, model.n_layers) / t + per_layer(p.norms, model.n_layers))
+            + dense_here * per_layer(p.dense_ffn, model.n_dense_layers()) / t
+            + moe_here * (per_layer(p.shared_experts, model.n_moe_layers()) / t + per_layer(p.router, model.n_moe_layers()));
+        (dense, moe_here * per_layer(p.experts, model.n_moe_layers()) / (pc.ep * pc.etp) as f64)
+    };
     let embedding = p.embedding / t;
     let head = model.vocab as f64 * model.hidden as f64 / t;
     if stage == 0 {
@@ -257,8 +293,8 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     let dp = pc.dp as f64;
     let edp = pc.expert_dp() as f64;
     let shard = |stage_min: u32, n: f64| if pc.zero >= stage_min { n } else { 1.0 };
-    let (dense_layers, moe_layers) = crate::parallelism::stage_dense_moe(model.n_layers, model.n_dense_layers(), pc, stage);
-    let layers = (dense_layers + moe_layers) as f64;
+    let counts = crate::parallelism::stage_kind_counts(&model.layer_kinds(), pc, stage);
+    let layers = counts.iter().sum::<u64>() as f64;
     let tokens = (w.sequences() * w.q_len()) as f64 / pc.cp as f64;
     let runtime = if w.stack.hf() { Bytes::gib(HF_CONTEXT_GIB) + runtime_bytes(pc) - Bytes::mib(512.0) } else { runtime_bytes(pc) };
 
@@ -267,7 +303,16 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
         // and one forward's transients.
         let wbytes = w.precision.bytes().max(0.5);
         let weights = (dense + experts) * wbytes;
-        let layers_here = layers;
+        // KV of the layers with attention; a Mamba-2 layer holds a fixed-size state per sequence
+        // instead (its SSM state in fp32 and its conv state, split over TP with the heads).
+        let layers_here = LayerKind::ALL.iter().filter(|k| k.has_attention()).map(|k| counts[k.index()]).sum::<u64>() as f64;
+        let mamba_state = match &model.hybrid {
+            Some(hy) => {
+                counts[LayerKind::Mamba.index()] as f64 * w.sequences() as f64 * hy.mamba.state_bytes_per_sequence(crate::model::hybrid::SSM_STATE_BYTES, 2.0)
+                    / pc.tp as f64
+            }
+            None => 0.0,
+        };
         let kv_tokens = (w.sequences() * (w.kv_len + w.q_len())) as f64;
         let kv_shard = match &model.mla {
             Some(_) => 1.0,
@@ -279,6 +324,7 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
             // (`cost::fitted::HF_DECODE_CACHE_RETAINED`).
             kv *= 1.0 + crate::cost::fitted::fitted().hf_decode_cache_retained;
         }
+        kv += mamba_state;
         let widest = model.ffn_hidden.max(model.moe.as_ref().map_or(0, |m| m.expert_ffn_hidden)) as f64 / pc.tp as f64;
         let mut transient = tokens * (3.0 * widest + 4.0 * model.hidden as f64) * 2.0;
         if let (true, Some(moe)) = (w.stack.hf(), &model.moe) {
@@ -322,11 +368,24 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     } else {
         1.0
     };
-    let moe_layers_here = moe_layers as f64;
-    let dense_layers_here = layers - moe_layers_here;
-    let dense_act = layer_activation_bytes(model, pc, w, false);
-    let moe_act = if model.is_moe() { layer_activation_bytes(model, pc, w, true) } else { 0.0 };
-    let one_micro_full = dense_layers_here * dense_act + moe_layers_here * moe_act;
+    let mut one_micro_full = 0.0;
+    for kind in LayerKind::ALL {
+        let n = counts[kind.index()];
+        if n > 0 {
+            one_micro_full += n as f64 * kind_activation_bytes(model, pc, w, kind);
+        }
+    }
+    // The largest layer the model has (a transformer model's dense layer counts even when every
+    // layer is MoE).
+    let model_kinds: Vec<LayerKind> = match &model.hybrid {
+        Some(_) => {
+            let kinds = model.layer_kinds();
+            LayerKind::ALL.into_iter().filter(|k| kinds.contains(k)).collect()
+        }
+        None if model.is_moe() => vec![LayerKind::Dense, LayerKind::Moe],
+        None => vec![LayerKind::Dense],
+    };
+    let largest_layer = model_kinds.iter().map(|k| kind_activation_bytes(model, pc, w, *k)).fold(0.0, f64::max);
     let sp = pc.sp && pc.tp > 1;
     let layer_input = 2.0 * tokens * model.hidden as f64 / if sp { pc.tp as f64 } else { 1.0 };
     let per_micro = match w.recompute {
@@ -334,7 +393,7 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
         _ => one_micro_full,
     };
     // Under full recompute one layer's activations are rebuilt at a time during backward.
-    let rebuilt = if w.recompute == Recompute::Full { dense_act.max(moe_act) } else { 0.0 };
+    let rebuilt = if w.recompute == Recompute::Full { largest_layer } else { 0.0 };
     let embedding_out = if stage == 0 { layer_input * if w.dropout { 1.5 } else { 1.0 } } else { 0.0 };
     let activations = flight * (per_micro + embedding_out) + rebuilt;
 

@@ -1,5 +1,9 @@
 //! LLM architecture: dense (MHA/GQA), MoE (routed + shared experts), MLA. Built by `config` from
-//! `models/*.toml` or a Hugging Face `config.json`.
+//! `models/*.toml` or a Hugging Face `config.json`. Hybrid Mamba-attention models: `hybrid`.
+
+pub mod hybrid;
+
+pub use hybrid::{Block, Hybrid, KindCounts, LayerKind, Mamba2};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FfnKind {
@@ -20,6 +24,9 @@ pub enum Position {
     Rope,
     /// Learned absolute position embeddings (GPT-2/3), `max_seq_len` x hidden parameters.
     Learned,
+    /// No position embedding (Nemotron-H: Megatron-Bridge's `HybridModelProvider`
+    /// `position_embedding_type = "none"`; transformers' `NemotronHAttention` applies no RoPE).
+    None,
 }
 
 /// Mixture-of-experts feed-forward layers.
@@ -68,6 +75,9 @@ pub struct Model {
     pub qk_norm: bool,
     pub moe: Option<Moe>,
     pub mla: Option<Mla>,
+    /// A hybrid Mamba-attention layer pattern (Nemotron-H); `None` = every layer a transformer
+    /// layer.
+    pub hybrid: Option<Hybrid>,
     /// The parameter count its authors publish, for the catalog test.
     pub published_params: Option<f64>,
 }
@@ -84,11 +94,13 @@ pub struct ParamCount {
     pub shared_experts: f64,
     pub router: f64,
     pub norms: f64,
+    /// Mamba-2 mixers (hybrid models).
+    pub mamba: f64,
 }
 
 impl ParamCount {
     pub fn total(&self) -> f64 {
-        self.embedding + self.lm_head + self.attention + self.dense_ffn + self.experts + self.shared_experts + self.router + self.norms
+        self.embedding + self.lm_head + self.attention + self.dense_ffn + self.experts + self.shared_experts + self.router + self.norms + self.mamba
     }
 }
 
@@ -104,16 +116,79 @@ impl Model {
         }
     }
 
-    /// Layers whose FFN is a mixture of experts.
+    /// Layers whose FFN is a mixture of experts (a hybrid model's `E` blocks).
     pub fn n_moe_layers(&self) -> u64 {
-        match &self.moe {
-            Some(m) => self.n_layers.saturating_sub(m.first_dense_layers as u64),
-            None => 0,
+        match (&self.moe, &self.hybrid) {
+            (Some(_), Some(hy)) => hy.count(Block::Moe),
+            (Some(m), None) => self.n_layers.saturating_sub(m.first_dense_layers as u64),
+            (None, _) => 0,
         }
     }
 
+    /// Layers with a dense FFN (a hybrid model's `-` blocks).
     pub fn n_dense_layers(&self) -> u64 {
-        self.n_layers - self.n_moe_layers()
+        match &self.hybrid {
+            Some(hy) => hy.count(Block::Mlp),
+            None => self.n_layers - self.n_moe_layers(),
+        }
+    }
+
+    /// Layers with self-attention.
+    pub fn n_attention_layers(&self) -> u64 {
+        match &self.hybrid {
+            Some(hy) => hy.count(Block::Attention),
+            None => self.n_layers,
+        }
+    }
+
+    /// Mamba-2 layers.
+    pub fn n_mamba_layers(&self) -> u64 {
+        self.hybrid.as_ref().map_or(0, |hy| hy.count(Block::Mamba))
+    }
+
+    /// What each layer is, first to last: a transformer model's leading dense layers then its MoE
+    /// layers, or a hybrid model's pattern.
+    pub fn layer_kinds(&self) -> Vec<LayerKind> {
+        match &self.hybrid {
+            Some(hy) => hy.pattern.iter().map(|b| LayerKind::of_block(*b)).collect(),
+            None => {
+                let dense = self.n_dense_layers() as usize;
+                (0..self.n_layers as usize).map(|i| if i < dense { LayerKind::Dense } else { LayerKind::Moe }).collect()
+            }
+        }
+    }
+
+    /// Parameters of one layer of `kind`, split into those TP shards (attention, FFN, Mamba
+    /// mixers, shared experts), those every TP rank holds whole (norms, the router) and the
+    /// routed experts (sharded by EP x ETP).
+    pub fn layer_params(&self, kind: LayerKind) -> (f64, f64, f64) {
+        let h = self.hidden as f64;
+        let norm = match self.norm {
+            NormKind::RmsNorm => h,
+            NormKind::LayerNorm => 2.0 * h,
+        };
+        let moe = || match &self.moe {
+            Some(m) => (
+                m.n_shared_experts as f64 * self.ffn_params(m.shared_expert_ffn_hidden),
+                m.n_experts as f64 * h,
+                m.n_experts as f64 * self.ffn_params(m.expert_ffn_hidden),
+            ),
+            None => (0.0, 0.0, 0.0),
+        };
+        match kind {
+            LayerKind::Dense => (self.attention_params_per_layer() + self.ffn_params(self.ffn_hidden), 2.0 * norm, 0.0),
+            LayerKind::Moe => {
+                let (shared, router, experts) = moe();
+                (self.attention_params_per_layer() + shared, 2.0 * norm + router, experts)
+            }
+            LayerKind::Mamba => (self.hybrid.as_ref().map_or(0.0, |hy| hy.mamba.params(self.hidden)), norm, 0.0),
+            LayerKind::Attention => (self.attention_params_per_layer(), norm, 0.0),
+            LayerKind::Mlp => (self.ffn_params(self.ffn_hidden), norm, 0.0),
+            LayerKind::MoeMlp => {
+                let (shared, router, experts) = moe();
+                (shared, norm + router, experts)
+            }
+        }
     }
 
     /// Attention parameters of one layer (weights and biases).
@@ -153,13 +228,17 @@ impl Model {
         self.ffn_matrices() * h * f + bias
     }
 
-    /// Norm parameters of one layer (two norms; LayerNorm has a bias too).
+    /// Norm parameters of one layer (two norms, one per hybrid block; LayerNorm has a bias too).
     fn norm_params_per_layer(&self) -> f64 {
         let per_norm = match self.norm {
             NormKind::RmsNorm => self.hidden as f64,
             NormKind::LayerNorm => 2.0 * self.hidden as f64,
         };
-        2.0 * per_norm
+        if self.hybrid.is_some() {
+            per_norm
+        } else {
+            2.0 * per_norm
+        }
     }
 
     pub fn params(&self) -> ParamCount {
@@ -168,7 +247,7 @@ impl Model {
         let mut p = ParamCount {
             embedding: self.vocab as f64 * h + if self.position == Position::Learned { self.max_seq_len as f64 * h } else { 0.0 },
             lm_head: if self.tied_embeddings { 0.0 } else { self.vocab as f64 * h },
-            attention: l * self.attention_params_per_layer(),
+            attention: self.n_attention_layers() as f64 * self.attention_params_per_layer(),
             norms: l * self.norm_params_per_layer()
                 + match self.norm {
                     NormKind::RmsNorm => h,
@@ -182,6 +261,9 @@ impl Model {
             p.experts = n * m.n_experts as f64 * self.ffn_params(m.expert_ffn_hidden);
             p.shared_experts = n * m.n_shared_experts as f64 * self.ffn_params(m.shared_expert_ffn_hidden);
             p.router = n * m.n_experts as f64 * h;
+        }
+        if let Some(hy) = &self.hybrid {
+            p.mamba = hy.count(Block::Mamba) as f64 * hy.mamba.params(self.hidden);
         }
         p
     }
@@ -204,7 +286,8 @@ impl Model {
             Some(m) => p.experts * m.top_k as f64 / m.n_experts as f64,
         };
         let lm_head = self.vocab as f64 * self.hidden as f64;
-        p.attention + p.dense_ffn + experts_active + p.shared_experts + p.router + lm_head
+        let mamba = self.hybrid.as_ref().map_or(0.0, |hy| hy.count(Block::Mamba) as f64 * hy.mamba.matmul_params(self.hidden));
+        p.attention + p.dense_ffn + experts_active + p.shared_experts + p.router + lm_head + mamba
     }
 
     /// Key/value (or MLA latent) bytes cached per token per layer, as elements.
@@ -242,6 +325,7 @@ pub(crate) mod tests {
             qk_norm: false,
             moe: None,
             mla: None,
+            hybrid: None,
             published_params: Some(175e9),
         }
     }

@@ -9,8 +9,8 @@ use crate::model::Model;
 
 pub mod split;
 pub use split::{
-    bubble_chunk_shares, stage_dense_moe, stage_layer_counts, unrequested_uneven_interleaving, virtual_stage_layer_counts, virtual_stage_layers, Fill,
-    PipelineSplit, SplitError,
+    bubble_chunk_shares, stage_dense_moe, stage_kind_counts, stage_layer_counts, unrequested_uneven_interleaving, virtual_stage_layer_counts,
+    virtual_stage_layers, Fill, PipelineSplit, SplitError,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -94,6 +94,25 @@ pub fn check(model: &Model, pc: &ParallelConfig, n_gpus: u64) -> Vec<Infeasible>
         }
     }
     divides(&mut p, "ffn_hidden", model.ffn_hidden, "tp", tp);
+    if let Some(hy) = model.hybrid.as_ref().filter(|hy| hy.pattern.contains(&crate::model::Block::Mamba)) {
+        // Megatron's MambaMixer: `nheads % tp_size == 0`, `ngroups % tp_size == 0`.
+        divides(&mut p, "mamba_num_heads", hy.mamba.n_heads, "tp", tp);
+        divides(&mut p, "n_groups", hy.mamba.n_groups, "tp", tp);
+        if pc.cp > 1 {
+            p.push(Infeasible::Unsupported {
+                what: "cp",
+                value: pc.cp as u64,
+                why: "Mamba-2 layers under context parallelism (Megatron's all-to-all `MambaContextParallel`) are not modelled; use cp = 1".into(),
+            });
+        }
+    }
+    if model.hybrid.is_some() && pc.vp > 1 {
+        p.push(Infeasible::Unsupported {
+            what: "vp",
+            value: pc.vp as u64,
+            why: "Megatron interleaves a hybrid pattern only at `|` stage boundaries written into the pattern, which gpuplan does not model; use vp = 1".into(),
+        });
+    }
     if unrequested_uneven_interleaving(model.n_layers, pc) {
         // Interleaving needs equal model chunks unless a split option or the model's recipe
         // layout says otherwise (Megatron-LM's rule).

@@ -309,6 +309,27 @@ pub fn stage_dense_moe(n_layers: u64, n_dense: u64, pc: &ParallelConfig, rank: u
     (dense, moe)
 }
 
+/// Layers of each kind on pipeline rank `rank`, for a model whose layers are `kinds` first to last
+/// (`Model::layer_kinds`): Megatron splits a hybrid pattern over the stages by layer count, in
+/// order (megatron-core 0.19 `hybrid_layer_allocation.select_pipeline_segment` without `|`
+/// separators), as it does a transformer's layers; a rank's virtual stages are not contiguous
+/// when vp > 1.
+pub fn stage_kind_counts(kinds: &[crate::model::LayerKind], pc: &ParallelConfig, rank: u32) -> crate::model::KindCounts {
+    let pp = pc.pp.max(1) as usize;
+    let mut start = 0usize;
+    let mut out = [0u64; 6];
+    for (v, n) in virtual_stage_layer_counts(kinds.len() as u64, pc).into_iter().enumerate() {
+        let end = (start + n as usize).min(kinds.len());
+        if v % pp == rank as usize {
+            for k in &kinds[start.min(end)..end] {
+                out[k.index()] += 1;
+            }
+        }
+        start = end;
+    }
+    out
+}
+
 /// The share of each rank's per-micro-batch time that lies on the pipeline's fill and drain, when
 /// a rank's model chunks are not all of one size (`None`: they are, and the share is 1/vp of every
 /// rank but the slowest). Before the slowest rank, the first micro-batch's forward and the last one's

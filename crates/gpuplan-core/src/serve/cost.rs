@@ -390,6 +390,11 @@ impl<'a> IterCost<'a> {
         probe.workload.batch = 1;
         probe.workload.kv_len = 1;
         step::check_scenario(&probe)?;
+        if s.model.hybrid.is_some() {
+            return Err(PredictError::Unsupported(
+                "the serving simulator does not model hybrid Mamba-attention models (a fixed-size SSM state per sequence instead of KV blocks); use `predict --mode prefill|decode`".into(),
+            ));
+        }
         if s.parallel.cp > 1 || s.parallel.dp > 1 {
             return Err(PredictError::Unsupported("serving replicas take `dp` = 1 and `cp` = 1 (replicas are the data-parallel dimension)".into()));
         }
@@ -403,7 +408,8 @@ impl<'a> IterCost<'a> {
         let pp = s.parallel.pp;
         let stages: Vec<(f64, f64, bool, bool)> = (0..pp)
             .map(|st| {
-                let (d, m) = step::stage_layers(s, st);
+                let c = step::stage_layers(s, st);
+                let (d, m) = (c[crate::model::LayerKind::Dense.index()], c[crate::model::LayerKind::Moe.index()]);
                 (d as f64, m as f64, st == 0, st == pp - 1)
             })
             .collect();

@@ -1153,8 +1153,9 @@ fn chunk_lists(s: &Scenario, pr: &Priced, plan: &DpPlan, v: u32, n_v: u32, slow:
     if v == 0 {
         fwd.extend(lower(&pr.ops.embedding));
     }
+    let kinds = s.model.layer_kinds();
     for layer in first..first + here {
-        let ops = if layer < s.model.n_dense_layers() { &pr.ops.dense_layer } else { &pr.ops.moe_layer };
+        let ops = pr.ops.layer(kinds[layer as usize]);
         if fsdp {
             fwd.push(SimStep::FsdpGather);
             fwd.push(copy("fsdp_copy_out", plan.gather_copy));

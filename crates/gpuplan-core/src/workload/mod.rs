@@ -6,7 +6,7 @@
 
 use crate::hardware::profile::CollectiveOp;
 use crate::hardware::Dtype;
-use crate::model::{FfnKind, Model, NormKind};
+use crate::model::{Block, FfnKind, LayerKind, Model, NormKind, Position};
 use crate::parallelism::{Group, ParallelConfig};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -294,6 +294,10 @@ pub enum OpKind {
     Attention { batch_heads: u64, q_len: u64, kv_len: u64, head_dim_qk: u64, head_dim_v: u64, causal: bool, backward: bool, kv_bytes: f64 },
     /// Memory-bound kernels moving `bytes` (read + write) in `kernels` launches.
     Memory { bytes: f64, kernels: u32 },
+    /// `count` independent bf16 matmuls C[m,n] = A[m,k] B[k,n] inside one of mamba_ssm's fused SSD
+    /// Triton kernels (`tl.dot` on bf16 tiles, fp32 accumulate): always bf16, never quantized, whatever
+    /// the workload's GEMM precision. Priced as a batched bf16 GEMM of that shape.
+    ScanMatmul { m: u64, n: u64, k: u64, count: u64 },
     /// A collective on a group; `bytes` is the nccl-tests buffer size (all-gather: the output,
     /// reduce-scatter: the input, all-reduce: the buffer, all-to-all: the buffer, send/recv: the message).
     Comm { op: CollectiveOp, group: Group, bytes: f64 },
@@ -311,7 +315,7 @@ impl Op {
     /// Causal attention counts the FLOPs of the unmasked half only (what the kernel executes).
     pub fn flops(&self) -> f64 {
         match &self.kind {
-            OpKind::Gemm { m, n, k, count } => 2.0 * (*m * *n * *k * *count) as f64,
+            OpKind::Gemm { m, n, k, count } | OpKind::ScanMatmul { m, n, k, count } => 2.0 * (*m * *n * *k * *count) as f64,
             OpKind::Attention { batch_heads, q_len, kv_len, head_dim_qk, head_dim_v, causal, backward, .. } => {
                 let full = 2.0 * (*batch_heads * *q_len * *kv_len) as f64 * (*head_dim_qk + *head_dim_v) as f64;
                 let executed = if *causal { full * causal_fraction(*q_len, *kv_len) } else { full };
@@ -345,6 +349,26 @@ pub struct OpList {
     pub embedding: Vec<Op>,
     /// Final norm, LM head and loss (last stage).
     pub head: Vec<Op>,
+    /// A hybrid model's blocks (empty otherwise): Mamba-2, attention, MLP and MoE layers, each
+    /// norm, mixer or MLP, residual.
+    pub mamba_layer: Vec<Op>,
+    pub attention_layer: Vec<Op>,
+    pub mlp_layer: Vec<Op>,
+    pub moe_mlp_layer: Vec<Op>,
+}
+
+impl OpList {
+    /// The forward ops of one layer of `kind`.
+    pub fn layer(&self, kind: LayerKind) -> &[Op] {
+        match kind {
+            LayerKind::Dense => &self.dense_layer,
+            LayerKind::Moe => &self.moe_layer,
+            LayerKind::Mamba => &self.mamba_layer,
+            LayerKind::Attention => &self.attention_layer,
+            LayerKind::Mlp => &self.mlp_layer,
+            LayerKind::MoeMlp => &self.moe_mlp_layer,
+        }
+    }
 }
 
 struct Builder<'a> {
@@ -514,11 +538,14 @@ impl<'a> Builder<'a> {
             let qk_elems = (t * (heads + kv_heads) * qk_dim) as f64;
             self.memory_chain("qk_norm", qk_elems, 1.0, 1.0, 36.0, 8);
         }
-        // RoPE on q and k (HF: rotate_half, 2 muls, add, for each: ~6 kernels).
-        let rope_elems = (t * (heads * qk_dim + kv_heads * qk_dim)) as f64;
-        // Eager RoPE per element: x * cos (r2 w2), rotate_half's neg and cat (r2 w2, r4 w2),
-        // * sin (r2 w2), add (r4 w2): 22 B in 5 kernels (6 with the slices' copies).
-        self.memory_chain("rope", rope_elems, 1.0, 1.0, 22.0, 6);
+        // RoPE on q and k (HF: rotate_half, 2 muls, add, for each: ~6 kernels); none without a
+        // position embedding (Nemotron-H).
+        if m.position != Position::None {
+            let rope_elems = (t * (heads * qk_dim + kv_heads * qk_dim)) as f64;
+            // Eager RoPE per element: x * cos (r2 w2), rotate_half's neg and cat (r2 w2, r4 w2),
+            // * sin (r2 w2), add (r4 w2): 22 B in 5 kernels (6 with the slices' copies).
+            self.memory_chain("rope", rope_elems, 1.0, 1.0, 22.0, 6);
+        }
         if self.pc.cp > 1 {
             let bytes = (self.w.sequences() * self.w.context_len() * 2 * kv_heads * qk_dim) as f64 * self.act;
             self.push("cp_all_gather_kv", OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Cp, bytes });
@@ -678,6 +705,88 @@ impl<'a> Builder<'a> {
         self.push("weight_cast", OpKind::Memory { bytes: params * 6.0, kernels });
     }
 
+    /// Megatron's Mamba-2 mixer (`MambaMixer`, training path `mamba_split_conv1d_scan_combined`;
+    /// TP splits heads and groups, `in_proj` column-parallel, `out_proj` row-parallel):
+    /// - `in_proj`: T x (2 d + 2 G N + H)/tp from the hidden state (z, x, B, C, dt);
+    /// - the causal conv1d over x, B, C (`causal_conv1d_fwd`, SiLU fused): read and write once;
+    /// - the SSD chunked scan as mamba_ssm's five Triton kernels run it (`ssd_combined.py`
+    ///   `_mamba_chunk_scan_combined_fwd`, in megatron-core 0.19 `ssm/ops`), per sequence of L
+    ///   tokens in L/Q chunks of Q, H heads of dim P, G groups, state N (per TP rank):
+    ///   1. `_chunk_cumsum_fwd`: dt softplus and the cumulative sum of dt A within each chunk:
+    ///      reads dt (bf16), writes dt and dA_cumsum (fp32);
+    ///   2. `_chunk_state_fwd`: each chunk's final state B^T (x decay): a P x Q by Q x N matmul
+    ///      per chunk and head, states written in fp32;
+    ///   3. `_state_passing_fwd`: the recurrence over chunks, sequential in the chunk index:
+    ///      reads the fp32 chunk states and writes the passed states (bf16);
+    ///   4. `_bmm_chunk_fwd`: C B^T within each chunk, Q x N by N x Q per chunk and group;
+    ///   5. `_chunk_scan_fwd`: the output, (C B^T . decay) x (Q x Q by Q x P) plus C . state
+    ///      (Q x N by N x P) per chunk and head, with the D skip and the z gate (reads z) fused;
+    /// - the gated RMSNorm over groups (`RMSNormGated`, one Triton kernel);
+    /// - `out_proj`: T x hidden from d/tp.
+    ///
+    /// Backward: each matmul's two gradients (`backward_of`); the memory-efficient path saves only
+    /// `zxbcdt` and recomputes the conv and the scan's cumsum, chunk states, state passing and
+    /// C B^T first (`SCAN_RECOMPUTED_IN_BACKWARD`).
+    fn mamba(&mut self) {
+        let model = self.model;
+        let mb = &model.hybrid.as_ref().expect("mamba layer of a model without a hybrid pattern").mamba;
+        let tp = self.pc.tp as u64;
+        let t = self.tokens();
+        let (heads, groups) = (mb.n_heads / tp, (mb.n_groups / tp).max(1));
+        let (p, n, q) = (mb.head_dim, mb.state_size, mb.chunk_size);
+        let d = heads * p;
+        self.gemm("mamba_in_proj", t, mb.in_proj_width() / tp, self.model.hidden);
+        let conv_ch = d + 2 * groups * n;
+        if self.w.mode == Mode::Decode {
+            // One token per sequence: `causal_conv1d_update` reads and rewrites each sequence's
+            // conv state (K - 1 inputs per channel) and reads the new input; mamba_ssm's
+            // `selective_state_update` reads and writes the SSM state (H P N) once and reads x,
+            // B, C, dt, z.
+            let seqs = self.w.sequences() as f64;
+            let conv_state = (conv_ch * (mb.conv_kernel - 1)) as f64 * self.act;
+            self.push("conv1d_update", OpKind::Memory { bytes: seqs * (2.0 * conv_state + 2.0 * conv_ch as f64 * self.act), kernels: 1 });
+            let state = (heads * p * n) as f64 * crate::model::hybrid::SSM_STATE_BYTES;
+            let io = (2 * d + 2 * groups * n + heads + d) as f64 * self.act;
+            self.push("ssm_state_update", OpKind::Memory { bytes: seqs * (2.0 * state + io), kernels: 1 });
+        } else {
+            self.memory("conv1d", (t * conv_ch) as f64, 1.0, 1.0, 1);
+            let seqs = self.w.sequences();
+            let chunks = seqs * self.w.q_len().div_ceil(q);
+            let f32 = 4.0;
+            self.push("ssd_chunk_cumsum", OpKind::Memory { bytes: (t * heads) as f64 * (self.act + 2.0 * f32), kernels: 1 });
+            self.push("ssd_chunk_state", OpKind::ScanMatmul { m: p, n, k: q, count: chunks * heads });
+            self.push("ssd_state_passing", OpKind::Memory { bytes: (chunks * heads * p * n) as f64 * (f32 + self.act), kernels: 1 });
+            self.push("ssd_bmm_chunk", OpKind::ScanMatmul { m: q, n: q, k: n, count: chunks * groups });
+            self.push("ssd_chunk_scan", OpKind::ScanMatmul { m: q, n: p, k: q, count: chunks * heads });
+            self.push("ssd_chunk_scan_states", OpKind::ScanMatmul { m: q, n: p, k: n, count: chunks * heads });
+            // The z gate's read, in the chunk-scan kernel (no launch of its own).
+            self.push("ssd_gate", OpKind::Memory { bytes: (t * d) as f64 * self.act, kernels: 0 });
+        }
+        self.memory("mamba_norm", (t * d) as f64, 1.0, 1.0, 1);
+        self.gemm("mamba_out_proj", t, self.model.hidden, d);
+    }
+
+    /// One block of a hybrid model: its norm, its mixer or MLP in the TP region, the residual.
+    fn block(mut self, b: Block) -> Vec<Op> {
+        self.norm_for("input_norm", 1);
+        if b == Block::Moe {
+            self.moe_ffn();
+        } else {
+            self.tp_enter();
+            match b {
+                Block::Mamba => self.mamba(),
+                Block::Attention => self.attention(),
+                _ => {
+                    let width = self.model.ffn_hidden;
+                    self.dense_ffn(width, "up_proj", "down_proj");
+                }
+            }
+            self.tp_exit();
+        }
+        self.residual();
+        self.ops
+    }
+
     fn layer(mut self, moe: bool) -> Vec<Op> {
         self.weight_cast(moe);
         let attn_inputs = match &self.model.mla {
@@ -714,8 +823,9 @@ impl<'a> Builder<'a> {
 /// Forward ops of one micro-batch on one rank, by part.
 pub fn forward_ops(model: &Model, pc: &ParallelConfig, w: &Workload) -> OpList {
     let b = |ops: Vec<Op>| Builder { model, pc, w, ops, act: ACT_BYTES };
-    let dense_layer = b(Vec::new()).layer(false);
-    let moe_layer = if model.is_moe() { b(Vec::new()).layer(true) } else { Vec::new() };
+    let hybrid = model.hybrid.is_some();
+    let dense_layer = if hybrid { Vec::new() } else { b(Vec::new()).layer(false) };
+    let moe_layer = if model.is_moe() && !hybrid { b(Vec::new()).layer(true) } else { Vec::new() };
 
     let mut e = b(Vec::new());
     let t = e.tokens();
@@ -747,8 +857,26 @@ pub fn forward_ops(model: &Model, pc: &ParallelConfig, w: &Workload) -> OpList {
         }
     }
     let head = h.ops;
-    OpList { dense_layer, moe_layer, embedding, head }
+    let block = |blk: Block| match &model.hybrid {
+        Some(hy) if hy.pattern.contains(&blk) => b(Vec::new()).block(blk),
+        _ => Vec::new(),
+    };
+    OpList {
+        dense_layer,
+        moe_layer,
+        embedding,
+        head,
+        mamba_layer: block(Block::Mamba),
+        attention_layer: block(Block::Attention),
+        mlp_layer: block(Block::Mlp),
+        moe_mlp_layer: block(Block::Moe),
+    }
 }
+
+/// The SSD kernels mamba_ssm's memory-efficient backward runs again before its gradients
+/// (`_mamba_chunk_scan_combined_bwd` recomputes the chunk cumsum, chunk states, state passing and
+/// C B^T; `MambaSplitConv1dScanCombinedFn.backward` the conv1d).
+pub const SCAN_RECOMPUTED_IN_BACKWARD: [&str; 5] = ["conv1d", "ssd_chunk_cumsum", "ssd_chunk_state", "ssd_state_passing", "ssd_bmm_chunk"];
 
 /// Backward ops of a forward list, in reverse order: each GEMM gives its data-gradient and
 /// weight-gradient GEMMs, attention its backward, memory ops twice their traffic, and each
@@ -757,12 +885,20 @@ pub fn backward_of(forward: &[Op]) -> Vec<Op> {
     let mut out = Vec::with_capacity(forward.len() * 2);
     for op in forward.iter().rev() {
         let bwd = |name, kind| Op { name, kind, pass: Pass::Backward };
+        if SCAN_RECOMPUTED_IN_BACKWARD.contains(&op.name) {
+            out.push(bwd(op.name, op.kind.clone()));
+        }
         match &op.kind {
             OpKind::Gemm { m, n, k, count } => {
                 // dX[m,k] = dY[m,n] W^T ; dW[k,n] = X^T dY. Score/value GEMMs of unfused attention
                 // have two data gradients instead; the FLOPs are the same.
                 out.push(bwd(op.name, OpKind::Gemm { m: *m, n: *k, k: *n, count: *count }));
                 out.push(bwd(op.name, OpKind::Gemm { m: *k, n: *n, k: *m, count: *count }));
+            }
+            // The gradients of both factors of each SSD matmul.
+            OpKind::ScanMatmul { m, n, k, count } => {
+                out.push(bwd(op.name, OpKind::ScanMatmul { m: *m, n: *k, k: *n, count: *count }));
+                out.push(bwd(op.name, OpKind::ScanMatmul { m: *k, n: *n, k: *m, count: *count }));
             }
             OpKind::Attention { batch_heads, q_len, kv_len, head_dim_qk, head_dim_v, causal, kv_bytes, .. } => out.push(bwd(
                 op.name,
@@ -807,13 +943,20 @@ pub fn recompute_of(forward: &[Op], recompute: Recompute) -> Vec<Op> {
 /// 6 x (matmul parameters a token passes through, LM head included, embedding lookup excluded)
 /// plus 12 x L x (attention width) x s for the score and value products, counting the causal
 /// mask's masked half too (as Narayanan et al. 2021 and Chowdhery et al. 2022 do).
+/// Mamba-2 layers add their SSD scan, 3 x its forward FLOPs ([`crate::model::Mamba2::scan_flops_per_token`]:
+/// the forward and the two gradients of each of its matmuls), as attention's term does.
 pub fn model_flops_per_token_train(model: &Model, seq: u64) -> f64 {
-    6.0 * model.matmul_params_per_token() + 6.0 * attention_flops_per_token_forward_full(model, seq)
+    6.0 * model.matmul_params_per_token() + 6.0 * attention_flops_per_token_forward_full(model, seq) + 3.0 * scan_flops_per_token_forward(model)
 }
 
 /// Forward FLOPs per token of one forward pass (prefill), same conventions.
 pub fn model_flops_per_token_forward(model: &Model, seq: u64) -> f64 {
-    2.0 * model.matmul_params_per_token() + 2.0 * attention_flops_per_token_forward_full(model, seq)
+    2.0 * model.matmul_params_per_token() + 2.0 * attention_flops_per_token_forward_full(model, seq) + scan_flops_per_token_forward(model)
+}
+
+/// The SSD scans' forward FLOPs per token over all Mamba-2 layers (0 without).
+fn scan_flops_per_token_forward(model: &Model) -> f64 {
+    model.hybrid.as_ref().map_or(0.0, |hy| model.n_mamba_layers() as f64 * hy.mamba.scan_flops_per_token())
 }
 
 /// Half the forward score + value FLOPs per token, non-causal: L x s x (d_qk + d_v) x heads.
@@ -822,7 +965,7 @@ fn attention_flops_per_token_forward_full(model: &Model, seq: u64) -> f64 {
         Some(mla) => (mla.qk_nope_head_dim + mla.qk_rope_head_dim, mla.v_head_dim),
         None => (model.head_dim, model.head_dim),
     };
-    (model.n_layers * seq * model.n_heads * (qk + v)) as f64
+    (model.n_attention_layers() * seq * model.n_heads * (qk + v)) as f64
 }
 
 #[cfg(test)]
