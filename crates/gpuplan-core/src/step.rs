@@ -150,6 +150,13 @@ pub fn check_scenario(s: &Scenario) -> Result<u64, PredictError> {
     if !problems.is_empty() {
         return Err(PredictError::Infeasible(problems));
     }
+    if s.model.hybrid.is_some() && s.workload.stack.torch() {
+        return Err(PredictError::Unsupported(format!(
+            "model `{}` has Mamba-2 layers, which gpuplan models as Megatron-LM and the inference engines run them (mamba_ssm's Triton kernels); `{}` runs transformers' own PyTorch code for them; use `--stack megatron` (or an inference engine)",
+            s.model.name,
+            s.workload.stack.name()
+        )));
+    }
     if let Some(max) = s.system.max_gpus().filter(|max| s.n_gpus > *max) {
         return Err(PredictError::Unsupported(format!(
             "`{}` has no sourced scale-out network in its system file, so it runs on one node: {} GPUs asked, at most {max}; use at most {max} GPUs, or a system file with `nic_bandwidth_gbit_per_s` and `[fabric]`",

@@ -535,6 +535,36 @@ mod tests {
     }
 
     #[test]
+    fn hybrid_activations_and_decode_state() {
+        let m = crate::model::tests::nemotron_h_8b();
+        let mut w = korthikanti(Recompute::None);
+        (w.seq, w.dropout, w.flash_attention) = (8192, false, true);
+        let p = pc(1, false);
+        let t = 8192.0;
+        // A Mamba-2 block: norm input and output (2 + 2 per hidden unit), zxbcdt (2 x 18560),
+        // out_x, the gated norm's input and output (3 x 2 x 8192), fp32 1/rms per group (4 x 8).
+        let mamba = kind_activation_bytes(&m, &p, &w, LayerKind::Mamba);
+        assert_eq!(mamba, t * (4.0 * 4096.0 + 2.0 * 18560.0 + 6.0 * 8192.0 + 32.0));
+        // An MLP block is a transformer layer's FFN half; an attention block its attention half.
+        let mlp = kind_activation_bytes(&m, &p, &w, LayerKind::Mlp);
+        assert_eq!(mlp, t * (4.0 * 4096.0 + 4.0 * 21504.0));
+        let attn = kind_activation_bytes(&m, &p, &w, LayerKind::Attention);
+        let train_plan = plan(&m, &p, &w, Bytes::gib(80.0));
+        let embedding_out = 2.0 * t * 4096.0;
+        assert!((train_plan.activations.value() - (24.0 * mamba + 24.0 * mlp + 4.0 * attn + embedding_out)).abs() < 1.0);
+
+        // Decode: KV for the 4 attention layers only, and each Mamba layer's fixed-size state.
+        (w.mode, w.batch, w.kv_len) = (Mode::Decode, 4, 1023);
+        let decode = plan(&m, &p, &w, Bytes::gib(80.0));
+        let kv = 4.0 * 4.0 * 1024.0 * (2.0 * 8.0 * 128.0) * 2.0;
+        let state = 24.0 * 4.0 * (128.0 * 64.0 * 128.0 * 4.0 + 10240.0 * 3.0 * 2.0);
+        assert_eq!(decode.kv_cache.value(), kv + state);
+        // TP splits the state with the heads.
+        let plan8 = plan(&m, &pc(8, false), &w, Bytes::gib(80.0));
+        assert_eq!(plan8.kv_cache.value(), kv / 8.0 + state / 8.0);
+    }
+
+    #[test]
     fn pipeline_stage0_holds_p_microbatches() {
         let m = gpt3_175b();
         let w = korthikanti(Recompute::Selective);

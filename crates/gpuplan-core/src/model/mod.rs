@@ -330,6 +330,53 @@ pub(crate) mod tests {
         }
     }
 
+    /// Nemotron-H 8B as models/nemotron-h-8b.toml gives it (Megatron-Bridge 0.6.2's recipe).
+    pub fn nemotron_h_8b() -> Model {
+        let pattern = "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-".chars().map(|c| Block::of_symbol(c).unwrap()).collect();
+        Model {
+            name: "nemotron-h-8b".into(),
+            n_layers: 52,
+            hidden: 4096,
+            n_heads: 32,
+            n_kv_heads: 8,
+            head_dim: 128,
+            ffn_hidden: 21504,
+            ffn_kind: FfnKind::Plain,
+            vocab: 131072,
+            tied_embeddings: false,
+            norm: NormKind::RmsNorm,
+            position: Position::None,
+            max_seq_len: 8192,
+            linear_bias: false,
+            qkv_bias: false,
+            qk_norm: false,
+            moe: None,
+            mla: None,
+            hybrid: Some(Hybrid { pattern, mamba: Mamba2 { n_heads: 128, head_dim: 64, state_size: 128, n_groups: 8, conv_kernel: 4, chunk_size: 128 } }),
+            published_params: Some(8e9),
+        }
+    }
+
+    #[test]
+    fn hybrid_params_count_each_block_once() {
+        let m = nemotron_h_8b();
+        assert_eq!((m.n_mamba_layers(), m.n_attention_layers(), m.n_dense_layers(), m.n_moe_layers()), (24, 4, 24, 0));
+        let p = m.params();
+        // 24 mixers of 109,635,968 (without their layer norm), 4 attention layers of 41,943,040,
+        // 24 MLPs of 2 x 4096 x 21504, 52 + 1 RMSNorms, embedding and LM head 131072 x 4096 each.
+        assert_eq!(p.mamba, 24.0 * 109_635_968.0);
+        assert_eq!(p.attention, 4.0 * 41_943_040.0);
+        assert_eq!(p.dense_ffn, 24.0 * 176_160_768.0);
+        assert_eq!(p.norms, 53.0 * 4096.0);
+        assert_eq!(p.total(), 8_100_852_736.0);
+        // Matmul parameters: the mixers' in/out projections, attention, MLPs and the LM head.
+        let mm = 24.0 * 4096.0 * (18560.0 + 8192.0) + p.attention + p.dense_ffn + 131072.0 * 4096.0;
+        assert_eq!(m.matmul_params_per_token(), mm);
+        // Per layer kind, what the memory plan shards: a mixer all over TP, its norm whole.
+        assert_eq!(m.layer_params(LayerKind::Mamba), (109_635_968.0, 4096.0, 0.0));
+        assert_eq!(m.layer_kinds().iter().filter(|k| **k == LayerKind::Attention).count(), 4);
+    }
+
     #[test]
     fn gpt3_params_match_12lh2() {
         let m = gpt3_175b();

@@ -63,6 +63,14 @@ pub enum Infeasible {
     Unsupported { what: &'static str, value: u64, why: String },
 }
 
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
 fn divides(p: &mut Vec<Infeasible>, what: &'static str, n: u64, by_name: &'static str, by: u64) {
     if by == 0 || !n.is_multiple_of(by) {
         p.push(Infeasible::Indivisible { what, n, by_name, by });
@@ -96,8 +104,18 @@ pub fn check(model: &Model, pc: &ParallelConfig, n_gpus: u64) -> Vec<Infeasible>
     divides(&mut p, "ffn_hidden", model.ffn_hidden, "tp", tp);
     if let Some(hy) = model.hybrid.as_ref().filter(|hy| hy.pattern.contains(&crate::model::Block::Mamba)) {
         // Megatron's MambaMixer: `nheads % tp_size == 0`, `ngroups % tp_size == 0`.
-        divides(&mut p, "mamba_num_heads", hy.mamba.n_heads, "tp", tp);
-        divides(&mut p, "n_groups", hy.mamba.n_groups, "tp", tp);
+        let (heads, groups) = (hy.mamba.n_heads, hy.mamba.n_groups);
+        if !heads.is_multiple_of(tp) || !groups.is_multiple_of(tp) {
+            let (what, value) = if !heads.is_multiple_of(tp) { ("mamba_num_heads", heads) } else { ("n_groups", groups) };
+            p.push(Infeasible::Unsupported {
+                what,
+                value,
+                why: format!(
+                    "not divisible by `tp` = {tp}: Megatron's MambaMixer splits the SSM heads ({heads}) and B/C groups ({groups}) over TP; hint: use a `--tp` that divides {}",
+                    gcd(heads, groups)
+                ),
+            });
+        }
         if pc.cp > 1 {
             p.push(Infeasible::Unsupported {
                 what: "cp",

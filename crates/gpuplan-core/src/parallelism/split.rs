@@ -367,6 +367,21 @@ mod tests {
     use super::*;
     use crate::parallelism::Schedule;
 
+    #[test]
+    fn a_hybrid_pattern_splits_in_order_by_layer_count() {
+        use crate::model::LayerKind::{Attention, Mamba, Mlp};
+        let kinds = crate::model::tests::nemotron_h_8b().layer_kinds();
+        let count = |c: crate::model::KindCounts| (c[Mamba.index()], c[Attention.index()], c[Mlp.index()]);
+        // pp = 4: 13 layers each, `M-M-M-M*-M-M-`, `M-M-M*-M-M-M-`, ...: one attention layer each.
+        for rank in 0..4 {
+            assert_eq!(count(stage_kind_counts(&kinds, &pc(4, 1, PipelineSplit::default()), rank)), (6, 1, 6));
+        }
+        // `--decoder-first-pipeline-num-layers 10` at pp = 2: `M-M-M-M*-M` first, the other 42 last.
+        let first = PipelineSplit { first: Some(10), ..PipelineSplit::default() };
+        assert_eq!(count(stage_kind_counts(&kinds, &pc(2, 1, first.clone()), 0)), (5, 1, 4));
+        assert_eq!(count(stage_kind_counts(&kinds, &pc(2, 1, first), 1)), (19, 3, 20));
+    }
+
     fn pc(pp: u32, vp: u32, split: PipelineSplit) -> ParallelConfig {
         ParallelConfig {
             tp: 8,

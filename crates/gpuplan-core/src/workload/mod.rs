@@ -1050,6 +1050,88 @@ mod tests {
         assert!(((full - executed) - (attn_conv - attn_exec)).abs() / full < 1e-3);
     }
 
+    /// One micro-batch's forward and backward FLOPs of a hybrid model, its layers in pattern order.
+    fn hybrid_step_flops(model: &Model, pc: &ParallelConfig, w: &Workload) -> f64 {
+        let ops = forward_ops(model, pc, w);
+        let mut fwd = ops.embedding.clone();
+        for kind in model.layer_kinds() {
+            fwd.extend(ops.layer(kind).iter().cloned());
+        }
+        fwd.extend(ops.head.iter().cloned());
+        let bwd = backward_of(&fwd);
+        fwd.iter()
+            .chain(bwd.iter())
+            .map(|op| match &op.kind {
+                // The convention counts attention in full, its backward at 2x.
+                OpKind::Attention { q_len, kv_len, .. } => op.flops() / causal_fraction(*q_len, *kv_len) / if op.pass == Pass::Backward { 1.25 } else { 1.0 },
+                _ => op.flops(),
+            })
+            .sum()
+    }
+
+    #[test]
+    fn hybrid_op_list_flops_are_the_model_flops_plus_the_scans_recompute() {
+        let m = crate::model::tests::nemotron_h_8b();
+        let s = 8192;
+        let w = train(s, Stack::Megatron);
+        let per_token = hybrid_step_flops(&m, &single(), &w) / s as f64;
+        let mb = &m.hybrid.as_ref().unwrap().mamba;
+        // The scan's forward per token: 4 H P N + 2 Q G N + 2 Q H P (Nemotron-H 8B: 6,553,600).
+        assert_eq!(mb.scan_flops_per_token(), 6_553_600.0);
+        // The backward recomputes the chunk states (2 H P N) and C B^T (2 Q G N) before its gradients.
+        let recomputed = 24.0 * (2.0 * 128.0 * 64.0 * 128.0 + 2.0 * 128.0 * 8.0 * 128.0);
+        let model = model_flops_per_token_train(&m, s);
+        assert!((per_token / (model + recomputed) - 1.0).abs() < 1e-9, "{per_token} vs {model} + {recomputed}");
+        // The closed form: 6 N + 12 x (4 attention layers) x 32 heads x 128 x s / 2... written out.
+        let attention = 6.0 * (4 * s * 32 * 256) as f64;
+        assert!((model - (6.0 * m.matmul_params_per_token() + attention + 3.0 * 24.0 * 6_553_600.0)).abs() < 1.0);
+        // TP splits the mixers' heads and groups, the attention heads and the MLP evenly.
+        let mut pc = single();
+        pc.tp = 8;
+        pc.sp = true;
+        let f8 = hybrid_step_flops(&m, &pc, &w);
+        assert!((per_token * s as f64 / f8 / 8.0 - 1.0).abs() < 0.01);
+    }
+
+    #[test]
+    fn mamba_layers_list_the_mixer_kernels_and_decode_reads_the_state() {
+        let m = crate::model::tests::nemotron_h_8b();
+        let ops = forward_ops(&m, &single(), &train(8192, Stack::Megatron));
+        let names: Vec<&str> = ops.mamba_layer.iter().map(|o| o.name).collect();
+        assert_eq!(
+            names,
+            [
+                "input_norm",
+                "mamba_in_proj",
+                "conv1d",
+                "ssd_chunk_cumsum",
+                "ssd_chunk_state",
+                "ssd_state_passing",
+                "ssd_bmm_chunk",
+                "ssd_chunk_scan",
+                "ssd_chunk_scan_states",
+                "ssd_gate",
+                "mamba_norm",
+                "mamba_out_proj"
+            ]
+        );
+        // No RoPE in Nemotron-H's attention; the dense lists are empty for a hybrid model.
+        assert!(ops.attention_layer.iter().all(|o| o.name != "rope") && ops.dense_layer.is_empty());
+        // The state passing moves 64 chunks x 128 heads x 64 x 128 fp32 reads and bf16 writes.
+        let passing = ops.mamba_layer.iter().find(|o| o.name == "ssd_state_passing").unwrap();
+        assert_eq!(passing.kind, OpKind::Memory { bytes: (64 * 128 * 64 * 128) as f64 * 6.0, kernels: 1 });
+        // Decode: batch 4 reads and writes each sequence's 4 MiB fp32 state once.
+        let mut w = train(8192, Stack::Megatron);
+        w.mode = Mode::Decode;
+        w.batch = 4;
+        w.kv_len = 1000;
+        let ops = forward_ops(&m, &single(), &w);
+        let update = ops.mamba_layer.iter().find(|o| o.name == "ssm_state_update").unwrap();
+        let io = (2 * 8192 + 2 * 8 * 128 + 128 + 8192) as f64 * 2.0;
+        assert_eq!(update.kind, OpKind::Memory { bytes: 4.0 * (2.0 * 4_194_304.0 + io), kernels: 1 });
+        assert!(ops.mamba_layer.iter().all(|o| !o.name.starts_with("ssd_")));
+    }
+
     #[test]
     fn tp_shards_gemm_flops_evenly() {
         let m = gpt3_175b();
