@@ -425,3 +425,33 @@ fn nccl_tests_rows_with_nan_are_refused_with_line_and_column() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(std::fs::read_to_string(d.join("p/x/notes.txt")).unwrap(), "mine");
 }
+
+#[test]
+fn a_hybrid_pattern_that_does_not_fit_the_model_is_refused() {
+    // A pattern one layer short of `n_layers`.
+    let d = tmp("hybrid-len");
+    let m = mutate(&d, "models/nemotron-h-8b.toml", "pattern = \"M-M-M-M*", "pattern = \"M-M-M*");
+    let (code, err) = gpuplan(&["check", m.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("`hybrid.pattern`") && err.contains("has 50 layers, `n_layers` = 52") && err.contains("hint"), "{err}");
+    // A symbol Megatron has but gpuplan does not model (`G`, gated delta net).
+    let d = tmp("hybrid-symbol");
+    let m = mutate(&d, "models/nemotron-h-8b.toml", "pattern = \"M-M-M-M*", "pattern = \"M-M-M-G*");
+    let (code, err) = gpuplan(&["predict", "--model", m.to_str().unwrap(), "--system", "dgx-h100", "--gpus", "8"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("has `G` at layer 6, which is not a known layer symbol") && err.contains("hint: one symbol per layer"), "{err}");
+}
+
+#[test]
+fn mamba_groups_that_tp_does_not_divide_name_flag_value_and_hint() {
+    // TP 16 divides the attention heads, the MLP and the 128 SSM heads but not the 8 B/C groups.
+    let (code, err) =
+        gpuplan(&["predict", "--model", "nemotron-h-8b", "--system", "dgx-h100", "--gpus", "16", "--tp", "16", "--global-batch", "16", "--seq", "4096"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("`n_groups` = 8: not divisible by `tp` = 16") && err.contains("hint: use a `--tp` that divides 8"), "{err}");
+    // Context parallelism over Mamba-2 layers is refused, not approximated.
+    let (code, err) =
+        gpuplan(&["predict", "--model", "nemotron-h-8b", "--system", "dgx-h100", "--gpus", "8", "--cp", "8", "--global-batch", "8", "--seq", "8192"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("`cp` = 8") && err.contains("MambaContextParallel"), "{err}");
+}

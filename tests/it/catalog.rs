@@ -386,3 +386,30 @@ fn predict_and_serve_run_on_the_trtllm_table_systems() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("no sourced scale-out network") && err.contains("at most 8"), "{err}");
 }
+
+/// A config.json with transformers' `NemotronHConfig` keys (transformers 5.17) and the Nemotron-H 8B
+/// shape of Megatron-Bridge's recipe loads to models/nemotron-h-8b.toml. (Written here from those
+/// key names, not copied from the published file, which this repository does not hold.)
+#[test]
+fn a_nemotron_h_config_json_loads_to_the_catalog_model() {
+    let json = r#"{
+        "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h",
+        "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
+        "num_hidden_layers": 52, "hidden_size": 4096, "intermediate_size": 21504, "mlp_hidden_act": "relu2",
+        "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "attention_bias": false,
+        "mlp_bias": false, "use_bias": false, "vocab_size": 131072, "max_position_embeddings": 8192,
+        "tie_word_embeddings": false, "mamba_num_heads": 128, "mamba_head_dim": 64, "ssm_state_size": 128,
+        "n_groups": 8, "conv_kernel": 4, "chunk_size": 128, "expand": 2, "use_conv_bias": true
+    }"#;
+    let dir = std::env::temp_dir().join(format!("gpuplan-it-nemotron-h-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("nvidia--Nemotron-H-8B-Base-8K.config.json");
+    std::fs::write(&path, json).unwrap();
+    let mut from_hf = model::load_model(path.to_str().unwrap()).unwrap_or_else(|e| panic!("{e}"));
+    let toml = load("nemotron-h-8b");
+    from_hf.name = toml.name.clone();
+    from_hf.published_params = toml.published_params;
+    assert_eq!(from_hf, toml);
+    assert_eq!(toml.params().total(), 8_100_852_736.0);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -154,6 +154,9 @@ proptest! {
         let _ = config::model::model_from_text(Path::new("m.toml"), &text);
         let text = apply(&seed("models/deepseek-v3.toml"), &m);
         let _ = config::model::model_from_text(Path::new("m.toml"), &text);
+        // A hybrid model's `[hybrid]` pattern and Mamba-2 keys.
+        let text = apply(&seed("models/nemotron-h-8b.toml"), &m);
+        let _ = config::model::model_from_text(Path::new("m.toml"), &text);
     }
 
     #[test]
@@ -162,6 +165,8 @@ proptest! {
             let text = apply(&seed(f), &m);
             let _ = config::hf::model_from_hf_json(Path::new("config.json"), &text);
         }
+        let text = apply(NEMOTRON_H_JSON, &m);
+        let _ = config::hf::model_from_hf_json(Path::new("config.json"), &text);
     }
 
     #[test]
@@ -317,6 +322,16 @@ fn serve_command_line() -> impl Strategy<Value = Vec<String>> {
     })
 }
 
+/// A Nemotron-H config.json's keys (transformers 5.17 `NemotronHConfig`), the 8B shape.
+const NEMOTRON_H_JSON: &str = r#"{
+    "model_type": "nemotron_h", "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
+    "num_hidden_layers": 52, "hidden_size": 4096, "intermediate_size": 21504, "mlp_hidden_act": "relu2",
+    "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 131072,
+    "max_position_embeddings": 8192, "tie_word_embeddings": false, "mamba_num_heads": 128, "mamba_head_dim": 64,
+    "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4, "chunk_size": 128, "n_routed_experts": 8,
+    "num_experts_per_tok": 2, "moe_intermediate_size": 1024, "moe_shared_expert_intermediate_size": 2048
+}"#;
+
 fn training_command_line() -> impl Strategy<Value = Vec<String>> {
     let cmd = prop::sample::select(vec!["predict", "simulate", "plan", "compare", "check", "report", "validate"]);
     let flag = prop::sample::select(vec![
@@ -377,10 +392,11 @@ fn training_command_line() -> impl Strategy<Value = Vec<String>> {
         "all",
         "vllm",
     ]);
-    (cmd, prop::collection::vec((flag, value), 0..6)).prop_map(|(c, fv)| {
+    let model = prop::sample::select(vec!["llama-3-8b", "nemotron-h-8b"]);
+    (cmd, model, prop::collection::vec((flag, value), 0..6)).prop_map(|(c, model, fv)| {
         let mut v = vec![c.to_string()];
         if !matches!(c, "check" | "report" | "validate") {
-            v.extend(["--model", "llama-3-8b", "--system", "dgx-h100"].map(String::from));
+            v.extend(["--model", model, "--system", "dgx-h100"].map(String::from));
         }
         for (f, x) in fv {
             v.push(f.to_string());

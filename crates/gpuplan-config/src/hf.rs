@@ -474,6 +474,48 @@ mod tests {
         assert!(err.contains("`decoder_sparse_step` = `2`"), "{err}");
     }
 
+    /// NemotronHConfig's keys (transformers 5.17) with a small shape.
+    const NEMOTRON_H: &str = r#"{
+        "model_type": "nemotron_h", "num_hidden_layers": 6, "hidden_size": 256, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 64, "intermediate_size": 512, "vocab_size": 1000,
+        "max_position_embeddings": 4096, "tie_word_embeddings": false, "mlp_hidden_act": "relu2",
+        "hybrid_override_pattern": "M-M*-M", "mamba_num_heads": 8, "mamba_head_dim": 64,
+        "ssm_state_size": 128, "n_groups": 2, "conv_kernel": 4, "chunk_size": 128, "expand": 2
+    }"#;
+
+    #[test]
+    fn nemotron_h_keys_map_onto_a_hybrid_model() {
+        let m = load(NEMOTRON_H).unwrap();
+        let hy = m.hybrid.as_ref().unwrap();
+        assert_eq!(hy.pattern_string(), "M-M*-M");
+        assert_eq!(
+            (hy.mamba.n_heads, hy.mamba.head_dim, hy.mamba.state_size, hy.mamba.n_groups, hy.mamba.conv_kernel, hy.mamba.chunk_size),
+            (8, 64, 128, 2, 4, 128)
+        );
+        assert_eq!((m.ffn_kind, m.position, m.head_dim, m.n_layers), (gpuplan_core::model::FfnKind::Plain, gpuplan_core::model::Position::None, 64, 6));
+        assert_eq!((m.n_mamba_layers(), m.n_attention_layers(), m.n_dense_layers()), (3, 1, 2));
+        // The newer list form and the older key names give the same model.
+        let list = NEMOTRON_H
+            .replace(r#""hybrid_override_pattern": "M-M*-M""#, r#""layers_block_type": ["mamba", "mlp", "linear_attention", "full_attention", "mlp", "mamba"]"#)
+            .replace(r#""n_groups": 2, "conv_kernel": 4, "chunk_size": 128"#, r#""mamba_n_groups": 2, "mamba_d_conv": 4, "mamba_chunk_size": 128"#);
+        assert_eq!(load(&list).unwrap(), m);
+    }
+
+    #[test]
+    fn nemotron_h_errors_name_the_key_value_and_hint() {
+        let err = load(&NEMOTRON_H.replace("M-M*-M", "M-G*-M")).unwrap_err().to_string();
+        assert!(err.contains("`hybrid.pattern` = `M-G*-M` has `G` at layer 2, which is not a known layer symbol"), "{err}");
+        assert!(err.contains("hint: one symbol per layer: `M` Mamba-2"), "{err}");
+        let err = load(&NEMOTRON_H.replace("M-M*-M", "M-M*-")).unwrap_err().to_string();
+        assert!(err.contains("`hybrid.pattern` = `M-M*-` has 5 layers, `n_layers` = 6"), "{err}");
+        let err = load(&NEMOTRON_H.replace(r#""n_groups": 2"#, r#""n_groups": 3"#)).unwrap_err().to_string();
+        assert!(err.contains("`hybrid.n_groups` = `3` does not divide `hybrid.mamba_num_heads` = 8"), "{err}");
+        let err = load(&NEMOTRON_H.replace(r#""relu2""#, r#""silu""#)).unwrap_err().to_string();
+        assert!(err.contains("`mlp_hidden_act`"), "{err}");
+        let err = load(&NEMOTRON_H.replace(r#""hybrid_override_pattern": "M-M*-M", "#, "")).unwrap_err().to_string();
+        assert!(err.contains("`hybrid_override_pattern` = `(missing)` is required"), "{err}");
+    }
+
     #[test]
     fn syntax_errors_point_at_line_and_column() {
         let err = load("{\n  \"model_type\": \"llama\",\n  \"hidden_size\": ,\n}").unwrap_err();
