@@ -205,3 +205,32 @@ fn per_rank_json_has_the_distribution_and_who_held_the_step_back() {
     let (top, p50) = (v["step_time_s"].as_f64().unwrap(), p["step_time_s"]["p50"].as_f64().unwrap());
     assert!((top - p50).abs() / p50 < 1e-9, "the prediction is the median step's: {top} vs {p50}");
 }
+
+/// Nemotron-H 8B at TP 2 x PP 4 with 10 layers on the first stage (`--decoder-first-pipeline-num-layers`):
+/// the stages hold different mixes of Mamba-2, attention and MLP blocks; both DES engines and the
+/// closed form agree where nothing contends (no DP).
+#[test]
+fn a_hybrid_pattern_over_uneven_stages_agrees_across_engines() {
+    use gpuplan::model::LayerKind::{Attention, Mamba, Mlp};
+    let w = ScenarioWire {
+        model: Some("nemotron-h-8b".into()),
+        system: Some("dgx-h100".into()),
+        gpus: Some(8),
+        parallelism: ParallelWire { tp: Some(2), pp: Some(4), dp: Some(1), zero: Some(1), decoder_first_pipeline_num_layers: Some(10), ..Default::default() },
+        workload: WorkloadWire { seq: Some(2048), micro_batch: Some(1), global_batch: Some(8), ..Default::default() },
+        ..Default::default()
+    };
+    let s = build(&w, None).unwrap();
+    let kinds = s.model.layer_kinds();
+    let mix = |stage| {
+        let c = gpuplan::parallelism::stage_kind_counts(&kinds, &s.parallel, stage);
+        (c[Mamba.index()], c[Attention.index()], c[Mlp.index()])
+    };
+    // `M-M-M-M*-M`, then 14 layers each: `-M-M-M-M*-M-M-`, `M-M-M*-M-M-M-M`, `-M*-M-M-M-M-M-`.
+    assert_eq!([mix(0), mix(1), mix(2), mix(3)], [(5, 1, 4), (6, 1, 7), (7, 1, 6), (6, 1, 7)]);
+    let rep = representative(&s, Faults::default());
+    let r = per_rank(&s, RankFaults::default());
+    assert!((r.distribution.p50.value() - rep).abs() / rep < 1e-3, "per-rank {} vs representative {rep}", r.distribution.p50.value());
+    let a = gpuplan::analytic::predict(&s).unwrap().step_time.value();
+    assert!((rep / a - 1.0).abs() < 0.02, "DES {rep} vs analytic {a}");
+}
