@@ -200,7 +200,7 @@ fn moe_active_counts_match_published_ones() {
     // Mixtral: 12.9B per token (mistral.ai), within 1%. Qwen3-30B-A3B: the model card prints 3.3B
     // activated; ours is 3.353B, counting the embedding lookup and the LM head (0.31B each) as active,
     // and the card does not say what it counts, so the check is 2% there.
-    for (name, active_b, tolerance) in [("mixtral-8x7b", 12.9, 0.01), ("qwen3-30b-a3b", 3.3, 0.02)] {
+    for (name, active_b, tolerance) in [("mixtral-8x7b", 12.9, 0.01), ("qwen3-30b-a3b", 3.3, 0.02), ("nemotron-3-nano-30b-a3b", 3.6, 0.01)] {
         let a = load(name).active_params() / 1e9;
         assert!((a / active_b - 1.0).abs() < tolerance, "{name}: {a:.3}B active vs {active_b}B published");
     }
