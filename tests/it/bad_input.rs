@@ -455,3 +455,24 @@ fn mamba_groups_that_tp_does_not_divide_name_flag_value_and_hint() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("`cp` = 8") && err.contains("MambaContextParallel"), "{err}");
 }
+
+/// Only a learned position-embedding table bounds the sequence. RoPE models train past
+/// `max_position_embeddings` (long-context extension with context parallelism), so Llama-3 8B
+/// (`max_seq_len` 8192) at 128K tokens over CP 16 is a prediction, while GPT-3 5B (learned
+/// positions, 2048 rows) at 4096 tokens is refused naming the key, the value and the limit.
+#[test]
+fn only_learned_positions_bound_the_sequence() {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+        .args(["predict", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "64", "--tp", "4", "--cp", "16"])
+        .args(["--seq", "131072", "--global-batch", "1", "--zero", "1", "--json"])
+        .current_dir(ROOT)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["tokens_per_s"].as_f64().is_some_and(|t| t > 0.0), "{v}");
+
+    let (code, err) = gpuplan(&["predict", "--model", "gpt3-5b", "--system", "dgx-h100", "--gpus", "8", "--seq", "4096", "--global-batch", "8"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("workload.seq") && err.contains("4096") && err.contains("max_seq_len") && err.contains("2048"), "{err}");
+}

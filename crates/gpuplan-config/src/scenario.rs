@@ -32,7 +32,7 @@ use serde::Deserialize;
 
 use super::{parse_toml, read_file, ConfigError, Problems};
 use gpuplan_core::hardware::Dtype;
-use gpuplan_core::model::Model;
+use gpuplan_core::model::{Model, Position};
 use gpuplan_core::parallelism::{Fill, ParallelConfig, PipelineSplit, Schedule};
 use gpuplan_core::scenario::{Options, Scenario};
 use gpuplan_core::workload::{Fp8Recipe, Mode, MoeDispatcher, Recompute, Stack, Workload};
@@ -477,8 +477,15 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
                 .with_hint("global_batch = micro_batch * dp * gradient accumulation steps")
         });
     }
-    if seq > model.max_seq_len && mode != Mode::Decode {
-        p.push(ConfigError::invalid(&path, "workload.seq", seq, format!("exceeds the model's `max_seq_len` = {}", model.max_seq_len)));
+    // Only learned absolute position embeddings bound the sequence: their table has `max_seq_len`
+    // rows. RoPE (and position-free) models train and run past `max_position_embeddings`, as
+    // long-context extension does (NeMo's long-context recipes train Llama-3 8B at up to 1M tokens
+    // with context parallelism, adjusting only the RoPE base).
+    if seq > model.max_seq_len && mode != Mode::Decode && model.position == Position::Learned {
+        p.push(
+            ConfigError::invalid(&path, "workload.seq", seq, format!("exceeds the model's `max_seq_len` = {}", model.max_seq_len))
+                .with_hint("the model's learned position-embedding table has `max_seq_len` rows; use a shorter `--seq`"),
+        );
     }
     let precision = match ww.precision.as_deref() {
         None => Dtype::Bf16,
