@@ -497,7 +497,40 @@ fn time_to_train_table(o: &mut Out, cx: &Ctx) {
             })
             .unwrap_or_default();
         o.p(format!("With failures (`--goodput`: {about}): the job pays for wall-clock time, so time and cost are the failure-free figures divided by the effective training-time fraction; the p5–p95 range is the Poisson spread of the failure count over the run only (not the failure rates' uncertainty, nor the throughput band). The model and its sources: ARCHITECTURE.md, `goodput`."));
+        failures_by_component(o, cx);
     }
+}
+
+/// With `--goodput`: each training run's expected failures over the run by component (from
+/// `/goodput/components` of its document), with each rate's source.
+fn failures_by_component(o: &mut Out, cx: &Ctx) {
+    let mut rows = Vec::new();
+    for r in cx.all.iter().filter(|r| r.run.mode == "train") {
+        let Some(g) = r.run.outcome.as_ref().ok().and_then(|p| p.doc.goodput.as_ref()) else { continue };
+        let days = g.train.as_ref().map(|t| t.days);
+        for c in &g.components {
+            let share = if g.failures_per_day > 0.0 { 100.0 * c.failures_per_day / g.failures_per_day } else { 0.0 };
+            rows.push(vec![
+                label(r.run),
+                c.name.clone(),
+                format!("{:.3e} per {}-day x {}", c.failures_per_unit_day, c.per, c.units),
+                format!("{:.2}", c.failures_per_day),
+                format!("{share:.1}%"),
+                days.map_or("-".into(), |d| format!("{:.0}", c.failures_per_day * d)),
+                c.source.clone(),
+            ]);
+        }
+    }
+    if rows.is_empty() {
+        return;
+    }
+    o.table(
+        ["scenario · mode", "component", "rate x units", "failures per day", "share", "failures over the run", "source"]
+            .iter()
+            .map(|h| h.to_string())
+            .collect(),
+        rows,
+    );
 }
 
 /// "Where the step time goes": the critical path's parts as a stacked chart.
