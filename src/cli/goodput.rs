@@ -173,9 +173,10 @@ pub fn table(d: &GoodputDoc) -> String {
     let _ = writeln!(o, "  goodput          {:.1}% effective training time ({} recovery; rates: {})", d.effective_fraction * 100.0, d.recovery, d.reliability);
     let _ = writeln!(o, "    failures       {:.2} per day over {} nodes (MTBF {:.2} h)", d.failures_per_day, d.nodes, d.mtbf_h);
     for c in &d.components {
+        let share = if d.failures_per_day > 0.0 { 100.0 * c.failures_per_day / d.failures_per_day } else { 0.0 };
         let _ = writeln!(
             o,
-            "      {:<12} {:.3e} per {}-day x {} = {:.2} per day  {}",
+            "      {:<12} {:.3e} per {}-day x {} = {:.2} per day ({share:.1}%)  {}",
             c.name, c.failures_per_unit_day, c.per, c.units, c.failures_per_day, c.source
         );
     }

@@ -11,7 +11,8 @@ use crate::config::reliability::GoodputSetup;
 use crate::measure::record::read_all;
 use crate::report::claims::{self, ClaimsWire, Subject};
 use crate::report::prices::{self, PriceFlags, PricesWire};
-use crate::report::{command_args, render, scaling_dps, Band, Entry, Predicted, Run, ScalePoint};
+use crate::report::{command_args, render, scaling_dps, Band, Entry, Predicted, Run, ScalePoint, Stragglers};
+use crate::sim::per_rank::{simulate_per_rank, PerRankError, PerRankOptions, Persistence};
 use crate::workload::Mode;
 
 /// The run set and profile the uncertainty bands are computed from.
@@ -74,6 +75,20 @@ pub struct ReportArgs {
     /// Storage cost per node-hour, USD
     #[arg(long)]
     pub storage_usd_per_node_hour: Option<f64>,
+    /// K=FACTOR: add the step-time distribution under K random stragglers at FACTOR of their
+    /// speed (the per-rank engine, over --steps) of each scenario's training run, with a chart
+    #[arg(long, value_parser = super::simulate::parse_stragglers)]
+    pub stragglers: Option<(u64, f64)>,
+    /// With --stragglers, steps to simulate
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=crate::limits::sim::MAX_PER_RANK_STEPS as i64), requires = "stragglers")]
+    pub steps: u32,
+    /// With --stragglers, the seed of the straggler draws
+    #[arg(long, default_value_t = 0, requires = "stragglers")]
+    pub seed: u64,
+    /// With --stragglers, how long a straggler stays slow: `step`, `job` or a mean lifetime in
+    /// steps (as `simulate --straggler-persistence`)
+    #[arg(long = "straggler-persistence", default_value = "step", value_parser = super::simulate::parse_persistence, requires = "stragglers")]
+    pub straggler_persistence: Persistence,
     /// `--goodput` and its flags: goodput-adjusted time and cost to train `--tokens` (training runs)
     #[command(flatten)]
     pub goodput: super::goodput::GoodputArgs,
@@ -125,7 +140,14 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
         }
         false => None,
     };
-    let entries: Vec<Entry> = args.scenario.iter().map(|f| entry(f, goodput.as_ref())).collect::<anyhow::Result<_>>()?;
+    let straggle = args.stragglers.map(|k| PerRankOptions {
+        stragglers: Some(k),
+        persistence: args.straggler_persistence,
+        steps: args.steps,
+        seed: args.seed,
+        ..Default::default()
+    });
+    let entries: Vec<Entry> = args.scenario.iter().map(|f| entry(f, goodput.as_ref(), straggle.as_ref())).collect::<anyhow::Result<_>>()?;
     let claims = match &args.claims {
         Some(f) => Some(audit(f, &band)?),
         None => None,
@@ -139,6 +161,9 @@ pub fn run(args: ReportArgs) -> anyhow::Result<Outcome> {
         let mut command = command_args(&args.scenario, args.prices.as_deref(), &flags, args.tokens, args.claims.as_deref());
         if args.goodput.goodput {
             command = command.replace("--out DIR", &format!("{} --out DIR", args.goodput.command_line()));
+        }
+        if let Some(o) = &straggle {
+            command = command.replace("--out DIR", &format!("{} --out DIR", straggler_flags(o)));
         }
         let files = render::render(&render::Input {
             title: &title,
@@ -205,8 +230,35 @@ fn predict_run(file: &Path, name_hint: &str, mode: &str, flags: Vec<String>, a: 
     Run { file: file.display().to_string(), scenario_name, mode: mode.into(), flags, outcome }
 }
 
+/// The straggler flags of `simulate --per-rank` (and `report`).
+fn straggler_flags(o: &PerRankOptions) -> String {
+    let (k, f) = o.stragglers.unwrap_or((0, 1.0));
+    let mut v = format!("--stragglers {k}={f} --steps {} --seed {}", o.steps, o.seed);
+    if o.persistence != Persistence::Step {
+        v += &format!(" --straggler-persistence {}", super::simulate::persistence_name(o.persistence));
+    }
+    v
+}
+
+/// The training run's step times under stragglers: the per-rank engine over its steps.
+fn straggler_run(file: &Path, train: &Run, o: &PerRankOptions) -> anyhow::Result<Stragglers> {
+    let mut command = vec![format!("--scenario {}", file.display())];
+    command.extend(train.flags.iter().cloned());
+    command.push(format!("--per-rank {}", straggler_flags(o)));
+    let doc = match &train.outcome {
+        Ok(p) => match simulate_per_rank(&p.scenario, o) {
+            Ok(r) => Ok(super::simulate::per_rank_doc(&r, o)),
+            // A bad straggler count names its flag: bad input, not a row of the report.
+            Err(PerRankError::Fault(e)) => return Err(anyhow::Error::new(e).context(format!("scenario `{}`", file.display()))),
+            Err(PerRankError::Predict(e)) => Err(e.to_string()),
+        },
+        Err(e) => Err(e.clone()),
+    };
+    Ok(Stragglers { command: command.join(" "), doc })
+}
+
 /// A scenario file in its own mode and the two others, and its scaling curve.
-fn entry(file: &Path, goodput: Option<&GoodputSetup>) -> anyhow::Result<Entry> {
+fn entry(file: &Path, goodput: Option<&GoodputSetup>, stragglers: Option<&PerRankOptions>) -> anyhow::Result<Entry> {
     let base = ScenarioArgs { scenario: Some(file.to_path_buf()), ..Default::default() };
     let s = base.build().with_context(|| format!("scenario `{}`", file.display()))?;
     let w = &s.workload;
@@ -277,7 +329,11 @@ fn entry(file: &Path, goodput: Option<&GoodputSetup>) -> anyhow::Result<Entry> {
             }
         })
         .collect();
-    Ok(Entry { file: file.display().to_string(), name, primary_mode: primary, runs, scaling })
+    let stragglers = match (stragglers, runs.iter().find(|r| r.mode == Mode::Train.name())) {
+        (Some(o), Some(train)) => Some(straggler_run(file, train, o)?),
+        _ => None,
+    };
+    Ok(Entry { file: file.display().to_string(), name, primary_mode: primary, runs, scaling, stragglers })
 }
 
 /// Check every claim of a claims file.

@@ -6,7 +6,8 @@ use anyhow::Context;
 
 use super::args::ScenarioArgs;
 use super::{predict, write_atomic, Outcome};
-use crate::sim::per_rank::{simulate_per_rank, PerRankError, PerRankOptions, PerRankResult};
+use crate::config::prediction::{HeldBackDoc, PerRankDoc, StepDoc, StepTimesDoc, StragglersDoc};
+use crate::sim::per_rank::{simulate_per_rank, PerRankError, PerRankOptions, PerRankResult, Persistence};
 use crate::sim::ranks::{LinkFault, LinkTarget, RankFaults};
 use crate::sim::{self, Faults, SimOptions};
 
@@ -58,6 +59,12 @@ pub struct SimulateArgs {
     /// --seed) compute at FACTOR of their speed; a fresh draw in each of --steps
     #[arg(long, value_parser = parse_stragglers, requires = "per_rank")]
     pub stragglers: Option<(u64, f64)>,
+    /// With --per-rank, how long a straggler stays slow: `step` (a fresh draw each step), `job`
+    /// (one draw, the same GPUs slow in every step) or D, a mean lifetime in steps (geometric:
+    /// after each step a straggler recovers with probability 1/D and a GPU drawn uniformly from
+    /// the others takes its place)
+    #[arg(long = "straggler-persistence", default_value = "step", value_parser = parse_persistence, requires = "stragglers")]
+    pub straggler_persistence: Persistence,
     /// With --per-rank, steps to simulate (the step-time distribution)
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=crate::limits::sim::MAX_PER_RANK_STEPS as i64), requires = "per_rank")]
     pub steps: u32,
@@ -94,10 +101,32 @@ fn parse_link_fault(s: &str) -> Result<LinkFault, String> {
 }
 
 /// `K=FACTOR` of `--stragglers`.
-fn parse_stragglers(s: &str) -> Result<(u64, f64), String> {
+pub(super) fn parse_stragglers(s: &str) -> Result<(u64, f64), String> {
     let (a, b) = s.split_once('=').ok_or_else(|| format!("`{s}` is not K=FACTOR (e.g. `4=0.8`)"))?;
     let k = a.trim().parse::<u64>().map_err(|_| format!("count `{a}` is not a number"))?;
     Ok((k, parse_factor(b, "4=0.8")?))
+}
+
+/// `step`, `job` or a mean lifetime in steps, of `--straggler-persistence`.
+pub(super) fn parse_persistence(s: &str) -> Result<Persistence, String> {
+    match s.trim() {
+        "step" => Ok(Persistence::Step),
+        "job" => Ok(Persistence::Job),
+        t => match t.parse::<f64>() {
+            Ok(m) if m.is_finite() && m >= 1.0 => Ok(Persistence::MeanSteps(m)),
+            Ok(m) => Err(format!("a mean lifetime of `{m}` steps is not at least 1 (e.g. `20`)")),
+            Err(_) => Err(format!("`{t}` is not `step`, `job` or a mean lifetime in steps (e.g. `20`)")),
+        },
+    }
+}
+
+/// The name of a persistence as the flag takes it.
+pub(super) fn persistence_name(p: Persistence) -> String {
+    match p {
+        Persistence::Step => "step".into(),
+        Persistence::Job => "job".into(),
+        Persistence::MeanSteps(m) => m.to_string(),
+    }
 }
 
 fn parse_stage_factor(s: &str) -> Result<(u32, f64), String> {
@@ -193,6 +222,7 @@ fn per_rank(args: SimulateArgs, scenario: &crate::scenario::Scenario, origin: &s
     let opts = PerRankOptions {
         faults: RankFaults { slow_gpu: args.slow_gpu.iter().map(|&(r, f)| (r as u64, f)).collect(), links: args.degrade_link, fail_nic: args.fail_nic },
         stragglers: args.stragglers,
+        persistence: args.straggler_persistence,
         steps: args.steps,
         seed: args.seed,
         ungrouped: false,
@@ -206,7 +236,7 @@ fn per_rank(args: SimulateArgs, scenario: &crate::scenario::Scenario, origin: &s
     if args.json {
         let mut v = predict::to_json(scenario, pred);
         v["engine"] = "des-per-rank".into();
-        v["per_rank"] = per_rank_json(&result, &opts);
+        v["per_rank"] = serde_json::to_value(per_rank_doc(&result, &opts))?;
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print!("{}", predict::table(scenario, pred, false));
@@ -248,28 +278,44 @@ fn culprits(r: &PerRankResult) -> Vec<(u64, u64, String, u32, f64, f64)> {
     out
 }
 
-fn per_rank_json(r: &PerRankResult, o: &PerRankOptions) -> serde_json::Value {
+/// The `/per_rank` document of a per-rank run.
+pub(super) fn per_rank_doc(r: &PerRankResult, o: &PerRankOptions) -> PerRankDoc {
     let d = &r.distribution;
-    serde_json::json!({
-        "ranks": r.n_ranks,
-        "steps": r.steps.len(),
-        "seed": o.seed,
-        "stragglers": o.stragglers.map(|(k, f)| serde_json::json!({
-            "count": k, "factor": f, "distribution": "uniform over ranks without replacement, a fresh draw each step",
-        })),
-        "fault_free_step_time_s": r.fault_free.value(),
-        "step_time_s": {
-            "mean": d.mean.value(), "p50": d.p50.value(), "p90": d.p90.value(), "p99": d.p99.value(), "max": d.max.value(),
-        },
-        "held_back": culprits(r).iter().map(|c| serde_json::json!({
-            "rank": c.0, "ranks_alike": c.1, "fault": c.2, "steps": c.3,
-            "mean_waited_for_s": c.4 / c.3 as f64, "mean_link_delay_s": c.5 / c.3 as f64,
-        })).collect::<Vec<_>>(),
-        "per_step": r.steps.iter().map(|s| serde_json::json!({
-            "step_time_s": s.step_time.value(), "classes": s.classes, "events": s.events, "stragglers": s.stragglers,
-            "held_back_by": s.held_back.as_ref().map(|h| h.rank),
-        })).collect::<Vec<_>>(),
-    })
+    PerRankDoc {
+        ranks: r.n_ranks,
+        steps: r.steps.len() as u64,
+        seed: o.seed,
+        stragglers: o.stragglers.map(|(k, f)| StragglersDoc {
+            count: k,
+            factor: f,
+            persistence: persistence_name(o.persistence),
+            distribution: o.persistence.describe(),
+        }),
+        fault_free_step_time_s: r.fault_free.value(),
+        step_time_s: StepTimesDoc { mean: d.mean.value(), p50: d.p50.value(), p90: d.p90.value(), p99: d.p99.value(), max: d.max.value() },
+        held_back: culprits(r)
+            .into_iter()
+            .map(|c| HeldBackDoc {
+                rank: c.0,
+                ranks_alike: c.1,
+                fault: c.2,
+                steps: c.3,
+                mean_waited_for_s: c.4 / c.3 as f64,
+                mean_link_delay_s: c.5 / c.3 as f64,
+            })
+            .collect(),
+        per_step: r
+            .steps
+            .iter()
+            .map(|s| StepDoc {
+                step_time_s: s.step_time.value(),
+                classes: s.classes as u64,
+                events: s.events,
+                stragglers: s.stragglers.clone(),
+                held_back_by: s.held_back.as_ref().map(|h| h.rank),
+            })
+            .collect(),
+    }
 }
 
 fn per_rank_text(r: &PerRankResult, o: &PerRankOptions) -> String {
@@ -282,7 +328,7 @@ fn per_rank_text(r: &PerRankResult, o: &PerRankOptions) -> String {
     let classes = if lo == hi { lo.to_string() } else { format!("{lo}..{hi}") };
     let _ = writeln!(t, "  per-rank engine: {} ranks in {classes} classes of ranks that behave alike, {} step(s), {events} events", r.n_ranks, r.steps.len());
     if let Some((k, f)) = o.stragglers {
-        let _ = writeln!(t, "  stragglers: {k} GPU(s) per step at {f}x compute, drawn uniformly without replacement (seed {})", o.seed);
+        let _ = writeln!(t, "  stragglers: {k} GPU(s) at {f}x compute, {} (seed {})", o.persistence.describe(), o.seed);
     }
     let ms = |s: crate::units::Seconds| s.value() * 1e3;
     let _ = writeln!(

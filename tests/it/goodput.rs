@@ -273,6 +273,21 @@ fn report_adds_goodput_adjusted_time_and_cost_to_train() {
     assert!((col("goodput_usd") / col("usd") - good / hours).abs() < 1e-9);
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("days with failures") && md.contains("--goodput --failure-rate node=0.5 --storage-gb-per-s 10 --restart-s 300 --out DIR"), "{md}");
+    // Failures by component: the file's six and the flag's `node`, whose counts add to the total.
+    let parts: Vec<f64> = md
+        .lines()
+        .filter(|l| l.starts_with("| seed-8xb200-tp2-dp4-13b · train | "))
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.trim_matches('|').split('|').map(str::trim).collect();
+            (cells.len() == 7).then(|| cells[5].parse::<f64>().unwrap())
+        })
+        .collect();
+    assert_eq!(parts.len(), 7, "{md}");
+    for name in ["| gpu |", "| hbm |", "| nic |", "| switch |", "| host |", "| software |", "| node |"] {
+        assert!(md.contains(name), "{name} not in the component table");
+    }
+    let total = col("failures");
+    assert!((parts.iter().sum::<f64>() - total).abs() <= 4.0, "{parts:?} vs {total}");
     let _ = std::fs::remove_dir_all(&out);
 }
 

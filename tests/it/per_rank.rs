@@ -6,7 +6,7 @@ use std::process::Command;
 
 use gpuplan::config::scenario::{build, read_scenario, ParallelWire, ScenarioWire, WorkloadWire};
 use gpuplan::scenario::Scenario;
-use gpuplan::sim::per_rank::{simulate_per_rank, PerRankOptions};
+use gpuplan::sim::per_rank::{simulate_per_rank, PerRankOptions, Persistence};
 use gpuplan::sim::ranks::{LinkFault, LinkTarget, RankFaults};
 use gpuplan::sim::{simulate, Faults, SimOptions};
 
@@ -143,6 +143,30 @@ fn stragglers_are_seeded_and_the_distribution_is_ordered() {
     assert!(drawn.len() > 1, "fresh draws per step: {drawn:?}");
 }
 
+#[test]
+fn a_persistent_straggler_slows_every_step_and_transient_ones_spread() {
+    let s = scenario("seed-8xb200-tp2-dp4-13b.toml");
+    let run =
+        |persistence| simulate_per_rank(&s, &PerRankOptions { stragglers: Some((1, 0.7)), persistence, steps: 8, seed: 11, ..Default::default() }).unwrap();
+    let job = run(Persistence::Job);
+    let step = run(Persistence::Step);
+    // One draw for the job: the same GPU is slow in every step, and every step is held back to its pace.
+    let rank = job.steps[0].stragglers[0];
+    for st in &job.steps {
+        assert_eq!(st.stragglers, vec![rank]);
+        assert!(st.step_time.value() > job.fault_free.value() * 1.2, "{st:?}");
+        assert_eq!(st.held_back.as_ref().map(|h| h.rank), Some(rank));
+    }
+    // The job's draw is the transient run's first step.
+    assert_eq!(step.steps[0].stragglers, vec![rank]);
+    let spread: std::collections::BTreeSet<u64> = step.steps.iter().map(|s| s.stragglers[0]).collect();
+    assert!(spread.len() >= 4, "fresh draws spread over the GPUs: {spread:?}");
+    // A mean lifetime between the two: runs of the same GPU, changing now and then.
+    let mid = run(Persistence::MeanSteps(3.0));
+    let changes = mid.steps.windows(2).filter(|w| w[0].stragglers != w[1].stragglers).count();
+    assert!(changes < 7, "{changes}");
+}
+
 fn gpuplan(args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_gpuplan")).args(args).current_dir(ROOT).output().expect("run gpuplan");
     (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
@@ -166,6 +190,9 @@ fn bad_fault_flags_exit_2_naming_the_flag_and_value() {
         (&["--stragglers", "2=0"], &["--stragglers", "2=0", "(0, 1]"]),
         (&["--stragglers", "two=0.5"], &["--stragglers", "two"]),
         (&["--steps", "0"], &["--steps", "0"]),
+        (&["--stragglers", "1=0.5", "--straggler-persistence", "0.5"], &["--straggler-persistence", "0.5", "at least 1"]),
+        (&["--stragglers", "1=0.5", "--straggler-persistence", "forever"], &["--straggler-persistence", "forever"]),
+        (&["--straggler-persistence", "job"], &["--stragglers"]),
     ];
     for (extra, want) in cases {
         let args: Vec<&str> = base.iter().chain(extra.iter()).copied().collect();
@@ -233,4 +260,55 @@ fn a_hybrid_pattern_over_uneven_stages_agrees_across_engines() {
     assert!((r.distribution.p50.value() - rep).abs() / rep < 1e-3, "per-rank {} vs representative {rep}", r.distribution.p50.value());
     let a = gpuplan::analytic::predict(&s).unwrap().step_time.value();
     assert!((rep / a - 1.0).abs() < 0.02, "DES {rep} vs analytic {a}");
+}
+
+/// The cells of the markdown table row that starts with `first`.
+fn md_row<'a>(md: &'a str, first: &str) -> Vec<&'a str> {
+    let line = md.lines().find(|l| l.starts_with(&format!("| {first}"))).unwrap_or_else(|| panic!("no row `{first}` in {md}"));
+    line.trim_matches('|').split('|').map(str::trim).collect()
+}
+
+#[test]
+fn report_charts_the_step_time_distribution_under_stragglers() {
+    let out = std::env::temp_dir().join(format!("gpuplan-it-stragglers-report-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let flags = ["--stragglers", "2=0.8", "--steps", "12", "--seed", "5", "--straggler-persistence", "3"];
+    let mut args = vec!["report", "--scenario", "scenarios/seed-8xb200-tp2-dp4-13b.toml", "--out", out.to_str().unwrap()];
+    args.extend(flags);
+    let (code, err) = gpuplan(&args);
+    assert_eq!(code, 0, "{err}");
+    let name = "seed-8xb200-tp2-dp4-13b";
+    // The chart: an SVG document with the CDF and the p50/p90/p99 and no-fault lines named.
+    let svg = std::fs::read_to_string(out.join(format!("charts/stragglers-{name}.svg"))).unwrap();
+    let tree = roxmltree::Document::parse(&svg).expect("the chart parses as XML");
+    assert_eq!(tree.root_element().tag_name().name(), "svg");
+    let texts: Vec<String> = tree.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text().map(|t| t.trim().to_string())).collect();
+    for mark in ["no fault", "p50", "p90", "p99"] {
+        assert!(texts.iter().any(|t| t.starts_with(mark)), "`{mark}` not in {texts:?}");
+    }
+    assert!(tree.descendants().filter(|n| n.has_tag_name("polyline")).count() >= 5, "the CDF and four marks");
+    // The document beside it is simulate's `/per_rank` for the same flags, and the report's table
+    // names its numbers.
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join(format!("stragglers-{name}.json"))).unwrap()).unwrap();
+    let mut sim = vec!["simulate", "--scenario", "scenarios/seed-8xb200-tp2-dp4-13b.toml", "--per-rank", "--json"];
+    sim.extend(flags);
+    let o = Command::new(env!("CARGO_BIN_EXE_gpuplan")).args(&sim).current_dir(ROOT).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["per_rank"], doc, "the report's JSON is simulate's");
+    assert_eq!(doc["steps"], 12);
+    assert_eq!(doc["stragglers"]["persistence"], "3");
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    let section = &md[md.find("## Step time under stragglers").expect("the section")..];
+    let row = md_row(section, &format!("{name} · train"));
+    let ms = |x: &serde_json::Value| format!("{:.3}", x.as_f64().unwrap() * 1e3);
+    let t = &doc["step_time_s"];
+    assert_eq!(row[5..11], [ms(&doc["fault_free_step_time_s"]), ms(&t["mean"]), ms(&t["p50"]), ms(&t["p90"]), ms(&t["p99"]), ms(&t["max"])], "{row:?}");
+    assert!(t["p50"].as_f64() <= t["p90"].as_f64() && t["p90"].as_f64() <= t["p99"].as_f64());
+    assert!(md.contains("--stragglers 2=0.8 --steps 12 --seed 5 --straggler-persistence 3 --out DIR"), "the header regenerates it");
+    // No overwrite without --force.
+    let (code, err) = gpuplan(&args);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--force"), "{err}");
+    let _ = std::fs::remove_dir_all(&out);
 }

@@ -164,6 +164,65 @@ pub struct SourceDoc {
     pub source: String,
 }
 
+/// `simulate --per-rank --json`'s `/per_rank` (and a report's `stragglers-*.json`): the
+/// step-time distribution over steps, the random stragglers and the ranks that held steps back
+/// (`gpuplan_core::sim::per_rank`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PerRankDoc {
+    pub ranks: u64,
+    pub steps: u64,
+    pub seed: u64,
+    /// `null` without `--stragglers`.
+    pub stragglers: Option<StragglersDoc>,
+    /// The step with no fault and no straggler.
+    pub fault_free_step_time_s: f64,
+    pub step_time_s: StepTimesDoc,
+    pub held_back: Vec<HeldBackDoc>,
+    pub per_step: Vec<StepDoc>,
+}
+
+/// `--stragglers K=F` and how they were drawn.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StragglersDoc {
+    pub count: u64,
+    pub factor: f64,
+    /// `step`, `job` or the mean lifetime in steps (`--straggler-persistence`).
+    pub persistence: String,
+    /// The draw, in words.
+    pub distribution: String,
+}
+
+/// Mean and nearest-rank percentiles of the steps' times.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepTimesDoc {
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+/// A faulted rank that held steps back, over the steps.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HeldBackDoc {
+    pub rank: u64,
+    pub ranks_alike: u64,
+    pub fault: String,
+    pub steps: u32,
+    pub mean_waited_for_s: f64,
+    pub mean_link_delay_s: f64,
+}
+
+/// One simulated step.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepDoc {
+    pub step_time_s: f64,
+    pub classes: u64,
+    pub events: u64,
+    pub stragglers: Vec<u64>,
+    pub held_back_by: Option<u64>,
+}
+
 /// A number as a reader of the JSON text sees it: `None` where it is written as `null` (NaN or
 /// infinite), as `serde_json::Value::as_f64` returns.
 pub fn finite(v: f64) -> Option<f64> {

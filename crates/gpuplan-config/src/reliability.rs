@@ -330,9 +330,33 @@ mod tests {
 
     #[test]
     fn a_flag_replaces_a_component_of_the_same_name_and_adds_others() {
-        let g = build(&GoodputFlags { failure_rates: vec!["node=1e-3".into(), "hbm=2e-5/gpu".into()], ..flags() }).unwrap();
-        assert_eq!(g.params.rates.per_node_day, 1e-3);
-        assert_eq!(g.params.rates.per_gpu_day, 2e-5);
+        let file = build(&flags()).unwrap();
+        let rate = |name: &str| file.reliability.components.iter().find(|c| c.name == name).map(|c| c.rate.value).unwrap();
+        // `host` and `hbm` replace the file's; `rack` is added.
+        let g = build(&GoodputFlags { failure_rates: vec!["host=1e-3".into(), "hbm=2e-5/gpu".into(), "rack=1e-4".into()], ..flags() }).unwrap();
+        assert!((g.params.rates.per_node_day - (1e-3 + rate("software") + 1e-4)).abs() < 1e-15);
+        assert!((g.params.rates.per_gpu_day - (2e-5 + rate("gpu"))).abs() < 1e-15);
+        assert_eq!(g.reliability.components.len(), file.reliability.components.len() + 1);
+    }
+
+    #[test]
+    fn the_default_split_adds_back_to_the_node_rate_on_an_eight_gpu_eight_nic_node() {
+        // meta-rsc-2024.toml: Kokolis et al.'s 6.5e-3 failures per node-day, divided over six
+        // components by the Llama 3 paper's Table 5 counts.
+        let g = build(&flags()).unwrap();
+        let names: Vec<&str> = g.reliability.components.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["gpu", "hbm", "nic", "switch", "host", "software"]);
+        let r = g.params.rates;
+        let per_node = r.per_node_day + 8.0 * r.per_gpu_day + 8.0 * r.per_nic_day;
+        assert!((per_node - 6.5e-3).abs() < 1e-6, "{per_node}");
+        // The shares are Table 5's: GPU 196, HBM 72, NIC 7, switch 35, host 46, software 63 of 419.
+        for (c, n, per_node_units) in
+            [("gpu", 196.0, 8.0), ("hbm", 72.0, 8.0), ("nic", 7.0, 8.0), ("switch", 35.0, 8.0), ("host", 46.0, 1.0), ("software", 63.0, 1.0)]
+        {
+            let rate = g.reliability.components.iter().find(|x| x.name == c).unwrap().rate.value;
+            let share = rate * per_node_units / 6.5e-3;
+            assert!((share - n / 419.0).abs() < 1e-3, "{c}: {share} vs {}", n / 419.0);
+        }
     }
 
     #[test]

@@ -470,3 +470,62 @@ pub fn curves(
     }
     Ok(svg)
 }
+
+/// The empirical CDF of step times (`times` in `unit`, any order; one point per step) as a step
+/// line, with vertical lines at `marks` (name, value: the percentiles and the fault-free step),
+/// named with their values in the legend.
+pub fn step_cdf(title: &str, unit: &str, times: &[f64], marks: &[(String, f64)], note: &str) -> Result<String, String> {
+    let mut v: Vec<f64> = times.iter().copied().filter(|t| t.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return Err("chart: no step times".into());
+    }
+    let n = v.len() as f64;
+    let mut svg = String::new();
+    {
+        let mut names: Vec<(String, RGBColor)> = vec![("share of steps at or below".into(), COLORS[0])];
+        names.extend(marks.iter().enumerate().map(|(i, (m, x))| (format!("{m} {x:.3} {unit}"), COLORS[(i + 1) % COLORS.len()])));
+        let hh = head_height(&names, 100);
+        let h = 420 + hh + FOOT;
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let (top, rest) = root.split_vertically(hh);
+        let (body, foot) = rest.split_vertically(h - hh - FOOT);
+        head(&top, title, &names, 100)?;
+        footnote(&foot, note)?;
+        let lo = marks.iter().map(|m| m.1).chain(v.iter().copied()).fold(f64::INFINITY, f64::min);
+        let hi = marks.iter().map(|m| m.1).chain(v.iter().copied()).fold(f64::NEG_INFINITY, f64::max);
+        let pad = ((hi - lo) * 0.08).max(hi.abs() * 0.002).max(1e-12);
+        let mut chart = ChartBuilder::on(&body)
+            .margin_right(40)
+            .x_label_area_size(44)
+            .y_label_area_size(70)
+            .build_cartesian_2d((lo - pad)..(hi + pad), 0.0..1.05)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc(format!("step time ({unit})"))
+            .y_desc("share of steps")
+            .x_label_formatter(&|x| short(*x))
+            .y_label_formatter(&|y| format!("{:.0}%", y * 100.0))
+            .label_style((FONT, 14))
+            .axis_desc_style((FONT, 15))
+            .draw()
+            .map_err(err)?;
+        // The step function: 0 left of the fastest step, (i+1)/n from step i on.
+        let mut pts = vec![(lo - pad, 0.0), (v[0], 0.0)];
+        for (i, t) in v.iter().enumerate() {
+            pts.push((*t, i as f64 / n));
+            pts.push((*t, (i + 1) as f64 / n));
+        }
+        pts.push((hi + pad, 1.0));
+        chart.draw_series(LineSeries::new(pts, COLORS[0].stroke_width(2))).map_err(err)?;
+        chart.draw_series(v.iter().enumerate().map(|(i, t)| Circle::new((*t, (i + 1) as f64 / n), 3, COLORS[0].filled()))).map_err(err)?;
+        for (i, (_, x)) in marks.iter().enumerate() {
+            let c = COLORS[(i + 1) % COLORS.len()];
+            chart.draw_series(LineSeries::new(vec![(*x, 0.0), (*x, 1.05)], c.stroke_width(2))).map_err(err)?;
+        }
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}

@@ -17,7 +17,7 @@ pub mod views;
 
 use std::path::{Path, PathBuf};
 
-use gpuplan_config::prediction::{finite, PredictionDoc};
+use gpuplan_config::prediction::{finite, PerRankDoc, PredictionDoc};
 use gpuplan_config::record::scenario_wire;
 use gpuplan_core::cost::UsedNumber;
 use gpuplan_core::record::RunRecord;
@@ -153,6 +153,17 @@ pub struct Entry {
     pub primary_mode: String,
     pub runs: Vec<Run>,
     pub scaling: Vec<ScalePoint>,
+    /// With `--stragglers`: the training run's step times under random stragglers.
+    pub stragglers: Option<Stragglers>,
+}
+
+/// A training run's step-time distribution under random stragglers: the per-rank engine's
+/// document (`simulate --per-rank --json`'s `/per_rank`) and the flags that reproduce it.
+#[derive(Debug, Clone)]
+pub struct Stragglers {
+    /// The `gpuplan simulate` arguments (`--scenario FILE ... --per-rank --stragglers K=F ...`).
+    pub command: String,
+    pub doc: Result<PerRankDoc, String>,
 }
 
 /// Cost and energy figures of one run under a set of prices.

@@ -146,6 +146,7 @@ pub fn render(inp: &Input) -> Result<Vec<(String, String)>, String> {
             time_to_train_table(&mut o, &cx);
         }
         step_breakdown(&mut o, &cx)?;
+        stragglers(&mut o, &cx)?;
         memory(&mut o, &cx)?;
         power(&mut o, &cx)?;
         scaling(&mut o, &cx)?;
@@ -496,7 +497,40 @@ fn time_to_train_table(o: &mut Out, cx: &Ctx) {
             })
             .unwrap_or_default();
         o.p(format!("With failures (`--goodput`: {about}): the job pays for wall-clock time, so time and cost are the failure-free figures divided by the effective training-time fraction; the p5–p95 range is the Poisson spread of the failure count over the run only (not the failure rates' uncertainty, nor the throughput band). The model and its sources: ARCHITECTURE.md, `goodput`."));
+        failures_by_component(o, cx);
     }
+}
+
+/// With `--goodput`: each training run's expected failures over the run by component (from
+/// `/goodput/components` of its document), with each rate's source.
+fn failures_by_component(o: &mut Out, cx: &Ctx) {
+    let mut rows = Vec::new();
+    for r in cx.all.iter().filter(|r| r.run.mode == "train") {
+        let Some(g) = r.run.outcome.as_ref().ok().and_then(|p| p.doc.goodput.as_ref()) else { continue };
+        let days = g.train.as_ref().map(|t| t.days);
+        for c in &g.components {
+            let share = if g.failures_per_day > 0.0 { 100.0 * c.failures_per_day / g.failures_per_day } else { 0.0 };
+            rows.push(vec![
+                label(r.run),
+                c.name.clone(),
+                format!("{:.3e} per {}-day x {}", c.failures_per_unit_day, c.per, c.units),
+                format!("{:.2}", c.failures_per_day),
+                format!("{share:.1}%"),
+                days.map_or("-".into(), |d| format!("{:.0}", c.failures_per_day * d)),
+                c.source.clone(),
+            ]);
+        }
+    }
+    if rows.is_empty() {
+        return;
+    }
+    o.table(
+        ["scenario · mode", "component", "rate x units", "failures per day", "share", "failures over the run", "source"]
+            .iter()
+            .map(|h| h.to_string())
+            .collect(),
+        rows,
+    );
 }
 
 /// "Where the step time goes": the critical path's parts as a stacked chart.
@@ -529,6 +563,120 @@ fn step_breakdown(o: &mut Out, cx: &Ctx) -> Result<(), String> {
             &format!("step = train: one optimizer step; prefill: one forward pass; decode: one token step; {}", cx.note),
         ),
     )
+}
+
+/// A file-name part from a scenario name: lowercase letters, digits and dashes.
+fn slug(name: &str) -> String {
+    let s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' { c.to_ascii_lowercase() } else { '-' }).collect();
+    s.split('-').filter(|p| !p.is_empty()).collect::<Vec<_>>().join("-")
+}
+
+/// "Step time under stragglers" (`--stragglers`): per training scenario, the per-rank engine's
+/// step-time distribution over its steps as a table, a CDF chart with p50/p90/p99 and the
+/// fault-free step marked (`charts/stragglers-NAME.svg`), and its document
+/// (`stragglers-NAME.json`, `simulate --per-rank --json`'s `/per_rank`).
+fn stragglers(o: &mut Out, cx: &Ctx) -> Result<(), String> {
+    let with: Vec<(&Entry, &super::Stragglers)> = cx.inp.entries.iter().filter_map(|e| e.stragglers.as_ref().map(|s| (e, s))).collect();
+    if with.is_empty() {
+        return Ok(());
+    }
+    o.h(2, "Step time under stragglers");
+    let ms = |s: f64| format!("{:.3}", s * 1e3);
+    let mut rows = Vec::new();
+    let mut used: Vec<String> = Vec::new();
+    let mut charts = Vec::new();
+    for (e, st) in &with {
+        let mut name = slug(&e.name);
+        if used.contains(&name) {
+            name = format!("{name}-{}", used.len() + 1);
+        }
+        used.push(name.clone());
+        match &st.doc {
+            Ok(d) => {
+                let t = &d.step_time_s;
+                let (k, f, persistence) = d.stragglers.as_ref().map_or((0, 1.0, "-".to_string()), |s| (s.count, s.factor, s.persistence.clone()));
+                rows.push(vec![
+                    format!("{} · train", e.name),
+                    d.ranks.to_string(),
+                    format!("{k} at {f}x"),
+                    persistence,
+                    format!("{} (seed {})", d.steps, d.seed),
+                    ms(d.fault_free_step_time_s),
+                    ms(t.mean),
+                    ms(t.p50),
+                    ms(t.p90),
+                    ms(t.p99),
+                    ms(t.max),
+                    format!("{:+.1}%", 100.0 * (t.mean / d.fault_free_step_time_s - 1.0)),
+                ]);
+                // Seconds for steps of a second or more, else milliseconds.
+                let (unit, scale) = if d.fault_free_step_time_s >= 1.0 { ("s", 1.0) } else { ("ms", 1e3) };
+                let times: Vec<f64> = d.per_step.iter().map(|s| s.step_time_s * scale).collect();
+                let marks = vec![
+                    ("no fault".to_string(), d.fault_free_step_time_s * scale),
+                    ("p50".to_string(), t.p50 * scale),
+                    ("p90".to_string(), t.p90 * scale),
+                    ("p99".to_string(), t.p99 * scale),
+                ];
+                let file = format!("stragglers-{name}.json");
+                o.file(&file, serde_json::to_string_pretty(d).map_err(|e| e.to_string())? + "\n");
+                charts.push((
+                    format!("stragglers-{name}"),
+                    charts::step_cdf(
+                        &format!("{}: step time over {} steps, {k} straggler(s) at {f}x", e.name, d.steps),
+                        unit,
+                        &times,
+                        &marks,
+                        &format!("per-rank discrete-event engine; `gpuplan simulate {}`; data: {file}", st.command),
+                    ),
+                ));
+            }
+            Err(err) => rows.push(vec![
+                format!("{} · train", e.name),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                format!("cannot simulate: {err}"),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+            ]),
+        }
+    }
+    o.table(
+        [
+            "scenario · mode",
+            "GPUs",
+            "stragglers",
+            "persistence",
+            "steps",
+            "no fault (ms)",
+            "mean (ms)",
+            "p50 (ms)",
+            "p90 (ms)",
+            "p99 (ms)",
+            "max (ms)",
+            "mean vs no fault",
+        ]
+        .iter()
+        .map(|h| h.to_string())
+        .collect(),
+        rows,
+    );
+    o.p("The per-rank discrete-event engine (`gpuplan simulate --per-rank`) plays every GPU of the training run in classes of GPUs that behave alike; in each step the drawn stragglers compute at the given share of their speed, and a collective waits for its slowest member. Percentiles are nearest-rank over the simulated steps; no fault is the same step with every GPU healthy. Persistence: `step` draws fresh stragglers each step, `job` keeps one draw throughout, a number is a straggler's mean lifetime in steps (geometric). The draw of each run is in its `stragglers-*.json` (`stragglers.distribution`, `per_step`).");
+    for (e, st) in &with {
+        if st.doc.is_ok() {
+            o.p(format!("Reproduce {}: `gpuplan simulate {} --json`.", e.name, st.command));
+        }
+    }
+    for (name, svg) in charts {
+        o.chart(&name, svg)?;
+    }
+    Ok(())
 }
 
 /// "Memory per GPU": the peak GPU's components as a stacked chart against HBM capacity.

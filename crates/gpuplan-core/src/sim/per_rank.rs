@@ -12,9 +12,14 @@
 //! stage, every barrier has one member, and the engine runs exactly the representative engine's
 //! events (equal step time, tested).
 //!
-//! Stragglers (`stragglers`): in each step, K ranks drawn uniformly without replacement from all
-//! ranks (xoshiro256** seeded by SplitMix64 from the seed and the step number) compute at factor
-//! F. Steps are independent draws, simulated in parallel (rayon), collected in step order.
+//! Stragglers (`stragglers`): K ranks drawn uniformly without replacement from all ranks
+//! (xoshiro256** seeded by SplitMix64) compute at factor F. How long a straggler stays slow is
+//! `Persistence`: a fresh draw every step (seeded from the seed and the step number; steps are
+//! independent), one draw for the whole job (the same K ranks slow in every step), or a
+//! geometric lifetime of mean D steps (after each step each straggler recovers with probability
+//! 1/D and a rank drawn uniformly from the ranks not slow takes its place; one generator from the
+//! seed, in step order). The straggler sets are drawn first, in step order; each distinct set is
+//! simulated once, the sets in parallel (rayon), and the steps collected in step order.
 
 use rayon::prelude::*;
 
@@ -32,12 +37,42 @@ pub struct PerRankOptions {
     pub faults: RankFaults,
     /// (K, F): K random ranks per step compute at factor F.
     pub stragglers: Option<(u64, f64)>,
+    /// How long a straggler stays slow.
+    pub persistence: Persistence,
     /// Steps to draw (at least 1).
     pub steps: u32,
     pub seed: u64,
     /// Play every rank as a class of its own (no symmetry reduction): the naive reference the
     /// grouped engine is tested against.
     pub ungrouped: bool,
+}
+
+/// How long a random straggler stays slow (`--straggler-persistence`).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum Persistence {
+    /// A fresh draw in every step: steps are independent.
+    #[default]
+    Step,
+    /// One draw for the whole job: the same ranks are slow in every step.
+    Job,
+    /// Each straggler stays slow for a geometric number of steps of this mean (> 1): after each
+    /// step it recovers with probability 1/mean, and a rank drawn uniformly from those not slow
+    /// then takes its place.
+    MeanSteps(f64),
+}
+
+impl Persistence {
+    /// The draw, in words (the JSON's `stragglers.distribution`).
+    pub fn describe(&self) -> String {
+        match self {
+            Persistence::Step => "uniform over ranks without replacement, a fresh draw each step".into(),
+            Persistence::Job => "uniform over ranks without replacement, one draw for the whole job (the same ranks slow in every step)".into(),
+            Persistence::MeanSteps(m) => format!(
+                "uniform over ranks without replacement at step 0; each straggler stays slow a geometric number of steps of mean {m} (recovers after a step with probability {:.4}) and is replaced by a rank drawn uniformly from those not slow",
+                1.0 / m
+            ),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -284,6 +319,50 @@ fn draw(rng: &mut Rng, n: u64, k: u64) -> Vec<u64> {
     out
 }
 
+/// The rank of index `t` among the ranks not in `slow` (sorted): the t-th healthy rank.
+fn nth_outside(slow: &[u64], t: u64) -> u64 {
+    let mut r = t;
+    for &s in slow {
+        if s <= r {
+            r += 1;
+        } else {
+            break;
+        }
+    }
+    r
+}
+
+/// The straggler sets of `steps` steps (sorted ranks each), drawn in step order (module doc).
+pub fn straggler_sets(n: u64, k: u64, steps: u32, seed: u64, persistence: Persistence) -> Vec<Vec<u64>> {
+    let fresh = |i: u32| draw(&mut Rng::new(seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)), n, k);
+    match persistence {
+        Persistence::Step => (0..steps).map(fresh).collect(),
+        // Step 0's draw, kept.
+        Persistence::Job => vec![fresh(0); steps as usize],
+        Persistence::MeanSteps(mean) => {
+            let mut rng = Rng::new(seed);
+            let mut cur = draw(&mut rng, n, k);
+            let mut out = Vec::with_capacity(steps as usize);
+            out.push(cur.clone());
+            for _ in 1..steps {
+                let recovering: Vec<u64> = if k < n { cur.iter().copied().filter(|_| rng.unit() < 1.0 / mean).collect() } else { Vec::new() };
+                for r in recovering {
+                    // The t-th of the n - k ranks not slow now takes its place.
+                    let t = rng.next_u64() % (n - k);
+                    let pick = nth_outside(&cur, t);
+                    if let Ok(i) = cur.binary_search(&r) {
+                        cur.remove(i);
+                    }
+                    let at = cur.binary_search(&pick).unwrap_or_else(|i| i);
+                    cur.insert(at, pick);
+                }
+                out.push(cur.clone());
+            }
+            out
+        }
+    }
+}
+
 /// The per-rank engine over `opts.steps` steps (see the module doc).
 pub fn simulate_per_rank(s: &Scenario, opts: &PerRankOptions) -> Result<PerRankResult, PerRankError> {
     let layout = Layout::new(&s.parallel);
@@ -318,6 +397,17 @@ pub fn simulate_per_rank(s: &Scenario, opts: &PerRankOptions) -> Result<PerRankR
             .into());
         }
     }
+    if let Persistence::MeanSteps(m) = opts.persistence {
+        if !(m.is_finite() && m >= 1.0) {
+            return Err(FaultError {
+                flag: "--straggler-persistence",
+                value: m.to_string(),
+                why: format!("a mean of `{m}` steps is not at least 1"),
+                hint: "`step` (a fresh draw each step), `job` (the same ranks throughout) or a mean lifetime in steps >= 1, e.g. 20".into(),
+            }
+            .into());
+        }
+    }
     let prep = Prepared::new(s)?;
     let (clean, clean_prediction) = prep.step(&layout, &RankFactors::healthy(layout.n_ranks), opts.ungrouped)?;
     let n_steps = opts.steps.max(1);
@@ -333,29 +423,28 @@ pub fn simulate_per_rank(s: &Scenario, opts: &PerRankOptions) -> Result<PerRankR
             distribution,
         });
     }
-    // Without stragglers every step is the same: simulate it once.
-    let draws = if opts.stragglers.is_some_and(|(k, _)| k > 0) { n_steps } else { 1 };
-    let mut runs: Vec<(StepOutcome, Prediction)> = (0..draws)
-        .into_par_iter()
-        .map(|i| {
+    // The straggler sets in step order, then each distinct set simulated once.
+    let sets: Vec<Vec<u64>> = match opts.stragglers {
+        Some((k, _)) if k > 0 => straggler_sets(layout.n_ranks, k, n_steps, opts.seed, opts.persistence),
+        _ => vec![Vec::new(); n_steps as usize],
+    };
+    let mut distinct: Vec<&Vec<u64>> = sets.iter().collect();
+    distinct.sort();
+    distinct.dedup();
+    let x = opts.stragglers.map_or(1.0, |(_, x)| x);
+    let played: Vec<(StepOutcome, Prediction)> = distinct
+        .par_iter()
+        .map(|drawn| {
             let mut f = base.clone();
-            let mut drawn = Vec::new();
-            if let Some((k, x)) = opts.stragglers {
-                let mut rng = Rng::new(opts.seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-                drawn = draw(&mut rng, layout.n_ranks, k);
-                for &r in &drawn {
-                    f.compute[r as usize] *= x;
-                }
+            for &r in drawn.iter() {
+                f.compute[r as usize] *= x;
             }
             let (mut out, pred) = prep.step(&layout, &f, opts.ungrouped)?;
-            out.stragglers = drawn;
+            out.stragglers = (*drawn).clone();
             Ok((out, pred))
         })
         .collect::<Result<Vec<_>, PredictError>>()?;
-    if draws < n_steps {
-        let one = runs[0].clone();
-        runs.resize(n_steps as usize, one);
-    }
+    let runs: Vec<(StepOutcome, Prediction)> = sets.iter().map(|set| played[distinct.binary_search(&set).expect("drawn above")].clone()).collect();
     let times: Vec<Seconds> = runs.iter().map(|(o, _)| o.step_time).collect();
     let distribution = Distribution::of(&times);
     // The median step: the lowest-numbered step at p50.
@@ -395,5 +484,32 @@ mod tests {
         // Each rank is drawn with probability 2/8: 2000 of 8000, within 5 sigma (~194).
         assert!(counts.iter().all(|&c| (c as f64 - 2000.0).abs() < 200.0), "{counts:?}");
         assert_eq!(draw(&mut Rng::new(3), 1000, 5), draw(&mut Rng::new(3), 1000, 5));
+    }
+
+    #[test]
+    fn the_t_th_rank_outside_the_slow_set() {
+        let slow = [2, 3, 7];
+        let healthy: Vec<u64> = (0..7).map(|t| nth_outside(&slow, t)).collect();
+        assert_eq!(healthy, vec![0, 1, 4, 5, 6, 8, 9]);
+    }
+
+    #[test]
+    fn persistence_keeps_or_redraws_stragglers_as_stated() {
+        // Job: step 0's fresh draw, kept throughout.
+        let job = straggler_sets(1000, 3, 50, 9, Persistence::Job);
+        let step = straggler_sets(1000, 3, 50, 9, Persistence::Step);
+        assert!(job.iter().all(|s| *s == step[0]));
+        assert!(step.iter().collect::<std::collections::BTreeSet<_>>().len() > 40, "fresh draws differ");
+        // Mean lifetime D: a straggler leaves after a step with probability 1/D, so a single one
+        // changes in 1/D of the steps: 20,000 steps at D = 5 give 4,000 changes (sigma ~57).
+        let m = straggler_sets(1000, 1, 20_001, 4, Persistence::MeanSteps(5.0));
+        let changes = m.windows(2).filter(|w| w[0] != w[1]).count() as f64;
+        assert!((changes - 4000.0).abs() < 5.0 * 56.6, "{changes}");
+        // Sets stay K distinct sorted ranks, all drawn (a uniform replacement reaches most ranks).
+        let m = straggler_sets(64, 4, 2000, 1, Persistence::MeanSteps(3.0));
+        assert!(m.iter().all(|s| s.len() == 4 && s.windows(2).all(|w| w[0] < w[1]) && s.iter().all(|&r| r < 64)));
+        assert_eq!(m.iter().flatten().collect::<std::collections::BTreeSet<_>>().len(), 64);
+        // All ranks slow: nothing to swap with.
+        assert!(straggler_sets(4, 4, 10, 1, Persistence::MeanSteps(1.0)).iter().all(|s| *s == vec![0, 1, 2, 3]));
     }
 }
