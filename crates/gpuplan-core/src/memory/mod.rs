@@ -254,7 +254,10 @@ pub fn plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes) -
 fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes, stage: u32) -> MemoryPlan {
     let sm = stack_memory(w.stack);
     let (dense, experts) = params_on_rank(model, pc, stage);
-    let dp = pc.dp as f64;
+    // Megatron-Core's distributed optimizer (and its gradient buffers) shard over the data-parallel
+    // group with context parallelism (`parallel_state.get_data_parallel_group(with_context_parallel=True)`):
+    // the CP ranks hold the same parameters, so they share the shards.
+    let dp = if w.stack == Stack::Megatron { (pc.dp * pc.cp) as f64 } else { pc.dp as f64 };
     let edp = pc.expert_dp() as f64;
     let shard = |stage_min: u32, n: f64| if pc.zero >= stage_min { n } else { 1.0 };
     let (dense_layers, moe_layers) = crate::parallelism::stage_dense_moe(model.n_layers, model.n_dense_layers(), pc, stage);

@@ -171,6 +171,14 @@ impl Fp8Recipe {
 /// columnwise copy too); per-tensor current scaling reads the input once more for its amax, and
 /// NVFP4 takes a per-tensor amax for its second-level scale too; block scales add 1 B per 32
 /// (MXFP8, E8M0) or per 16 (NVFP4, E4M3) elements per copy, blockwise 4 B per 128.
+///
+/// NVFP4 training (Transformer Engine's `NVFP4BlockScaling` recipe, TE 2.8+; NVIDIA, "Pretraining
+/// Large Language Models with NVFP4", arXiv:2509.25149, sec. 4: 16-point random Hadamard
+/// transforms on the weight-gradient GEMM's inputs, stochastic rounding of gradients) casts the
+/// column-wise (wgrad) copy through the Hadamard transform, so it cannot share the row-wise cast's
+/// pass: the rotated copy is read and cast in a pass of its own (2 B read more, one kernel more);
+/// its amax is taken with the plain one in the amax pass. Stochastic rounding adds random-number
+/// work inside the cast, no traffic.
 pub fn quantize_bytes(precision: Dtype, recipe: Fp8Recipe, train: bool) -> Option<(f64, u32)> {
     let copies = if train { 2.0 } else { 1.0 };
     Some(match precision {
@@ -180,9 +188,19 @@ pub fn quantize_bytes(precision: Dtype, recipe: Fp8Recipe, train: bool) -> Optio
             Fp8Recipe::Blockwise => (2.0 + copies * (1.0 + 4.0 / 128.0), 1),
             Fp8Recipe::Mxfp8 => (2.0 + copies * (1.0 + 1.0 / 32.0), 1),
         },
+        Dtype::Fp4 if train => (2.0 + 2.0 + 2.0 + copies * (0.5 + 1.0 / 16.0), 3),
         Dtype::Fp4 => (2.0 + 2.0 + copies * (0.5 + 1.0 / 16.0), 2),
         _ => return None,
     })
+}
+
+/// Linear layers that stay in bf16 under an FP8 or FP4 recipe: the LM head (Megatron-Core builds
+/// `output_layer` as its own `tensor_parallel.ColumnParallelLinear`, not a Transformer Engine
+/// module, so no FP8/FP4 autocast reaches it; torchao's float8 conversion skips it by the
+/// recipes' module filter) and the MoE router (a plain `torch.nn.functional.linear` in
+/// Megatron-Core's `TopKRouter`, run in fp32 or bf16).
+pub fn stays_bf16(name: &str) -> bool {
+    matches!(name, "router" | "lm_head")
 }
 
 /// What is run: mode, batch shape, precision, recompute, stack.
@@ -243,6 +261,16 @@ impl MoeDispatcher {
 }
 
 impl Workload {
+    /// The dtype GEMM `name` of the op list runs in: the workload's precision, except the linears
+    /// that stay in bf16 under FP8/FP4 training ([`stays_bf16`]). Inference keeps the precision
+    /// for every GEMM, as the serving fits were made with it.
+    pub fn gemm_dtype(&self, name: &str) -> Dtype {
+        if self.mode == Mode::Train && matches!(self.precision, Dtype::Fp8 | Dtype::Fp4) && stays_bf16(name) {
+            Dtype::Bf16
+        } else {
+            self.precision
+        }
+    }
     /// Sequences per micro-batch (training) or per forward (inference) on one replica.
     pub fn sequences(&self) -> u64 {
         match self.mode {
@@ -382,7 +410,7 @@ impl<'a> Builder<'a> {
     /// (`backward_of` doubles memory ops). The router and the LM head stay in bf16 (TE's recipes),
     /// so they are not cast.
     fn quantize_input(&mut self, name: &'static str, elems: f64) {
-        if matches!(name, "router" | "lm_head") {
+        if stays_bf16(name) {
             return;
         }
         if let Some((per_elem, kernels)) = quantize_bytes(self.w.precision, self.w.fp8_recipe, self.w.mode == Mode::Train) {
