@@ -129,7 +129,15 @@ pub fn layer_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, 
     let k = 2.0 * tokens * kv_heads * qk;
     let v = 2.0 * tokens * kv_heads * v_dim;
     let out = 2.0 * tokens * heads * v_dim; // attention output = out-proj input
-    let mut attn = norm_in + 2.0 * rep + q + k + v + out + mask;
+    // What a linear layer keeps of its input for the weight gradient: the bf16 tensor, or under
+    // Megatron + Transformer Engine FP8/FP4 training the quantized copy the wgrad GEMM reads
+    // (TE's `Linear` and `LayerNormLinear` save the cast input, column-wise usage only, not the
+    // bf16 one: transformer_engine/pytorch/module/linear.py, layernorm_linear.py, TE 2.x). The
+    // attention output is kept twice then: in bf16 by the fused attention (its backward reads
+    // it) and quantized by the output projection.
+    let lin_in = saved_linear_input_bytes(w);
+    let out_copy = if lin_in < 2.0 { lin_in * tokens * heads * v_dim } else { 0.0 };
+    let mut attn = norm_in + lin_in * rep + q + k + v + out + out_copy + mask;
     if model.qk_norm {
         // Qwen3's per-head RMSNorm on q and k keeps, like the hidden norms, its fp32 input and
         // normalized tensor in eager (8 per element beyond the bf16 q and k), its input when fused.
@@ -149,7 +157,8 @@ pub fn layer_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, 
     }
 
     // Feed-forward block.
-    let ffn_in = norm_in + 2.0 * rep + mask;
+    // An MoE layer's norm output feeds the (bf16) router and the dispatch, not a TE linear.
+    let ffn_in = norm_in + if moe_layer { 2.0 } else { lin_in } * rep + mask;
     let ffn = if moe_layer {
         let moe = model.moe.as_ref().expect("moe layer");
         let local_tokens = if pc.tp > 1 { tokens / t } else { tokens };
@@ -165,9 +174,32 @@ pub fn layer_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, 
         ffn_in + routed * per_token + shared
     } else {
         let f = model.ffn_hidden as f64 / t;
-        ffn_in + tokens * gated_or_plain(model.ffn_kind, eager) * f
+        // The down projection's input (the activation's output, 2 of `gated_or_plain`) at the
+        // saved linear input's size.
+        ffn_in + tokens * (gated_or_plain(model.ffn_kind, eager) - 2.0 + lin_in) * f
     };
     attn + ffn
+}
+
+/// Bytes per element a linear layer keeps of its input for backward: 2 (bf16), or under the
+/// `megatron` stack's FP8/FP4 training the quantized column-wise copy Transformer Engine saves
+/// (1 B, plus the recipe's block scales: MXFP8 1 B per 32, blockwise 4 B per 128; NVFP4 0.5 B
+/// plus 1 B per 16).
+pub fn saved_linear_input_bytes(w: &Workload) -> f64 {
+    use crate::hardware::Dtype;
+    use crate::workload::Fp8Recipe;
+    if w.stack != Stack::Megatron || w.mode != Mode::Train {
+        return 2.0;
+    }
+    match w.precision {
+        Dtype::Fp8 => match w.fp8_recipe {
+            Fp8Recipe::Tensorwise | Fp8Recipe::Delayed => 1.0,
+            Fp8Recipe::Blockwise => 1.0 + 4.0 / 128.0,
+            Fp8Recipe::Mxfp8 => 1.0 + 1.0 / 32.0,
+        },
+        Dtype::Fp4 => 0.5 + 1.0 / 16.0,
+        _ => 2.0,
+    }
 }
 
 /// Bytes per token per FFN column kept by the activation function and the down projection.
