@@ -423,3 +423,23 @@ fn bottleneck(s: &Scenario, bd: &Breakdown) -> &'static str {
     parts.insert("cpu", bd.cpu_launch.value());
     parts.into_iter().max_by(|a, b| a.1.total_cmp(&b.1)).map(|(k, _)| k).unwrap_or("compute")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn megatron_buckets_hold_40m_parameters_or_1m_per_data_parallel_rank() {
+        assert_eq!(megatron_bucket_params(1), 40e6);
+        assert_eq!(megatron_bucket_params(40), 40e6);
+        assert_eq!(megatron_bucket_params(128), 128e6);
+    }
+
+    #[test]
+    fn each_stack_family_has_its_own_overlap_cost() {
+        let f = crate::cost::fitted::fitted();
+        assert_eq!(overlap_cost(Stack::Megatron), f.megatron_overlap_cost);
+        assert_eq!(overlap_cost(Stack::TorchEager), f.overlap_cost);
+        assert_eq!(overlap_cost(Stack::HfCompile), f.overlap_cost);
+    }
+}

@@ -29,6 +29,13 @@ pub const OVERLAP_COST: f64 = 1.0;
 /// tokens/s/GPU MAPE minimised over 0-1 by 0.05.
 pub const MEGATRON_OVERLAP_COST: f64 = 1.0;
 
+/// Fraction of the stream (memcpy) HBM rate that the `megatron` stack's memory-bound kernels reach
+/// in training (Transformer Engine's fused norm, activation, RoPE, cast/transpose and amax kernels,
+/// Megatron's fused cross-entropy). Fitted jointly with [`MEGATRON_OVERLAP_COST`] on the dense rows
+/// of the fit split of tests/data/published/megatron_bridge_training_dev.csv
+/// (scripts/fit_megatron_overlap.sh, output in calibration/runs/fit_megatron_overlap-output.txt).
+pub const MEGATRON_MEMORY_EFFICIENCY: f64 = 1.0;
+
 /// Host time per GEMM of a tensor-parallel linear layer when training under `torch-eager` with
 /// tp > 1, `[a, b]`: a + b log2(tp) microseconds, which the GPU waits for in full (a stall, not
 /// launch time hidden under GPU work). PyTorch's tensor parallelism is DTensor: each sharded
@@ -135,6 +142,8 @@ pub struct Fitted {
     pub overlap_cost: f64,
     /// See [`MEGATRON_OVERLAP_COST`].
     pub megatron_overlap_cost: f64,
+    /// See [`MEGATRON_MEMORY_EFFICIENCY`].
+    pub megatron_memory_efficiency: f64,
     /// See [`MOE_DISPATCH_SYNC_US`].
     pub moe_dispatch_sync_us: f64,
     /// See [`TRTLLM_HOST_US`].
@@ -159,6 +168,7 @@ pub const SHIPPED: Fitted = Fitted {
     dtensor_linear_us: DTENSOR_LINEAR_US,
     overlap_cost: OVERLAP_COST,
     megatron_overlap_cost: MEGATRON_OVERLAP_COST,
+    megatron_memory_efficiency: MEGATRON_MEMORY_EFFICIENCY,
     moe_dispatch_sync_us: MOE_DISPATCH_SYNC_US,
     trtllm_host_us: TRTLLM_HOST_US,
     triton_frontend_us: TRITON_FRONTEND_US,
@@ -181,7 +191,7 @@ pub fn fitted() -> Fitted {
     *INSTALLED.get().unwrap_or(&SHIPPED)
 }
 
-/// Parse `KEY=V[,V];...` over `f` (`dtensor_linear_us=A,B`, `overlap_cost=X`, `megatron_overlap_cost=X`, `moe_dispatch_sync_us=X`,
+/// Parse `KEY=V[,V];...` over `f` (`dtensor_linear_us=A,B`, `overlap_cost=X`, `megatron_overlap_cost=X`, `megatron_memory_efficiency=X`, `moe_dispatch_sync_us=X`,
 /// `trtllm_host_us=ITER,SEQ,LAYER`, `triton_frontend_us=X`).
 pub fn parse(text: &str, mut f: Fitted) -> Result<Fitted, String> {
     for item in text.split(';').map(str::trim).filter(|s| !s.is_empty()) {
@@ -192,6 +202,7 @@ pub fn parse(text: &str, mut f: Fitted) -> Result<Fitted, String> {
             ("dtensor_linear_us", [a, b]) => f.dtensor_linear_us = [*a, *b],
             ("overlap_cost", [x]) => f.overlap_cost = *x,
             ("megatron_overlap_cost", [x]) => f.megatron_overlap_cost = *x,
+            ("megatron_memory_efficiency", [x]) if *x > 0.0 => f.megatron_memory_efficiency = *x,
             ("moe_dispatch_sync_us", [x]) => f.moe_dispatch_sync_us = *x,
             ("trtllm_host_us", [a, b, c]) => f.trtllm_host_us = [*a, *b, *c],
             ("triton_frontend_us", [x]) => f.triton_frontend_us = *x,

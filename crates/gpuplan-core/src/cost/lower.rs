@@ -252,6 +252,9 @@ impl CostModel<'_> {
                 OpKind::Memory { bytes, kernels } if stack.hf() && w.mode != Mode::Decode => {
                     kernel(self.memory_time(*bytes / super::fitted::fitted().hf_memory_efficiency, *kernels), *kernels as f64)
                 }
+                OpKind::Memory { bytes, kernels } if stack == Stack::Megatron && w.mode == Mode::Train => {
+                    kernel(self.memory_time(*bytes / super::fitted::fitted().megatron_memory_efficiency, *kernels), *kernels as f64)
+                }
                 OpKind::Memory { bytes, kernels } => kernel(self.memory_time(*bytes, *kernels), *kernels as f64),
                 OpKind::Comm { op: c, group, bytes } => {
                     let next_is_kernel = ops.get(i + 1).is_some_and(|n| !matches!(n.kind, OpKind::Comm { .. }));

@@ -522,4 +522,23 @@ mod tests {
         assert!(act.activations.value() >= 96.0 * layer);
         assert!(act.activations.value() < 97.0 * layer);
     }
+
+    #[test]
+    fn megatron_fp8_keeps_the_quantized_linear_inputs_not_the_bf16_ones() {
+        let m = gpt3_175b();
+        let pc = ParallelConfig { tp: 1, sp: false, pp: 1, vp: 1, dp: 1, cp: 1, ep: 1, etp: 1, zero: 1, schedule: Schedule::OneFOneB, split: Default::default() };
+        let mut w = korthikanti(Recompute::None);
+        w.dropout = false;
+        w.flash_attention = true;
+        let bf16 = layer_activation_bytes(&m, &pc, &w, false);
+        w.precision = Dtype::Fp8;
+        let fp8 = layer_activation_bytes(&m, &pc, &w, false);
+        // One byte less per element of the two norm outputs (qkv and fc1 inputs) and of the fc2
+        // input; one byte more for the output projection's fp8 copy of the attention output.
+        let (tokens, h, f) = ((w.micro_batch * w.seq) as f64, m.hidden as f64, m.ffn_hidden as f64);
+        assert!((bf16 - fp8 - tokens * (h + f)).abs() < 1e-6 * bf16, "{bf16} {fp8}");
+        // The torch stacks keep bf16 inputs (autocast).
+        w.stack = Stack::TorchCompile;
+        assert_eq!(saved_linear_input_bytes(&w), 2.0);
+    }
 }

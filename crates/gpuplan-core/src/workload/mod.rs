@@ -946,4 +946,36 @@ mod tests {
         let f8 = step_flops(&m, &pc, &w, true);
         assert!((f1 / f8 - 8.0).abs() < 0.01, "{}", f1 / f8);
     }
+
+    #[test]
+    fn lm_head_and_router_stay_bf16_in_low_precision_training_only() {
+        let mut w = train(4096, Stack::Megatron);
+        w.precision = Dtype::Fp8;
+        assert_eq!((w.gemm_dtype("lm_head"), w.gemm_dtype("router"), w.gemm_dtype("qkv_proj")), (Dtype::Bf16, Dtype::Bf16, Dtype::Fp8));
+        w.precision = Dtype::Fp4;
+        assert_eq!((w.gemm_dtype("lm_head"), w.gemm_dtype("down_proj")), (Dtype::Bf16, Dtype::Fp4));
+        // Inference keeps the checkpoint's precision everywhere.
+        w.mode = Mode::Prefill;
+        assert_eq!(w.gemm_dtype("lm_head"), Dtype::Fp4);
+        // Nor is the LM head's input cast.
+        let m = gpt3_175b();
+        let pc = crate::parallelism::ParallelConfig { tp: 1, sp: false, pp: 1, vp: 1, dp: 1, cp: 1, ep: 1, etp: 1, zero: 1, schedule: Schedule::OneFOneB, split: Default::default() };
+        let mut w = train(2048, Stack::Megatron);
+        w.precision = Dtype::Fp8;
+        let ops = forward_ops(&m, &pc, &w);
+        let casts = |list: &[Op]| list.iter().filter(|o| o.name == "quantize").count();
+        assert_eq!(casts(&ops.head), 0);
+        assert_eq!(casts(&ops.dense_layer), 4, "qkv, out, up, down");
+    }
+
+    #[test]
+    fn nvfp4_training_casts_the_rotated_wgrad_copy_in_a_pass_of_its_own() {
+        // amax (2) + row-wise cast (2 read) + rotated column-wise cast (2 read) + two 4-bit copies
+        // with E4M3 scales per 16 elements.
+        assert_eq!(quantize_bytes(Dtype::Fp4, Fp8Recipe::Tensorwise, true), Some((6.0 + 2.0 * (0.5 + 1.0 / 16.0), 3)));
+        assert_eq!(quantize_bytes(Dtype::Fp4, Fp8Recipe::Tensorwise, false), Some((4.0 + 0.5 + 1.0 / 16.0, 2)));
+        // Delayed scaling needs no amax pass: less traffic than current scaling.
+        assert!(quantize_bytes(Dtype::Fp8, Fp8Recipe::Delayed, true).unwrap().0 < quantize_bytes(Dtype::Fp8, Fp8Recipe::Tensorwise, true).unwrap().0);
+        assert_eq!(quantize_bytes(Dtype::Bf16, Fp8Recipe::Tensorwise, true), None);
+    }
 }
