@@ -499,7 +499,10 @@ impl<'a> Builder<'a> {
         if self.hf_fp32_stream() && !self.w.stack.fused() {
             // fp32 residual + bf16 branch -> fp32 (r4 r2 w4).
             self.push("residual_add", OpKind::Memory { bytes: e * 10.0, kernels: 1 });
-        } else if !self.w.stack.fused() || self.w.dropout {
+        } else if !self.w.stack.fused() || self.w.dropout || self.w.stack == Stack::Megatron {
+            // Megatron-Core adds the residual in its own kernel (`TransformerLayer`'s
+            // `self_attn_bda` / `mlp_bda`, `bias_dropout_add`): Transformer Engine's fused
+            // LayerNormLinear / LayerNormMLP take the norm, not the residual add before it.
             self.memory("residual_add", e, 2.0, 1.0, 1);
         }
     }
