@@ -193,13 +193,20 @@ fn megatron_tp_overlap_pairs_each_collective_with_its_gemm() {
         op("out_proj", OpKind::Gemm { m: 8192, n: 8192, k: 2048, count: 1 }),
         op("tp_reduce", OpKind::Comm { op: CollectiveOp::ReduceScatter, group: Group::Tp, bytes }),
     ];
-    let names = |steps: &[Step]| steps.iter().map(|s| match s {
-        Step::Kernel { name, .. } | Step::Comm { name, .. } => *name,
-    }).collect::<Vec<_>>();
+    let names = |steps: &[Step]| {
+        steps
+            .iter()
+            .map(|s| match s {
+                Step::Kernel { name, .. } | Step::Comm { name, .. } => *name,
+            })
+            .collect::<Vec<_>>()
+    };
     let time_of = |steps: &[Step], n: &str| {
         steps.iter().find_map(|s| if let Step::Kernel { name, time, .. } = s { (*name == n).then_some(*time) } else { None }).unwrap()
     };
-    let overlap_of = |steps: &[Step], n: &str| steps.iter().find_map(|s| if let Step::Comm { name, comm } = s { (*name == n).then_some(comm.overlap) } else { None }).unwrap();
+    let overlap_of = |steps: &[Step], n: &str| {
+        steps.iter().find_map(|s| if let Step::Comm { name, comm } = s { (*name == n).then_some(comm.overlap) } else { None }).unwrap()
+    };
     let on = cost.lower(&pc, &Options { tp_comm_overlap: true, dp_overlap: true }, &w, &ops, 1.0);
     let off = cost.lower(&pc, &Options { tp_comm_overlap: false, dp_overlap: true }, &w, &ops, 1.0);
     assert_eq!(names(&on), ["quantize", "tp_all_gather", "qkv_proj", "quantize", "tp_reduce", "out_proj"]);

@@ -489,8 +489,13 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
     };
     if precision == Dtype::Fp4 && !system.gpu.arch.is_blackwell() && mode == Mode::Train {
         p.push(
-            ConfigError::invalid(&path, "workload.precision", "fp4", format!("NVFP4 training needs Blackwell's FP4 tensor cores; {} has none", system.gpu.name))
-                .with_hint("on Hopper train with `--precision fp8` (`--fp8-recipe tensorwise|delayed|blockwise`) or `--precision bf16`"),
+            ConfigError::invalid(
+                &path,
+                "workload.precision",
+                "fp4",
+                format!("NVFP4 training needs Blackwell's FP4 tensor cores; {} has none", system.gpu.name),
+            )
+            .with_hint("on Hopper train with `--precision fp8` (`--fp8-recipe tensorwise|delayed|blockwise`) or `--precision bf16`"),
         );
     }
     let fp8_recipe = match ww.fp8_recipe.as_deref() {

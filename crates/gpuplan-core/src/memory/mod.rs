@@ -129,12 +129,12 @@ pub fn layer_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, 
     let k = 2.0 * tokens * kv_heads * qk;
     let v = 2.0 * tokens * kv_heads * v_dim;
     let out = 2.0 * tokens * heads * v_dim; // attention output = out-proj input
-    // What a linear layer keeps of its input for the weight gradient: the bf16 tensor, or under
-    // Megatron + Transformer Engine FP8/FP4 training the quantized copy the wgrad GEMM reads
-    // (TE's `Linear` and `LayerNormLinear` save the cast input, column-wise usage only, not the
-    // bf16 one: transformer_engine/pytorch/module/linear.py, layernorm_linear.py, TE 2.x). The
-    // attention output is kept twice then: in bf16 by the fused attention (its backward reads
-    // it) and quantized by the output projection.
+                                            // What a linear layer keeps of its input for the weight gradient: the bf16 tensor, or under
+                                            // Megatron + Transformer Engine FP8/FP4 training the quantized copy the wgrad GEMM reads
+                                            // (TE's `Linear` and `LayerNormLinear` save the cast input, column-wise usage only, not the
+                                            // bf16 one: transformer_engine/pytorch/module/linear.py, layernorm_linear.py, TE 2.x). The
+                                            // attention output is kept twice then: in bf16 by the fused attention (its backward reads
+                                            // it) and quantized by the output projection.
     let lin_in = saved_linear_input_bytes(w);
     let out_copy = if lin_in < 2.0 { lin_in * tokens * heads * v_dim } else { 0.0 };
     let mut attn = norm_in + lin_in * rep + q + k + v + out + out_copy + mask;
@@ -526,7 +526,8 @@ mod tests {
     #[test]
     fn megatron_fp8_keeps_the_quantized_linear_inputs_not_the_bf16_ones() {
         let m = gpt3_175b();
-        let pc = ParallelConfig { tp: 1, sp: false, pp: 1, vp: 1, dp: 1, cp: 1, ep: 1, etp: 1, zero: 1, schedule: Schedule::OneFOneB, split: Default::default() };
+        let pc =
+            ParallelConfig { tp: 1, sp: false, pp: 1, vp: 1, dp: 1, cp: 1, ep: 1, etp: 1, zero: 1, schedule: Schedule::OneFOneB, split: Default::default() };
         let mut w = korthikanti(Recompute::None);
         w.dropout = false;
         w.flash_attention = true;

@@ -962,7 +962,19 @@ mod tests {
         assert_eq!(w.gemm_dtype("lm_head"), Dtype::Fp4);
         // Nor is the LM head's input cast.
         let m = gpt3_175b();
-        let pc = crate::parallelism::ParallelConfig { tp: 1, sp: false, pp: 1, vp: 1, dp: 1, cp: 1, ep: 1, etp: 1, zero: 1, schedule: Schedule::OneFOneB, split: Default::default() };
+        let pc = crate::parallelism::ParallelConfig {
+            tp: 1,
+            sp: false,
+            pp: 1,
+            vp: 1,
+            dp: 1,
+            cp: 1,
+            ep: 1,
+            etp: 1,
+            zero: 1,
+            schedule: Schedule::OneFOneB,
+            split: Default::default(),
+        };
         let mut w = train(2048, Stack::Megatron);
         w.precision = Dtype::Fp8;
         let ops = forward_ops(&m, &pc, &w);
