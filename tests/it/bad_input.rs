@@ -124,6 +124,10 @@ fn fp8_recipes_the_gpu_or_precision_cannot_run_are_refused() {
     let (code, err) = run(&["--system", "dgx-h100", "--precision", "fp8", "--fp8-recipe", "mxfp8"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("workload.fp8_recipe") && err.contains("Blackwell") && err.contains("tensorwise"), "{err}");
+    // NVFP4 training needs Blackwell's FP4 tensor cores: refused on Hopper with the flag and a hint.
+    let (code, err) = run(&["--system", "dgx-h100", "--precision", "fp4"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("workload.precision") && err.contains("FP4 tensor cores") && err.contains("--precision fp8"), "{err}");
     let (code, err) = run(&["--system", "dgx-b200", "--precision", "fp8", "--fp8-recipe", "rowwise-ish"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("is not known") && err.contains("delayed"), "{err}");

@@ -151,3 +151,71 @@ fn the_attention_shape_transfers_to_another_gpu_and_not_from_an_unknown_one() {
     let c = CostModel::new(&b200, Some(&unknown));
     assert_eq!(c.attention_time(&a), base.attention_time(&a));
 }
+
+/// Megatron's TP overlap as the userbuffers configs run it: the reduce-scatter after the output
+/// projection moves in front of the GEMM that produces it and runs beside it (the last of its four
+/// chunks exposed), and that GEMM runs on the SMs the reduce-scatter leaves; the all-gather before
+/// a column-parallel GEMM pairs with that GEMM, not with the FP8 cast between them. Without the
+/// option both stay blocking where they were.
+#[test]
+fn megatron_tp_overlap_pairs_each_collective_with_its_gemm() {
+    use gpuplan::cost::lower::{Overlap, Step, UB_PIPELINE_SMS, UB_PIPELINE_SPLITS};
+    use gpuplan::hardware::profile::CollectiveOp;
+    use gpuplan::parallelism::{Group, ParallelConfig, Schedule};
+    use gpuplan::scenario::Options;
+    use gpuplan::workload::{Fp8Recipe, Mode, MoeDispatcher, Recompute, Stack, Workload};
+    let system = load_system("dgx-h100").unwrap();
+    let cost = CostModel::new(&system, None).for_stack(Stack::Megatron);
+    let pc = ParallelConfig { tp: 4, sp: true, pp: 1, vp: 1, dp: 1, cp: 1, ep: 1, etp: 1, zero: 1, schedule: Schedule::OneFOneB, split: Default::default() };
+    let w = Workload {
+        mode: Mode::Train,
+        micro_batch: 1,
+        global_batch: 1,
+        seq: 8192,
+        batch: 1,
+        kv_len: 0,
+        precision: Dtype::Fp8,
+        fp8_recipe: Fp8Recipe::Tensorwise,
+        recompute: Recompute::None,
+        stack: Stack::Megatron,
+        dropout: false,
+        flash_attention: true,
+        routing_imbalance: 1.0,
+        moe_dispatcher: MoeDispatcher::AllToAll,
+    };
+    let op = |name, kind| Op { name, kind, pass: Pass::Forward };
+    let bytes = 8192.0 * 8192.0 * 2.0;
+    let ops = vec![
+        op("tp_all_gather", OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Tp, bytes }),
+        op("quantize", OpKind::Memory { bytes: 8192.0 * 8192.0 * 6.0, kernels: 2 }),
+        op("qkv_proj", OpKind::Gemm { m: 8192, n: 2560, k: 8192, count: 1 }),
+        op("quantize", OpKind::Memory { bytes: 8192.0 * 2048.0 * 6.0, kernels: 2 }),
+        op("out_proj", OpKind::Gemm { m: 8192, n: 8192, k: 2048, count: 1 }),
+        op("tp_reduce", OpKind::Comm { op: CollectiveOp::ReduceScatter, group: Group::Tp, bytes }),
+    ];
+    let names = |steps: &[Step]| {
+        steps
+            .iter()
+            .map(|s| match s {
+                Step::Kernel { name, .. } | Step::Comm { name, .. } => *name,
+            })
+            .collect::<Vec<_>>()
+    };
+    let time_of = |steps: &[Step], n: &str| {
+        steps.iter().find_map(|s| if let Step::Kernel { name, time, .. } = s { (*name == n).then_some(*time) } else { None }).unwrap()
+    };
+    let overlap_of = |steps: &[Step], n: &str| {
+        steps.iter().find_map(|s| if let Step::Comm { name, comm } = s { (*name == n).then_some(comm.overlap) } else { None }).unwrap()
+    };
+    let on = cost.lower(&pc, &Options { tp_comm_overlap: true, dp_overlap: true }, &w, &ops, 1.0);
+    let off = cost.lower(&pc, &Options { tp_comm_overlap: false, dp_overlap: true }, &w, &ops, 1.0);
+    assert_eq!(names(&on), ["quantize", "tp_all_gather", "qkv_proj", "quantize", "tp_reduce", "out_proj"]);
+    assert_eq!(names(&off), ["tp_all_gather", "quantize", "qkv_proj", "quantize", "out_proj", "tp_reduce"]);
+    assert_eq!(overlap_of(&on, "tp_reduce"), Overlap::WithNextKernel { blocking: 1.0 / UB_PIPELINE_SPLITS });
+    assert_eq!(overlap_of(&off, "tp_reduce"), Overlap::Blocking);
+    assert!(matches!(overlap_of(&on, "tp_all_gather"), Overlap::WithNextKernel { .. }));
+    let sms = system.gpu.sm_count.value as f64;
+    let stretch = time_of(&on, "out_proj") / time_of(&off, "out_proj");
+    assert!((stretch - sms / (sms - UB_PIPELINE_SMS[0])).abs() < 1e-9, "{stretch}");
+    assert_eq!(time_of(&on, "qkv_proj"), time_of(&off, "qkv_proj"));
+}

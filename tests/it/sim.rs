@@ -22,8 +22,9 @@ fn shipped() -> Vec<(String, Scenario)> {
 }
 
 /// Where DES and analytic differ by more than 2% on a shipped scenario, the cause, checked below:
-/// large data-parallel runs whose DP collectives overlap compute at length
-/// (`analytic::OVERLAP_COST`, 1.0 since the 4-GPU runs): the closed form charges all of the
+/// large data-parallel runs whose DP collectives overlap compute at length (`step::overlap_cost`:
+/// 1.0 for the torch stacks since the 4-GPU runs, `MEGATRON_OVERLAP_COST` = 0.3 for megatron, at
+/// which DeepSeek-V3 on 256 GB200 comes within 2%): the closed form charges all of the
 /// overlapped DP time (pipelined, every stage's along the drain); the DES stretches only the
 /// kernels that start while a DP flow of their device runs. The DES is then the faster one, by
 /// less than the closed form's DP time. (DeepSeek-V3's DP buckets also share the NVLink with the
@@ -40,7 +41,7 @@ fn des_agrees_with_analytic_on_shipped_scenarios_or_names_the_cause() {
         let d = simulate(&s, &SimOptions::default()).unwrap().prediction;
         let gap = d.step_time.value() / a.step_time.value() - 1.0;
         report.push_str(&format!("{name:<44} analytic {:>9.4} s  des {:>9.4} s  {:+.2}%\n", a.step_time.value(), d.step_time.value(), gap * 100.0));
-        if DP_OVERLAP_CHARGED_IN_FULL.contains(&name.as_str()) {
+        if DP_OVERLAP_CHARGED_IN_FULL.contains(&name.as_str()) && gap.abs() > 0.02 {
             assert!(s.parallel.dp > 1, "{name}: not a data-parallel run");
             assert!(gap < 0.0, "{name}: expected the DES to be faster\n{report}");
             assert!(a.step_time.value() - d.step_time.value() < a.breakdown.dp_comm.value(), "{name}: the gap is more than the DP time\n{report}");

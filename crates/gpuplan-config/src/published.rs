@@ -112,7 +112,7 @@ pub const RECIPE_DEFAULTS: &[(&str, &str, &str)] = &[
     (
         "precision",
         "BF16 -> bf16; FP8 / FP8-CS / FP8-DS / FP8-MX / MXFP8 / blockwise -> fp8; NVFP4 -> fp4",
-        "fp8 rows run gpuplan's fp8 path with their recipe (workload.fp8_recipe: current scaling -> tensorwise, delayed, blockwise, MXFP8), which sets the quantize kernels' traffic; GEMM rates are the same fp8 rate for every recipe; NVFP4 runs the fp4 path",
+        "fp8 rows run gpuplan's fp8 path with their recipe (workload.fp8_recipe: current scaling -> tensorwise, delayed, blockwise, MXFP8), which sets the quantize kernels' traffic and the quantized inputs the linears keep; NVFP4 runs the fp4 path (NVFP4 GEMM rate, Hadamard-rotated wgrad cast); the LM head and router stay bf16 under both; the fp8 GEMM rate is the same for every fp8 recipe (MXFP8 and per-tensor FP8 share Blackwell's FP8 tensor rate)",
     ),
     (
         "cuda_graphs",
@@ -177,6 +177,18 @@ pub fn precision_of(row: &RowWire) -> Option<(&'static str, &'static str, &'stat
             _ => ("fp8", "fp8-current (Bridge perf configs' fp8_cs, from memory)", "fp8"),
         },
         _ => return None,
+    })
+}
+
+/// The recipe a row's precision reading (`precision_of`) runs as: gpuplan's `workload.fp8_recipe`
+/// for fp8 rows, `None` otherwise (bf16; fp4 is NVFP4). The rest of a recipe's name is how the
+/// row was read.
+pub fn fp8_recipe_of(precision: &str, recipe: &str) -> Option<&'static str> {
+    (precision == "fp8").then(|| match recipe {
+        r if r.starts_with("mxfp8") => "mxfp8",
+        r if r.starts_with("fp8-blockwise") => "blockwise",
+        r if r.starts_with("fp8-delayed") || r.starts_with("fp8 (recipe not stated; NeMo 2.0") => "delayed",
+        _ => "tensorwise",
     })
 }
 
@@ -264,14 +276,7 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
     if r.task == "SFT" {
         notes.push("SFT (packed sequences) priced as pre-training".into());
     }
-    // The recipe as gpuplan's `workload.fp8_recipe` (fp8 rows); the rest of a recipe's name is
-    // how the row was read.
-    let fp8_recipe = (precision == "fp8").then(|| match recipe {
-        r if r.starts_with("mxfp8") => "mxfp8",
-        r if r.starts_with("fp8-blockwise") => "blockwise",
-        r if r.starts_with("fp8-delayed") || r.starts_with("fp8 (recipe not stated; NeMo 2.0") => "delayed",
-        _ => "tensorwise",
-    });
+    let fp8_recipe = fp8_recipe_of(precision, recipe);
     let i = |x: u64| Some(x as i64);
     let wire = ScenarioWire {
         name: Some(format!("published dev_row {}", r.dev_row)),

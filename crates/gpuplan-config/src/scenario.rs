@@ -494,6 +494,17 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
             Dtype::Bf16
         }),
     };
+    if precision == Dtype::Fp4 && !system.gpu.arch.is_blackwell() && mode == Mode::Train {
+        p.push(
+            ConfigError::invalid(
+                &path,
+                "workload.precision",
+                "fp4",
+                format!("NVFP4 training needs Blackwell's FP4 tensor cores; {} has none", system.gpu.name),
+            )
+            .with_hint("on Hopper train with `--precision fp8` (`--fp8-recipe tensorwise|delayed|blockwise`) or `--precision bf16`"),
+        );
+    }
     let fp8_recipe = match ww.fp8_recipe.as_deref() {
         None => Fp8Recipe::Tensorwise,
         Some(s) => {
@@ -509,7 +520,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
             } else if r == Some(Fp8Recipe::Mxfp8) && !system.gpu.arch.is_blackwell() {
                 p.push(
                     ConfigError::invalid(&path, "workload.fp8_recipe", s, format!("needs Blackwell's block-scaled tensor cores; {} has none", system.gpu.name))
-                        .with_hint("on Hopper use tensorwise, delayed or blockwise"),
+                        .with_hint("on Hopper use `--fp8-recipe tensorwise|delayed|blockwise` (scenario key `workload.fp8_recipe`)"),
                 );
             }
             r.unwrap_or(Fp8Recipe::Tensorwise)

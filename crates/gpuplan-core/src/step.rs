@@ -11,7 +11,7 @@ use crate::cost::lower::{CommStep, Overlap};
 use crate::cost::CostModel;
 use crate::hardware::profile::CollectiveOp;
 use crate::memory::{self, stack_memory, MemoryPlan};
-use crate::parallelism::{self, Group, Infeasible, ParallelConfig};
+use crate::parallelism::{self, Group, Infeasible};
 use crate::power::PowerState;
 use crate::scenario::Scenario;
 use crate::units::{Joules, Seconds, Watts};
@@ -121,8 +121,29 @@ fn optimizer_bytes_per_param(stack: Stack) -> f64 {
     }
 }
 
-/// DDP/Megatron gradient bucket size (PyTorch DDP `bucket_cap_mb` = 25).
+/// PyTorch DDP's gradient bucket size (`bucket_cap_mb` = 25), for the torch stacks.
 pub const BUCKET_BYTES: f64 = 25e6;
+
+/// Parameters per gradient / parameter bucket of Megatron-Core's distributed data parallel with
+/// `overlap_grad_reduce` (`--ddp-bucket-size` unset): `max(40_000_000, 1_000_000 * dp)`, with dp
+/// the data-parallel size including context parallelism
+/// (megatron/core/distributed/distributed_data_parallel.py, `DistributedDataParallel.__init__`:
+/// "bucket_size = max(40000000, 1000000 * self.ddp_config ... data_parallel_world_size)").
+pub fn megatron_bucket_params(dp_with_cp: u32) -> f64 {
+    (1_000_000.0 * dp_with_cp as f64).max(40_000_000.0)
+}
+
+/// How much slower compute runs beside the data-parallel collectives it overlaps, as a fraction of
+/// their time, by stack: `cost::fitted` holds one per stack family (torch DDP/FSDP:
+/// `OVERLAP_COST`, fitted on measured H200 runs; Megatron: `MEGATRON_OVERLAP_COST`, fitted on the
+/// published Megatron-Bridge fit rows). Both engines read it.
+pub fn overlap_cost(stack: Stack) -> f64 {
+    let f = crate::cost::fitted::fitted();
+    match stack {
+        Stack::Megatron => f.megatron_overlap_cost,
+        _ => f.overlap_cost,
+    }
+}
 
 /// Layers of each kind in pipeline stage `stage` (`LayerKind::index`; dense layers come first in
 /// MoE models, a hybrid model's follow its pattern).
@@ -330,12 +351,21 @@ impl DpPlan {
     }
 }
 
-/// Split `bytes` into equal buckets of at most `BUCKET_BYTES` and price one collective.
-fn buckets(cost: &CostModel, pc: &ParallelConfig, op: CollectiveOp, group: Group, bytes: f64) -> Option<Buckets> {
+/// Split `params` parameters of `bytes_per_param` into the stack's equal buckets and price one
+/// collective: PyTorch DDP's `BUCKET_BYTES` of gradients, Megatron's `megatron_bucket_params`
+/// parameters (the same buckets carry the gradients' reduce-scatter and the parameters'
+/// all-gather).
+fn buckets(cost: &CostModel, s: &Scenario, op: CollectiveOp, group: Group, params: f64, bytes_per_param: f64, grad_bytes: f64) -> Option<Buckets> {
+    let bytes = params * bytes_per_param;
     if bytes <= 0.0 {
         return None;
     }
-    let n = (bytes / BUCKET_BYTES).ceil().max(1.0);
+    let pc = &s.parallel;
+    let n = match s.workload.stack {
+        Stack::Megatron => (params / megatron_bucket_params(pc.dp * pc.cp)).ceil(),
+        _ => (params * grad_bytes / BUCKET_BYTES).ceil(),
+    }
+    .max(1.0);
     Some(Buckets { step: cost.comm_step(pc, op, group, bytes / n, Overlap::Blocking), count: n as usize })
 }
 
@@ -352,15 +382,15 @@ pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
         0 => {
             for (g, size, n) in groups {
                 if size > 1 {
-                    plan.grad.extend(buckets(cost, pc, CollectiveOp::AllReduce, g, n * grad_bytes));
+                    plan.grad.extend(buckets(cost, s, CollectiveOp::AllReduce, g, n, grad_bytes, grad_bytes));
                 }
             }
         }
         1 | 2 => {
             for (g, size, n) in groups {
                 if size > 1 {
-                    plan.grad.extend(buckets(cost, pc, CollectiveOp::ReduceScatter, g, n * grad_bytes));
-                    plan.param.extend(buckets(cost, pc, CollectiveOp::AllGather, g, n * param_bytes));
+                    plan.grad.extend(buckets(cost, s, CollectiveOp::ReduceScatter, g, n, grad_bytes, grad_bytes));
+                    plan.param.extend(buckets(cost, s, CollectiveOp::AllGather, g, n, param_bytes, grad_bytes));
                 }
             }
         }
@@ -400,4 +430,24 @@ fn bottleneck(s: &Scenario, bd: &Breakdown) -> &'static str {
     parts.insert("bubble", bd.pp_bubble.value());
     parts.insert("cpu", bd.cpu_launch.value());
     parts.into_iter().max_by(|a, b| a.1.total_cmp(&b.1)).map(|(k, _)| k).unwrap_or("compute")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn megatron_buckets_hold_40m_parameters_or_1m_per_data_parallel_rank() {
+        assert_eq!(megatron_bucket_params(1), 40e6);
+        assert_eq!(megatron_bucket_params(40), 40e6);
+        assert_eq!(megatron_bucket_params(128), 128e6);
+    }
+
+    #[test]
+    fn each_stack_family_has_its_own_overlap_cost() {
+        let f = crate::cost::fitted::fitted();
+        assert_eq!(overlap_cost(Stack::Megatron), f.megatron_overlap_cost);
+        assert_eq!(overlap_cost(Stack::TorchEager), f.overlap_cost);
+        assert_eq!(overlap_cost(Stack::HfCompile), f.overlap_cost);
+    }
 }

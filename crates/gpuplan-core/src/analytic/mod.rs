@@ -287,9 +287,9 @@ fn data_parallel_and_optimizer(cost: &CostModel, s: &Scenario, stages: &[StageTi
         } else {
             (grad_sync + param_sync, Seconds::ZERO)
         };
-        // Collectives slow the compute they overlap (`OVERLAP_COST`); each stage's stretched
+        // Collectives slow the compute they overlap (`step::overlap_cost` of the stack); each stage's stretched
         // passes are on the pipeline's fill or drain path, so they add up.
-        stretch += overlapped * crate::cost::fitted::fitted().overlap_cost;
+        stretch += overlapped * crate::step::overlap_cost(s.workload.stack);
         let tail = exposed + plan.optimizer - slack;
         if tail > worst.0 + worst.1 {
             // Report the optimizer whole and the DP part as what is left of the tail.

@@ -215,7 +215,7 @@ impl CostModel<'_> {
     /// Lower a list of ops to steps; compute-bound kernels run `speedup` times faster than at the
     /// sustained clock (the power model's answer).
     pub fn lower(&self, pc: &ParallelConfig, options: &Options, w: &Workload, ops: &[Op], speedup: f64) -> Vec<Step> {
-        let (dtype, stack) = (w.precision, w.stack);
+        let stack = w.stack;
         let mut out = Vec::with_capacity(ops.len());
         let hf_host = hf_inference_host(self, w, ops);
         let launches_in_list: f64 = ops
@@ -247,11 +247,14 @@ impl CostModel<'_> {
                     let host_sync = host_sync + hf_fallback_stall(*count, time);
                     Step::Kernel { name: op.name, time, bound: c.bound, cpu: dispatch * *count as f64, launches: *count as f64, host_sync }
                 }
-                OpKind::Gemm { m, n, k, count } => kernel(self.gemm_time(*m, *n, *k, *count, dtype), 1.0),
+                OpKind::Gemm { m, n, k, count } => kernel(self.gemm_time(*m, *n, *k, *count, w.gemm_dtype(op.name)), 1.0),
                 OpKind::ScanMatmul { m, n, k, count } => kernel(self.gemm_time(*m, *n, *k, *count, crate::hardware::Dtype::Bf16), 1.0),
                 OpKind::Attention { .. } => kernel(self.attention_time(op), 1.0),
                 OpKind::Memory { bytes, kernels } if stack.hf() && w.mode != Mode::Decode => {
                     kernel(self.memory_time(*bytes / super::fitted::fitted().hf_memory_efficiency, *kernels), *kernels as f64)
+                }
+                OpKind::Memory { bytes, kernels } if stack == Stack::Megatron && w.mode == Mode::Train => {
+                    kernel(self.memory_time(*bytes / super::fitted::fitted().megatron_memory_efficiency, *kernels), *kernels as f64)
                 }
                 OpKind::Memory { bytes, kernels } => kernel(self.memory_time(*bytes, *kernels), *kernels as f64),
                 OpKind::Comm { op: c, group, bytes } => {
@@ -268,6 +271,91 @@ impl CostModel<'_> {
             };
             out.push(step);
         }
+        if stack == Stack::Megatron && options.tp_comm_overlap && pc.tp > 1 && pc.sp {
+            userbuffers(&mut out, ops, self.system.gpu.sm_count.value as f64);
+        }
         out
     }
 }
+
+/// Transformer Engine's userbuffers TP overlap as the Megatron-Bridge / NeMo perf recipes configure
+/// it (`tp_comm_overlap_cfg`, e.g. `userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192` in
+/// nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py, from memory, not re-read here):
+/// - the all-gather before a column-parallel GEMM (qkv, fc1 forward; proj, fc2 dgrad) is a ring
+///   exchange over copy engines beside that GEMM; under FP8/FP4 TE quantizes the local shard
+///   first and gathers the quantized tensor, so the gather pairs with the GEMM, not the cast;
+/// - the reduce-scatter after a row-parallel GEMM (proj, fc2 forward) is pipelined with it in
+///   [`UB_PIPELINE_SPLITS`] chunks, the last chunk's reduce-scatter exposed, the GEMM run on the SMs
+///   the communication leaves ([`UB_PIPELINE_SMS`], `set_sm_margin=True`);
+/// - the reduce-scatter of a column-parallel layer's data gradient runs in bulk beside its weight
+///   gradient GEMM (`BulkOverlapCfg`).
+fn userbuffers(steps: &mut Vec<Step>, ops: &[Op], sms: f64) {
+    use crate::hardware::profile::CollectiveOp;
+    debug_assert_eq!(steps.len(), ops.len());
+    let mut order: Vec<usize> = (0..ops.len()).collect();
+    let is_gemm = |i: usize| matches!(ops[i].kind, OpKind::Gemm { .. });
+    let is_memory = |i: usize| matches!(ops[i].kind, OpKind::Memory { .. });
+    let mut i = 0;
+    while i < order.len() {
+        let idx = order[i];
+        let (c, pass) = match &ops[idx].kind {
+            OpKind::Comm { op, group: Group::Tp, .. } => (*op, ops[idx].pass),
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        match c {
+            CollectiveOp::AllGather => {
+                // Move past the casts to the GEMM it feeds.
+                let mut j = i + 1;
+                while j < order.len() && is_memory(order[j]) && ops[order[j]].name == "quantize" {
+                    j += 1;
+                }
+                if j < order.len() && is_gemm(order[j]) && j > i + 1 {
+                    let comm = order.remove(i);
+                    order.insert(j - 1, comm);
+                }
+                set_overlap(&mut steps[idx], TP_OVERLAP_BLOCKING);
+            }
+            CollectiveOp::ReduceScatter => {
+                // Back over the casts to the GEMM that produced it.
+                let mut j = i;
+                while j > 0 && is_memory(order[j - 1]) && ops[order[j - 1]].name == "quantize" {
+                    j -= 1;
+                }
+                if j > 0 && is_gemm(order[j - 1]) {
+                    let gemm = order[j - 1];
+                    let comm = order.remove(i);
+                    order.insert(j - 1, comm);
+                    if pass == Pass::Backward {
+                        set_overlap(&mut steps[idx], 0.0);
+                    } else {
+                        set_overlap(&mut steps[idx], 1.0 / UB_PIPELINE_SPLITS);
+                        let taken = if ops[gemm].name == "out_proj" { UB_PIPELINE_SMS[0] } else { UB_PIPELINE_SMS[1] };
+                        if let Step::Kernel { time, .. } = &mut steps[gemm] {
+                            *time = *time * (sms / (sms - taken).max(1.0));
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    let mut taken: Vec<Option<Step>> = std::mem::take(steps).into_iter().map(Some).collect();
+    steps.extend(order.into_iter().map(|k| taken[k].take().expect("each step once")));
+}
+
+fn set_overlap(step: &mut Step, blocking: f64) {
+    if let Step::Comm { comm, .. } = step {
+        comm.overlap = Overlap::WithNextKernel { blocking };
+    }
+}
+
+/// Chunks of a pipelined GEMM + reduce-scatter (`PipelineOverlapCfg(num_splits=4)` for proj and
+/// fc2 forward in the userbuffers configs; see [`userbuffers`]).
+pub const UB_PIPELINE_SPLITS: f64 = 4.0;
+/// SMs the pipelined reduce-scatter takes from its GEMM, `[proj, fc2]` (`num_sm=24` and `16` with
+/// `set_sm_margin=True` in the same configs; see [`userbuffers`]).
+pub const UB_PIPELINE_SMS: [f64; 2] = [24.0, 16.0];

@@ -141,7 +141,15 @@ pub fn kind_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, k
     let k = 2.0 * tokens * kv_heads * qk;
     let v = 2.0 * tokens * kv_heads * v_dim;
     let out = 2.0 * tokens * heads * v_dim; // attention output = out-proj input
-    let mut attn = norm_in + 2.0 * rep + q + k + v + out + mask;
+                                            // What a linear layer keeps of its input for the weight gradient: the bf16 tensor, or under
+                                            // Megatron + Transformer Engine FP8/FP4 training the quantized copy the wgrad GEMM reads
+                                            // (TE's `Linear` and `LayerNormLinear` save the cast input, column-wise usage only, not the
+                                            // bf16 one: transformer_engine/pytorch/module/linear.py, layernorm_linear.py, TE 2.x). The
+                                            // attention output is kept twice then: in bf16 by the fused attention (its backward reads
+                                            // it) and quantized by the output projection.
+    let lin_in = saved_linear_input_bytes(w);
+    let out_copy = if lin_in < 2.0 { lin_in * tokens * heads * v_dim } else { 0.0 };
+    let mut attn = norm_in + lin_in * rep + q + k + v + out + out_copy + mask;
     if model.qk_norm {
         // Qwen3's per-head RMSNorm on q and k keeps, like the hidden norms, its fp32 input and
         // normalized tensor in eager (8 per element beyond the bf16 q and k), its input when fused.
@@ -161,7 +169,8 @@ pub fn kind_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, k
     }
 
     // Feed-forward block.
-    let ffn_in = norm_in + 2.0 * rep + mask;
+    // An MoE layer's norm output feeds the (bf16) router and the dispatch, not a TE linear.
+    let ffn_in = norm_in + if moe_layer { 2.0 } else { lin_in } * rep + mask;
     if kind == LayerKind::Mamba {
         let mb = &model.hybrid.as_ref().expect("mamba layer of a model without a hybrid pattern").mamba;
         let d = mb.d_inner() as f64 / t;
@@ -183,12 +192,35 @@ pub fn kind_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, k
         ffn_in + routed * per_token + shared
     } else {
         let f = model.ffn_hidden as f64 / t;
-        ffn_in + tokens * gated_or_plain(model.ffn_kind, eager) * f
+        // The down projection's input (the activation's output, 2 of `gated_or_plain`) at the
+        // saved linear input's size.
+        ffn_in + tokens * (gated_or_plain(model.ffn_kind, eager) - 2.0 + lin_in) * f
     };
     match kind {
         LayerKind::Attention => attn,
         LayerKind::Mlp | LayerKind::MoeMlp => ffn,
         _ => attn + ffn,
+    }
+}
+
+/// Bytes per element a linear layer keeps of its input for backward: 2 (bf16), or under the
+/// `megatron` stack's FP8/FP4 training the quantized column-wise copy Transformer Engine saves
+/// (1 B, plus the recipe's block scales: MXFP8 1 B per 32, blockwise 4 B per 128; NVFP4 0.5 B
+/// plus 1 B per 16).
+pub fn saved_linear_input_bytes(w: &Workload) -> f64 {
+    use crate::hardware::Dtype;
+    use crate::workload::Fp8Recipe;
+    if w.stack != Stack::Megatron || w.mode != Mode::Train {
+        return 2.0;
+    }
+    match w.precision {
+        Dtype::Fp8 => match w.fp8_recipe {
+            Fp8Recipe::Tensorwise | Fp8Recipe::Delayed => 1.0,
+            Fp8Recipe::Blockwise => 1.0 + 4.0 / 128.0,
+            Fp8Recipe::Mxfp8 => 1.0 + 1.0 / 32.0,
+        },
+        Dtype::Fp4 => 0.5 + 1.0 / 16.0,
+        _ => 2.0,
     }
 }
 
@@ -290,7 +322,10 @@ pub fn plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes) -
 fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes, stage: u32) -> MemoryPlan {
     let sm = stack_memory(w.stack);
     let (dense, experts) = params_on_rank(model, pc, stage);
-    let dp = pc.dp as f64;
+    // Megatron-Core's distributed optimizer (and its gradient buffers) shard over the data-parallel
+    // group with context parallelism (`parallel_state.get_data_parallel_group(with_context_parallel=True)`):
+    // the CP ranks hold the same parameters, so they share the shards.
+    let dp = if w.stack == Stack::Megatron { (pc.dp * pc.cp) as f64 } else { pc.dp as f64 };
     let edp = pc.expert_dp() as f64;
     let shard = |stage_min: u32, n: f64| if pc.zero >= stage_min { n } else { 1.0 };
     let counts = crate::parallelism::stage_kind_counts(&model.layer_kinds(), pc, stage);
@@ -575,5 +610,25 @@ mod tests {
         // 8 micro-batches of 12 layers = 96 layers' worth (Korthikanti sec. 4.2.3), plus embeddings.
         assert!(act.activations.value() >= 96.0 * layer);
         assert!(act.activations.value() < 97.0 * layer);
+    }
+
+    #[test]
+    fn megatron_fp8_keeps_the_quantized_linear_inputs_not_the_bf16_ones() {
+        let m = gpt3_175b();
+        let pc =
+            ParallelConfig { tp: 1, sp: false, pp: 1, vp: 1, dp: 1, cp: 1, ep: 1, etp: 1, zero: 1, schedule: Schedule::OneFOneB, split: Default::default() };
+        let mut w = korthikanti(Recompute::None);
+        w.dropout = false;
+        w.flash_attention = true;
+        let bf16 = layer_activation_bytes(&m, &pc, &w, false);
+        w.precision = Dtype::Fp8;
+        let fp8 = layer_activation_bytes(&m, &pc, &w, false);
+        // One byte less per element of the two norm outputs (qkv and fc1 inputs) and of the fc2
+        // input; one byte more for the output projection's fp8 copy of the attention output.
+        let (tokens, h, f) = ((w.micro_batch * w.seq) as f64, m.hidden as f64, m.ffn_hidden as f64);
+        assert!((bf16 - fp8 - tokens * (h + f)).abs() < 1e-6 * bf16, "{bf16} {fp8}");
+        // The torch stacks keep bf16 inputs (autocast).
+        w.stack = Stack::TorchCompile;
+        assert_eq!(saved_linear_input_bytes(&w), 2.0);
     }
 }

@@ -379,6 +379,9 @@ struct Sim {
     trace: bool,
     pp: u32,
     vp: u32,
+    /// How much slower a kernel runs beside a data-parallel collective (`step::overlap_cost` of
+    /// the scenario's stack).
+    overlap_cost: f64,
 }
 
 const NVLINK: usize = 0;
@@ -418,6 +421,7 @@ impl Sim {
             m,
             events: 0,
             wire_bytes: 0.0,
+            overlap_cost: crate::cost::fitted::fitted().overlap_cost,
             spans: Vec::new(),
             trace,
             pp,
@@ -885,7 +889,7 @@ impl Sim {
                     // the whole kernel when one runs at its start): the stretch counts as
                     // communication, not as the kernel's own time.
                     dev.busy[usize::from(bound != Bound::Compute)].0 += time.0;
-                    let time = if dev.background > 0 { SimTime((time.0 as f64 * (1.0 + crate::cost::fitted::fitted().overlap_cost)) as u64) } else { time };
+                    let time = if dev.background > 0 { SimTime((time.0 as f64 * (1.0 + self.overlap_cost)) as u64) } else { time };
                     let end = SimTime((start + time.0).max(dev.cpu.0));
                     dev.wait_cpu.0 += end.0 - now.0 - time.0;
                     dev.join += 1;
@@ -1313,6 +1317,7 @@ pub fn simulate_with_progress(s: &Scenario, opts: &SimOptions, progress: &mut dy
     }
 
     let mut sim = Sim::new(devices, lists, capacity, p2p, m, pp, vp, opts.trace);
+    sim.overlap_cost = step::overlap_cost(s.workload.stack);
     sim.run(progress);
 
     let total = sim.end_time().seconds();

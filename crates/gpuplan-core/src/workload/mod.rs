@@ -171,6 +171,14 @@ impl Fp8Recipe {
 /// columnwise copy too); per-tensor current scaling reads the input once more for its amax, and
 /// NVFP4 takes a per-tensor amax for its second-level scale too; block scales add 1 B per 32
 /// (MXFP8, E8M0) or per 16 (NVFP4, E4M3) elements per copy, blockwise 4 B per 128.
+///
+/// NVFP4 training (Transformer Engine's `NVFP4BlockScaling` recipe, TE 2.8+; NVIDIA, "Pretraining
+/// Large Language Models with NVFP4", arXiv:2509.25149, sec. 4: 16-point random Hadamard
+/// transforms on the weight-gradient GEMM's inputs, stochastic rounding of gradients) casts the
+/// column-wise (wgrad) copy through the Hadamard transform, so it cannot share the row-wise cast's
+/// pass: the rotated copy is read and cast in a pass of its own (2 B read more, one kernel more);
+/// its amax is taken with the plain one in the amax pass. Stochastic rounding adds random-number
+/// work inside the cast, no traffic.
 pub fn quantize_bytes(precision: Dtype, recipe: Fp8Recipe, train: bool) -> Option<(f64, u32)> {
     let copies = if train { 2.0 } else { 1.0 };
     Some(match precision {
@@ -180,9 +188,19 @@ pub fn quantize_bytes(precision: Dtype, recipe: Fp8Recipe, train: bool) -> Optio
             Fp8Recipe::Blockwise => (2.0 + copies * (1.0 + 4.0 / 128.0), 1),
             Fp8Recipe::Mxfp8 => (2.0 + copies * (1.0 + 1.0 / 32.0), 1),
         },
+        Dtype::Fp4 if train => (2.0 + 2.0 + 2.0 + copies * (0.5 + 1.0 / 16.0), 3),
         Dtype::Fp4 => (2.0 + 2.0 + copies * (0.5 + 1.0 / 16.0), 2),
         _ => return None,
     })
+}
+
+/// Linear layers that stay in bf16 under an FP8 or FP4 recipe: the LM head (Megatron-Core builds
+/// `output_layer` as its own `tensor_parallel.ColumnParallelLinear`, not a Transformer Engine
+/// module, so no FP8/FP4 autocast reaches it; torchao's float8 conversion skips it by the
+/// recipes' module filter) and the MoE router (a plain `torch.nn.functional.linear` in
+/// Megatron-Core's `TopKRouter`, run in fp32 or bf16).
+pub fn stays_bf16(name: &str) -> bool {
+    matches!(name, "router" | "lm_head")
 }
 
 /// What is run: mode, batch shape, precision, recompute, stack.
@@ -243,6 +261,16 @@ impl MoeDispatcher {
 }
 
 impl Workload {
+    /// The dtype GEMM `name` of the op list runs in: the workload's precision, except the linears
+    /// that stay in bf16 under FP8/FP4 training ([`stays_bf16`]). Inference keeps the precision
+    /// for every GEMM, as the serving fits were made with it.
+    pub fn gemm_dtype(&self, name: &str) -> Dtype {
+        if self.mode == Mode::Train && matches!(self.precision, Dtype::Fp8 | Dtype::Fp4) && stays_bf16(name) {
+            Dtype::Bf16
+        } else {
+            self.precision
+        }
+    }
     /// Sequences per micro-batch (training) or per forward (inference) on one replica.
     pub fn sequences(&self) -> u64 {
         match self.mode {
@@ -406,7 +434,7 @@ impl<'a> Builder<'a> {
     /// (`backward_of` doubles memory ops). The router and the LM head stay in bf16 (TE's recipes),
     /// so they are not cast.
     fn quantize_input(&mut self, name: &'static str, elems: f64) {
-        if matches!(name, "router" | "lm_head") {
+        if stays_bf16(name) {
             return;
         }
         if let Some((per_elem, kernels)) = quantize_bytes(self.w.precision, self.w.fp8_recipe, self.w.mode == Mode::Train) {
@@ -495,7 +523,10 @@ impl<'a> Builder<'a> {
         if self.hf_fp32_stream() && !self.w.stack.fused() {
             // fp32 residual + bf16 branch -> fp32 (r4 r2 w4).
             self.push("residual_add", OpKind::Memory { bytes: e * 10.0, kernels: 1 });
-        } else if !self.w.stack.fused() || self.w.dropout {
+        } else if !self.w.stack.fused() || self.w.dropout || self.w.stack == Stack::Megatron {
+            // Megatron-Core adds the residual in its own kernel (`TransformerLayer`'s
+            // `self_attn_bda` / `mlp_bda`, `bias_dropout_add`): Transformer Engine's fused
+            // LayerNormLinear / LayerNormMLP take the norm, not the residual add before it.
             self.memory("residual_add", e, 2.0, 1.0, 1);
         }
     }
@@ -1112,7 +1143,9 @@ mod tests {
                 "ssd_chunk_scan_states",
                 "ssd_gate",
                 "mamba_norm",
-                "mamba_out_proj"
+                "mamba_out_proj",
+                // Megatron prices the block's residual add as a kernel of its own.
+                "residual_add"
             ]
         );
         // No RoPE in Nemotron-H's attention; the dense lists are empty for a hybrid model.
@@ -1142,5 +1175,49 @@ mod tests {
         pc.sp = true;
         let f8 = step_flops(&m, &pc, &w, true);
         assert!((f1 / f8 - 8.0).abs() < 0.01, "{}", f1 / f8);
+    }
+
+    #[test]
+    fn lm_head_and_router_stay_bf16_in_low_precision_training_only() {
+        let mut w = train(4096, Stack::Megatron);
+        w.precision = Dtype::Fp8;
+        assert_eq!((w.gemm_dtype("lm_head"), w.gemm_dtype("router"), w.gemm_dtype("qkv_proj")), (Dtype::Bf16, Dtype::Bf16, Dtype::Fp8));
+        w.precision = Dtype::Fp4;
+        assert_eq!((w.gemm_dtype("lm_head"), w.gemm_dtype("down_proj")), (Dtype::Bf16, Dtype::Fp4));
+        // Inference keeps the checkpoint's precision everywhere.
+        w.mode = Mode::Prefill;
+        assert_eq!(w.gemm_dtype("lm_head"), Dtype::Fp4);
+        // Nor is the LM head's input cast.
+        let m = gpt3_175b();
+        let pc = crate::parallelism::ParallelConfig {
+            tp: 1,
+            sp: false,
+            pp: 1,
+            vp: 1,
+            dp: 1,
+            cp: 1,
+            ep: 1,
+            etp: 1,
+            zero: 1,
+            schedule: Schedule::OneFOneB,
+            split: Default::default(),
+        };
+        let mut w = train(2048, Stack::Megatron);
+        w.precision = Dtype::Fp8;
+        let ops = forward_ops(&m, &pc, &w);
+        let casts = |list: &[Op]| list.iter().filter(|o| o.name == "quantize").count();
+        assert_eq!(casts(&ops.head), 0);
+        assert_eq!(casts(&ops.dense_layer), 4, "qkv, out, up, down");
+    }
+
+    #[test]
+    fn nvfp4_training_casts_the_rotated_wgrad_copy_in_a_pass_of_its_own() {
+        // amax (2) + row-wise cast (2 read) + rotated column-wise cast (2 read) + two 4-bit copies
+        // with E4M3 scales per 16 elements.
+        assert_eq!(quantize_bytes(Dtype::Fp4, Fp8Recipe::Tensorwise, true), Some((6.0 + 2.0 * (0.5 + 1.0 / 16.0), 3)));
+        assert_eq!(quantize_bytes(Dtype::Fp4, Fp8Recipe::Tensorwise, false), Some((4.0 + 0.5 + 1.0 / 16.0, 2)));
+        // Delayed scaling needs no amax pass: less traffic than current scaling.
+        assert!(quantize_bytes(Dtype::Fp8, Fp8Recipe::Delayed, true).unwrap().0 < quantize_bytes(Dtype::Fp8, Fp8Recipe::Tensorwise, true).unwrap().0);
+        assert_eq!(quantize_bytes(Dtype::Bf16, Fp8Recipe::Tensorwise, true), None);
     }
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use gpuplan_config::published::{RECIPE_DEFAULTS, SYSTEMS};
+use gpuplan_config::published::{fp8_recipe_of, RECIPE_DEFAULTS, SYSTEMS};
 use gpuplan_core::validate::published::{Report, Scored, SkipKind, Stats, SPLITS};
 
 pub(crate) fn splits_shown(split: &str) -> Vec<&'static str> {
@@ -60,14 +60,15 @@ pub fn table(r: &Report, file: &Path, split: &str, worst: usize) -> String {
     for x in &r.scored {
         *recipes.entry((x.case.recipe.clone(), x.case.precision.clone())).or_default() += 1;
     }
-    let _ = writeln!(o, "recipes approximated (gpuplan has one fp8 and one fp4 path; no recipe-specific quantization kernels):");
+    let _ = writeln!(
+        o,
+        "recipes as run (workload precision / fp8_recipe: each recipe's quantize kernels, saved quantized inputs, LM head and router GEMMs in bf16; NVFP4 with its Hadamard-rotated wgrad cast):"
+    );
     for ((recipe, slice), n) in &recipes {
-        let path = if slice == "bf16" {
-            "bf16"
-        } else if slice == "nvfp4" {
-            "fp4"
-        } else {
-            "fp8"
+        let path = match (slice.as_str(), fp8_recipe_of(if slice == "bf16" || slice == "nvfp4" { slice } else { "fp8" }, recipe)) {
+            (_, Some(r)) => format!("fp8, fp8_recipe {r}"),
+            ("nvfp4", None) => "fp4 (NVFP4)".into(),
+            _ => "bf16".into(),
         };
         let _ = writeln!(o, "  {n:3} rows  {recipe} -> {path}");
     }
