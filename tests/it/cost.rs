@@ -28,6 +28,7 @@ fn attention(q_len: u64, kv_len: u64, d: u64) -> Op {
         name: "attention",
         kind: OpKind::Attention { batch_heads: 256, q_len, kv_len, head_dim_qk: d, head_dim_v: d, causal: false, backward: false, kv_bytes },
         pass: Pass::Forward,
+        backward: Default::default(),
     }
 }
 

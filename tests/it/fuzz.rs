@@ -353,6 +353,8 @@ fn training_command_line() -> impl Strategy<Value = Vec<String>> {
         "--repair-h",
         "--checkpoint-interval-s",
         "--failure-rate",
+        "--lora-rank",
+        "--lora-targets",
     ]);
     let value = prop::sample::select(vec![
         "0",
@@ -376,6 +378,7 @@ fn training_command_line() -> impl Strategy<Value = Vec<String>> {
         "serve",
         "all",
         "vllm",
+        "linear_qkv,fc2",
     ]);
     (cmd, prop::collection::vec((flag, value), 0..6)).prop_map(|(c, fv)| {
         let mut v = vec![c.to_string()];

@@ -80,6 +80,15 @@ pub fn args_of(s: &Scenario) -> Vec<String> {
     if pc.zero >= 2 {
         a.push(format!("# ZeRO-{} (gpuplan's zero = {}): Megatron-FSDP shards it; see your version's FSDP flags", pc.zero, pc.zero));
     }
+    if let Some(lora) = &w.lora {
+        // Megatron-LM's arguments.py has no PEFT/LoRA flags: LoRA is Megatron-Bridge's
+        // (`megatron.bridge.peft.lora.LoRA`, set as the `ConfigContainer`'s `peft`).
+        a.push(format!(
+            "# LoRA: Megatron-LM has no LoRA arguments; in a Megatron-Bridge recipe set peft=LoRA(dim={}, target_modules=[{}])",
+            lora.rank,
+            lora.targets.iter().map(|t| format!("\"{}\"", t.name())).collect::<Vec<_>>().join(", ")
+        ));
+    }
     a
 }
 
