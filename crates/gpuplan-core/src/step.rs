@@ -124,9 +124,9 @@ fn optimizer_bytes_per_param(stack: Stack) -> f64 {
 /// DDP/Megatron gradient bucket size (PyTorch DDP `bucket_cap_mb` = 25).
 pub const BUCKET_BYTES: f64 = 25e6;
 
-/// Layers of each kind in pipeline stage `stage` (dense layers come first in MoE models).
+/// Layers of each kind in pipeline stage `stage` (`Model::is_moe_layer` says which).
 pub fn stage_layers(s: &Scenario, stage: u32) -> (usize, usize) {
-    let (dense, moe) = parallelism::stage_dense_moe(s.model.n_layers, s.model.n_dense_layers(), &s.parallel, stage);
+    let (dense, moe) = parallelism::stage_dense_moe(s.model.n_layers, |i| s.model.is_moe_layer(i), &s.parallel, stage);
     (dense as usize, moe as usize)
 }
 

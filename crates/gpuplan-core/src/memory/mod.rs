@@ -214,7 +214,7 @@ fn in_flight_middle(pc: &ParallelConfig, n_micro: u64, stage: u32) -> f64 {
 pub fn params_on_rank(model: &Model, pc: &ParallelConfig, stage: u32) -> (f64, f64) {
     let p = model.params();
     let t = pc.tp as f64;
-    let (dense_layers, moe_layers) = crate::parallelism::stage_dense_moe(model.n_layers, model.n_dense_layers(), pc, stage);
+    let (dense_layers, moe_layers) = crate::parallelism::stage_dense_moe(model.n_layers, |i| model.is_moe_layer(i), pc, stage);
     let layers = (dense_layers + moe_layers) as f64;
     let moe_here = moe_layers as f64;
     let dense_here = layers - moe_here;
@@ -239,7 +239,7 @@ pub fn params_on_rank(model: &Model, pc: &ParallelConfig, stage: u32) -> (f64, f
 /// over TP, and the routed experts' over EP x ETP).
 pub fn trainable_params_on_rank(model: &Model, pc: &ParallelConfig, w: &Workload, stage: u32) -> (f64, f64) {
     let Some(lora) = &w.lora else { return params_on_rank(model, pc, stage) };
-    let (dense_layers, moe_layers) = crate::parallelism::stage_dense_moe(model.n_layers, model.n_dense_layers(), pc, stage);
+    let (dense_layers, moe_layers) = crate::parallelism::stage_dense_moe(model.n_layers, |i| model.is_moe_layer(i), pc, stage);
     let (d, _) = crate::workload::lora::adapter_params_per_layer(model, lora, false);
     let (md, me) = if model.is_moe() { crate::workload::lora::adapter_params_per_layer(model, lora, true) } else { (0.0, 0.0) };
     let t = pc.tp as f64;
@@ -274,7 +274,7 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     let dp = pc.dp as f64;
     let edp = pc.expert_dp() as f64;
     let shard = |stage_min: u32, n: f64| if pc.zero >= stage_min { n } else { 1.0 };
-    let (dense_layers, moe_layers) = crate::parallelism::stage_dense_moe(model.n_layers, model.n_dense_layers(), pc, stage);
+    let (dense_layers, moe_layers) = crate::parallelism::stage_dense_moe(model.n_layers, |i| model.is_moe_layer(i), pc, stage);
     let layers = (dense_layers + moe_layers) as f64;
     let tokens = (w.sequences() * w.q_len()) as f64 / pc.cp as f64;
     let runtime = if w.stack.hf() { Bytes::gib(HF_CONTEXT_GIB) + runtime_bytes(pc) - Bytes::mib(512.0) } else { runtime_bytes(pc) };

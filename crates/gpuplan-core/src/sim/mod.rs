@@ -1154,7 +1154,7 @@ fn chunk_lists(s: &Scenario, pr: &Priced, plan: &DpPlan, v: u32, n_v: u32, slow:
         fwd.extend(lower(&pr.ops.embedding));
     }
     for layer in first..first + here {
-        let ops = if layer < s.model.n_dense_layers() { &pr.ops.dense_layer } else { &pr.ops.moe_layer };
+        let ops = if s.model.is_moe_layer(layer) { &pr.ops.moe_layer } else { &pr.ops.dense_layer };
         if fsdp {
             fwd.push(SimStep::FsdpGather);
             fwd.push(copy("fsdp_copy_out", plan.gather_copy));
