@@ -544,7 +544,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         }
     };
     let micro_batch = pos(&mut p, "workload.micro_batch", ww.micro_batch, 1);
-    let global_batch = pos(&mut p, "workload.global_batch", ww.global_batch, micro_batch * dp as u64);
+    let global_batch = pos(&mut p, "workload.global_batch", ww.global_batch, micro_batch.saturating_mul(dp as u64));
     let seq = match (ww.seq, mode) {
         (None, Mode::Decode) => 1,
         (None, _) => {
