@@ -203,6 +203,12 @@ pub struct ScenarioArgs {
     /// MoE token dispatcher: alltoall (default), allgather, or flex (DeepEP)
     #[arg(long)]
     pub moe_dispatcher: Option<String>,
+    /// LoRA fine-tuning: the adapters' rank (Megatron-Bridge's `dim`); the base weights are frozen
+    #[arg(long, allow_negative_numbers = true)]
+    pub lora_rank: Option<i64>,
+    /// LoRA targets, comma-separated: linear_qkv, linear_proj, linear_fc1, linear_fc2 (default: all four)
+    #[arg(long, value_delimiter = ',')]
+    pub lora_targets: Option<Vec<String>>,
     /// Overlap TP communication with GEMMs (Megatron --tp-comm-overlap)
     #[arg(long)]
     pub tp_comm_overlap: Option<bool>,
@@ -269,6 +275,8 @@ impl ScenarioArgs {
                 flash_attention: None,
                 routing_imbalance: self.routing_imbalance,
                 moe_dispatcher: self.moe_dispatcher.clone(),
+                lora_rank: self.lora_rank,
+                lora_targets: self.lora_targets.clone(),
             },
             options: OptionsWire { tp_comm_overlap: self.tp_comm_overlap, dp_overlap: None },
             ..ScenarioWire::default()
@@ -326,6 +334,8 @@ impl ScenarioArgs {
         "stack",
         "routing-imbalance",
         "moe-dispatcher",
+        "lora-rank",
+        "lora-targets",
         "tp-comm-overlap",
         "from-megatron-args",
         "calibration",
@@ -365,6 +375,8 @@ impl ScenarioArgs {
         f(self.stack.is_some(), "stack");
         f(self.routing_imbalance.is_some(), "routing-imbalance");
         f(self.moe_dispatcher.is_some(), "moe-dispatcher");
+        f(self.lora_rank.is_some(), "lora-rank");
+        f(self.lora_targets.is_some(), "lora-targets");
         f(self.tp_comm_overlap.is_some(), "tp-comm-overlap");
         f(self.from_megatron_args.is_some(), "from-megatron-args");
         f(self.calibration.is_some(), "calibration");

@@ -147,6 +147,8 @@ pub fn base_scenario(a: &ScenarioArgs, mode: PlanMode, n_gpus: u64, system: Opti
         stack: a.stack.clone(),
         etp: a.etp,
         routing_imbalance: a.routing_imbalance,
+        lora_rank: a.lora_rank,
+        lora_targets: a.lora_targets.clone(),
         tp_comm_overlap: a.tp_comm_overlap,
         calibration: a.calibration.clone(),
         ..ScenarioArgs::default()

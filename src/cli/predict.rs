@@ -94,6 +94,8 @@ pub fn document(s: &Scenario, p: &Prediction) -> PredictionDoc {
             recompute: w.recompute.name().into(),
             stack: w.stack.name().into(),
             calibration: s.profile.as_ref().map(|p| p.name.clone()),
+            lora_rank: w.lora.as_ref().map(|l| l.rank),
+            lora_targets: w.lora.as_ref().map(|l| l.targets.iter().map(|t| t.name().to_string()).collect()),
         },
         step_time_s: p.step_time.value(),
         tokens_per_s: p.tokens_per_s,
@@ -158,6 +160,10 @@ pub fn table(s: &Scenario, p: &Prediction, with_sources: bool) -> String {
     match w.mode {
         crate::workload::Mode::Train => {
             let _ = writeln!(o, "  micro_batch={} global_batch={} seq={} ({} micro-batches per step)", w.micro_batch, w.global_batch, w.seq, p.n_microbatches);
+            if let Some(l) = &w.lora {
+                let adapters = crate::workload::lora::adapter_params(&s.model, l);
+                let _ = writeln!(o, "  LoRA rank {} on {}: {:.1}M adapter parameters trained, base frozen", l.rank, l.target_names(), adapters / 1e6);
+            }
         }
         _ => {
             let _ = writeln!(o, "  batch={} seq={} kv_len={}", w.batch, w.seq, w.kv_len);

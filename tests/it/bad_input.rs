@@ -67,6 +67,17 @@ fn a_scale_up_link_the_gpu_file_does_not_source_is_refused() {
 }
 
 #[test]
+fn an_moe_layer_step_outside_the_layers_is_refused() {
+    for (bad, shown) in [("\nlayer_step = 0", "`0`"), ("\nlayer_step = 49", "`49`")] {
+        let d = tmp(&format!("moe-step-{shown}").replace('`', ""));
+        let model = mutate(&d, "models/llama-4-maverick.toml", "\nlayer_step = 2", bad);
+        let (code, err) = gpuplan(&["check", model.to_str().unwrap()]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("moe.layer_step") && err.contains(shown) && err.contains("hint"), "{err}");
+    }
+}
+
+#[test]
 fn a_zero_head_dim_is_refused() {
     let d = tmp("model");
     let text = std::fs::read_to_string(Path::new(ROOT).join("models/llama-3-8b.toml")).unwrap();

@@ -196,11 +196,48 @@ fn deepseek_v3_is_the_671b_main_model_without_mtp() {
 }
 
 #[test]
+fn llama_4_maverick_alternates_moe_and_dense_layers_to_400b_total() {
+    let m = load("llama-4-maverick");
+    // 24 MoE layers (1, 3, ..., 47) of 128 experts + a shared one, 24 dense layers of 16384.
+    assert_eq!((m.n_moe_layers(), m.n_dense_layers()), (24, 24));
+    assert!(m.is_moe_layer(1) && !m.is_moe_layer(0) && m.is_moe_layer(47));
+    let p = m.params();
+    let expert = 3.0 * 5120.0 * 8192.0;
+    assert_eq!(p.experts, 24.0 * 128.0 * expert);
+    assert_eq!(p.shared_experts, 24.0 * expert);
+    assert_eq!(p.dense_ffn, 24.0 * 3.0 * 5120.0 * 16384.0);
+    // Meta: 400B total (ours 400.71B), 17B active.
+    let total = p.total() / 1e9;
+    assert!((total / 400.0 - 1.0).abs() < 0.005, "{total}");
+    // The model's Megatron-LM layer pattern: dense, MoE, dense, MoE, ...
+    let s = gpuplan::config::scenario::build(
+        &gpuplan::config::scenario::ScenarioWire {
+            model: Some("llama-4-maverick".into()),
+            system: Some("dgx-h100".into()),
+            gpus: Some(64),
+            parallelism: gpuplan::config::scenario::ParallelWire { tp: Some(8), pp: Some(2), ep: Some(8), ..Default::default() },
+            workload: gpuplan::config::scenario::WorkloadWire { seq: Some(4096), global_batch: Some(32), ..Default::default() },
+            ..Default::default()
+        },
+        None,
+    )
+    .unwrap();
+    let args = gpuplan::config::megatron::args_line(&s);
+    assert!(args.contains("--moe-layer-freq '([0]*1+[1])*24'"), "{args}");
+    // Each pipeline stage holds 12 MoE and 12 dense layers.
+    assert_eq!(gpuplan::parallelism::stage_dense_moe(48, |i| m.is_moe_layer(i), &s.parallel, 1), (12, 12));
+}
+
+#[test]
 fn moe_active_counts_match_published_ones() {
     // Mixtral: 12.9B per token (mistral.ai), within 1%. Qwen3-30B-A3B: the model card prints 3.3B
     // activated; ours is 3.353B, counting the embedding lookup and the LM head (0.31B each) as active,
     // and the card does not say what it counts, so the check is 2% there.
-    for (name, active_b, tolerance) in [("mixtral-8x7b", 12.9, 0.01), ("qwen3-30b-a3b", 3.3, 0.02), ("nemotron-3-nano-30b-a3b", 3.6, 0.01)] {
+    // Llama 4 Maverick: "17B active" (Meta's model card); ours is 17.19B with the embedding and LM
+    // head (1.03B each) counted, so 2% there too.
+    for (name, active_b, tolerance) in
+        [("mixtral-8x7b", 12.9, 0.01), ("qwen3-30b-a3b", 3.3, 0.02), ("nemotron-3-nano-30b-a3b", 3.6, 0.01), ("llama-4-maverick", 17.0, 0.02)]
+    {
         let a = load(name).active_params() / 1e9;
         assert!((a / active_b - 1.0).abs() < tolerance, "{name}: {a:.3}B active vs {active_b}B published");
     }

@@ -6,7 +6,7 @@ use gpuplan::cost::*;
 use gpuplan::hardware::profile::{AttentionBmmPoint, Profile};
 use gpuplan::hardware::Dtype;
 use gpuplan::units::{FlopsPerSec, Seconds};
-use gpuplan::workload::{Op, OpKind, Pass};
+use gpuplan::workload::{Backward, Op, OpKind, Pass};
 
 fn point(seq_len: u64, head_dim: u64, tflops: f64) -> AttentionBmmPoint {
     AttentionBmmPoint { seq_len, head_dim, achieved: FlopsPerSec::tflops(tflops) }
@@ -28,6 +28,7 @@ fn attention(q_len: u64, kv_len: u64, d: u64) -> Op {
         name: "attention",
         kind: OpKind::Attention { batch_heads: 256, q_len, kv_len, head_dim_qk: d, head_dim_v: d, causal: false, backward: false, kv_bytes },
         pass: Pass::Forward,
+        backward: Default::default(),
     }
 }
 
@@ -182,8 +183,9 @@ fn megatron_tp_overlap_pairs_each_collective_with_its_gemm() {
         flash_attention: true,
         routing_imbalance: 1.0,
         moe_dispatcher: MoeDispatcher::AllToAll,
+        lora: None,
     };
-    let op = |name, kind| Op { name, kind, pass: Pass::Forward };
+    let op = |name, kind| Op { name, kind, pass: Pass::Forward, backward: Backward::Mirror };
     let bytes = 8192.0 * 8192.0 * 2.0;
     let ops = vec![
         op("tp_all_gather", OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Tp, bytes }),

@@ -368,6 +368,8 @@ fn training_command_line() -> impl Strategy<Value = Vec<String>> {
         "--repair-h",
         "--checkpoint-interval-s",
         "--failure-rate",
+        "--lora-rank",
+        "--lora-targets",
     ]);
     let value = prop::sample::select(vec![
         "0",
@@ -391,6 +393,7 @@ fn training_command_line() -> impl Strategy<Value = Vec<String>> {
         "serve",
         "all",
         "vllm",
+        "linear_qkv,fc2",
     ]);
     let model = prop::sample::select(vec!["llama-3-8b", "nemotron-h-8b"]);
     (cmd, model, prop::collection::vec((flag, value), 0..6)).prop_map(|(c, model, fv)| {

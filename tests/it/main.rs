@@ -12,6 +12,7 @@ mod goodput;
 mod hf;
 mod launch;
 mod limits;
+mod lora;
 mod measure;
 mod megatron_args;
 mod per_rank;

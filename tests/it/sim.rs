@@ -33,6 +33,13 @@ fn shipped() -> Vec<(String, Scenario)> {
 const DP_OVERLAP_CHARGED_IN_FULL: &[&str] =
     &["deepseek-v3-256xgb200.toml", "llama-3.1-405b-16384xb200.toml", "llama-3.1-405b-16384xh100.toml", "nemotron-h-56b-64xh100.toml"];
 
+/// Deep interleaving (VP 20 over PP 4, 32 micro-batches: Megatron-Bridge's Llama-3 70B LoRA
+/// layout on one DGX H100): the DES plays the interleaved schedule's warm-up and drain chunk by
+/// chunk and finds a larger bubble than the closed form's `(pp - 1) / (vp m)`; the same layout
+/// without LoRA shows the same 0.145 s gap (7.879 vs 8.023 s), and at VP 1 the engines agree to
+/// 0.01%. The DES is then the slower one, by less than the bubbles differ.
+const DEEP_INTERLEAVING: &[&str] = &["llama-3-70b-lora-8xh100.toml"];
+
 #[test]
 fn des_agrees_with_analytic_on_shipped_scenarios_or_names_the_cause() {
     let mut report = String::new();
@@ -45,6 +52,13 @@ fn des_agrees_with_analytic_on_shipped_scenarios_or_names_the_cause() {
             assert!(s.parallel.dp > 1, "{name}: not a data-parallel run");
             assert!(gap < 0.0, "{name}: expected the DES to be faster\n{report}");
             assert!(a.step_time.value() - d.step_time.value() < a.breakdown.dp_comm.value(), "{name}: the gap is more than the DP time\n{report}");
+            continue;
+        }
+        if DEEP_INTERLEAVING.contains(&name.as_str()) {
+            assert!(s.parallel.vp >= 8, "{name}: not deeply interleaved");
+            assert!(gap > 0.0 && gap < 0.04, "{name}: expected the DES slower, within 4%\n{report}");
+            let bubbles = d.breakdown.pp_bubble.value() - a.breakdown.pp_bubble.value();
+            assert!(d.step_time.value() - a.step_time.value() < bubbles, "{name}: the gap is more than the bubbles differ\n{report}");
             continue;
         }
         assert!(gap.abs() <= 0.02, "{name}: DES and analytic differ by {:.2}%\n{report}", gap * 100.0);

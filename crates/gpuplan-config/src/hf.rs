@@ -1,14 +1,16 @@
 //! Hugging Face `config.json` files, read directly: Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3,
-//! Qwen3-MoE, DeepSeek-V2, DeepSeek-V3 and Nemotron-H hybrids (the `model_type` key says which).
+//! Qwen3-MoE, DeepSeek-V2, DeepSeek-V3, Llama-4 and Nemotron-H hybrids (the `model_type` key says which).
 //!
 //! The keys are mapped onto the same wire struct as `models/*.toml` ([`ModelWire`]) and converted by the
 //! same code, so a config.json and the TOML written from it give the same [`Model`]. Defaults for absent
 //! keys are those of the model's `transformers` configuration class (`LlamaConfig`, `Qwen3MoeConfig`,
 //! ...): `tie_word_embeddings` false, `num_key_value_heads` = `num_attention_heads`, `head_dim` =
 //! `hidden_size / num_attention_heads`, no attention bias. What a config.json says that gpuplan does
-//! not model (sliding windows, RoPE scaling, router details, DeepSeek's multi-token-prediction layers)
-//! is ignored; a layout it cannot represent (MoE on every other layer, a list of dense layers) is an
-//! error, never a silent approximation.
+//! not model (sliding windows, Llama-4's chunked attention and NoPE layers, RoPE scaling, router
+//! details, DeepSeek's multi-token-prediction layers) is ignored; a layout it cannot represent (a
+//! list of dense layers other than every n-th) is an error, never a silent approximation. MoE on
+//! every n-th layer (Llama-4's `interleave_moe_layer_step`, Qwen2-MoE's `decoder_sparse_step`)
+//! is `moe.layer_step`; Llama-4's language model is read from its `text_config`.
 
 use std::path::Path;
 
@@ -19,7 +21,8 @@ use crate::model::wire::{model_from_wire, HybridWire, MlaWire, ModelWire, MoeWir
 use gpuplan_core::model::Model;
 
 /// The `model_type` values this loader understands.
-pub const SUPPORTED: [&str; 10] = ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3", "nemotron_h"];
+pub const SUPPORTED: [&str; 12] =
+    ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3", "llama4", "llama4_text", "nemotron_h"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Family {
@@ -32,6 +35,7 @@ enum Family {
     Qwen3Moe,
     DeepSeek,
     NemotronH,
+    Llama4,
 }
 
 impl Family {
@@ -46,6 +50,7 @@ impl Family {
             "qwen3_moe" => Family::Qwen3Moe,
             "deepseek_v2" | "deepseek_v3" => Family::DeepSeek,
             "nemotron_h" => Family::NemotronH,
+            "llama4_text" => Family::Llama4,
             _ => return None,
         })
     }
@@ -58,6 +63,16 @@ pub fn model_from_hf_json(path: &Path, text: &str) -> Result<Model, ConfigError>
         return Err(
             ConfigError::invalid(path, "(top level)", kind_of(&root), "is not a JSON object").with_hint("a Hugging Face config.json is one object of keys")
         );
+    };
+    // Llama-4 (`model_type` "llama4") is a vision-language config whose language model is its
+    // `text_config` ("llama4_text"); gpuplan models the language model.
+    let obj = match (obj.get("model_type").and_then(Value::as_str), obj.get("text_config").and_then(Value::as_object)) {
+        (Some("llama4"), Some(text)) => text,
+        (Some("llama4"), None) => {
+            return Err(ConfigError::invalid(path, "text_config", "(missing)", "is required for model_type `llama4`")
+                .with_hint("a Llama-4 config.json holds its language model's shape under `text_config`"))
+        }
+        _ => obj,
     };
     let c = Keys { path, obj };
     let wire = wire_from_keys(&c)?;
@@ -95,6 +110,8 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
         Family::NemotronH => c.opt_count("intermediate_size")?.unwrap_or(0),
         _ => c.count("intermediate_size")?,
     };
+    // Llama-4: `intermediate_size` is the experts' width, `intermediate_size_mlp` the dense layers'.
+    let dense_ffn = if family == Family::Llama4 { c.count("intermediate_size_mlp")? } else { ffn };
     let vocab = c.count("vocab_size")?;
     let max_seq_len = c.count("max_position_embeddings")?;
     let tied = c.opt_bool("tie_word_embeddings")?.unwrap_or(false);
@@ -132,19 +149,39 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
                 n_shared_experts: 0,
                 shared_expert_ffn_hidden_size: 0,
                 first_dense_layers: 0,
+                layer_step: None,
+            });
+        }
+        Family::Llama4 => {
+            // transformers' Llama4TextMoe: routed experts of `intermediate_size`, one shared expert
+            // of the same width, the router; dense layers' MLP is `intermediate_size_mlp` wide.
+            // MoE layers: `moe_layers`, by default range(step - 1, n_layers, step).
+            let step = c.opt_count("interleave_moe_layer_step")?.unwrap_or(1);
+            if let Some(v) = c.get("moe_layers") {
+                let default: Vec<u64> = (step - 1..n_layers).step_by(step as usize).collect();
+                let given: Option<Vec<u64>> = v.as_array().and_then(|a| a.iter().map(Value::as_u64).collect());
+                if given.as_ref() != Some(&default) {
+                    return Err(ConfigError::invalid(c.path, "moe_layers", v, format!("is not every {step}-th layer (`interleave_moe_layer_step`)"))
+                        .with_hint("gpuplan models MoE on every `moe.layer_step`-th layer after the first `moe.first_dense_layers`; write a models/*.toml"));
+                }
+            }
+            moe = Some(MoeWire {
+                n_experts: c.count_u32("num_local_experts")?,
+                top_k: c.count_u32("num_experts_per_tok")?,
+                expert_ffn_hidden_size: ffn,
+                n_shared_experts: 1,
+                shared_expert_ffn_hidden_size: ffn,
+                first_dense_layers: 0,
+                layer_step: Some(to_u32(c, "interleave_moe_layer_step", step)?),
             });
         }
         Family::Qwen2Moe | Family::Qwen3Moe => {
-            if let Some(step) = c.opt_count("decoder_sparse_step")? {
-                if step != 1 {
-                    return Err(ConfigError::invalid(c.path, "decoder_sparse_step", step, "is not 1: MoE on every n-th layer cannot be represented")
-                        .with_hint("gpuplan models MoE on every layer after the first `moe.first_dense_layers`"));
-                }
-            }
+            // `(layer_idx + 1) % decoder_sparse_step == 0` is MoE, as `moe.layer_step` places it.
+            let step = c.opt_count("decoder_sparse_step")?.unwrap_or(1);
             if let Some(v) = c.obj.get("mlp_only_layers") {
                 if !v.as_array().is_some_and(|a| a.is_empty()) {
                     return Err(ConfigError::invalid(c.path, "mlp_only_layers", v, "lists dense layers, which cannot be represented")
-                        .with_hint("gpuplan models MoE on every layer after the first `moe.first_dense_layers`"));
+                        .with_hint("gpuplan models MoE on every `moe.layer_step`-th layer after the first `moe.first_dense_layers`"));
                 }
             }
             let shared = if family == Family::Qwen2Moe { c.opt_count("shared_expert_intermediate_size")?.unwrap_or(0) } else { 0 };
@@ -155,6 +192,7 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
                 n_shared_experts: u32::from(shared > 0),
                 shared_expert_ffn_hidden_size: shared,
                 first_dense_layers: 0,
+                layer_step: Some(to_u32(c, "decoder_sparse_step", step)?),
             });
         }
         Family::DeepSeek => {
@@ -174,6 +212,7 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
                 n_shared_experts: to_u32(c, "n_shared_experts", n_shared)?,
                 shared_expert_ffn_hidden_size: if n_shared > 0 { expert } else { 0 },
                 first_dense_layers: to_u32(c, "first_k_dense_replace", first_dense)?,
+                layer_step: None,
             });
             let qk_nope = c.count("qk_nope_head_dim")?;
             let qk_rope = c.count("qk_rope_head_dim")?;
@@ -217,6 +256,7 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
                     n_shared_experts: u32::from(shared > 0),
                     shared_expert_ffn_hidden_size: shared,
                     first_dense_layers: 0,
+                    layer_step: None,
                 });
             }
         }
@@ -236,7 +276,7 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
         n_heads,
         n_kv_heads,
         head_dim,
-        ffn_hidden_size: ffn,
+        ffn_hidden_size: dense_ffn,
         ffn_kind: ffn_kind.into(),
         vocab_size: vocab,
         tied_embeddings: tied,
@@ -247,7 +287,8 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
         qkv_bias,
         // Qwen3 and Qwen3-MoE normalize each head's queries and keys (`q_norm`, `k_norm`, RMSNorm
         // over head_dim) before RoPE, with no config key for it.
-        qk_norm: matches!(family, Family::Qwen3 | Family::Qwen3Moe),
+        // Llama-4's `use_qk_norm` (default true) is a weightless L2 norm of q and k.
+        qk_norm: matches!(family, Family::Qwen3 | Family::Qwen3Moe) || (family == Family::Llama4 && c.opt_bool("use_qk_norm")?.unwrap_or(true)),
         moe,
         mla,
         hybrid,
@@ -415,6 +456,35 @@ mod tests {
         assert!(!m.qkv_bias && !m.linear_bias && m.moe.is_none() && m.mla.is_none());
     }
 
+    /// A Llama-4 config.json's shape (model_type llama4, the language model under `text_config`),
+    /// scaled down: 4 layers, MoE on every 2nd (`interleave_moe_layer_step`).
+    const LLAMA4: &str = r#"{
+        "model_type": "llama4", "vision_config": {"hidden_size": 1408},
+        "text_config": {
+            "model_type": "llama4_text", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 32, "intermediate_size_mlp": 96,
+            "vocab_size": 1000, "max_position_embeddings": 256, "num_local_experts": 8,
+            "num_experts_per_tok": 1, "interleave_moe_layer_step": 2, "tie_word_embeddings": false
+        }
+    }"#;
+
+    #[test]
+    fn llama4_reads_its_text_config_with_moe_on_every_other_layer() {
+        let m = load(LLAMA4).unwrap();
+        let moe = m.moe.as_ref().unwrap();
+        assert_eq!((moe.n_experts, moe.top_k, moe.expert_ffn_hidden, moe.n_shared_experts, moe.shared_expert_ffn_hidden, moe.layer_step), (8, 1, 32, 1, 32, 2));
+        assert_eq!(m.ffn_hidden, 96, "dense layers take intermediate_size_mlp");
+        assert_eq!((0..4).map(|i| m.is_moe_layer(i)).collect::<Vec<_>>(), vec![false, true, false, true]);
+        assert!(m.qk_norm, "use_qk_norm defaults to true");
+        // An explicit `moe_layers` that is the default pattern is accepted; another is refused.
+        let with = |layers: &str| LLAMA4.replace(r#""interleave_moe_layer_step": 2,"#, &format!(r#""interleave_moe_layer_step": 2, "moe_layers": {layers},"#));
+        assert!(load(&with("[1, 3]")).is_ok());
+        let e = load(&with("[0, 3]")).unwrap_err().to_string();
+        assert!(e.contains("moe_layers") && e.contains("every 2-th"), "{e}");
+        let e = load(r#"{"model_type": "llama4"}"#).unwrap_err().to_string();
+        assert!(e.contains("text_config"), "{e}");
+    }
+
     #[test]
     fn absent_keys_take_the_transformers_defaults() {
         let m = load(
@@ -470,8 +540,13 @@ mod tests {
             "\"vocab_size\"",
             "\"num_experts\": 8, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 32, \"decoder_sparse_step\": 2, \"vocab_size\"",
         );
-        let err = load(&text).unwrap_err().to_string();
-        assert!(err.contains("`decoder_sparse_step` = `2`"), "{err}");
+        // MoE on every 2nd layer is `moe.layer_step` (transformers: (layer_idx + 1) % step == 0) ...
+        let m = load(&text).unwrap();
+        assert_eq!(m.moe.as_ref().unwrap().layer_step, 2);
+        assert_eq!((m.is_moe_layer(0), m.is_moe_layer(1)), (false, true));
+        // ... a list of dense layers is not.
+        let err = load(&text.replace("\"decoder_sparse_step\": 2,", "\"mlp_only_layers\": [0],")).unwrap_err().to_string();
+        assert!(err.contains("`mlp_only_layers` = `[0]`"), "{err}");
     }
 
     /// NemotronHConfig's keys (transformers 5.17) with a small shape.

@@ -32,6 +32,9 @@ pub fn args_of(s: &Scenario) -> Vec<String> {
     if pc.cp > 1 {
         kv("--context-parallel-size", pc.cp.to_string());
     }
+    if let Some(pattern) = moe_layer_freq(&s.model) {
+        kv("--moe-layer-freq", pattern);
+    }
     if s.model.moe.is_some() {
         kv("--expert-model-parallel-size", pc.ep.to_string());
         kv("--expert-tensor-parallel-size", pc.etp.to_string());
@@ -80,7 +83,41 @@ pub fn args_of(s: &Scenario) -> Vec<String> {
     if pc.zero >= 2 {
         a.push(format!("# ZeRO-{} (gpuplan's zero = {}): Megatron-FSDP shards it; see your version's FSDP flags", pc.zero, pc.zero));
     }
+    if let Some(lora) = &w.lora {
+        // Megatron-LM's arguments.py has no PEFT/LoRA flags: LoRA is Megatron-Bridge's
+        // (`megatron.bridge.peft.lora.LoRA`, set as the `ConfigContainer`'s `peft`).
+        a.push(format!(
+            "# LoRA: Megatron-LM has no LoRA arguments; in a Megatron-Bridge recipe set peft=LoRA(dim={}, target_modules=[{}])",
+            lora.rank,
+            lora.targets.iter().map(|t| format!("\"{}\"", t.name())).collect::<Vec<_>>().join(", ")
+        ));
+    }
     a
+}
+
+/// Megatron-LM's `--moe-layer-freq` for a model whose MoE layers are not all of its layers (its
+/// list form, a Python expression Megatron evaluates: 1 = MoE, 0 = dense, one per layer), quoted
+/// for the shell; `None` when every layer is MoE (Megatron's default, 1) or the model is dense.
+pub fn moe_layer_freq(model: &gpuplan_core::model::Model) -> Option<String> {
+    let moe = model.moe.as_ref()?;
+    let (first, step) = (moe.first_dense_layers as u64, moe.layer_step.max(1) as u64);
+    if first == 0 && step == 1 {
+        return None;
+    }
+    let after = model.n_layers.saturating_sub(first);
+    let mut parts = Vec::new();
+    if first > 0 {
+        parts.push(format!("[0]*{first}"));
+    }
+    if step == 1 {
+        parts.push(format!("[1]*{after}"));
+    } else {
+        parts.push(format!("([0]*{}+[1])*{}", step - 1, after / step));
+        if after % step > 0 {
+            parts.push(format!("[0]*{}", after % step));
+        }
+    }
+    Some(format!("'{}'", parts.join("+")))
 }
 
 /// `args_of` as one shell line (arguments joined by spaces, the comment last).

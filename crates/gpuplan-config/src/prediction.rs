@@ -125,6 +125,12 @@ pub struct ScenarioDoc {
     pub stack: String,
     /// The calibration profile's name, `null` without one.
     pub calibration: Option<String>,
+    /// LoRA fine-tuning: the adapters' rank (absent without LoRA).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lora_rank: Option<u64>,
+    /// LoRA's targeted layers, Megatron-Core module names (absent without LoRA).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lora_targets: Option<Vec<String>>,
 }
 
 /// Memory of the peak GPU.

@@ -120,6 +120,11 @@ pub const RECIPE_DEFAULTS: &[(&str, &str, &str)] = &[
         "Bridge perf configs enable CUDA graphs for some models (Llama3 8B, MoE); gpuplan's training path prices each kernel at the profile's stream launch cost",
     ),
     ("sft", "SFT rows as training at the row's sequence (packed)", "SFT rows are packed sequences (SQuAD packed to 4096 on the 24.07 page); per-document attention masks are not modelled"),
+    (
+        "lora",
+        "LoRA rows as training with `lora_rank` / `lora_targets` from `lora_recipe`, sp off, zero 0, no TP comm overlap, packed sequences at full-sequence attention",
+        "Megatron-Bridge llama3_70b_peft_config (dim 16, all four linear layers, sequence_parallel=False, use_distributed_optimizer=False); NeMo 1 PEFT defaults for the 24.07 rows (attention_qkv, adapter_dim 32)",
+    ),
 ];
 
 /// Read the rows of a published CSV (header as in `tests/data/published/`; the three added columns
@@ -215,9 +220,6 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
     if r.config_complete != "yes" {
         return Err(Skipped::new(Incomplete, format!("config_complete = '{}'", r.config_complete)));
     }
-    if r.task == "LoRA" {
-        return Err(Skipped::new(Unexpressible, "LoRA fine-tuning: gpuplan has no frozen base / adapter-only gradients (issue 17 item 7)"));
-    }
     let (base, variant) = norm_model(&r.model);
     let Some(&(_, model, family, moe)) = MODELS.iter().find(|m| m.0 == base) else {
         return Err(Skipped::new(
@@ -276,6 +278,10 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
     if r.task == "SFT" {
         notes.push("SFT (packed sequences) priced as pre-training".into());
     }
+    let lora = (r.task == "LoRA").then(|| lora_recipe(&r.container, model));
+    if let Some(l) = &lora {
+        notes.push(format!("LoRA rank {} on {} ({}); packed sequences priced at full-sequence attention", l.rank, l.targets.join(","), l.source));
+    }
     let fp8_recipe = fp8_recipe_of(precision, recipe);
     let i = |x: u64| Some(x as i64);
     let wire = ScenarioWire {
@@ -290,7 +296,12 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
             cp: i(cp),
             vp: i(vp),
             ep: i(if moe { ep } else { 1 }),
-            zero: Some(if fsdp > 0 { 3 } else { 1 }),
+            zero: Some(match (&lora, fsdp > 0) {
+                (_, true) => 3,
+                (Some(_), false) => 0,
+                (None, false) => 1,
+            }),
+            sp: lora.as_ref().map(|_| false),
             ..Default::default()
         },
         workload: WorkloadWire {
@@ -303,9 +314,12 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
             recompute: Some("none".into()),
             stack: Some("megatron".into()),
             routing_imbalance: Some(1.0),
+            lora_rank: lora.as_ref().map(|l| l.rank),
+            lora_targets: lora.as_ref().map(|l| l.targets.iter().map(|t| t.to_string()).collect()),
             ..Default::default()
         },
-        options: OptionsWire { tp_comm_overlap: Some(tp > 1), dp_overlap: None },
+        // Userbuffers' TP overlap needs sequence parallelism, which the LoRA recipes turn off.
+        options: OptionsWire { tp_comm_overlap: Some(tp > 1 && lora.is_none()), dp_overlap: None },
         ..Default::default()
     };
     let describe = format!(
@@ -333,6 +347,35 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
         notes,
     };
     Ok(Mapped { wire, case })
+}
+
+/// The LoRA adapters of a published LoRA row, by release, and where they come from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoraRecipe {
+    pub rank: i64,
+    pub targets: Vec<&'static str>,
+    pub source: &'static str,
+}
+
+/// The LoRA recipe a published LoRA row ran (the pages state only "LoRA"):
+/// - Megatron-Bridge releases (NeMo 25.x/26.x): `llama3_70b_peft_config` sets `peft.dim = 16`
+///   (alpha 32) on `LoRA`'s default `target_modules = ["linear_qkv", "linear_proj", "linear_fc1",
+///   "linear_fc2"]`, with `sequence_parallel = False` and `use_distributed_optimizer = False`
+///   (megatron-bridge 0.3.1 on PyPI: `recipes/llama/llama3.py`, `peft/lora.py`); other models
+///   take `LoRA`'s default `dim = 32`.
+/// - NeMo 24.07 (NeMo 1 launcher): `peft_config.get_target_modules` defaults to
+///   `("attention_qkv",)` (nemo-toolkit 2.0.0 on PyPI: `collections/nlp/parts/peft_config.py`),
+///   with `adapter_dim = 32` (`megatron_gpt_finetuning_config.yaml`, from memory).
+pub fn lora_recipe(container: &str, model: &str) -> LoraRecipe {
+    if container == "NeMo 24.07" {
+        return LoraRecipe { rank: 32, targets: vec!["linear_qkv"], source: "NeMo 1 default attention_qkv, adapter_dim 32" };
+    }
+    let all = vec!["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"];
+    if model == "llama-3-70b" {
+        LoraRecipe { rank: 16, targets: all, source: "Megatron-Bridge llama3_70b_peft_config: dim 16, all linear layers" }
+    } else {
+        LoraRecipe { rank: 32, targets: all, source: "Megatron-Bridge LoRA defaults: dim 32, all linear layers" }
+    }
 }
 
 /// A row's label for messages about rows that were not scored.

@@ -13,7 +13,7 @@
 //! pp = 2
 //! [workload]                     # mode, micro_batch, global_batch, seq, batch, kv_len, precision,
 //! mode = "train"                 # fp8_recipe, recompute, stack, dropout, flash_attention,
-//!                                # routing_imbalance, moe_dispatcher
+//!                                # routing_imbalance, moe_dispatcher, lora_rank, lora_targets
 //! seq = 8192
 //! global_batch = 512
 //! ```
@@ -22,7 +22,7 @@
 //! EP (else 1), dp = gpus / (tp*pp*cp),
 //! sp = (tp > 1), zero = 0, mode = train, micro_batch = 1, global_batch = micro_batch * dp,
 //! batch = 1, precision = bf16, fp8_recipe = tensorwise, recompute = none, stack = megatron, flash attention on, no dropout,
-//! balanced routing, moe_dispatcher = alltoall. Pipeline split: Megatron's options as given; with none, layers that divide
+//! balanced routing, moe_dispatcher = alltoall, no LoRA (with `lora_rank`, lora_targets = all four linear layers). Pipeline split: Megatron's options as given; with none, layers that divide
 //! over pp*vp split evenly and those that do not as the model's Megatron-Bridge recipe does
 //! (`recipe_fill`).
 
@@ -35,7 +35,7 @@ use gpuplan_core::hardware::Dtype;
 use gpuplan_core::model::{Model, Position};
 use gpuplan_core::parallelism::{Fill, ParallelConfig, PipelineSplit, Schedule};
 use gpuplan_core::scenario::{Options, Scenario};
-use gpuplan_core::workload::{Fp8Recipe, Mode, MoeDispatcher, Recompute, Stack, Workload};
+use gpuplan_core::workload::{Fp8Recipe, Lora, LoraTarget, Mode, MoeDispatcher, Recompute, Stack, Workload};
 
 pub const DIR: &str = "scenarios";
 
@@ -115,6 +115,11 @@ pub struct WorkloadWire {
     pub routing_imbalance: Option<f64>,
     /// alltoall (default) | allgather | flex (DeepEP)
     pub moe_dispatcher: Option<String>,
+    /// LoRA fine-tuning: the adapters' rank (training only; frozen base weights)
+    pub lora_rank: Option<i64>,
+    /// LoRA targets: linear_qkv, linear_proj, linear_fc1, linear_fc2 (default: all four, as
+    /// Megatron-Bridge's `LoRA.target_modules`)
+    pub lora_targets: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -169,7 +174,9 @@ pub fn overlay(base: ScenarioWire, over: ScenarioWire) -> ScenarioWire {
             dropout,
             flash_attention,
             routing_imbalance,
-            moe_dispatcher
+            moe_dispatcher,
+            lora_rank,
+            lora_targets
         ]
     );
     pick!(b.options, over.options, [tp_comm_overlap, dp_overlap]);
@@ -343,6 +350,92 @@ fn zero_and_schedule(p: &mut Problems, path: &Path, pw: &ParallelWire, vp: u32) 
     (zero, schedule)
 }
 
+/// `workload.lora_rank` and `workload.lora_targets` (`--lora-rank`, `--lora-targets`): the LoRA
+/// adapters, checked against the model, the layout, the mode and the stack.
+fn lora_keys(p: &mut Problems, path: &Path, ww: &WorkloadWire, model: &Model, pc: &ParallelConfig, mode: Mode, stack: Stack) -> Option<Lora> {
+    let names = LoraTarget::ALL.map(LoraTarget::name).join(", ");
+    let targets = match &ww.lora_targets {
+        None => LoraTarget::ALL.to_vec(),
+        Some(list) => {
+            let mut out = Vec::new();
+            for name in list {
+                match LoraTarget::parse(name) {
+                    Some(t) => out.push(t),
+                    None => p.push(
+                        ConfigError::invalid(path, "workload.lora_targets", name, "is not a LoRA target")
+                            .with_hint(format!("`--lora-targets` takes a comma-separated list of: {names} (or qkv, proj, fc1, fc2)")),
+                    ),
+                }
+            }
+            if list.is_empty() {
+                p.push(ConfigError::invalid(path, "workload.lora_targets", "(empty)", "names no layer").with_hint(format!("one or more of: {names}")));
+            }
+            out
+        }
+    };
+    let rank = match ww.lora_rank {
+        None => {
+            if ww.lora_targets.is_some() {
+                p.push(
+                    ConfigError::invalid(
+                        path,
+                        "workload.lora_targets",
+                        ww.lora_targets.as_ref().map(|l| l.join(",")).unwrap_or_default(),
+                        "is given without a LoRA rank",
+                    )
+                    .with_hint("give `--lora-rank R` (Megatron-Bridge's LoRA `dim`, e.g. 16 or 32) with it"),
+                );
+            }
+            return None;
+        }
+        Some(r) if r <= 0 => {
+            p.push(
+                ConfigError::invalid(path, "workload.lora_rank", r, "must be a positive rank")
+                    .with_hint("`--lora-rank R` with R >= 1 (Megatron-Bridge's default `dim` is 32)"),
+            );
+            return None;
+        }
+        Some(r) => r as u64,
+    };
+    let lora = Lora::new(rank, targets);
+    if mode != Mode::Train {
+        p.push(
+            ConfigError::invalid(path, "workload.lora_rank", rank, format!("applies to training, not {}", mode.name()))
+                .with_hint("LoRA is a fine-tuning method; for inference leave `--lora-rank` out (merged adapters cost nothing)"),
+        );
+    }
+    if stack != Stack::Megatron {
+        p.push(
+            ConfigError::invalid(path, "workload.lora_rank", rank, format!("is modelled as Megatron-Bridge runs LoRA, not under stack {}", stack.name()))
+                .with_hint("use `--stack megatron` (the default) with `--lora-rank`"),
+        );
+    }
+    if model.mla.is_some() {
+        p.push(
+            ConfigError::invalid(
+                path,
+                "workload.lora_rank",
+                rank,
+                format!("model `{}` has multi-head latent attention, whose projections LoRA's targets do not name", model.name),
+            )
+            .with_hint("LoRA is modelled on models with a fused QKV projection (dense, GQA and MoE)"),
+        );
+    }
+    let narrowest = gpuplan_core::workload::lora::narrowest_target(model, &lora);
+    if rank > narrowest {
+        p.push(
+            ConfigError::invalid(path, "workload.lora_rank", rank, format!("exceeds the narrowest targeted layer's width, {narrowest}"))
+                .with_hint(format!("a LoRA rank is far below the layer width (16 to 64 typically); give `--lora-rank` at most {narrowest}")),
+        );
+    } else if !rank.is_multiple_of(pc.tp as u64) {
+        p.push(
+            ConfigError::invalid(path, "workload.lora_rank", rank, format!("is not a multiple of tp = {}", pc.tp))
+                .with_hint("Megatron-Core's column-parallel adapter layer splits the rank over the TP group: choose a rank divisible by `--tp`"),
+        );
+    }
+    Some(lora)
+}
+
 /// The keys `plan` searches over instead of using (`[parallelism]`, `workload.micro_batch`), checked
 /// as `build` checks them: a file that `predict` refuses is refused by `plan` too, though `plan`
 /// then replaces these values.
@@ -451,7 +544,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         }
     };
     let micro_batch = pos(&mut p, "workload.micro_batch", ww.micro_batch, 1);
-    let global_batch = pos(&mut p, "workload.global_batch", ww.global_batch, micro_batch * dp as u64);
+    let global_batch = pos(&mut p, "workload.global_batch", ww.global_batch, micro_batch.saturating_mul(dp as u64));
     let seq = match (ww.seq, mode) {
         (None, Mode::Decode) => 1,
         (None, _) => {
@@ -560,6 +653,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
             MoeDispatcher::AllToAll
         }),
     };
+    let lora = lora_keys(&mut p, &path, ww, &model, &parallel, mode, stack);
     let workload = Workload {
         mode,
         micro_batch,
@@ -575,6 +669,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         flash_attention: ww.flash_attention.unwrap_or(true),
         routing_imbalance,
         moe_dispatcher,
+        lora,
     };
     // The hf-* stacks' host time in inference is the node's host probe's: no default.
     if stack.hf() && mode != Mode::Train && profile.as_ref().is_none_or(|pr| pr.host.is_none()) {

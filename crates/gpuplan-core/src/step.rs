@@ -168,6 +168,10 @@ pub fn n_micro_of(s: &Scenario) -> Result<u64, PredictError> {
 pub fn check_scenario(s: &Scenario) -> Result<u64, PredictError> {
     let mut problems = parallelism::check(&s.model, &s.parallel, s.n_gpus);
     problems.extend(parallelism::check_seq(&s.parallel, s.workload.q_len()));
+    if let Some(lora) = s.workload.lora.as_ref().filter(|l| !l.rank.is_multiple_of(s.parallel.tp as u64)) {
+        // Megatron-Core's column-parallel adapter layer splits the rank over TP.
+        problems.push(Infeasible::Indivisible { what: "lora_rank", n: lora.rank, by_name: "tp", by: s.parallel.tp as u64 });
+    }
     if !problems.is_empty() {
         return Err(PredictError::Infeasible(problems));
     }
@@ -238,7 +242,7 @@ pub fn finish(s: &Scenario, cost: &CostModel, ops: &workload::OpList, n_micro: u
     };
     let tokens_per_s = tokens_per_step / step_time.value();
     let model_flops_per_token = match w.mode {
-        Mode::Train => workload::model_flops_per_token_train(&s.model, w.seq),
+        Mode::Train => workload::model_flops_per_token_train(&s.model, w.seq, w.lora.as_ref()),
         Mode::Prefill => workload::model_flops_per_token_forward(&s.model, w.seq),
         // One new token attends over the whole cache.
         Mode::Decode => workload::model_flops_per_token_forward(&s.model, w.kv_len + 1),
@@ -372,7 +376,9 @@ fn buckets(cost: &CostModel, s: &Scenario, op: CollectiveOp, group: Group, param
 pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
     let pc = &s.parallel;
     let sm = stack_memory(s.workload.stack);
-    let (dense, experts) = memory::params_on_rank(&s.model, pc, stage);
+    // What is trained: every parameter, or under LoRA the adapters only (their gradients are all
+    // that is reduced, their states all the optimizer updates).
+    let (dense, experts) = memory::trainable_params_on_rank(&s.model, pc, &s.workload, stage);
     // Gradients are reduced in fp32 (Megatron's default main grads; DDP on fp32 params).
     let (grad_bytes, param_bytes) = (sm.grad, sm.param);
     let local = dense / if pc.zero >= 1 { pc.dp as f64 } else { 1.0 } + experts / if pc.zero >= 1 { pc.expert_dp() as f64 } else { 1.0 };
@@ -398,7 +404,15 @@ pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
             if pc.dp > 1 {
                 let layers = parallelism::stage_layer_counts(s.model.n_layers, pc)[stage as usize].max(1) as f64;
                 let per_layer = (dense + experts) / layers;
-                plan.layer_gather = Some(cost.comm_step(pc, CollectiveOp::AllGather, Group::Dp, per_layer * param_bytes, Overlap::Blocking));
+                // Under LoRA FSDP still gathers the frozen base weights (bf16) of each layer.
+                let gathered = match &s.workload.lora {
+                    None => per_layer * param_bytes,
+                    Some(_) => {
+                        let (bd, be) = memory::params_on_rank(&s.model, pc, stage);
+                        (bd + be) / layers * memory::FROZEN_BASE_BYTES + per_layer * param_bytes
+                    }
+                };
+                plan.layer_gather = Some(cost.comm_step(pc, CollectiveOp::AllGather, Group::Dp, gathered, Overlap::Blocking));
                 plan.layer_reduce = Some(cost.comm_step(pc, CollectiveOp::ReduceScatter, Group::Dp, per_layer * grad_bytes, Overlap::Blocking));
                 if s.workload.stack != Stack::Megatron {
                     plan.gather_copy = cost.memory_time(2.0 * per_layer * param_bytes, 1).time;

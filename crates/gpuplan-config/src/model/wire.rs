@@ -84,6 +84,11 @@ pub struct MoeWire {
     pub shared_expert_ffn_hidden_size: u64,
     #[serde(default)]
     pub first_dense_layers: u32,
+    /// After the first dense layers, MoE on every `layer_step`-th layer, dense on the others
+    /// (default 1: every layer; Llama-4 Maverick 2). Layer i is MoE when
+    /// `(i - first_dense_layers + 1) % layer_step == 0`, as transformers places them.
+    #[serde(default)]
+    pub layer_step: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -163,6 +168,12 @@ pub fn model_from_wire(path: &Path, w: &ModelWire) -> Result<Model, ConfigError>
         p.check((m.first_dense_layers as u64) < w.n_layers.max(1), || {
             ConfigError::invalid(path, "moe.first_dense_layers", m.first_dense_layers, format!("must be below `n_layers` = {}", w.n_layers))
         });
+        let step = m.layer_step.unwrap_or(1);
+        let after_dense = w.n_layers.saturating_sub(m.first_dense_layers as u64);
+        p.check(step >= 1 && (step as u64) <= after_dense.max(1), || {
+            ConfigError::invalid(path, "moe.layer_step", step, format!("must be 1 to the {after_dense} layers after `moe.first_dense_layers`"))
+                .with_hint("1 = MoE on every layer; 2 = every other layer (Llama-4 Maverick's `interleave_moe_layer_step`)")
+        });
         Moe {
             n_experts: m.n_experts,
             top_k: m.top_k,
@@ -170,6 +181,7 @@ pub fn model_from_wire(path: &Path, w: &ModelWire) -> Result<Model, ConfigError>
             n_shared_experts: m.n_shared_experts,
             shared_expert_ffn_hidden: m.shared_expert_ffn_hidden_size,
             first_dense_layers: m.first_dense_layers,
+            layer_step: step.max(1),
         }
     });
     let mla = w.mla.as_ref().map(|m| {

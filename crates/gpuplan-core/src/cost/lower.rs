@@ -247,6 +247,10 @@ impl CostModel<'_> {
                     let host_sync = host_sync + hf_fallback_stall(*count, time);
                     Step::Kernel { name: op.name, time, bound: c.bound, cpu: dispatch * *count as f64, launches: *count as f64, host_sync }
                 }
+                // LoRA adapters are Megatron-Core linears outside Transformer Engine's FP8 autocast.
+                OpKind::Gemm { m, n, k, count } if crate::workload::is_adapter(op.name) => {
+                    kernel(self.gemm_time(*m, *n, *k, *count, crate::hardware::Dtype::Bf16), 1.0)
+                }
                 OpKind::Gemm { m, n, k, count } => kernel(self.gemm_time(*m, *n, *k, *count, w.gemm_dtype(op.name)), 1.0),
                 OpKind::ScanMatmul { m, n, k, count } => kernel(self.gemm_time(*m, *n, *k, *count, crate::hardware::Dtype::Bf16), 1.0),
                 OpKind::Attention { .. } => kernel(self.attention_time(op), 1.0),

@@ -302,6 +302,23 @@ pub fn params_on_rank(model: &Model, pc: &ParallelConfig, stage: u32) -> (f64, f
     (dense, experts)
 }
 
+/// Parameters one rank of pipeline stage `stage` trains, split into (dense, expert) parts: all of
+/// its own ([`params_on_rank`]), or under LoRA only its adapters' (sharded as their base layers:
+/// over TP, and the routed experts' over EP x ETP).
+pub fn trainable_params_on_rank(model: &Model, pc: &ParallelConfig, w: &Workload, stage: u32) -> (f64, f64) {
+    let Some(lora) = &w.lora else { return params_on_rank(model, pc, stage) };
+    let (dense_layers, moe_layers) = crate::parallelism::stage_dense_moe(model.n_layers, |i| model.is_moe_layer(i), pc, stage);
+    let (d, _) = crate::workload::lora::adapter_params_per_layer(model, lora, false);
+    let (md, me) = if model.is_moe() { crate::workload::lora::adapter_params_per_layer(model, lora, true) } else { (0.0, 0.0) };
+    let t = pc.tp as f64;
+    ((dense_layers as f64 * d + moe_layers as f64 * md) / t, moe_layers as f64 * me / (pc.ep * pc.etp) as f64)
+}
+
+/// Bytes per parameter of LoRA's frozen base weights: bf16, as Megatron-Bridge loads the base
+/// checkpoint (`bf16_mixed` and the FP8 mixed-precision recipes keep bf16 parameters; FP8 copies
+/// are made per GEMM, not stored), in every stack.
+pub const FROZEN_BASE_BYTES: f64 = 2.0;
+
 /// The memory plan of the peak GPU.
 pub fn plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes) -> MemoryPlan {
     // The first stage (embedding, most micro-batches in flight), the last (LM head) and, when the
@@ -390,9 +407,18 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
         };
     }
 
-    let weights = dense * sm.param / shard(3, dp) + experts * sm.param / shard(3, edp);
-    let gradients = dense * sm.grad / shard(2, dp) + experts * sm.grad / shard(2, edp);
-    let optimizer = dense * sm.optimizer / shard(1, dp) + experts * sm.optimizer / shard(1, edp);
+    // Under LoRA the base weights are frozen (bf16, no gradients or optimizer state) and the
+    // adapters train like any parameter of the stack.
+    let (base_bytes, (train_dense, train_experts)) = match &w.lora {
+        None => (sm.param, (dense, experts)),
+        Some(_) => (FROZEN_BASE_BYTES, trainable_params_on_rank(model, pc, w, stage)),
+    };
+    let mut weights = dense * base_bytes / shard(3, dp) + experts * base_bytes / shard(3, edp);
+    if w.lora.is_some() {
+        weights += train_dense * sm.param / shard(3, dp) + train_experts * sm.param / shard(3, edp);
+    }
+    let gradients = train_dense * sm.grad / shard(2, dp) + train_experts * sm.grad / shard(2, edp);
+    let optimizer = train_dense * sm.optimizer / shard(1, dp) + train_experts * sm.optimizer / shard(1, edp);
 
     // Activations of the micro-batches in flight on this stage.
     let n_micro = (w.global_batch / (w.micro_batch * pc.dp as u64)).max(1);
@@ -454,7 +480,9 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     // FSDP the weights it casts are the gathered (unsharded) ones, so the cache is not sharded.
     // Checkpointed layers run their forward without grad (no caching) and recompute in their own
     // short autocast region, so under full recompute one layer's copies are held at a time.
-    let cached = if w.recompute == Recompute::Full { (dense + experts) / layers.max(1.0) } else { dense + experts };
+    // Autocast casts the fp32 weights it finds: under LoRA only the adapters' (the base is bf16).
+    let cast = if w.lora.is_some() { train_dense + train_experts } else { dense + experts };
+    let cached = if w.recompute == Recompute::Full { cast / layers.max(1.0) } else { cast };
     let mut transient = cached * sm.autocast_cache;
     if pc.zero == 3 && pc.dp > 1 {
         // FSDP: the current and the prefetched layer gathered in full.
@@ -463,7 +491,7 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     }
     if pc.zero == 0 && pc.dp > 1 && w.stack != Stack::Megatron {
         // DDP's gradient buckets are a second copy of the gradients.
-        transient += (dense + experts) * sm.grad;
+        transient += (train_dense + train_experts) * sm.grad;
     }
     let base = weights + gradients + optimizer + activations + logits + transient;
     MemoryPlan {
@@ -505,6 +533,7 @@ mod tests {
             flash_attention: false,
             routing_imbalance: 1.0,
             moe_dispatcher: crate::workload::MoeDispatcher::AllToAll,
+            lora: None,
         }
     }
 
@@ -630,5 +659,30 @@ mod tests {
         // The torch stacks keep bf16 inputs (autocast).
         w.stack = Stack::TorchCompile;
         assert_eq!(saved_linear_input_bytes(&w), 2.0);
+    }
+
+    #[test]
+    fn lora_keeps_gradients_and_optimizer_of_the_adapters_only() {
+        use crate::workload::{Lora, LoraTarget};
+        let m = gpt3_175b();
+        let mut w = korthikanti(Recompute::Full);
+        w.flash_attention = true;
+        w.dropout = false;
+        let p = pc(8, true);
+        let full = plan(&m, &p, &w, Bytes::gib(1e6));
+        let lora = Lora::new(16, LoraTarget::ALL.to_vec());
+        w.lora = Some(lora.clone());
+        let tuned = plan(&m, &p, &w, Bytes::gib(1e6));
+        let adapters = crate::workload::lora::adapter_params(&m, &lora) / 8.0;
+        // Megatron: fp32 main grads (4 B) and fp32 master + Adam m, v (12 B) of the adapters only.
+        assert!((tuned.gradients.value() - 4.0 * adapters).abs() < 1.0, "{:?}", tuned.gradients);
+        assert!((tuned.optimizer.value() - 12.0 * adapters).abs() < 1.0, "{:?}", tuned.optimizer);
+        // Frozen bf16 base + bf16 adapters; the same activations.
+        let (dense, experts) = params_on_rank(&m, &p, 0);
+        assert!((tuned.weights.value() - 2.0 * (dense + experts + adapters)).abs() < 1.0);
+        assert_eq!(tuned.activations, full.activations);
+        // 2 + 4 + 12 = 18 B per parameter in full fine-tuning vs ~2 under LoRA.
+        let states = |p: &MemoryPlan| (p.weights + p.gradients + p.optimizer).value();
+        assert!(states(&tuned) < 0.12 * states(&full), "{} vs {}", states(&tuned), states(&full));
     }
 }

@@ -39,6 +39,11 @@ pub struct Moe {
     pub shared_expert_ffn_hidden: u64,
     /// The first layers that keep a dense FFN (DeepSeek-V3: 3), with `Model::ffn_hidden`.
     pub first_dense_layers: u32,
+    /// After those, every `layer_step`-th layer is MoE and the others dense (1 = every layer;
+    /// Llama-4 Maverick: 2). Layer `i` is MoE when `(i - first_dense_layers + 1)` is a multiple of
+    /// it: transformers' `moe_layers = range(step - 1, n_layers, step)` (Llama-4's
+    /// `interleave_moe_layer_step`) and `(layer_idx + 1) % decoder_sparse_step == 0` (Qwen2-MoE).
+    pub layer_step: u32,
 }
 
 /// Multi-head latent attention (DeepSeek-V2/V3).
@@ -120,8 +125,18 @@ impl Model {
     pub fn n_moe_layers(&self) -> u64 {
         match (&self.moe, &self.hybrid) {
             (Some(_), Some(hy)) => hy.count(Block::Moe),
-            (Some(m), None) => self.n_layers.saturating_sub(m.first_dense_layers as u64),
+            (Some(m), None) => self.n_layers.saturating_sub(m.first_dense_layers as u64) / m.layer_step.max(1) as u64,
             (None, _) => 0,
+        }
+    }
+
+    /// Whether layer `i` (0-based) has a mixture-of-experts FFN: a hybrid model's `E` blocks, or a
+    /// transformer's layers after the leading dense ones, every `Moe::layer_step`-th.
+    pub fn is_moe_layer(&self, i: u64) -> bool {
+        match (&self.moe, &self.hybrid) {
+            (Some(_), Some(hy)) => hy.pattern.get(i as usize) == Some(&Block::Moe),
+            (Some(m), None) => i >= m.first_dense_layers as u64 && (i - m.first_dense_layers as u64 + 1).is_multiple_of(m.layer_step.max(1) as u64),
+            (None, _) => false,
         }
     }
 
@@ -151,10 +166,7 @@ impl Model {
     pub fn layer_kinds(&self) -> Vec<LayerKind> {
         match &self.hybrid {
             Some(hy) => hy.pattern.iter().map(|b| LayerKind::of_block(*b)).collect(),
-            None => {
-                let dense = self.n_dense_layers() as usize;
-                (0..self.n_layers as usize).map(|i| if i < dense { LayerKind::Dense } else { LayerKind::Moe }).collect()
-            }
+            None => (0..self.n_layers).map(|i| if self.is_moe_layer(i) { LayerKind::Moe } else { LayerKind::Dense }).collect(),
         }
     }
 
@@ -389,11 +401,43 @@ pub(crate) mod tests {
     fn moe_active_params_count_top_k_experts() {
         let mut m = gpt3_175b();
         m.n_layers = 2;
-        m.moe = Some(Moe { n_experts: 8, top_k: 2, expert_ffn_hidden: 1000, n_shared_experts: 0, shared_expert_ffn_hidden: 0, first_dense_layers: 0 });
+        m.moe = Some(Moe {
+            n_experts: 8,
+            top_k: 2,
+            expert_ffn_hidden: 1000,
+            n_shared_experts: 0,
+            shared_expert_ffn_hidden: 0,
+            first_dense_layers: 0,
+            layer_step: 1,
+        });
         let p = m.params();
         assert_eq!(p.dense_ffn, 0.0);
         let one_expert = 2.0 * 12288.0 * 1000.0 + 1000.0 + 12288.0;
         assert_eq!(p.experts, 2.0 * 8.0 * one_expert);
         assert!((m.active_params() - (p.total() - 0.75 * p.experts)).abs() < 1.0);
+    }
+
+    #[test]
+    fn moe_layers_alternate_with_dense_ones_every_layer_step() {
+        let mut m = gpt3_175b();
+        m.n_layers = 7;
+        m.moe = Some(Moe {
+            n_experts: 8,
+            top_k: 1,
+            expert_ffn_hidden: 1000,
+            n_shared_experts: 0,
+            shared_expert_ffn_hidden: 0,
+            first_dense_layers: 0,
+            layer_step: 2,
+        });
+        // transformers' Llama-4: moe_layers = range(step - 1, n_layers, step) = 1, 3, 5.
+        assert_eq!((0..7).filter(|&i| m.is_moe_layer(i)).collect::<Vec<_>>(), vec![1, 3, 5]);
+        assert_eq!((m.n_moe_layers(), m.n_dense_layers()), (3, 4));
+        let p = m.params();
+        assert_eq!(p.dense_ffn, 4.0 * (2.0 * 12288.0 * 49152.0 + 49152.0 + 12288.0));
+        m.moe.as_mut().unwrap().first_dense_layers = 2;
+        m.moe.as_mut().unwrap().layer_step = 1;
+        assert_eq!((0..7).filter(|&i| m.is_moe_layer(i)).count() as u64, m.n_moe_layers());
+        assert!(!m.is_moe_layer(1) && m.is_moe_layer(2));
     }
 }

@@ -9,6 +9,14 @@ use crate::hardware::Dtype;
 use crate::model::{Block, FfnKind, LayerKind, Model, NormKind, Position};
 use crate::parallelism::{Group, ParallelConfig};
 
+pub mod lora;
+pub use lora::{Lora, LoraTarget};
+
+/// A LoRA adapter's op (its GEMMs run in bf16, outside the FP8 recipes: `lora`).
+pub fn is_adapter(name: &str) -> bool {
+    name.starts_with("lora_")
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Mode {
     Train,
@@ -230,6 +238,8 @@ pub struct Workload {
     pub routing_imbalance: f64,
     /// How MoE tokens reach their experts' ranks.
     pub moe_dispatcher: MoeDispatcher,
+    /// LoRA fine-tuning (training only): frozen base weights, trained low-rank adapters.
+    pub lora: Option<Lora>,
 }
 
 /// Megatron-Core's MoE token dispatchers (`--moe-token-dispatcher-type`): what crosses the EP group
@@ -336,6 +346,24 @@ pub struct Op {
     pub name: &'static str,
     pub kind: OpKind,
     pub pass: Pass,
+    /// What the op becomes in backward (`backward_of`).
+    pub backward: Backward,
+}
+
+/// What a forward op becomes in backward.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Backward {
+    /// A GEMM gives its data- and weight-gradient GEMMs, attention its backward, a memory op twice
+    /// its traffic, a collective its conjugate.
+    #[default]
+    Mirror,
+    /// Frozen weights (the base model under LoRA): a GEMM gives its data-gradient GEMM only (no
+    /// weight gradient is formed); any other op (the embedding lookup, whose only backward is its
+    /// weight gradient; a gather whose gradient is a local split) gives nothing.
+    Frozen,
+    /// Exactly this op (LoRA adapters' tensor-parallel layers, whose backward traffic is not the
+    /// forward's conjugate; their scale-and-add, whose backward is the scale's alone).
+    As(OpKind),
 }
 
 impl Op {
@@ -423,7 +451,18 @@ impl<'a> Builder<'a> {
         }
     }
     fn push(&mut self, name: &'static str, kind: OpKind) {
-        self.ops.push(Op { name, kind, pass: Pass::Forward });
+        // Under LoRA every base weight is frozen: its GEMMs form no weight gradient, and the
+        // embedding lookup (whose backward is only its weight gradient) has no backward.
+        let frozen_weight = self.w.lora.is_some()
+            && match kind {
+                OpKind::Gemm { .. } => !matches!(name, "scores" | "attn_values") && !is_adapter(name),
+                _ => name == "embedding",
+            };
+        let backward = if frozen_weight { Backward::Frozen } else { Backward::Mirror };
+        self.ops.push(Op { name, kind, pass: Pass::Forward, backward });
+    }
+    fn push_with(&mut self, name: &'static str, kind: OpKind, backward: Backward) {
+        self.ops.push(Op { name, kind, pass: Pass::Forward, backward });
     }
     fn gemm(&mut self, name: &'static str, m: u64, n: u64, k: u64) {
         self.quantize_input(name, (m * k) as f64);
@@ -437,7 +476,9 @@ impl<'a> Builder<'a> {
         if stays_bf16(name) {
             return;
         }
-        if let Some((per_elem, kernels)) = quantize_bytes(self.w.precision, self.w.fp8_recipe, self.w.mode == Mode::Train) {
+        // Frozen weights (LoRA) form no weight gradient, so no transposed copy of the input.
+        let wgrad = self.w.mode == Mode::Train && self.w.lora.is_none();
+        if let Some((per_elem, kernels)) = quantize_bytes(self.w.precision, self.w.fp8_recipe, wgrad) {
             self.push("quantize", OpKind::Memory { bytes: elems * per_elem, kernels });
         }
     }
@@ -531,6 +572,80 @@ impl<'a> Builder<'a> {
         }
     }
 
+    /// The LoRA adapter of a targeted linear layer `d_in -> d_out` (full, unsharded widths), as
+    /// Megatron-Bridge's `ParallelLinearAdapter` runs it (see `lora`), right after the base GEMM.
+    /// Tensor-parallel traffic, per adapter:
+    /// - of a column-parallel layer: under SP the norm's output gathered (its own all-gather,
+    ///   reduce-scattered back in backward); `A`'s output `[t, r]` all-gathered; in backward the
+    ///   input gradient of `A` all-reduced (`[t, d_in]`, without SP) and that of `B` (`[t, r]`);
+    /// - of a row-parallel layer: `A`'s partial sums all-reduced (`[t, r]`, and `B`'s input
+    ///   gradient in backward); `B`'s output all-gathered to `[t, d_out]` (its backward is a local
+    ///   split; under SP it is scattered back to the sequence shards, an all-gather in backward).
+    ///
+    /// Then the `alpha / r` scale (read and write the output) and the add to the base output (read
+    /// two, write one).
+    fn adapter(&mut self, target: LoraTarget, d_in: u64, d_out: u64) {
+        let Some(lora) = &self.w.lora else { return };
+        if !lora.targets(target) {
+            return;
+        }
+        let (r, tp, t) = (lora.rank, self.pc.tp as u64, self.tokens());
+        let sp = self.pc.sp && tp > 1;
+        let act = self.act;
+        let out_elems = if target.column_parallel() {
+            if sp {
+                self.push_with(
+                    "lora_sp_gather",
+                    OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Tp, bytes: (t * d_in) as f64 * act },
+                    Backward::Mirror,
+                );
+            }
+            self.push("lora_a", OpKind::Gemm { m: t, n: r / tp, k: d_in, count: 1 });
+            if tp > 1 {
+                let grad = if sp { 0.0 } else { (t * d_in) as f64 * act } + (t * r) as f64 * act;
+                let gather = OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Tp, bytes: (t * r) as f64 * act };
+                self.push_with("lora_gather", gather, Backward::As(OpKind::Comm { op: CollectiveOp::AllReduce, group: Group::Tp, bytes: grad }));
+            }
+            self.push("lora_b", OpKind::Gemm { m: t, n: d_out / tp, k: r, count: 1 });
+            t * d_out / tp
+        } else {
+            self.push("lora_a", OpKind::Gemm { m: t, n: r, k: d_in / tp, count: 1 });
+            if tp > 1 {
+                self.push_with("lora_reduce", OpKind::Comm { op: CollectiveOp::AllReduce, group: Group::Tp, bytes: (t * r) as f64 * act }, Backward::Mirror);
+            }
+            self.push("lora_b", OpKind::Gemm { m: t, n: d_out / tp, k: r, count: 1 });
+            if tp > 1 {
+                let bytes = (t * d_out) as f64 * act;
+                let back = if sp { Backward::As(OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Tp, bytes }) } else { Backward::Frozen };
+                self.push_with("lora_gather", OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Tp, bytes }, back);
+            }
+            self.sp_tokens() * d_out
+        };
+        self.scale_add(out_elems as f64);
+    }
+
+    /// LoRA's `x * (alpha / r)` (read and write the adapter's output) and the add to the base
+    /// output (read two, write one), two kernels; in backward the scale's gradient only (the add
+    /// passes its gradient through).
+    fn scale_add(&mut self, elems: f64) {
+        let act = self.act;
+        let back = Backward::As(OpKind::Memory { bytes: elems * act * 2.0, kernels: 1 });
+        self.push_with("lora_scale_add", OpKind::Memory { bytes: elems * act * 5.0, kernels: 2 }, back);
+    }
+
+    /// The adapters of `local` routed experts' layer `d_in -> d_out` (per-expert widths after
+    /// expert TP), `m` tokens each: `A` and `B` as grouped GEMMs, then scale and add.
+    fn expert_adapter(&mut self, target: LoraTarget, m: u64, d_in: u64, d_out: u64, local: u64) {
+        let Some(lora) = &self.w.lora else { return };
+        if !lora.targets(target) {
+            return;
+        }
+        let r = lora.rank;
+        self.push("lora_a", OpKind::Gemm { m, n: r, k: d_in, count: local });
+        self.push("lora_b", OpKind::Gemm { m, n: d_out, k: r, count: local });
+        self.scale_add((m * local * d_out) as f64);
+    }
+
     fn attention(&mut self) {
         let m = self.model;
         let tp = self.pc.tp as u64;
@@ -560,6 +675,8 @@ impl<'a> Builder<'a> {
                     self.gemm("k_proj", t, kv_heads * m.head_dim, m.hidden);
                     self.gemm("v_proj", t, kv_heads * m.head_dim, m.hidden);
                 }
+                let [(target, d_in, d_out), _] = lora::attention_dims(m);
+                self.adapter(target, d_in, d_out);
                 (m.head_dim, m.head_dim, kv_heads)
             }
         };
@@ -620,12 +737,17 @@ impl<'a> Builder<'a> {
             self.push("attn_values", OpKind::Gemm { m: q_len, n: v_dim, k: kv_len, count: bh });
         }
         self.gemm("out_proj", t, m.hidden, heads * v_dim);
+        if m.mla.is_none() {
+            let [_, (target, d_in, d_out)] = lora::attention_dims(m);
+            self.adapter(target, d_in, d_out);
+        }
     }
 
     fn dense_ffn(&mut self, width: u64, name_up: &'static str, name_down: &'static str) {
         let m = self.model;
         let t = self.tokens();
         let f = width / self.pc.tp as u64;
+        let up = if m.ffn_kind == FfnKind::Gated { 2 * width } else { width };
         match m.ffn_kind {
             FfnKind::Gated => {
                 if self.w.stack.fused() {
@@ -634,14 +756,17 @@ impl<'a> Builder<'a> {
                     self.gemm(name_up, t, f, m.hidden);
                     self.gemm("gate_proj", t, f, m.hidden);
                 }
+                self.adapter(LoraTarget::Fc1, m.hidden, up);
                 self.memory("silu_mul", (t * f) as f64, 2.0, 1.0, 2);
             }
             FfnKind::Plain => {
                 self.gemm(name_up, t, f, m.hidden);
+                self.adapter(LoraTarget::Fc1, m.hidden, up);
                 self.memory("gelu", (t * f) as f64, 1.0, 1.0, 1);
             }
         }
         self.gemm(name_down, t, m.hidden, f);
+        self.adapter(LoraTarget::Fc2, width, m.hidden);
     }
 
     fn moe_ffn(&mut self) {
@@ -685,9 +810,11 @@ impl<'a> Builder<'a> {
         let up = if m.ffn_kind == FfnKind::Gated { 2 * f } else { f };
         self.quantize_input("expert_up", (per_expert * local_experts * m.hidden) as f64);
         self.push("expert_up", OpKind::Gemm { m: per_expert, n: up, k: m.hidden, count: local_experts });
+        self.expert_adapter(LoraTarget::Fc1, per_expert, m.hidden, up, local_experts);
         self.memory("expert_act", (per_expert * local_experts * f) as f64, 2.0, 1.0, 2);
         self.quantize_input("expert_down", (per_expert * local_experts * f) as f64);
         self.push("expert_down", OpKind::Gemm { m: per_expert, n: m.hidden, k: f, count: local_experts });
+        self.expert_adapter(LoraTarget::Fc2, per_expert, f, m.hidden, local_experts);
         if pc.etp > 1 {
             let bytes = (per_expert * local_experts * m.hidden) as f64 * self.act;
             self.push("etp_reduce", OpKind::Comm { op: CollectiveOp::ReduceScatter, group: Group::Tp, bytes });
@@ -915,23 +1042,29 @@ pub const SCAN_RECOMPUTED_IN_BACKWARD: [&str; 5] = ["conv1d", "ssd_chunk_cumsum"
 pub fn backward_of(forward: &[Op]) -> Vec<Op> {
     let mut out = Vec::with_capacity(forward.len() * 2);
     for op in forward.iter().rev() {
-        let bwd = |name, kind| Op { name, kind, pass: Pass::Backward };
+        let bwd = |name, kind| Op { name, kind, pass: Pass::Backward, backward: Backward::Mirror };
         if SCAN_RECOMPUTED_IN_BACKWARD.contains(&op.name) {
             out.push(bwd(op.name, op.kind.clone()));
         }
-        match &op.kind {
-            OpKind::Gemm { m, n, k, count } => {
+        match (&op.kind, &op.backward) {
+            (OpKind::Gemm { m, n, k, count }, Backward::Frozen) => {
+                // Frozen weights: the data gradient only.
+                out.push(bwd(op.name, OpKind::Gemm { m: *m, n: *k, k: *n, count: *count }));
+            }
+            (_, Backward::Frozen) => {}
+            (_, Backward::As(kind)) => out.push(bwd(op.name, kind.clone())),
+            (OpKind::Gemm { m, n, k, count }, _) => {
                 // dX[m,k] = dY[m,n] W^T ; dW[k,n] = X^T dY. Score/value GEMMs of unfused attention
                 // have two data gradients instead; the FLOPs are the same.
                 out.push(bwd(op.name, OpKind::Gemm { m: *m, n: *k, k: *n, count: *count }));
                 out.push(bwd(op.name, OpKind::Gemm { m: *k, n: *n, k: *m, count: *count }));
             }
             // The gradients of both factors of each SSD matmul.
-            OpKind::ScanMatmul { m, n, k, count } => {
+            (OpKind::ScanMatmul { m, n, k, count }, _) => {
                 out.push(bwd(op.name, OpKind::ScanMatmul { m: *m, n: *k, k: *n, count: *count }));
                 out.push(bwd(op.name, OpKind::ScanMatmul { m: *k, n: *n, k: *m, count: *count }));
             }
-            OpKind::Attention { batch_heads, q_len, kv_len, head_dim_qk, head_dim_v, causal, kv_bytes, .. } => out.push(bwd(
+            (OpKind::Attention { batch_heads, q_len, kv_len, head_dim_qk, head_dim_v, causal, kv_bytes, .. }, _) => out.push(bwd(
                 op.name,
                 OpKind::Attention {
                     batch_heads: *batch_heads,
@@ -944,8 +1077,8 @@ pub fn backward_of(forward: &[Op]) -> Vec<Op> {
                     kv_bytes: *kv_bytes,
                 },
             )),
-            OpKind::Memory { bytes, kernels } => out.push(bwd(op.name, OpKind::Memory { bytes: 2.0 * bytes, kernels: *kernels })),
-            OpKind::Comm { op: c, group, bytes } => {
+            (OpKind::Memory { bytes, kernels }, _) => out.push(bwd(op.name, OpKind::Memory { bytes: 2.0 * bytes, kernels: *kernels })),
+            (OpKind::Comm { op: c, group, bytes }, _) => {
                 let conj = match c {
                     CollectiveOp::AllGather => CollectiveOp::ReduceScatter,
                     CollectiveOp::ReduceScatter => CollectiveOp::AllGather,
@@ -976,8 +1109,28 @@ pub fn recompute_of(forward: &[Op], recompute: Recompute) -> Vec<Op> {
 /// mask's masked half too (as Narayanan et al. 2021 and Chowdhery et al. 2022 do).
 /// Mamba-2 layers add their SSD scan, 3 x its forward FLOPs ([`crate::model::Mamba2::scan_flops_per_token`]:
 /// the forward and the two gradients of each of its matmuls), as attention's term does.
-pub fn model_flops_per_token_train(model: &Model, seq: u64) -> f64 {
-    6.0 * model.matmul_params_per_token() + 6.0 * attention_flops_per_token_forward_full(model, seq) + 3.0 * scan_flops_per_token_forward(model)
+///
+/// Under LoRA the frozen weights take a forward and a data gradient, 4 x their parameters, the
+/// adapters 6 x theirs, and attention (no weights) all of its 6x: Megatron-Bridge's LoRA count
+/// (`training/utils/flop_utils.py`: the frozen model's FLOPs x 2/3 plus the attention's), with
+/// the adapters' own FLOPs, which it leaves out, added.
+pub fn model_flops_per_token_train(model: &Model, seq: u64, lora: Option<&Lora>) -> f64 {
+    let attention = 6.0 * attention_flops_per_token_forward_full(model, seq) + 3.0 * scan_flops_per_token_forward(model);
+    match lora {
+        None => 6.0 * model.matmul_params_per_token() + attention,
+        Some(l) => {
+            let adapters = lora::adapter_params(model, l);
+            // Routed experts' adapters: a token passes through top_k of n_experts.
+            let active = match &model.moe {
+                None => adapters,
+                Some(m) => {
+                    let (_, e) = lora::adapter_params_per_layer(model, l, true);
+                    adapters - model.n_moe_layers() as f64 * e * (1.0 - m.top_k as f64 / m.n_experts as f64)
+                }
+            };
+            4.0 * model.matmul_params_per_token() + 6.0 * active + attention
+        }
+    }
 }
 
 /// Forward FLOPs per token of one forward pass (prefill), same conventions.
@@ -1021,6 +1174,7 @@ mod tests {
             flash_attention: true,
             routing_imbalance: 1.0,
             moe_dispatcher: MoeDispatcher::AllToAll,
+            lora: None,
         }
     }
 
@@ -1065,7 +1219,7 @@ mod tests {
         // 6N with N = all parameters (embedding included) is within 1% too for a model this size.
         let six_n = 6.0 * m.params().total() + 12.0 * (m.n_layers * m.hidden * s) as f64;
         assert!((per_token / six_n - 1.0).abs() < 0.01, "{per_token} vs {six_n}");
-        assert!((model_flops_per_token_train(&m, s) / closed - 1.0).abs() < 1e-9);
+        assert!((model_flops_per_token_train(&m, s, None) / closed - 1.0).abs() < 1e-9);
     }
 
     #[test]
@@ -1111,7 +1265,7 @@ mod tests {
         assert_eq!(mb.scan_flops_per_token(), 6_553_600.0);
         // The backward recomputes the chunk states (2 H P N) and C B^T (2 Q G N) before its gradients.
         let recomputed = 24.0 * (2.0 * 128.0 * 64.0 * 128.0 + 2.0 * 128.0 * 8.0 * 128.0);
-        let model = model_flops_per_token_train(&m, s);
+        let model = model_flops_per_token_train(&m, s, None);
         assert!((per_token / (model + recomputed) - 1.0).abs() < 1e-9, "{per_token} vs {model} + {recomputed}");
         // The closed form: 6 N + 12 x (4 attention layers) x 32 heads x 128 x s / 2... written out.
         let attention = 6.0 * (4 * s * 32 * 256) as f64;
@@ -1163,6 +1317,58 @@ mod tests {
         let io = (2 * 8192 + 2 * 8 * 128 + 128 + 8192) as f64 * 2.0;
         assert_eq!(update.kind, OpKind::Memory { bytes: 4.0 * (2.0 * 4_194_304.0 + io), kernels: 1 });
         assert!(ops.mamba_layer.iter().all(|o| !o.name.starts_with("ssd_")));
+    }
+
+    #[test]
+    fn lora_skips_the_frozen_weight_gradients_and_adds_the_adapters() {
+        let m = gpt3_175b();
+        let s = 2048;
+        let mut w = train(s, Stack::Megatron);
+        let full = forward_ops(&m, &single(), &w);
+        w.lora = Some(Lora::new(16, LoraTarget::ALL.to_vec()));
+        let lora = forward_ops(&m, &single(), &w);
+        let count = |ops: &[Op], name: &str| ops.iter().filter(|o| o.name == name && matches!(o.kind, OpKind::Gemm { .. })).count();
+        // Every base weight GEMM: dgrad only under LoRA (wgrad skipped), both in full training.
+        for name in ["qkv_proj", "out_proj", "up_proj", "down_proj"] {
+            assert_eq!(count(&backward_of(&full.dense_layer), name), 2, "{name}");
+            assert_eq!(count(&backward_of(&lora.dense_layer), name), 1, "{name}");
+        }
+        assert_eq!(count(&backward_of(&lora.head), "lm_head"), 1);
+        // The embedding's only backward is its weight gradient: none when frozen.
+        assert!(backward_of(&lora.embedding).iter().all(|o| o.name != "embedding"));
+        // Four adapters, A and B each, with dgrad and wgrad in backward.
+        assert_eq!(count(&lora.dense_layer, "lora_a"), 4);
+        assert_eq!(count(&backward_of(&lora.dense_layer), "lora_b"), 8);
+        // The op list's FLOPs equal the LoRA convention: 4 x base matmul parameters, 6 x the
+        // adapters', attention in full.
+        let per_token = step_flops(&m, &single(), &w, true) / s as f64;
+        let closed = model_flops_per_token_train(&m, s, w.lora.as_ref());
+        assert!((per_token / closed - 1.0).abs() < 0.01, "{per_token} vs {closed}");
+        let full_flops = model_flops_per_token_train(&m, s, None);
+        assert!(closed < 0.75 * full_flops && closed > 0.66 * full_flops, "{closed} vs {full_flops}");
+    }
+
+    #[test]
+    fn lora_adapters_shard_over_tp_and_gather_the_row_parallel_outputs() {
+        let m = gpt3_175b();
+        let mut w = train(2048, Stack::Megatron);
+        w.lora = Some(Lora::new(16, vec![LoraTarget::Proj]));
+        let mut pc = single();
+        pc.tp = 8;
+        let ops = forward_ops(&m, &pc, &w).dense_layer;
+        let gemm = |name: &str| {
+            ops.iter().find_map(|o| match (o.name == name, &o.kind) {
+                (true, OpKind::Gemm { m, n, k, .. }) => Some((*m, *n, *k)),
+                _ => None,
+            })
+        };
+        // Row-parallel proj: A reads the TP shard of the input, B writes a shard of the output.
+        assert_eq!(gemm("lora_a"), Some((2048, 16, 12288 / 8)));
+        assert_eq!(gemm("lora_b"), Some((2048, 12288 / 8, 16)));
+        let gather = ops.iter().find(|o| o.name == "lora_gather").unwrap();
+        assert!(matches!(gather.kind, OpKind::Comm { op: CollectiveOp::AllGather, bytes, .. } if bytes == 2048.0 * 12288.0 * 2.0));
+        // Without SP the gathered output's gradient is a local split: no backward collective.
+        assert!(backward_of(&ops).iter().all(|o| o.name != "lora_gather"));
     }
 
     #[test]
