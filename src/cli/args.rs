@@ -203,6 +203,9 @@ pub struct ScenarioArgs {
     /// MoE token dispatcher: alltoall (default), allgather, or flex (DeepEP)
     #[arg(long)]
     pub moe_dispatcher: Option<String>,
+    /// Multi-token-prediction modules to train (Megatron --mtp-num-layers; at most the model's `mtp_layers`, e.g. 1 for DeepSeek-V3)
+    #[arg(long)]
+    pub mtp_layers: Option<i64>,
     /// Overlap TP communication with GEMMs (Megatron --tp-comm-overlap)
     #[arg(long)]
     pub tp_comm_overlap: Option<bool>,
@@ -269,6 +272,7 @@ impl ScenarioArgs {
                 flash_attention: None,
                 routing_imbalance: self.routing_imbalance,
                 moe_dispatcher: self.moe_dispatcher.clone(),
+                mtp_layers: self.mtp_layers,
             },
             options: OptionsWire { tp_comm_overlap: self.tp_comm_overlap, dp_overlap: None },
             ..ScenarioWire::default()
@@ -365,6 +369,7 @@ impl ScenarioArgs {
         f(self.stack.is_some(), "stack");
         f(self.routing_imbalance.is_some(), "routing-imbalance");
         f(self.moe_dispatcher.is_some(), "moe-dispatcher");
+        f(self.mtp_layers.is_some(), "mtp-layers");
         f(self.tp_comm_overlap.is_some(), "tp-comm-overlap");
         f(self.from_megatron_args.is_some(), "from-megatron-args");
         f(self.calibration.is_some(), "calibration");

@@ -13,20 +13,25 @@
 //! | test | 51 | 17.39% | -7.8% |
 //!
 //! (Before those mechanisms: fit 34.34%, test 21.27%, 105 rows.) 164 rows: 109 scored, 22
-//! incomplete, 33 unexpressible (DeepSeek-V3's MTP layer, LoRA). Bound = current + 1 percentage point. Lower a bound when a change improves the numbers;
-//! the issue's target is 8% MAPE on the test split.
+//! incomplete, 33 unexpressible (DeepSeek-V3's MTP layer, LoRA).
+//!
+//! With DeepSeek-V3's MTP module (issue 18) its 25 rows are scored too: 134 rows scored, 8
+//! unexpressible (LoRA), fit 74 rows 18.14% (+1.9%), test 60 rows 18.75% (-7.5%); the rows scored
+//! before are unchanged, the new ones (DeepSeek-V3 fit 18 rows 20.8%, test 11 rows 23.2%) raise the
+//! splits' MAPE. Bound = current + 1 percentage point. Lower a bound when a change improves the
+//! numbers; the issue's target is 8% MAPE on the test split.
 
 use std::process::Command;
 
 const CSV: &str = "tests/data/published/megatron_bridge_training_dev.csv";
 
 /// MAPE (percent) of the fit and test splits measured when the bounds were set, and the slack.
-const FIT_MAPE_NOW: f64 = 16.99;
-const TEST_MAPE_NOW: f64 = 17.39;
+const FIT_MAPE_NOW: f64 = 18.14;
+const TEST_MAPE_NOW: f64 = 18.76;
 const SLACK_PP: f64 = 1.0;
 /// Unexpressible rows when the bounds were set (may shrink, must not grow), and incomplete rows
 /// (a property of the data).
-const UNEXPRESSIBLE_NOW: usize = 33;
+const UNEXPRESSIBLE_NOW: usize = 8;
 const INCOMPLETE: usize = 22;
 
 fn validate(extra: &[&str]) -> (i32, serde_json::Value, String) {
@@ -133,8 +138,12 @@ fn a_rows_mapping_is_pinned() {
     // The FSDP column (1/0 in 25.07-25.09, a group size in the archive) turns on ZeRO-3.
     let fsdp = rows.iter().find(|r| r.dev_row == "147").unwrap();
     assert_eq!(map_row(fsdp).unwrap().wire.parallelism.zero, Some(3));
+    // DeepSeek-V3 trains its MTP module where the row's FLOPs say so (NeMo 26.x, 25.11 'w/ MTP'),
+    // and not in the 25.11 'w/o MTP' rows.
+    let mtp = |id: &str| map_row(rows.iter().find(|r| r.dev_row == id).unwrap()).unwrap().wire.workload.mtp_layers;
+    assert_eq!((mtp("0"), mtp("104"), mtp("94")), (Some(1), Some(1), None));
     // A row the mapping cannot express says why.
-    let mtp = rows.iter().find(|r| r.dev_row == "0").unwrap();
-    let e = map_row(mtp).unwrap_err();
-    assert!(e.reason.contains("MTP"), "{}", e.reason);
+    let lora = rows.iter().find(|r| r.dev_row == "21").unwrap();
+    let e = map_row(lora).unwrap_err();
+    assert!(e.reason.contains("LoRA"), "{}", e.reason);
 }

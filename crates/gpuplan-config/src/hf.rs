@@ -176,6 +176,11 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
         }
     }
 
+    // DeepSeek-V3's multi-token-prediction modules (0 where the key is absent).
+    let mtp_layers = match c.opt_count("num_nextn_predict_layers")? {
+        Some(n) => to_u32(c, "num_nextn_predict_layers", n)?,
+        None => 0,
+    };
     let name = c.name();
     Ok(ModelWire {
         display_name: name.clone(),
@@ -201,6 +206,7 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
         qk_norm: matches!(family, Family::Qwen3 | Family::Qwen3Moe),
         moe,
         mla,
+        mtp_layers,
     })
 }
 

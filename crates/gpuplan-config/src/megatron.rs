@@ -37,6 +37,9 @@ pub fn args_of(s: &Scenario) -> Vec<String> {
         kv("--expert-tensor-parallel-size", pc.etp.to_string());
         kv("--moe-token-dispatcher-type", w.moe_dispatcher.name().to_string());
     }
+    if w.mtp_layers > 0 {
+        kv("--mtp-num-layers", w.mtp_layers.to_string());
+    }
     if let Some(n) = pc.split.first {
         kv("--decoder-first-pipeline-num-layers", n.to_string());
     }
@@ -142,6 +145,7 @@ pub fn from_args(text: &str) -> Result<FromArgs, ConfigError> {
             "micro-batch-size" => ww.micro_batch = Some(int(&mut i)?),
             "global-batch-size" => ww.global_batch = Some(int(&mut i)?),
             "seq-length" => ww.seq = Some(int(&mut i)?),
+            "mtp-num-layers" => ww.mtp_layers = Some(int(&mut i)?),
             "sequence-parallel" => pw.sp = Some(true),
             "account-for-embedding-in-pipeline-split" => pw.account_for_embedding_in_pipeline_split = Some(true),
             "account-for-loss-in-pipeline-split" => pw.account_for_loss_in_pipeline_split = Some(true),

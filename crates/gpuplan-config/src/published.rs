@@ -225,14 +225,9 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
     if variant.to_lowercase().contains("tokendrop") {
         reasons.push("token dropping (capacity factor) is not modelled: gpuplan MoE is dropless".to_string());
     }
+    // DeepSeek-V3 with its MTP module: the 25.11 page labels it; the 26.x rows' model
+    // FLOPs/token, 260 G, equal the 25.11 'w/ MTP' row's, not the 'w/o MTP' rows' 249.5 G.
     let mtp = variant.contains("w/ MTP") || (family == "deepseek" && variant.is_empty() && r.container.starts_with("NeMo 26"));
-    if mtp {
-        reasons.push(
-            "DeepSeek-V3 with its MTP layer (the 25.11 page labels it; the 26.x rows' model FLOPs/token, 260 G, equal the 25.11 'w/ MTP' row's, \
-             not the 'w/o MTP' rows' 249.5 G): models/deepseek-v3.toml is the 671B main model without MTP"
-                .to_string(),
-        );
-    }
     let Some((precision, recipe, prec_slice)) = precision_of(r) else {
         return Err(Skipped::new(Incomplete, "precision not stated"));
     };
@@ -298,15 +293,17 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
             recompute: Some("none".into()),
             stack: Some("megatron".into()),
             routing_imbalance: Some(1.0),
+            mtp_layers: mtp.then_some(1),
             ..Default::default()
         },
         options: OptionsWire { tp_comm_overlap: Some(tp > 1), dp_overlap: None },
         ..Default::default()
     };
     let describe = format!(
-        "{} {} {} {} {n} GPUs tp{tp} pp{pp} cp{cp} vp{} ep{} fsdp{} mbs{mbs} gbs{gbs} seq{seq} {}",
+        "{} {}{} {} {} {n} GPUs tp{tp} pp{pp} cp{cp} vp{} ep{} fsdp{} mbs{mbs} gbs{gbs} seq{seq} {}",
         system,
         model,
+        if mtp { "+mtp" } else { "" },
         r.container,
         r.task,
         if vp > 1 { vp.to_string() } else { "-".into() },

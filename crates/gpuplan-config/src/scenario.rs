@@ -115,6 +115,9 @@ pub struct WorkloadWire {
     pub routing_imbalance: Option<f64>,
     /// alltoall (default) | allgather | flex (DeepEP)
     pub moe_dispatcher: Option<String>,
+    /// Multi-token-prediction modules trained (Megatron `--mtp-num-layers`); 0 (default) to the
+    /// model's `mtp_layers`.
+    pub mtp_layers: Option<i64>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -169,7 +172,8 @@ pub fn overlay(base: ScenarioWire, over: ScenarioWire) -> ScenarioWire {
             dropout,
             flash_attention,
             routing_imbalance,
-            moe_dispatcher
+            moe_dispatcher,
+            mtp_layers
         ]
     );
     pick!(b.options, over.options, [tp_comm_overlap, dp_overlap]);
@@ -542,6 +546,29 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
             MoeDispatcher::AllToAll
         }),
     };
+    let mtp_layers = match ww.mtp_layers {
+        None | Some(0) => 0,
+        Some(n) if mode != Mode::Train => {
+            p.push(
+                ConfigError::invalid(&path, "workload.mtp_layers", n, format!("applies to training; this scenario is {}", mode.name()))
+                    .with_hint("gpuplan prices MTP modules in training only (their use as speculative decoders is not modelled): leave it out"),
+            );
+            0
+        }
+        Some(n) if n < 0 || n > model.mtp_layers as i64 => {
+            p.push(
+                ConfigError::invalid(
+                    &path,
+                    "workload.mtp_layers",
+                    n,
+                    format!("must be between 0 and the {} multi-token-prediction modules model `{}` has", model.mtp_layers, model.name),
+                )
+                .with_hint("the model file's `mtp_layers` (config.json `num_nextn_predict_layers`) says how many it has"),
+            );
+            0
+        }
+        Some(n) => n as u32,
+    };
     let workload = Workload {
         mode,
         micro_batch,
@@ -557,6 +584,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         flash_attention: ww.flash_attention.unwrap_or(true),
         routing_imbalance,
         moe_dispatcher,
+        mtp_layers,
     };
     // The hf-* stacks' host time in inference is the node's host probe's: no default.
     if stack.hf() && mode != Mode::Train && profile.as_ref().is_none_or(|pr| pr.host.is_none()) {

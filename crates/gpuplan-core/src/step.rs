@@ -210,7 +210,7 @@ pub fn finish(s: &Scenario, cost: &CostModel, ops: &workload::OpList, n_micro: u
     };
     let tokens_per_s = tokens_per_step / step_time.value();
     let model_flops_per_token = match w.mode {
-        Mode::Train => workload::model_flops_per_token_train(&s.model, w.seq),
+        Mode::Train => workload::model_flops_per_token_train(&s.model, w.seq) + w.mtp_layers as f64 * workload::mtp_flops_per_token_train(&s.model, w.seq),
         Mode::Prefill => workload::model_flops_per_token_forward(&s.model, w.seq),
         // One new token attends over the whole cache.
         Mode::Decode => workload::model_flops_per_token_forward(&s.model, w.kv_len + 1),
@@ -334,7 +334,7 @@ fn buckets(cost: &CostModel, pc: &ParallelConfig, op: CollectiveOp, group: Group
 pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
     let pc = &s.parallel;
     let sm = stack_memory(s.workload.stack);
-    let (dense, experts) = memory::params_on_rank(&s.model, pc, stage);
+    let (dense, experts) = memory::params_on_rank(&s.model, pc, stage, if s.workload.mode == Mode::Train { s.workload.mtp_layers } else { 0 });
     // Gradients are reduced in fp32 (Megatron's default main grads; DDP on fp32 params).
     let (grad_bytes, param_bytes) = (sm.grad, sm.param);
     let local = dense / if pc.zero >= 1 { pc.dp as f64 } else { 1.0 } + experts / if pc.zero >= 1 { pc.expert_dp() as f64 } else { 1.0 };

@@ -48,6 +48,11 @@ pub struct ModelWire {
     pub moe: Option<MoeWire>,
     #[serde(default)]
     pub mla: Option<MlaWire>,
+    /// Multi-token-prediction modules the architecture has (config.json
+    /// `num_nextn_predict_layers`; DeepSeek-V3: 1); trained only when a scenario asks
+    /// (`workload.mtp_layers`).
+    #[serde(default)]
+    pub mtp_layers: u32,
 }
 
 #[derive(Debug, Deserialize)]
@@ -163,6 +168,10 @@ pub fn model_from_wire(path: &Path, w: &ModelWire) -> Result<Model, ConfigError>
             v_head_dim: m.v_head_dim,
         }
     });
+    p.check(w.mtp_layers <= gpuplan_core::model::MAX_MTP_LAYERS, || {
+        ConfigError::invalid(path, "mtp_layers", w.mtp_layers, format!("is more than {} multi-token-prediction modules", gpuplan_core::model::MAX_MTP_LAYERS))
+            .with_hint("DeepSeek-V3 has 1 (`num_nextn_predict_layers`)")
+    });
     if let Some(pb) = w.published_params_b {
         p.check(pb > 0.0 && pb.is_finite(), || ConfigError::invalid(path, "published_params_b", pb, "must be positive"));
     }
@@ -186,6 +195,7 @@ pub fn model_from_wire(path: &Path, w: &ModelWire) -> Result<Model, ConfigError>
         qk_norm: w.qk_norm,
         moe,
         mla,
+        mtp_layers: w.mtp_layers,
         published_params: w.published_params_b.map(|b| b * 1e9),
     })
 }

@@ -210,8 +210,12 @@ fn in_flight_middle(pc: &ParallelConfig, n_micro: u64, stage: u32) -> f64 {
     }
 }
 
-/// Parameters one rank of pipeline stage `stage` holds, split into (dense, expert) parts.
-pub fn params_on_rank(model: &Model, pc: &ParallelConfig, stage: u32) -> (f64, f64) {
+/// Parameters one rank of pipeline stage `stage` holds, split into (dense, expert) parts, with
+/// `mtp_layers` multi-token-prediction modules trained: Megatron-Core builds them on the last
+/// pipeline stage beside the loss, each with its experts sharded like the decoder's, and that
+/// stage keeps a copy of the word embeddings for them (shared with the first stage's, as tied
+/// embeddings are).
+pub fn params_on_rank(model: &Model, pc: &ParallelConfig, stage: u32, mtp_layers: u32) -> (f64, f64) {
     let p = model.params();
     let t = pc.tp as f64;
     let (dense_layers, moe_layers) = crate::parallelism::stage_dense_moe(model.n_layers, model.n_dense_layers(), pc, stage);
@@ -230,6 +234,19 @@ pub fn params_on_rank(model: &Model, pc: &ParallelConfig, stage: u32) -> (f64, f
     }
     if stage == pc.pp - 1 && (!model.tied_embeddings || pc.pp > 1) {
         dense += head;
+    }
+    let mut experts = experts;
+    if stage == pc.pp - 1 && mtp_layers > 0 {
+        let n = mtp_layers as f64;
+        let module = model.mtp_params_per_layer();
+        let routed = if model.n_moe_layers() > 0 { per_layer(p.experts, model.n_moe_layers()) } else { 0.0 };
+        // The module's routed experts split over ep x etp; the rest (attention, norms,
+        // projection, shared experts, router) over TP as the decoder's layers are.
+        experts += n * routed / (pc.ep * pc.etp) as f64;
+        dense += n * (module - routed) / t;
+        if pc.pp > 1 {
+            dense += embedding;
+        }
     }
     (dense, experts)
 }
@@ -253,7 +270,7 @@ pub fn plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes) -
 
 fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes, stage: u32) -> MemoryPlan {
     let sm = stack_memory(w.stack);
-    let (dense, experts) = params_on_rank(model, pc, stage);
+    let (dense, experts) = params_on_rank(model, pc, stage, if w.mode == Mode::Train { w.mtp_layers } else { 0 });
     let dp = pc.dp as f64;
     let edp = pc.expert_dp() as f64;
     let shard = |stage_min: u32, n: f64| if pc.zero >= stage_min { n } else { 1.0 };
@@ -336,7 +353,20 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     // Under full recompute one layer's activations are rebuilt at a time during backward.
     let rebuilt = if w.recompute == Recompute::Full { dense_act.max(moe_act) } else { 0.0 };
     let embedding_out = if stage == 0 { layer_input * if w.dropout { 1.5 } else { 1.0 } } else { 0.0 };
-    let activations = flight * (per_micro + embedding_out) + rebuilt;
+    // Multi-token prediction on the last stage: per module, its layer's activations (of the
+    // model's last layer's kind) and what its norms and projection keep (both norms' inputs, the
+    // concatenation: 4 hidden-sized tensors).
+    let mtp = if stage == pc.pp - 1 && w.mtp_layers > 0 {
+        let layer = if model.n_moe_layers() > 0 { moe_act } else { dense_act };
+        let per_module = match w.recompute {
+            Recompute::Full => layer_input,
+            _ => layer + 4.0 * layer_input,
+        };
+        w.mtp_layers as f64 * per_module
+    } else {
+        0.0
+    };
+    let activations = flight * (per_micro + embedding_out + mtp) + rebuilt;
 
     // Logits and loss on the last stage, at their peak early in backward: what the loss keeps
     // plus the logits' gradient being formed.
@@ -351,7 +381,8 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
             // Inference engines do not train (refused by `config`); as the fused stacks.
             Stack::Trtllm | Stack::Vllm | Stack::Sglang => 6.0,
         };
-        tokens * model.vocab as f64 / pc.tp as f64 * per_logit + 4.0 * tokens * model.hidden as f64 / pc.tp as f64
+        // Each MTP module has its own loss over the same vocabulary, kept until backward too.
+        (1.0 + w.mtp_layers as f64) * (tokens * model.vocab as f64 / pc.tp as f64 * per_logit + 4.0 * tokens * model.hidden as f64 / pc.tp as f64)
     } else {
         0.0
     };
@@ -411,6 +442,7 @@ mod tests {
             flash_attention: false,
             routing_imbalance: 1.0,
             moe_dispatcher: crate::workload::MoeDispatcher::AllToAll,
+            mtp_layers: 0,
         }
     }
 
