@@ -49,6 +49,11 @@ pub fn args_of(s: &Scenario) -> Vec<String> {
     kv("--micro-batch-size", w.micro_batch.to_string());
     kv("--global-batch-size", w.global_batch.to_string());
     kv("--seq-length", w.seq.to_string());
+    match s.options.cuda_graphs {
+        gpuplan_core::scenario::TrainGraphs::None => {}
+        gpuplan_core::scenario::TrainGraphs::Partial => kv("--cuda-graph-impl", "transformer_engine".to_string()),
+        gpuplan_core::scenario::TrainGraphs::Full => kv("--cuda-graph-impl", "full_iteration".to_string()),
+    }
     let mut flag = |k: &str| a.push(k.to_string());
     if pc.sp && pc.tp > 1 {
         flag("--sequence-parallel");
@@ -156,6 +161,20 @@ pub fn from_args(text: &str) -> Result<FromArgs, ConfigError> {
                 value(&mut i).ok_or_else(|| bad(&key, "(missing)", "needs a value"))?;
             }
             "tp-comm-overlap" => ow.tp_comm_overlap = Some(true),
+            "cuda-graph-impl" => {
+                let v = value(&mut i).ok_or_else(|| bad(&key, "(missing)", "needs none, local, transformer_engine or full_iteration"))?;
+                ow.cuda_graphs = Some(
+                    match v.as_str() {
+                        "none" => "none",
+                        // Layer-scoped graphs (Megatron's own or Transformer Engine's): priced as
+                        // the attention and MoE-router scopes the MoE recipes capture.
+                        "local" | "transformer_engine" => "partial",
+                        "full_iteration" => "full",
+                        _ => return Err(bad(&key, &v, "is not none, local, transformer_engine or full_iteration")),
+                    }
+                    .into(),
+                );
+            }
             "bf16" => ww.precision = Some(ww.precision.take().unwrap_or_else(|| "bf16".into())),
             "fp16" => ww.precision = Some("fp16".into()),
             "fp8-format" => {

@@ -34,7 +34,7 @@ use super::{parse_toml, read_file, ConfigError, Problems};
 use gpuplan_core::hardware::Dtype;
 use gpuplan_core::model::Model;
 use gpuplan_core::parallelism::{Fill, ParallelConfig, PipelineSplit, Schedule};
-use gpuplan_core::scenario::{Options, Scenario};
+use gpuplan_core::scenario::{Options, Scenario, TrainGraphs};
 use gpuplan_core::workload::{Fp8Recipe, Mode, MoeDispatcher, Recompute, Stack, Workload};
 
 pub const DIR: &str = "scenarios";
@@ -125,6 +125,9 @@ pub struct WorkloadWire {
 pub struct OptionsWire {
     pub tp_comm_overlap: Option<bool>,
     pub dp_overlap: Option<bool>,
+    /// Megatron training's CUDA graphs: none (default) | partial (attention and MoE router) | full
+    /// (the whole iteration).
+    pub cuda_graphs: Option<String>,
 }
 
 /// Overlay `over` on `base`: every value `over` sets wins.
@@ -176,7 +179,7 @@ pub fn overlay(base: ScenarioWire, over: ScenarioWire) -> ScenarioWire {
             mtp_layers
         ]
     );
-    pick!(b.options, over.options, [tp_comm_overlap, dp_overlap]);
+    pick!(b.options, over.options, [tp_comm_overlap, dp_overlap, cuda_graphs]);
     b
 }
 
@@ -595,7 +598,35 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         );
     }
     let d = Options::default();
-    let options = Options { tp_comm_overlap: w.options.tp_comm_overlap.unwrap_or(d.tp_comm_overlap), dp_overlap: w.options.dp_overlap.unwrap_or(d.dp_overlap) };
+    let cuda_graphs = match w.options.cuda_graphs.as_deref() {
+        None => d.cuda_graphs,
+        Some(g) => match TrainGraphs::parse(g) {
+            Some(TrainGraphs::None) => TrainGraphs::None,
+            Some(t) if stack == Stack::Megatron && mode == Mode::Train => t,
+            Some(_) => {
+                p.push(
+                    ConfigError::invalid(
+                        &path,
+                        "options.cuda_graphs",
+                        g,
+                        format!("applies to megatron training; this scenario is {} {}", stack.name(), mode.name()),
+                    )
+                    .with_hint("leave it out (the serving engines' graphs are serve's `--cuda-graphs`)"),
+                );
+                TrainGraphs::None
+            }
+            None => {
+                let names = TrainGraphs::ALL.map(TrainGraphs::name).join(", ");
+                p.push(ConfigError::invalid(&path, "options.cuda_graphs", g, "is not known").with_hint(format!("one of: {names}")));
+                TrainGraphs::None
+            }
+        },
+    };
+    let options = Options {
+        tp_comm_overlap: w.options.tp_comm_overlap.unwrap_or(d.tp_comm_overlap),
+        dp_overlap: w.options.dp_overlap.unwrap_or(d.dp_overlap),
+        cuda_graphs,
+    };
     p.finish()?;
     let name = w.name.clone().unwrap_or_else(|| format!("{}-{}-{}gpu", model.name, system.name, gpus));
     Ok(Scenario { name, model, system, n_gpus: gpus, parallel, workload, profile, options })

@@ -7,7 +7,7 @@
 use super::{nccl, Bound, CostModel};
 use crate::hardware::profile::CollectiveOp;
 use crate::parallelism::{group_shape, Group, ParallelConfig};
-use crate::scenario::Options;
+use crate::scenario::{Options, TrainGraphs};
 use crate::units::{BytesPerSec, Seconds};
 use crate::workload::{Mode, Op, OpKind, Pass, Stack, Workload};
 
@@ -68,8 +68,13 @@ fn dtensor_dispatch(pc: &ParallelConfig, w: &Workload, op: &Op) -> Seconds {
 /// (`cost::fitted::MOE_DISPATCH_SYNC_US`, once per MoE layer and forward or recompute pass of a
 /// training step, at the token permutation); zero for other stacks, modes and ops (the rows it is
 /// fitted on are training; inference engines run MoE from CUDA graphs without the sync).
-fn moe_dispatch_sync(w: &Workload, op: &Op) -> Seconds {
-    if w.stack == Stack::Megatron && w.mode == Mode::Train && op.name == "permute" && matches!(op.pass, Pass::Forward | Pass::Recompute) {
+fn moe_dispatch_sync(options: &Options, w: &Workload, op: &Op) -> Seconds {
+    if w.stack == Stack::Megatron
+        && w.mode == Mode::Train
+        && options.cuda_graphs != TrainGraphs::Full
+        && op.name == "permute"
+        && matches!(op.pass, Pass::Forward | Pass::Recompute)
+    {
         Seconds::us(super::fitted::fitted().moe_dispatch_sync_us)
     } else {
         Seconds::ZERO
@@ -226,16 +231,26 @@ impl CostModel<'_> {
                 _ => 1.0,
             })
             .sum();
+        // Megatron training under CUDA graphs: the whole iteration, or (partial) a layer's
+        // attention block and its MoE router, replayed without host launches.
+        let graphs = if stack == Stack::Megatron && w.mode == Mode::Train { options.cuda_graphs } else { TrainGraphs::None };
+        let attention_end = ops.iter().position(|o| o.name == "post_attention_norm");
         for (i, op) in ops.iter().enumerate() {
+            let graphed = match graphs {
+                TrainGraphs::None => false,
+                TrainGraphs::Full => true,
+                TrainGraphs::Partial => attention_end.is_some_and(|end| i < end) || matches!(op.name, "router" | "router_softmax_topk"),
+            };
             let dispatch = match hf_host {
                 Some((cpu, _)) => cpu / launches_in_list.max(1.0),
+                None if graphed => Seconds::ZERO,
                 None => cpu_dispatch(stack, op.pass),
             };
             let stall = match hf_host {
                 Some((_, stall)) if i == 0 => stall,
                 _ => Seconds::ZERO,
             };
-            let host_sync = dtensor_dispatch(pc, w, op) + moe_dispatch_sync(w, op) + stall;
+            let host_sync = dtensor_dispatch(pc, w, op) + moe_dispatch_sync(options, w, op) + stall;
             let kernel = |c: super::OpCost, launches: f64| {
                 let time = if c.bound == Bound::Compute { c.time / speedup } else { c.time };
                 Step::Kernel { name: op.name, time, bound: c.bound, cpu: dispatch * launches, launches, host_sync }
