@@ -121,8 +121,8 @@ pub const RECIPE_DEFAULTS: &[(&str, &str, &str)] = &[
     ),
     (
         "moe_dispatcher",
-        "flex (HybridEP) for MoE rows from NeMo 26.06 on; alltoall before",
-        "Megatron-Bridge 0.6.2 perf recipes set moe_token_dispatcher_type = flex, moe_flex_dispatcher_backend = hybridep for every Qwen3-30B-A3B and DeepSeek-V3 config; earlier releases' recipes are not in a published wheel (the previous default, alltoall, is kept for them)",
+        "flex for MoE rows from NeMo 26.06 on (HybridEP), and for the NeMo 26.x rows before that on H100, B200 and B300 (DeepEP); alltoall otherwise",
+        "Megatron-Bridge 0.6.2 perf recipes set moe_token_dispatcher_type = flex, moe_flex_dispatcher_backend = hybridep for every Qwen3-30B-A3B and DeepSeek-V3 config; the 0.4.0 and 0.5.0 base recipes (megatron/bridge/recipes/qwen/qwen3_moe.py) set alltoall and then apply_flex_dispatcher_backend(cfg.model, 'deepep'), which switches to flex on Ampere, Hopper, B200 and B300 and leaves GB200/GB300 on alltoall (training/flex_dispatcher_backend.py); 25.x rows keep alltoall",
     ),
     ("sft", "SFT rows as training at the row's sequence (packed)", "SFT rows are packed sequences (SQuAD packed to 4096 on the 24.07 page); per-document attention masks are not modelled"),
 ];
@@ -242,7 +242,9 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
         (true, true) => Some("partial"),
         _ => None,
     };
-    let moe_dispatcher = (moe && from_26_06).then_some("flex");
+    let from_26 = nemo_release(&r.container).is_some_and(|v| v >= (26, 0));
+    let deepep_gpu = matches!(system, "dgx-h100" | "dgx-b200" | "dgx-b300");
+    let moe_dispatcher = (moe && (from_26_06 || (from_26 && deepep_gpu))).then_some("flex");
     let Some((precision, recipe, prec_slice)) = precision_of(r) else {
         return Err(Skipped::new(Incomplete, "precision not stated"));
     };

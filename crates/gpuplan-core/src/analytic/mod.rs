@@ -66,7 +66,7 @@ pub fn exposed_time(steps: &[Step]) -> (Seconds, Seconds, Seconds, Seconds, Vec<
 
 fn pass_time(cost: &CostModel, s: &Scenario, ops: &[Op], times: usize, speedup: f64) -> PassTime {
     debug_assert!(times >= 1);
-    let steps = cost.lower(&s.parallel, &s.options, &s.workload, ops, speedup);
+    let steps = cost.lower(&s.model, &s.parallel, &s.options, &s.workload, ops, speedup);
     let (compute, memory, cpu, host_sync, comm) = exposed_time(&steps);
     // Host time the GPU waits for in full is a stall on the critical path.
     let mut bd = Breakdown { compute, memory, cpu_launch: host_sync, ..Breakdown::default() };

@@ -129,6 +129,26 @@ fn hf_fallback_stall(count: u64, gpu: Seconds) -> Seconds {
     Seconds::us(per_call) + (Seconds::us(per_expert) * count as f64 - gpu).max(Seconds::ZERO)
 }
 
+/// What HybridEP (Megatron-Core's `flex` dispatcher with `moe_flex_dispatcher_backend =
+/// hybridep`, as the Megatron-Bridge MoE recipes run it) sends over the network, as a share of
+/// what the all-to-all priced for the same buffer sends. The dispatcher's buffer (`workload`) holds
+/// one copy of a token per EP rank that holds one of its `top_k` experts, `ep (1 - (1 - 1/ep)^k)`
+/// on average for experts spread evenly, and an all-to-all sends `(n - r)/n` of it to the `n - r`
+/// ranks outside the sender's NVLink domain of `r` ranks. HybridEP instead sends a token once to
+/// each other domain that holds one of its experts, `(D - 1)(1 - (1 - 1/D)^k)` copies for `D`
+/// domains, and fans it out over NVLink there (the combine reduces inside the domain first, the
+/// mirror image). 1 when the EP group stays in one domain.
+pub fn hybrid_ep_network_share(shape: &crate::parallelism::GroupShape, top_k: u32) -> f64 {
+    if !shape.crosses_domains() || shape.size <= shape.ranks_per_domain {
+        return 1.0;
+    }
+    let (n, d, k) = (shape.size as f64, shape.domains as f64, top_k as f64);
+    let r = shape.ranks_per_domain as f64;
+    let rank_copies = n * (1.0 - (1.0 - 1.0 / n).powf(k));
+    let node_copies = (d - 1.0) * (1.0 - (1.0 - 1.0 / d).powf(k));
+    (node_copies / (rank_copies * (n - r) / n)).min(1.0)
+}
+
 /// Share of an overlapped TP collective that stays on the critical path (the first chunk of
 /// Megatron's pipelined all-gather/reduce-scatter GEMM overlap). An engineering estimate.
 pub const TP_OVERLAP_BLOCKING: f64 = 0.1;
@@ -219,7 +239,7 @@ impl CostModel<'_> {
 
     /// Lower a list of ops to steps; compute-bound kernels run `speedup` times faster than at the
     /// sustained clock (the power model's answer).
-    pub fn lower(&self, pc: &ParallelConfig, options: &Options, w: &Workload, ops: &[Op], speedup: f64) -> Vec<Step> {
+    pub fn lower(&self, model: &crate::model::Model, pc: &ParallelConfig, options: &Options, w: &Workload, ops: &[Op], speedup: f64) -> Vec<Step> {
         let (dtype, stack) = (w.precision, w.stack);
         let mut out = Vec::with_capacity(ops.len());
         let hf_host = hf_inference_host(self, w, ops);
@@ -277,7 +297,13 @@ impl CostModel<'_> {
                         Group::Cp if next_is_kernel => Overlap::WithNextKernel { blocking: 1.0 / pc.cp.max(1) as f64 },
                         _ => Overlap::Blocking,
                     };
-                    Step::Comm { name: op.name, comm: self.comm_step(pc, *c, *group, *bytes, overlap) }
+                    let bytes = match (op.name, w.moe_dispatcher, &model.moe) {
+                        ("ep_dispatch" | "ep_combine", crate::workload::MoeDispatcher::Flex, Some(moe)) => {
+                            *bytes * hybrid_ep_network_share(&group_shape(pc, *group, self.system), moe.top_k)
+                        }
+                        _ => *bytes,
+                    };
+                    Step::Comm { name: op.name, comm: self.comm_step(pc, *c, *group, bytes, overlap) }
                 }
             };
             out.push(step);
