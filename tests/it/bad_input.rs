@@ -458,3 +458,35 @@ fn mtp_modules_add_their_layer_on_the_last_stage_and_too_many_are_refused() {
     assert_eq!(code, Some(2));
     assert!(err.contains("workload.mtp_layers") && err.contains('2') && err.contains("num_nextn_predict_layers"), "{err}");
 }
+
+#[test]
+fn megatron_cuda_graphs_remove_host_time_and_are_refused_elsewhere() {
+    let run = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+            .args(["predict", "--model", "qwen3-30b-a3b", "--system", "dgx-b200", "--gpus", "8", "--ep", "8", "--micro-batch", "1", "--global-batch", "512"])
+            .args(["--seq", "4096", "--precision", "fp8", "--fp8-recipe", "mxfp8", "--zero", "1", "--json"])
+            .args(extra)
+            .current_dir(ROOT)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+        (out.status.code(), v, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (_, eager, _) = run(&[]);
+    let (_, partial, _) = run(&["--cuda-graphs", "partial"]);
+    let (_, full, _) = run(&["--cuda-graphs", "full"]);
+    let cpu = |v: &serde_json::Value| v["breakdown"]["cpu_launch_s"].as_f64().unwrap();
+    let step = |v: &serde_json::Value| v["step_time_s"].as_f64().unwrap();
+    // Eager and partial graphs keep the dispatcher's host sync per MoE layer; the full-iteration
+    // graph has none and no launches either.
+    assert!(cpu(&eager) > 0.3 * step(&eager), "{} of {}", cpu(&eager), step(&eager));
+    assert!(step(&partial) <= step(&eager) && cpu(&partial) > 0.0);
+    assert_eq!(cpu(&full), 0.0);
+    assert!(step(&full) < 0.5 * step(&eager), "{} vs {}", step(&full), step(&eager));
+    let (code, _, err) = run(&["--cuda-graphs", "piecewise"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("options.cuda_graphs") && err.contains("none, partial, full"), "{err}");
+    let (code, _, err) = run(&["--cuda-graphs", "full", "--stack", "torch-compile"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("options.cuda_graphs") && err.contains("megatron"), "{err}");
+}

@@ -18,16 +18,21 @@
 //! With DeepSeek-V3's MTP module (issue 18) its 25 rows are scored too: 134 rows scored, 8
 //! unexpressible (LoRA), fit 74 rows 18.14% (+1.9%), test 60 rows 18.75% (-7.5%); the rows scored
 //! before are unchanged, the new ones (DeepSeek-V3 fit 18 rows 20.8%, test 11 rows 23.2%) raise the
-//! splits' MAPE. Bound = current + 1 percentage point. Lower a bound when a change improves the
-//! numbers; the issue's target is 8% MAPE on the test split.
+//! splits' MAPE. With the MoE recipes' CUDA graphs (full-iteration graphs pay no host launch or
+//! dispatcher sync), their HybridEP/DeepEP dispatcher (a token crosses the network once per
+//! remote domain), fp8-quantized saved expert inputs, and `MOE_DISPATCH_SYNC_US` refitted on the 29
+//! fit-split MoE rows: fit 74 rows 16.73% (+5.6%), test 60 rows 13.08% (+0.2%); MoE rows alone fit
+//! 29 rows 17.2% (+2.7%), test 34 rows 14.0% (-5.0%) (were 20.8% / 24.0%).
+//! Bound = current + 1 percentage point. Lower a bound when a change improves the numbers; the
+//! issue's target is 8% MAPE on the test split.
 
 use std::process::Command;
 
 const CSV: &str = "tests/data/published/megatron_bridge_training_dev.csv";
 
 /// MAPE (percent) of the fit and test splits measured when the bounds were set, and the slack.
-const FIT_MAPE_NOW: f64 = 18.14;
-const TEST_MAPE_NOW: f64 = 18.76;
+const FIT_MAPE_NOW: f64 = 16.73;
+const TEST_MAPE_NOW: f64 = 13.08;
 const SLACK_PP: f64 = 1.0;
 /// Unexpressible rows when the bounds were set (may shrink, must not grow), and incomplete rows
 /// (a property of the data).
@@ -73,9 +78,35 @@ fn dev_set_stays_within_its_current_bounds() {
     }
 }
 
+/// MoE rows alone (issue 18), test split: MAPE and |bias| when the bounds were set (see the module
+/// doc), and the micro-batch trend the dev rows show.
+const MOE_TEST_MAPE_NOW: f64 = 14.0;
+const MOE_TEST_BIAS_NOW: f64 = 5.0;
+
+#[test]
+fn moe_rows_stay_within_their_bounds_and_grow_with_the_micro_batch() {
+    let (code, v, err) = validate(&[]);
+    assert_eq!(code, 0, "{err}");
+    let rows = v["rows"].as_array().unwrap();
+    let moe: Vec<f64> = rows.iter().filter(|r| r["moe"] == true && r["split"] == "test").map(|r| r["error"].as_f64().unwrap()).collect();
+    let mape = 100.0 * moe.iter().map(|e| e.abs()).sum::<f64>() / moe.len() as f64;
+    let bias = 100.0 * moe.iter().sum::<f64>() / moe.len() as f64;
+    assert!(mape <= MOE_TEST_MAPE_NOW + SLACK_PP, "MoE test MAPE {mape:.2}% (n={})", moe.len());
+    assert!(bias.abs() <= MOE_TEST_BIAS_NOW + SLACK_PP, "MoE test bias {bias:+.2}%");
+    // Qwen3-30B-A3B on 8 B200, NeMo 26.02, EP 8: micro-batch 4 (dev row 72, test) measures 2.75x
+    // micro-batch 1 (dev row 88, fit): each eager MoE layer's host stall is paid per micro-batch.
+    let row = |id: &str| rows.iter().find(|r| r["dev_row"] == id).unwrap_or_else(|| panic!("dev row {id} not scored"));
+    let (mbs4, mbs1) = (row("72"), row("88"));
+    let measured = mbs4["measured"].as_f64().unwrap() / mbs1["measured"].as_f64().unwrap();
+    let predicted = mbs4["predicted"].as_f64().unwrap() / mbs1["predicted"].as_f64().unwrap();
+    assert!((measured - 2.75).abs() < 0.01, "{measured}");
+    assert!((2.2..3.3).contains(&predicted), "predicted micro-batch 4 / 1 = {predicted:.2}, measured {measured:.2}");
+}
+
 #[test]
 fn bounds_exit_1_when_exceeded_and_bad_bounds_exit_2() {
-    let (code, v, err) = validate(&["--split", "test", "--max-mape", "5", "--max-bias", "1"]);
+    // The test split's bias is +0.2% now: a 0.01% bound is exceeded too.
+    let (code, v, err) = validate(&["--split", "test", "--max-mape", "5", "--max-bias", "0.01"]);
     assert_eq!(code, 1, "test split is far from 5%: {err}");
     assert!(err.contains("MAPE") && err.contains("bias"), "{err}");
     assert!(v["summary"].as_array().unwrap().iter().all(|s| s["split"] == "test"));

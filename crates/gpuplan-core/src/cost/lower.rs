@@ -311,3 +311,30 @@ impl CostModel<'_> {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parallelism::GroupShape;
+
+    fn shape(size: u32, per_domain: u32) -> GroupShape {
+        GroupShape { size, stride: 1, ranks_per_domain: per_domain.min(size), domains: size.div_ceil(per_domain) }
+    }
+
+    #[test]
+    fn hybrid_ep_sends_a_token_once_per_remote_domain() {
+        // Inside one NVLink domain nothing crosses the network.
+        assert_eq!(hybrid_ep_network_share(&shape(8, 8), 8), 1.0);
+        assert_eq!(hybrid_ep_network_share(&shape(64, 72), 8), 1.0);
+        // EP 16 over two 8-GPU nodes, top-8: a token almost surely needs the other node once,
+        // where the all-to-all sends it to each of the ~3.2 distinct remote ranks it needs.
+        let two = hybrid_ep_network_share(&shape(16, 8), 8);
+        let rank_copies = 16.0 * (1.0 - (15.0f64 / 16.0).powi(8));
+        assert!((two - (1.0 - 0.5f64.powi(8)) / (rank_copies * 0.5)).abs() < 1e-12, "{two}");
+        assert!((0.30..0.32).contains(&two), "{two}");
+        // Top-1: one copy either way, the same remote share, so nothing saved.
+        assert!((hybrid_ep_network_share(&shape(16, 8), 1) - 1.0).abs() < 1e-12);
+        // More domains, less to deduplicate per domain.
+        assert!(hybrid_ep_network_share(&shape(32, 8), 8) > two);
+    }
+}
