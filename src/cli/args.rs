@@ -212,7 +212,7 @@ pub struct ScenarioArgs {
     /// Megatron training's CUDA graphs: none (default), partial (attention and MoE router: Megatron-Bridge
     /// cuda_graph_impl transformer_engine), full (the whole iteration: cuda_graph_impl full_iteration)
     #[arg(long)]
-    pub cuda_graphs: Option<String>,
+    pub train_cuda_graphs: Option<String>,
     /// A Megatron-LM argument list read as the scenario's layout, batch and precision (e.g. '--tensor-model-parallel-size 4
     /// --pipeline-model-parallel-size 8 ... --fp8-recipe mxfp8'); over the scenario file, under the other flags
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
@@ -278,7 +278,7 @@ impl ScenarioArgs {
                 moe_dispatcher: self.moe_dispatcher.clone(),
                 mtp_layers: self.mtp_layers,
             },
-            options: OptionsWire { tp_comm_overlap: self.tp_comm_overlap, dp_overlap: None, cuda_graphs: self.cuda_graphs.clone() },
+            options: OptionsWire { tp_comm_overlap: self.tp_comm_overlap, dp_overlap: None, cuda_graphs: self.train_cuda_graphs.clone() },
             ..ScenarioWire::default()
         }
     }
@@ -375,7 +375,7 @@ impl ScenarioArgs {
         f(self.moe_dispatcher.is_some(), "moe-dispatcher");
         f(self.mtp_layers.is_some(), "mtp-layers");
         f(self.tp_comm_overlap.is_some(), "tp-comm-overlap");
-        f(self.cuda_graphs.is_some(), "cuda-graphs");
+        f(self.train_cuda_graphs.is_some(), "train-cuda-graphs");
         f(self.from_megatron_args.is_some(), "from-megatron-args");
         f(self.calibration.is_some(), "calibration");
         v

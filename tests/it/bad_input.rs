@@ -473,8 +473,8 @@ fn megatron_cuda_graphs_remove_host_time_and_are_refused_elsewhere() {
         (out.status.code(), v, String::from_utf8_lossy(&out.stderr).into_owned())
     };
     let (_, eager, _) = run(&[]);
-    let (_, partial, _) = run(&["--cuda-graphs", "partial"]);
-    let (_, full, _) = run(&["--cuda-graphs", "full"]);
+    let (_, partial, _) = run(&["--train-cuda-graphs", "partial"]);
+    let (_, full, _) = run(&["--train-cuda-graphs", "full"]);
     let cpu = |v: &serde_json::Value| v["breakdown"]["cpu_launch_s"].as_f64().unwrap();
     let step = |v: &serde_json::Value| v["step_time_s"].as_f64().unwrap();
     // Eager and partial graphs keep the dispatcher's host sync per MoE layer; the full-iteration
@@ -483,10 +483,10 @@ fn megatron_cuda_graphs_remove_host_time_and_are_refused_elsewhere() {
     assert!(step(&partial) <= step(&eager) && cpu(&partial) > 0.0);
     assert_eq!(cpu(&full), 0.0);
     assert!(step(&full) < 0.5 * step(&eager), "{} vs {}", step(&full), step(&eager));
-    let (code, _, err) = run(&["--cuda-graphs", "piecewise"]);
+    let (code, _, err) = run(&["--train-cuda-graphs", "piecewise"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("options.cuda_graphs") && err.contains("none, partial, full"), "{err}");
-    let (code, _, err) = run(&["--cuda-graphs", "full", "--stack", "torch-compile"]);
+    let (code, _, err) = run(&["--train-cuda-graphs", "full", "--stack", "torch-compile"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("options.cuda_graphs") && err.contains("megatron"), "{err}");
 }

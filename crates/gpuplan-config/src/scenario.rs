@@ -611,7 +611,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
                         g,
                         format!("applies to megatron training; this scenario is {} {}", stack.name(), mode.name()),
                     )
-                    .with_hint("leave it out (the serving engines' graphs are serve's `--cuda-graphs`)"),
+                    .with_hint("leave it out (the serving engines' graphs are serve's `--cuda-graphs`; torch stacks' are not modelled in training)"),
                 );
                 TrainGraphs::None
             }
