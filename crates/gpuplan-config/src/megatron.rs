@@ -239,5 +239,11 @@ mod tests {
         assert!(e.contains("--tensor-model-parallel-size") && e.contains("four"), "{e}");
         let e = from_args("--moe-token-dispatcher-type ring").unwrap_err().to_string();
         assert!(e.contains("alltoall, allgather or flex"), "{e}");
+        // DeepSeek-V3's MTP module and the training CUDA graphs (issue 18).
+        let r = from_args("--mtp-num-layers 1 --cuda-graph-impl full_iteration").unwrap();
+        assert_eq!((r.wire.workload.mtp_layers, r.wire.options.cuda_graphs.as_deref()), (Some(1), Some("full")));
+        assert_eq!(from_args("--cuda-graph-impl transformer_engine").unwrap().wire.options.cuda_graphs.as_deref(), Some("partial"));
+        let e = from_args("--cuda-graph-impl everything").unwrap_err().to_string();
+        assert!(e.contains("--cuda-graph-impl") && e.contains("full_iteration"), "{e}");
     }
 }
