@@ -173,6 +173,20 @@ fn a_rows_mapping_is_pinned() {
     // and not in the 25.11 'w/o MTP' rows.
     let mtp = |id: &str| map_row(rows.iter().find(|r| r.dev_row == id).unwrap()).unwrap().wire.workload.mtp_layers;
     assert_eq!((mtp("0"), mtp("104"), mtp("94")), (Some(1), Some(1), None));
+    // The MoE recipes' CUDA graphs and dispatcher (RECIPE_DEFAULTS `cuda_graphs`, `moe_dispatcher`):
+    // Qwen3-30B-A3B MXFP8 on GB200 in NeMo 26.08 (full-iteration HybridEP recipe), the same in 26.04.01
+    // (partial graphs; DeepEP does not run on GB200), on H100 in 26.04.01 (no graphs, DeepEP), and
+    // DeepSeek-V3 MXFP8 on B200 in 26.04 (partial graphs, DeepEP).
+    let moe = |id: &str| {
+        let w = map_row(rows.iter().find(|r| r.dev_row == id).unwrap()).unwrap().wire;
+        (w.options.cuda_graphs, w.workload.moe_dispatcher)
+    };
+    let s = |x: &str| Some(x.to_string());
+    assert_eq!(moe("3"), (s("full"), s("flex")));
+    assert_eq!(moe("38"), (s("partial"), None));
+    assert_eq!(moe("41"), (None, s("flex")));
+    assert_eq!(moe("52"), (s("partial"), s("flex")));
+    assert_eq!(moe("48"), (None, None));
     // A row the mapping cannot express says why.
     let lora = rows.iter().find(|r| r.dev_row == "21").unwrap();
     let e = map_row(lora).unwrap_err();
