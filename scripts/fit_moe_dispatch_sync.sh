@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Reproduces the fit of cost::fitted::MOE_DISPATCH_SYNC_US (Megatron's dropless MoE dispatcher host
-# sync per MoE layer and forward pass): for each value on a 500 us grid, the tokens/s/GPU MAPE and
-# bias of the published dev set's MoE rows, fit split (what is minimised) and test split (reported,
-# not used). Usage: scripts/fit_moe_dispatch_sync.sh [PATH/TO/gpuplan] > OUT.txt
+# Reproduces the fit of cost::fitted::MOE_DISPATCH_SYNC_US (host time per eager Megatron MoE layer
+# and forward pass that the GPU waits for: the dropless dispatcher's device-to-host sync and the host
+# work after it): for each value on a 500 us grid, the tokens/s/GPU MAPE and bias of the published
+# dev set's MoE rows, fit split (what is minimised) and test split (reported, not used). Rows the
+# mapping runs under full-iteration CUDA graphs (options.cuda_graphs = full) do not pay it.
+# Usage: scripts/fit_moe_dispatch_sync.sh [PATH/TO/gpuplan] > OUT.txt
+# (a debug build gives the same numbers; the release build is only faster)
 set -eu
 cd "$(dirname "$0")/.."
 bin=${1:-target/release/gpuplan}

@@ -209,9 +209,16 @@ pub struct ScenarioArgs {
     /// LoRA targets, comma-separated: linear_qkv, linear_proj, linear_fc1, linear_fc2 (default: all four)
     #[arg(long, value_delimiter = ',')]
     pub lora_targets: Option<Vec<String>>,
+    /// Multi-token-prediction modules to train (Megatron --mtp-num-layers; at most the model's `mtp_layers`, e.g. 1 for DeepSeek-V3)
+    #[arg(long)]
+    pub mtp_layers: Option<i64>,
     /// Overlap TP communication with GEMMs (Megatron --tp-comm-overlap)
     #[arg(long)]
     pub tp_comm_overlap: Option<bool>,
+    /// Megatron training's CUDA graphs: none (default), partial (attention and MoE router: Megatron-Bridge
+    /// cuda_graph_impl transformer_engine), full (the whole iteration: cuda_graph_impl full_iteration)
+    #[arg(long)]
+    pub train_cuda_graphs: Option<String>,
     /// A Megatron-LM argument list read as the scenario's layout, batch and precision (e.g. '--tensor-model-parallel-size 4
     /// --pipeline-model-parallel-size 8 ... --fp8-recipe mxfp8'); over the scenario file, under the other flags
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
@@ -277,8 +284,9 @@ impl ScenarioArgs {
                 moe_dispatcher: self.moe_dispatcher.clone(),
                 lora_rank: self.lora_rank,
                 lora_targets: self.lora_targets.clone(),
+                mtp_layers: self.mtp_layers,
             },
-            options: OptionsWire { tp_comm_overlap: self.tp_comm_overlap, dp_overlap: None },
+            options: OptionsWire { tp_comm_overlap: self.tp_comm_overlap, dp_overlap: None, cuda_graphs: self.train_cuda_graphs.clone() },
             ..ScenarioWire::default()
         }
     }
@@ -377,7 +385,9 @@ impl ScenarioArgs {
         f(self.moe_dispatcher.is_some(), "moe-dispatcher");
         f(self.lora_rank.is_some(), "lora-rank");
         f(self.lora_targets.is_some(), "lora-targets");
+        f(self.mtp_layers.is_some(), "mtp-layers");
         f(self.tp_comm_overlap.is_some(), "tp-comm-overlap");
+        f(self.train_cuda_graphs.is_some(), "train-cuda-graphs");
         f(self.from_megatron_args.is_some(), "from-megatron-args");
         f(self.calibration.is_some(), "calibration");
         v

@@ -491,3 +491,68 @@ fn only_learned_positions_bound_the_sequence() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("workload.seq") && err.contains("4096") && err.contains("max_seq_len") && err.contains("2048"), "{err}");
 }
+
+#[test]
+fn mtp_modules_add_their_layer_on_the_last_stage_and_too_many_are_refused() {
+    let run = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+            .args(["predict", "--model", "deepseek-v3", "--system", "gb200-nvl72", "--gpus", "256", "--pp", "4", "--vp", "4", "--ep", "64", "--seq", "4096"])
+            .args(["--global-batch", "4096", "--zero", "1", "--precision", "fp8", "--fp8-recipe", "mxfp8", "--json"])
+            .args(extra)
+            .current_dir(ROOT)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+        (out.status.code(), v, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (_, main, _) = run(&[]);
+    let (_, mtp, _) = run(&["--mtp-layers", "1"]);
+    let step = |v: &serde_json::Value| v["step_time_s"].as_f64().unwrap();
+    let peak = |v: &serde_json::Value| v["memory"]["peak_bytes_per_gpu"].as_f64().unwrap();
+    // One more MoE layer and a second LM head and loss on the last of 16 virtual stages, which
+    // holds 1 of the 61 layers (the recipes' layout, E+4 | 4 x 14 | 1+MTP+L): it fits in that
+    // stage's slack, so the step barely grows, while the model FLOPs count it (NVIDIA's 260 G vs
+    // 249.5 G per token: MFU up about 4%).
+    let grow = step(&mtp) / step(&main) - 1.0;
+    assert!((0.0..0.02).contains(&grow), "step +{:.2}%", grow * 100.0);
+    let mfu = mtp["mfu"].as_f64().unwrap() / main["mfu"].as_f64().unwrap() / (1.0 + grow);
+    assert!((1.03..1.05).contains(&mfu), "{mfu}");
+    // The peak GPU is the first stage (most micro-batches in flight), which MTP does not touch.
+    assert_eq!(peak(&mtp), peak(&main));
+    // DeepSeek-V3 has one MTP module (config.json num_nextn_predict_layers = 1).
+    let (code, _, err) = run(&["--mtp-layers", "2"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("workload.mtp_layers") && err.contains('2') && err.contains("num_nextn_predict_layers"), "{err}");
+}
+
+#[test]
+fn megatron_cuda_graphs_remove_host_time_and_are_refused_elsewhere() {
+    let run = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+            .args(["predict", "--model", "qwen3-30b-a3b", "--system", "dgx-b200", "--gpus", "8", "--ep", "8", "--micro-batch", "1", "--global-batch", "512"])
+            .args(["--seq", "4096", "--precision", "fp8", "--fp8-recipe", "mxfp8", "--zero", "1", "--json"])
+            .args(extra)
+            .current_dir(ROOT)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+        (out.status.code(), v, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (_, eager, _) = run(&[]);
+    let (_, partial, _) = run(&["--train-cuda-graphs", "partial"]);
+    let (_, full, _) = run(&["--train-cuda-graphs", "full"]);
+    let cpu = |v: &serde_json::Value| v["breakdown"]["cpu_launch_s"].as_f64().unwrap();
+    let step = |v: &serde_json::Value| v["step_time_s"].as_f64().unwrap();
+    // Eager and partial graphs keep the dispatcher's host sync per MoE layer; the full-iteration
+    // graph has none and no launches either.
+    assert!(cpu(&eager) > 0.3 * step(&eager), "{} of {}", cpu(&eager), step(&eager));
+    assert!(step(&partial) <= step(&eager) && cpu(&partial) > 0.0);
+    assert_eq!(cpu(&full), 0.0);
+    assert!(step(&full) < 0.5 * step(&eager), "{} vs {}", step(&full), step(&eager));
+    let (code, _, err) = run(&["--train-cuda-graphs", "piecewise"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("options.cuda_graphs") && err.contains("none, partial, full"), "{err}");
+    let (code, _, err) = run(&["--train-cuda-graphs", "full", "--stack", "torch-compile"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("options.cuda_graphs") && err.contains("megatron"), "{err}");
+}

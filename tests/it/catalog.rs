@@ -229,6 +229,26 @@ fn llama_4_maverick_alternates_moe_and_dense_layers_to_400b_total() {
 }
 
 #[test]
+fn deepseek_v3_mtp_module_matches_the_hub_and_nvidia_flop_counts() {
+    // The Hub's checkpoint: 685B = 671B main model + 14B MTP module, which stores its own copies of
+    // the embedding and output head (Megatron shares the main model's).
+    let m = load("deepseek-v3");
+    assert_eq!(m.mtp_layers, 1);
+    let shared = 2.0 * m.vocab as f64 * m.hidden as f64;
+    let hub = (m.mtp_params_per_layer() + shared) / 1e9;
+    assert!((hub / 14.0 - 1.0).abs() < 0.05, "MTP module with embedding and head copies: {hub:.2}B vs the stated 14B");
+    // NVIDIA's model FLOPs per token (tests/data/published/megatron_bridge_training_dev.csv, seq 4096):
+    // 260.0 G with MTP (dev row 104: 557 TFLOP/s at 2139 tokens/s) against 249.5 G without (dev row
+    // 94: 1088 at 4357). Their formula halves causal attention and ours does not, so compare the
+    // ratio, which the attention convention barely moves.
+    let main = gpuplan::workload::model_flops_per_token_train(&m, 4096, None);
+    let with = main + gpuplan::workload::mtp_flops_per_token_train(&m, 4096);
+    let (nvidia_with, nvidia_without) = (557e12 / 2139.0, 1088e12 / 4357.0);
+    let ratio = (with / main) / (nvidia_with / nvidia_without);
+    assert!((ratio - 1.0).abs() < 0.01, "with/without MTP: ours {:.4}, NVIDIA's {:.4}", with / main, nvidia_with / nvidia_without);
+}
+
+#[test]
 fn moe_active_counts_match_published_ones() {
     // Mixtral: 12.9B per token (mistral.ai), within 1%. Qwen3-30B-A3B: the model card prints 3.3B
     // activated; ours is 3.353B, counting the embedding lookup and the LM head (0.31B each) as active,

@@ -184,6 +184,7 @@ fn megatron_tp_overlap_pairs_each_collective_with_its_gemm() {
         routing_imbalance: 1.0,
         moe_dispatcher: MoeDispatcher::AllToAll,
         lora: None,
+        mtp_layers: 0,
     };
     let op = |name, kind| Op { name, kind, pass: Pass::Forward, backward: Backward::Mirror };
     let bytes = 8192.0 * 8192.0 * 2.0;
@@ -209,8 +210,9 @@ fn megatron_tp_overlap_pairs_each_collective_with_its_gemm() {
     let overlap_of = |steps: &[Step], n: &str| {
         steps.iter().find_map(|s| if let Step::Comm { name, comm } = s { (*name == n).then_some(comm.overlap) } else { None }).unwrap()
     };
-    let on = cost.lower(&pc, &Options { tp_comm_overlap: true, dp_overlap: true }, &w, &ops, 1.0);
-    let off = cost.lower(&pc, &Options { tp_comm_overlap: false, dp_overlap: true }, &w, &ops, 1.0);
+    let model = gpuplan::config::model::load_model(concat!(env!("CARGO_MANIFEST_DIR"), "/models/llama-3-70b.toml")).unwrap();
+    let on = cost.lower(&model, &pc, &Options { tp_comm_overlap: true, ..Options::default() }, &w, &ops, 1.0);
+    let off = cost.lower(&model, &pc, &Options { tp_comm_overlap: false, ..Options::default() }, &w, &ops, 1.0);
     assert_eq!(names(&on), ["quantize", "tp_all_gather", "qkv_proj", "quantize", "tp_reduce", "out_proj"]);
     assert_eq!(names(&off), ["tp_all_gather", "quantize", "qkv_proj", "quantize", "out_proj", "tp_reduce"]);
     assert_eq!(overlap_of(&on, "tp_reduce"), Overlap::WithNextKernel { blocking: 1.0 / UB_PIPELINE_SPLITS });

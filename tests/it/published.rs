@@ -14,12 +14,19 @@
 //! | fit | 58 | 11.78% | -3.2% | 8.21% (-1.6%) | 24.1% (-8.8%) |
 //! | test | 51 | 19.72% | -15.3% | 8.06% (+0.6%) | 31.8% (-31.8%) |
 //!
-//! (Before issue 17 items 5-6: fit 16.99%, test 17.39%, test dense 11.9%, test MoE 23.1%; the test
-//! bound is looser than it was because the MoE rows lost to the slower memory-bound kernels what the
-//! dense rows gained, and the MoE mechanisms still missing are issue 18's; the dense bounds are new
-//! and tight.) 164 rows: 109 scored, 22 incomplete, 33 unexpressible (DeepSeek-V3's MTP layer,
-//! LoRA). Bound = current + 1 percentage point. Lower a bound when a change improves the numbers;
-//! the issue's target is 8% MAPE on the test split.
+//! (Before those mechanisms: fit 34.34%, test 21.27%, 105 rows.) 164 rows: 109 scored, 22
+//! incomplete, 33 unexpressible (DeepSeek-V3's MTP layer, LoRA).
+//!
+//! With DeepSeek-V3's MTP module (issue 18) its 25 rows are scored too: 134 rows scored, 8
+//! unexpressible (LoRA), fit 74 rows 18.14% (+1.9%), test 60 rows 18.75% (-7.5%); the rows scored
+//! before are unchanged, the new ones (DeepSeek-V3 fit 18 rows 20.8%, test 11 rows 23.2%) raise the
+//! splits' MAPE. With the MoE recipes' CUDA graphs (full-iteration graphs pay no host launch or
+//! dispatcher sync), their HybridEP/DeepEP dispatcher (a token crosses the network once per
+//! remote domain), fp8-quantized saved expert inputs, and `MOE_DISPATCH_SYNC_US` refitted on the 29
+//! fit-split MoE rows: fit 74 rows 16.73% (+5.6%), test 60 rows 13.08% (+0.2%); MoE rows alone fit
+//! 29 rows 17.2% (+2.7%), test 34 rows 14.0% (-5.0%) (were 20.8% / 24.0%).
+//! Bound = current + 1 percentage point. Lower a bound when a change improves the numbers; the
+//! issue's target is 8% MAPE on the test split.
 
 use std::process::Command;
 
@@ -34,7 +41,7 @@ const TEST_DENSE_MAPE_NOW: f64 = 8.06;
 const SLACK_PP: f64 = 1.0;
 /// Unexpressible rows when the bounds were set (may shrink, must not grow), and incomplete rows
 /// (a property of the data).
-const UNEXPRESSIBLE_NOW: usize = 25;
+const UNEXPRESSIBLE_NOW: usize = 0;
 const INCOMPLETE: usize = 22;
 
 fn validate(extra: &[&str]) -> (i32, serde_json::Value, String) {
@@ -103,9 +110,35 @@ fn lora_rows_are_scored_with_their_recipes_adapters() {
     assert!(sum / 8.0 < 0.09, "LoRA MAPE {:.2}%", 100.0 * sum / 8.0);
 }
 
+/// MoE rows alone (issue 18), test split: MAPE and |bias| when the bounds were set (see the module
+/// doc), and the micro-batch trend the dev rows show.
+const MOE_TEST_MAPE_NOW: f64 = 14.0;
+const MOE_TEST_BIAS_NOW: f64 = 5.0;
+
+#[test]
+fn moe_rows_stay_within_their_bounds_and_grow_with_the_micro_batch() {
+    let (code, v, err) = validate(&[]);
+    assert_eq!(code, 0, "{err}");
+    let rows = v["rows"].as_array().unwrap();
+    let moe: Vec<f64> = rows.iter().filter(|r| r["moe"] == true && r["split"] == "test").map(|r| r["error"].as_f64().unwrap()).collect();
+    let mape = 100.0 * moe.iter().map(|e| e.abs()).sum::<f64>() / moe.len() as f64;
+    let bias = 100.0 * moe.iter().sum::<f64>() / moe.len() as f64;
+    assert!(mape <= MOE_TEST_MAPE_NOW + SLACK_PP, "MoE test MAPE {mape:.2}% (n={})", moe.len());
+    assert!(bias.abs() <= MOE_TEST_BIAS_NOW + SLACK_PP, "MoE test bias {bias:+.2}%");
+    // Qwen3-30B-A3B on 8 B200, NeMo 26.02, EP 8: micro-batch 4 (dev row 72, test) measures 2.75x
+    // micro-batch 1 (dev row 88, fit): each eager MoE layer's host stall is paid per micro-batch.
+    let row = |id: &str| rows.iter().find(|r| r["dev_row"] == id).unwrap_or_else(|| panic!("dev row {id} not scored"));
+    let (mbs4, mbs1) = (row("72"), row("88"));
+    let measured = mbs4["measured"].as_f64().unwrap() / mbs1["measured"].as_f64().unwrap();
+    let predicted = mbs4["predicted"].as_f64().unwrap() / mbs1["predicted"].as_f64().unwrap();
+    assert!((measured - 2.75).abs() < 0.01, "{measured}");
+    assert!((2.2..3.3).contains(&predicted), "predicted micro-batch 4 / 1 = {predicted:.2}, measured {measured:.2}");
+}
+
 #[test]
 fn bounds_exit_1_when_exceeded_and_bad_bounds_exit_2() {
-    let (code, v, err) = validate(&["--split", "test", "--max-mape", "5", "--max-bias", "1"]);
+    // The test split's bias is +0.2% now: a 0.01% bound is exceeded too.
+    let (code, v, err) = validate(&["--split", "test", "--max-mape", "5", "--max-bias", "0.01"]);
     assert_eq!(code, 1, "test split is far from 5%: {err}");
     assert!(err.contains("MAPE") && err.contains("bias"), "{err}");
     assert!(v["summary"].as_array().unwrap().iter().all(|s| s["split"] == "test"));
@@ -168,8 +201,26 @@ fn a_rows_mapping_is_pinned() {
     // The FSDP column (1/0 in 25.07-25.09, a group size in the archive) turns on ZeRO-3.
     let fsdp = rows.iter().find(|r| r.dev_row == "147").unwrap();
     assert_eq!(map_row(fsdp).unwrap().wire.parallelism.zero, Some(3));
-    // A row the mapping cannot express says why.
-    let mtp = rows.iter().find(|r| r.dev_row == "0").unwrap();
-    let e = map_row(mtp).unwrap_err();
-    assert!(e.reason.contains("MTP"), "{}", e.reason);
+    // DeepSeek-V3 trains its MTP module where the row's FLOPs say so (NeMo 26.x, 25.11 'w/ MTP'),
+    // and not in the 25.11 'w/o MTP' rows.
+    let mtp = |id: &str| map_row(rows.iter().find(|r| r.dev_row == id).unwrap()).unwrap().wire.workload.mtp_layers;
+    assert_eq!((mtp("0"), mtp("104"), mtp("94")), (Some(1), Some(1), None));
+    // The MoE recipes' CUDA graphs and dispatcher (RECIPE_DEFAULTS `cuda_graphs`, `moe_dispatcher`):
+    // Qwen3-30B-A3B MXFP8 on GB200 in NeMo 26.08 (full-iteration HybridEP recipe), the same in 26.04.01
+    // (partial graphs; DeepEP does not run on GB200), on H100 in 26.04.01 (no graphs, DeepEP), and
+    // DeepSeek-V3 MXFP8 on B200 in 26.04 (partial graphs, DeepEP).
+    let moe = |id: &str| {
+        let w = map_row(rows.iter().find(|r| r.dev_row == id).unwrap()).unwrap().wire;
+        (w.options.cuda_graphs, w.workload.moe_dispatcher)
+    };
+    let s = |x: &str| Some(x.to_string());
+    assert_eq!(moe("3"), (s("full"), s("flex")));
+    assert_eq!(moe("38"), (s("partial"), None));
+    assert_eq!(moe("41"), (None, s("flex")));
+    assert_eq!(moe("52"), (s("partial"), s("flex")));
+    assert_eq!(moe("48"), (None, None));
+    // A row the mapping cannot express says why (an incomplete row: its precision is missing).
+    let incomplete = rows.iter().find(|r| r.dev_row == "109").unwrap();
+    let e = map_row(incomplete).unwrap_err();
+    assert!(e.reason.contains("precision"), "{}", e.reason);
 }

@@ -265,6 +265,11 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
         return Err(c.missing("intermediate_size"));
     }
 
+    // DeepSeek-V3's multi-token-prediction modules (0 where the key is absent).
+    let mtp_layers = match c.opt_count("num_nextn_predict_layers")? {
+        Some(n) => to_u32(c, "num_nextn_predict_layers", n)?,
+        None => 0,
+    };
     let name = c.name();
     Ok(ModelWire {
         display_name: name.clone(),
@@ -292,6 +297,7 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
         moe,
         mla,
         hybrid,
+        mtp_layers,
     })
 }
 

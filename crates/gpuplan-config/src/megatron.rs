@@ -40,6 +40,9 @@ pub fn args_of(s: &Scenario) -> Vec<String> {
         kv("--expert-tensor-parallel-size", pc.etp.to_string());
         kv("--moe-token-dispatcher-type", w.moe_dispatcher.name().to_string());
     }
+    if w.mtp_layers > 0 {
+        kv("--mtp-num-layers", w.mtp_layers.to_string());
+    }
     if let Some(n) = pc.split.first {
         kv("--decoder-first-pipeline-num-layers", n.to_string());
     }
@@ -49,6 +52,11 @@ pub fn args_of(s: &Scenario) -> Vec<String> {
     kv("--micro-batch-size", w.micro_batch.to_string());
     kv("--global-batch-size", w.global_batch.to_string());
     kv("--seq-length", w.seq.to_string());
+    match s.options.cuda_graphs {
+        gpuplan_core::scenario::TrainGraphs::None => {}
+        gpuplan_core::scenario::TrainGraphs::Partial => kv("--cuda-graph-impl", "transformer_engine".to_string()),
+        gpuplan_core::scenario::TrainGraphs::Full => kv("--cuda-graph-impl", "full_iteration".to_string()),
+    }
     let mut flag = |k: &str| a.push(k.to_string());
     if pc.sp && pc.tp > 1 {
         flag("--sequence-parallel");
@@ -179,6 +187,7 @@ pub fn from_args(text: &str) -> Result<FromArgs, ConfigError> {
             "micro-batch-size" => ww.micro_batch = Some(int(&mut i)?),
             "global-batch-size" => ww.global_batch = Some(int(&mut i)?),
             "seq-length" => ww.seq = Some(int(&mut i)?),
+            "mtp-num-layers" => ww.mtp_layers = Some(int(&mut i)?),
             "sequence-parallel" => pw.sp = Some(true),
             "account-for-embedding-in-pipeline-split" => pw.account_for_embedding_in_pipeline_split = Some(true),
             "account-for-loss-in-pipeline-split" => pw.account_for_loss_in_pipeline_split = Some(true),
@@ -189,6 +198,20 @@ pub fn from_args(text: &str) -> Result<FromArgs, ConfigError> {
                 value(&mut i).ok_or_else(|| bad(&key, "(missing)", "needs a value"))?;
             }
             "tp-comm-overlap" => ow.tp_comm_overlap = Some(true),
+            "cuda-graph-impl" => {
+                let v = value(&mut i).ok_or_else(|| bad(&key, "(missing)", "needs none, local, transformer_engine or full_iteration"))?;
+                ow.cuda_graphs = Some(
+                    match v.as_str() {
+                        "none" => "none",
+                        // Layer-scoped graphs (Megatron's own or Transformer Engine's): priced as
+                        // the attention and MoE-router scopes the MoE recipes capture.
+                        "local" | "transformer_engine" => "partial",
+                        "full_iteration" => "full",
+                        _ => return Err(bad(&key, &v, "is not none, local, transformer_engine or full_iteration")),
+                    }
+                    .into(),
+                );
+            }
             "bf16" => ww.precision = Some(ww.precision.take().unwrap_or_else(|| "bf16".into())),
             "fp16" => ww.precision = Some("fp16".into()),
             "fp8-format" => {
@@ -253,5 +276,11 @@ mod tests {
         assert!(e.contains("--tensor-model-parallel-size") && e.contains("four"), "{e}");
         let e = from_args("--moe-token-dispatcher-type ring").unwrap_err().to_string();
         assert!(e.contains("alltoall, allgather or flex"), "{e}");
+        // DeepSeek-V3's MTP module and the training CUDA graphs (issue 18).
+        let r = from_args("--mtp-num-layers 1 --cuda-graph-impl full_iteration").unwrap();
+        assert_eq!((r.wire.workload.mtp_layers, r.wire.options.cuda_graphs.as_deref()), (Some(1), Some("full")));
+        assert_eq!(from_args("--cuda-graph-impl transformer_engine").unwrap().wire.options.cuda_graphs.as_deref(), Some("partial"));
+        let e = from_args("--cuda-graph-impl everything").unwrap_err().to_string();
+        assert!(e.contains("--cuda-graph-impl") && e.contains("full_iteration"), "{e}");
     }
 }

@@ -116,8 +116,13 @@ pub const RECIPE_DEFAULTS: &[(&str, &str, &str)] = &[
     ),
     (
         "cuda_graphs",
-        "not expressed",
-        "Bridge perf configs enable CUDA graphs for some models (Llama3 8B, MoE); gpuplan's training path prices each kernel at the profile's stream launch cost",
+        "MoE rows: full (whole iteration) for MXFP8 on Blackwell from NeMo 26.06 on (Qwen3-30B-A3B on every Blackwell system, DeepSeek-V3 on GB200, GB300 and B300); partial (attention, MoE router) for the other Blackwell MoE rows; none on H100 and for dense rows",
+        "Megatron-Bridge 0.6.2 perf recipes (PyPI wheel megatron-bridge 0.6.2, 2026-09, megatron/bridge/perf_recipes/{qwen,deepseek}/*/): the MXFP8 Qwen3-30B-A3B and DeepSeek-V3 (GB200, GB300, B300) configs call _enable_hybridep_full_iteration_mxfp8 / _enable_deepseek_full_iteration_mxfp8 (cuda_graph_impl = full_iteration, HybridEP with moe_expert_rank_capacity_factor 1.5); their BF16/FP8-CS configs and DeepSeek-V3 MXFP8 on B200 set cuda_graph_impl = transformer_engine, cuda_graph_scope = [attn, moe_router, moe_preprocess]; the H100 base recipes cuda_graph_impl = none. Earlier releases' recipes are not in a published wheel; the rows' throughput at an unchanged layout jumps between NeMo 26.04.01 and 26.06 (Qwen3-30B-A3B on GB200 26112 -> 40706 tokens/s/GPU, on B300 30720 -> 40769), which is taken as when the full-iteration recipes landed",
+    ),
+    (
+        "moe_dispatcher",
+        "flex for MoE rows from NeMo 26.06 on (HybridEP), and for the NeMo 26.x rows before that on H100, B200 and B300 (DeepEP); alltoall otherwise",
+        "Megatron-Bridge 0.6.2 perf recipes set moe_token_dispatcher_type = flex, moe_flex_dispatcher_backend = hybridep for every Qwen3-30B-A3B and DeepSeek-V3 config; the 0.4.0 and 0.5.0 base recipes (megatron/bridge/recipes/qwen/qwen3_moe.py) set alltoall and then apply_flex_dispatcher_backend(cfg.model, 'deepep'), which switches to flex on Ampere, Hopper, B200 and B300 and leaves GB200/GB300 on alltoall (training/flex_dispatcher_backend.py); 25.x rows keep alltoall",
     ),
     ("sft", "SFT rows as training at the row's sequence (packed)", "SFT rows are packed sequences (SQuAD packed to 4096 on the 24.07 page); per-document attention masks are not modelled"),
     (
@@ -239,14 +244,21 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
     if variant.to_lowercase().contains("tokendrop") {
         reasons.push("token dropping (capacity factor) is not modelled: gpuplan MoE is dropless".to_string());
     }
+    // DeepSeek-V3 with its MTP module: the 25.11 page labels it; the 26.x rows' model
+    // FLOPs/token, 260 G, equal the 25.11 'w/ MTP' row's, not the 'w/o MTP' rows' 249.5 G.
     let mtp = variant.contains("w/ MTP") || (family == "deepseek" && variant.is_empty() && r.container.starts_with("NeMo 26"));
-    if mtp {
-        reasons.push(
-            "DeepSeek-V3 with its MTP layer (the 25.11 page labels it; the 26.x rows' model FLOPs/token, 260 G, equal the 25.11 'w/ MTP' row's, \
-             not the 'w/o MTP' rows' 249.5 G): models/deepseek-v3.toml is the 671B main model without MTP"
-                .to_string(),
-        );
-    }
+    // The MoE recipes' CUDA graphs and dispatcher (RECIPE_DEFAULTS `cuda_graphs`, `moe_dispatcher`).
+    let from_26_06 = nemo_release(&r.container).is_some_and(|v| v >= (26, 6));
+    let blackwell = system != "dgx-h100";
+    let mxfp8 = matches!(r.precision.as_str(), "MXFP8" | "FP8-MX");
+    let cuda_graphs = match (moe, blackwell) {
+        (true, true) if from_26_06 && mxfp8 && (family == "qwen3" || system != "dgx-b200") => Some("full"),
+        (true, true) => Some("partial"),
+        _ => None,
+    };
+    let from_26 = nemo_release(&r.container).is_some_and(|v| v >= (26, 0));
+    let deepep_gpu = matches!(system, "dgx-h100" | "dgx-b200" | "dgx-b300");
+    let moe_dispatcher = (moe && (from_26_06 || (from_26 && deepep_gpu))).then_some("flex");
     let Some((precision, recipe, prec_slice)) = precision_of(r) else {
         return Err(Skipped::new(Incomplete, "precision not stated"));
     };
@@ -316,16 +328,19 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
             routing_imbalance: Some(1.0),
             lora_rank: lora.as_ref().map(|l| l.rank),
             lora_targets: lora.as_ref().map(|l| l.targets.iter().map(|t| t.to_string()).collect()),
+            moe_dispatcher: moe_dispatcher.map(str::to_string),
+            mtp_layers: mtp.then_some(1),
             ..Default::default()
         },
         // Userbuffers' TP overlap needs sequence parallelism, which the LoRA recipes turn off.
-        options: OptionsWire { tp_comm_overlap: Some(tp > 1 && lora.is_none()), dp_overlap: None },
+        options: OptionsWire { tp_comm_overlap: Some(tp > 1 && lora.is_none()), dp_overlap: None, cuda_graphs: cuda_graphs.map(str::to_string) },
         ..Default::default()
     };
     let describe = format!(
-        "{} {} {} {} {n} GPUs tp{tp} pp{pp} cp{cp} vp{} ep{} fsdp{} mbs{mbs} gbs{gbs} seq{seq} {}",
+        "{} {}{} {} {} {n} GPUs tp{tp} pp{pp} cp{cp} vp{} ep{} fsdp{} mbs{mbs} gbs{gbs} seq{seq} {}",
         system,
         model,
+        if mtp { "+mtp" } else { "" },
         r.container,
         r.task,
         if vp > 1 { vp.to_string() } else { "-".into() },
@@ -378,6 +393,12 @@ pub fn lora_recipe(container: &str, model: &str) -> LoraRecipe {
     }
 }
 
+/// `NeMo 26.06.01` -> `(26, 6)`; `None` for a container that is not a NeMo release.
+fn nemo_release(container: &str) -> Option<(u32, u32)> {
+    let mut parts = container.strip_prefix("NeMo ")?.split('.');
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
+
 /// A row's label for messages about rows that were not scored.
 pub fn describe_row(r: &RowWire) -> String {
     format!("{} {} {} {} {} GPUs", r.system, r.model, r.container, r.task, r.num_gpus)
@@ -392,5 +413,8 @@ mod tests {
         assert_eq!(norm_model("LLAMA3-70B"), ("LLAMA3_70B".into(), String::new()));
         assert_eq!(norm_model("DeepSeekV3 (w/o MTP)"), ("DEEPSEEKV3".into(), "w/o MTP".into()));
         assert_eq!(norm_model("Qwen3_30B_a3B"), ("QWEN3_30B_A3B".into(), String::new()));
+        assert_eq!(nemo_release("NeMo 26.06.01"), Some((26, 6)));
+        assert_eq!(nemo_release("NeMo 25.11"), Some((25, 11)));
+        assert_eq!(nemo_release("archive"), None);
     }
 }

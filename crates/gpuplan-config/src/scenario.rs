@@ -34,7 +34,7 @@ use super::{parse_toml, read_file, ConfigError, Problems};
 use gpuplan_core::hardware::Dtype;
 use gpuplan_core::model::{Model, Position};
 use gpuplan_core::parallelism::{Fill, ParallelConfig, PipelineSplit, Schedule};
-use gpuplan_core::scenario::{Options, Scenario};
+use gpuplan_core::scenario::{Options, Scenario, TrainGraphs};
 use gpuplan_core::workload::{Fp8Recipe, Lora, LoraTarget, Mode, MoeDispatcher, Recompute, Stack, Workload};
 
 pub const DIR: &str = "scenarios";
@@ -120,6 +120,9 @@ pub struct WorkloadWire {
     /// LoRA targets: linear_qkv, linear_proj, linear_fc1, linear_fc2 (default: all four, as
     /// Megatron-Bridge's `LoRA.target_modules`)
     pub lora_targets: Option<Vec<String>>,
+    /// Multi-token-prediction modules trained (Megatron `--mtp-num-layers`); 0 (default) to the
+    /// model's `mtp_layers`.
+    pub mtp_layers: Option<i64>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -127,6 +130,9 @@ pub struct WorkloadWire {
 pub struct OptionsWire {
     pub tp_comm_overlap: Option<bool>,
     pub dp_overlap: Option<bool>,
+    /// Megatron training's CUDA graphs: none (default) | partial (attention and MoE router) | full
+    /// (the whole iteration).
+    pub cuda_graphs: Option<String>,
 }
 
 /// Overlay `over` on `base`: every value `over` sets wins.
@@ -176,10 +182,11 @@ pub fn overlay(base: ScenarioWire, over: ScenarioWire) -> ScenarioWire {
             routing_imbalance,
             moe_dispatcher,
             lora_rank,
-            lora_targets
+            lora_targets,
+            mtp_layers
         ]
     );
-    pick!(b.options, over.options, [tp_comm_overlap, dp_overlap]);
+    pick!(b.options, over.options, [tp_comm_overlap, dp_overlap, cuda_graphs]);
     b
 }
 
@@ -654,6 +661,29 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         }),
     };
     let lora = lora_keys(&mut p, &path, ww, &model, &parallel, mode, stack);
+    let mtp_layers = match ww.mtp_layers {
+        None | Some(0) => 0,
+        Some(n) if mode != Mode::Train => {
+            p.push(
+                ConfigError::invalid(&path, "workload.mtp_layers", n, format!("applies to training; this scenario is {}", mode.name()))
+                    .with_hint("gpuplan prices MTP modules in training only (their use as speculative decoders is not modelled): leave it out"),
+            );
+            0
+        }
+        Some(n) if n < 0 || n > model.mtp_layers as i64 => {
+            p.push(
+                ConfigError::invalid(
+                    &path,
+                    "workload.mtp_layers",
+                    n,
+                    format!("must be between 0 and the {} multi-token-prediction modules model `{}` has", model.mtp_layers, model.name),
+                )
+                .with_hint("the model file's `mtp_layers` (config.json `num_nextn_predict_layers`) says how many it has"),
+            );
+            0
+        }
+        Some(n) => n as u32,
+    };
     let workload = Workload {
         mode,
         micro_batch,
@@ -670,6 +700,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         routing_imbalance,
         moe_dispatcher,
         lora,
+        mtp_layers,
     };
     // The hf-* stacks' host time in inference is the node's host probe's: no default.
     if stack.hf() && mode != Mode::Train && profile.as_ref().is_none_or(|pr| pr.host.is_none()) {
@@ -680,7 +711,35 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         );
     }
     let d = Options::default();
-    let options = Options { tp_comm_overlap: w.options.tp_comm_overlap.unwrap_or(d.tp_comm_overlap), dp_overlap: w.options.dp_overlap.unwrap_or(d.dp_overlap) };
+    let cuda_graphs = match w.options.cuda_graphs.as_deref() {
+        None => d.cuda_graphs,
+        Some(g) => match TrainGraphs::parse(g) {
+            Some(TrainGraphs::None) => TrainGraphs::None,
+            Some(t) if stack == Stack::Megatron && mode == Mode::Train => t,
+            Some(_) => {
+                p.push(
+                    ConfigError::invalid(
+                        &path,
+                        "options.cuda_graphs",
+                        g,
+                        format!("applies to megatron training; this scenario is {} {}", stack.name(), mode.name()),
+                    )
+                    .with_hint("leave it out (the serving engines' graphs are serve's `--cuda-graphs`; torch stacks' are not modelled in training)"),
+                );
+                TrainGraphs::None
+            }
+            None => {
+                let names = TrainGraphs::ALL.map(TrainGraphs::name).join(", ");
+                p.push(ConfigError::invalid(&path, "options.cuda_graphs", g, "is not known").with_hint(format!("one of: {names}")));
+                TrainGraphs::None
+            }
+        },
+    };
+    let options = Options {
+        tp_comm_overlap: w.options.tp_comm_overlap.unwrap_or(d.tp_comm_overlap),
+        dp_overlap: w.options.dp_overlap.unwrap_or(d.dp_overlap),
+        cuda_graphs,
+    };
     p.finish()?;
     let name = w.name.clone().unwrap_or_else(|| format!("{}-{}-{}gpu", model.name, system.name, gpus));
     Ok(Scenario { name, model, system, n_gpus: gpus, parallel, workload, profile, options })

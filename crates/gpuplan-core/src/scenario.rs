@@ -13,11 +13,46 @@ pub struct Options {
     pub tp_comm_overlap: bool,
     /// Overlap the DP gradient reduction with backward (DDP and Megatron default: on).
     pub dp_overlap: bool,
+    /// What Megatron-Core training replays from CUDA graphs (`--cuda-graph-impl`,
+    /// `--cuda-graph-scope`); the other stacks ignore it.
+    pub cuda_graphs: TrainGraphs,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { tp_comm_overlap: false, dp_overlap: true }
+        Options { tp_comm_overlap: false, dp_overlap: true, cuda_graphs: TrainGraphs::None }
+    }
+}
+
+/// CUDA graphs in Megatron-Core training (Megatron-Bridge `cuda_graph_impl` / `cuda_graph_scope`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum TrainGraphs {
+    /// Eager: every kernel launched by the host (`cuda_graph_impl = "none"`, Megatron's default).
+    #[default]
+    None,
+    /// Transformer Engine graphs of the attention block and the MoE router and dispatch
+    /// preprocessing (`cuda_graph_impl = "transformer_engine"`, `cuda_graph_scope = ["attn",
+    /// "moe_router", "moe_preprocess"]`): those kernels cost the host nothing; the experts, the
+    /// dispatch and combine and the rest stay eager, the dispatcher's host sync included.
+    Partial,
+    /// The whole iteration replayed from one graph (`cuda_graph_impl = "full_iteration"`, with
+    /// HybridEP and a per-rank expert capacity, `moe_expert_rank_capacity_factor`, so that no
+    /// token count crosses to the host): no host launch time, no dispatcher sync, each kernel at
+    /// the GPU's in-graph floor.
+    Full,
+}
+
+impl TrainGraphs {
+    pub const ALL: [TrainGraphs; 3] = [TrainGraphs::None, TrainGraphs::Partial, TrainGraphs::Full];
+    pub fn name(self) -> &'static str {
+        match self {
+            TrainGraphs::None => "none",
+            TrainGraphs::Partial => "partial",
+            TrainGraphs::Full => "full",
+        }
+    }
+    pub fn parse(s: &str) -> Option<TrainGraphs> {
+        TrainGraphs::ALL.into_iter().find(|g| g.name() == s)
     }
 }
 

@@ -242,7 +242,9 @@ pub fn finish(s: &Scenario, cost: &CostModel, ops: &workload::OpList, n_micro: u
     };
     let tokens_per_s = tokens_per_step / step_time.value();
     let model_flops_per_token = match w.mode {
-        Mode::Train => workload::model_flops_per_token_train(&s.model, w.seq, w.lora.as_ref()),
+        Mode::Train => {
+            workload::model_flops_per_token_train(&s.model, w.seq, w.lora.as_ref()) + w.mtp_layers as f64 * workload::mtp_flops_per_token_train(&s.model, w.seq)
+        }
         Mode::Prefill => workload::model_flops_per_token_forward(&s.model, w.seq),
         // One new token attends over the whole cache.
         Mode::Decode => workload::model_flops_per_token_forward(&s.model, w.kv_len + 1),
@@ -408,7 +410,7 @@ pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
                 let gathered = match &s.workload.lora {
                     None => per_layer * param_bytes,
                     Some(_) => {
-                        let (bd, be) = memory::params_on_rank(&s.model, pc, stage);
+                        let (bd, be) = memory::params_on_rank(&s.model, pc, stage, 0);
                         (bd + be) / layers * memory::FROZEN_BASE_BYTES + per_layer * param_bytes
                     }
                 };

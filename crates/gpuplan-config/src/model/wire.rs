@@ -50,6 +50,11 @@ pub struct ModelWire {
     pub mla: Option<MlaWire>,
     #[serde(default)]
     pub hybrid: Option<HybridWire>,
+    /// Multi-token-prediction modules the architecture has (config.json
+    /// `num_nextn_predict_layers`; DeepSeek-V3: 1); trained only when a scenario asks
+    /// (`workload.mtp_layers`).
+    #[serde(default)]
+    pub mtp_layers: u32,
 }
 
 /// A hybrid Mamba-attention model's layer pattern and Mamba-2 mixer (`[hybrid]`); the keys are
@@ -201,6 +206,10 @@ pub fn model_from_wire(path: &Path, w: &ModelWire) -> Result<Model, ConfigError>
             v_head_dim: m.v_head_dim,
         }
     });
+    p.check(w.mtp_layers <= gpuplan_core::model::MAX_MTP_LAYERS, || {
+        ConfigError::invalid(path, "mtp_layers", w.mtp_layers, format!("is more than {} multi-token-prediction modules", gpuplan_core::model::MAX_MTP_LAYERS))
+            .with_hint("DeepSeek-V3 has 1 (`num_nextn_predict_layers`)")
+    });
     let hybrid = w.hybrid.as_ref().map(|hy| {
         let mut pattern = Vec::with_capacity(hy.pattern.len());
         for (i, c) in hy.pattern.chars().enumerate() {
@@ -290,6 +299,7 @@ pub fn model_from_wire(path: &Path, w: &ModelWire) -> Result<Model, ConfigError>
         moe,
         mla,
         hybrid,
+        mtp_layers: w.mtp_layers,
         published_params: w.published_params_b.map(|b| b * 1e9),
     })
 }

@@ -66,7 +66,7 @@ pub fn exposed_time(steps: &[Step]) -> (Seconds, Seconds, Seconds, Seconds, Vec<
 
 fn pass_time(cost: &CostModel, s: &Scenario, ops: &[Op], times: usize, speedup: f64) -> PassTime {
     debug_assert!(times >= 1);
-    let steps = cost.lower(&s.parallel, &s.options, &s.workload, ops, speedup);
+    let steps = cost.lower(&s.model, &s.parallel, &s.options, &s.workload, ops, speedup);
     let (compute, memory, cpu, host_sync, comm) = exposed_time(&steps);
     // Host time the GPU waits for in full is a stall on the critical path.
     let mut bd = Breakdown { compute, memory, cpu_launch: host_sync, ..Breakdown::default() };
@@ -227,11 +227,24 @@ pub fn power_gpu(s: &Scenario) -> std::borrow::Cow<'_, crate::hardware::Gpu> {
     std::borrow::Cow::Owned(g)
 }
 
+/// The cost model of a scenario: its stack's kernels, replayed from a CUDA graph (each kernel at
+/// the GPU's in-graph floor) when Megatron training captures the whole iteration.
+fn cost_model(s: &Scenario) -> CostModel<'_> {
+    let cost = CostModel::new(&s.system, s.profile.as_ref()).for_stack(s.workload.stack);
+    let full =
+        s.workload.stack == crate::workload::Stack::Megatron && s.workload.mode == Mode::Train && s.options.cuda_graphs == crate::scenario::TrainGraphs::Full;
+    if full {
+        cost.in_cuda_graph()
+    } else {
+        cost
+    }
+}
+
 /// Check, build the op list and settle the clock: price at the sustained clock, let the power
 /// model pick the clock for that activity, and return it for pricing at that clock.
 pub fn price(s: &Scenario) -> Result<Priced<'_>, PredictError> {
     let n_micro = check_scenario(s)?;
-    let cost = CostModel::new(&s.system, s.profile.as_ref()).for_stack(s.workload.stack);
+    let cost = cost_model(s);
     let ops = forward_ops(&s.model, &s.parallel, &s.workload);
     let parts = part_times(&cost, s, &ops, 1.0);
     let at_sustained: Vec<StageTimes> = (0..s.parallel.pp).map(|st| stage_times(s, &parts, st)).collect();

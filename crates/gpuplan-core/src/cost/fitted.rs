@@ -62,24 +62,28 @@ pub const MEGATRON_MEMORY_EFFICIENCY: f64 = 0.5;
 pub const DTENSOR_LINEAR_US: [f64; 2] = [225.0, 50.0];
 
 /// Host time per MoE layer and forward pass that the GPU waits for in full under the `megatron`
-/// stack in training: Megatron-Core's dropless token dispatcher copies the tokens-per-expert counts
-/// to the host (a device-to-host sync) to size the all-to-all and the grouped GEMM, which drains the
-/// launch queue; the GPU then idles while the host runs the dispatcher's permutation code and
-/// launches the layer's next kernels. Fitted on the 13 MoE rows of the fit split of
-/// tests/data/published/megatron_bridge_training_dev.csv (Qwen3-30B-A3B on DGX-H100, DGX-B200,
-/// DGX-B300 and GB300 NVL72, DeepSeek-V3 on GB200/GB300 NVL72; dev rows 14, 39, 55, 71, 73, 87,
-/// 88, 89, 94, 95, 99, 105, 108): MoE tokens/s/GPU MAPE minimised over 0-12,000 us on a 500 us
-/// grid, with the fused-attention level and the recipes' quantize kernels in place
-/// (scripts/fit_moe_dispatch_sync.sh, output in calibration/runs/fit_moe_dispatch_sync-output.txt): 6,500
-/// us (fit MoE MAPE 98.8% at 0 -> 19.0%; the 25 test-split MoE rows, not fitted: 27.0% -> 23.1%,
-/// bias +20.9% -> -23.1%, with all-to-all across nodes bound by each rank's NIC). The published B200 rows' throughput at micro-batch 1 vs 4 implied about
-/// 7.5 ms per MoE layer of fixed cost per micro-batch independently (docs/published-analysis.md).
-/// Refitted (same script, same rows, same grid; output file overwritten) after the Megatron
-/// mechanisms of issue 17 items 5-6 and [`MEGATRON_MEMORY_EFFICIENCY`] /
-/// [`MEGATRON_OVERLAP_COST`] (fitted on the dense rows) went in: 5,500 us (fit MoE MAPE 24.2%, bias
-/// -8.8%; test MoE 31.9%, bias -31.9%: the MoE rows lose to the slower memory-bound kernels what
-/// the dense rows gain, the MoE mechanisms still missing are issue 18's).
-pub const MOE_DISPATCH_SYNC_US: f64 = 5500.0;
+/// stack in eager training (no full-iteration CUDA graph, `TrainGraphs::Full`): Megatron-Core's
+/// dropless token dispatchers copy the tokens-per-expert counts to the host (a device-to-host sync,
+/// `MoEAlltoAllTokenDispatcher._maybe_dtoh_and_synchronize` before the EP all-to-all; HybridEP
+/// without a per-rank capacity syncs too: megatron-core 0.16.1
+/// `transformer/moe/token_dispatcher.py`) to size the all-to-all and the grouped GEMM, which
+/// drains the launch queue; the GPU then idles while the host runs the dispatcher's and experts'
+/// Python and launches the layer's next kernels. The full-iteration recipes give HybridEP a
+/// per-rank capacity (`moe_expert_rank_capacity_factor`) so that nothing syncs, and pay none.
+/// Fitted on the 29 MoE rows of the fit split of tests/data/published/megatron_bridge_training_dev.csv
+/// (Qwen3-30B-A3B on DGX-H100, DGX-B200, DGX-B300 and GB300 NVL72, DeepSeek-V3 with and without
+/// MTP on GB200/GB300 NVL72, DGX-B200 and DGX-B300; the full-iteration rows among them, dev rows 1,
+/// 5, 9, 10, 11, 14, do not depend on it), with the recipes' CUDA graphs and dispatchers mapped
+/// (`config::published::RECIPE_DEFAULTS`): MoE tokens/s/GPU MAPE minimised over 0-12,000 us on a
+/// 500 us grid (scripts/fit_moe_dispatch_sync.sh, output in
+/// calibration/runs/fit_moe_dispatch_sync-output.txt): 6,500 us (7,000 within 0.01 pp). Fit MoE
+/// MAPE 61.1% at 0 -> 17.2% (bias +2.7%); the 34 test-split MoE rows, not fitted: 41.1% -> 14.0%
+/// (bias -5.0%). A second term, host time per MoE layer and pass that runs beside the GPU (the
+/// longer of it and the GPU's time counts), fitted to 0 on a 1,000 us grid over both: the fit rows
+/// do not support it. The published B200 rows' throughput at micro-batch 1 vs 4 (dev rows 88, 72)
+/// implies about 7.5 ms per MoE layer of fixed cost per micro-batch independently
+/// (docs/published-analysis.md). Why the host takes this long was not profiled.
+pub const MOE_DISPATCH_SYNC_US: f64 = 6500.0;
 
 /// TensorRT-LLM's host time per iteration, `[serial per iteration, serial per sequence in it, per
 /// layer beside the GPU]`, microseconds (`serve::cost::HostOverhead` of `--stack trtllm`): the batch

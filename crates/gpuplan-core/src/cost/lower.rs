@@ -7,7 +7,7 @@
 use super::{nccl, Bound, CostModel};
 use crate::hardware::profile::CollectiveOp;
 use crate::parallelism::{group_shape, Group, ParallelConfig};
-use crate::scenario::Options;
+use crate::scenario::{Options, TrainGraphs};
 use crate::units::{BytesPerSec, Seconds};
 use crate::workload::{Mode, Op, OpKind, Pass, Stack, Workload};
 
@@ -68,8 +68,13 @@ fn dtensor_dispatch(pc: &ParallelConfig, w: &Workload, op: &Op) -> Seconds {
 /// (`cost::fitted::MOE_DISPATCH_SYNC_US`, once per MoE layer and forward or recompute pass of a
 /// training step, at the token permutation); zero for other stacks, modes and ops (the rows it is
 /// fitted on are training; inference engines run MoE from CUDA graphs without the sync).
-fn moe_dispatch_sync(w: &Workload, op: &Op) -> Seconds {
-    if w.stack == Stack::Megatron && w.mode == Mode::Train && op.name == "permute" && matches!(op.pass, Pass::Forward | Pass::Recompute) {
+fn moe_dispatch_sync(options: &Options, w: &Workload, op: &Op) -> Seconds {
+    if w.stack == Stack::Megatron
+        && w.mode == Mode::Train
+        && options.cuda_graphs != TrainGraphs::Full
+        && op.name == "permute"
+        && matches!(op.pass, Pass::Forward | Pass::Recompute)
+    {
         Seconds::us(super::fitted::fitted().moe_dispatch_sync_us)
     } else {
         Seconds::ZERO
@@ -122,6 +127,26 @@ pub fn hf_fp32_grouped_mm(w: &Workload, op: &Op) -> bool {
 fn hf_fallback_stall(count: u64, gpu: Seconds) -> Seconds {
     let [per_call, per_expert] = super::fitted::fitted().hf_grouped_mm_fallback_us;
     Seconds::us(per_call) + (Seconds::us(per_expert) * count as f64 - gpu).max(Seconds::ZERO)
+}
+
+/// What HybridEP (Megatron-Core's `flex` dispatcher with `moe_flex_dispatcher_backend =
+/// hybridep`, as the Megatron-Bridge MoE recipes run it) sends over the network, as a share of
+/// what the all-to-all priced for the same buffer sends. The dispatcher's buffer (`workload`) holds
+/// one copy of a token per EP rank that holds one of its `top_k` experts, `ep (1 - (1 - 1/ep)^k)`
+/// on average for experts spread evenly, and an all-to-all sends `(n - r)/n` of it to the `n - r`
+/// ranks outside the sender's NVLink domain of `r` ranks. HybridEP instead sends a token once to
+/// each other domain that holds one of its experts, `(D - 1)(1 - (1 - 1/D)^k)` copies for `D`
+/// domains, and fans it out over NVLink there (the combine reduces inside the domain first, the
+/// mirror image). 1 when the EP group stays in one domain.
+pub fn hybrid_ep_network_share(shape: &crate::parallelism::GroupShape, top_k: u32) -> f64 {
+    if !shape.crosses_domains() || shape.size <= shape.ranks_per_domain {
+        return 1.0;
+    }
+    let (n, d, k) = (shape.size as f64, shape.domains as f64, top_k as f64);
+    let r = shape.ranks_per_domain as f64;
+    let rank_copies = n * (1.0 - (1.0 - 1.0 / n).powf(k));
+    let node_copies = (d - 1.0) * (1.0 - (1.0 - 1.0 / d).powf(k));
+    (node_copies / (rank_copies * (n - r) / n)).min(1.0)
 }
 
 /// Share of an overlapped TP collective that stays on the critical path (the first chunk of
@@ -214,7 +239,7 @@ impl CostModel<'_> {
 
     /// Lower a list of ops to steps; compute-bound kernels run `speedup` times faster than at the
     /// sustained clock (the power model's answer).
-    pub fn lower(&self, pc: &ParallelConfig, options: &Options, w: &Workload, ops: &[Op], speedup: f64) -> Vec<Step> {
+    pub fn lower(&self, model: &crate::model::Model, pc: &ParallelConfig, options: &Options, w: &Workload, ops: &[Op], speedup: f64) -> Vec<Step> {
         let stack = w.stack;
         let mut out = Vec::with_capacity(ops.len());
         let hf_host = hf_inference_host(self, w, ops);
@@ -226,16 +251,26 @@ impl CostModel<'_> {
                 _ => 1.0,
             })
             .sum();
+        // Megatron training under CUDA graphs: the whole iteration, or (partial) a layer's
+        // attention block and its MoE router, replayed without host launches.
+        let graphs = if stack == Stack::Megatron && w.mode == Mode::Train { options.cuda_graphs } else { TrainGraphs::None };
+        let attention_end = ops.iter().position(|o| o.name == "post_attention_norm");
         for (i, op) in ops.iter().enumerate() {
+            let graphed = match graphs {
+                TrainGraphs::None => false,
+                TrainGraphs::Full => true,
+                TrainGraphs::Partial => attention_end.is_some_and(|end| i < end) || matches!(op.name, "router" | "router_softmax_topk"),
+            };
             let dispatch = match hf_host {
                 Some((cpu, _)) => cpu / launches_in_list.max(1.0),
+                None if graphed => Seconds::ZERO,
                 None => cpu_dispatch(stack, op.pass),
             };
             let stall = match hf_host {
                 Some((_, stall)) if i == 0 => stall,
                 _ => Seconds::ZERO,
             };
-            let host_sync = dtensor_dispatch(pc, w, op) + moe_dispatch_sync(w, op) + stall;
+            let host_sync = dtensor_dispatch(pc, w, op) + moe_dispatch_sync(options, w, op) + stall;
             let kernel = |c: super::OpCost, launches: f64| {
                 let time = if c.bound == Bound::Compute { c.time / speedup } else { c.time };
                 Step::Kernel { name: op.name, time, bound: c.bound, cpu: dispatch * launches, launches, host_sync }
@@ -270,7 +305,13 @@ impl CostModel<'_> {
                         Group::Cp if next_is_kernel => Overlap::WithNextKernel { blocking: 1.0 / pc.cp.max(1) as f64 },
                         _ => Overlap::Blocking,
                     };
-                    Step::Comm { name: op.name, comm: self.comm_step(pc, *c, *group, *bytes, overlap) }
+                    let bytes = match (op.name, w.moe_dispatcher, &model.moe) {
+                        ("ep_dispatch" | "ep_combine", crate::workload::MoeDispatcher::Flex, Some(moe)) => {
+                            *bytes * hybrid_ep_network_share(&group_shape(pc, *group, self.system), moe.top_k)
+                        }
+                        _ => *bytes,
+                    };
+                    Step::Comm { name: op.name, comm: self.comm_step(pc, *c, *group, bytes, overlap) }
                 }
             };
             out.push(step);
@@ -363,3 +404,30 @@ pub const UB_PIPELINE_SPLITS: f64 = 4.0;
 /// SMs the pipelined reduce-scatter takes from its GEMM, `[proj, fc2]` (`num_sm=24` and `16` with
 /// `set_sm_margin=True` in the same configs; see [`userbuffers`]).
 pub const UB_PIPELINE_SMS: [f64; 2] = [24.0, 16.0];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parallelism::GroupShape;
+
+    fn shape(size: u32, per_domain: u32) -> GroupShape {
+        GroupShape { size, stride: 1, ranks_per_domain: per_domain.min(size), domains: size.div_ceil(per_domain) }
+    }
+
+    #[test]
+    fn hybrid_ep_sends_a_token_once_per_remote_domain() {
+        // Inside one NVLink domain nothing crosses the network.
+        assert_eq!(hybrid_ep_network_share(&shape(8, 8), 8), 1.0);
+        assert_eq!(hybrid_ep_network_share(&shape(64, 72), 8), 1.0);
+        // EP 16 over two 8-GPU nodes, top-8: a token almost surely needs the other node once,
+        // where the all-to-all sends it to each of the ~3.2 distinct remote ranks it needs.
+        let two = hybrid_ep_network_share(&shape(16, 8), 8);
+        let rank_copies = 16.0 * (1.0 - (15.0f64 / 16.0).powi(8));
+        assert!((two - (1.0 - 0.5f64.powi(8)) / (rank_copies * 0.5)).abs() < 1e-12, "{two}");
+        assert!((0.30..0.32).contains(&two), "{two}");
+        // Top-1: one copy either way, the same remote share, so nothing saved.
+        assert!((hybrid_ep_network_share(&shape(16, 8), 1) - 1.0).abs() < 1e-12);
+        // More domains, less to deduplicate per domain.
+        assert!(hybrid_ep_network_share(&shape(32, 8), 8) > two);
+    }
+}

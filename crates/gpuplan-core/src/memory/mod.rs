@@ -182,7 +182,10 @@ pub fn kind_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, k
         let local_tokens = if pc.tp > 1 { tokens / t } else { tokens };
         let routed = local_tokens * moe.top_k as f64 * w.routing_imbalance;
         let f = moe.expert_ffn_hidden as f64 / pc.etp as f64;
-        let per_token = 2.0 * h + gated_or_plain(model.ffn_kind, eager) * f + 2.0 * h;
+        // The experts' GEMM inputs (the permuted hidden states, the activation's output) are kept
+        // as the GEMMs' quantized copies in Megatron's fp8/fp4 training (`saved_gemm_input`).
+        let q = saved_gemm_input(w);
+        let per_token = q * h + (gated_or_plain(model.ffn_kind, eager) - 2.0 + q) * f + 2.0 * h;
         let shared = if moe.n_shared_experts > 0 {
             let fs = (moe.shared_expert_ffn_hidden * moe.n_shared_experts as u64) as f64 / t;
             tokens * gated_or_plain(model.ffn_kind, eager) * fs
@@ -220,6 +223,25 @@ pub fn saved_linear_input_bytes(w: &Workload) -> f64 {
             Fp8Recipe::Mxfp8 => 1.0 + 1.0 / 32.0,
         },
         Dtype::Fp4 => 0.5 + 1.0 / 16.0,
+        _ => 2.0,
+    }
+}
+
+/// Bytes per element of a linear layer's input kept for its weight-gradient GEMM. Transformer
+/// Engine, under an fp8 or fp4 recipe, saves the quantized copy the backward GEMM reads (the
+/// columnwise one: 1 B per element, plus the recipe's block scales, as `workload::quantize_bytes`
+/// counts them) instead of the bf16 input; every other case keeps the bf16 tensor (2 B). Applied to
+/// the routed experts' inputs, the largest activations of an MoE layer.
+fn saved_gemm_input(w: &Workload) -> f64 {
+    use crate::hardware::Dtype;
+    use crate::workload::Fp8Recipe;
+    match (w.stack, w.precision) {
+        (Stack::Megatron, Dtype::Fp8) => match w.fp8_recipe {
+            Fp8Recipe::Tensorwise | Fp8Recipe::Delayed => 1.0,
+            Fp8Recipe::Blockwise => 1.0 + 4.0 / 128.0,
+            Fp8Recipe::Mxfp8 => 1.0 + 1.0 / 32.0,
+        },
+        (Stack::Megatron, Dtype::Fp4) => 0.5 + 1.0 / 16.0,
         _ => 2.0,
     }
 }
@@ -264,8 +286,12 @@ fn in_flight_middle(pc: &ParallelConfig, n_micro: u64, stage: u32) -> f64 {
     }
 }
 
-/// Parameters one rank of pipeline stage `stage` holds, split into (dense, expert) parts.
-pub fn params_on_rank(model: &Model, pc: &ParallelConfig, stage: u32) -> (f64, f64) {
+/// Parameters one rank of pipeline stage `stage` holds, split into (dense, expert) parts, with
+/// `mtp_layers` multi-token-prediction modules trained: Megatron-Core builds them on the last
+/// pipeline stage beside the loss, each with its experts sharded like the decoder's, and that
+/// stage keeps a copy of the word embeddings for them (shared with the first stage's, as tied
+/// embeddings are).
+pub fn params_on_rank(model: &Model, pc: &ParallelConfig, stage: u32, mtp_layers: u32) -> (f64, f64) {
     let p = model.params();
     let t = pc.tp as f64;
     let counts = crate::parallelism::stage_kind_counts(&model.layer_kinds(), pc, stage);
@@ -299,6 +325,19 @@ pub fn params_on_rank(model: &Model, pc: &ParallelConfig, stage: u32) -> (f64, f
     if stage == pc.pp - 1 && (!model.tied_embeddings || pc.pp > 1) {
         dense += head;
     }
+    let mut experts = experts;
+    if stage == pc.pp - 1 && mtp_layers > 0 {
+        let n = mtp_layers as f64;
+        let module = model.mtp_params_per_layer();
+        let routed = if model.n_moe_layers() > 0 { p.experts / model.n_moe_layers() as f64 } else { 0.0 };
+        // The module's routed experts split over ep x etp; the rest (attention, norms,
+        // projection, shared experts, router) over TP as the decoder's layers are.
+        experts += n * routed / (pc.ep * pc.etp) as f64;
+        dense += n * (module - routed) / t;
+        if pc.pp > 1 {
+            dense += embedding;
+        }
+    }
     (dense, experts)
 }
 
@@ -306,7 +345,7 @@ pub fn params_on_rank(model: &Model, pc: &ParallelConfig, stage: u32) -> (f64, f
 /// its own ([`params_on_rank`]), or under LoRA only its adapters' (sharded as their base layers:
 /// over TP, and the routed experts' over EP x ETP).
 pub fn trainable_params_on_rank(model: &Model, pc: &ParallelConfig, w: &Workload, stage: u32) -> (f64, f64) {
-    let Some(lora) = &w.lora else { return params_on_rank(model, pc, stage) };
+    let Some(lora) = &w.lora else { return params_on_rank(model, pc, stage, if w.mode == Mode::Train { w.mtp_layers } else { 0 }) };
     let (dense_layers, moe_layers) = crate::parallelism::stage_dense_moe(model.n_layers, |i| model.is_moe_layer(i), pc, stage);
     let (d, _) = crate::workload::lora::adapter_params_per_layer(model, lora, false);
     let (md, me) = if model.is_moe() { crate::workload::lora::adapter_params_per_layer(model, lora, true) } else { (0.0, 0.0) };
@@ -338,7 +377,7 @@ pub fn plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes) -
 
 fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes, stage: u32) -> MemoryPlan {
     let sm = stack_memory(w.stack);
-    let (dense, experts) = params_on_rank(model, pc, stage);
+    let (dense, experts) = params_on_rank(model, pc, stage, if w.mode == Mode::Train { w.mtp_layers } else { 0 });
     // Megatron-Core's distributed optimizer (and its gradient buffers) shard over the data-parallel
     // group with context parallelism (`parallel_state.get_data_parallel_group(with_context_parallel=True)`):
     // the CP ranks hold the same parameters, so they share the shards.
@@ -456,7 +495,20 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     // Under full recompute one layer's activations are rebuilt at a time during backward.
     let rebuilt = if w.recompute == Recompute::Full { largest_layer } else { 0.0 };
     let embedding_out = if stage == 0 { layer_input * if w.dropout { 1.5 } else { 1.0 } } else { 0.0 };
-    let activations = flight * (per_micro + embedding_out) + rebuilt;
+    // Multi-token prediction on the last stage: per module, its layer's activations (of the
+    // model's last layer's kind) and what its norms and projection keep (both norms' inputs, the
+    // concatenation: 4 hidden-sized tensors).
+    let mtp = if stage == pc.pp - 1 && w.mtp_layers > 0 {
+        let layer = kind_activation_bytes(model, pc, w, if model.n_moe_layers() > 0 { LayerKind::Moe } else { LayerKind::Dense });
+        let per_module = match w.recompute {
+            Recompute::Full => layer_input,
+            _ => layer + 4.0 * layer_input,
+        };
+        w.mtp_layers as f64 * per_module
+    } else {
+        0.0
+    };
+    let activations = flight * (per_micro + embedding_out + mtp) + rebuilt;
 
     // Logits and loss on the last stage, at their peak early in backward: what the loss keeps
     // plus the logits' gradient being formed.
@@ -471,7 +523,8 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
             // Inference engines do not train (refused by `config`); as the fused stacks.
             Stack::Trtllm | Stack::Vllm | Stack::Sglang => 6.0,
         };
-        tokens * model.vocab as f64 / pc.tp as f64 * per_logit + 4.0 * tokens * model.hidden as f64 / pc.tp as f64
+        // Each MTP module has its own loss over the same vocabulary, kept until backward too.
+        (1.0 + w.mtp_layers as f64) * (tokens * model.vocab as f64 / pc.tp as f64 * per_logit + 4.0 * tokens * model.hidden as f64 / pc.tp as f64)
     } else {
         0.0
     };
@@ -534,6 +587,7 @@ mod tests {
             routing_imbalance: 1.0,
             moe_dispatcher: crate::workload::MoeDispatcher::AllToAll,
             lora: None,
+            mtp_layers: 0,
         }
     }
 
@@ -678,7 +732,7 @@ mod tests {
         assert!((tuned.gradients.value() - 4.0 * adapters).abs() < 1.0, "{:?}", tuned.gradients);
         assert!((tuned.optimizer.value() - 12.0 * adapters).abs() < 1.0, "{:?}", tuned.optimizer);
         // Frozen bf16 base + bf16 adapters; the same activations.
-        let (dense, experts) = params_on_rank(&m, &p, 0);
+        let (dense, experts) = params_on_rank(&m, &p, 0, 0);
         assert!((tuned.weights.value() - 2.0 * (dense + experts + adapters)).abs() < 1.0);
         assert_eq!(tuned.activations, full.activations);
         // 2 + 4 + 12 = 18 B per parameter in full fine-tuning vs ~2 under LoRA.

@@ -29,6 +29,11 @@ pub enum Position {
     None,
 }
 
+/// The most multi-token-prediction modules a model file may declare: each one is a whole
+/// transformer layer priced beside the loss; DeepSeek-V3 has 1 and its report tried 2 (sec.
+/// 2.2). A bound on input, not a property of any model.
+pub const MAX_MTP_LAYERS: u32 = 16;
+
 /// Mixture-of-experts feed-forward layers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Moe {
@@ -83,6 +88,11 @@ pub struct Model {
     /// A hybrid Mamba-attention layer pattern (Nemotron-H); `None` = every layer a transformer
     /// layer.
     pub hybrid: Option<Hybrid>,
+    /// Multi-token-prediction modules the architecture has (DeepSeek-V3: 1; HF `config.json`
+    /// `num_nextn_predict_layers`). Not part of [`Model::params`] (the main model, which is what
+    /// published counts count); a training run builds them only when its workload asks
+    /// (`Workload::mtp_layers`, Megatron's `--mtp-num-layers`).
+    pub mtp_layers: u32,
     /// The parameter count its authors publish, for the catalog test.
     pub published_params: Option<f64>,
 }
@@ -289,6 +299,22 @@ impl Model {
         }
     }
 
+    /// Matmul parameters a token passes through in one multi-token-prediction module: the
+    /// projection, the layer's attention and (active) FFN, and the shared output head it runs
+    /// again (its own loss), as [`Model::matmul_params_per_token`] counts them.
+    pub fn mtp_matmul_params_per_token(&self) -> f64 {
+        let h = self.hidden as f64;
+        let ffn = match &self.moe {
+            Some(m) if self.n_moe_layers() > 0 => {
+                m.top_k as f64 * self.ffn_params(m.expert_ffn_hidden)
+                    + m.n_shared_experts as f64 * self.ffn_params(m.shared_expert_ffn_hidden)
+                    + m.n_experts as f64 * h
+            }
+            _ => self.ffn_params(self.ffn_hidden),
+        };
+        2.0 * h * h + self.attention_params_per_layer() + ffn + self.vocab as f64 * h
+    }
+
     /// Non-embedding parameters a token passes through in matrix multiplies (the `N` of 6N):
     /// every linear layer including the LM head, excluding the embedding lookup and the norms.
     pub fn matmul_params_per_token(&self) -> f64 {
@@ -300,6 +326,26 @@ impl Model {
         let lm_head = self.vocab as f64 * self.hidden as f64;
         let mamba = self.hybrid.as_ref().map_or(0.0, |hy| hy.count(Block::Mamba) as f64 * hy.mamba.matmul_params(self.hidden));
         p.attention + p.dense_ffn + experts_active + p.shared_experts + p.router + lm_head + mamba
+    }
+
+    /// Parameters of one multi-token-prediction module as Megatron-Core builds it
+    /// (`megatron/core/transformer/multi_token_prediction.py`, DeepSeek-V3 Technical Report sec.
+    /// 2.2): the RMSNorms of the previous depth's hidden state and of the next token's embedding
+    /// (`hnorm`, `enorm`), the projection of their concatenation back to the hidden size
+    /// (`eh_proj`, 2h x h, no bias), one transformer layer of the model's last layer's kind (MoE
+    /// for DeepSeek-V3), and its final norm. The embedding and the output head are the main
+    /// model's (shared), so they are not counted here. DeepSeek-V3: 11.7B, which with the copies of
+    /// the embedding and head the Hub checkpoint stores (2 x 0.93B) is its stated 14B MTP module.
+    pub fn mtp_params_per_layer(&self) -> f64 {
+        let h = self.hidden as f64;
+        let p = self.params();
+        let layer = self.attention_params_per_layer()
+            + self.norm_params_per_layer()
+            + match &self.moe {
+                Some(_) if self.n_moe_layers() > 0 => (p.experts + p.shared_experts + p.router) / self.n_moe_layers() as f64,
+                _ => self.ffn_params(self.ffn_hidden),
+            };
+        2.0 * h + 2.0 * h * h + layer + h
     }
 
     /// Key/value (or MLA latent) bytes cached per token per layer, as elements.
@@ -338,6 +384,7 @@ pub(crate) mod tests {
             moe: None,
             mla: None,
             hybrid: None,
+            mtp_layers: 0,
             published_params: Some(175e9),
         }
     }
@@ -365,6 +412,7 @@ pub(crate) mod tests {
             moe: None,
             mla: None,
             hybrid: Some(Hybrid { pattern, mamba: Mamba2 { n_heads: 128, head_dim: 64, state_size: 128, n_groups: 8, conv_kernel: 4, chunk_size: 128 } }),
+            mtp_layers: 0,
             published_params: Some(8e9),
         }
     }

@@ -376,7 +376,7 @@ fn parts_of(cost: &CostModel, s: &Scenario, w: &Workload, ops: &[Op]) -> Parts {
     if ops.is_empty() {
         return Parts::default();
     }
-    let steps = cost.lower(&s.parallel, &s.options, w, ops, 1.0);
+    let steps = cost.lower(&s.model, &s.parallel, &s.options, w, ops, 1.0);
     // No host_sync: it is priced for tensor-parallel training only.
     let (compute, memory, cpu, _, comm) = exposed_time(&steps);
     Parts { compute: compute.value(), memory: memory.value(), comm: comm.iter().map(|(_, t)| t.value()).sum(), cpu: cpu.value() }

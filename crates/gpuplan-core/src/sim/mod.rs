@@ -1147,7 +1147,7 @@ fn chunk_lists(s: &Scenario, pr: &Priced, plan: &DpPlan, v: u32, n_v: u32, slow:
     debug_assert_eq!(counts.len(), n_v as usize);
     let first: u64 = counts[..v as usize].iter().sum();
     let here = counts[v as usize];
-    let lower = |ops: &[Op]| to_sim(pr.cost.lower(&s.parallel, &s.options, &s.workload, ops, pr.power.speedup), slow);
+    let lower = |ops: &[Op]| to_sim(pr.cost.lower(&s.model, &s.parallel, &s.options, &s.workload, ops, pr.power.speedup), slow);
     let back_ops = |ops: &[Op]| {
         let mut b = recompute_of(ops, s.workload.recompute);
         b.extend(backward_of(ops));

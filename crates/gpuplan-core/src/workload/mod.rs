@@ -240,6 +240,9 @@ pub struct Workload {
     pub moe_dispatcher: MoeDispatcher,
     /// LoRA fine-tuning (training only): frozen base weights, trained low-rank adapters.
     pub lora: Option<Lora>,
+    /// Multi-token-prediction modules trained (Megatron's `--mtp-num-layers`; 0, Megatron's
+    /// default, trains the main model only), each on the last pipeline stage beside the loss.
+    pub mtp_layers: u32,
 }
 
 /// Megatron-Core's MoE token dispatchers (`--moe-token-dispatcher-type`): what crosses the EP group
@@ -945,6 +948,58 @@ impl<'a> Builder<'a> {
         self.ops
     }
 
+    /// The final norm, the LM head and (training) the loss over the `t` tokens of a micro-batch.
+    fn output_head(&mut self, t: u64) {
+        let (model, pc, w) = (self.model, self.pc, self.w);
+        self.norm_for("final_norm", 1);
+        self.tp_enter();
+        let vocab_shard = model.vocab.div_ceil(pc.tp as u64);
+        // Decode and prefill compute logits for the last position only (prefill returns next token).
+        let logit_tokens = match w.mode {
+            Mode::Train => t,
+            Mode::Prefill | Mode::Decode => w.sequences(),
+        };
+        self.gemm("lm_head", logit_tokens, vocab_shard, model.hidden);
+        if w.mode == Mode::Train {
+            // Cross-entropy over the vocabulary: upcast, log-softmax, gather (fused in Megatron).
+            let elems = (logit_tokens * vocab_shard) as f64;
+            let traffic = if w.stack.fused() { 2.0 + 2.0 } else { 1.0 + 2.0 + 2.0 + 2.0 + 2.0 };
+            self.push("cross_entropy", OpKind::Memory { bytes: elems * ACT_BYTES * traffic, kernels: if w.stack.fused() { 1 } else { 5 } });
+            if pc.tp > 1 {
+                let bytes = (logit_tokens * 4 * 2) as f64;
+                self.push("tp_loss_all_reduce", OpKind::Comm { op: CollectiveOp::AllReduce, group: Group::Tp, bytes });
+            }
+        }
+    }
+
+    /// One multi-token-prediction module in training, as Megatron-Core runs it on the last
+    /// pipeline stage (`MultiTokenPredictionLayer`; DeepSeek-V3 Technical Report sec. 2.2): the
+    /// embedding of the tokens one position ahead (the shared word embedding), RMSNorm of it and
+    /// of the previous depth's hidden state (`enorm`, `hnorm`), their concatenation projected to
+    /// the hidden size (`eh_proj`, a linear of 2h -> h), one transformer layer of the model's last
+    /// layer's kind, then the shared output head and its own cross-entropy loss.
+    fn mtp_module(mut self, t: u64) -> Vec<Op> {
+        let (model, pc) = (self.model, self.pc);
+        self.push("mtp_embedding", OpKind::Memory { bytes: (t * model.hidden) as f64 * ACT_BYTES * 2.0, kernels: 1 });
+        if pc.tp > 1 {
+            self.tp_exit();
+        }
+        self.norm("mtp_enorm");
+        self.norm("mtp_hnorm");
+        self.memory("mtp_concat", 2.0 * self.hidden_elems(), 1.0, 1.0, 1);
+        self.tp_enter();
+        self.gemm("mtp_eh_proj", t, model.hidden.div_ceil(pc.tp as u64), 2 * model.hidden);
+        self.tp_exit();
+        let moe = model.n_moe_layers() > 0;
+        let mut ops = std::mem::take(&mut self.ops);
+        let layer = Builder { ops: Vec::new(), ..self };
+        ops.extend(layer.layer(moe));
+        let mut head = Builder { model, pc, w: self.w, ops: Vec::new(), act: ACT_BYTES };
+        head.output_head(t);
+        ops.extend(head.ops);
+        ops
+    }
+
     fn layer(mut self, moe: bool) -> Vec<Op> {
         self.weight_cast(moe);
         let attn_inputs = match &self.model.mla {
@@ -995,26 +1050,13 @@ pub fn forward_ops(model: &Model, pc: &ParallelConfig, w: &Workload) -> OpList {
     let embedding = e.ops;
 
     let mut h = b(Vec::new());
-    h.norm_for("final_norm", 1);
-    h.tp_enter();
-    let vocab_shard = model.vocab.div_ceil(pc.tp as u64);
-    // Decode and prefill compute logits for the last position only (prefill returns next token).
-    let logit_tokens = match w.mode {
-        Mode::Train => t,
-        Mode::Prefill | Mode::Decode => w.sequences(),
-    };
-    h.gemm("lm_head", logit_tokens, vocab_shard, model.hidden);
+    h.output_head(t);
+    let mut head = h.ops;
     if w.mode == Mode::Train {
-        // Cross-entropy over the vocabulary: upcast, log-softmax, gather (fused in Megatron).
-        let elems = (logit_tokens * vocab_shard) as f64;
-        let traffic = if w.stack.fused() { 2.0 + 2.0 } else { 1.0 + 2.0 + 2.0 + 2.0 + 2.0 };
-        h.push("cross_entropy", OpKind::Memory { bytes: elems * ACT_BYTES * traffic, kernels: if w.stack.fused() { 1 } else { 5 } });
-        if pc.tp > 1 {
-            let bytes = (logit_tokens * 4 * 2) as f64;
-            h.push("tp_loss_all_reduce", OpKind::Comm { op: CollectiveOp::AllReduce, group: Group::Tp, bytes });
+        for _ in 0..w.mtp_layers.min(crate::model::MAX_MTP_LAYERS) {
+            head.extend(b(Vec::new()).mtp_module(t));
         }
     }
-    let head = h.ops;
     let block = |blk: Block| match &model.hybrid {
         Some(hy) if hy.pattern.contains(&blk) => b(Vec::new()).block(blk),
         _ => Vec::new(),
@@ -1133,6 +1175,16 @@ pub fn model_flops_per_token_train(model: &Model, seq: u64, lora: Option<&Lora>)
     }
 }
 
+/// Model FLOPs per token of one multi-token-prediction module in a training step, same
+/// conventions: 6 x its matmul parameters a token passes through (projection, layer, the shared
+/// output head again) plus one layer's score and value products. NVIDIA's published DeepSeek-V3
+/// rows count it: 260 G model FLOPs per token with MTP against 249.5 G without (dev rows 104 vs
+/// 93, 94, 99, 100 of tests/data/published/megatron_bridge_training_dev.csv).
+pub fn mtp_flops_per_token_train(model: &Model, seq: u64) -> f64 {
+    let one_layer = attention_flops_per_token_forward_full(model, seq) / model.n_layers as f64;
+    6.0 * model.mtp_matmul_params_per_token() + 6.0 * one_layer
+}
+
 /// Forward FLOPs per token of one forward pass (prefill), same conventions.
 pub fn model_flops_per_token_forward(model: &Model, seq: u64) -> f64 {
     2.0 * model.matmul_params_per_token() + 2.0 * attention_flops_per_token_forward_full(model, seq) + scan_flops_per_token_forward(model)
@@ -1175,6 +1227,7 @@ mod tests {
             routing_imbalance: 1.0,
             moe_dispatcher: MoeDispatcher::AllToAll,
             lora: None,
+            mtp_layers: 0,
         }
     }
 
