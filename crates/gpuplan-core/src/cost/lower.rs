@@ -111,6 +111,26 @@ pub fn hf_inference_host(cost: &CostModel, w: &Workload, ops: &[Op]) -> Option<(
 /// only; other dtypes take `_grouped_mm_fallback`, which copies the offsets to the host (a device
 /// sync) and runs one `mm` per expert (TF32 here: the runs allow it), in forward and in both
 /// backward GEMMs.
+/// The dtype a GEMM runs in. torchao's `convert_to_float8_training` swaps `nn.Linear` modules
+/// only, and the recipes skip the LM head (its `module_filter_fn`, as torchtitan and the HF run set
+/// do) and any linear whose dimensions do not divide by 16 (`_scaled_mm`'s requirement): under the
+/// torch stacks at fp8 those, the router and the grouped experts (no `nn.Linear`) stay bf16.
+/// Megatron's recipes are left as they were.
+pub fn torch_gemm_dtype(w: &Workload, op: &Op, dtype: crate::hardware::Dtype) -> crate::hardware::Dtype {
+    use crate::hardware::Dtype;
+    if !w.stack.torch() || !matches!(dtype, Dtype::Fp8 | Dtype::Fp4) {
+        return dtype;
+    }
+    let OpKind::Gemm { n, k, .. } = op.kind else { return dtype };
+    let skipped = matches!(op.name, "lm_head" | "router" | "expert_up" | "expert_down");
+    let unaligned = n % 16 != 0 || k % 16 != 0;
+    if skipped || unaligned {
+        Dtype::Bf16
+    } else {
+        dtype
+    }
+}
+
 pub fn hf_fp32_grouped_mm(w: &Workload, op: &Op) -> bool {
     w.stack.hf() && w.mode == Mode::Train && matches!(op.name, "expert_up" | "expert_down") && matches!(op.kind, OpKind::Gemm { .. })
 }
@@ -247,7 +267,7 @@ impl CostModel<'_> {
                     let host_sync = host_sync + hf_fallback_stall(*count, time);
                     Step::Kernel { name: op.name, time, bound: c.bound, cpu: dispatch * *count as f64, launches: *count as f64, host_sync }
                 }
-                OpKind::Gemm { m, n, k, count } => kernel(self.gemm_time(*m, *n, *k, *count, dtype), 1.0),
+                OpKind::Gemm { m, n, k, count } => kernel(self.gemm_time(*m, *n, *k, *count, torch_gemm_dtype(w, op, dtype)), 1.0),
                 OpKind::Attention { .. } => kernel(self.attention_time(op), 1.0),
                 OpKind::Memory { bytes, kernels } if stack.hf() && w.mode != Mode::Decode => {
                     kernel(self.memory_time(*bytes / super::fitted::fitted().hf_memory_efficiency, *kernels), *kernels as f64)

@@ -358,6 +358,13 @@ struct Builder<'a> {
 
 const ACT_BYTES: f64 = 2.0;
 
+/// The op that casts a linear's input to fp8 for torchao under Inductor; `backward_of` gives the
+/// GEMM after it the cast of its output gradient.
+pub const FP8_CAST: &str = "fp8_cast";
+/// HBM bytes per element of torchao's fused cast (see `Builder::quantize_input`): read bf16 (2),
+/// write the fp8 copy (1) and its transpose (1).
+const TORCHAO_CAST_BYTES: f64 = 4.0;
+
 impl<'a> Builder<'a> {
     fn tokens(&self) -> u64 {
         self.w.sequences() * self.w.q_len() / self.pc.cp as u64
@@ -385,6 +392,24 @@ impl<'a> Builder<'a> {
         if matches!(name, "router" | "lm_head") {
             return;
         }
+        if self.torchao_fp8() {
+            if matches!(name, "expert_up" | "expert_down") {
+                // Grouped experts are no `nn.Linear`: torchao leaves them in bf16 (or fp32).
+                return;
+            }
+            // torchao's dynamic scaling under Inductor (`convert_to_float8_training`, then
+            // `torch.compile`): the amax reduction fuses into the kernel that produces the input
+            // (norm, SiLU-mul; measured kernels `triton_red_fused_abs_max_mul_silu...`), and one
+            // cast kernel reads the bf16 input (2 B) and writes its fp8 copy and the transposed fp8
+            // copy the weight-gradient GEMM takes (1 + 1 B). AOTAutograd's common-subexpression
+            // pass leaves one cast where several linears read the same tensor (k and v after q,
+            // gate after up): those carry a zero-byte marker. The backward casts each output
+            // gradient alike (`backward_of` prices it from the GEMM's m x n).
+            let shared = matches!(name, "k_proj" | "v_proj" | "gate_proj");
+            let (bytes, kernels) = if shared { (0.0, 0) } else { (elems * TORCHAO_CAST_BYTES, 1) };
+            self.push(FP8_CAST, OpKind::Memory { bytes, kernels });
+            return;
+        }
         if let Some((per_elem, kernels)) = quantize_bytes(self.w.precision, self.w.fp8_recipe, self.w.mode == Mode::Train) {
             self.push("quantize", OpKind::Memory { bytes: elems * per_elem, kernels });
         }
@@ -408,6 +433,18 @@ impl<'a> Builder<'a> {
         } else {
             self.push(name, OpKind::Memory { bytes: elems * eager_bytes, kernels: eager_kernels });
         }
+    }
+    /// torchao float8 training of the linears under `torch.compile` (`--stack torch-compile` or
+    /// `hf-compile` at `--precision fp8`).
+    fn torchao_fp8(&self) -> bool {
+        self.w.stack.torch() && self.w.stack.fused() && self.w.precision == Dtype::Fp8 && self.w.mode == Mode::Train
+    }
+    /// One GEMM for q, k and v, and one for gate and up: Transformer Engine's fused layers and the
+    /// hand-written compiled loops. transformers keeps an `nn.Linear` per projection, and Inductor
+    /// leaves each as its own cuBLAS call (measured: 340 GEMM kernels per Llama-3.2-1B training
+    /// step both eager and compiled, calibration/runs/hf/profile/).
+    fn fuses_linears(&self) -> bool {
+        self.w.stack.fused() && !self.w.stack.hf()
     }
     fn hidden_elems(&self) -> f64 {
         (self.sp_tokens() * self.model.hidden) as f64
@@ -498,7 +535,7 @@ impl<'a> Builder<'a> {
             }
             None => {
                 let kv_heads = (m.n_kv_heads / tp).max(1);
-                if self.w.stack.fused() {
+                if self.fuses_linears() {
                     self.gemm("qkv_proj", t, (heads + 2 * kv_heads) * m.head_dim, m.hidden);
                 } else {
                     self.gemm("q_proj", t, heads * m.head_dim, m.hidden);
@@ -526,7 +563,20 @@ impl<'a> Builder<'a> {
         let seqs = self.w.sequences();
         let q_len = self.w.q_len() / self.pc.cp as u64;
         let kv_len = self.w.context_len();
-        let causal = true;
+        // transformers under torch.compile: while Dynamo traces, `masking_utils._ignore_causal_mask_sdpa`
+        // returns False (`is_tracing`), so the model builds an explicit boolean mask [b, 1, q, kv]
+        // and SDPA gets `attn_mask` instead of `is_causal=True`: cuDNN's kernel then computes every
+        // block of the score matrix (no causal skipping) and reads the mask, broadcast over the
+        // heads, once per head in the forward (twice in the backward: `backward_of` doubles memory
+        // ops). Measured (calibration/runs/hf/profile/, Llama-3.2-1B mb2 x 4096 on the lent H100,
+        // 2026-11-24): the same cuDNN SDPA kernels take 16.4 ms forward and 45.3 ms backward per
+        // step compiled against 5.3 and 14.2 ms eager (3.1x, 3.2x). Decode (one query) skips it.
+        let masked_sdpa = self.w.stack == Stack::HfCompile && q_len > 1;
+        let causal = !masked_sdpa;
+        if masked_sdpa && (self.w.flash_attention || self.w.mode == Mode::Decode) {
+            let mask = (seqs * heads * q_len * kv_len) as f64;
+            self.push("sdpa_mask", OpKind::Memory { bytes: mask, kernels: 0 });
+        }
         if self.w.stack.hf() && self.w.mode == Mode::Decode {
             // transformers' DynamicCache.update: `torch.cat([cache, new], dim=-2)` for the keys and
             // for the values of every layer at every token, a new tensor each time: the whole
@@ -570,7 +620,7 @@ impl<'a> Builder<'a> {
         let f = width / self.pc.tp as u64;
         match m.ffn_kind {
             FfnKind::Gated => {
-                if self.w.stack.fused() {
+                if self.fuses_linears() {
                     self.gemm(name_up, t, 2 * f, m.hidden);
                 } else {
                     self.gemm(name_up, t, f, m.hidden);
@@ -615,6 +665,9 @@ impl<'a> Builder<'a> {
             // t x top_k ids), then the gather of every routed row (read and write a hidden row).
             self.push("route_index", OpKind::Memory { bytes: routed as f64 * 8.0 * 4.0, kernels: 6 });
             self.push("permute", OpKind::Memory { bytes: (routed * m.hidden) as f64 * self.act * 2.0, kernels: 1 });
+            // transformers 5.17's EP-sentinel handling, run also on one GPU: `masked_fill_` of the
+            // gathered rows (read and write them), before the up projection.
+            self.push("sentinel_mask", OpKind::Memory { bytes: (routed * m.hidden) as f64 * self.act * 2.0, kernels: 1 });
         } else {
             self.memory("permute", (routed * m.hidden) as f64, 1.0, 1.0, 2);
         }
@@ -627,9 +680,17 @@ impl<'a> Builder<'a> {
         let up = if m.ffn_kind == FfnKind::Gated { 2 * f } else { f };
         self.quantize_input("expert_up", (per_expert * local_experts * m.hidden) as f64);
         self.push("expert_up", OpKind::Gemm { m: per_expert, n: up, k: m.hidden, count: local_experts });
+        if self.w.stack.hf() {
+            // `proj_out.masked_fill(sentinel_mask, 0.0)` after each grouped GEMM: out of place, a
+            // copy of the output (ATen's clone) and the fill over it, 8 B per element.
+            self.push("sentinel_mask", OpKind::Memory { bytes: (routed * up) as f64 * self.act * 4.0, kernels: 2 });
+        }
         self.memory("expert_act", (per_expert * local_experts * f) as f64, 2.0, 1.0, 2);
         self.quantize_input("expert_down", (per_expert * local_experts * f) as f64);
         self.push("expert_down", OpKind::Gemm { m: per_expert, n: m.hidden, k: f, count: local_experts });
+        if self.w.stack.hf() {
+            self.push("sentinel_mask", OpKind::Memory { bytes: (routed * m.hidden) as f64 * self.act * 4.0, kernels: 2 });
+        }
         if pc.etp > 1 {
             let bytes = (per_expert * local_experts * m.hidden) as f64 * self.act;
             self.push("etp_reduce", OpKind::Comm { op: CollectiveOp::ReduceScatter, group: Group::Tp, bytes });
@@ -755,10 +816,16 @@ pub fn forward_ops(model: &Model, pc: &ParallelConfig, w: &Workload) -> OpList {
 /// collective its conjugate (all-gather <-> reduce-scatter; TP all-reduce stays all-reduce).
 pub fn backward_of(forward: &[Op]) -> Vec<Op> {
     let mut out = Vec::with_capacity(forward.len() * 2);
-    for op in forward.iter().rev() {
+    for (i, op) in forward.iter().enumerate().rev() {
         let bwd = |name, kind| Op { name, kind, pass: Pass::Backward };
         match &op.kind {
+            // torchao's input cast has no backward of its own; the GEMM's output gradient is cast.
+            OpKind::Memory { .. } if op.name == FP8_CAST => {}
             OpKind::Gemm { m, n, k, count } => {
+                if i > 0 && forward[i - 1].name == FP8_CAST {
+                    let bytes = (*m * *n * *count) as f64 * TORCHAO_CAST_BYTES;
+                    out.push(bwd(FP8_CAST, OpKind::Memory { bytes, kernels: 1 }));
+                }
                 // dX[m,k] = dY[m,n] W^T ; dW[k,n] = X^T dY. Score/value GEMMs of unfused attention
                 // have two data gradients instead; the FLOPs are the same.
                 out.push(bwd(op.name, OpKind::Gemm { m: *m, n: *k, k: *n, count: *count }));
