@@ -84,7 +84,7 @@ pub const TRITON_FRONTEND_US: f64 = 4000.0;
 /// completion round trip measured 22 us on the H100 host): the constant also absorbs a per-MoE-layer
 /// cost not priced yet, which shows in the bf16 prefill rows too (MoE prefill stays 40% short;
 /// calibration/runs/hf/FIT.md).
-pub const HF_GROUPED_MM_FALLBACK_US: [f64; 2] = [1500.0, 10.0];
+pub const HF_GROUPED_MM_FALLBACK_US: [f64; 2] = [1000.0, 10.0];
 
 /// Share of the host probe's cuDNN plan-build time (`HostProbe::sdpa_cudnn_plan`, an isolated
 /// SDPA call with a synchronize after it) that an `hf-*` decode step pays (`cost::lower::
