@@ -139,8 +139,8 @@ read -r -d '' TABLE <<'EOF'
 078 h100 prefill deepseek-v3-s            8  4096  0 none eager    8  3  30
 079 h100 prefill qwen3-moe-s-e128k8-l3    8  4096  0 none eager    8  3  30
 081 h100 decode  llama-3.2-1b             8  8192  0 none loop     60 10 25
-076 h100 train   qwen3-1.7b               2  2048  1 none compile  10 3  100
-080 h100 train   llama-3.2-1b             4  2048  1 none fp8      10 3  100
+076 h100 train   qwen3-1.7b               2  2048  1 none compile  10 3  120
+080 h100 train   llama-3.2-1b             4  2048  1 none fp8      10 3  190
 082 h100 train   qwen3-moe-s-e32k8-w1536  1  4096  1 none eager    8  3  40
 083 h100 prefill qwen3-moe-s              2  8192  0 none eager    8  3  30
 EOF

@@ -167,7 +167,20 @@ pub fn layer_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, 
         let f = model.ffn_hidden as f64 / t;
         ffn_in + tokens * gated_or_plain(model.ffn_kind, eager) * f
     };
-    attn + ffn
+    // torchao's float8 linears save their input as the fp8 copy they cast (1 B, not 2): the two
+    // norms' outputs, the attention output and the dense FFN's activation output.
+    let fp8_saved = if torchao_fp8(w) {
+        let dense_ffn = if moe_layer { 0.0 } else { tokens * model.ffn_hidden as f64 / t };
+        2.0 * rep + tokens * heads * v_dim + dense_ffn
+    } else {
+        0.0
+    };
+    attn + ffn - fp8_saved
+}
+
+/// torchao float8 training under `torch.compile` (see `workload::Builder::quantize_input`).
+fn torchao_fp8(w: &Workload) -> bool {
+    w.stack.torch() && w.stack.fused() && w.precision == crate::hardware::Dtype::Fp8 && w.mode == Mode::Train
 }
 
 /// Bytes per token per FFN column kept by the activation function and the down projection.
@@ -361,7 +374,9 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     // Checkpointed layers run their forward without grad (no caching) and recompute in their own
     // short autocast region, so under full recompute one layer's copies are held at a time.
     let cached = if w.recompute == Recompute::Full { (dense + experts) / layers.max(1.0) } else { dense + experts };
-    let mut transient = cached * sm.autocast_cache;
+    // torchao float8 under compile keeps an fp8 copy of each linear's weight (1 B) for the
+    // data-gradient GEMM instead of autocast's bf16 one.
+    let mut transient = cached * if torchao_fp8(w) { 1.0 } else { sm.autocast_cache };
     if pc.zero == 3 && pc.dp > 1 {
         // FSDP: the current and the prefetched layer gathered in full.
         let per_layer = (dense + experts) / layers.max(1.0);
@@ -371,6 +386,19 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
         // DDP's gradient buckets are a second copy of the gradients.
         transient += (dense + experts) * sm.grad;
     }
+    // `optimizer.zero_grad()` sets the gradients to None (PyTorch's default since 2.0; the HF run
+    // set and HF Trainer do so): with one micro-batch per step no gradient exists while the
+    // forward's activations are at their peak, and backward allocates each gradient as it frees
+    // the activations that made it. The peak is then the larger of the two, not their sum
+    // (measured: the hf runs' `max_memory_allocated` less weights and AdamW states equals the
+    // activations, logits and weight copies alone, calibration/runs/hf/FIT.md), except for the
+    // LM head's gradient, the first one backward makes, while the loss's gradient is live.
+    let gradients = if w.stack.hf() && n_micro == 1 && pc.pp == 1 && pc.zero < 2 {
+        let head = model.vocab as f64 * model.hidden as f64 / pc.tp as f64 * sm.grad;
+        (gradients - (activations + logits + transient)).max(head.min(gradients))
+    } else {
+        gradients
+    };
     let base = weights + gradients + optimizer + activations + logits + transient;
     MemoryPlan {
         weights: Bytes::new(weights),
