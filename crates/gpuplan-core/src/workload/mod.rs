@@ -975,6 +975,79 @@ mod tests {
     }
 
     #[test]
+    fn compiled_transformers_attention_is_masked_not_causal() {
+        let m = gpt3_175b();
+        let attn = |stack, mode| {
+            let mut w = train(4096, stack);
+            w.mode = mode;
+            w.kv_len = 100;
+            let ops = forward_ops(&m, &single(), &w).dense_layer;
+            let causal = ops.iter().find_map(|o| match o.kind {
+                OpKind::Attention { causal, .. } => Some(causal),
+                _ => None,
+            });
+            let mask = ops.iter().find(|o| o.name == "sdpa_mask").map(|o| match o.kind {
+                OpKind::Memory { bytes, .. } => bytes,
+                _ => 0.0,
+            });
+            (causal.unwrap(), mask)
+        };
+        // b x heads x s x s booleans, read once per head in the forward.
+        let mask = (m.n_heads * 4096 * 4096) as f64;
+        assert_eq!(attn(Stack::HfCompile, Mode::Train), (false, Some(mask)));
+        assert_eq!(attn(Stack::HfCompile, Mode::Prefill), (false, Some(mask)));
+        assert_eq!(attn(Stack::HfEager, Mode::Train), (true, None));
+        assert_eq!(attn(Stack::TorchCompile, Mode::Train), (true, None));
+        // One query per sequence: no mask, causal = attend to everything cached.
+        assert_eq!(attn(Stack::HfCompile, Mode::Decode), (true, None));
+    }
+
+    #[test]
+    fn torchao_casts_each_distinct_input_and_each_output_gradient() {
+        let m = gpt3_175b();
+        let mut w = train(2048, Stack::HfCompile);
+        w.precision = Dtype::Fp8;
+        let fwd = forward_ops(&m, &single(), &w).dense_layer;
+        let t = 2048.0;
+        let h = m.hidden as f64;
+        let casts: Vec<f64> = fwd
+            .iter()
+            .filter(|o| o.name == FP8_CAST)
+            .map(|o| match o.kind {
+                OpKind::Memory { bytes, .. } => bytes,
+                _ => unreachable!(),
+            })
+            .collect();
+        // q, k, v (k and v share q's cast), out, up and down (plain FFN): 4 B per input element.
+        let f = m.ffn_hidden as f64;
+        assert_eq!(casts, vec![4.0 * t * h, 0.0, 0.0, 4.0 * t * h, 4.0 * t * h, 4.0 * t * f]);
+        assert!(!fwd.iter().any(|o| o.name == "quantize"));
+        // Backward: one cast per GEMM of its output gradient (m x n), none doubled from the forward.
+        let bwd = backward_of(&fwd);
+        let grad_casts: f64 = bwd
+            .iter()
+            .filter(|o| o.name == FP8_CAST)
+            .map(|o| match o.kind {
+                OpKind::Memory { bytes, .. } => bytes,
+                _ => unreachable!(),
+            })
+            .sum();
+        let outputs: f64 = fwd
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i > 0 && fwd[i - 1].name == FP8_CAST)
+            .map(|(_, o)| match o.kind {
+                OpKind::Gemm { m, n, count, .. } => (m * n * count) as f64,
+                _ => unreachable!(),
+            })
+            .sum();
+        assert_eq!(grad_casts, 4.0 * outputs);
+        // bf16 training keeps none of them.
+        let bf16 = forward_ops(&m, &single(), &train(2048, Stack::HfCompile)).dense_layer;
+        assert!(!bf16.iter().any(|o| o.name == FP8_CAST));
+    }
+
+    #[test]
     fn tp_shards_gemm_flops_evenly() {
         let m = gpt3_175b();
         let w = train(2048, Stack::Megatron);
