@@ -96,7 +96,9 @@ fn second_post_fit_runs_stay_within_their_bounds() {
 #[test]
 fn compiled_and_float8_training_runs_stay_within_10_percent() {
     let mut errs = Vec::new();
-    for (file, split) in [("calibration/runs/hf/hf.jsonl", "test"), ("calibration/runs/hf/postfit.jsonl", "all"), ("calibration/runs/hf/postfit-2.jsonl", "all")] {
+    for (file, split) in
+        [("calibration/runs/hf/hf.jsonl", "test"), ("calibration/runs/hf/postfit.jsonl", "all"), ("calibration/runs/hf/postfit-2.jsonl", "all")]
+    {
         let v = validate(file, split);
         for r in v["runs"].as_array().unwrap() {
             let s = r["scenario"].as_str().unwrap();
