@@ -229,3 +229,38 @@ fn calibrate_host_fits_a_probe_table_and_will_not_overwrite() {
     assert!(err.contains("--name"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `zero_grad(set_to_none=True)`: with one micro-batch per step the peak holds the activations
+/// and, of the gradients, only the LM head's (vocab x hidden fp32, made first in backward); with
+/// gradient accumulation every gradient is live while the second micro-batch's activations are.
+#[test]
+fn hf_training_gradients_are_not_live_at_the_activation_peak_of_one_micro_batch() {
+    let grads = |global: &str| {
+        let (code, out, err) = gpuplan(&[
+            "predict",
+            "--model",
+            "scenarios/workloads/hf_configs/llama-3.2-1b.json",
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "1",
+            "--mode",
+            "train",
+            "--micro-batch",
+            "2",
+            "--global-batch",
+            global,
+            "--seq",
+            "4096",
+            "--stack",
+            "hf-eager",
+            "--json",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["memory"]["components"]["gradients_bytes"].as_f64().unwrap()
+    };
+    // Llama-3.2-1B: vocab 128256, hidden 2048 (tied embedding), 1.236e9 parameters, fp32 grads.
+    assert_eq!(grads("2"), 128256.0 * 2048.0 * 4.0);
+    assert!((grads("4") / (1_235_814_400.0 * 4.0) - 1.0).abs() < 1e-3, "{}", grads("4"));
+}
