@@ -147,16 +147,22 @@ pub enum Fp8Recipe {
     Blockwise,
     /// MXFP8: 32-element blocks with E8M0 scales, computed in the cast; Blackwell only.
     Mxfp8,
+    /// torchao's rowwise recipe (`Float8LinearConfig.from_recipe_name("rowwise")`): a scale per
+    /// row of each GEMM operand (`torch._scaled_mm` with fp32 scale vectors), so the transposed
+    /// copy the weight gradient takes needs its own column-wise amax pass. The torch stacks under
+    /// `torch.compile` only (`config` refuses it elsewhere).
+    Rowwise,
 }
 
 impl Fp8Recipe {
-    pub const ALL: [Fp8Recipe; 4] = [Fp8Recipe::Tensorwise, Fp8Recipe::Delayed, Fp8Recipe::Blockwise, Fp8Recipe::Mxfp8];
+    pub const ALL: [Fp8Recipe; 5] = [Fp8Recipe::Tensorwise, Fp8Recipe::Delayed, Fp8Recipe::Blockwise, Fp8Recipe::Mxfp8, Fp8Recipe::Rowwise];
     pub fn name(self) -> &'static str {
         match self {
             Fp8Recipe::Tensorwise => "tensorwise",
             Fp8Recipe::Delayed => "delayed",
             Fp8Recipe::Blockwise => "blockwise",
             Fp8Recipe::Mxfp8 => "mxfp8",
+            Fp8Recipe::Rowwise => "rowwise",
         }
     }
     pub fn parse(s: &str) -> Option<Fp8Recipe> {
@@ -175,7 +181,9 @@ pub fn quantize_bytes(precision: Dtype, recipe: Fp8Recipe, train: bool) -> Optio
     let copies = if train { 2.0 } else { 1.0 };
     Some(match precision {
         Dtype::Fp8 => match recipe {
-            Fp8Recipe::Tensorwise => (2.0 + 2.0 + copies, 2),
+            // Rowwise (torchao, torch stacks only): priced by `Builder::quantize_input`'s torchao
+            // path under compile; eager torchao reads the input once more for the row amax too.
+            Fp8Recipe::Tensorwise | Fp8Recipe::Rowwise => (2.0 + 2.0 + copies, 2),
             Fp8Recipe::Delayed => (2.0 + copies, 1),
             Fp8Recipe::Blockwise => (2.0 + copies * (1.0 + 4.0 / 128.0), 1),
             Fp8Recipe::Mxfp8 => (2.0 + copies * (1.0 + 1.0 / 32.0), 1),
@@ -361,9 +369,19 @@ const ACT_BYTES: f64 = 2.0;
 /// The op that casts a linear's input to fp8 for torchao under Inductor; `backward_of` gives the
 /// GEMM after it the cast of its output gradient.
 pub const FP8_CAST: &str = "fp8_cast";
+/// The same under torchao's rowwise recipe.
+pub const FP8_CAST_ROWWISE: &str = "fp8_cast_rowwise";
 /// HBM bytes per element of torchao's fused cast (see `Builder::quantize_input`): read bf16 (2),
-/// write the fp8 copy (1) and its transpose (1).
-const TORCHAO_CAST_BYTES: f64 = 4.0;
+/// write the fp8 copy (1) and its transpose (1); rowwise scales the transposed copy by columns,
+/// whose amax the producing kernel does not give (it reduces rows), so the input is read once
+/// more (2).
+fn torchao_cast_bytes(name: &str) -> f64 {
+    if name == FP8_CAST_ROWWISE {
+        6.0
+    } else {
+        4.0
+    }
+}
 
 impl<'a> Builder<'a> {
     fn tokens(&self) -> u64 {
@@ -406,8 +424,9 @@ impl<'a> Builder<'a> {
             // gate after up): those carry a zero-byte marker. The backward casts each output
             // gradient alike (`backward_of` prices it from the GEMM's m x n).
             let shared = matches!(name, "k_proj" | "v_proj" | "gate_proj");
-            let (bytes, kernels) = if shared { (0.0, 0) } else { (elems * TORCHAO_CAST_BYTES, 1) };
-            self.push(FP8_CAST, OpKind::Memory { bytes, kernels });
+            let op = if self.w.fp8_recipe == Fp8Recipe::Rowwise { FP8_CAST_ROWWISE } else { FP8_CAST };
+            let (bytes, kernels) = if shared { (0.0, 0) } else { (elems * torchao_cast_bytes(op), 1) };
+            self.push(op, OpKind::Memory { bytes, kernels });
             return;
         }
         if let Some((per_elem, kernels)) = quantize_bytes(self.w.precision, self.w.fp8_recipe, self.w.mode == Mode::Train) {
@@ -820,11 +839,11 @@ pub fn backward_of(forward: &[Op]) -> Vec<Op> {
         let bwd = |name, kind| Op { name, kind, pass: Pass::Backward };
         match &op.kind {
             // torchao's input cast has no backward of its own; the GEMM's output gradient is cast.
-            OpKind::Memory { .. } if op.name == FP8_CAST => {}
+            OpKind::Memory { .. } if matches!(op.name, FP8_CAST | FP8_CAST_ROWWISE) => {}
             OpKind::Gemm { m, n, k, count } => {
-                if i > 0 && forward[i - 1].name == FP8_CAST {
-                    let bytes = (*m * *n * *count) as f64 * TORCHAO_CAST_BYTES;
-                    out.push(bwd(FP8_CAST, OpKind::Memory { bytes, kernels: 1 }));
+                if let Some(cast) = i.checked_sub(1).map(|j| forward[j].name).filter(|p| matches!(*p, FP8_CAST | FP8_CAST_ROWWISE)) {
+                    let bytes = (*m * *n * *count) as f64 * torchao_cast_bytes(cast);
+                    out.push(bwd(cast, OpKind::Memory { bytes, kernels: 1 }));
                 }
                 // dX[m,k] = dY[m,n] W^T ; dW[k,n] = X^T dY. Score/value GEMMs of unfused attention
                 // have two data gradients instead; the FLOPs are the same.
