@@ -59,7 +59,12 @@ def parse_args(argv=None):
     p.add_argument("--steps", type=int, default=10, help="steps in all, warm-up included")
     p.add_argument("--recompute", choices=["none", "full"], default="none")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (Inductor, default mode)")
-    p.add_argument("--fp8", action="store_true", help="train: torchao float8 training (tensorwise), implies --compile")
+    p.add_argument("--fp8", action="store_true", help="train: torchao float8 training, implies --compile")
+    p.add_argument("--fp8-recipe", choices=["tensorwise", "rowwise"], default="tensorwise",
+                   help="train with --fp8: torchao's recipe (Float8LinearConfig.from_recipe_name)")
+    p.add_argument("--kernel-profile", default=None, metavar="CSV",
+                   help="train/prefill: after the timed steps, run 2 more under torch.profiler (CUDA activity) and "
+                        "write every GPU kernel's name, calls and device time per step to CSV (+ a summary line)")
     p.add_argument("--param-dtype", choices=["fp32", "bf16"], default="fp32", help="train: fp32 master weights + bf16 autocast, or bf16 weights")
     p.add_argument("--decode-api", choices=["loop", "generate"], default="loop")
     p.add_argument("--sdpa", choices=["auto", "flash"], default="auto", help="SDPA backend: PyTorch's choice (default) or flash forced")
@@ -162,6 +167,7 @@ def facts(a, torch, model, tf_version, stack, n_params):
     if a.fp8:
         import torchao
         out["torchao"] = torchao.__version__
+        out["fp8_recipe"] = a.fp8_recipe
     if dev_is_cuda(a):
         out["gpu"] = torch.cuda.get_device_name().replace(" ", "_")
         out["cuda"] = torch.version.cuda
@@ -202,7 +208,7 @@ def run(a, torch):
     vocab = cfg.vocab_size
     torch.manual_seed(a.seed + 1000)
     if a.mode == "train":
-        stack = "hf-" + ("compile-fp8" if a.fp8 else ("compile" if a.compile else "eager"))
+        stack = "hf-" + ("compile-fp8" + ("-rowwise" if a.fp8_recipe == "rowwise" else "") if a.fp8 else ("compile" if a.compile else "eager"))
         train(a, torch, dev, model, vocab, n_params, tfv, stack)
     else:
         stack = "hf-" + ("compile" if a.compile else "eager")
@@ -225,7 +231,7 @@ def train(a, torch, dev, model, vocab, n_params, tfv, stack):
 
         def keep(mod, fqn):
             return isinstance(mod, torch.nn.Linear) and "lm_head" not in fqn and mod.in_features % 16 == 0 and mod.out_features % 16 == 0
-        convert_to_float8_training(model, config=Float8LinearConfig.from_recipe_name("tensorwise"), module_filter_fn=keep)
+        convert_to_float8_training(model, config=Float8LinearConfig.from_recipe_name(a.fp8_recipe), module_filter_fn=keep)
     facts(a, torch, model, tfv, stack, n_params)
     fwd = torch.compile(model) if a.compile else model
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=dev.cuda, foreach=not dev.cuda)
@@ -248,6 +254,17 @@ def train(a, torch, dev, model, vocab, n_params, tfv, stack):
             dt = time.perf_counter() - t0
             times.append(dt)
             report(dev, step, dt, tokens)
+        if a.kernel_profile:
+            def one():
+                for _ in range(a.grad_accum):
+                    x = torch.randint(0, vocab, (a.micro_batch, a.seq), device=dev.device)
+                    with autocast:
+                        out = fwd(input_ids=x, labels=x, use_cache=False)
+                    (out.loss / a.grad_accum).backward()
+                    del out
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            kernel_profile(a, torch, dev, one)
     summary(a, dev, n_params, times)
 
 
@@ -265,6 +282,12 @@ def prefill(a, torch, dev, model, vocab, n_params):
             del out
             times.append(dt)
             report(dev, step, dt, a.batch * a.seq)
+        if a.kernel_profile:
+            def one():
+                x = torch.randint(0, vocab, (a.batch, a.seq), device=dev.device)
+                out = fwd(input_ids=x, use_cache=True, logits_to_keep=1)
+                del out
+            kernel_profile(a, torch, dev, one)
     summary(a, dev, n_params, times)
 
 
@@ -351,6 +374,69 @@ def decode(a, torch, dev, model, cfg, vocab, n_params):
             dev.sync()
     print(f"config cache_len_start={start_len} cache_len_end={cache.get_seq_length()}", flush=True)
     summary(a, dev, n_params, times)
+
+
+def kernel_profile(a, torch, dev, one, steps=2):
+    """Runs `one` (a whole step) `steps` times under torch.profiler, from a Chrome trace takes every GPU
+    kernel (and memcpy/memset) with its duration, and writes per kernel name: calls and device us per
+    step, with its class (gemm, attention, triton, aten elementwise/reduce, copy, other). Prints
+    `kprofile wall_s_per_step=.. kernel_s_per_step=.. busy_s_per_step=..`: the wall clock, the sum of
+    kernel times and the union of kernel intervals (GPU busy) per step."""
+    import csv
+    import tempfile
+    from torch.profiler import ProfilerActivity, profile
+    dev.sync()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            one()
+        dev.sync()
+        wall = (time.perf_counter() - t0) / steps
+    tmp = tempfile.mktemp(suffix=".json")
+    prof.export_chrome_trace(tmp)
+    with open(tmp) as f:
+        ev = json.load(f)["traceEvents"]
+    os.unlink(tmp)
+    kern = [e for e in ev if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    per = {}
+    for e in kern:
+        n = e["name"]
+        c, t = per.get(n, (0, 0.0))
+        per[n] = (c + 1, t + float(e["dur"]))
+    iv = sorted((float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in kern)
+    busy, end = 0.0, -1e30
+    for s0, s1 in iv:
+        if s1 > end:
+            busy += s1 - max(s0, end)
+            end = s1
+
+    def cls(n):
+        low = n.lower()
+        if any(k in low for k in ("flash", "fmha", "attention", "sdpa")):
+            return "attention"
+        if "triton" in low:
+            return "triton"
+        if any(k in low for k in ("gemm", "nvjet", "cutlass", "xmma", "sm90_", "scaled_mm", "f8f8")):
+            return "gemm"
+        if "memcpy" in low or "memset" in low or "copy" in low:
+            return "copy"
+        if "elementwise" in low or "vectorized" in low or "reduce" in low or "unrolled" in low:
+            return "aten"
+        return "other"
+
+    with open(a.kernel_profile, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["class", "calls_per_step", "device_us_per_step", "name"])
+        for n, (c, t) in sorted(per.items(), key=lambda kv: -kv[1][1]):
+            w.writerow([cls(n), c / steps, f"{t / steps:.1f}", n[:200]])
+    by = {}
+    for n, (c, t) in per.items():
+        k = cls(n)
+        cc, tt = by.get(k, (0, 0.0))
+        by[k] = (cc + c, tt + t)
+    total = sum(t for _, t in per.values())
+    print(f"kprofile wall_s_per_step={wall:.6f} kernel_s_per_step={total / steps / 1e6:.6f} busy_s_per_step={busy / steps / 1e6:.6f} "
+          + " ".join(f"{k}={tt / steps / 1e6:.6f}s/{cc // steps}" for k, (cc, tt) in sorted(by.items())), flush=True)
 
 
 def summary(a, dev, n_params, times):

@@ -187,8 +187,8 @@ pub struct ScenarioArgs {
     /// bf16, fp16, fp8, fp4 (NVFP4), tf32, fp32
     #[arg(long)]
     pub precision: Option<String>,
-    /// With --precision fp8: tensorwise (current scaling, the default), delayed, blockwise, or
-    /// mxfp8 (Blackwell only)
+    /// With --precision fp8: tensorwise (current scaling, the default), delayed, blockwise,
+    /// mxfp8 (Blackwell only), or rowwise (torchao; --stack torch-compile or hf-compile only)
     #[arg(long)]
     pub fp8_recipe: Option<String>,
     /// none, selective, full

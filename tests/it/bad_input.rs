@@ -157,6 +157,33 @@ fn fp8_recipes_the_gpu_or_precision_cannot_run_are_refused() {
         v["step_time_s"].as_f64().unwrap()
     };
     assert!(step("mxfp8") < step("tensorwise") && step("delayed") < step("tensorwise"));
+    // torchao's rowwise recipe is the compiled torch stacks' only: refused under Megatron, naming
+    // the key, the value and the stacks that run it.
+    let (code, err) = run(&["--system", "dgx-h100", "--precision", "fp8", "--fp8-recipe", "rowwise"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("workload.fp8_recipe") && err.contains("rowwise") && err.contains("hf-compile"), "{err}");
+    let (code, err) = run(&["--system", "dgx-h100", "--precision", "fp8", "--fp8-recipe", "rowwise", "--stack", "torch-eager"]);
+    assert_eq!(code, 2, "{err}");
+}
+
+/// torchao rowwise under compile: its scaled GEMMs run 1.034x the tensorwise time (measured) and
+/// its casts read the input once more, so a step is slower than tensorwise and faster than bf16.
+#[test]
+fn rowwise_float8_costs_more_than_tensorwise_under_the_compiled_torch_stacks() {
+    let step = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+            .args(["predict", "--model", "scenarios/workloads/hf_configs/llama-3.2-3b.json", "--system", "dgx-h100", "--gpus", "1"])
+            .args(["--mode", "train", "--micro-batch", "1", "--global-batch", "1", "--seq", "4096", "--stack", "hf-compile", "--json"])
+            .args(extra)
+            .current_dir(ROOT)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["step_time_s"].as_f64().unwrap()
+    };
+    let (bf16, tw, rw) = (step(&[]), step(&["--precision", "fp8", "--fp8-recipe", "tensorwise"]), step(&["--precision", "fp8", "--fp8-recipe", "rowwise"]));
+    assert!(tw < rw && rw < bf16, "bf16 {bf16} tensorwise {tw} rowwise {rw}");
 }
 
 /// Issue 18's serving reproducer: without EP, a MoE model's experts are sharded over TP

@@ -43,12 +43,13 @@ fn hf_test_split_stays_within_its_bounds() {
     let v = validate("calibration/runs/hf/hf.jsonl", "test");
     type Bound = (&'static str, &'static str, f64, fn(&str) -> bool);
     let bounds: [Bound; 7] = [
-        ("dense train/prefill", "step_time", 8.0, |s| !is_moe(s) && mode(s) != "decode"),
+        // calibration/runs/hf/FIT.md "Second pass": 3.7, 15.3, 5.3, 10.7, 6.5, 5.1, 7.0% today.
+        ("dense train/prefill", "step_time", 6.0, |s| !is_moe(s) && mode(s) != "decode"),
         ("decode", "step_time", 18.0, |s| mode(s) == "decode"),
-        ("MoE train", "step_time", 11.0, |s| is_moe(s) && mode(s) == "train"),
-        ("MoE prefill", "step_time", 32.0, |s| is_moe(s) && mode(s) == "prefill"),
-        ("all", "peak_memory", 13.0, |_| true),
-        ("train/prefill", "peak_memory", 13.0, |s| mode(s) != "decode"),
+        ("MoE train", "step_time", 8.0, |s| is_moe(s) && mode(s) == "train"),
+        ("MoE prefill", "step_time", 14.0, |s| is_moe(s) && mode(s) == "prefill"),
+        ("all", "peak_memory", 8.0, |_| true),
+        ("train/prefill", "peak_memory", 7.0, |s| mode(s) != "decode"),
         ("all", "power", 9.0, |_| true),
     ];
     for (what, metric, bound, pick) in bounds {
@@ -67,11 +68,50 @@ fn hf_test_split_stays_within_its_bounds() {
 #[test]
 fn post_fit_runs_stay_within_their_bounds() {
     let v = validate("calibration/runs/hf/postfit.jsonl", "all");
-    for (metric, bound) in [("step_time", 16.0), ("peak_memory", 14.0), ("power", 19.0)] {
+    for (metric, bound) in [("step_time", 13.0), ("peak_memory", 8.0), ("power", 19.0)] {
         let (m, n) = mape(&v, metric, |_| true);
         println!("post-fit {metric}: {m:.1}% over {n} runs");
         assert_eq!(n, 12);
         assert!(m <= bound, "post-fit {metric} MAPE {m:.1}% over its bound {bound}%");
+    }
+}
+
+/// The ten runs measured on the lent H100 after the second fit (branch wt-torch: compiled
+/// attention, torchao float8, MoE sentinel kernels; calibration/runs/hf/postfit-2.jsonl,
+/// 2026-11-24 12:08-12:20 UTC). Their memory is not held out: the memory rework came after them.
+#[test]
+fn second_post_fit_runs_stay_within_their_bounds() {
+    let v = validate("calibration/runs/hf/postfit-2.jsonl", "all");
+    for (metric, bound) in [("step_time", 11.0), ("peak_memory", 9.0), ("power", 11.0)] {
+        let (m, n) = mape(&v, metric, |_| true);
+        println!("post-fit 2 {metric}: {m:.1}% over {n} runs");
+        assert_eq!(n, 10);
+        assert!(m <= bound, "post-fit 2 {metric} MAPE {m:.1}% over its bound {bound}%");
+    }
+}
+
+/// torch.compile and torchao float8 training, every held-out run (test split and both post-fit
+/// sets): within 10% (they were 14-17% and 23-26% short before the compiled attention and the
+/// float8 casts were priced).
+#[test]
+fn compiled_and_float8_training_runs_stay_within_10_percent() {
+    let mut errs = Vec::new();
+    for (file, split) in
+        [("calibration/runs/hf/hf.jsonl", "test"), ("calibration/runs/hf/postfit.jsonl", "all"), ("calibration/runs/hf/postfit-2.jsonl", "all")]
+    {
+        let v = validate(file, split);
+        for r in v["runs"].as_array().unwrap() {
+            let s = r["scenario"].as_str().unwrap();
+            if r["status"] != "ok" || !s.contains("hf-compile") {
+                continue;
+            }
+            let e = r["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == "step_time").unwrap()["error_pct"].as_f64().unwrap();
+            errs.push((r["run_id"].as_str().unwrap().to_string(), e));
+        }
+    }
+    assert!(errs.len() >= 8, "{errs:?}");
+    for (id, e) in &errs {
+        assert!(e.abs() <= 10.0, "{id}: step time {e:+.1}% ({errs:?})");
     }
 }
 
@@ -188,4 +228,39 @@ fn calibrate_host_fits_a_probe_table_and_will_not_overwrite() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--name"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `zero_grad(set_to_none=True)`: with one micro-batch per step the peak holds the activations
+/// and, of the gradients, only the LM head's (vocab x hidden fp32, made first in backward); with
+/// gradient accumulation every gradient is live while the second micro-batch's activations are.
+#[test]
+fn hf_training_gradients_are_not_live_at_the_activation_peak_of_one_micro_batch() {
+    let grads = |global: &str| {
+        let (code, out, err) = gpuplan(&[
+            "predict",
+            "--model",
+            "scenarios/workloads/hf_configs/llama-3.2-1b.json",
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "1",
+            "--mode",
+            "train",
+            "--micro-batch",
+            "2",
+            "--global-batch",
+            global,
+            "--seq",
+            "4096",
+            "--stack",
+            "hf-eager",
+            "--json",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["memory"]["components"]["gradients_bytes"].as_f64().unwrap()
+    };
+    // Llama-3.2-1B: vocab 128256, hidden 2048 (tied embedding), 1.236e9 parameters, fp32 grads.
+    assert_eq!(grads("2"), 128256.0 * 2048.0 * 4.0);
+    assert!((grads("4") / (1_235_814_400.0 * 4.0) - 1.0).abs() < 1e-3, "{}", grads("4"));
 }

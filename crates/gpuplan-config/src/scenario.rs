@@ -648,6 +648,17 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
                 .with_hint("train with megatron, torch-eager or torch-compile; use the engine with --mode prefill|decode, serve or plan --mode serve"),
         );
     }
+    if fp8_recipe == Fp8Recipe::Rowwise && precision == Dtype::Fp8 && !(stack.torch() && stack.fused()) {
+        p.push(
+            ConfigError::invalid(
+                &path,
+                "workload.fp8_recipe",
+                "rowwise",
+                format!("is torchao's recipe under torch.compile; stack {} does not run it", stack.name()),
+            )
+            .with_hint("use --stack torch-compile or hf-compile with it, or tensorwise, delayed or blockwise here"),
+        );
+    }
     let routing_imbalance = ww.routing_imbalance.unwrap_or(1.0);
     p.check(routing_imbalance >= 1.0 && routing_imbalance.is_finite(), || {
         ConfigError::invalid(&path, "workload.routing_imbalance", routing_imbalance, "must be at least 1 (busiest expert rank / mean)")

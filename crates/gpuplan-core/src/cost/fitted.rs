@@ -116,12 +116,14 @@ pub const TRITON_FRONTEND_US: f64 = 4000.0;
 /// calibration/runs/hf/hf.jsonl (hf-031, -032, -037, -038, -058, -059: Mixtral-, Qwen3-MoE- and
 /// DeepSeek-V3-shaped, 8-128 experts, H100 and H200), step-time MAPE minimised on a grid (0-4000 us
 /// x 0-40 us, with `HF_MEMORY_EFFICIENCY` in place; scripts/fit_hf.sh, output in
-/// calibration/runs/hf/fit_hf-output.txt): 1500 us per call + 10 us per expert; the fit rows'
-/// step-time MAPE 21.6% at 0 -> 5.2%. 1.5 ms per call is far more than a sync (a launch-to-
-/// completion round trip measured 22 us on the H100 host): the constant also absorbs a per-MoE-layer
-/// cost not priced yet, which shows in the bf16 prefill rows too (MoE prefill stays 40% short;
-/// calibration/runs/hf/FIT.md).
-pub const HF_GROUPED_MM_FALLBACK_US: [f64; 2] = [1500.0, 10.0];
+/// calibration/runs/hf/fit_hf-output.txt). Refitted (branch wt-torch) once transformers 5.17's
+/// sentinel `masked_fill` kernels of the experts path were priced (`workload::Builder::moe_ffn`):
+/// 1000 us per call + 10 us per expert, the fit rows' step-time MAPE 13.9% at 0 -> 2.9% (it was
+/// 1500 + 10, 5.2%, before those kernels). 1 ms per call is still more than a sync (a
+/// launch-to-completion round trip measured 22 us on the H100 host): what else it carries was not
+/// profiled (the profile of calibration/runs/hf/profile/ is of a bf16 MoE prefill, which takes no
+/// fallback).
+pub const HF_GROUPED_MM_FALLBACK_US: [f64; 2] = [1000.0, 10.0];
 
 /// Share of the host probe's cuDNN plan-build time (`HostProbe::sdpa_cudnn_plan`, an isolated
 /// SDPA call with a synchronize after it) that an `hf-*` decode step pays (`cost::lower::
@@ -147,7 +149,8 @@ pub const HF_DECODE_CACHE_RETAINED: f64 = 1.2;
 /// Inductor's). Fitted on the twelve fit-split dense training and prefill runs of
 /// calibration/runs/hf/hf.jsonl (hf-001, -002, -007, -008, -011, -014, -016, -017, -046, -047,
 /// -052, -053), step-time MAPE minimised over 0.56-1.00 by 0.02 (scripts/fit_hf.sh): 0.66 (fit
-/// MAPE 17.6% at 1.0 -> 8.1%). It is below what the profile's elementwise.csv measured for single
+/// MAPE 17.6% at 1.0 -> 8.1%; refitted after the compiled attention, one GEMM per `nn.Linear` and
+/// torchao's casts were priced (branch wt-torch): 0.66 again, fit MAPE 12.8% at 1.0 -> 3.1%). It is below what the profile's elementwise.csv measured for single
 /// kernels (h100-sxm-1x: RMSNorm, SiLU x mul and softmax at 0.72-0.97 of the stream rate), so it
 /// also carries what the op lists miss of transformers' step (more kernels than listed, GEMM
 /// shapes the GEMM table prices too fast); a per-op account is left undone (calibration/runs/hf/FIT.md).

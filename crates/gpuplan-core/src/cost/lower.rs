@@ -116,6 +116,34 @@ pub fn hf_inference_host(cost: &CostModel, w: &Workload, ops: &[Op]) -> Option<(
 /// only; other dtypes take `_grouped_mm_fallback`, which copies the offsets to the host (a device
 /// sync) and runs one `mm` per expert (TF32 here: the runs allow it), in forward and in both
 /// backward GEMMs.
+/// Time of `torch._scaled_mm` with a scale per row of A and per column of B (fp32 vectors,
+/// torchao's rowwise recipe) over the same GEMM with one scale per tensor: measured on the lent
+/// H100 (nvidia-h100-x1, 2026-11-24 11:47 UTC, scenarios/workloads/fp8_microbench.py via
+/// scripts/device_torch_profile.sh; calibration/runs/hf/profile/fp8-micro-h100.csv): the median
+/// over the 34 Llama-1B/3B forward, data- and weight-gradient shapes at 4096 and 8192 tokens that
+/// both ran (0.79-1.19x). Not fitted; no rowwise training step was measured.
+pub const ROWWISE_SCALED_MM_RATIO: f64 = 1.034;
+
+/// The dtype a GEMM runs in. torchao's `convert_to_float8_training` swaps `nn.Linear` modules
+/// only, and the recipes skip the LM head (its `module_filter_fn`, as torchtitan and the HF run set
+/// do) and any linear whose dimensions do not divide by 16 (`_scaled_mm`'s requirement): under the
+/// torch stacks at fp8 those, the router and the grouped experts (no `nn.Linear`) stay bf16.
+/// Megatron's recipes are left as they were.
+pub fn torch_gemm_dtype(w: &Workload, op: &Op, dtype: crate::hardware::Dtype) -> crate::hardware::Dtype {
+    use crate::hardware::Dtype;
+    if !w.stack.torch() || !matches!(dtype, Dtype::Fp8 | Dtype::Fp4) {
+        return dtype;
+    }
+    let OpKind::Gemm { n, k, .. } = op.kind else { return dtype };
+    let skipped = matches!(op.name, "lm_head" | "router" | "expert_up" | "expert_down");
+    let unaligned = n % 16 != 0 || k % 16 != 0;
+    if skipped || unaligned {
+        Dtype::Bf16
+    } else {
+        dtype
+    }
+}
+
 pub fn hf_fp32_grouped_mm(w: &Workload, op: &Op) -> bool {
     w.stack.hf() && w.mode == Mode::Train && matches!(op.name, "expert_up" | "expert_down") && matches!(op.kind, OpKind::Gemm { .. })
 }
@@ -286,7 +314,14 @@ impl CostModel<'_> {
                 OpKind::Gemm { m, n, k, count } if crate::workload::is_adapter(op.name) => {
                     kernel(self.gemm_time(*m, *n, *k, *count, crate::hardware::Dtype::Bf16), 1.0)
                 }
-                OpKind::Gemm { m, n, k, count } => kernel(self.gemm_time(*m, *n, *k, *count, w.gemm_dtype(op.name)), 1.0),
+                OpKind::Gemm { m, n, k, count } => {
+                    let gemm_dtype = torch_gemm_dtype(w, op, w.gemm_dtype(op.name));
+                    let mut c = self.gemm_time(*m, *n, *k, *count, gemm_dtype);
+                    if w.fp8_recipe == crate::workload::Fp8Recipe::Rowwise && gemm_dtype == crate::hardware::Dtype::Fp8 {
+                        c.time = c.time * ROWWISE_SCALED_MM_RATIO;
+                    }
+                    kernel(c, 1.0)
+                }
                 OpKind::ScanMatmul { m, n, k, count } => kernel(self.gemm_time(*m, *n, *k, *count, crate::hardware::Dtype::Bf16), 1.0),
                 OpKind::Attention { .. } => kernel(self.attention_time(op), 1.0),
                 OpKind::Memory { bytes, kernels } if stack.hf() && w.mode != Mode::Decode => {

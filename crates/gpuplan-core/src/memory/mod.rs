@@ -199,10 +199,18 @@ pub fn kind_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, k
         // saved linear input's size.
         ffn_in + tokens * (gated_or_plain(model.ffn_kind, eager) - 2.0 + lin_in) * f
     };
+    // torchao's float8 linears save their input as the fp8 copy they cast (1 B, not 2): the two
+    // norms' outputs, the attention output and the dense FFN's activation output.
+    let fp8_saved = if torchao_fp8(w) {
+        let dense_ffn = if moe_layer { 0.0 } else { tokens * model.ffn_hidden as f64 / t };
+        2.0 * rep + tokens * heads * v_dim + dense_ffn
+    } else {
+        0.0
+    };
     match kind {
         LayerKind::Attention => attn,
         LayerKind::Mlp | LayerKind::MoeMlp => ffn,
-        _ => attn + ffn,
+        _ => attn + ffn - fp8_saved,
     }
 }
 
@@ -218,7 +226,8 @@ pub fn saved_linear_input_bytes(w: &Workload) -> f64 {
     }
     match w.precision {
         Dtype::Fp8 => match w.fp8_recipe {
-            Fp8Recipe::Tensorwise | Fp8Recipe::Delayed => 1.0,
+            // Rowwise is torchao's (refused on the megatron stack): one byte per element too.
+            Fp8Recipe::Tensorwise | Fp8Recipe::Delayed | Fp8Recipe::Rowwise => 1.0,
             Fp8Recipe::Blockwise => 1.0 + 4.0 / 128.0,
             Fp8Recipe::Mxfp8 => 1.0 + 1.0 / 32.0,
         },
@@ -237,13 +246,19 @@ fn saved_gemm_input(w: &Workload) -> f64 {
     use crate::workload::Fp8Recipe;
     match (w.stack, w.precision) {
         (Stack::Megatron, Dtype::Fp8) => match w.fp8_recipe {
-            Fp8Recipe::Tensorwise | Fp8Recipe::Delayed => 1.0,
+            // Rowwise is torchao's (refused on the megatron stack): one byte per element too.
+            Fp8Recipe::Tensorwise | Fp8Recipe::Delayed | Fp8Recipe::Rowwise => 1.0,
             Fp8Recipe::Blockwise => 1.0 + 4.0 / 128.0,
             Fp8Recipe::Mxfp8 => 1.0 + 1.0 / 32.0,
         },
         (Stack::Megatron, Dtype::Fp4) => 0.5 + 1.0 / 16.0,
         _ => 2.0,
     }
+}
+
+/// torchao float8 training under `torch.compile` (see `workload::Builder::quantize_input`).
+fn torchao_fp8(w: &Workload) -> bool {
+    w.stack.torch() && w.stack.fused() && w.precision == crate::hardware::Dtype::Fp8 && w.mode == Mode::Train
 }
 
 /// Bytes per token per FFN column kept by the activation function and the down projection.
@@ -536,7 +551,9 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     // Autocast casts the fp32 weights it finds: under LoRA only the adapters' (the base is bf16).
     let cast = if w.lora.is_some() { train_dense + train_experts } else { dense + experts };
     let cached = if w.recompute == Recompute::Full { cast / layers.max(1.0) } else { cast };
-    let mut transient = cached * sm.autocast_cache;
+    // torchao float8 under compile keeps an fp8 copy of each linear's weight (1 B) for the
+    // data-gradient GEMM instead of autocast's bf16 one.
+    let mut transient = cached * if torchao_fp8(w) { 1.0 } else { sm.autocast_cache };
     if pc.zero == 3 && pc.dp > 1 {
         // FSDP: the current and the prefetched layer gathered in full.
         let per_layer = (dense + experts) / layers.max(1.0);
@@ -546,6 +563,19 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
         // DDP's gradient buckets are a second copy of the gradients.
         transient += (train_dense + train_experts) * sm.grad;
     }
+    // `optimizer.zero_grad()` sets the gradients to None (PyTorch's default since 2.0; the HF run
+    // set and HF Trainer do so): with one micro-batch per step no gradient exists while the
+    // forward's activations are at their peak, and backward allocates each gradient as it frees
+    // the activations that made it. The peak is then the larger of the two, not their sum
+    // (measured: the hf runs' `max_memory_allocated` less weights and AdamW states equals the
+    // activations, logits and weight copies alone, calibration/runs/hf/FIT.md), except for the
+    // LM head's gradient, the first one backward makes, while the loss's gradient is live.
+    let gradients = if w.stack.hf() && n_micro == 1 && pc.pp == 1 && pc.zero < 2 {
+        let head = model.vocab as f64 * model.hidden as f64 / pc.tp as f64 * sm.grad;
+        (gradients - (activations + logits + transient)).max(head.min(gradients))
+    } else {
+        gradients
+    };
     let base = weights + gradients + optimizer + activations + logits + transient;
     MemoryPlan {
         weights: Bytes::new(weights),

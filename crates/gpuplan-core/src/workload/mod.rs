@@ -155,16 +155,22 @@ pub enum Fp8Recipe {
     Blockwise,
     /// MXFP8: 32-element blocks with E8M0 scales, computed in the cast; Blackwell only.
     Mxfp8,
+    /// torchao's rowwise recipe (`Float8LinearConfig.from_recipe_name("rowwise")`): a scale per
+    /// row of each GEMM operand (`torch._scaled_mm` with fp32 scale vectors), so the transposed
+    /// copy the weight gradient takes needs its own column-wise amax pass. The torch stacks under
+    /// `torch.compile` only (`config` refuses it elsewhere).
+    Rowwise,
 }
 
 impl Fp8Recipe {
-    pub const ALL: [Fp8Recipe; 4] = [Fp8Recipe::Tensorwise, Fp8Recipe::Delayed, Fp8Recipe::Blockwise, Fp8Recipe::Mxfp8];
+    pub const ALL: [Fp8Recipe; 5] = [Fp8Recipe::Tensorwise, Fp8Recipe::Delayed, Fp8Recipe::Blockwise, Fp8Recipe::Mxfp8, Fp8Recipe::Rowwise];
     pub fn name(self) -> &'static str {
         match self {
             Fp8Recipe::Tensorwise => "tensorwise",
             Fp8Recipe::Delayed => "delayed",
             Fp8Recipe::Blockwise => "blockwise",
             Fp8Recipe::Mxfp8 => "mxfp8",
+            Fp8Recipe::Rowwise => "rowwise",
         }
     }
     pub fn parse(s: &str) -> Option<Fp8Recipe> {
@@ -191,7 +197,9 @@ pub fn quantize_bytes(precision: Dtype, recipe: Fp8Recipe, train: bool) -> Optio
     let copies = if train { 2.0 } else { 1.0 };
     Some(match precision {
         Dtype::Fp8 => match recipe {
-            Fp8Recipe::Tensorwise => (2.0 + 2.0 + copies, 2),
+            // Rowwise (torchao, torch stacks only): priced by `Builder::quantize_input`'s torchao
+            // path under compile; eager torchao reads the input once more for the row amax too.
+            Fp8Recipe::Tensorwise | Fp8Recipe::Rowwise => (2.0 + 2.0 + copies, 2),
             Fp8Recipe::Delayed => (2.0 + copies, 1),
             Fp8Recipe::Blockwise => (2.0 + copies * (1.0 + 4.0 / 128.0), 1),
             Fp8Recipe::Mxfp8 => (2.0 + copies * (1.0 + 1.0 / 32.0), 1),
@@ -441,6 +449,23 @@ struct Builder<'a> {
 
 const ACT_BYTES: f64 = 2.0;
 
+/// The op that casts a linear's input to fp8 for torchao under Inductor; `backward_of` gives the
+/// GEMM after it the cast of its output gradient.
+pub const FP8_CAST: &str = "fp8_cast";
+/// The same under torchao's rowwise recipe.
+pub const FP8_CAST_ROWWISE: &str = "fp8_cast_rowwise";
+/// HBM bytes per element of torchao's fused cast (see `Builder::quantize_input`): read bf16 (2),
+/// write the fp8 copy (1) and its transpose (1); rowwise scales the transposed copy by columns,
+/// whose amax the producing kernel does not give (it reduces rows), so the input is read once
+/// more (2).
+fn torchao_cast_bytes(name: &str) -> f64 {
+    if name == FP8_CAST_ROWWISE {
+        6.0
+    } else {
+        4.0
+    }
+}
+
 impl<'a> Builder<'a> {
     fn tokens(&self) -> u64 {
         self.w.sequences() * self.w.q_len() / self.pc.cp as u64
@@ -479,6 +504,25 @@ impl<'a> Builder<'a> {
         if stays_bf16(name) {
             return;
         }
+        if self.torchao_fp8() {
+            if matches!(name, "expert_up" | "expert_down") {
+                // Grouped experts are no `nn.Linear`: torchao leaves them in bf16 (or fp32).
+                return;
+            }
+            // torchao's dynamic scaling under Inductor (`convert_to_float8_training`, then
+            // `torch.compile`): the amax reduction fuses into the kernel that produces the input
+            // (norm, SiLU-mul; measured kernels `triton_red_fused_abs_max_mul_silu...`), and one
+            // cast kernel reads the bf16 input (2 B) and writes its fp8 copy and the transposed fp8
+            // copy the weight-gradient GEMM takes (1 + 1 B). AOTAutograd's common-subexpression
+            // pass leaves one cast where several linears read the same tensor (k and v after q,
+            // gate after up): those carry a zero-byte marker. The backward casts each output
+            // gradient alike (`backward_of` prices it from the GEMM's m x n).
+            let shared = matches!(name, "k_proj" | "v_proj" | "gate_proj");
+            let op = if self.w.fp8_recipe == Fp8Recipe::Rowwise { FP8_CAST_ROWWISE } else { FP8_CAST };
+            let (bytes, kernels) = if shared { (0.0, 0) } else { (elems * torchao_cast_bytes(op), 1) };
+            self.push(op, OpKind::Memory { bytes, kernels });
+            return;
+        }
         // Frozen weights (LoRA) form no weight gradient, so no transposed copy of the input.
         let wgrad = self.w.mode == Mode::Train && self.w.lora.is_none();
         if let Some((per_elem, kernels)) = quantize_bytes(self.w.precision, self.w.fp8_recipe, wgrad) {
@@ -504,6 +548,18 @@ impl<'a> Builder<'a> {
         } else {
             self.push(name, OpKind::Memory { bytes: elems * eager_bytes, kernels: eager_kernels });
         }
+    }
+    /// torchao float8 training of the linears under `torch.compile` (`--stack torch-compile` or
+    /// `hf-compile` at `--precision fp8`).
+    fn torchao_fp8(&self) -> bool {
+        self.w.stack.torch() && self.w.stack.fused() && self.w.precision == Dtype::Fp8 && self.w.mode == Mode::Train
+    }
+    /// One GEMM for q, k and v, and one for gate and up: Transformer Engine's fused layers and the
+    /// hand-written compiled loops. transformers keeps an `nn.Linear` per projection, and Inductor
+    /// leaves each as its own cuBLAS call (measured: 340 GEMM kernels per Llama-3.2-1B training
+    /// step both eager and compiled, calibration/runs/hf/profile/).
+    fn fuses_linears(&self) -> bool {
+        self.w.stack.fused() && !self.w.stack.hf()
     }
     fn hidden_elems(&self) -> f64 {
         (self.sp_tokens() * self.model.hidden) as f64
@@ -671,7 +727,7 @@ impl<'a> Builder<'a> {
             }
             None => {
                 let kv_heads = (m.n_kv_heads / tp).max(1);
-                if self.w.stack.fused() {
+                if self.fuses_linears() {
                     self.gemm("qkv_proj", t, (heads + 2 * kv_heads) * m.head_dim, m.hidden);
                 } else {
                     self.gemm("q_proj", t, heads * m.head_dim, m.hidden);
@@ -704,7 +760,20 @@ impl<'a> Builder<'a> {
         let seqs = self.w.sequences();
         let q_len = self.w.q_len() / self.pc.cp as u64;
         let kv_len = self.w.context_len();
-        let causal = true;
+        // transformers under torch.compile: while Dynamo traces, `masking_utils._ignore_causal_mask_sdpa`
+        // returns False (`is_tracing`), so the model builds an explicit boolean mask [b, 1, q, kv]
+        // and SDPA gets `attn_mask` instead of `is_causal=True`: cuDNN's kernel then computes every
+        // block of the score matrix (no causal skipping) and reads the mask, broadcast over the
+        // heads, once per head in the forward (twice in the backward: `backward_of` doubles memory
+        // ops). Measured (calibration/runs/hf/profile/, Llama-3.2-1B mb2 x 4096 on the lent H100,
+        // 2026-11-24): the same cuDNN SDPA kernels take 16.4 ms forward and 45.3 ms backward per
+        // step compiled against 5.3 and 14.2 ms eager (3.1x, 3.2x). Decode (one query) skips it.
+        let masked_sdpa = self.w.stack == Stack::HfCompile && q_len > 1;
+        let causal = !masked_sdpa;
+        if masked_sdpa && (self.w.flash_attention || self.w.mode == Mode::Decode) {
+            let mask = (seqs * heads * q_len * kv_len) as f64;
+            self.push("sdpa_mask", OpKind::Memory { bytes: mask, kernels: 0 });
+        }
         if self.w.stack.hf() && self.w.mode == Mode::Decode {
             // transformers' DynamicCache.update: `torch.cat([cache, new], dim=-2)` for the keys and
             // for the values of every layer at every token, a new tensor each time: the whole
@@ -753,7 +822,7 @@ impl<'a> Builder<'a> {
         let up = if m.ffn_kind == FfnKind::Gated { 2 * width } else { width };
         match m.ffn_kind {
             FfnKind::Gated => {
-                if self.w.stack.fused() {
+                if self.fuses_linears() {
                     self.gemm(name_up, t, 2 * f, m.hidden);
                 } else {
                     self.gemm(name_up, t, f, m.hidden);
@@ -801,6 +870,9 @@ impl<'a> Builder<'a> {
             // t x top_k ids), then the gather of every routed row (read and write a hidden row).
             self.push("route_index", OpKind::Memory { bytes: routed as f64 * 8.0 * 4.0, kernels: 6 });
             self.push("permute", OpKind::Memory { bytes: (routed * m.hidden) as f64 * self.act * 2.0, kernels: 1 });
+            // transformers 5.17's EP-sentinel handling, run also on one GPU: `masked_fill_` of the
+            // gathered rows (read and write them), before the up projection.
+            self.push("sentinel_mask", OpKind::Memory { bytes: (routed * m.hidden) as f64 * self.act * 2.0, kernels: 1 });
         } else {
             self.memory("permute", (routed * m.hidden) as f64, 1.0, 1.0, 2);
         }
@@ -814,9 +886,17 @@ impl<'a> Builder<'a> {
         self.quantize_input("expert_up", (per_expert * local_experts * m.hidden) as f64);
         self.push("expert_up", OpKind::Gemm { m: per_expert, n: up, k: m.hidden, count: local_experts });
         self.expert_adapter(LoraTarget::Fc1, per_expert, m.hidden, up, local_experts);
+        if self.w.stack.hf() {
+            // `proj_out.masked_fill(sentinel_mask, 0.0)` after each grouped GEMM: out of place, a
+            // copy of the output (ATen's clone) and the fill over it, 8 B per element.
+            self.push("sentinel_mask", OpKind::Memory { bytes: (routed * up) as f64 * self.act * 4.0, kernels: 2 });
+        }
         self.memory("expert_act", (per_expert * local_experts * f) as f64, 2.0, 1.0, 2);
         self.quantize_input("expert_down", (per_expert * local_experts * f) as f64);
         self.push("expert_down", OpKind::Gemm { m: per_expert, n: m.hidden, k: f, count: local_experts });
+        if self.w.stack.hf() {
+            self.push("sentinel_mask", OpKind::Memory { bytes: (routed * m.hidden) as f64 * self.act * 4.0, kernels: 2 });
+        }
         self.expert_adapter(LoraTarget::Fc2, per_expert, f, m.hidden, local_experts);
         if pc.etp > 1 {
             let bytes = (per_expert * local_experts * m.hidden) as f64 * self.act;
@@ -1083,12 +1163,14 @@ pub const SCAN_RECOMPUTED_IN_BACKWARD: [&str; 5] = ["conv1d", "ssd_chunk_cumsum"
 /// collective its conjugate (all-gather <-> reduce-scatter; TP all-reduce stays all-reduce).
 pub fn backward_of(forward: &[Op]) -> Vec<Op> {
     let mut out = Vec::with_capacity(forward.len() * 2);
-    for op in forward.iter().rev() {
+    for (i, op) in forward.iter().enumerate().rev() {
         let bwd = |name, kind| Op { name, kind, pass: Pass::Backward, backward: Backward::Mirror };
         if SCAN_RECOMPUTED_IN_BACKWARD.contains(&op.name) {
             out.push(bwd(op.name, op.kind.clone()));
         }
         match (&op.kind, &op.backward) {
+            // torchao's input cast has no backward of its own; the GEMM's output gradient is cast.
+            (OpKind::Memory { .. }, _) if matches!(op.name, FP8_CAST | FP8_CAST_ROWWISE) => {}
             (OpKind::Gemm { m, n, k, count }, Backward::Frozen) => {
                 // Frozen weights: the data gradient only.
                 out.push(bwd(op.name, OpKind::Gemm { m: *m, n: *k, k: *n, count: *count }));
@@ -1096,6 +1178,10 @@ pub fn backward_of(forward: &[Op]) -> Vec<Op> {
             (_, Backward::Frozen) => {}
             (_, Backward::As(kind)) => out.push(bwd(op.name, kind.clone())),
             (OpKind::Gemm { m, n, k, count }, _) => {
+                if let Some(cast) = i.checked_sub(1).map(|j| forward[j].name).filter(|p| matches!(*p, FP8_CAST | FP8_CAST_ROWWISE)) {
+                    let bytes = (*m * *n * *count) as f64 * torchao_cast_bytes(cast);
+                    out.push(bwd(cast, OpKind::Memory { bytes, kernels: 1 }));
+                }
                 // dX[m,k] = dY[m,n] W^T ; dW[k,n] = X^T dY. Score/value GEMMs of unfused attention
                 // have two data gradients instead; the FLOPs are the same.
                 out.push(bwd(op.name, OpKind::Gemm { m: *m, n: *k, k: *n, count: *count }));
@@ -1422,6 +1508,79 @@ mod tests {
         assert!(matches!(gather.kind, OpKind::Comm { op: CollectiveOp::AllGather, bytes, .. } if bytes == 2048.0 * 12288.0 * 2.0));
         // Without SP the gathered output's gradient is a local split: no backward collective.
         assert!(backward_of(&ops).iter().all(|o| o.name != "lora_gather"));
+    }
+
+    #[test]
+    fn compiled_transformers_attention_is_masked_not_causal() {
+        let m = gpt3_175b();
+        let attn = |stack, mode| {
+            let mut w = train(4096, stack);
+            w.mode = mode;
+            w.kv_len = 100;
+            let ops = forward_ops(&m, &single(), &w).dense_layer;
+            let causal = ops.iter().find_map(|o| match o.kind {
+                OpKind::Attention { causal, .. } => Some(causal),
+                _ => None,
+            });
+            let mask = ops.iter().find(|o| o.name == "sdpa_mask").map(|o| match o.kind {
+                OpKind::Memory { bytes, .. } => bytes,
+                _ => 0.0,
+            });
+            (causal.unwrap(), mask)
+        };
+        // b x heads x s x s booleans, read once per head in the forward.
+        let mask = (m.n_heads * 4096 * 4096) as f64;
+        assert_eq!(attn(Stack::HfCompile, Mode::Train), (false, Some(mask)));
+        assert_eq!(attn(Stack::HfCompile, Mode::Prefill), (false, Some(mask)));
+        assert_eq!(attn(Stack::HfEager, Mode::Train), (true, None));
+        assert_eq!(attn(Stack::TorchCompile, Mode::Train), (true, None));
+        // One query per sequence: no mask, causal = attend to everything cached.
+        assert_eq!(attn(Stack::HfCompile, Mode::Decode), (true, None));
+    }
+
+    #[test]
+    fn torchao_casts_each_distinct_input_and_each_output_gradient() {
+        let m = gpt3_175b();
+        let mut w = train(2048, Stack::HfCompile);
+        w.precision = Dtype::Fp8;
+        let fwd = forward_ops(&m, &single(), &w).dense_layer;
+        let t = 2048.0;
+        let h = m.hidden as f64;
+        let casts: Vec<f64> = fwd
+            .iter()
+            .filter(|o| o.name == FP8_CAST)
+            .map(|o| match o.kind {
+                OpKind::Memory { bytes, .. } => bytes,
+                _ => unreachable!(),
+            })
+            .collect();
+        // q, k, v (k and v share q's cast), out, up and down (plain FFN): 4 B per input element.
+        let f = m.ffn_hidden as f64;
+        assert_eq!(casts, vec![4.0 * t * h, 0.0, 0.0, 4.0 * t * h, 4.0 * t * h, 4.0 * t * f]);
+        assert!(!fwd.iter().any(|o| o.name == "quantize"));
+        // Backward: one cast per GEMM of its output gradient (m x n), none doubled from the forward.
+        let bwd = backward_of(&fwd);
+        let grad_casts: f64 = bwd
+            .iter()
+            .filter(|o| o.name == FP8_CAST)
+            .map(|o| match o.kind {
+                OpKind::Memory { bytes, .. } => bytes,
+                _ => unreachable!(),
+            })
+            .sum();
+        let outputs: f64 = fwd
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i > 0 && fwd[i - 1].name == FP8_CAST)
+            .map(|(_, o)| match o.kind {
+                OpKind::Gemm { m, n, count, .. } => (m * n * count) as f64,
+                _ => unreachable!(),
+            })
+            .sum();
+        assert_eq!(grad_casts, 4.0 * outputs);
+        // bf16 training keeps none of them.
+        let bf16 = forward_ops(&m, &single(), &train(2048, Stack::HfCompile)).dense_layer;
+        assert!(!bf16.iter().any(|o| o.name == FP8_CAST));
     }
 
     #[test]
