@@ -470,6 +470,7 @@ mod tests {
             flash_attention: false,
             routing_imbalance: 1.0,
             moe_dispatcher: crate::workload::MoeDispatcher::AllToAll,
+            cp_comm: crate::workload::CpComm::P2p,
         }
     }
 

@@ -212,6 +212,47 @@ pub struct Workload {
     pub routing_imbalance: f64,
     /// How MoE tokens reach their experts' ranks.
     pub moe_dispatcher: MoeDispatcher,
+    /// How context-parallel attention exchanges keys and values (meaningful with `cp` > 1).
+    pub cp_comm: CpComm,
+}
+
+/// Transformer Engine's context-parallel attention (`cp_comm_type`, Megatron-LM
+/// `--cp-comm-type`). Every variant runs on Megatron's load-balanced causal split: each sequence
+/// cut into `2 cp` chunks, rank r holding chunks r and `2 cp - 1 - r`, so every rank does
+/// `1 / cp` of the causal work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpComm {
+    /// Ring attention (TE `p2p`, the Megatron default): `cp` steps per layer; at each, one block of
+    /// attention on the key/value block in hand while the next block travels to the ring neighbour
+    /// (step 0 uses the rank's own keys and values). Backward sends keys, values and their
+    /// gradients around the ring; the last hop of the key/value gradients is exposed.
+    P2p,
+    /// TE `all_gather`: all-gather the keys and values before attention (exposed), reduce-scatter
+    /// their gradients after its backward.
+    AllGather,
+    /// TE `a2a` (DeepSpeed-Ulysses): all-to-all of queries, keys and values from sequence to head
+    /// sharding, attention over the whole sequence on `heads / cp` heads, all-to-all of the output
+    /// back; all exposed. The (TP-local) query and key/value heads must divide by `cp`.
+    A2a,
+}
+
+impl CpComm {
+    pub const ALL: [CpComm; 3] = [CpComm::P2p, CpComm::AllGather, CpComm::A2a];
+    /// Transformer Engine's name (`cp_comm_type`).
+    pub fn name(self) -> &'static str {
+        match self {
+            CpComm::P2p => "p2p",
+            CpComm::AllGather => "all_gather",
+            CpComm::A2a => "a2a",
+        }
+    }
+    /// TE's names; `all-gather` too.
+    pub fn parse(s: &str) -> Option<CpComm> {
+        if s == "all-gather" {
+            return Some(CpComm::AllGather);
+        }
+        CpComm::ALL.into_iter().find(|d| d.name() == s)
+    }
 }
 
 /// Megatron-Core's MoE token dispatchers (`--moe-token-dispatcher-type`): what crosses the EP group
@@ -546,14 +587,39 @@ impl<'a> Builder<'a> {
             // * sin (r2 w2), add (r4 w2): 22 B in 5 kernels (6 with the slices' copies).
             self.memory_chain("rope", rope_elems, 1.0, 1.0, 22.0, 6);
         }
-        if self.pc.cp > 1 {
-            let bytes = (self.w.sequences() * self.w.context_len() * 2 * kv_heads * qk_dim) as f64 * self.act;
-            self.push("cp_all_gather_kv", OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Cp, bytes });
-        }
         let seqs = self.w.sequences();
-        let q_len = self.w.q_len() / self.pc.cp as u64;
-        let kv_len = self.w.context_len();
-        let causal = true;
+        let cp = self.pc.cp as u64;
+        // Context parallelism (training and prefill: decode is not split). `ring`: the attention
+        // runs as `cp` equal blocks per (sequence, head) (`ring_blocks`), each `2c` queries x `c`
+        // keys non-causal, c = seq / (2 cp): TE's load-balanced ring attention computes, per rank,
+        // one causal `2c x 2c` diagonal block (2c^2 of work) and `cp - 1` half blocks (2c x c or c x
+        // 2c, 2c^2 each): seq^2 / (2 cp), 1 / cp of the causal total on every rank.
+        let cp_split = cp > 1 && self.w.q_len() > 1;
+        let mut ring_blocks = 1;
+        let (mut attn_heads, mut q_len, mut kv_len, mut causal) = (heads, self.w.q_len() / cp, self.w.context_len(), true);
+        if cp_split {
+            let seq = self.w.q_len();
+            let chunk = seq / (2 * cp);
+            // Keys and values of the whole sequence (per TP-local KV head), bf16.
+            let kv_all = (seqs * seq * kv_heads * (qk_dim + v_dim)) as f64 * self.act;
+            match self.w.cp_comm {
+                CpComm::P2p | CpComm::AllGather => {
+                    let name = if self.w.cp_comm == CpComm::P2p { "cp_kv_p2p" } else { "cp_all_gather_kv" };
+                    self.push(name, OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Cp, bytes: kv_all });
+                    ring_blocks = cp;
+                    (q_len, kv_len, causal) = (2 * chunk, chunk, false);
+                }
+                CpComm::A2a => {
+                    // Sequence-sharded q, k, v (this rank's seq / cp tokens) to head-sharded over the
+                    // whole sequence.
+                    let qkv = (seqs * (seq / cp) * (heads * qk_dim + kv_heads * (qk_dim + v_dim))) as f64 * self.act;
+                    self.push("cp_a2a_qkv", OpKind::Comm { op: CollectiveOp::AllToAll, group: Group::Cp, bytes: qkv });
+                    attn_heads = heads / cp;
+                    (q_len, kv_len) = (seq, seq);
+                }
+            }
+        }
+        let attn_kv_heads = if self.w.cp_comm == CpComm::A2a && cp_split { (kv_heads / cp).max(1) } else { kv_heads };
         if self.w.stack.hf() && self.w.mode == Mode::Decode {
             // transformers' DynamicCache.update: `torch.cat([cache, new], dim=-2)` for the keys and
             // for the values of every layer at every token, a new tensor each time: the whole
@@ -571,15 +637,31 @@ impl<'a> Builder<'a> {
             // Keys and values read: per KV head (GQA), or MLA's latent cache when decoding.
             let kv_bytes = match (&m.mla, self.w.mode) {
                 (Some(mla), Mode::Decode) => (seqs * kv_len * (mla.kv_lora_rank + mla.qk_rope_head_dim)) as f64 * self.act,
-                _ => (seqs * kv_len * kv_heads * (qk_dim + v_dim)) as f64 * self.w.kv_elem_bytes(),
+                _ => (ring_blocks * seqs * kv_len * attn_kv_heads * (qk_dim + v_dim)) as f64 * self.w.kv_elem_bytes(),
             };
             self.push(
                 "attention",
-                OpKind::Attention { batch_heads: seqs * heads, q_len, kv_len, head_dim_qk: qk_dim, head_dim_v: v_dim, causal, backward: false, kv_bytes },
+                OpKind::Attention {
+                    batch_heads: ring_blocks * seqs * attn_heads,
+                    q_len,
+                    kv_len,
+                    head_dim_qk: qk_dim,
+                    head_dim_v: v_dim,
+                    causal,
+                    backward: false,
+                    kv_bytes,
+                },
             );
+            if ring_blocks > 1 {
+                // Each block after the first merges its partial output into the running one by
+                // their log-sum-exps (TE's `flash_attn_fwd_out_correction`): read both bf16
+                // outputs, write one, `ring_blocks - 1` times.
+                let out = (seqs * q_len * heads * v_dim) as f64 * self.act;
+                self.push("cp_out_correction", OpKind::Memory { bytes: 3.0 * out * (ring_blocks - 1) as f64, kernels: (ring_blocks - 1) as u32 });
+            }
         } else {
             // Unfused: QK^T and PV as batched GEMMs with the score matrix through HBM.
-            let bh = seqs * heads;
+            let bh = ring_blocks * seqs * attn_heads;
             self.push("scores", OpKind::Gemm { m: q_len, n: kv_len, k: qk_dim, count: bh });
             let scores = (bh * q_len * kv_len) as f64;
             self.memory("softmax", scores, 1.0, 1.0, 3);
@@ -587,6 +669,11 @@ impl<'a> Builder<'a> {
                 self.memory("attention_dropout", scores, 1.0, 2.0, 2);
             }
             self.push("attn_values", OpKind::Gemm { m: q_len, n: v_dim, k: kv_len, count: bh });
+        }
+        if cp_split && self.w.cp_comm == CpComm::A2a {
+            // The output, head-sharded over the whole sequence, back to this rank's tokens.
+            let o = (seqs * (self.w.q_len() / cp) * heads * v_dim) as f64 * self.act;
+            self.push("cp_a2a_out", OpKind::Comm { op: CollectiveOp::AllToAll, group: Group::Cp, bytes: o });
         }
         self.gemm("out_proj", t, m.hidden, heads * v_dim);
     }
@@ -883,8 +970,25 @@ pub const SCAN_RECOMPUTED_IN_BACKWARD: [&str; 5] = ["conv1d", "ssd_chunk_cumsum"
 /// collective its conjugate (all-gather <-> reduce-scatter; TP all-reduce stays all-reduce).
 pub fn backward_of(forward: &[Op]) -> Vec<Op> {
     let mut out = Vec::with_capacity(forward.len() * 2);
-    for op in forward.iter().rev() {
+    for (i, op) in forward.iter().enumerate().rev() {
         let bwd = |name, kind| Op { name, kind, pass: Pass::Backward };
+        // Context parallelism's key/value exchange before attention (see [`CpComm`]). Ring
+        // attention's backward sends keys, values and their gradients around the ring beside the
+        // attention backward's blocks (twice the forward's bytes, before the attention backward);
+        // all-gather's backward gathers the keys and values again before it and reduce-scatters
+        // their gradients after it.
+        if let (OpKind::Attention { .. }, Some(Op { name, kind: OpKind::Comm { group: Group::Cp, bytes, .. }, .. })) =
+            (&op.kind, i.checked_sub(1).map(|j| &forward[j]))
+        {
+            match *name {
+                "cp_kv_p2p" => out.push(bwd("cp_kv_dkv_p2p", OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Cp, bytes: 2.0 * bytes })),
+                "cp_all_gather_kv" => out.push(bwd("cp_all_gather_kv", OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Cp, bytes: *bytes })),
+                _ => {}
+            }
+        }
+        if op.name == "cp_kv_p2p" {
+            continue;
+        }
         if SCAN_RECOMPUTED_IN_BACKWARD.contains(&op.name) {
             out.push(bwd(op.name, op.kind.clone()));
         }
@@ -990,6 +1094,7 @@ mod tests {
             flash_attention: true,
             routing_imbalance: 1.0,
             moe_dispatcher: MoeDispatcher::AllToAll,
+            cp_comm: CpComm::P2p,
         }
     }
 
