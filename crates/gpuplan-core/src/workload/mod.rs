@@ -1155,6 +1155,65 @@ mod tests {
         assert!(((full - executed) - (attn_conv - attn_exec)).abs() / full < 1e-3);
     }
 
+    /// Forward attention FLOPs of one layer on one CP rank, and the ops of that layer.
+    fn cp_layer(m: &Model, cp: u32, seq: u64, comm: CpComm) -> (f64, Vec<Op>) {
+        let pc = ParallelConfig { cp, ..single() };
+        let w = Workload { cp_comm: comm, ..train(seq, Stack::Megatron) };
+        let ops = forward_ops(m, &pc, &w).dense_layer;
+        let attn = ops.iter().filter(|op| matches!(op.kind, OpKind::Attention { .. })).map(Op::flops).sum();
+        (attn, ops)
+    }
+
+    #[test]
+    fn load_balanced_context_parallelism_gives_every_rank_one_cp_th_of_the_causal_work() {
+        let m = gpt3_175b();
+        let seq = 131_072;
+        // The causal forward of one sequence and layer, by hand: 4 h d_head x (seq^2 / 2) (the
+        // diagonal's half is counted, the ring's block convention: s^2/2, not s(s+1)/2).
+        let causal_total = 4.0 * (m.n_heads * m.head_dim) as f64 * (seq * seq) as f64 / 2.0;
+        for cp in [2u32, 4, 8, 16, 32] {
+            for comm in [CpComm::P2p, CpComm::AllGather, CpComm::A2a] {
+                let (per_rank, _) = cp_layer(&m, cp, seq, comm);
+                // Every rank: 1 / cp of it (the ops are one rank's; the split makes them the same
+                // on every rank: chunks r and 2cp-1-r).
+                let share = per_rank / causal_total;
+                assert!((share * cp as f64 - 1.0).abs() < 1e-3, "cp {cp} {comm:?}: rank share {share}");
+            }
+            // Not the last rank's share of an unbalanced contiguous split: 1 - 1/(2 cp) of its
+            // q x kv rectangle, (2 cp - 1) / cp^2 of the total.
+            let unbalanced_last = (2 * cp - 1) as f64 / (cp * cp) as f64;
+            let (per_rank, _) = cp_layer(&m, cp, seq, CpComm::P2p);
+            assert!(per_rank / causal_total < 0.7 * unbalanced_last, "cp {cp}: {} vs the last rank's {unbalanced_last}", per_rank / causal_total);
+        }
+    }
+
+    #[test]
+    fn ring_attention_runs_cp_blocks_of_2c_by_c_with_the_kv_ring_beside_them() {
+        let m = gpt3_175b();
+        let (cp, seq) = (8u32, 65_536u64);
+        let (_, ops) = cp_layer(&m, cp, seq, CpComm::P2p);
+        let c = seq / (2 * cp as u64);
+        let i = ops.iter().position(|op| op.name == "attention").unwrap();
+        // The key/value exchange right before the attention blocks, all of the sequence's K and V.
+        let kv_all = (seq * m.n_kv_heads * 2 * m.head_dim) as f64 * 2.0;
+        assert_eq!(ops[i - 1].kind, OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Cp, bytes: kv_all });
+        let OpKind::Attention { batch_heads, q_len, kv_len, causal, .. } = ops[i].kind else { unreachable!() };
+        assert_eq!((batch_heads, q_len, kv_len, causal), (cp as u64 * m.n_heads, 2 * c, c, false));
+        // Backward: keys, values and their gradients (twice the bytes), before the attention's
+        // backward, and nothing after it.
+        let bwd = backward_of(&ops);
+        let j = bwd.iter().position(|op| op.name == "attention").unwrap();
+        assert_eq!(bwd[j - 1].name, "cp_kv_dkv_p2p");
+        assert_eq!(bwd[j - 1].kind, OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Cp, bytes: 2.0 * kv_all });
+        assert_eq!(bwd.iter().filter(|op| matches!(op.kind, OpKind::Comm { group: Group::Cp, .. })).count(), 1);
+        // a2a: the whole sequence on heads / cp heads, causal, between two all-to-alls.
+        let (_, ops) = cp_layer(&m, cp, seq, CpComm::A2a);
+        let i = ops.iter().position(|op| op.name == "attention").unwrap();
+        let OpKind::Attention { batch_heads, q_len, kv_len, causal, .. } = ops[i].kind else { unreachable!() };
+        assert_eq!((batch_heads, q_len, kv_len, causal), (m.n_heads / cp as u64, seq, seq, true));
+        assert_eq!((ops[i - 1].name, ops[i + 1].name), ("cp_a2a_qkv", "cp_a2a_out"));
+    }
+
     /// One micro-batch's forward and backward FLOPs of a hybrid model, its layers in pattern order.
     fn hybrid_step_flops(model: &Model, pc: &ParallelConfig, w: &Workload) -> f64 {
         let ops = forward_ops(model, pc, w);
