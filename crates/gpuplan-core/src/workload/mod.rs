@@ -1038,7 +1038,23 @@ pub fn recompute_of(forward: &[Op], recompute: Recompute) -> Vec<Op> {
     let keep = |op: &Op| match recompute {
         Recompute::None => false,
         Recompute::Full => true,
-        Recompute::Selective => matches!(op.kind, OpKind::Attention { .. }) || matches!(op.name, "scores" | "softmax" | "attention_dropout" | "attn_values"),
+        // Core attention, with what context parallelism does inside it (TE's CP attention is one
+        // autograd function: its exchanges and output merge run again when it is recomputed).
+        Recompute::Selective => {
+            matches!(op.kind, OpKind::Attention { .. })
+                || matches!(
+                    op.name,
+                    "scores"
+                        | "softmax"
+                        | "attention_dropout"
+                        | "attn_values"
+                        | "cp_kv_p2p"
+                        | "cp_all_gather_kv"
+                        | "cp_a2a_qkv"
+                        | "cp_a2a_out"
+                        | "cp_out_correction"
+                )
+        }
     };
     forward.iter().filter(|op| keep(op)).map(|op| Op { pass: Pass::Recompute, ..op.clone() }).collect()
 }
