@@ -133,6 +133,10 @@ pub struct ScenarioArgs {
     /// Context parallelism
     #[arg(long, value_parser = count(), allow_negative_numbers = true)]
     pub cp: Option<i64>,
+    /// Context-parallel attention exchange, Transformer Engine's cp_comm_type: p2p (default, ring
+    /// attention overlapped with the attention blocks), all_gather, or a2a (Ulysses)
+    #[arg(long)]
+    pub cp_comm: Option<String>,
     /// Expert parallelism
     #[arg(long, value_parser = count(), allow_negative_numbers = true)]
     pub ep: Option<i64>,
@@ -266,6 +270,7 @@ impl ScenarioArgs {
                 account_for_embedding_in_pipeline_split: self.account_for_embedding_in_pipeline_split,
                 account_for_loss_in_pipeline_split: self.account_for_loss_in_pipeline_split,
                 pipeline_layout: self.pipeline_layout.clone(),
+                cp_comm: self.cp_comm.clone(),
             },
             workload: WorkloadWire {
                 mode: self.mode.clone(),
@@ -344,6 +349,7 @@ impl ScenarioArgs {
         "moe-dispatcher",
         "lora-rank",
         "lora-targets",
+        "cp-comm",
         "tp-comm-overlap",
         "from-megatron-args",
         "calibration",
@@ -386,6 +392,7 @@ impl ScenarioArgs {
         f(self.lora_rank.is_some(), "lora-rank");
         f(self.lora_targets.is_some(), "lora-targets");
         f(self.mtp_layers.is_some(), "mtp-layers");
+        f(self.cp_comm.is_some(), "cp-comm");
         f(self.tp_comm_overlap.is_some(), "tp-comm-overlap");
         f(self.train_cuda_graphs.is_some(), "train-cuda-graphs");
         f(self.from_megatron_args.is_some(), "from-megatron-args");

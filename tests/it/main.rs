@@ -5,6 +5,7 @@ mod bad_input;
 mod calibrate;
 mod catalog;
 mod cli;
+mod context_parallel;
 mod cost;
 mod engines;
 mod fuzz;

@@ -10,7 +10,7 @@
 //! returned as ignored, so a real launch line can be pasted whole.
 
 use gpuplan_core::scenario::Scenario;
-use gpuplan_core::workload::{MoeDispatcher, Recompute};
+use gpuplan_core::workload::{CpComm, MoeDispatcher, Recompute};
 
 use crate::scenario::{OptionsWire, ParallelWire, ScenarioWire, WorkloadWire};
 use crate::ConfigError;
@@ -31,6 +31,7 @@ pub fn args_of(s: &Scenario) -> Vec<String> {
     }
     if pc.cp > 1 {
         kv("--context-parallel-size", pc.cp.to_string());
+        kv("--cp-comm-type", w.cp_comm.name().to_string());
     }
     if let Some(pattern) = moe_layer_freq(&s.model) {
         kv("--moe-layer-freq", pattern);
@@ -232,6 +233,13 @@ pub fn from_args(text: &str) -> Result<FromArgs, ConfigError> {
                     "full" | "selective" => ww.recompute = Some(v),
                     _ => return Err(bad(&key, &v, "is not full or selective")),
                 }
+            }
+            "cp-comm-type" => {
+                let v = value(&mut i).ok_or_else(|| bad(&key, "(missing)", "needs p2p, all_gather or a2a"))?;
+                if CpComm::parse(&v).is_none() {
+                    return Err(bad(&key, &v, "is not p2p, all_gather or a2a (a2a+p2p is not modelled)"));
+                }
+                pw.cp_comm = Some(v);
             }
             "moe-token-dispatcher-type" => {
                 let v = value(&mut i).ok_or_else(|| bad(&key, "(missing)", "needs a dispatcher"))?;

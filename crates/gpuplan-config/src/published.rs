@@ -103,7 +103,7 @@ pub const RECIPE_DEFAULTS: &[(&str, &str, &str)] = &[
         "none",
         "Bridge pretrain recipes leave recompute_granularity=None for these models; perf configs add partial recompute (recompute_num_layers / recompute_modules) or activation offload only where memory needs it, which gpuplan cannot express per layer. Rows gpuplan's memory plan says do not fit are counted",
     ),
-    ("cp_comm", "ring (p2p)", "Megatron cp_comm_type default p2p; gpuplan prices CP as an all-gather of K/V overlapped with attention after the first chunk"),
+    ("cp_comm", "ring (p2p)", "Megatron cp_comm_type default p2p; gpuplan prices TE's load-balanced ring attention: cp equal attention blocks per rank, each key/value block sent beside the block before it, keys, values and their gradients in backward, the last gradient hop exposed"),
     (
         "moe",
         "alltoall dispatcher, grouped GEMM, force-balanced routing (routing_imbalance 1.0), etp 1",

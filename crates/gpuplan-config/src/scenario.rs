@@ -35,7 +35,7 @@ use gpuplan_core::hardware::Dtype;
 use gpuplan_core::model::{Model, Position};
 use gpuplan_core::parallelism::{Fill, ParallelConfig, PipelineSplit, Schedule};
 use gpuplan_core::scenario::{Options, Scenario, TrainGraphs};
-use gpuplan_core::workload::{Fp8Recipe, Lora, LoraTarget, Mode, MoeDispatcher, Recompute, Stack, Workload};
+use gpuplan_core::workload::{CpComm, Fp8Recipe, Lora, LoraTarget, Mode, MoeDispatcher, Recompute, Stack, Workload};
 
 pub const DIR: &str = "scenarios";
 
@@ -90,6 +90,9 @@ pub struct ParallelWire {
     /// Decoder layers per virtual stage (virtual stage v = chunk * pp + rank), as Megatron's
     /// `--pipeline-model-parallel-layout` places them.
     pub pipeline_layout: Option<Vec<i64>>,
+    /// Context parallelism's attention exchange, Transformer Engine's `cp_comm_type` (Megatron-LM
+    /// `--cp-comm-type`): p2p (default, ring attention) | all_gather | a2a
+    pub cp_comm: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -160,7 +163,8 @@ pub fn overlay(base: ScenarioWire, over: ScenarioWire) -> ScenarioWire {
             decoder_last_pipeline_num_layers,
             account_for_embedding_in_pipeline_split,
             account_for_loss_in_pipeline_split,
-            pipeline_layout
+            pipeline_layout,
+            cp_comm
         ]
     );
     pick!(
@@ -695,6 +699,17 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         }
         Some(n) => n as u32,
     };
+    let cp_comm = match pw.cp_comm.as_deref() {
+        None => CpComm::P2p,
+        Some(s) => CpComm::parse(s).unwrap_or_else(|| {
+            let names = CpComm::ALL.map(CpComm::name).join(", ");
+            p.push(
+                ConfigError::invalid(&path, "parallelism.cp_comm", s, "is not a context-parallel communication type (`--cp-comm`)")
+                    .with_hint(format!("one of: {names} (Transformer Engine's cp_comm_type; a2a+p2p is not modelled)")),
+            );
+            CpComm::P2p
+        }),
+    };
     let workload = Workload {
         mode,
         micro_batch,
@@ -712,6 +727,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         moe_dispatcher,
         lora,
         mtp_layers,
+        cp_comm,
     };
     // The hf-* stacks' host time in inference is the node's host probe's: no default.
     if stack.hf() && mode != Mode::Train && profile.as_ref().is_none_or(|pr| pr.host.is_none()) {

@@ -172,6 +172,22 @@ pub fn check_scenario(s: &Scenario) -> Result<u64, PredictError> {
         // Megatron-Core's column-parallel adapter layer splits the rank over TP.
         problems.push(Infeasible::Indivisible { what: "lora_rank", n: lora.rank, by_name: "tp", by: s.parallel.tp as u64 });
     }
+    if s.parallel.cp > 1 && s.workload.cp_comm == workload::CpComm::A2a && s.workload.q_len() > 1 {
+        // TE's a2a reshapes q, k and v from sequence to head sharding: each TP rank's query and
+        // key/value heads split over the cp ranks.
+        let (tp, cp) = (s.parallel.tp as u64, s.parallel.cp as u64);
+        let heads = s.model.n_heads / tp;
+        let kv_heads = if s.model.mla.is_some() { heads } else { (s.model.n_kv_heads / tp).max(1) };
+        if !heads.is_multiple_of(cp) || !kv_heads.is_multiple_of(cp) {
+            problems.push(Infeasible::Unsupported {
+                what: "cp",
+                value: cp,
+                why: format!(
+                    "with `cp_comm` = a2a the TP-local attention heads ({heads} query, {kv_heads} key/value) must divide by cp (Transformer Engine's all-to-all shards heads over the cp ranks)\nhint: use `--cp-comm p2p` (ring attention), or a cp that divides {kv_heads}"
+                ),
+            });
+        }
+    }
     if !problems.is_empty() {
         return Err(PredictError::Infeasible(problems));
     }

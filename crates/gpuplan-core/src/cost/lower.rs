@@ -335,9 +335,13 @@ impl CostModel<'_> {
                     let next_is_kernel = ops.get(i + 1).is_some_and(|n| !matches!(n.kind, OpKind::Comm { .. }));
                     let overlap = match group {
                         Group::Tp if options.tp_comm_overlap && next_is_kernel => Overlap::WithNextKernel { blocking: TP_OVERLAP_BLOCKING },
-                        // Ring attention: the first of cp chunks is exchanged before the attention
-                        // starts, the rest beside it.
-                        Group::Cp if next_is_kernel => Overlap::WithNextKernel { blocking: 1.0 / pc.cp.max(1) as f64 },
+                        // Ring attention (`CpComm::P2p`): in forward every key/value block
+                        // travels beside the attention block before it (step 0 runs on the rank's
+                        // own keys and values); in backward the last hop of the key/value
+                        // gradients comes after the last block: one of the `cp` gradient blocks,
+                        // a half of the bytes, is exposed. TE's all-gather and a2a are blocking.
+                        Group::Cp if next_is_kernel && op.name == "cp_kv_p2p" => Overlap::WithNextKernel { blocking: 0.0 },
+                        Group::Cp if next_is_kernel && op.name == "cp_kv_dkv_p2p" => Overlap::WithNextKernel { blocking: 0.5 / pc.cp.max(1) as f64 },
                         _ => Overlap::Blocking,
                     };
                     let bytes = match (op.name, w.moe_dispatcher, &model.moe) {

@@ -47,6 +47,25 @@ const ATTENTION_BACKWARD_RATIO: f64 = 0.7;
 /// fitted; applied to every GPU.
 const FUSED_ATTENTION_BACKWARD_RATIO: f64 = 0.735;
 
+/// Backward over forward TFLOP/s of the same cuDNN fused attention at long sequences (s >= 16384):
+/// 0.8795, the mean of the six causal rows at s 16K-128K of two H100 SXM runs (b 2, 32 heads, s
+/// 16K/32K: 0.869, 0.844, calibration/runs/raw/attention-h100-2026-11-24/; b 1, 32 heads, s
+/// 16K..128K: 0.907, 0.878, 0.812, 0.968, calibration/runs/raw/attention-long-h100-2026-11-24/,
+/// scripts/bench_attention_long.py; d 128, bf16, cuDNN 9.19, 2026-11-24). Measured, not fitted.
+/// Held out: the six non-causal ring-attention block rows of the second run at s = sqrt(s_q s_kv)
+/// 11.6K..46K average 0.855 (3% lower). Between s 8192 ([`FUSED_ATTENTION_BACKWARD_RATIO`]) and
+/// 16384 the ratio is linear in ln s; beyond 16384 it stays flat (the rows show no trend to 128K).
+const FUSED_ATTENTION_BACKWARD_RATIO_LONG: f64 = 0.8795;
+
+/// The fused (cuDNN) attention's backward-over-forward ratio at sequence length `s` (s = sqrt(s_q
+/// s_kv) of one kernel's block): [`FUSED_ATTENTION_BACKWARD_RATIO`] up to s 8192,
+/// [`FUSED_ATTENTION_BACKWARD_RATIO_LONG`] from 16384, linear in ln s between.
+pub fn fused_backward_ratio(s: f64) -> f64 {
+    let (lo, hi) = (8192f64.ln(), 16384f64.ln());
+    let t = ((s.max(1.0).ln() - lo) / (hi - lo)).clamp(0.0, 1.0);
+    FUSED_ATTENTION_BACKWARD_RATIO + t * (FUSED_ATTENTION_BACKWARD_RATIO_LONG - FUSED_ATTENTION_BACKWARD_RATIO)
+}
+
 /// Which attention kernel a stack runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttentionKernel {
@@ -477,14 +496,17 @@ impl<'a> CostModel<'a> {
         let gpu = &self.system.gpu;
         let (level, _, backward_ratio) = self.attention_level();
         let mut eff = level.value;
+        // The tables are measured at s_q = s_kv = s; a rectangular (s_q, s_kv) is read at the
+        // square of equal work per (sequence, head): s = sqrt(s_q s_kv).
+        let s = ((q_len as f64) * (kv_len as f64)).sqrt();
         if let Some((curves, _)) = &self.attention_shape {
-            // The table is measured at s_q = s_kv = s; a rectangular (s_q, s_kv) is read at the
-            // square of equal work per (sequence, head): s = sqrt(s_q s_kv).
-            let s = ((q_len as f64) * (kv_len as f64)).sqrt();
             eff = (eff * curves.factor(s, head_dim_qk)).min(1.0);
         }
         if backward {
-            eff *= backward_ratio;
+            eff *= match self.attention_kernel {
+                AttentionKernel::Fused => fused_backward_ratio(s),
+                AttentionKernel::Flash => backward_ratio,
+            };
         }
         // Work is split in 128-query tiles per (sequence, head) across the SMs.
         let tiles = batch_heads * q_len.div_ceil(128);

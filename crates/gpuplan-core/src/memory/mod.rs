@@ -618,6 +618,7 @@ mod tests {
             moe_dispatcher: crate::workload::MoeDispatcher::AllToAll,
             lora: None,
             mtp_layers: 0,
+            cp_comm: crate::workload::CpComm::P2p,
         }
     }
 

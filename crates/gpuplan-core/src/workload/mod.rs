@@ -251,6 +251,47 @@ pub struct Workload {
     /// Multi-token-prediction modules trained (Megatron's `--mtp-num-layers`; 0, Megatron's
     /// default, trains the main model only), each on the last pipeline stage beside the loss.
     pub mtp_layers: u32,
+    /// How context-parallel attention exchanges keys and values (meaningful with `cp` > 1).
+    pub cp_comm: CpComm,
+}
+
+/// Transformer Engine's context-parallel attention (`cp_comm_type`, Megatron-LM
+/// `--cp-comm-type`). Every variant runs on Megatron's load-balanced causal split: each sequence
+/// cut into `2 cp` chunks, rank r holding chunks r and `2 cp - 1 - r`, so every rank does
+/// `1 / cp` of the causal work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpComm {
+    /// Ring attention (TE `p2p`, the Megatron default): `cp` steps per layer; at each, one block of
+    /// attention on the key/value block in hand while the next block travels to the ring neighbour
+    /// (step 0 uses the rank's own keys and values). Backward sends keys, values and their
+    /// gradients around the ring; the last hop of the key/value gradients is exposed.
+    P2p,
+    /// TE `all_gather`: all-gather the keys and values before attention (exposed), reduce-scatter
+    /// their gradients after its backward.
+    AllGather,
+    /// TE `a2a` (DeepSpeed-Ulysses): all-to-all of queries, keys and values from sequence to head
+    /// sharding, attention over the whole sequence on `heads / cp` heads, all-to-all of the output
+    /// back; all exposed. The (TP-local) query and key/value heads must divide by `cp`.
+    A2a,
+}
+
+impl CpComm {
+    pub const ALL: [CpComm; 3] = [CpComm::P2p, CpComm::AllGather, CpComm::A2a];
+    /// Transformer Engine's name (`cp_comm_type`).
+    pub fn name(self) -> &'static str {
+        match self {
+            CpComm::P2p => "p2p",
+            CpComm::AllGather => "all_gather",
+            CpComm::A2a => "a2a",
+        }
+    }
+    /// TE's names; `all-gather` too.
+    pub fn parse(s: &str) -> Option<CpComm> {
+        if s == "all-gather" {
+            return Some(CpComm::AllGather);
+        }
+        CpComm::ALL.into_iter().find(|d| d.name() == s)
+    }
 }
 
 /// Megatron-Core's MoE token dispatchers (`--moe-token-dispatcher-type`): what crosses the EP group
@@ -753,13 +794,39 @@ impl<'a> Builder<'a> {
             // * sin (r2 w2), add (r4 w2): 22 B in 5 kernels (6 with the slices' copies).
             self.memory_chain("rope", rope_elems, 1.0, 1.0, 22.0, 6);
         }
-        if self.pc.cp > 1 {
-            let bytes = (self.w.sequences() * self.w.context_len() * 2 * kv_heads * qk_dim) as f64 * self.act;
-            self.push("cp_all_gather_kv", OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Cp, bytes });
-        }
         let seqs = self.w.sequences();
-        let q_len = self.w.q_len() / self.pc.cp as u64;
-        let kv_len = self.w.context_len();
+        let cp = self.pc.cp as u64;
+        // Context parallelism (training and prefill: decode is not split). `ring`: the attention
+        // runs as `cp` equal blocks per (sequence, head) (`ring_blocks`), each `2c` queries x `c`
+        // keys non-causal, c = seq / (2 cp): TE's load-balanced ring attention computes, per rank,
+        // one causal `2c x 2c` diagonal block (2c^2 of work) and `cp - 1` half blocks (2c x c or c x
+        // 2c, 2c^2 each): seq^2 / (2 cp), 1 / cp of the causal total on every rank.
+        let cp_split = cp > 1 && self.w.q_len() > 1;
+        let mut ring_blocks = 1;
+        let (mut attn_heads, mut q_len, mut kv_len, mut causal) = (heads, self.w.q_len() / cp, self.w.context_len(), true);
+        if cp_split {
+            let seq = self.w.q_len();
+            let chunk = seq / (2 * cp);
+            // Keys and values of the whole sequence (per TP-local KV head), bf16.
+            let kv_all = (seqs * seq * kv_heads * (qk_dim + v_dim)) as f64 * self.act;
+            match self.w.cp_comm {
+                CpComm::P2p | CpComm::AllGather => {
+                    let name = if self.w.cp_comm == CpComm::P2p { "cp_kv_p2p" } else { "cp_all_gather_kv" };
+                    self.push(name, OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Cp, bytes: kv_all });
+                    ring_blocks = cp;
+                    (q_len, kv_len, causal) = (2 * chunk, chunk, false);
+                }
+                CpComm::A2a => {
+                    // Sequence-sharded q, k, v (this rank's seq / cp tokens) to head-sharded over the
+                    // whole sequence.
+                    let qkv = (seqs * (seq / cp) * (heads * qk_dim + kv_heads * (qk_dim + v_dim))) as f64 * self.act;
+                    self.push("cp_a2a_qkv", OpKind::Comm { op: CollectiveOp::AllToAll, group: Group::Cp, bytes: qkv });
+                    attn_heads = heads / cp;
+                    (q_len, kv_len) = (seq, seq);
+                }
+            }
+        }
+        let attn_kv_heads = if self.w.cp_comm == CpComm::A2a && cp_split { (kv_heads / cp).max(1) } else { kv_heads };
         // transformers under torch.compile: while Dynamo traces, `masking_utils._ignore_causal_mask_sdpa`
         // returns False (`is_tracing`), so the model builds an explicit boolean mask [b, 1, q, kv]
         // and SDPA gets `attn_mask` instead of `is_causal=True`: cuDNN's kernel then computes every
@@ -769,10 +836,12 @@ impl<'a> Builder<'a> {
         // 2026-11-24): the same cuDNN SDPA kernels take 16.4 ms forward and 45.3 ms backward per
         // step compiled against 5.3 and 14.2 ms eager (3.1x, 3.2x). Decode (one query) skips it.
         let masked_sdpa = self.w.stack == Stack::HfCompile && q_len > 1;
-        let causal = !masked_sdpa;
-        if masked_sdpa && (self.w.flash_attention || self.w.mode == Mode::Decode) {
-            let mask = (seqs * heads * q_len * kv_len) as f64;
-            self.push("sdpa_mask", OpKind::Memory { bytes: mask, kernels: 0 });
+        if masked_sdpa {
+            causal = false;
+            if self.w.flash_attention || self.w.mode == Mode::Decode {
+                let mask = (seqs * heads * q_len * kv_len) as f64;
+                self.push("sdpa_mask", OpKind::Memory { bytes: mask, kernels: 0 });
+            }
         }
         if self.w.stack.hf() && self.w.mode == Mode::Decode {
             // transformers' DynamicCache.update: `torch.cat([cache, new], dim=-2)` for the keys and
@@ -791,15 +860,31 @@ impl<'a> Builder<'a> {
             // Keys and values read: per KV head (GQA), or MLA's latent cache when decoding.
             let kv_bytes = match (&m.mla, self.w.mode) {
                 (Some(mla), Mode::Decode) => (seqs * kv_len * (mla.kv_lora_rank + mla.qk_rope_head_dim)) as f64 * self.act,
-                _ => (seqs * kv_len * kv_heads * (qk_dim + v_dim)) as f64 * self.w.kv_elem_bytes(),
+                _ => (ring_blocks * seqs * kv_len * attn_kv_heads * (qk_dim + v_dim)) as f64 * self.w.kv_elem_bytes(),
             };
             self.push(
                 "attention",
-                OpKind::Attention { batch_heads: seqs * heads, q_len, kv_len, head_dim_qk: qk_dim, head_dim_v: v_dim, causal, backward: false, kv_bytes },
+                OpKind::Attention {
+                    batch_heads: ring_blocks * seqs * attn_heads,
+                    q_len,
+                    kv_len,
+                    head_dim_qk: qk_dim,
+                    head_dim_v: v_dim,
+                    causal,
+                    backward: false,
+                    kv_bytes,
+                },
             );
+            if ring_blocks > 1 {
+                // Each block after the first merges its partial output into the running one by
+                // their log-sum-exps (TE's `flash_attn_fwd_out_correction`): read both bf16
+                // outputs, write one, `ring_blocks - 1` times.
+                let out = (seqs * q_len * heads * v_dim) as f64 * self.act;
+                self.push("cp_out_correction", OpKind::Memory { bytes: 3.0 * out * (ring_blocks - 1) as f64, kernels: (ring_blocks - 1) as u32 });
+            }
         } else {
             // Unfused: QK^T and PV as batched GEMMs with the score matrix through HBM.
-            let bh = seqs * heads;
+            let bh = ring_blocks * seqs * attn_heads;
             self.push("scores", OpKind::Gemm { m: q_len, n: kv_len, k: qk_dim, count: bh });
             let scores = (bh * q_len * kv_len) as f64;
             self.memory("softmax", scores, 1.0, 1.0, 3);
@@ -807,6 +892,11 @@ impl<'a> Builder<'a> {
                 self.memory("attention_dropout", scores, 1.0, 2.0, 2);
             }
             self.push("attn_values", OpKind::Gemm { m: q_len, n: v_dim, k: kv_len, count: bh });
+        }
+        if cp_split && self.w.cp_comm == CpComm::A2a {
+            // The output, head-sharded over the whole sequence, back to this rank's tokens.
+            let o = (seqs * (self.w.q_len() / cp) * heads * v_dim) as f64 * self.act;
+            self.push("cp_a2a_out", OpKind::Comm { op: CollectiveOp::AllToAll, group: Group::Cp, bytes: o });
         }
         self.gemm("out_proj", t, m.hidden, heads * v_dim);
         if m.mla.is_none() {
@@ -1165,6 +1255,23 @@ pub fn backward_of(forward: &[Op]) -> Vec<Op> {
     let mut out = Vec::with_capacity(forward.len() * 2);
     for (i, op) in forward.iter().enumerate().rev() {
         let bwd = |name, kind| Op { name, kind, pass: Pass::Backward, backward: Backward::Mirror };
+        // Context parallelism's key/value exchange before attention (see [`CpComm`]). Ring
+        // attention's backward sends keys, values and their gradients around the ring beside the
+        // attention backward's blocks (twice the forward's bytes, before the attention backward);
+        // all-gather's backward gathers the keys and values again before it and reduce-scatters
+        // their gradients after it.
+        if let (OpKind::Attention { .. }, Some(Op { name, kind: OpKind::Comm { group: Group::Cp, bytes, .. }, .. })) =
+            (&op.kind, i.checked_sub(1).map(|j| &forward[j]))
+        {
+            match *name {
+                "cp_kv_p2p" => out.push(bwd("cp_kv_dkv_p2p", OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Cp, bytes: 2.0 * bytes })),
+                "cp_all_gather_kv" => out.push(bwd("cp_all_gather_kv", OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Cp, bytes: *bytes })),
+                _ => {}
+            }
+        }
+        if op.name == "cp_kv_p2p" {
+            continue;
+        }
         if SCAN_RECOMPUTED_IN_BACKWARD.contains(&op.name) {
             out.push(bwd(op.name, op.kind.clone()));
         }
@@ -1226,7 +1333,23 @@ pub fn recompute_of(forward: &[Op], recompute: Recompute) -> Vec<Op> {
     let keep = |op: &Op| match recompute {
         Recompute::None => false,
         Recompute::Full => true,
-        Recompute::Selective => matches!(op.kind, OpKind::Attention { .. }) || matches!(op.name, "scores" | "softmax" | "attention_dropout" | "attn_values"),
+        // Core attention, with what context parallelism does inside it (TE's CP attention is one
+        // autograd function: its exchanges and output merge run again when it is recomputed).
+        Recompute::Selective => {
+            matches!(op.kind, OpKind::Attention { .. })
+                || matches!(
+                    op.name,
+                    "scores"
+                        | "softmax"
+                        | "attention_dropout"
+                        | "attn_values"
+                        | "cp_kv_p2p"
+                        | "cp_all_gather_kv"
+                        | "cp_a2a_qkv"
+                        | "cp_a2a_out"
+                        | "cp_out_correction"
+                )
+        }
     };
     forward.iter().filter(|op| keep(op)).map(|op| Op { pass: Pass::Recompute, ..op.clone() }).collect()
 }
@@ -1314,6 +1437,7 @@ mod tests {
             moe_dispatcher: MoeDispatcher::AllToAll,
             lora: None,
             mtp_layers: 0,
+            cp_comm: CpComm::P2p,
         }
     }
 
@@ -1372,6 +1496,65 @@ mod tests {
         let attn_conv = 12.0 * (m.n_layers * m.hidden * s * s) as f64;
         let attn_exec = 3.5 * 4.0 * (m.n_layers * m.hidden * s * s) as f64 * causal_fraction(s, s);
         assert!(((full - executed) - (attn_conv - attn_exec)).abs() / full < 1e-3);
+    }
+
+    /// Forward attention FLOPs of one layer on one CP rank, and the ops of that layer.
+    fn cp_layer(m: &Model, cp: u32, seq: u64, comm: CpComm) -> (f64, Vec<Op>) {
+        let pc = ParallelConfig { cp, ..single() };
+        let w = Workload { cp_comm: comm, ..train(seq, Stack::Megatron) };
+        let ops = forward_ops(m, &pc, &w).dense_layer;
+        let attn = ops.iter().filter(|op| matches!(op.kind, OpKind::Attention { .. })).map(Op::flops).sum();
+        (attn, ops)
+    }
+
+    #[test]
+    fn load_balanced_context_parallelism_gives_every_rank_one_cp_th_of_the_causal_work() {
+        let m = gpt3_175b();
+        let seq = 131_072;
+        // The causal forward of one sequence and layer, by hand: 4 h d_head x (seq^2 / 2) (the
+        // diagonal's half is counted, the ring's block convention: s^2/2, not s(s+1)/2).
+        let causal_total = 4.0 * (m.n_heads * m.head_dim) as f64 * (seq * seq) as f64 / 2.0;
+        for cp in [2u32, 4, 8, 16, 32] {
+            for comm in [CpComm::P2p, CpComm::AllGather, CpComm::A2a] {
+                let (per_rank, _) = cp_layer(&m, cp, seq, comm);
+                // Every rank: 1 / cp of it (the ops are one rank's; the split makes them the same
+                // on every rank: chunks r and 2cp-1-r).
+                let share = per_rank / causal_total;
+                assert!((share * cp as f64 - 1.0).abs() < 1e-3, "cp {cp} {comm:?}: rank share {share}");
+            }
+            // Not the last rank's share of an unbalanced contiguous split: 1 - 1/(2 cp) of its
+            // q x kv rectangle, (2 cp - 1) / cp^2 of the total.
+            let unbalanced_last = (2 * cp - 1) as f64 / (cp * cp) as f64;
+            let (per_rank, _) = cp_layer(&m, cp, seq, CpComm::P2p);
+            assert!(per_rank / causal_total < 0.7 * unbalanced_last, "cp {cp}: {} vs the last rank's {unbalanced_last}", per_rank / causal_total);
+        }
+    }
+
+    #[test]
+    fn ring_attention_runs_cp_blocks_of_2c_by_c_with_the_kv_ring_beside_them() {
+        let m = gpt3_175b();
+        let (cp, seq) = (8u32, 65_536u64);
+        let (_, ops) = cp_layer(&m, cp, seq, CpComm::P2p);
+        let c = seq / (2 * cp as u64);
+        let i = ops.iter().position(|op| op.name == "attention").unwrap();
+        // The key/value exchange right before the attention blocks, all of the sequence's K and V.
+        let kv_all = (seq * m.n_kv_heads * 2 * m.head_dim) as f64 * 2.0;
+        assert_eq!(ops[i - 1].kind, OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Cp, bytes: kv_all });
+        let OpKind::Attention { batch_heads, q_len, kv_len, causal, .. } = ops[i].kind else { unreachable!() };
+        assert_eq!((batch_heads, q_len, kv_len, causal), (cp as u64 * m.n_heads, 2 * c, c, false));
+        // Backward: keys, values and their gradients (twice the bytes), before the attention's
+        // backward, and nothing after it.
+        let bwd = backward_of(&ops);
+        let j = bwd.iter().position(|op| op.name == "attention").unwrap();
+        assert_eq!(bwd[j - 1].name, "cp_kv_dkv_p2p");
+        assert_eq!(bwd[j - 1].kind, OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Cp, bytes: 2.0 * kv_all });
+        assert_eq!(bwd.iter().filter(|op| matches!(op.kind, OpKind::Comm { group: Group::Cp, .. })).count(), 1);
+        // a2a: the whole sequence on heads / cp heads, causal, between two all-to-alls.
+        let (_, ops) = cp_layer(&m, cp, seq, CpComm::A2a);
+        let i = ops.iter().position(|op| op.name == "attention").unwrap();
+        let OpKind::Attention { batch_heads, q_len, kv_len, causal, .. } = ops[i].kind else { unreachable!() };
+        assert_eq!((batch_heads, q_len, kv_len, causal), (m.n_heads / cp as u64, seq, seq, true));
+        assert_eq!((ops[i - 1].name, ops[i + 1].name), ("cp_a2a_qkv", "cp_a2a_out"));
     }
 
     /// One micro-batch's forward and backward FLOPs of a hybrid model, its layers in pattern order.
