@@ -425,10 +425,10 @@ fn graph_iterations_price_gpu_work_without_launches() {
     assert!(pass < 0.8 * eager, "{pass} {eager}");
     // The pass: the GPU work plus 32 layers x 20 us; the host's 300 us come between iterations.
     assert!((pass - c0.graph_pass(8, 8 * 500, &[], 8).time.value() - 32.0 * 20e-6).abs() < 1e-9);
-    assert!((c.graph_host().value() - 300e-6).abs() < 1e-12);
+    assert!((c.graph_host(1).value() - 300e-6).abs() < 1e-12);
     // The host time scale stretches the host's part only.
     c.set_host_time_scale(2.0);
-    assert!((c.graph_host().value() - 600e-6).abs() < 1e-12);
+    assert!((c.graph_host(1).value() - 600e-6).abs() < 1e-12);
     assert_eq!(c.graph_pass(8, 8 * 500, &[], 8).time.value(), pass);
     // A later chunk run alone (prefill graphs) prices its scores at the measured bytes: dearer
     // than the counted ones of the eager forward; a first chunk has no cached keys, no difference.
@@ -477,7 +477,7 @@ fn prefill_graphs_pad_to_the_step_and_stop_at_the_token_budget() {
     };
     let d = deployment(&s, 1, sched);
     let mut c = iteration_cost(&d.pools[0]).unwrap();
-    let host = c.graph_host().value();
+    let host = c.graph_host(1).value();
     for (len, padded) in [(1000u32, 1000u32), (300, 384)] {
         let a = vec![Arrival { at: 0.0, input_len: len, output_len: 2 }];
         let r = simulate(&d, &a, &RunOptions { record_iterations: true, ..RunOptions::default() }).unwrap();

@@ -59,8 +59,13 @@ impl<'a> PoolState<'a> {
             return Err(ServeError::Invalid(format!("pool `{}`: replicas, max batch, token budget and block size must be positive", p.role.name())));
         }
         let cost = iteration_cost(p)?;
+        // The transients are one micro-batch's: sized at the configured limits.
         let room = cost::kv_room_sized(&p.scenario, p.sched.token_budget as u64, p.sched.max_batch as u64, p.sched.gpu_memory_utilization, p.sched.kv_sizing);
-        let total_blocks = (room.cache_bytes / (room.bytes_per_token * p.sched.block_size as f64)).floor() as u64;
+        // With pipelined micro-batches the limits hold per micro-batch: the replica's scheduler
+        // runs up to `microbatches` times as many sequences and tokens per period.
+        let mb = cost.microbatches().min(u32::MAX as u64) as u32;
+        let sched = SchedConfig { max_batch: p.sched.max_batch.saturating_mul(mb), token_budget: p.sched.token_budget.saturating_mul(mb), ..p.sched };
+        let total_blocks = (room.cache_bytes / (room.bytes_per_token * sched.block_size as f64)).floor() as u64;
         if total_blocks == 0 {
             return Err(ServeError::NoKvRoom {
                 pool: p.role.name(),
@@ -75,10 +80,10 @@ impl<'a> PoolState<'a> {
             gpus_per_replica: p.gpus_per_replica(),
             tp: pc.tp,
             pp: pc.pp,
-            max_batch: p.sched.max_batch,
-            token_budget: p.sched.token_budget,
+            max_batch: sched.max_batch,
+            token_budget: sched.token_budget,
             kv_blocks_per_replica: total_blocks,
-            kv_tokens_per_replica: total_blocks * p.sched.block_size as u64,
+            kv_tokens_per_replica: total_blocks * sched.block_size as u64,
             kv_bytes_per_token_per_gpu: room.bytes_per_token,
             kv_cache_bytes_per_gpu: room.cache_bytes,
             ..PoolStats::default()
@@ -89,15 +94,15 @@ impl<'a> PoolState<'a> {
             replicas.push(Replica {
                 pool: pi,
                 queues: Queues::default(),
-                kv: KvCache::new(total_blocks, p.sched.block_size, p.sched.max_batch),
-                scheduler: scheduler::for_config(&p.sched),
+                kv: KvCache::new(total_blocks, sched.block_size, sched.max_batch),
+                scheduler: scheduler::for_config(&sched),
                 spread_z: 0.0,
                 busy: false,
                 iter_tail_s: 0.0,
             });
         }
         let spread = p.sched.iteration_spread.then(|| cost::iteration_spread(p.scenario.workload.stack)).flatten();
-        Ok(PoolState { role: p.role, sched: p.sched, cost, room, total_blocks, gpus: p.gpus_per_replica(), replicas: ids, rr: 0, stats, spread })
+        Ok(PoolState { role: p.role, sched, cost, room, total_blocks, gpus: p.gpus_per_replica(), replicas: ids, rr: 0, stats, spread })
     }
 }
 
@@ -402,11 +407,13 @@ fn price_iteration(pool: &mut PoolState, batch: &Batch, chunks: &[Chunk]) -> Pri
         DecodeAttention::PaddedMatmul => batch.decode_slot_span * batch.decode_kv_max,
     };
     // Graphs run the iteration with prefill graphs, or without them when it only decodes.
-    let graphs = sched.cuda_graphs.filter(|g| g.prefill_step.is_some() || (batch.n_decode > 0 && chunks.is_empty() && batch.n_decode <= g.max_batch as u64));
+    // A graph holds one micro-batch (pipelined: 1/mb of the decoders).
+    let per_graph = batch.n_decode.div_ceil(pool.cost.microbatches().max(1));
+    let graphs = sched.cuda_graphs.filter(|g| g.prefill_step.is_some() || (batch.n_decode > 0 && chunks.is_empty() && per_graph <= g.max_batch as u64));
     let graph = graphs.filter(|_| batch.n_decode > 0).map(|g| g.padded(sched.decode_attention, sched.max_batch as u64, batch));
     let (it, kind, tail) = match graphs {
         None => (pool.cost.iteration(batch.n_decode, kv, chunks, batch.rows), if chunks.is_empty() { SpreadKind::DecodeOnly } else { SpreadKind::Mixed }, 0.0),
-        Some(g) => graph_iteration(&mut pool.cost, g, sched.token_budget, graph, chunks),
+        Some(g) => graph_iteration(&mut pool.cost, g, sched.token_budget, graph, chunks, batch.n_decode + chunks.len() as u64),
     };
     PricedIteration { it, kind, tail, graph }
 }
@@ -417,7 +424,7 @@ fn price_iteration(pool: &mut PoolState, batch: &Batch, chunks: &[Chunk]) -> Pri
 /// forward (a later chunk), then the host's time between iterations (returned too: the tokens are
 /// out before it). Power: the passes' time-weighted mean. The spread: the graphs' unless an eager
 /// forward ran.
-fn graph_iteration(cost: &mut IterCost, g: CudaGraphs, token_budget: u32, decode: Option<(u64, u64)>, chunks: &[Chunk]) -> (IterTime, SpreadKind, f64) {
+fn graph_iteration(cost: &mut IterCost, g: CudaGraphs, token_budget: u32, decode: Option<(u64, u64)>, chunks: &[Chunk], seqs: u64) -> (IterTime, SpreadKind, f64) {
     let mut passes = Vec::with_capacity(chunks.len() + 1);
     if let Some((rows, kv)) = decode {
         passes.push(cost.graph_pass(rows, kv, &[], rows));
@@ -437,6 +444,6 @@ fn graph_iteration(cost: &mut IterCost, g: CudaGraphs, token_budget: u32, decode
     }
     let busy: f64 = passes.iter().map(|p| p.time.value()).sum();
     let energy: f64 = passes.iter().map(|p| p.time.value() * p.gpu_power.value()).sum();
-    let tail = cost.graph_host().value();
+    let tail = cost.graph_host(seqs).value();
     (IterTime { time: Seconds::new(busy + tail), gpu_power: Watts::new(energy / busy.max(1e-12)) }, kind, tail)
 }

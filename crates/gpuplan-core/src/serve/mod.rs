@@ -318,6 +318,10 @@ pub enum ServeError {
 /// decode attention.
 pub fn iteration_cost(p: &Pool) -> Result<IterCost<'_>, ServeError> {
     let mut cost = IterCost::new(&p.scenario)?.with_host(cost::HostOverhead::resolve(&p.sched, p.scenario.workload.stack).0);
+    // TensorRT-LLM's executor keeps one micro-batch per pipeline stage in flight.
+    if p.sched.policy == engines::Policy::TrtllmInflight {
+        cost = cost.with_pipelined_microbatches();
+    }
     if p.sched.decode_attention == DecodeAttention::PaddedMatmul {
         let m = &p.scenario.model;
         let rows = m.n_heads / m.n_kv_heads.max(1);
