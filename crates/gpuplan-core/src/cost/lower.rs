@@ -103,6 +103,19 @@ pub fn hf_inference_host(cost: &CostModel, w: &Workload, ops: &[Op]) -> Option<(
     })
 }
 
+/// The dtype a GEMM runs in: the workload's, except the LM head of a serving engine's quantized
+/// checkpoint, which stays in bf16: NVIDIA ModelOpt's FP8 and NVFP4 recipes (the checkpoints
+/// TensorRT-LLM's performance overview runs, and those vLLM and SGLang load) leave `*lm_head*`
+/// unquantized (ModelOpt `mtq` default configs, `"*lm_head*": {"enable": False}`; the quantized
+/// checkpoints' `hf_quant_config.json` lists `lm_head` under `exclude_modules`).
+pub fn gemm_dtype(w: &Workload, op: &Op) -> crate::hardware::Dtype {
+    if op.name == "lm_head" && w.stack.is_engine() {
+        crate::hardware::Dtype::Bf16
+    } else {
+        w.precision
+    }
+}
+
 /// Whether `op` is an expert GEMM that transformers' `grouped_mm` experts path runs through
 /// PyTorch's fallback: in training under the `hf-*` stacks the experts' weights are the fp32
 /// master weights, and transformers casts the routed activations to the weight dtype
@@ -215,7 +228,7 @@ impl CostModel<'_> {
     /// Lower a list of ops to steps; compute-bound kernels run `speedup` times faster than at the
     /// sustained clock (the power model's answer).
     pub fn lower(&self, pc: &ParallelConfig, options: &Options, w: &Workload, ops: &[Op], speedup: f64) -> Vec<Step> {
-        let (dtype, stack) = (w.precision, w.stack);
+        let stack = w.stack;
         let mut out = Vec::with_capacity(ops.len());
         let hf_host = hf_inference_host(self, w, ops);
         let launches_in_list: f64 = ops
@@ -247,7 +260,7 @@ impl CostModel<'_> {
                     let host_sync = host_sync + hf_fallback_stall(*count, time);
                     Step::Kernel { name: op.name, time, bound: c.bound, cpu: dispatch * *count as f64, launches: *count as f64, host_sync }
                 }
-                OpKind::Gemm { m, n, k, count } => kernel(self.gemm_time(*m, *n, *k, *count, dtype), 1.0),
+                OpKind::Gemm { m, n, k, count } => kernel(self.gemm_time(*m, *n, *k, *count, gemm_dtype(w, op)), 1.0),
                 OpKind::Attention { .. } => kernel(self.attention_time(op), 1.0),
                 OpKind::Memory { bytes, kernels } if stack.hf() && w.mode != Mode::Decode => {
                     kernel(self.memory_time(*bytes / super::fitted::fitted().hf_memory_efficiency, *kernels), *kernels as f64)

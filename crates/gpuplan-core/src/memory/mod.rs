@@ -223,15 +223,34 @@ pub fn params_on_rank(model: &Model, pc: &ParallelConfig, stage: u32) -> (f64, f
         + dense_here * per_layer(p.dense_ffn, model.n_dense_layers()) / t
         + moe_here * (per_layer(p.shared_experts, model.n_moe_layers()) / t + per_layer(p.router, model.n_moe_layers()));
     let experts = moe_here * per_layer(p.experts, model.n_moe_layers()) / (pc.ep * pc.etp) as f64;
-    let embedding = p.embedding / t;
-    let head = model.vocab as f64 * model.hidden as f64 / t;
+    dense += embedding_and_head_on_rank(model, pc, stage);
+    (dense, experts)
+}
+
+/// Parameters of the embedding (first stage) and the LM head (last stage, unless tied to the
+/// embedding on one stage) on one rank of `stage`.
+pub fn embedding_and_head_on_rank(model: &Model, pc: &ParallelConfig, stage: u32) -> f64 {
+    let t = pc.tp as f64;
+    let mut n = 0.0;
     if stage == 0 {
-        dense += embedding;
+        n += model.params().embedding / t;
     }
     if stage == pc.pp - 1 && (!model.tied_embeddings || pc.pp > 1) {
-        dense += head;
+        n += model.vocab as f64 * model.hidden as f64 / t;
     }
-    (dense, experts)
+    n
+}
+
+/// Bytes per weight of a serving engine's quantized checkpoint (FP8 or NVFP4, as NVIDIA ModelOpt
+/// writes them): FP8 one byte (its per-tensor scales are negligible); NVFP4 half a byte plus one
+/// E4M3 scale per 16 weights (the NVFP4 format: 16-element blocks with an FP8 scale each, and a
+/// per-tensor FP32 scale). `None` where the weights are not quantized so.
+pub fn quantized_weight_bytes(precision: crate::hardware::Dtype) -> Option<f64> {
+    match precision {
+        crate::hardware::Dtype::Fp8 => Some(1.0),
+        crate::hardware::Dtype::Fp4 => Some(0.5 + 1.0 / 16.0),
+        _ => None,
+    }
 }
 
 /// The memory plan of the peak GPU.
@@ -266,7 +285,16 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
         // Inference: weights in the compute dtype (bf16, or fp8/fp4 when quantized), KV cache,
         // and one forward's transients.
         let wbytes = w.precision.bytes().max(0.5);
-        let weights = (dense + experts) * wbytes;
+        let weights = match quantized_weight_bytes(w.precision).filter(|_| w.stack.is_engine()) {
+            // A serving engine's quantized checkpoint: the embedding and the LM head stay in bf16
+            // (ModelOpt leaves them unquantized; `cost::lower::gemm_dtype`), the rest carries its
+            // block scales.
+            Some(q) => {
+                let eh = embedding_and_head_on_rank(model, pc, stage);
+                (dense + experts - eh) * q + eh * 2.0
+            }
+            None => (dense + experts) * wbytes,
+        };
         let layers_here = layers;
         let kv_tokens = (w.sequences() * (w.kv_len + w.q_len())) as f64;
         let kv_shard = match &model.mla {

@@ -145,6 +145,8 @@ pub fn simulate_with_progress(
         in_flight: 0,
         held: std::collections::VecDeque::new(),
         released_to: Vec::new(),
+        next_arrival_s: arrivals.first().map_or(f64::INFINITY, |a| a.at + opts.frontend_s.max(0.0)),
+        decode_runs: !opts.every_iteration && deployment.pools.len() == 1 && (opts.max_concurrency.is_none() || deployment.pools[0].n_replicas == 1),
     };
     let stop = arrivals.last().map_or(0.0, |a| a.at) + opts.drain_s;
     engine.run(if stop.is_finite() { SimTime::from_seconds(Seconds::new(stop)) } else { SimTime(u64::MAX) }, progress);
@@ -202,6 +204,11 @@ struct Engine<'a> {
     in_flight: u32,
     held: std::collections::VecDeque<u32>,
     released_to: Vec<usize>,
+    /// When the next arrival reaches the engine (infinite when none is left).
+    next_arrival_s: f64,
+    /// Decode runs may be taken as one event (`RunOptions::every_iteration` off and the
+    /// deployment one pool, without a client limit across replicas).
+    decode_runs: bool,
 }
 
 impl Engine<'_> {
@@ -240,7 +247,9 @@ impl Engine<'_> {
     /// Request `i` arrives: queue the next arrival, and route this one to a replica of the first
     /// pool (returned), unless it can never fit a replica's cache.
     fn arrival(&mut self, i: u32, now_s: f64) -> Option<usize> {
+        self.next_arrival_s = f64::INFINITY;
         if let Some(next) = self.arrivals.get(i as usize + 1) {
+            self.next_arrival_s = next.at + self.frontend_s;
             self.queue.push(SimTime::from_seconds(Seconds::new(next.at + self.frontend_s)), Event::Arrival(i + 1));
         }
         if self.in_flight >= self.max_concurrency {
@@ -352,13 +361,30 @@ impl Engine<'_> {
         if let Some(spread) = &pool.spread {
             priced.it.time = priced.it.time * spread.factor(&mut rep.spread_z, self.spread_rng.normal(), priced.kind);
         }
+        // A decode run: when nothing can change the running batch before its first completion,
+        // the iterations up to it are one event (see `decode_run`).
+        let mut run_len = 1;
+        if self.decode_runs && pool.spread.is_none() && !self.metrics.records_iterations() && self.decisions.admitted.is_empty() && self.decisions.preempted.is_empty() {
+            let limit_s = self.next_arrival_s.min(self.metrics.next_bin_edge(now_s));
+            if let Some((k, it, tail)) = decode_run(pool, &rep.queues.running, &batch, &self.chunks, priced.it, now_s, limit_s) {
+                // The first k - 1 iterations' tokens: none is a request's first or last.
+                for s in rep.queues.running.iter_mut() {
+                    s.computed += (k - 1) as u32;
+                    s.generated += (k - 1) as u32;
+                }
+                self.metrics.tokens(now_s, (k - 1) * batch.n_decode);
+                priced.it = it;
+                priced.tail = tail;
+                run_len = k;
+            }
+        }
         let dur = priced.it.time.value();
         rep.busy = true;
         rep.iter_tail_s = priced.tail.min(dur);
         let record = IterationRecord {
             start_s: now_s,
             replica: rid as u32,
-            n_decode: batch.n_decode,
+            n_decode: batch.n_decode * run_len,
             decode_kv: batch.decode_kv,
             decode_kv_max: batch.decode_kv_max,
             decode_slot_span: batch.decode_slot_span,
@@ -370,9 +396,53 @@ impl Engine<'_> {
         };
         let running = (batch.n_decode + self.chunks.len() as u64) as u32;
         self.metrics.iteration_started(&mut pool.stats, record, running, rep.kv.occupancy(), priced.it.gpu_power.value(), pool.gpus);
+        pool.stats.iterations += run_len - 1;
         let end = SimTime(t.0 + SimTime::from_seconds(priced.it.time).0.max(1));
         self.queue.push(end, Event::IterationDone(rid as u32));
     }
+}
+
+/// A decode run: `k` >= 2 iterations of the same running batch, taken as one event, when nothing
+/// can change the batch before the first of its sequences finishes. That holds for TensorRT-LLM's
+/// in-flight batching (`GUARANTEED_NO_EVICT`: every running sequence holds the blocks of its
+/// whole output, so a waiting one is admitted only once a completion frees blocks or a batch
+/// slot) when the iteration only decodes, every running sequence decodes, nobody was admitted,
+/// and no arrival or time-series bin edge comes before the run ends (`limit_s`). Each iteration
+/// then differs from the last only by one more cached token per sequence: the run's time is
+/// Simpson's rule over the iterations priced at its first, middle and last context (exact where
+/// the time is quadratic in the context, as the paged attention's linear reads are), its power
+/// the middle one's. Returns `k` (the last iteration is the one with the completion), the run as
+/// one iteration, and the host time after the last one's tokens; `None` when no run of 2 or more
+/// fits.
+fn decode_run(pool: &mut PoolState, running: &[Seq], batch: &Batch, chunks: &[Chunk], first: IterTime, now_s: f64, limit_s: f64) -> Option<(u64, IterTime, f64)> {
+    if pool.sched.policy != super::engines::Policy::TrtllmInflight || !chunks.is_empty() || running.len() as u64 != batch.n_decode || batch.n_decode == 0 {
+        return None;
+    }
+    // Iterations to the first completion, its own included.
+    let to_finish = running.iter().map(|s| s.output_len.saturating_sub(s.generated) as u64).min()?;
+    let at = |pool: &mut PoolState, j: u64| {
+        let b = Batch { decode_kv: batch.decode_kv + j * batch.n_decode, decode_kv_max: batch.decode_kv_max + j, ..*batch };
+        price_iteration(pool, &b, chunks)
+    };
+    let mut k = to_finish;
+    if k < 2 {
+        return None;
+    }
+    let mut last = at(pool, k - 1);
+    // Within the limit: every iteration is at most the longer of the first and the last.
+    let longest = first.time.value().max(last.it.time.value());
+    let room = ((limit_s - now_s) / longest).floor();
+    if room < k as f64 {
+        k = room.max(0.0) as u64;
+        if k < 2 {
+            return None;
+        }
+        last = at(pool, k - 1);
+    }
+    let mid = at(pool, (k - 1) / 2);
+    let mid_t = if (k - 1) % 2 == 0 { mid.it.time.value() } else { 0.5 * (mid.it.time.value() + at(pool, k / 2).it.time.value()) };
+    let total = k as f64 * (first.time.value() + 4.0 * mid_t + last.it.time.value()) / 6.0;
+    Some((k, IterTime { time: Seconds::new(total), gpu_power: mid.it.gpu_power }, last.tail))
 }
 
 fn route(pool: &mut PoolState, replicas: &[Replica], routing: Routing) -> usize {
