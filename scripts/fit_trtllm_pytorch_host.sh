@@ -17,7 +17,7 @@ trap 'rm -rf "$OUT"' EXIT
 for v in $VALUES; do
   for sys in rtx-pro-6000-bse-pcie-8x dgx-b200 gb200-nvl72 dgx-h100 hgx-h200; do
     GPUPLAN_FIT_CONSTANTS="trtllm_pytorch_seq_us=$v" "$BIN" validate --serving "$CSV" --stack trtllm --split all \
-      --scenario-kind offline --only-system "$sys" --json > "$OUT/$v.$sys.json"
+      --scenario-kind offline --only-system "$sys" --json > "$OUT/$v.$sys.json" 2>/dev/null
   done
   python3 - "$OUT" "$v" <<'PY'
 import json, glob, sys, collections
