@@ -506,7 +506,9 @@ fn decode_runs_match_every_iteration_within_a_percent() {
             let exact = simulate(&d, &a, &RunOptions { bin_s: 1e9, every_iteration: true, ..RunOptions::default() }).unwrap();
             let (f, e) = (summarize(&fast), summarize(&exact));
             assert_eq!(f.completed, e.completed, "pp{pp} {name}");
-            for (what, x, y) in [("tokens/s", f.output_token_throughput, e.output_token_throughput), ("TTFT", f.ttft.mean, e.ttft.mean), ("ITL", f.tpot.mean, e.tpot.mean)] {
+            for (what, x, y) in
+                [("tokens/s", f.output_token_throughput, e.output_token_throughput), ("TTFT", f.ttft.mean, e.ttft.mean), ("ITL", f.tpot.mean, e.tpot.mean)]
+            {
                 assert!(rel(x, y) < 0.01, "pp{pp} {name} {what}: {x} vs {y}");
             }
             assert_eq!(fast.pools[0].iterations, exact.pools[0].iterations, "pp{pp} {name}: the runs count their iterations");

@@ -364,7 +364,12 @@ impl Engine<'_> {
         // A decode run: when nothing can change the running batch before its first completion,
         // the iterations up to it are one event (see `decode_run`).
         let mut run_len = 1;
-        if self.decode_runs && pool.spread.is_none() && !self.metrics.records_iterations() && self.decisions.admitted.is_empty() && self.decisions.preempted.is_empty() {
+        if self.decode_runs
+            && pool.spread.is_none()
+            && !self.metrics.records_iterations()
+            && self.decisions.admitted.is_empty()
+            && self.decisions.preempted.is_empty()
+        {
             let limit_s = self.next_arrival_s.min(self.metrics.next_bin_edge(now_s));
             if let Some((k, it, tail)) = decode_run(pool, &rep.queues.running, &batch, &self.chunks, priced.it, now_s, limit_s) {
                 // The first k - 1 iterations' tokens: none is a request's first or last.
@@ -414,7 +419,15 @@ impl Engine<'_> {
 /// the middle one's. Returns `k` (the last iteration is the one with the completion), the run as
 /// one iteration, and the host time after the last one's tokens; `None` when no run of 2 or more
 /// fits.
-fn decode_run(pool: &mut PoolState, running: &[Seq], batch: &Batch, chunks: &[Chunk], first: IterTime, now_s: f64, limit_s: f64) -> Option<(u64, IterTime, f64)> {
+fn decode_run(
+    pool: &mut PoolState,
+    running: &[Seq],
+    batch: &Batch,
+    chunks: &[Chunk],
+    first: IterTime,
+    now_s: f64,
+    limit_s: f64,
+) -> Option<(u64, IterTime, f64)> {
     if pool.sched.policy != super::engines::Policy::TrtllmInflight || !chunks.is_empty() || running.len() as u64 != batch.n_decode || batch.n_decode == 0 {
         return None;
     }
@@ -494,7 +507,14 @@ fn price_iteration(pool: &mut PoolState, batch: &Batch, chunks: &[Chunk]) -> Pri
 /// forward (a later chunk), then the host's time between iterations (returned too: the tokens are
 /// out before it). Power: the passes' time-weighted mean. The spread: the graphs' unless an eager
 /// forward ran.
-fn graph_iteration(cost: &mut IterCost, g: CudaGraphs, token_budget: u32, decode: Option<(u64, u64)>, chunks: &[Chunk], seqs: u64) -> (IterTime, SpreadKind, f64) {
+fn graph_iteration(
+    cost: &mut IterCost,
+    g: CudaGraphs,
+    token_budget: u32,
+    decode: Option<(u64, u64)>,
+    chunks: &[Chunk],
+    seqs: u64,
+) -> (IterTime, SpreadKind, f64) {
     let mut passes = Vec::with_capacity(chunks.len() + 1);
     if let Some((rows, kv)) = decode {
         passes.push(cost.graph_pass(rows, kv, &[], rows));
