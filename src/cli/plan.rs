@@ -518,7 +518,15 @@ fn plan_slo(args: &PlanArgs, launch: Option<&LaunchAsked>) -> anyhow::Result<Out
     };
     let slo = Slo { ttft_s: o.ttft_ms.map(|m| m / 1e3), tpot_s: o.tpot_ms.map(|m| m / 1e3), percentile: v.slo_percentile };
     // Overloaded configurations would queue without end: stop them a duration after the last arrival.
-    let opts = RunOptions { bin_s: v.duration_s.max(1.0), drain_s: v.duration_s, record_iterations: false, seed: 0, frontend_s: 0.0, max_concurrency: None };
+    let opts = RunOptions {
+        bin_s: v.duration_s.max(1.0),
+        drain_s: v.duration_s,
+        record_iterations: false,
+        seed: 0,
+        frontend_s: 0.0,
+        max_concurrency: None,
+        every_iteration: false,
+    };
     let results = search(&base, &space, &arrivals, &slo, &opts);
     let feasible = results.iter().filter(|r| r.outcome.is_ok()).count();
     let shown = if args.top == 0 { results.len() } else { args.top.min(results.len()) };

@@ -199,7 +199,7 @@ fn conservation_and_littles_law() {
         let r = simulate(
             &deployment(&s, 2, sched),
             &a,
-            &RunOptions { bin_s: 1.0, drain_s: drain, record_iterations: false, seed: 0, frontend_s: 0.0, max_concurrency: None },
+            &RunOptions { bin_s: 1.0, drain_s: drain, record_iterations: false, seed: 0, frontend_s: 0.0, max_concurrency: None, every_iteration: false },
         )
         .unwrap();
         let sm = summarize(&r);
@@ -425,10 +425,10 @@ fn graph_iterations_price_gpu_work_without_launches() {
     assert!(pass < 0.8 * eager, "{pass} {eager}");
     // The pass: the GPU work plus 32 layers x 20 us; the host's 300 us come between iterations.
     assert!((pass - c0.graph_pass(8, 8 * 500, &[], 8).time.value() - 32.0 * 20e-6).abs() < 1e-9);
-    assert!((c.graph_host().value() - 300e-6).abs() < 1e-12);
+    assert!((c.graph_host(1).value() - 300e-6).abs() < 1e-12);
     // The host time scale stretches the host's part only.
     c.set_host_time_scale(2.0);
-    assert!((c.graph_host().value() - 600e-6).abs() < 1e-12);
+    assert!((c.graph_host(1).value() - 600e-6).abs() < 1e-12);
     assert_eq!(c.graph_pass(8, 8 * 500, &[], 8).time.value(), pass);
     // A later chunk run alone (prefill graphs) prices its scores at the measured bytes: dearer
     // than the counted ones of the eager forward; a first chunk has no cached keys, no difference.
@@ -477,11 +477,46 @@ fn prefill_graphs_pad_to_the_step_and_stop_at_the_token_budget() {
     };
     let d = deployment(&s, 1, sched);
     let mut c = iteration_cost(&d.pools[0]).unwrap();
-    let host = c.graph_host().value();
+    let host = c.graph_host(1).value();
     for (len, padded) in [(1000u32, 1000u32), (300, 384)] {
         let a = vec![Arrival { at: 0.0, input_len: len, output_len: 2 }];
         let r = simulate(&d, &a, &RunOptions { record_iterations: true, ..RunOptions::default() }).unwrap();
         let want = c.graph_pass(0, 0, &[cost::Chunk { q: padded, c: 0 }], 1).time.value() + host;
         assert!((r.iterations[0].time_s - want).abs() < 1e-12, "{len}: {} vs {want}", r.iterations[0].time_s);
+    }
+}
+
+#[test]
+fn decode_runs_match_every_iteration_within_a_percent() {
+    // TensorRT-LLM's in-flight batching takes the iterations of a batch that cannot change before
+    // its next completion as one event; the reference runs every iteration. Offline (all queued,
+    // trtllm-bench) and a Poisson load, one and two pipeline stages, CUDA graphs on.
+    for pp in [1i64, 2] {
+        let mut w = ScenarioWire { model: Some("llama-3-8b".into()), system: Some("dgx-h100".into()), gpus: Some(pp), ..ScenarioWire::default() };
+        w.parallelism.pp = Some(pp);
+        w.workload.mode = Some("decode".into());
+        w.workload.kv_len = Some(1);
+        w.workload.stack = Some("trtllm".into());
+        w.workload.precision = Some("fp8".into());
+        let s = build(&w, None).expect("scenario");
+        let d = deployment(&s, 1, SchedConfig::for_stack(gpuplan::workload::Stack::Trtllm));
+        let offline = vec![Arrival { at: 0.0, input_len: 500, output_len: 300 }; 600];
+        for (name, a) in [("offline", offline), ("poisson", stream(6.0, 40.0, 3))] {
+            let fast = simulate(&d, &a, &RunOptions { bin_s: 1e9, ..RunOptions::default() }).unwrap();
+            let exact = simulate(&d, &a, &RunOptions { bin_s: 1e9, every_iteration: true, ..RunOptions::default() }).unwrap();
+            let (f, e) = (summarize(&fast), summarize(&exact));
+            assert_eq!(f.completed, e.completed, "pp{pp} {name}");
+            for (what, x, y) in
+                [("tokens/s", f.output_token_throughput, e.output_token_throughput), ("TTFT", f.ttft.mean, e.ttft.mean), ("ITL", f.tpot.mean, e.tpot.mean)]
+            {
+                assert!(rel(x, y) < 0.01, "pp{pp} {name} {what}: {x} vs {y}");
+            }
+            assert_eq!(fast.pools[0].iterations, exact.pools[0].iterations, "pp{pp} {name}: the runs count their iterations");
+            if name == "offline" {
+                // Events beside the arrivals: the iterations' ends.
+                let n = a.len() as u64;
+                assert!((fast.events - n) * 3 < exact.events - n, "pp{pp}: {} events vs {}", fast.events, exact.events);
+            }
+        }
     }
 }

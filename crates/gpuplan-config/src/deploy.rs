@@ -494,6 +494,7 @@ pub fn resolve(w: &ServeWire, file: Option<&Path>, run: &RunFlags) -> Result<Res
             seed,
             frontend_s: run.frontend_ms.unwrap_or(0.0) * 1e-3,
             max_concurrency: run.max_concurrency,
+            every_iteration: false,
         },
         offline: run.offline,
     })

@@ -108,6 +108,20 @@ pub const TRTLLM_HOST_US: [f64; 3] = [1500.0, 10.0, 0.0];
 /// online rows of the same fit split (scripts/fit_trtllm_host.sh): 4,000 us (grid 0-12,000 us).
 pub const TRITON_FRONTEND_US: f64 = 4000.0;
 
+/// TensorRT-LLM's PyTorch backend (v1.0, the rows that replay CUDA graphs): host time per
+/// sequence in an iteration, serial with the GPU, microseconds (`serve::cost::HostOverhead::
+/// graph_per_sequence`): the Python executor's per-request work each iteration, which a replayed
+/// graph would not hide. [`TRTLLM_HOST_US`]'s per-sequence term is the C++ batch manager's (the
+/// v0.17 TensorRT-engine rows). Swept on the offline fit rows (tests/data/published/trtllm_split.md;
+/// scripts/fit_trtllm_pytorch_host.sh, output in calibration/runs/fit_trtllm_pytorch_host-output.txt):
+/// the fit-split optimum, 30 us, lowers the offline fit MAPE of the five systems with v1.0 rows from
+/// 11.6% to 9.3% only by trading the NVFP4 Blackwell rows' over-prediction (B200 +24%, GB200 +20%,
+/// RTX PRO 6000 +8% / +23% pipelined at 0) against the H100 and H200 FP8 rows of the same backend
+/// and batch sizes, which are within 6% at 0 and go to -14% at 30. One Python loop cannot cost
+/// 30 us per sequence on the one and nothing on the other, so this is not what the NVFP4 rows lack,
+/// and it stays 0 (the knob remains, `GPUPLAN_FIT_CONSTANTS=trtllm_pytorch_seq_us=X`).
+pub const TRTLLM_PYTORCH_SEQ_US: f64 = 0.0;
+
 /// Host time the GPU waits for at each fp32 grouped GEMM that transformers' `grouped_mm` experts
 /// path sends through PyTorch's fallback in `hf-*` training (`cost::lower::hf_fp32_grouped_mm`),
 /// `[per_call, per_expert]` microseconds: the offsets' device-to-host copy and sync per call, and
@@ -173,6 +187,8 @@ pub struct Fitted {
     pub trtllm_host_us: [f64; 3],
     /// See [`TRITON_FRONTEND_US`].
     pub triton_frontend_us: f64,
+    /// See [`TRTLLM_PYTORCH_SEQ_US`].
+    pub trtllm_pytorch_seq_us: f64,
     /// See [`HF_GROUPED_MM_FALLBACK_US`].
     pub hf_grouped_mm_fallback_us: [f64; 2],
     /// See [`HF_SDPA_PLAN_SHARE`].
@@ -195,6 +211,7 @@ pub const SHIPPED: Fitted = Fitted {
     moe_dispatch_sync_us: MOE_DISPATCH_SYNC_US,
     trtllm_host_us: TRTLLM_HOST_US,
     triton_frontend_us: TRITON_FRONTEND_US,
+    trtllm_pytorch_seq_us: TRTLLM_PYTORCH_SEQ_US,
     hf_grouped_mm_fallback_us: HF_GROUPED_MM_FALLBACK_US,
     hf_sdpa_plan_share: HF_SDPA_PLAN_SHARE,
     hf_decode_cache_retained: HF_DECODE_CACHE_RETAINED,
@@ -215,7 +232,7 @@ pub fn fitted() -> Fitted {
 }
 
 /// Parse `KEY=V[,V];...` over `f` (`dtensor_linear_us=A,B`, `overlap_cost=X`, `megatron_overlap_cost=X`, `megatron_memory_efficiency=X`, `moe_dispatch_sync_us=X`,
-/// `trtllm_host_us=ITER,SEQ,LAYER`, `triton_frontend_us=X`).
+/// `trtllm_host_us=ITER,SEQ,LAYER`, `triton_frontend_us=X`, `trtllm_pytorch_seq_us=X`).
 pub fn parse(text: &str, mut f: Fitted) -> Result<Fitted, String> {
     for item in text.split(';').map(str::trim).filter(|s| !s.is_empty()) {
         let (key, value) = item.split_once('=').ok_or_else(|| format!("`{item}` is not KEY=VALUE"))?;
@@ -229,6 +246,7 @@ pub fn parse(text: &str, mut f: Fitted) -> Result<Fitted, String> {
             ("moe_dispatch_sync_us", [x]) => f.moe_dispatch_sync_us = *x,
             ("trtllm_host_us", [a, b, c]) => f.trtllm_host_us = [*a, *b, *c],
             ("triton_frontend_us", [x]) => f.triton_frontend_us = *x,
+            ("trtllm_pytorch_seq_us", [x]) => f.trtllm_pytorch_seq_us = *x,
             ("hf_grouped_mm_fallback_us", [a, b]) => f.hf_grouped_mm_fallback_us = [*a, *b],
             ("hf_sdpa_plan_share", [x]) => f.hf_sdpa_plan_share = *x,
             ("hf_decode_cache_retained", [x]) => f.hf_decode_cache_retained = *x,

@@ -108,6 +108,23 @@ pub fn hf_inference_host(cost: &CostModel, w: &Workload, ops: &[Op]) -> Option<(
     })
 }
 
+/// The dtype a GEMM runs in: the workload's, except the LM head of a serving engine's quantized
+/// checkpoint, which stays in bf16: NVIDIA ModelOpt's FP8 and NVFP4 recipes (the checkpoints
+/// TensorRT-LLM's performance overview runs, and those vLLM and SGLang load) leave `*lm_head*`
+/// unquantized (ModelOpt `mtq` default configs, `"*lm_head*": {"enable": False}`; the quantized
+/// checkpoints' `hf_quant_config.json` lists `lm_head` under `exclude_modules`).
+///
+/// The one place a GEMM's dtype is decided: LoRA adapters are Megatron-Core linears outside
+/// Transformer Engine's FP8 autocast (bf16); training's bf16 linears under FP8/FP4
+/// ([`Workload::gemm_dtype`]: LM head, router); torchao's bf16 fallbacks ([`torch_gemm_dtype`]).
+pub fn gemm_dtype(w: &Workload, op: &Op) -> crate::hardware::Dtype {
+    if crate::workload::is_adapter(op.name) || (op.name == "lm_head" && w.stack.is_engine()) {
+        crate::hardware::Dtype::Bf16
+    } else {
+        torch_gemm_dtype(w, op, w.gemm_dtype(op.name))
+    }
+}
+
 /// Whether `op` is an expert GEMM that transformers' `grouped_mm` experts path runs through
 /// PyTorch's fallback: in training under the `hf-*` stacks the experts' weights are the fp32
 /// master weights, and transformers casts the routed activations to the weight dtype
@@ -310,14 +327,10 @@ impl CostModel<'_> {
                     let host_sync = host_sync + hf_fallback_stall(*count, time);
                     Step::Kernel { name: op.name, time, bound: c.bound, cpu: dispatch * *count as f64, launches: *count as f64, host_sync }
                 }
-                // LoRA adapters are Megatron-Core linears outside Transformer Engine's FP8 autocast.
-                OpKind::Gemm { m, n, k, count } if crate::workload::is_adapter(op.name) => {
-                    kernel(self.gemm_time(*m, *n, *k, *count, crate::hardware::Dtype::Bf16), 1.0)
-                }
                 OpKind::Gemm { m, n, k, count } => {
-                    let gemm_dtype = torch_gemm_dtype(w, op, w.gemm_dtype(op.name));
-                    let mut c = self.gemm_time(*m, *n, *k, *count, gemm_dtype);
-                    if w.fp8_recipe == crate::workload::Fp8Recipe::Rowwise && gemm_dtype == crate::hardware::Dtype::Fp8 {
+                    let dt = gemm_dtype(w, op);
+                    let mut c = self.gemm_time(*m, *n, *k, *count, dt);
+                    if w.fp8_recipe == crate::workload::Fp8Recipe::Rowwise && dt == crate::hardware::Dtype::Fp8 {
                         c.time = c.time * ROWWISE_SCALED_MM_RATIO;
                     }
                     kernel(c, 1.0)

@@ -333,13 +333,7 @@ pub fn params_on_rank(model: &Model, pc: &ParallelConfig, stage: u32, mtp_layers
         (dense, moe_here * per_layer(p.experts, model.n_moe_layers()) / (pc.ep * pc.etp) as f64)
     };
     let embedding = p.embedding / t;
-    let head = model.vocab as f64 * model.hidden as f64 / t;
-    if stage == 0 {
-        dense += embedding;
-    }
-    if stage == pc.pp - 1 && (!model.tied_embeddings || pc.pp > 1) {
-        dense += head;
-    }
+    dense += embedding_and_head_on_rank(model, pc, stage);
     let mut experts = experts;
     if stage == pc.pp - 1 && mtp_layers > 0 {
         let n = mtp_layers as f64;
@@ -354,6 +348,32 @@ pub fn params_on_rank(model: &Model, pc: &ParallelConfig, stage: u32, mtp_layers
         }
     }
     (dense, experts)
+}
+
+/// Parameters of the embedding (first stage) and the LM head (last stage, unless tied to the
+/// embedding on one stage) on one rank of `stage`.
+pub fn embedding_and_head_on_rank(model: &Model, pc: &ParallelConfig, stage: u32) -> f64 {
+    let t = pc.tp as f64;
+    let mut n = 0.0;
+    if stage == 0 {
+        n += model.params().embedding / t;
+    }
+    if stage == pc.pp - 1 && (!model.tied_embeddings || pc.pp > 1) {
+        n += model.vocab as f64 * model.hidden as f64 / t;
+    }
+    n
+}
+
+/// Bytes per weight of a serving engine's quantized checkpoint (FP8 or NVFP4, as NVIDIA ModelOpt
+/// writes them): FP8 one byte (its per-tensor scales are negligible); NVFP4 half a byte plus one
+/// E4M3 scale per 16 weights (the NVFP4 format: 16-element blocks with an FP8 scale each, and a
+/// per-tensor FP32 scale). `None` where the weights are not quantized so.
+pub fn quantized_weight_bytes(precision: crate::hardware::Dtype) -> Option<f64> {
+    match precision {
+        crate::hardware::Dtype::Fp8 => Some(1.0),
+        crate::hardware::Dtype::Fp4 => Some(0.5 + 1.0 / 16.0),
+        _ => None,
+    }
 }
 
 /// Parameters one rank of pipeline stage `stage` trains, split into (dense, expert) parts: all of
@@ -408,7 +428,16 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
         // Inference: weights in the compute dtype (bf16, or fp8/fp4 when quantized), KV cache,
         // and one forward's transients.
         let wbytes = w.precision.bytes().max(0.5);
-        let weights = (dense + experts) * wbytes;
+        let weights = match quantized_weight_bytes(w.precision).filter(|_| w.stack.is_engine()) {
+            // A serving engine's quantized checkpoint: the embedding and the LM head stay in bf16
+            // (ModelOpt leaves them unquantized; `cost::lower::gemm_dtype`), the rest carries its
+            // block scales.
+            Some(q) => {
+                let eh = embedding_and_head_on_rank(model, pc, stage);
+                (dense + experts - eh) * q + eh * 2.0
+            }
+            None => (dense + experts) * wbytes,
+        };
         // KV of the layers with attention; a Mamba-2 layer holds a fixed-size state per sequence
         // instead (its SSM state in fp32 and its conv state, split over TP with the heads).
         let layers_here = LayerKind::ALL.iter().filter(|k| k.has_attention()).map(|k| counts[k.index()]).sum::<u64>() as f64;

@@ -72,6 +72,9 @@ pub struct HostOverhead {
     /// bookkeeping, scheduling, the next inputs), serial with the GPU, after the iteration's tokens
     /// are out; the graphs' kernels cost no launches.
     pub graph_per_iteration: Seconds,
+    /// Host time per sequence of a graph iteration, serial with the GPU as
+    /// `graph_per_iteration` (an engine whose loop handles each request in Python).
+    pub graph_per_sequence: Seconds,
     /// GPU time per layer of a replayed graph beyond what its op list's kernels are priced at
     /// (their bytes and FLOPs plus the GPU's in-graph floor per kernel,
     /// [`CostModel::in_cuda_graph`]): the small kernels' own latency above that floor and the
@@ -97,6 +100,7 @@ impl Default for HostOverhead {
             gpu_overlap: 1.0,
             time_scale: 1.0,
             graph_per_iteration: Seconds::ZERO,
+            graph_per_sequence: Seconds::ZERO,
             graph_per_layer: Seconds::ZERO,
             graph_per_layer_per_cache_gb: Seconds::ZERO,
         }
@@ -119,13 +123,15 @@ impl HostOverhead {
                     gpu_overlap: EAGER_GPU_OVERLAP,
                     time_scale: 1.0,
                     graph_per_iteration: Seconds::us(GRAPH_US[0]),
+                    graph_per_sequence: Seconds::ZERO,
                     graph_per_layer: Seconds::us(GRAPH_US[1]),
                     graph_per_layer_per_cache_gb: Seconds::us(GRAPH_US[2]),
                 },
                 "fitted: serving runs of scenarios/workloads/serve_llama.py on H200s (eager: one machine's fit split; CUDA graphs: the graph-fit split; calibration/runs/serve/FIT.md)",
             ),
             crate::workload::Stack::Trtllm => {
-                let [it, seq, layer] = crate::cost::fitted::fitted().trtllm_host_us;
+                let f = crate::cost::fitted::fitted();
+                let [it, seq, layer] = f.trtllm_host_us;
                 (
                     HostOverhead {
                         per_iteration: Seconds::us(it),
@@ -133,10 +139,12 @@ impl HostOverhead {
                         per_layer_decode: Seconds::us(layer),
                         per_layer_chunk: Seconds::ZERO,
                         // The same loop runs between graph replays; a replay enqueues no layers.
+                        // Graphs are the PyTorch backend's: its Python loop's per-request time.
                         graph_per_iteration: Seconds::us(it),
+                        graph_per_sequence: Seconds::us(f.trtllm_pytorch_seq_us),
                         ..HostOverhead::default()
                     },
-                    "fitted: the fit split of the TensorRT-LLM dev rows (cost::fitted::TRTLLM_HOST_US)",
+                    "fitted: the fit split of the TensorRT-LLM dev rows (cost::fitted::TRTLLM_HOST_US, TRTLLM_PYTORCH_SEQ_US)",
                 )
             }
             _ => (HostOverhead::default(), "none measured for this stack: zero (set --host-overhead-us)"),
@@ -357,6 +365,10 @@ pub struct IterCost<'a> {
     /// Unfused decode attention (batched matmuls over the cache) at this HBM rate, with the host
     /// waiting for it; `None`: the op list's fused decode attention.
     unfused_decode: Option<f64>,
+    /// Micro-batches a pipeline-parallel replica keeps in flight (see
+    /// [`IterCost::with_pipelined_microbatches`]); 1: an iteration passes the stages one after
+    /// another with the GPUs of the other stages idle.
+    microbatches: u64,
 }
 
 /// How a priced pass runs.
@@ -440,6 +452,7 @@ impl<'a> IterCost<'a> {
             power: HashMap::new(),
             host: HostOverhead::default_for(s.workload.stack).0,
             unfused_decode: None,
+            microbatches: 1,
         })
     }
 
@@ -448,6 +461,27 @@ impl<'a> IterCost<'a> {
     pub fn with_unfused_decode(mut self, bandwidth: crate::units::BytesPerSec) -> Self {
         self.unfused_decode = Some(bandwidth.value());
         self
+    }
+
+    /// Pipeline parallelism as TensorRT-LLM's executor runs it: a replica of `pp` stages keeps
+    /// `pp` micro-batches in flight, each a disjoint set of the running sequences, so every
+    /// stage works on one of them at any time (in-flight batching per micro-batch; its
+    /// `max_batch_size` and `max_num_tokens` hold per micro-batch). An iteration of the
+    /// simulation is then one period of the pipeline: every running sequence's micro-batch
+    /// passes every stage once, and each sequence gains one token. Its time is the busiest
+    /// stage's work over the `pp` micro-batches (each of 1/pp of the tokens, decoders and
+    /// sampled rows: the weights are read once per micro-batch), the serial host time once per
+    /// micro-batch, and one stage boundary's sends for every micro-batch; which equals one
+    /// micro-batch's pass through all stages when the stages are equal. Without it (the other
+    /// stacks) an iteration is one batch through the stages one after another.
+    pub fn with_pipelined_microbatches(mut self) -> Self {
+        self.microbatches = self.stages.len().max(1) as u64;
+        self
+    }
+
+    /// Micro-batches in flight (1 unless [`IterCost::with_pipelined_microbatches`]).
+    pub fn microbatches(&self) -> u64 {
+        self.microbatches
     }
 
     /// Replace the stack's default host overhead.
@@ -540,19 +574,24 @@ impl<'a> IterCost<'a> {
         self.price(0, 0, &[chunk], rows, Run::LaterChunkAlone)
     }
 
-    /// The engine's host time between a graph iteration and the next
-    /// ([`HostOverhead::graph_per_iteration`] at the host time scale).
-    pub fn graph_host(&self) -> Seconds {
-        self.host.graph_per_iteration * self.host.time_scale
+    /// The engine's host time between a graph iteration of `seqs` sequences and the next
+    /// ([`HostOverhead::graph_per_iteration`] per micro-batch and
+    /// [`HostOverhead::graph_per_sequence`] per sequence, at the host time scale).
+    pub fn graph_host(&self, seqs: u64) -> Seconds {
+        (self.host.graph_per_iteration * self.microbatches as f64 + self.host.graph_per_sequence * seqs as f64) * self.host.time_scale
     }
 
     fn price(&mut self, n_decode: u64, decode_kv: u64, chunks: &[Chunk], rows: u64, run: Run) -> IterTime {
         let graph = run == Run::Graph;
         let later_chunk_bytes = if run == Run::LaterChunkAlone { LATER_CHUNK_BYTES_PER_SCORE } else { UNFUSED_BYTES_PER_SCORE };
         let n_tokens = n_decode + chunks.iter().map(|c| c.q as u64).sum::<u64>();
-        let [dense, moe, emb] = self.linear(n_tokens.max(1), graph);
+        // Pipelined micro-batches: the token-parallel parts and the LM head of one micro-batch
+        // (1/mb of the tokens and rows), counted `mb` times on each stage; attention is additive
+        // over the sequences and is priced for all of them.
+        let mb = self.microbatches.max(1);
+        let [dense, moe, emb] = self.linear(n_tokens.div_ceil(mb).max(1), graph);
         // No row samples (prefill chunks that do not finish a prompt): no LM head.
-        let head = if rows == 0 { Parts::default() } else { self.head(rows, graph) };
+        let head = if rows == 0 { Parts::default() } else { self.head(rows.div_ceil(mb), graph) };
         // Attention of one layer: the decoders as one op at their mean context (their KV reads
         // and FLOPs are linear in the total), each prefill chunk as its own op.
         let mut attn = Parts::default();
@@ -562,7 +601,14 @@ impl<'a> IterCost<'a> {
         // Keys the decoders read per layer, each at the mean context plus its new token.
         let decode_keys = n_decode * (k + 1);
         if n_decode > 0 {
-            let da = self.attention(self.decode_attn.with(n_decode, 1, k + 1), graph);
+            // One op per micro-batch (its share of the decoders), `mb` of them.
+            let per_mb = n_decode.div_ceil(mb);
+            let mut da = self.attention(self.decode_attn.with(per_mb, 1, k + 1), graph);
+            if mb > 1 {
+                let one = da;
+                da = Parts::default();
+                da.add(&one, n_decode as f64 / per_mb as f64);
+            }
             match self.unfused_decode {
                 Some(bw) => {
                     attn.cpu += da.cpu;
@@ -588,24 +634,39 @@ impl<'a> IterCost<'a> {
             }
         }
         let host_per_layer = if n_decode > 0 { self.host.per_layer_decode.value() } else { 0.0 } + self.host.per_layer_chunk.value() * chunks.len() as f64;
-        let mut stage_parts = Vec::with_capacity(self.stages.len());
+        let mut stage_parts: Vec<Parts> = Vec::with_capacity(self.stages.len());
         for &(d, m, first, last) in &self.stages {
-            let mut p = Parts { cpu: host_per_layer * (d + m), ..Parts::default() };
-            p.add(&dense, d);
-            p.add(&moe, m);
+            let k = mb as f64;
+            let mut p = Parts { cpu: host_per_layer * (d + m) * k, ..Parts::default() };
+            p.add(&dense, d * k);
+            p.add(&moe, m * k);
             p.add(&attn, d + m);
             if first {
-                p.add(&emb, 1.0);
+                p.add(&emb, k);
             }
             if last {
-                p.add(&head, 1.0);
+                p.add(&head, k);
             }
             p.cpu *= if graph { 0.0 } else { self.host.time_scale };
             stage_parts.push(p);
         }
-        let p2p = self.p2p_per_token.map_or(0.0, |(lat, per)| (lat + per * n_tokens as f64) * (self.stages.len() - 1) as f64);
+        // Pipelined: one boundary's sends of every micro-batch (the boundaries send at once);
+        // otherwise every boundary's, one after another.
+        let boundaries = if mb > 1 { 1.0 } else { (self.stages.len() - 1) as f64 };
+        let p2p = self.p2p_per_token.map_or(0.0, |(lat, per)| (lat * mb as f64 + per * n_tokens as f64) * boundaries);
+        // Pipelined: the period is the busiest stage's (its layers carry the per-layer terms);
+        // otherwise the stages one after another.
+        let busiest = if mb > 1 {
+            stage_parts.iter().enumerate().max_by(|a, b| a.1.gpu(1.0).max(a.1.cpu).total_cmp(&b.1.gpu(1.0).max(b.1.cpu))).map_or(0, |(i, _)| i)
+        } else {
+            0
+        };
+        let crit_layers = if mb > 1 { self.stages[busiest].0 + self.stages[busiest].1 } else { self.layers };
         // The unfused decode attention keeps HBM busy while the host waits for it.
-        let mut act = Activity { comm: Seconds::new(p2p), memory: Seconds::new(serial_per_layer * self.layers), ..Activity::default() };
+        let mut act = Activity { comm: Seconds::new(p2p), memory: Seconds::new(serial_per_layer * crit_layers), ..Activity::default() };
+        if mb > 1 {
+            stage_parts = vec![stage_parts[busiest]];
+        }
         for p in &stage_parts {
             act.compute += Seconds::new(p.compute);
             act.memory += Seconds::new(p.memory);
@@ -617,15 +678,16 @@ impl<'a> IterCost<'a> {
             let (g, c) = (p.gpu(speedup), p.cpu);
             g.max(c) + (1.0 - self.host.gpu_overlap) * g.min(c)
         };
-        let serial_host = if graph { 0.0 } else { self.host.per_iteration.value() + self.host.per_sequence.value() * (n_decode + chunks.len() as u64) as f64 };
+        let serial_host =
+            if graph { 0.0 } else { self.host.per_iteration.value() * mb as f64 + self.host.per_sequence.value() * (n_decode + chunks.len() as u64) as f64 };
         let graph_gpu = if graph {
             // The decoders' cache bytes read per layer (as the attention op prices them).
             let cache_gb = self.decode_attn.kv_bytes_per_key * decode_keys as f64 / 1e9;
-            (self.host.graph_per_layer.value() - self.host.graph_per_layer_per_cache_gb.value() * cache_gb).max(0.0) * self.layers
+            (self.host.graph_per_layer.value() - self.host.graph_per_layer_per_cache_gb.value() * cache_gb).max(0.0) * crit_layers * mb as f64
         } else {
             0.0
         };
-        let time: f64 = stage_parts.iter().map(stage).sum::<f64>() + serial_per_layer * self.layers + graph_gpu + p2p + serial_host * self.host.time_scale;
+        let time: f64 = stage_parts.iter().map(stage).sum::<f64>() + serial_per_layer * crit_layers + graph_gpu + p2p + serial_host * self.host.time_scale;
         IterTime { time: Seconds::new(time), gpu_power: Watts::new(watts) }
     }
 

@@ -59,8 +59,13 @@ impl<'a> PoolState<'a> {
             return Err(ServeError::Invalid(format!("pool `{}`: replicas, max batch, token budget and block size must be positive", p.role.name())));
         }
         let cost = iteration_cost(p)?;
+        // The transients are one micro-batch's: sized at the configured limits.
         let room = cost::kv_room_sized(&p.scenario, p.sched.token_budget as u64, p.sched.max_batch as u64, p.sched.gpu_memory_utilization, p.sched.kv_sizing);
-        let total_blocks = (room.cache_bytes / (room.bytes_per_token * p.sched.block_size as f64)).floor() as u64;
+        // With pipelined micro-batches the limits hold per micro-batch: the replica's scheduler
+        // runs up to `microbatches` times as many sequences and tokens per period.
+        let mb = cost.microbatches().min(u32::MAX as u64) as u32;
+        let sched = SchedConfig { max_batch: p.sched.max_batch.saturating_mul(mb), token_budget: p.sched.token_budget.saturating_mul(mb), ..p.sched };
+        let total_blocks = (room.cache_bytes / (room.bytes_per_token * sched.block_size as f64)).floor() as u64;
         if total_blocks == 0 {
             return Err(ServeError::NoKvRoom {
                 pool: p.role.name(),
@@ -75,10 +80,10 @@ impl<'a> PoolState<'a> {
             gpus_per_replica: p.gpus_per_replica(),
             tp: pc.tp,
             pp: pc.pp,
-            max_batch: p.sched.max_batch,
-            token_budget: p.sched.token_budget,
+            max_batch: sched.max_batch,
+            token_budget: sched.token_budget,
             kv_blocks_per_replica: total_blocks,
-            kv_tokens_per_replica: total_blocks * p.sched.block_size as u64,
+            kv_tokens_per_replica: total_blocks * sched.block_size as u64,
             kv_bytes_per_token_per_gpu: room.bytes_per_token,
             kv_cache_bytes_per_gpu: room.cache_bytes,
             ..PoolStats::default()
@@ -89,15 +94,15 @@ impl<'a> PoolState<'a> {
             replicas.push(Replica {
                 pool: pi,
                 queues: Queues::default(),
-                kv: KvCache::new(total_blocks, p.sched.block_size, p.sched.max_batch),
-                scheduler: scheduler::for_config(&p.sched),
+                kv: KvCache::new(total_blocks, sched.block_size, sched.max_batch),
+                scheduler: scheduler::for_config(&sched),
                 spread_z: 0.0,
                 busy: false,
                 iter_tail_s: 0.0,
             });
         }
         let spread = p.sched.iteration_spread.then(|| cost::iteration_spread(p.scenario.workload.stack)).flatten();
-        Ok(PoolState { role: p.role, sched: p.sched, cost, room, total_blocks, gpus: p.gpus_per_replica(), replicas: ids, rr: 0, stats, spread })
+        Ok(PoolState { role: p.role, sched, cost, room, total_blocks, gpus: p.gpus_per_replica(), replicas: ids, rr: 0, stats, spread })
     }
 }
 
@@ -140,6 +145,8 @@ pub fn simulate_with_progress(
         in_flight: 0,
         held: std::collections::VecDeque::new(),
         released_to: Vec::new(),
+        next_arrival_s: arrivals.first().map_or(f64::INFINITY, |a| a.at + opts.frontend_s.max(0.0)),
+        decode_runs: !opts.every_iteration && deployment.pools.len() == 1 && (opts.max_concurrency.is_none() || deployment.pools[0].n_replicas == 1),
     };
     let stop = arrivals.last().map_or(0.0, |a| a.at) + opts.drain_s;
     engine.run(if stop.is_finite() { SimTime::from_seconds(Seconds::new(stop)) } else { SimTime(u64::MAX) }, progress);
@@ -197,6 +204,11 @@ struct Engine<'a> {
     in_flight: u32,
     held: std::collections::VecDeque<u32>,
     released_to: Vec<usize>,
+    /// When the next arrival reaches the engine (infinite when none is left).
+    next_arrival_s: f64,
+    /// Decode runs may be taken as one event (`RunOptions::every_iteration` off and the
+    /// deployment one pool, without a client limit across replicas).
+    decode_runs: bool,
 }
 
 impl Engine<'_> {
@@ -235,7 +247,9 @@ impl Engine<'_> {
     /// Request `i` arrives: queue the next arrival, and route this one to a replica of the first
     /// pool (returned), unless it can never fit a replica's cache.
     fn arrival(&mut self, i: u32, now_s: f64) -> Option<usize> {
+        self.next_arrival_s = f64::INFINITY;
         if let Some(next) = self.arrivals.get(i as usize + 1) {
+            self.next_arrival_s = next.at + self.frontend_s;
             self.queue.push(SimTime::from_seconds(Seconds::new(next.at + self.frontend_s)), Event::Arrival(i + 1));
         }
         if self.in_flight >= self.max_concurrency {
@@ -347,13 +361,35 @@ impl Engine<'_> {
         if let Some(spread) = &pool.spread {
             priced.it.time = priced.it.time * spread.factor(&mut rep.spread_z, self.spread_rng.normal(), priced.kind);
         }
+        // A decode run: when nothing can change the running batch before its first completion,
+        // the iterations up to it are one event (see `decode_run`).
+        let mut run_len = 1;
+        if self.decode_runs
+            && pool.spread.is_none()
+            && !self.metrics.records_iterations()
+            && self.decisions.admitted.is_empty()
+            && self.decisions.preempted.is_empty()
+        {
+            let limit_s = self.next_arrival_s.min(self.metrics.next_bin_edge(now_s));
+            if let Some((k, it, tail)) = decode_run(pool, &rep.queues.running, &batch, &self.chunks, priced.it, now_s, limit_s) {
+                // The first k - 1 iterations' tokens: none is a request's first or last.
+                for s in rep.queues.running.iter_mut() {
+                    s.computed += (k - 1) as u32;
+                    s.generated += (k - 1) as u32;
+                }
+                self.metrics.tokens(now_s, (k - 1) * batch.n_decode);
+                priced.it = it;
+                priced.tail = tail;
+                run_len = k;
+            }
+        }
         let dur = priced.it.time.value();
         rep.busy = true;
         rep.iter_tail_s = priced.tail.min(dur);
         let record = IterationRecord {
             start_s: now_s,
             replica: rid as u32,
-            n_decode: batch.n_decode,
+            n_decode: batch.n_decode * run_len,
             decode_kv: batch.decode_kv,
             decode_kv_max: batch.decode_kv_max,
             decode_slot_span: batch.decode_slot_span,
@@ -365,9 +401,61 @@ impl Engine<'_> {
         };
         let running = (batch.n_decode + self.chunks.len() as u64) as u32;
         self.metrics.iteration_started(&mut pool.stats, record, running, rep.kv.occupancy(), priced.it.gpu_power.value(), pool.gpus);
+        pool.stats.iterations += run_len - 1;
         let end = SimTime(t.0 + SimTime::from_seconds(priced.it.time).0.max(1));
         self.queue.push(end, Event::IterationDone(rid as u32));
     }
+}
+
+/// A decode run: `k` >= 2 iterations of the same running batch, taken as one event, when nothing
+/// can change the batch before the first of its sequences finishes. That holds for TensorRT-LLM's
+/// in-flight batching (`GUARANTEED_NO_EVICT`: every running sequence holds the blocks of its
+/// whole output, so a waiting one is admitted only once a completion frees blocks or a batch
+/// slot) when the iteration only decodes, every running sequence decodes, nobody was admitted,
+/// and no arrival or time-series bin edge comes before the run ends (`limit_s`). Each iteration
+/// then differs from the last only by one more cached token per sequence: the run's time is
+/// Simpson's rule over the iterations priced at its first, middle and last context (exact where
+/// the time is quadratic in the context, as the paged attention's linear reads are), its power
+/// the middle one's. Returns `k` (the last iteration is the one with the completion), the run as
+/// one iteration, and the host time after the last one's tokens; `None` when no run of 2 or more
+/// fits.
+fn decode_run(
+    pool: &mut PoolState,
+    running: &[Seq],
+    batch: &Batch,
+    chunks: &[Chunk],
+    first: IterTime,
+    now_s: f64,
+    limit_s: f64,
+) -> Option<(u64, IterTime, f64)> {
+    if pool.sched.policy != super::engines::Policy::TrtllmInflight || !chunks.is_empty() || running.len() as u64 != batch.n_decode || batch.n_decode == 0 {
+        return None;
+    }
+    // Iterations to the first completion, its own included.
+    let to_finish = running.iter().map(|s| s.output_len.saturating_sub(s.generated) as u64).min()?;
+    let at = |pool: &mut PoolState, j: u64| {
+        let b = Batch { decode_kv: batch.decode_kv + j * batch.n_decode, decode_kv_max: batch.decode_kv_max + j, ..*batch };
+        price_iteration(pool, &b, chunks)
+    };
+    let mut k = to_finish;
+    if k < 2 {
+        return None;
+    }
+    let mut last = at(pool, k - 1);
+    // Within the limit: every iteration is at most the longer of the first and the last.
+    let longest = first.time.value().max(last.it.time.value());
+    let room = ((limit_s - now_s) / longest).floor();
+    if room < k as f64 {
+        k = room.max(0.0) as u64;
+        if k < 2 {
+            return None;
+        }
+        last = at(pool, k - 1);
+    }
+    let mid = at(pool, (k - 1) / 2);
+    let mid_t = if (k - 1) % 2 == 0 { mid.it.time.value() } else { 0.5 * (mid.it.time.value() + at(pool, k / 2).it.time.value()) };
+    let total = k as f64 * (first.time.value() + 4.0 * mid_t + last.it.time.value()) / 6.0;
+    Some((k, IterTime { time: Seconds::new(total), gpu_power: mid.it.gpu_power }, last.tail))
 }
 
 fn route(pool: &mut PoolState, replicas: &[Replica], routing: Routing) -> usize {
@@ -402,11 +490,13 @@ fn price_iteration(pool: &mut PoolState, batch: &Batch, chunks: &[Chunk]) -> Pri
         DecodeAttention::PaddedMatmul => batch.decode_slot_span * batch.decode_kv_max,
     };
     // Graphs run the iteration with prefill graphs, or without them when it only decodes.
-    let graphs = sched.cuda_graphs.filter(|g| g.prefill_step.is_some() || (batch.n_decode > 0 && chunks.is_empty() && batch.n_decode <= g.max_batch as u64));
+    // A graph holds one micro-batch (pipelined: 1/mb of the decoders).
+    let per_graph = batch.n_decode.div_ceil(pool.cost.microbatches().max(1));
+    let graphs = sched.cuda_graphs.filter(|g| g.prefill_step.is_some() || (batch.n_decode > 0 && chunks.is_empty() && per_graph <= g.max_batch as u64));
     let graph = graphs.filter(|_| batch.n_decode > 0).map(|g| g.padded(sched.decode_attention, sched.max_batch as u64, batch));
     let (it, kind, tail) = match graphs {
         None => (pool.cost.iteration(batch.n_decode, kv, chunks, batch.rows), if chunks.is_empty() { SpreadKind::DecodeOnly } else { SpreadKind::Mixed }, 0.0),
-        Some(g) => graph_iteration(&mut pool.cost, g, sched.token_budget, graph, chunks),
+        Some(g) => graph_iteration(&mut pool.cost, g, sched.token_budget, graph, chunks, batch.n_decode + chunks.len() as u64),
     };
     PricedIteration { it, kind, tail, graph }
 }
@@ -417,7 +507,14 @@ fn price_iteration(pool: &mut PoolState, batch: &Batch, chunks: &[Chunk]) -> Pri
 /// forward (a later chunk), then the host's time between iterations (returned too: the tokens are
 /// out before it). Power: the passes' time-weighted mean. The spread: the graphs' unless an eager
 /// forward ran.
-fn graph_iteration(cost: &mut IterCost, g: CudaGraphs, token_budget: u32, decode: Option<(u64, u64)>, chunks: &[Chunk]) -> (IterTime, SpreadKind, f64) {
+fn graph_iteration(
+    cost: &mut IterCost,
+    g: CudaGraphs,
+    token_budget: u32,
+    decode: Option<(u64, u64)>,
+    chunks: &[Chunk],
+    seqs: u64,
+) -> (IterTime, SpreadKind, f64) {
     let mut passes = Vec::with_capacity(chunks.len() + 1);
     if let Some((rows, kv)) = decode {
         passes.push(cost.graph_pass(rows, kv, &[], rows));
@@ -437,6 +534,6 @@ fn graph_iteration(cost: &mut IterCost, g: CudaGraphs, token_budget: u32, decode
     }
     let busy: f64 = passes.iter().map(|p| p.time.value()).sum();
     let energy: f64 = passes.iter().map(|p| p.time.value() * p.gpu_power.value()).sum();
-    let tail = cost.graph_host().value();
+    let tail = cost.graph_host(seqs).value();
     (IterTime { time: Seconds::new(busy + tail), gpu_power: Watts::new(energy / busy.max(1e-12)) }, kind, tail)
 }

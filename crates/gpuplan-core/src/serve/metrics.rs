@@ -247,6 +247,22 @@ impl Metrics {
         }
     }
 
+    /// Whether every iteration is kept (`RunOptions::record_iterations`).
+    pub(super) fn records_iterations(&self) -> bool {
+        self.record_iterations
+    }
+
+    /// The time-series bin boundary after `t_s`.
+    pub(super) fn next_bin_edge(&self, t_s: f64) -> f64 {
+        ((t_s / self.bin_s).floor() + 1.0) * self.bin_s
+    }
+
+    /// `tokens` tokens out at `at_s` that are no request's first or last (the iterations of a
+    /// decode run before its last).
+    pub(super) fn tokens(&mut self, at_s: f64, tokens: u64) {
+        self.bin(at_s).output_tokens += tokens;
+    }
+
     /// An iteration ended at `now_s` with `tokens` new tokens, `completions` of them requests'
     /// last.
     pub(super) fn iteration_done(&mut self, now_s: f64, tokens: u64, completions: u64) {

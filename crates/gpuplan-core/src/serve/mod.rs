@@ -296,11 +296,16 @@ pub struct RunOptions {
     /// many requests in flight; an arrival beyond it waits at the client and is sent when one
     /// finishes, its latencies counted from the send. `None`: no limit.
     pub max_concurrency: Option<u32>,
+    /// Run every iteration as its own event. `false` (the default) lets a replica whose running
+    /// batch cannot change before its next completion (see `engine`'s decode runs) take the
+    /// iterations up to it as one event, priced from three of them; `true` is the reference
+    /// the runs are checked against (tests/it/serve_engine.rs).
+    pub every_iteration: bool,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { bin_s: 1.0, drain_s: f64::INFINITY, record_iterations: false, seed: 0, frontend_s: 0.0, max_concurrency: None }
+        RunOptions { bin_s: 1.0, drain_s: f64::INFINITY, record_iterations: false, seed: 0, frontend_s: 0.0, max_concurrency: None, every_iteration: false }
     }
 }
 
@@ -318,6 +323,10 @@ pub enum ServeError {
 /// decode attention.
 pub fn iteration_cost(p: &Pool) -> Result<IterCost<'_>, ServeError> {
     let mut cost = IterCost::new(&p.scenario)?.with_host(cost::HostOverhead::resolve(&p.sched, p.scenario.workload.stack).0);
+    // TensorRT-LLM's executor keeps one micro-batch per pipeline stage in flight.
+    if p.sched.policy == engines::Policy::TrtllmInflight {
+        cost = cost.with_pipelined_microbatches();
+    }
     if p.sched.decode_attention == DecodeAttention::PaddedMatmul {
         let m = &p.scenario.model;
         let rows = m.n_heads / m.n_kv_heads.max(1);
