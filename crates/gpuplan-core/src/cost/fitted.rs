@@ -23,29 +23,39 @@ pub const OVERLAP_COST: f64 = 1.0;
 /// overlapped data-parallel collectives (the distributed optimizer's gradient reduce-scatter
 /// buckets during the last micro-batch's backward, its parameter all-gathers during the first
 /// forward, Megatron-FSDP's layer gathers and reduce-scatters), as a fraction of their time.
-/// Fitted on the dense rows of the fit split of
-/// tests/data/published/megatron_bridge_training_dev.csv (scripts/fit_megatron_overlap.sh, output
-/// in calibration/runs/fit_megatron_overlap-output.txt, the 45 rows listed there), jointly with
-/// [`MEGATRON_MEMORY_EFFICIENCY`]: dense tokens/s/GPU MAPE minimised on a grid (0-1 by 0.1 x
-/// 0.3-0.7 by 0.05), with Megatron's buckets, the userbuffers TP overlap, the recipes' GEMM dtypes
-/// and casts in place: 0.3 (NCCL's channels take SMs from the GEMMs they run beside, but far
-/// from the whole collective time that the torch runs' 1.0 charges). Fit dense MAPE 13.67% at
-/// (1.0, 1.0) -> 8.21% (bias -1.6%); the test split's 26 dense rows, not fitted: 12.94% -> 8.06%
-/// (bias +0.7%).
-pub const MEGATRON_OVERLAP_COST: f64 = 0.3;
+/// Fitted jointly with [`MEGATRON_MEMORY_EFFICIENCY`] and [`MOE_DISPATCH_SYNC_US`] on every scored
+/// row of the fit split of tests/data/published/megatron_bridge_training_dev.csv (81 rows: 52 dense
+/// incl. 7 LoRA, 29 MoE incl. DeepSeek-V3 with MTP; scripts/fit_megatron_published.sh, output in
+/// calibration/runs/fit_megatron_published-output.txt, which lists them): tokens/s/GPU MAPE of the
+/// fit rows minimised on a grid (overlap 0-1 by 0.1 x memory efficiency 0.3-1 by 0.05 x sync
+/// 0-12,000 us by 1,000), with every merged mechanism in place (Megatron's buckets, userbuffers,
+/// the recipes' GEMM dtypes and casts, MoE CUDA graphs and dispatchers, balanced CP, MTP, LoRA).
+/// Optimum (0.6, 0.75, 5,000 us): fit 12.46% (bias +1.9%; dense 10.2%, MoE 16.6%); the test
+/// split's 61 rows, not fitted: 12.65% (bias -1.9%; dense 11.5%, MoE 13.6%). The three constants
+/// fitted separately before (overlap and memory efficiency on the 45 dense fit rows: 0.3, 0.50;
+/// the sync on the MoE rows: 6,500 us) gave test 16.2% (bias -11.3%) on the merged model: the
+/// memory efficiency of 0.50 fitted on dense rows alone made every MoE and LoRA row slow.
+pub const MEGATRON_OVERLAP_COST: f64 = 0.6;
 
 /// Fraction of the stream (memcpy) HBM rate that the `megatron` stack's memory-bound kernels reach
 /// in training (Transformer Engine's fused norm, activation, RoPE, cast/transpose and amax kernels,
-/// Megatron's fused cross-entropy). Fitted jointly with [`MEGATRON_OVERLAP_COST`] on the dense rows
-/// of the fit split of tests/data/published/megatron_bridge_training_dev.csv
-/// (scripts/fit_megatron_overlap.sh, output in calibration/runs/fit_megatron_overlap-output.txt):
-/// 0.50. That is below what single TE kernels reach (cast/transpose and norm kernels run near the
-/// stream rate on large tensors), so, like [`HF_MEMORY_EFFICIENCY`], it also carries what the op
-/// list misses of a Megatron step (kernels not listed: per-tensor amax reductions across the TP
-/// group, the optimizer's per-step FP8 weight casts, the loss's extra passes, launch gaps between
-/// the many small kernels of a layer); a per-kernel account needs a profile of a Megatron step on
-/// the GPU, which the reference set does not have.
-pub const MEGATRON_MEMORY_EFFICIENCY: f64 = 0.5;
+/// Megatron's fused cross-entropy). Below what single large TE kernels reach, so it also carries
+/// what the op list misses of a Megatron step (per-tensor amax reductions across the TP group, the
+/// optimizer's FP8 weight casts, launch gaps between a layer's many small kernels); a per-kernel
+/// account needs a profile of a Megatron step on the GPU, which the reference set does not have.
+/// Fitted jointly with [`MEGATRON_MEMORY_EFFICIENCY`] and [`MOE_DISPATCH_SYNC_US`] on every scored
+/// row of the fit split of tests/data/published/megatron_bridge_training_dev.csv (81 rows: 52 dense
+/// incl. 7 LoRA, 29 MoE incl. DeepSeek-V3 with MTP; scripts/fit_megatron_published.sh, output in
+/// calibration/runs/fit_megatron_published-output.txt, which lists them): tokens/s/GPU MAPE of the
+/// fit rows minimised on a grid (overlap 0-1 by 0.1 x memory efficiency 0.3-1 by 0.05 x sync
+/// 0-12,000 us by 1,000), with every merged mechanism in place (Megatron's buckets, userbuffers,
+/// the recipes' GEMM dtypes and casts, MoE CUDA graphs and dispatchers, balanced CP, MTP, LoRA).
+/// Optimum (0.6, 0.75, 5,000 us): fit 12.46% (bias +1.9%; dense 10.2%, MoE 16.6%); the test
+/// split's 61 rows, not fitted: 12.65% (bias -1.9%; dense 11.5%, MoE 13.6%). The three constants
+/// fitted separately before (overlap and memory efficiency on the 45 dense fit rows: 0.3, 0.50;
+/// the sync on the MoE rows: 6,500 us) gave test 16.2% (bias -11.3%) on the merged model: the
+/// memory efficiency of 0.50 fitted on dense rows alone made every MoE and LoRA row slow.
+pub const MEGATRON_MEMORY_EFFICIENCY: f64 = 0.75;
 
 /// Host time per GEMM of a tensor-parallel linear layer when training under `torch-eager` with
 /// tp > 1, `[a, b]`: a + b log2(tp) microseconds, which the GPU waits for in full (a stall, not
@@ -70,20 +80,22 @@ pub const DTENSOR_LINEAR_US: [f64; 2] = [225.0, 50.0];
 /// drains the launch queue; the GPU then idles while the host runs the dispatcher's and experts'
 /// Python and launches the layer's next kernels. The full-iteration recipes give HybridEP a
 /// per-rank capacity (`moe_expert_rank_capacity_factor`) so that nothing syncs, and pay none.
-/// Fitted on the 29 MoE rows of the fit split of tests/data/published/megatron_bridge_training_dev.csv
-/// (Qwen3-30B-A3B on DGX-H100, DGX-B200, DGX-B300 and GB300 NVL72, DeepSeek-V3 with and without
-/// MTP on GB200/GB300 NVL72, DGX-B200 and DGX-B300; the full-iteration rows among them, dev rows 1,
-/// 5, 9, 10, 11, 14, do not depend on it), with the recipes' CUDA graphs and dispatchers mapped
-/// (`config::published::RECIPE_DEFAULTS`): MoE tokens/s/GPU MAPE minimised over 0-12,000 us on a
-/// 500 us grid (scripts/fit_moe_dispatch_sync.sh, output in
-/// calibration/runs/fit_moe_dispatch_sync-output.txt): 6,500 us (7,000 within 0.01 pp). Fit MoE
-/// MAPE 61.1% at 0 -> 17.2% (bias +2.7%); the 34 test-split MoE rows, not fitted: 41.1% -> 14.0%
-/// (bias -5.0%). A second term, host time per MoE layer and pass that runs beside the GPU (the
-/// longer of it and the GPU's time counts), fitted to 0 on a 1,000 us grid over both: the fit rows
-/// do not support it. The published B200 rows' throughput at micro-batch 1 vs 4 (dev rows 88, 72)
-/// implies about 7.5 ms per MoE layer of fixed cost per micro-batch independently
-/// (docs/published-analysis.md). Why the host takes this long was not profiled.
-pub const MOE_DISPATCH_SYNC_US: f64 = 6500.0;
+/// Fitted jointly with [`MEGATRON_OVERLAP_COST`] and [`MEGATRON_MEMORY_EFFICIENCY`] on every scored
+/// row of the fit split of tests/data/published/megatron_bridge_training_dev.csv (81 rows: 52 dense
+/// incl. 7 LoRA, 29 MoE incl. DeepSeek-V3 with MTP; scripts/fit_megatron_published.sh, output in
+/// calibration/runs/fit_megatron_published-output.txt, which lists them): tokens/s/GPU MAPE of the
+/// fit rows minimised on a grid (overlap 0-1 by 0.1 x memory efficiency 0.3-1 by 0.05 x sync
+/// 0-12,000 us by 1,000), with every merged mechanism in place (Megatron's buckets, userbuffers,
+/// the recipes' GEMM dtypes and casts, MoE CUDA graphs and dispatchers, balanced CP, MTP, LoRA).
+/// Optimum (0.6, 0.75, 5,000 us): fit 12.46% (bias +1.9%; dense 10.2%, MoE 16.6%); the test
+/// split's 61 rows, not fitted: 12.65% (bias -1.9%; dense 11.5%, MoE 13.6%). The three constants
+/// fitted separately before (overlap and memory efficiency on the 45 dense fit rows: 0.3, 0.50;
+/// the sync on the MoE rows: 6,500 us) gave test 16.2% (bias -11.3%) on the merged model: the
+/// memory efficiency of 0.50 fitted on dense rows alone made every MoE and LoRA row slow.
+/// The published B200 rows' throughput at micro-batch 1 vs 4 (dev rows 88, 72) implies about
+/// 7.5 ms per MoE layer of fixed cost per micro-batch independently (docs/published-analysis.md).
+/// Why the host takes this long was not profiled.
+pub const MOE_DISPATCH_SYNC_US: f64 = 5000.0;
 
 /// TensorRT-LLM's host time per iteration, `[serial per iteration, serial per sequence in it, per
 /// layer beside the GPU]`, microseconds (`serve::cost::HostOverhead` of `--stack trtllm`): the batch

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Reproduces the joint fit of the three constants fitted on the published Megatron-Bridge dev set
+# (tests/data/published/megatron_bridge_training_dev.csv), on its fit split only:
+#   cost::fitted::MEGATRON_OVERLAP_COST       how much slower compute runs beside Megatron-Core's
+#                                             overlapped data-parallel collectives (fraction of their time)
+#   cost::fitted::MEGATRON_MEMORY_EFFICIENCY  the fraction of the stream HBM rate the megatron stack's
+#                                             memory-bound kernels reach in training
+#   cost::fitted::MOE_DISPATCH_SYNC_US        the host stall per eager MoE layer and forward pass
+# For each triple on a grid (overlap 0-1 by 0.1, memory efficiency 0.3-1 by 0.05, sync 0-12,000 us by
+# 1,000) it prints the tokens/s/GPU MAPE and bias of every fit row (dense and MoE together: what is
+# minimised is the fit split's MAPE over all its scored rows), and the test split's (reported, not
+# used). Usage: scripts/fit_megatron_published.sh [PATH/TO/gpuplan] > OUT.txt
+set -eu
+cd "$(dirname "$0")/.."
+bin=${1:-target/release/gpuplan}
+csv=tests/data/published/megatron_bridge_training_dev.csv
+echo "overlap mem_eff sync_us  fit_n fit_mape fit_bias  fit_dense_mape fit_moe_mape  test_n test_mape test_bias  test_dense_mape test_moe_mape"
+one() {
+  GPUPLAN_FIT_CONSTANTS="megatron_overlap_cost=$1;megatron_memory_efficiency=$2;moe_dispatch_sync_us=$3" "$bin" validate --published "$csv" --json 2>/dev/null | python3 -c "
+import json, sys
+d = json.load(sys.stdin)
+out = ['$1', '$2', '$3']
+m = lambda e: f'{100 * sum(abs(v) for v in e) / max(len(e), 1):.2f}'
+for split in ('fit', 'test'):
+    rows = [r for r in d['rows'] if r['split'] == split]
+    e = [r['error'] for r in rows]
+    out += [str(len(e)), m(e), f'{100 * sum(e) / len(e):+.2f}', m([r['error'] for r in rows if not r['moe']]), m([r['error'] for r in rows if r['moe']])]
+print('  '.join(out))
+"
+}
+export -f one
+export bin csv
+for x in $(seq 0 0.1 1); do
+  for m in $(seq 0.3 0.05 1); do
+    for s in $(seq 0 1000 12000); do echo "$x $m $s"; done
+  done
+done | xargs -P "$(nproc)" -n 3 bash -c 'one "$@"' _ | sort -n -k1,1 -k2,2 -k3,3
