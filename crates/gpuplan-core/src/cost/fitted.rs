@@ -234,8 +234,8 @@ static INSTALLED: OnceLock<Fitted> = OnceLock::new();
 
 /// Set the values in effect for this process (once, before the first prediction); `Err` with the
 /// values already in effect when called again.
-pub fn install(f: Fitted) -> Result<(), Fitted> {
-    INSTALLED.set(f).map_err(|_| fitted())
+pub fn install(f: Fitted) -> Result<(), Box<Fitted>> {
+    INSTALLED.set(f).map_err(|_| Box::new(fitted()))
 }
 
 /// The values in effect: those [`install`]ed, else the shipped ones.
