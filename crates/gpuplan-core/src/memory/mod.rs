@@ -183,8 +183,8 @@ pub fn kind_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, k
         let routed = local_tokens * moe.top_k as f64 * w.routing_imbalance;
         let f = moe.expert_ffn_hidden as f64 / pc.etp as f64;
         // The experts' GEMM inputs (the permuted hidden states, the activation's output) are kept
-        // as the GEMMs' quantized copies in Megatron's fp8/fp4 training (`saved_gemm_input`).
-        let q = saved_gemm_input(w);
+        // as the GEMMs' quantized copies in Megatron's fp8/fp4 training (`saved_linear_input_bytes`).
+        let q = saved_linear_input_bytes(w);
         let per_token = q * h + (gated_or_plain(model.ffn_kind, eager) - 2.0 + q) * f + 2.0 * h;
         let shared = if moe.n_shared_experts > 0 {
             let fs = (moe.shared_expert_ffn_hidden * moe.n_shared_experts as u64) as f64 / t;
@@ -232,26 +232,6 @@ pub fn saved_linear_input_bytes(w: &Workload) -> f64 {
             Fp8Recipe::Mxfp8 => 1.0 + 1.0 / 32.0,
         },
         Dtype::Fp4 => 0.5 + 1.0 / 16.0,
-        _ => 2.0,
-    }
-}
-
-/// Bytes per element of a linear layer's input kept for its weight-gradient GEMM. Transformer
-/// Engine, under an fp8 or fp4 recipe, saves the quantized copy the backward GEMM reads (the
-/// columnwise one: 1 B per element, plus the recipe's block scales, as `workload::quantize_bytes`
-/// counts them) instead of the bf16 input; every other case keeps the bf16 tensor (2 B). Applied to
-/// the routed experts' inputs, the largest activations of an MoE layer.
-fn saved_gemm_input(w: &Workload) -> f64 {
-    use crate::hardware::Dtype;
-    use crate::workload::Fp8Recipe;
-    match (w.stack, w.precision) {
-        (Stack::Megatron, Dtype::Fp8) => match w.fp8_recipe {
-            // Rowwise is torchao's (refused on the megatron stack): one byte per element too.
-            Fp8Recipe::Tensorwise | Fp8Recipe::Delayed | Fp8Recipe::Rowwise => 1.0,
-            Fp8Recipe::Blockwise => 1.0 + 4.0 / 128.0,
-            Fp8Recipe::Mxfp8 => 1.0 + 1.0 / 32.0,
-        },
-        (Stack::Megatron, Dtype::Fp4) => 0.5 + 1.0 / 16.0,
         _ => 2.0,
     }
 }
