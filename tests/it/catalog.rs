@@ -225,7 +225,9 @@ fn llama_4_maverick_alternates_moe_and_dense_layers_to_400b_total() {
     let args = gpuplan::config::megatron::args_line(&s);
     assert!(args.contains("--moe-layer-freq '([0]*1+[1])*24'"), "{args}");
     // Each pipeline stage holds 12 MoE and 12 dense layers.
-    assert_eq!(gpuplan::parallelism::stage_dense_moe(48, |i| m.is_moe_layer(i), &s.parallel, 1), (12, 12));
+    let c = gpuplan::parallelism::stage_kind_counts(&m.layer_kinds(), &s.parallel, 1);
+    use gpuplan::model::LayerKind::{Dense, Moe};
+    assert_eq!((c[Dense.index()], c[Moe.index()]), (12, 12));
 }
 
 #[test]

@@ -361,7 +361,8 @@ pub fn quantized_weight_bytes(precision: crate::hardware::Dtype) -> Option<f64> 
 /// over TP, and the routed experts' over EP x ETP).
 pub fn trainable_params_on_rank(model: &Model, pc: &ParallelConfig, w: &Workload, stage: u32) -> (f64, f64) {
     let Some(lora) = &w.lora else { return params_on_rank(model, pc, stage, if w.mode == Mode::Train { w.mtp_layers } else { 0 }) };
-    let (dense_layers, moe_layers) = crate::parallelism::stage_dense_moe(model.n_layers, |i| model.is_moe_layer(i), pc, stage);
+    let counts = crate::parallelism::stage_kind_counts(&model.layer_kinds(), pc, stage);
+    let (dense_layers, moe_layers) = (counts[LayerKind::Dense.index()], counts[LayerKind::Moe.index()]);
     let (d, _) = crate::workload::lora::adapter_params_per_layer(model, lora, false);
     let (md, me) = if model.is_moe() { crate::workload::lora::adapter_params_per_layer(model, lora, true) } else { (0.0, 0.0) };
     let t = pc.tp as f64;

@@ -292,24 +292,6 @@ pub fn stage_layer_counts(n_layers: u64, pc: &ParallelConfig) -> Vec<u64> {
     out
 }
 
-/// Layers of (dense, MoE) kind on pipeline rank `rank`, layer `i` being MoE when `is_moe(i)`
-/// (`Model::is_moe_layer`: leading dense layers, then MoE on every `layer_step`-th): the rank's
-/// virtual stages are not contiguous when vp > 1.
-pub fn stage_dense_moe(n_layers: u64, is_moe: impl Fn(u64) -> bool, pc: &ParallelConfig, rank: u32) -> (u64, u64) {
-    let pp = pc.pp.max(1) as usize;
-    let mut start = 0;
-    let (mut dense, mut moe) = (0, 0);
-    for (v, n) in virtual_stage_layer_counts(n_layers, pc).into_iter().enumerate() {
-        if v % pp == rank as usize {
-            let m = (start..start + n).filter(|&i| is_moe(i)).count() as u64;
-            dense += n - m;
-            moe += m;
-        }
-        start += n;
-    }
-    (dense, moe)
-}
-
 /// Layers of each kind on pipeline rank `rank`, for a model whose layers are `kinds` first to last
 /// (`Model::layer_kinds`): Megatron splits a hybrid pattern over the stages by layer count, in
 /// order (megatron-core 0.19 `hybrid_layer_allocation.select_pipeline_segment` without `|`
@@ -464,9 +446,13 @@ mod tests {
         // Rank 0 holds virtual stages 0, 8, 16, 24: 1 + 2 + 2 + 2; rank 7 holds 2 + 2 + 2 + 0.
         assert_eq!(stage_layer_counts(61, &pc(8, 4, ff.clone())), vec![7, 8, 8, 8, 8, 8, 8, 6]);
         // The first three layers are dense: v0 has layer 0, v1 layers 1-2.
-        assert_eq!(stage_dense_moe(61, |i| i >= 3, &pc(8, 4, ff.clone()), 0), (1, 6));
-        assert_eq!(stage_dense_moe(61, |i| i >= 3, &pc(8, 4, ff.clone()), 1), (2, 6));
-        assert_eq!(stage_dense_moe(61, |i| i >= 3, &pc(8, 4, ff.clone()), 2), (0, 8));
+        use crate::model::LayerKind::{Dense, Moe};
+        let kinds: Vec<_> = (0..61).map(|i| if i >= 3 { Moe } else { Dense }).collect();
+        let dense_moe = |rank| {
+            let c = stage_kind_counts(&kinds, &pc(8, 4, ff.clone()), rank);
+            (c[Dense.index()], c[Moe.index()])
+        };
+        assert_eq!([dense_moe(0), dense_moe(1), dense_moe(2)], [(1, 6), (2, 6), (0, 8)]);
         for (pp, vp) in [(2, 4), (4, 4), (16, 4), (2, 1), (64, 1)] {
             let c = virtual_stage_layers(61, &pc(pp, vp, ff.clone())).unwrap();
             assert_eq!(c.iter().sum::<u64>(), 61, "pp {pp} vp {vp}");
