@@ -159,4 +159,8 @@ fn bad_lora_input_exits_2_naming_the_key_value_and_flag() {
     let (code, _, err) = gpuplan(&["predict", "--model", "deepseek-v3", "--system", "dgx-h100", "--gpus", "8", "--seq", "4096", "--lora-rank", "16"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("multi-head latent attention"), "{err}");
+    // A hybrid Mamba-attention model has no per-layer qkv/proj/fc1/fc2 for the adapters.
+    let (code, _, err) = gpuplan(&["predict", "--model", "nemotron-h-8b", "--system", "dgx-h100", "--gpus", "8", "--seq", "4096", "--lora-rank", "16"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("workload.lora_rank") && err.contains("hybrid Mamba-attention") && err.contains("hint"), "{err}");
 }

@@ -432,6 +432,19 @@ fn lora_keys(p: &mut Problems, path: &Path, ww: &WorkloadWire, model: &Model, pc
             .with_hint("LoRA is modelled on models with a fused QKV projection (dense, GQA and MoE)"),
         );
     }
+    if model.hybrid.is_some() {
+        // The adapters are placed per transformer layer (`workload::lora`); a hybrid model's
+        // Mamba-2 blocks have no qkv/proj/fc1/fc2 linears and its blocks carry no adapter ops.
+        p.push(
+            ConfigError::invalid(
+                path,
+                "workload.lora_rank",
+                rank,
+                format!("model `{}` is a hybrid Mamba-attention model, which LoRA is not modelled on", model.name),
+            )
+            .with_hint("LoRA is modelled on models with a fused QKV projection (dense, GQA and MoE)"),
+        );
+    }
     let narrowest = gpuplan_core::workload::lora::narrowest_target(model, &lora);
     if rank > narrowest {
         p.push(
