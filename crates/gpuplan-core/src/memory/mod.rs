@@ -219,21 +219,10 @@ pub fn kind_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, k
 /// (1 B, plus the recipe's block scales: MXFP8 1 B per 32, blockwise 4 B per 128; NVFP4 0.5 B
 /// plus 1 B per 16).
 pub fn saved_linear_input_bytes(w: &Workload) -> f64 {
-    use crate::hardware::Dtype;
-    use crate::workload::Fp8Recipe;
     if w.stack != Stack::Megatron || w.mode != Mode::Train {
         return 2.0;
     }
-    match w.precision {
-        Dtype::Fp8 => match w.fp8_recipe {
-            // Rowwise is torchao's (refused on the megatron stack): one byte per element too.
-            Fp8Recipe::Tensorwise | Fp8Recipe::Delayed | Fp8Recipe::Rowwise => 1.0,
-            Fp8Recipe::Blockwise => 1.0 + 4.0 / 128.0,
-            Fp8Recipe::Mxfp8 => 1.0 + 1.0 / 32.0,
-        },
-        Dtype::Fp4 => 0.5 + 1.0 / 16.0,
-        _ => 2.0,
-    }
+    crate::workload::quantized_elem_bytes(w.precision, w.fp8_recipe).unwrap_or(2.0)
 }
 
 /// torchao float8 training under `torch.compile` (see `workload::Builder::quantize_input`).
@@ -349,11 +338,7 @@ pub fn embedding_and_head_on_rank(model: &Model, pc: &ParallelConfig, stage: u32
 /// E4M3 scale per 16 weights (the NVFP4 format: 16-element blocks with an FP8 scale each, and a
 /// per-tensor FP32 scale). `None` where the weights are not quantized so.
 pub fn quantized_weight_bytes(precision: crate::hardware::Dtype) -> Option<f64> {
-    match precision {
-        crate::hardware::Dtype::Fp8 => Some(1.0),
-        crate::hardware::Dtype::Fp4 => Some(0.5 + 1.0 / 16.0),
-        _ => None,
-    }
+    crate::workload::quantized_elem_bytes(precision, crate::workload::Fp8Recipe::Tensorwise)
 }
 
 /// Parameters one rank of pipeline stage `stage` trains, split into (dense, expert) parts: all of

@@ -195,19 +195,34 @@ impl Fp8Recipe {
 /// work inside the cast, no traffic.
 pub fn quantize_bytes(precision: Dtype, recipe: Fp8Recipe, train: bool) -> Option<(f64, u32)> {
     let copies = if train { 2.0 } else { 1.0 };
+    let written = copies * quantized_elem_bytes(precision, recipe)?;
     Some(match precision {
         Dtype::Fp8 => match recipe {
             // Rowwise (torchao, torch stacks only): priced by `Builder::quantize_input`'s torchao
             // path under compile; eager torchao reads the input once more for the row amax too.
-            Fp8Recipe::Tensorwise | Fp8Recipe::Rowwise => (2.0 + 2.0 + copies, 2),
-            Fp8Recipe::Delayed => (2.0 + copies, 1),
-            Fp8Recipe::Blockwise => (2.0 + copies * (1.0 + 4.0 / 128.0), 1),
-            Fp8Recipe::Mxfp8 => (2.0 + copies * (1.0 + 1.0 / 32.0), 1),
+            Fp8Recipe::Tensorwise | Fp8Recipe::Rowwise => (2.0 + 2.0 + written, 2),
+            Fp8Recipe::Delayed | Fp8Recipe::Blockwise | Fp8Recipe::Mxfp8 => (2.0 + written, 1),
         },
-        Dtype::Fp4 if train => (2.0 + 2.0 + 2.0 + copies * (0.5 + 1.0 / 16.0), 3),
-        Dtype::Fp4 => (2.0 + 2.0 + copies * (0.5 + 1.0 / 16.0), 2),
-        _ => return None,
+        Dtype::Fp4 if train => (2.0 + 2.0 + 2.0 + written, 3),
+        _ => (2.0 + 2.0 + written, 2),
     })
+}
+
+/// Bytes per element of one quantized copy of a tensor, its block scales included: FP8 1 B
+/// (per-tensor or per-row scales are negligible), blockwise FP8 plus one fp32 scale per 128, MXFP8
+/// plus one E8M0 scale per 32, NVFP4 0.5 B plus one E4M3 scale per 16. `None` for a precision that
+/// is not quantized. The quantize kernels' writes, the quantized inputs Transformer Engine saves
+/// and a quantized checkpoint's weights all count it.
+pub fn quantized_elem_bytes(precision: Dtype, recipe: Fp8Recipe) -> Option<f64> {
+    match precision {
+        Dtype::Fp8 => Some(match recipe {
+            Fp8Recipe::Tensorwise | Fp8Recipe::Delayed | Fp8Recipe::Rowwise => 1.0,
+            Fp8Recipe::Blockwise => 1.0 + 4.0 / 128.0,
+            Fp8Recipe::Mxfp8 => 1.0 + 1.0 / 32.0,
+        }),
+        Dtype::Fp4 => Some(0.5 + 1.0 / 16.0),
+        _ => None,
+    }
 }
 
 /// Linear layers that stay in bf16 under an FP8 or FP4 recipe: the LM head (Megatron-Core builds
