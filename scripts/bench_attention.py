@@ -33,6 +33,39 @@ def timed(fn, reps):
     return times[len(times) // 2]
 
 
+def measure(backend, b, h, sq, skv, d, causal, dev, reps, warmup, label):
+    """Forward and forward+backward medians (s) of one SDPA shape under one backend, and the
+    forward FLOPs; None (with the error on stderr) where the backend refuses the shape."""
+    q = torch.randn(b, h, sq, d, device=dev, dtype=torch.bfloat16, requires_grad=True)
+    k, v = (torch.randn(b, h, skv, d, device=dev, dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
+    g = torch.randn(b, h, sq, d, device=dev, dtype=torch.bfloat16)
+    flops_fwd = 4 * b * h * sq * skv * d / (2 if causal else 1)
+    try:
+        with sdpa_kernel([backend]):
+            fwd = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+            def fwd_bwd():
+                o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                o.backward(g)
+
+            for _ in range(warmup):
+                fwd_bwd()
+            torch.cuda.synchronize()
+            return timed(fwd, reps), timed(fwd_bwd, reps), flops_fwd
+    except RuntimeError as e:
+        print(f"{label}: {str(e).splitlines()[0]}", file=sys.stderr)
+        return None
+    finally:
+        del q, k, v, g
+        torch.cuda.empty_cache()
+
+
+def rates(tf, tfb, flops_fwd):
+    """Backward time (s) and forward / backward TFLOP/s (backward = 2.5x forward FLOPs)."""
+    tb = max(tfb - tf, 1e-9)
+    return tb, flops_fwd / tf / 1e12, 2.5 * flops_fwd / tb / 1e12
+
+
 def main():
     dev = torch.device("cuda")
     print(f"gpu={torch.cuda.get_device_name()} torch={torch.__version__} cuda={torch.version.cuda} cudnn={torch.backends.cudnn.version()}", file=sys.stderr)
@@ -40,28 +73,12 @@ def main():
     b, h, d = 2, 32, 128
     for s in [1024, 2048, 4096, 8192, 16384, 32768]:
         for name, backend in BACKENDS.items():
-            q, k, v = (torch.randn(b, h, s, d, device=dev, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
-            g = torch.randn(b, h, s, d, device=dev, dtype=torch.bfloat16)
-            try:
-                with sdpa_kernel([backend]):
-                    fwd = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)
-                    def fwd_bwd():
-                        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-                        o.backward(g)
-                    reps = 20 if s <= 8192 else 8
-                    for _ in range(3):
-                        fwd_bwd()
-                    torch.cuda.synchronize()
-                    tf = timed(fwd, reps)
-                    tfb = timed(fwd_bwd, reps)
-            except RuntimeError as e:
-                print(f"{name} s={s}: {str(e).splitlines()[0]}", file=sys.stderr)
+            m = measure(backend, b, h, s, s, d, True, dev, 20 if s <= 8192 else 8, 3, f"{name} s={s}")
+            if m is None:
                 continue
-            flops_fwd = 4 * b * h * s * s * d / 2
-            tb = max(tfb - tf, 1e-9)
-            print(f"{name},{b},{h},{s},{d},1,{tf:.6e},{tfb:.6e},{tb:.6e},{flops_fwd / tf / 1e12:.1f},{2.5 * flops_fwd / tb / 1e12:.1f}", flush=True)
-            del q, k, v, g
-            torch.cuda.empty_cache()
+            tf, tfb, flops_fwd = m
+            tb, rf, rb = rates(tf, tfb, flops_fwd)
+            print(f"{name},{b},{h},{s},{d},1,{tf:.6e},{tfb:.6e},{tb:.6e},{rf:.1f},{rb:.1f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -15,55 +15,27 @@ backward 2.5x forward. Times are CUDA-event medians after warm-up.
 
 Usage: python3 scripts/bench_attention_long.py > attention_long.csv   (stderr: versions, GPU)
 """
+import os
 import sys
 
 import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention import SDPBackend
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_attention import measure, rates  # noqa: E402  (the shared timing and FLOP rules)
 
 BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
 
 
-def timed(fn, reps):
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(reps):
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    times.sort()
-    return times[len(times) // 2]
-
-
 def bench(table, name, backend, b, h, sq, skv, d, causal, dev):
-    q = torch.randn(b, h, sq, d, device=dev, dtype=torch.bfloat16, requires_grad=True)
-    k, v = (torch.randn(b, h, skv, d, device=dev, dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
-    g = torch.randn(b, h, sq, d, device=dev, dtype=torch.bfloat16)
-    try:
-        with sdpa_kernel([backend]):
-            fwd = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-
-            def fwd_bwd():
-                o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                o.backward(g)
-
-            flops_fwd = 4 * b * h * sq * skv * d / (2 if causal else 1)
-            reps = max(3, min(20, int(2e14 / flops_fwd)))
-            for _ in range(2):
-                fwd_bwd()
-            torch.cuda.synchronize()
-            tf = timed(fwd, reps)
-            tfb = timed(fwd_bwd, reps)
-    except RuntimeError as e:
-        print(f"{table} {name} sq={sq} skv={skv}: {str(e).splitlines()[0]}", file=sys.stderr)
+    flops_fwd = 4 * b * h * sq * skv * d / (2 if causal else 1)
+    reps = max(3, min(20, int(2e14 / flops_fwd)))
+    m = measure(backend, b, h, sq, skv, d, causal, dev, reps, 2, f"{table} {name} sq={sq} skv={skv}")
+    if m is None:
         return
-    finally:
-        del q, k, v, g
-        torch.cuda.empty_cache()
-    tb = max(tfb - tf, 1e-9)
-    print(f"{table},{name},{b},{h},{sq},{skv},{d},{int(causal)},{tf:.6e},{tfb:.6e},{tb:.6e},{flops_fwd / tf / 1e12:.1f},{2.5 * flops_fwd / tb / 1e12:.1f}", flush=True)
+    tf, tfb, flops_fwd = m
+    tb, rf, rb = rates(tf, tfb, flops_fwd)
+    print(f"{table},{name},{b},{h},{sq},{skv},{d},{int(causal)},{tf:.6e},{tfb:.6e},{tb:.6e},{rf:.1f},{rb:.1f}", flush=True)
 
 
 def main():
