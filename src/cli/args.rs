@@ -216,6 +216,21 @@ pub struct ScenarioArgs {
     /// Multi-token-prediction modules to train (Megatron --mtp-num-layers; at most the model's `mtp_layers`, e.g. 1 for DeepSeek-V3)
     #[arg(long)]
     pub mtp_layers: Option<i64>,
+    /// Megatron's main-gradient dtype: fp32 (default, grad_reduce_in_fp32) or bf16 (the Megatron-Bridge perf recipes)
+    #[arg(long)]
+    pub grad_reduce_dtype: Option<String>,
+    /// Megatron fp8/fp4 training keeps the layers' weights only as quantized tensors (fp8_param_gather; no bf16 copy)
+    #[arg(long)]
+    pub fp8_param_gather: Option<bool>,
+    /// Adam's moments: fp32 (default) or bf16 (Megatron's precision-aware optimizer)
+    #[arg(long)]
+    pub optimizer_state_dtype: Option<String>,
+    /// With --recompute selective: Megatron's recompute modules, comma-separated: core_attn (default), mlp, moe, moe_act, shared_experts, layernorm, mla_up_proj
+    #[arg(long, value_delimiter = ',')]
+    pub recompute_modules: Option<Vec<String>>,
+    /// Megatron's activation offload: layers whose activations go to host memory (cpu_offloading_num_layers; pp 1, no recompute)
+    #[arg(long, allow_negative_numbers = true)]
+    pub cpu_offload_layers: Option<i64>,
     /// Overlap TP communication with GEMMs (Megatron --tp-comm-overlap)
     #[arg(long)]
     pub tp_comm_overlap: Option<bool>,
@@ -290,6 +305,11 @@ impl ScenarioArgs {
                 lora_rank: self.lora_rank,
                 lora_targets: self.lora_targets.clone(),
                 mtp_layers: self.mtp_layers,
+                grad_reduce_dtype: self.grad_reduce_dtype.clone(),
+                fp8_param_gather: self.fp8_param_gather,
+                optimizer_state_dtype: self.optimizer_state_dtype.clone(),
+                recompute_modules: self.recompute_modules.clone(),
+                cpu_offload_layers: self.cpu_offload_layers,
             },
             options: OptionsWire { tp_comm_overlap: self.tp_comm_overlap, dp_overlap: None, cuda_graphs: self.train_cuda_graphs.clone() },
             ..ScenarioWire::default()
@@ -349,6 +369,11 @@ impl ScenarioArgs {
         "moe-dispatcher",
         "lora-rank",
         "lora-targets",
+        "grad-reduce-dtype",
+        "fp8-param-gather",
+        "optimizer-state-dtype",
+        "recompute-modules",
+        "cpu-offload-layers",
         "cp-comm",
         "tp-comm-overlap",
         "from-megatron-args",
@@ -392,6 +417,11 @@ impl ScenarioArgs {
         f(self.lora_rank.is_some(), "lora-rank");
         f(self.lora_targets.is_some(), "lora-targets");
         f(self.mtp_layers.is_some(), "mtp-layers");
+        f(self.grad_reduce_dtype.is_some(), "grad-reduce-dtype");
+        f(self.fp8_param_gather.is_some(), "fp8-param-gather");
+        f(self.optimizer_state_dtype.is_some(), "optimizer-state-dtype");
+        f(self.recompute_modules.is_some(), "recompute-modules");
+        f(self.cpu_offload_layers.is_some(), "cpu-offload-layers");
         f(self.cp_comm.is_some(), "cp-comm");
         f(self.tp_comm_overlap.is_some(), "tp-comm-overlap");
         f(self.train_cuda_graphs.is_some(), "train-cuda-graphs");

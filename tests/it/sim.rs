@@ -86,7 +86,7 @@ fn wire_bytes_equal_what_the_collectives_require() {
     let ops = forward_ops(&s.model, &s.parallel, &s.workload);
     let per_pass = |list: &[gpuplan::workload::Op]| -> f64 {
         let mut all = list.to_vec();
-        all.extend(recompute_of(list, s.workload.recompute));
+        all.extend(recompute_of(list, &s.workload));
         all.extend(backward_of(list));
         all.iter()
             .map(|op| match &op.kind {

@@ -100,8 +100,8 @@ pub const RECIPE_DEFAULTS: &[(&str, &str, &str)] = &[
     ),
     (
         "recompute",
-        "none",
-        "Bridge pretrain recipes leave recompute_granularity=None for these models; perf configs add partial recompute (recompute_num_layers / recompute_modules) or activation offload only where memory needs it, which gpuplan cannot express per layer. Rows gpuplan's memory plan says do not fit are counted",
+        "none, except DeepSeek-V3 (`memory_recipe`, below)",
+        "Megatron-Bridge 0.6.2 perf recipes leave recompute_granularity = None for the dense and Qwen3 models (perf_recipes/{llama,qwen}/*/); rows gpuplan's memory plan says do not fit are counted",
     ),
     ("cp_comm", "ring (p2p)", "Megatron cp_comm_type default p2p; gpuplan prices TE's load-balanced ring attention: cp equal attention blocks per rank, each key/value block sent beside the block before it, keys, values and their gradients in backward, the last gradient hop exposed"),
     (
@@ -123,6 +123,16 @@ pub const RECIPE_DEFAULTS: &[(&str, &str, &str)] = &[
         "moe_dispatcher",
         "flex for MoE rows from NeMo 26.06 on (HybridEP), and for the NeMo 26.x rows before that on H100, B200 and B300 (DeepEP); alltoall otherwise",
         "Megatron-Bridge 0.6.2 perf recipes set moe_token_dispatcher_type = flex, moe_flex_dispatcher_backend = hybridep for every Qwen3-30B-A3B and DeepSeek-V3 config; the 0.4.0 and 0.5.0 base recipes (megatron/bridge/recipes/qwen/qwen3_moe.py) set alltoall and then apply_flex_dispatcher_backend(cfg.model, 'deepep'), which switches to flex on Ampere, Hopper, B200 and B300 and leaves GB200/GB300 on alltoall (training/flex_dispatcher_backend.py); 25.x rows keep alltoall",
+    ),
+    (
+        "grad_reduce_dtype, fp8_param_gather",
+        "NeMo 25.x/26.x rows: bf16 main gradients; FP8/FP4 rows keep quantized weights only (no bf16 copy). NeMo 24.07 rows: fp32 main gradients, bf16 weights (Megatron's defaults)",
+        "Megatron-Bridge 0.6.2 perf_recipes/_common.py (_benchmark_common and _perf_precision set grad_reduce_in_fp32 = False) and training/mixed_precision.py (bf16_with_fp8_current_scaling_mixed, bf16_with_mxfp8_mixed, bf16_with_fp8_delayed_scaling_mixed: fp8_param_gather = True; bf16_with_nvfp4_mixed: fp4_param_gather = True); NeMo 2's perf scripts for the 25.x rows set the same (from memory)",
+    ),
+    (
+        "recompute (DeepSeek-V3), cpu_offload (Llama-3 70B FSDP)",
+        "DeepSeek-V3: selective recompute of mla_up_proj (B200, B300, GB200 except FP8-CS, GB300 FP8-CS; plus layernorm and moe_act for NVFP4 on B200), mlp (GB200 FP8-CS), moe_act (GB300 BF16), none (GB300 MXFP8); Llama-3 70B Megatron-FSDP on GB200/GB300: activations of 40 (GB200 FP8), 20 (GB200 BF16, GB300 FP8) or 30 (GB300 BF16) layers offloaded to the host",
+        "Megatron-Bridge 0.6.2 perf_recipes/deepseek/{b200,b300,gb200,gb300}/deepseek_v3.py (_deepseek_v3_common sets recompute_granularity = selective) and perf_recipes/llama/{gb200,gb300}/llama3.py (cpu_offloading = True, cpu_offloading_weights = False, cpu_offloading_num_layers); applied to the earlier releases' rows of the same model, system and precision",
     ),
     ("sft", "SFT rows as training at the row's sequence (packed)", "SFT rows are packed sequences (SQuAD packed to 4096 on the 24.07 page); per-document attention masks are not modelled"),
     (
@@ -295,6 +305,7 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
         notes.push(format!("LoRA rank {} on {} ({}); packed sequences priced at full-sequence attention", l.rank, l.targets.join(","), l.source));
     }
     let fp8_recipe = fp8_recipe_of(precision, recipe);
+    let mem = memory_recipe(&r.container, family, system, precision, recipe, fsdp > 0, lora.is_some());
     let i = |x: u64| Some(x as i64);
     let wire = ScenarioWire {
         name: Some(format!("published dev_row {}", r.dev_row)),
@@ -323,7 +334,11 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
             seq: i(seq),
             precision: Some(precision.into()),
             fp8_recipe: fp8_recipe.map(str::to_string),
-            recompute: Some("none".into()),
+            recompute: Some(if mem.recompute_modules.is_empty() { "none" } else { "selective" }.into()),
+            recompute_modules: (!mem.recompute_modules.is_empty()).then(|| mem.recompute_modules.iter().map(|m| m.to_string()).collect()),
+            grad_reduce_dtype: mem.grad_reduce_dtype.map(str::to_string),
+            fp8_param_gather: mem.fp8_param_gather.then_some(true),
+            cpu_offload_layers: (mem.cpu_offload_layers > 0).then_some(mem.cpu_offload_layers as i64),
             stack: Some("megatron".into()),
             routing_imbalance: Some(1.0),
             lora_rank: lora.as_ref().map(|l| l.rank),
@@ -362,6 +377,54 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
         notes,
     };
     Ok(Mapped { wire, case })
+}
+
+/// What a published row's recipe keeps in memory (RECIPE_DEFAULTS `grad_reduce_dtype`,
+/// `fp8_param_gather`, `recompute`, `cpu_offload`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MemoryRecipe {
+    pub grad_reduce_dtype: Option<&'static str>,
+    pub fp8_param_gather: bool,
+    /// Megatron `recompute_modules` under selective recompute; empty: no recompute.
+    pub recompute_modules: Vec<&'static str>,
+    pub cpu_offload_layers: u32,
+}
+
+/// The memory options of the recipe a row ran: Megatron-Bridge 0.6.2's perf recipes
+/// (`perf_recipes/_common.py` `_benchmark_common` and `_perf_precision`: `grad_reduce_in_fp32 =
+/// False`; `training/mixed_precision.py`: `fp8_param_gather = True` in the FP8 current-scaling,
+/// MXFP8 and delayed recipes, `fp4_param_gather = True` in NVFP4; `perf_recipes/deepseek/*/
+/// deepseek_v3.py`: selective recompute of the modules below; `perf_recipes/llama/{gb200,gb300}/
+/// llama3.py`: the Megatron-FSDP Llama-3 70B configs offload activations). NeMo 25.x rows ran NeMo
+/// 2's perf scripts, which set the same gradient dtype and FP8 parameter gather (from memory);
+/// the NeMo 24.07 rows (NeMo 1 launcher) keep Megatron's defaults. The 0.6.2 recompute and
+/// offload choices are applied to earlier releases' rows of the same model, system and precision
+/// (their own recipes are not in a published wheel).
+pub fn memory_recipe(container: &str, family: &str, system: &str, precision: &str, recipe: &str, fsdp: bool, lora: bool) -> MemoryRecipe {
+    let mut m = MemoryRecipe::default();
+    let Some(release) = nemo_release(container) else { return m };
+    if release < (25, 0) {
+        return m;
+    }
+    m.grad_reduce_dtype = Some("bf16");
+    m.fp8_param_gather = matches!(precision, "fp8" | "fp4") && !lora;
+    let mxfp8 = recipe.starts_with("mxfp8");
+    m.recompute_modules = match (family, system, precision) {
+        ("deepseek", "gb300-nvl72", "bf16") => vec!["moe_act"],
+        ("deepseek", "gb300-nvl72", "fp8") if mxfp8 => vec![],
+        ("deepseek", "gb200-nvl72", "fp8") if !mxfp8 => vec!["mlp"],
+        ("deepseek", "dgx-b200", "fp4") => vec!["mla_up_proj", "layernorm", "moe_act"],
+        ("deepseek", "gb300-nvl72" | "gb200-nvl72" | "dgx-b200" | "dgx-b300", _) => vec!["mla_up_proj"],
+        _ => vec![],
+    };
+    m.cpu_offload_layers = match (family, system, precision, fsdp) {
+        ("llama3", "gb200-nvl72", "fp8", true) => 40,
+        ("llama3", "gb200-nvl72", "bf16", true) => 20,
+        ("llama3", "gb300-nvl72", "fp8", true) => 20,
+        ("llama3", "gb300-nvl72", "bf16", true) => 30,
+        _ => 0,
+    };
+    m
 }
 
 /// The LoRA adapters of a published LoRA row, by release, and where they come from.

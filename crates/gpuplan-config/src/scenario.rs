@@ -35,7 +35,9 @@ use gpuplan_core::hardware::Dtype;
 use gpuplan_core::model::{Model, Position};
 use gpuplan_core::parallelism::{Fill, ParallelConfig, PipelineSplit, Schedule};
 use gpuplan_core::scenario::{Options, Scenario, TrainGraphs};
-use gpuplan_core::workload::{CpComm, Fp8Recipe, Lora, LoraTarget, Mode, MoeDispatcher, Recompute, Stack, Workload};
+use gpuplan_core::workload::{
+    CpComm, Fp8Recipe, Lora, LoraTarget, MegatronMemory, Mode, MoeDispatcher, Recompute, RecomputeModule, Stack, StateDtype, Workload,
+};
 
 pub const DIR: &str = "scenarios";
 
@@ -126,6 +128,19 @@ pub struct WorkloadWire {
     /// Multi-token-prediction modules trained (Megatron `--mtp-num-layers`); 0 (default) to the
     /// model's `mtp_layers`.
     pub mtp_layers: Option<i64>,
+    /// megatron training: the main-gradient buffer's dtype, fp32 (default,
+    /// `grad_reduce_in_fp32`) | bf16
+    pub grad_reduce_dtype: Option<String>,
+    /// megatron fp8/fp4 training: weights kept only as Transformer Engine quantized tensors
+    /// (`fp8_param_gather`; `fp4_param_gather` under fp4)
+    pub fp8_param_gather: Option<bool>,
+    /// megatron training: Adam's moments, fp32 (default) | bf16 (precision-aware optimizer)
+    pub optimizer_state_dtype: Option<String>,
+    /// with recompute = selective: Megatron's `recompute_modules` (core_attn, mlp, moe, moe_act,
+    /// shared_experts, layernorm, mla_up_proj; default core_attn)
+    pub recompute_modules: Option<Vec<String>>,
+    /// megatron training: layers whose activations go to host memory (`cpu_offloading_num_layers`)
+    pub cpu_offload_layers: Option<i64>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -187,7 +202,12 @@ pub fn overlay(base: ScenarioWire, over: ScenarioWire) -> ScenarioWire {
             moe_dispatcher,
             lora_rank,
             lora_targets,
-            mtp_layers
+            mtp_layers,
+            grad_reduce_dtype,
+            fp8_param_gather,
+            optimizer_state_dtype,
+            recompute_modules,
+            cpu_offload_layers
         ]
     );
     pick!(b.options, over.options, [tp_comm_overlap, dp_overlap, cuda_graphs]);
@@ -723,6 +743,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
             CpComm::P2p
         }),
     };
+    let megatron = megatron_memory_keys(&mut p, &path, ww, &model, &parallel, mode, stack, precision, fp8_recipe, recompute);
     let workload = Workload {
         mode,
         micro_batch,
@@ -741,6 +762,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         lora,
         mtp_layers,
         cp_comm,
+        megatron,
     };
     // The hf-* stacks' host time in inference is the node's host probe's: no default.
     if stack.hf() && mode != Mode::Train && profile.as_ref().is_none_or(|pr| pr.host.is_none()) {
@@ -783,4 +805,128 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
     p.finish()?;
     let name = w.name.clone().unwrap_or_else(|| format!("{}-{}-{}gpu", model.name, system.name, gpus));
     Ok(Scenario { name, model, system, n_gpus: gpus, parallel, workload, profile, options })
+}
+
+/// The `megatron` stack's memory keys (`workload.grad_reduce_dtype`, `fp8_param_gather`,
+/// `optimizer_state_dtype`, `recompute_modules`, `cpu_offload_layers`), checked against what
+/// Megatron-Core accepts (megatron/core/transformer/transformer_config.py `__post_init__`).
+#[allow(clippy::too_many_arguments)]
+fn megatron_memory_keys(
+    p: &mut Problems,
+    path: &Path,
+    ww: &WorkloadWire,
+    model: &Model,
+    parallel: &ParallelConfig,
+    mode: Mode,
+    stack: Stack,
+    precision: Dtype,
+    fp8_recipe: Fp8Recipe,
+    recompute: Recompute,
+) -> MegatronMemory {
+    let mut m = MegatronMemory::default();
+    let megatron_train = stack == Stack::Megatron && mode == Mode::Train;
+    let only_megatron = |p: &mut Problems, key: &str, value: &dyn std::fmt::Display| {
+        if !megatron_train {
+            p.push(
+                ConfigError::invalid(path, key, value, format!("is a Megatron training option; this scenario is {} under stack {}", mode.name(), stack.name()))
+                    .with_hint("use it with --stack megatron --mode train, or leave it out"),
+            );
+        }
+    };
+    let dtype = |p: &mut Problems, key: &str, flag: &str, s: &str| {
+        StateDtype::parse(s).unwrap_or_else(|| {
+            p.push(ConfigError::invalid(path, key, s, "is not a state dtype").with_hint(format!("`{flag}` takes fp32 or bf16")));
+            StateDtype::Fp32
+        })
+    };
+    if let Some(s) = &ww.grad_reduce_dtype {
+        only_megatron(p, "workload.grad_reduce_dtype", s);
+        m.grad_dtype = dtype(p, "workload.grad_reduce_dtype", "--grad-reduce-dtype", s);
+    }
+    if let Some(s) = &ww.optimizer_state_dtype {
+        only_megatron(p, "workload.optimizer_state_dtype", s);
+        m.adam_state_dtype = dtype(p, "workload.optimizer_state_dtype", "--optimizer-state-dtype", s);
+    }
+    if let Some(g) = ww.fp8_param_gather {
+        only_megatron(p, "workload.fp8_param_gather", &g);
+        if g && !matches!(precision, Dtype::Fp8 | Dtype::Fp4) {
+            p.push(
+                ConfigError::invalid(path, "workload.fp8_param_gather", g, format!("keeps FP8/FP4 weights; this scenario trains in {}", precision.name()))
+                    .with_hint("use it with --precision fp8 or fp4"),
+            );
+        }
+        m.fp8_param_gather = g;
+    }
+    if let Some(names) = &ww.recompute_modules {
+        only_megatron(p, "workload.recompute_modules", &names.join(","));
+        if recompute != Recompute::Selective {
+            p.push(
+                ConfigError::invalid(
+                    path,
+                    "workload.recompute_modules",
+                    names.join(","),
+                    format!("applies to selective recompute; recompute is {}", recompute.name()),
+                )
+                .with_hint("add --recompute selective (Megatron's recompute_granularity = selective)"),
+            );
+        }
+        for n in names {
+            let Some(module) = RecomputeModule::parse(n) else {
+                let all = RecomputeModule::ALL.map(RecomputeModule::name).join(", ");
+                p.push(ConfigError::invalid(path, "workload.recompute_modules", n, "is not a Megatron recompute module").with_hint(format!("one of: {all}")));
+                continue;
+            };
+            let moe = model.moe.as_ref();
+            let missing = match module {
+                RecomputeModule::MlaUpProj if model.mla.is_none() => Some("has no multi-latent attention"),
+                RecomputeModule::Moe | RecomputeModule::MoeAct if moe.is_none() => Some("has no MoE layers"),
+                RecomputeModule::SharedExperts if moe.is_none_or(|m| m.n_shared_experts == 0) => Some("has no shared experts"),
+                _ => None,
+            };
+            if let Some(why) = missing {
+                p.push(
+                    ConfigError::invalid(path, "workload.recompute_modules", n, format!("model `{}` {why}", model.name))
+                        .with_hint("Megatron-Core refuses it too (transformer_config.py); leave it out"),
+                );
+                continue;
+            }
+            if matches!(module, RecomputeModule::MoeAct | RecomputeModule::Layernorm) && precision == Dtype::Fp8 && fp8_recipe == Fp8Recipe::Delayed {
+                p.push(
+                    ConfigError::invalid(path, "workload.recompute_modules", n, "is not supported with delayed FP8 scaling (Megatron-Core refuses it)")
+                        .with_hint("use --fp8-recipe tensorwise, blockwise or mxfp8, or leave the module out"),
+                );
+                continue;
+            }
+            if !m.recompute_modules.contains(&module) {
+                m.recompute_modules.push(module);
+            }
+        }
+    }
+    if let Some(n) = ww.cpu_offload_layers {
+        only_megatron(p, "workload.cpu_offload_layers", &n);
+        if n < 0 || n >= model.n_layers as i64 {
+            p.push(
+                ConfigError::invalid(
+                    path,
+                    "workload.cpu_offload_layers",
+                    n,
+                    format!("must be between 0 and {} (less than the model's layers)", model.n_layers.saturating_sub(1)),
+                )
+                .with_hint("Megatron-Core requires 0 <= cpu_offloading_num_layers < num_layers"),
+            );
+        } else if n > 0 && parallel.pp > 1 {
+            p.push(
+                ConfigError::invalid(path, "workload.cpu_offload_layers", n, format!("needs pipeline size 1; this scenario has pp = {}", parallel.pp))
+                    .with_hint("Megatron-Core's cpu_offloading does not run with pipeline parallelism"),
+            );
+        } else if n > 0 && recompute != Recompute::None {
+            p.push(
+                ConfigError::invalid(path, "workload.cpu_offload_layers", n, format!("cannot be combined with recompute {}", recompute.name()))
+                    .with_hint("Megatron-Core refuses cpu_offloading with activation recomputation: use --recompute none"),
+            );
+        } else {
+            m.cpu_offload_layers = n.max(0) as u32;
+        }
+    }
+    m
 }

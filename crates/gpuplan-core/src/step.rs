@@ -305,11 +305,8 @@ fn executed_flops_per_gpu_step(s: &Scenario, ops: &workload::OpList, n_micro: u6
         let counts = stage_layers(s, stage);
         let mut f = |list: &[Op], times: usize| {
             let fwd: f64 = list.iter().map(Op::flops).sum();
-            let back: f64 = if s.workload.mode == Mode::Train {
-                recompute_of(list, s.workload.recompute).iter().chain(backward_of(list).iter()).map(Op::flops).sum()
-            } else {
-                0.0
-            };
+            let back: f64 =
+                if s.workload.mode == Mode::Train { recompute_of(list, &s.workload).iter().chain(backward_of(list).iter()).map(Op::flops).sum() } else { 0.0 };
             total += (fwd + back) * times as f64;
         };
         for kind in crate::model::LayerKind::ALL {

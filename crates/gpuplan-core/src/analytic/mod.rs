@@ -114,7 +114,7 @@ fn part_times(cost: &CostModel, s: &Scenario, ops: &workload::OpList, speedup: f
         }
         let f = pass_time(cost, s, list, 1, speedup);
         let b = if train {
-            let mut back = recompute_of(list, s.workload.recompute);
+            let mut back = recompute_of(list, &s.workload);
             back.extend(backward_of(list));
             pass_time(cost, s, &back, 1, speedup)
         } else {

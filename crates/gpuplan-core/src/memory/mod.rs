@@ -9,7 +9,7 @@
 use crate::model::{FfnKind, LayerKind, Model, NormKind};
 use crate::parallelism::{ParallelConfig, Schedule};
 use crate::units::Bytes;
-use crate::workload::{Mode, Recompute, Stack, Workload};
+use crate::workload::{Mode, Recompute, RecomputeModule, Stack, Workload};
 
 /// Memory of one GPU by component.
 #[derive(Debug, Clone, PartialEq)]
@@ -207,10 +207,80 @@ pub fn kind_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, k
     } else {
         0.0
     };
+    // Selective recompute of Megatron-Core's modules (`workload::RecomputeModule`): what each frees.
+    let (attn, ffn) = if w.recompute == Recompute::Selective && w.stack == Stack::Megatron {
+        let has = |m: RecomputeModule| w.megatron.modules().contains(&m);
+        let mut attn = attn;
+        let mut ffn = ffn;
+        if has(RecomputeModule::MlaUpProj) && model.mla.is_some() {
+            // Output-discarding: q, k and v (the up projections' and RoPE's outputs) are freed
+            // once the attention has read them and rebuilt from the latents before its backward.
+            attn -= q + k + v;
+        }
+        if has(RecomputeModule::Layernorm) {
+            // Output-discarding: the norms' outputs (the attention's first linear input; the
+            // FFN's: a TE linear's saved input, or an MoE layer's router and dispatch input).
+            attn -= lin_in * rep;
+            ffn -= if moe_layer { 2.0 } else { lin_in } * rep;
+        }
+        if moe_layer {
+            let moe = model.moe.as_ref().expect("moe layer");
+            let local_tokens = if pc.tp > 1 { tokens / t } else { tokens };
+            let routed = local_tokens * moe.top_k as f64 * w.routing_imbalance;
+            let f = moe.expert_ffn_hidden as f64 / pc.etp as f64;
+            let shared = if moe.n_shared_experts > 0 {
+                tokens * gated_or_plain(model.ffn_kind, eager) * (moe.shared_expert_ffn_hidden * moe.n_shared_experts as u64) as f64 / t
+            } else {
+                0.0
+            };
+            if has(RecomputeModule::Moe) {
+                // Ordinary checkpointing from the norm's output: the layer keeps its input only.
+                ffn = ffn_in;
+            } else {
+                if has(RecomputeModule::MoeAct) {
+                    // The activation's output (the down projection's saved input) per routed token.
+                    ffn -= routed * saved_linear_input_bytes(w) * f;
+                }
+                if has(RecomputeModule::SharedExperts) {
+                    ffn -= shared;
+                }
+            }
+        } else if has(RecomputeModule::Mlp) && !matches!(kind, LayerKind::Mamba | LayerKind::Attention) {
+            // Ordinary checkpointing of the MLP with its TE-fused norm: its input stays.
+            ffn = norm_in + mask;
+        }
+        (attn, ffn)
+    } else {
+        (attn, ffn)
+    };
     match kind {
         LayerKind::Attention => attn,
         LayerKind::Mlp | LayerKind::MoeMlp => ffn,
         _ => attn + ffn - fp8_saved,
+    }
+}
+
+/// Bytes per parameter of a weight Transformer Engine keeps quantized under Megatron's
+/// `fp8_param_gather` (`fp8_model_init`; `fp4_param_gather` under fp4), scales included: per-tensor
+/// FP8 (tensorwise, delayed) one copy of 1 B (Float8Tensor in a uint8 buffer,
+/// megatron/core/distributed/distributed_data_parallel.py); MXFP8 and NVFP4 a row-wise and a
+/// column-wise copy (the forward and the data-gradient GEMMs read the weight along different
+/// axes, and block scales follow the reduction axis): 2 x (1 + 1/32) and 2 x (0.5 + 1/16);
+/// blockwise 2 x 1 B (its 128 x 128 weight blocks' fp32 scales, 4 B per 16384, neglected). The
+/// two-copy layouts are Transformer Engine's MXFP8Tensor / NVFP4Tensor as remembered, not re-read
+/// here; so is Hopper's cached FP8 transpose of a per-tensor weight, not counted. `None` where
+/// the weights are not quantized so (bf16 training, or another stack).
+pub fn quantized_param_bytes(w: &Workload) -> Option<f64> {
+    use crate::workload::Fp8Recipe;
+    if w.stack != Stack::Megatron || w.mode != Mode::Train || !w.megatron.fp8_param_gather {
+        return None;
+    }
+    match (w.precision, w.fp8_recipe) {
+        (crate::hardware::Dtype::Fp4, _) => Some(2.0 * (0.5 + 1.0 / 16.0)),
+        (crate::hardware::Dtype::Fp8, Fp8Recipe::Mxfp8) => Some(2.0 * (1.0 + 1.0 / 32.0)),
+        (crate::hardware::Dtype::Fp8, Fp8Recipe::Blockwise) => Some(2.0),
+        (crate::hardware::Dtype::Fp8, _) => Some(1.0),
+        _ => None,
     }
 }
 
@@ -359,6 +429,33 @@ pub fn trainable_params_on_rank(model: &Model, pc: &ParallelConfig, w: &Workload
 /// are made per GEMM, not stored), in every stack.
 pub const FROZEN_BASE_BYTES: f64 = 2.0;
 
+/// Activation bytes of one micro-batch that Megatron-Core's layer-level offload
+/// (`cpu_offloading`, `cpu_offloading_num_layers`; megatron/core/cpu_offload.py) keeps in host
+/// memory at the peak: the first `cpu_offload_layers` layers' saved tensors go to the host in
+/// forward, one layer's transfer in flight at a time, and come back, one layer ahead, in backward;
+/// so `cpu_offload_layers - 1` layers' worth is off the GPU (the one in flight is still counted on
+/// it). Its host traffic is `offload_traffic_bytes`.
+pub fn offloaded_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, stage: u32) -> f64 {
+    let n = w.megatron.cpu_offload_layers;
+    if n == 0 || w.stack != Stack::Megatron || w.mode != Mode::Train || w.recompute != Recompute::None {
+        return 0.0;
+    }
+    let kinds = model.layer_kinds();
+    let counts = crate::parallelism::stage_kind_counts(&kinds, pc, stage);
+    let layers = counts.iter().sum::<u64>();
+    kinds.iter().take(n.min(layers as u32).saturating_sub(1) as usize).map(|k| kind_activation_bytes(model, pc, w, *k)).sum()
+}
+
+/// Bytes one micro-batch's offloaded activations cross the host link (each way):
+/// `cpu_offload_layers` layers' saved tensors.
+pub fn offload_traffic_bytes(model: &Model, pc: &ParallelConfig, w: &Workload) -> f64 {
+    let n = w.megatron.cpu_offload_layers;
+    if n == 0 || w.stack != Stack::Megatron || w.mode != Mode::Train || w.recompute != Recompute::None {
+        return 0.0;
+    }
+    model.layer_kinds().iter().take(n as usize).map(|k| kind_activation_bytes(model, pc, w, *k)).sum()
+}
+
 /// The memory plan of the peak GPU.
 pub fn plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes) -> MemoryPlan {
     // The first stage (embedding, most micro-batches in flight), the last (LM head) and, when the
@@ -462,12 +559,29 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
         None => (sm.param, (dense, experts)),
         Some(_) => (FROZEN_BASE_BYTES, trainable_params_on_rank(model, pc, w, stage)),
     };
-    let mut weights = dense * base_bytes / shard(3, dp) + experts * base_bytes / shard(3, edp);
+    let mut weights = match quantized_param_bytes(w).filter(|_| w.lora.is_none()) {
+        // `fp8_param_gather`: the transformer layers' weights are quantized tensors only; the
+        // embedding, the LM head (and the MTP modules' embedding copy) stay bf16. Norms and the
+        // router (under 0.1% of a model's parameters) are counted with the quantized weights.
+        Some(q) => {
+            let mut bf16 = embedding_and_head_on_rank(model, pc, stage);
+            if stage == pc.pp - 1 && pc.pp > 1 && w.mtp_layers > 0 {
+                bf16 += model.params().embedding / pc.tp as f64;
+            }
+            let bf16 = bf16.min(dense);
+            ((dense - bf16) * q + bf16 * sm.param) / shard(3, dp) + experts * q / shard(3, edp)
+        }
+        None => dense * base_bytes / shard(3, dp) + experts * base_bytes / shard(3, edp),
+    };
     if w.lora.is_some() {
         weights += train_dense * sm.param / shard(3, dp) + train_experts * sm.param / shard(3, edp);
     }
-    let gradients = train_dense * sm.grad / shard(2, dp) + train_experts * sm.grad / shard(2, edp);
-    let optimizer = train_dense * sm.optimizer / shard(1, dp) + train_experts * sm.optimizer / shard(1, edp);
+    // Megatron's main gradients in the DDP buffer's dtype, and its optimizer's fp32 master weights
+    // with Adam's two moments in theirs (`workload::MegatronMemory`; the defaults give 4 and 12).
+    let (grad_bytes, optimizer_bytes) =
+        if w.stack == Stack::Megatron { (w.megatron.grad_dtype.bytes(), 4.0 + 2.0 * w.megatron.adam_state_dtype.bytes()) } else { (sm.grad, sm.optimizer) };
+    let gradients = train_dense * grad_bytes / shard(2, dp) + train_experts * grad_bytes / shard(2, edp);
+    let optimizer = train_dense * optimizer_bytes / shard(1, dp) + train_experts * optimizer_bytes / shard(1, edp);
 
     // Activations of the micro-batches in flight on this stage.
     let n_micro = (w.global_batch / (w.micro_batch * pc.dp as u64)).max(1);
@@ -500,7 +614,7 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     let layer_input = 2.0 * tokens * model.hidden as f64 / if sp { pc.tp as f64 } else { 1.0 };
     let per_micro = match w.recompute {
         Recompute::Full => layers * layer_input,
-        _ => one_micro_full,
+        _ => one_micro_full - offloaded_activation_bytes(model, pc, w, stage),
     };
     // Under full recompute one layer's activations are rebuilt at a time during backward.
     let rebuilt = if w.recompute == Recompute::Full { largest_layer } else { 0.0 };
@@ -614,6 +728,7 @@ mod tests {
             lora: None,
             mtp_layers: 0,
             cp_comm: crate::workload::CpComm::P2p,
+            megatron: Default::default(),
         }
     }
 

@@ -1149,7 +1149,7 @@ fn chunk_lists(s: &Scenario, pr: &Priced, plan: &DpPlan, v: u32, n_v: u32, slow:
     let here = counts[v as usize];
     let lower = |ops: &[Op]| to_sim(pr.cost.lower(&s.model, &s.parallel, &s.options, &s.workload, ops, pr.power.speedup), slow);
     let back_ops = |ops: &[Op]| {
-        let mut b = recompute_of(ops, s.workload.recompute);
+        let mut b = recompute_of(ops, &s.workload);
         b.extend(backward_of(ops));
         b
     };

@@ -89,6 +89,10 @@ pub struct Scored {
     pub error: f64,
     pub step_time_s: f64,
     pub fits: bool,
+    /// The peak GPU's memory plan: (component, GiB) in `MemoryPlan::components` order, and its
+    /// capacity in GiB.
+    pub memory_gib: Vec<(&'static str, f64)>,
+    pub capacity_gib: f64,
     pub sm_clock_mhz: f64,
     pub mfu: f64,
     /// Share of the predicted step per breakdown part, largest first (parts above 0 only).
@@ -108,6 +112,8 @@ pub fn score(case: Case, n_gpus: u64, p: &Prediction) -> Scored {
         predicted,
         step_time_s: p.step_time.value(),
         fits: p.memory.fits(),
+        memory_gib: p.memory.components().iter().map(|(k, b)| (*k, b.as_gib())).collect(),
+        capacity_gib: p.memory.capacity.as_gib(),
         sm_clock_mhz: p.power.clock.as_mhz(),
         mfu: p.mfu,
         breakdown,

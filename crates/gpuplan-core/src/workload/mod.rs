@@ -55,6 +55,134 @@ impl Recompute {
     }
 }
 
+/// A submodule Megatron-Core recomputes under `recompute_granularity = selective`
+/// (`TransformerConfig.recompute_modules`, megatron/core/transformer/transformer_config.py,
+/// Megatron-Core 0.16.1; the default, `None`, means `[core_attn]`). `moe_act`, `layernorm` and
+/// `mla_up_proj` use output-discarding checkpointing (their outputs are freed once consumed and
+/// rebuilt before backward), the others ordinary checkpointing (only their inputs are kept).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RecomputeModule {
+    /// The attention core (TE's fused attention and, under CP, its exchanges).
+    CoreAttn,
+    /// The dense MLP of a non-MoE layer (with TE's fused pre-MLP norm); ignored on MoE layers
+    /// (`TransformerLayer.__init__`: `if not self.is_moe_layer`).
+    Mlp,
+    /// The whole MoE layer (router, dispatch, experts, combine).
+    Moe,
+    /// The routed experts' activation function (needs grouped GEMM).
+    MoeAct,
+    /// The shared experts of an MoE layer.
+    SharedExperts,
+    /// The input and pre-MLP norms (their outputs).
+    Layernorm,
+    /// MLA's up projections and RoPE (their outputs q, k, v).
+    MlaUpProj,
+}
+
+impl RecomputeModule {
+    pub const ALL: [RecomputeModule; 7] = [
+        RecomputeModule::CoreAttn,
+        RecomputeModule::Mlp,
+        RecomputeModule::Moe,
+        RecomputeModule::MoeAct,
+        RecomputeModule::SharedExperts,
+        RecomputeModule::Layernorm,
+        RecomputeModule::MlaUpProj,
+    ];
+    /// Megatron-Core's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            RecomputeModule::CoreAttn => "core_attn",
+            RecomputeModule::Mlp => "mlp",
+            RecomputeModule::Moe => "moe",
+            RecomputeModule::MoeAct => "moe_act",
+            RecomputeModule::SharedExperts => "shared_experts",
+            RecomputeModule::Layernorm => "layernorm",
+            RecomputeModule::MlaUpProj => "mla_up_proj",
+        }
+    }
+    pub fn parse(s: &str) -> Option<RecomputeModule> {
+        Self::ALL.into_iter().find(|m| m.name() == s)
+    }
+}
+
+/// The dtype of a training state Megatron keeps per parameter: gradients (`grad_reduce_in_fp32`)
+/// or Adam's moments (the precision-aware optimizer's `exp_avg_dtype` / `exp_avg_sq_dtype`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StateDtype {
+    Fp32,
+    Bf16,
+}
+
+impl StateDtype {
+    pub fn name(self) -> &'static str {
+        match self {
+            StateDtype::Fp32 => "fp32",
+            StateDtype::Bf16 => "bf16",
+        }
+    }
+    pub fn bytes(self) -> f64 {
+        match self {
+            StateDtype::Fp32 => 4.0,
+            StateDtype::Bf16 => 2.0,
+        }
+    }
+    pub fn parse(s: &str) -> Option<StateDtype> {
+        match s {
+            "fp32" => Some(StateDtype::Fp32),
+            "bf16" => Some(StateDtype::Bf16),
+            _ => None,
+        }
+    }
+}
+
+/// What a `megatron` training rank keeps per parameter and which activations it drops or moves,
+/// as Megatron-Core / Megatron-Bridge options set them. `Default` is Megatron-LM's defaults: fp32
+/// main grads (`--accumulate-allreduce-grads-in-fp32`, which Megatron-LM turns on for bf16), no
+/// FP8 parameters, fp32 Adam moments, `[core_attn]` under selective recompute, no offload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MegatronMemory {
+    /// The main-gradient buffer's dtype (`DistributedDataParallelConfig.grad_reduce_in_fp32`: fp32,
+    /// else the parameters' bf16; param_and_grad_buffer.py / distributed_data_parallel.py).
+    pub grad_dtype: StateDtype,
+    /// `fp8_param_gather` / `fp8_param` (`fp4_param_gather` under fp4): the transformer layers'
+    /// linear weights live only as Transformer Engine quantized tensors, no bf16 copy
+    /// (`memory::quantized_param_bytes`).
+    pub fp8_param_gather: bool,
+    /// Adam's exp_avg and exp_avg_sq (`use_precision_aware_optimizer` with bf16 moments), beside
+    /// the fp32 master weights.
+    pub adam_state_dtype: StateDtype,
+    /// What `Recompute::Selective` recomputes (empty: Megatron's default `[core_attn]`).
+    pub recompute_modules: Vec<RecomputeModule>,
+    /// Megatron-Core's layer-level activation offload (`cpu_offloading`, `cpu_offloading_weights =
+    /// False`, `cpu_offloading_num_layers`): the activations of this many layers per micro-batch go
+    /// to host memory in forward and come back for backward (pipeline size 1 only, no recompute).
+    pub cpu_offload_layers: u32,
+}
+
+impl Default for MegatronMemory {
+    fn default() -> Self {
+        MegatronMemory {
+            grad_dtype: StateDtype::Fp32,
+            fp8_param_gather: false,
+            adam_state_dtype: StateDtype::Fp32,
+            recompute_modules: Vec::new(),
+            cpu_offload_layers: 0,
+        }
+    }
+}
+
+impl MegatronMemory {
+    /// The modules selective recompute re-runs (Megatron's default when none are named).
+    pub fn modules(&self) -> &[RecomputeModule] {
+        if self.recompute_modules.is_empty() {
+            &[RecomputeModule::CoreAttn]
+        } else {
+            &self.recompute_modules
+        }
+    }
+}
+
 /// The software stack: which kernels run, how many, and what memory they hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Stack {
@@ -268,6 +396,8 @@ pub struct Workload {
     pub mtp_layers: u32,
     /// How context-parallel attention exchanges keys and values (meaningful with `cp` > 1).
     pub cp_comm: CpComm,
+    /// Megatron's per-parameter state dtypes, selective-recompute modules and activation offload.
+    pub megatron: MegatronMemory,
 }
 
 /// Transformer Engine's context-parallel attention (`cp_comm_type`, Megatron-LM
@@ -1343,30 +1473,77 @@ pub fn backward_of(forward: &[Op]) -> Vec<Op> {
     out
 }
 
-/// Forward ops re-run before backward under activation recomputation.
-pub fn recompute_of(forward: &[Op], recompute: Recompute) -> Vec<Op> {
-    let keep = |op: &Op| match recompute {
-        Recompute::None => false,
-        Recompute::Full => true,
-        // Core attention, with what context parallelism does inside it (TE's CP attention is one
-        // autograd function: its exchanges and output merge run again when it is recomputed).
-        Recompute::Selective => {
-            matches!(op.kind, OpKind::Attention { .. })
-                || matches!(
-                    op.name,
-                    "scores"
-                        | "softmax"
-                        | "attention_dropout"
-                        | "attn_values"
-                        | "cp_kv_p2p"
-                        | "cp_all_gather_kv"
-                        | "cp_a2a_qkv"
-                        | "cp_a2a_out"
-                        | "cp_out_correction"
-                )
-        }
+/// Forward ops re-run before backward under activation recomputation. Under `Selective` the
+/// modules of `w.megatron` (Megatron-Core's `recompute_modules`; `[core_attn]` by default) re-run
+/// their forward ops, each GEMM with its input's quantize kernel:
+/// - `core_attn`: the attention core, with what context parallelism does inside it (TE's CP
+///   attention is one autograd function: its exchanges and output merge run again);
+/// - `mlp`: a dense layer's FFN from its (TE-fused) norm to its output, TP collectives included
+///   (on MoE layers Megatron ignores it);
+/// - `moe`: an MoE layer's FFN from its norm's output: router, dispatch, experts, combine and
+///   shared experts;
+/// - `moe_act`: the routed experts' activation; `shared_experts`: the shared experts' FFN;
+/// - `layernorm`: the input and pre-MLP norms; `mla_up_proj`: MLA's q/kv up projections and RoPE.
+pub fn recompute_of(forward: &[Op], w: &Workload) -> Vec<Op> {
+    let again = |op: &Op| Op { pass: Pass::Recompute, ..op.clone() };
+    match w.recompute {
+        Recompute::None => return Vec::new(),
+        Recompute::Full => return forward.iter().map(again).collect(),
+        Recompute::Selective => {}
+    }
+    let modules = w.megatron.modules();
+    let has = |m: RecomputeModule| modules.contains(&m);
+    // The FFN region of a transformer layer: after the pre-MLP norm up to its closing residual add.
+    let ffn_start = forward.iter().position(|o| o.name == "post_attention_norm");
+    let ffn_end = forward.iter().rposition(|o| o.name == "residual_add").unwrap_or(forward.len());
+    let moe_layer = forward.iter().any(|o| o.name == "router");
+    let in_ffn = |i: usize| ffn_start.is_some_and(|s| i >= s && i < ffn_end);
+    let keep = |i: usize, op: &Op| -> bool {
+        let core_attn = matches!(op.kind, OpKind::Attention { .. })
+            || matches!(
+                op.name,
+                "scores"
+                    | "softmax"
+                    | "attention_dropout"
+                    | "attn_values"
+                    | "cp_kv_p2p"
+                    | "cp_all_gather_kv"
+                    | "cp_a2a_qkv"
+                    | "cp_a2a_out"
+                    | "cp_out_correction"
+            );
+        (has(RecomputeModule::CoreAttn) && core_attn)
+            || (has(RecomputeModule::Mlp) && !moe_layer && in_ffn(i))
+            // The MoE layer's checkpoint starts at the norm's output (the norm stays outside).
+            || (has(RecomputeModule::Moe) && moe_layer && in_ffn(i) && Some(i) != ffn_start)
+            || (has(RecomputeModule::MoeAct) && op.name == "expert_act")
+            || (has(RecomputeModule::SharedExperts) && (matches!(op.name, "shared_up" | "shared_down") || shared_act(forward, i)))
+            || (has(RecomputeModule::Layernorm) && matches!(op.name, "input_norm" | "post_attention_norm"))
+            || (has(RecomputeModule::MlaUpProj) && matches!(op.name, "q_up" | "kv_up" | "rope"))
     };
-    forward.iter().filter(|op| keep(op)).map(|op| Op { pass: Pass::Recompute, ..op.clone() }).collect()
+    let mut out = Vec::new();
+    for (i, op) in forward.iter().enumerate() {
+        if keep(i, op) {
+            out.push(again(op));
+        } else if op.name == "quantize" && forward.get(i + 1).is_some_and(|next| matches!(next.kind, OpKind::Gemm { .. }) && keep(i + 1, next)) {
+            // The quantize kernel feeding a recomputed GEMM runs again with it.
+            out.push(again(op));
+        }
+    }
+    out
+}
+
+/// The shared experts' activation: the activation op right after the shared experts' up GEMM(s).
+fn shared_act(forward: &[Op], i: usize) -> bool {
+    if !matches!(forward[i].name, "silu_mul" | "gelu") {
+        return false;
+    }
+    let mut gemms = forward[..i].iter().rev().filter(|o| matches!(o.kind, OpKind::Gemm { .. }));
+    match gemms.next().map(|o| o.name) {
+        Some("shared_up") => true,
+        Some("gate_proj") => gemms.next().is_some_and(|o| o.name == "shared_up"),
+        _ => false,
+    }
 }
 
 /// Model FLOPs per token of one training step, the MFU convention of Megatron-LM and PaLM:
@@ -1453,6 +1630,7 @@ mod tests {
             lora: None,
             mtp_layers: 0,
             cp_comm: CpComm::P2p,
+            megatron: MegatronMemory::default(),
         }
     }
 

@@ -143,6 +143,8 @@ pub fn to_json(r: &Report, split: &str) -> serde_json::Value {
             "dev_row": x.case.id, "split": x.case.split, "system": x.case.system, "model": x.case.model, "moe": x.case.moe,
             "precision": x.case.precision, "recipe": x.case.recipe, "gpus": x.case.gpus, "scenario": x.case.describe,
             "measured": x.case.measured, "predicted": x.predicted, "error": x.error, "fits": x.fits,
+            "memory_gib": x.memory_gib.iter().map(|(k, v)| (k.to_string(), serde_json::json!(v))).collect::<serde_json::Map<_, _>>(),
+            "peak_gib": x.memory_gib.iter().map(|(_, v)| v).sum::<f64>(), "capacity_gib": x.capacity_gib,
             "step_time_s": x.step_time_s, "sm_clock_mhz": x.sm_clock_mhz, "mfu": x.mfu,
             "breakdown_share": x.breakdown.iter().map(|(k, v)| (k.to_string(), serde_json::json!(v))).collect::<serde_json::Map<_, _>>(),
             "notes": x.case.notes,
