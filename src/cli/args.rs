@@ -231,6 +231,9 @@ pub struct ScenarioArgs {
     /// Megatron's activation offload: layers whose activations go to host memory (cpu_offloading_num_layers; pp 1, no recompute)
     #[arg(long, allow_negative_numbers = true)]
     pub cpu_offload_layers: Option<i64>,
+    /// Megatron's loss through Transformer Engine's fused cross entropy (cross_entropy_loss_fusion, impl te): the logits' gradient overwrites the bf16 logits
+    #[arg(long)]
+    pub cross_entropy_fusion: Option<bool>,
     /// Overlap TP communication with GEMMs (Megatron --tp-comm-overlap)
     #[arg(long)]
     pub tp_comm_overlap: Option<bool>,
@@ -310,6 +313,7 @@ impl ScenarioArgs {
                 optimizer_state_dtype: self.optimizer_state_dtype.clone(),
                 recompute_modules: self.recompute_modules.clone(),
                 cpu_offload_layers: self.cpu_offload_layers,
+                cross_entropy_fusion: self.cross_entropy_fusion,
             },
             options: OptionsWire { tp_comm_overlap: self.tp_comm_overlap, dp_overlap: None, cuda_graphs: self.train_cuda_graphs.clone() },
             ..ScenarioWire::default()
@@ -374,6 +378,7 @@ impl ScenarioArgs {
         "optimizer-state-dtype",
         "recompute-modules",
         "cpu-offload-layers",
+        "cross-entropy-fusion",
         "cp-comm",
         "tp-comm-overlap",
         "from-megatron-args",
@@ -422,6 +427,7 @@ impl ScenarioArgs {
         f(self.optimizer_state_dtype.is_some(), "optimizer-state-dtype");
         f(self.recompute_modules.is_some(), "recompute-modules");
         f(self.cpu_offload_layers.is_some(), "cpu-offload-layers");
+        f(self.cross_entropy_fusion.is_some(), "cross-entropy-fusion");
         f(self.cp_comm.is_some(), "cp-comm");
         f(self.tp_comm_overlap.is_some(), "tp-comm-overlap");
         f(self.train_cuda_graphs.is_some(), "train-cuda-graphs");

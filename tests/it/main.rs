@@ -16,6 +16,7 @@ mod limits;
 mod lora;
 mod measure;
 mod megatron_args;
+mod megatron_memory;
 mod per_rank;
 mod pipeline;
 mod plan;

@@ -130,6 +130,11 @@ pub const RECIPE_DEFAULTS: &[(&str, &str, &str)] = &[
         "Megatron-Bridge 0.6.2 perf_recipes/_common.py (_benchmark_common and _perf_precision set grad_reduce_in_fp32 = False) and training/mixed_precision.py (bf16_with_fp8_current_scaling_mixed, bf16_with_mxfp8_mixed, bf16_with_fp8_delayed_scaling_mixed: fp8_param_gather = True; bf16_with_nvfp4_mixed: fp4_param_gather = True); NeMo 2's perf scripts for the 25.x rows set the same (from memory)",
     ),
     (
+        "cross_entropy_fusion",
+        "NeMo 25.x/26.x rows: Transformer Engine's fused cross entropy (bf16 logits, gradient in place); NeMo 24.07 rows: Megatron's unfused vocab-parallel cross entropy",
+        "Megatron-Bridge 0.6.2 models/gpt_provider.py (cross_entropy_loss_fusion = True) and perf_recipes/_common.py _benchmark_common (cross_entropy_fusion_impl = te); NeMo 2 for the 25.x rows (from memory)",
+    ),
+    (
         "recompute (DeepSeek-V3), cpu_offload (Llama-3 70B FSDP)",
         "DeepSeek-V3: selective recompute of mla_up_proj (B200, B300, GB200 except FP8-CS, GB300 FP8-CS; plus layernorm and moe_act for NVFP4 on B200), mlp (GB200 FP8-CS), moe_act (GB300 BF16), none (GB300 MXFP8); Llama-3 70B Megatron-FSDP on GB200/GB300: activations of 40 (GB200 FP8), 20 (GB200 BF16, GB300 FP8) or 30 (GB300 BF16) layers offloaded to the host",
         "Megatron-Bridge 0.6.2 perf_recipes/deepseek/{b200,b300,gb200,gb300}/deepseek_v3.py (_deepseek_v3_common sets recompute_granularity = selective) and perf_recipes/llama/{gb200,gb300}/llama3.py (cpu_offloading = True, cpu_offloading_weights = False, cpu_offloading_num_layers); applied to the earlier releases' rows of the same model, system and precision",
@@ -339,6 +344,7 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
             grad_reduce_dtype: mem.grad_reduce_dtype.map(str::to_string),
             fp8_param_gather: mem.fp8_param_gather.then_some(true),
             cpu_offload_layers: (mem.cpu_offload_layers > 0).then_some(mem.cpu_offload_layers as i64),
+            cross_entropy_fusion: mem.cross_entropy_fusion.then_some(true),
             stack: Some("megatron".into()),
             routing_imbalance: Some(1.0),
             lora_rank: lora.as_ref().map(|l| l.rank),
@@ -380,7 +386,7 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
 }
 
 /// What a published row's recipe keeps in memory (RECIPE_DEFAULTS `grad_reduce_dtype`,
-/// `fp8_param_gather`, `recompute`, `cpu_offload`).
+/// `fp8_param_gather`, `cross_entropy_fusion`, `recompute`, `cpu_offload`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct MemoryRecipe {
     pub grad_reduce_dtype: Option<&'static str>,
@@ -388,11 +394,13 @@ pub struct MemoryRecipe {
     /// Megatron `recompute_modules` under selective recompute; empty: no recompute.
     pub recompute_modules: Vec<&'static str>,
     pub cpu_offload_layers: u32,
+    pub cross_entropy_fusion: bool,
 }
 
 /// The memory options of the recipe a row ran: Megatron-Bridge 0.6.2's perf recipes
 /// (`perf_recipes/_common.py` `_benchmark_common` and `_perf_precision`: `grad_reduce_in_fp32 =
-/// False`; `training/mixed_precision.py`: `fp8_param_gather = True` in the FP8 current-scaling,
+/// False`, and `cross_entropy_fusion_impl = "te"` over `models/gpt_provider.py`'s
+/// `cross_entropy_loss_fusion = True`; `training/mixed_precision.py`: `fp8_param_gather = True` in the FP8 current-scaling,
 /// MXFP8 and delayed recipes, `fp4_param_gather = True` in NVFP4; `perf_recipes/deepseek/*/
 /// deepseek_v3.py`: selective recompute of the modules below; `perf_recipes/llama/{gb200,gb300}/
 /// llama3.py`: the Megatron-FSDP Llama-3 70B configs offload activations). NeMo 25.x rows ran NeMo
@@ -407,6 +415,7 @@ pub fn memory_recipe(container: &str, family: &str, system: &str, precision: &st
         return m;
     }
     m.grad_reduce_dtype = Some("bf16");
+    m.cross_entropy_fusion = true;
     m.fp8_param_gather = matches!(precision, "fp8" | "fp4") && !lora;
     let mxfp8 = recipe.starts_with("mxfp8");
     m.recompute_modules = match (family, system, precision) {

@@ -141,6 +141,9 @@ pub struct WorkloadWire {
     pub recompute_modules: Option<Vec<String>>,
     /// megatron training: layers whose activations go to host memory (`cpu_offloading_num_layers`)
     pub cpu_offload_layers: Option<i64>,
+    /// megatron training: the loss through Transformer Engine's fused cross entropy
+    /// (`cross_entropy_loss_fusion`, impl `te`; default false)
+    pub cross_entropy_fusion: Option<bool>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -207,7 +210,8 @@ pub fn overlay(base: ScenarioWire, over: ScenarioWire) -> ScenarioWire {
             fp8_param_gather,
             optimizer_state_dtype,
             recompute_modules,
-            cpu_offload_layers
+            cpu_offload_layers,
+            cross_entropy_fusion
         ]
     );
     pick!(b.options, over.options, [tp_comm_overlap, dp_overlap, cuda_graphs]);
@@ -901,6 +905,10 @@ fn megatron_memory_keys(
                 m.recompute_modules.push(module);
             }
         }
+    }
+    if let Some(f) = ww.cross_entropy_fusion {
+        only_megatron(p, "workload.cross_entropy_fusion", &f);
+        m.cross_entropy_fusion = f && megatron_train;
     }
     if let Some(n) = ww.cpu_offload_layers {
         only_megatron(p, "workload.cpu_offload_layers", &n);

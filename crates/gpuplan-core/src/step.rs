@@ -111,10 +111,15 @@ pub enum PredictError {
 
 /// Bytes one parameter's update moves in the optimizer step (fused Adam: read param, grad, m, v;
 /// write param, m, v; plus grad-norm clipping and zeroing the gradients; Megatron also writes the
-/// bf16 copy of the fp32 master).
-fn optimizer_bytes_per_param(stack: Stack) -> f64 {
-    match stack {
-        Stack::Megatron => 4.0 * 4.0 + 3.0 * 4.0 + 2.0 + 4.0 + 4.0,
+/// bf16 copy of the fp32 master). Megatron's gradients and Adam moments are in the dtypes of
+/// `workload.megatron` (fp32 by default: 4 x 4 + 3 x 4 + 2 + 4 + 4 = 38 B).
+fn optimizer_bytes_per_param(w: &workload::Workload) -> f64 {
+    match w.stack {
+        Stack::Megatron => {
+            let (g, m) = (w.megatron.grad_dtype.bytes(), w.megatron.adam_state_dtype.bytes());
+            // master r/w, grad read, m and v r/w, bf16 copy, grad-norm read, zeroing.
+            2.0 * 4.0 + g + 4.0 * m + 2.0 + g + g
+        }
         Stack::TorchEager | Stack::TorchCompile | Stack::HfEager | Stack::HfCompile => 4.0 * 4.0 + 3.0 * 4.0 + 4.0 + 4.0,
         // Inference engines take no optimizer step (training with them is refused by `config`).
         Stack::Trtllm | Stack::Vllm | Stack::Sglang => 0.0,
@@ -394,10 +399,22 @@ pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
     // What is trained: every parameter, or under LoRA the adapters only (their gradients are all
     // that is reduced, their states all the optimizer updates).
     let (dense, experts) = memory::trainable_params_on_rank(&s.model, pc, &s.workload, stage);
-    // Gradients are reduced in fp32 (Megatron's default main grads; DDP on fp32 params).
-    let (grad_bytes, param_bytes) = (sm.grad, sm.param);
+    // Gradients are reduced in their buffer's dtype (Megatron's main grads: fp32 by default, bf16
+    // under `grad_reduce_dtype`; DDP on fp32 params); parameters are gathered as stored: bf16, or
+    // under `fp8_param_gather` per-tensor FP8 as its 1 B (the uint8 buffer), MXFP8 and NVFP4 in
+    // bf16 into the gradient buffer (`reuse_grad_buf_for_mxfp8_param_ag`, which the Megatron-Bridge
+    // MXFP8 recipe sets; quantized after the gather: param_and_grad_buffer.py).
+    let (grad_bytes, param_bytes) = if s.workload.stack == Stack::Megatron {
+        let gathered = match memory::quantized_param_bytes(&s.workload) {
+            Some(q) if q <= 1.0 => q,
+            _ => sm.param,
+        };
+        (s.workload.megatron.grad_dtype.bytes(), gathered)
+    } else {
+        (sm.grad, sm.param)
+    };
     let local = dense / if pc.zero >= 1 { pc.dp as f64 } else { 1.0 } + experts / if pc.zero >= 1 { pc.expert_dp() as f64 } else { 1.0 };
-    let mut plan = DpPlan { optimizer: cost.memory_time(local * optimizer_bytes_per_param(s.workload.stack), 4).time, ..DpPlan::default() };
+    let mut plan = DpPlan { optimizer: cost.memory_time(local * optimizer_bytes_per_param(&s.workload), 4).time, ..DpPlan::default() };
     let groups = [(Group::Dp, pc.dp, dense), (Group::ExpertDp, pc.expert_dp(), experts)];
     match pc.zero {
         0 => {

@@ -349,31 +349,26 @@ pub fn params_on_rank(model: &Model, pc: &ParallelConfig, stage: u32, mtp_layers
     let p = model.params();
     let t = pc.tp as f64;
     let counts = crate::parallelism::stage_kind_counts(&model.layer_kinds(), pc, stage);
-    let (mut dense, experts) = if model.hybrid.is_some() {
-        // A hybrid model's blocks differ: each kind's parameters on this stage.
-        let (mut dense, mut experts) = (0.0, 0.0);
-        for kind in LayerKind::ALL {
-            let n = counts[kind.index()] as f64;
-            if n > 0.0 {
-                let (sharded, whole, routed) = model.layer_params(kind);
-                dense += n * (sharded / t + whole);
-                experts += n * routed / (pc.ep * pc.etp) as f64;
-            }
+    // Each kind of layer's parameters on this stage (`Model::layer_params`): TP-sharded, whole on
+    // every TP rank (norms, router), routed experts over EP x ETP.
+    let (mut dense, mut experts) = (0.0, 0.0);
+    for kind in LayerKind::ALL {
+        let n = counts[kind.index()] as f64;
+        if n > 0.0 {
+            let (sharded, whole, routed) = model.layer_params(kind);
+            dense += n * (sharded / t + whole);
+            experts += n * routed / (pc.ep * pc.etp) as f64;
         }
-        (dense, experts)
-    } else {
-        let moe_here = counts[LayerKind::Moe.index()] as f64;
-        let dense_here = counts[LayerKind::Dense.index()] as f64;
-        let layers = moe_here + dense_here;
-        let per_layer = |total: f64, n: u64| if n == 0 { 0.0 } else { total / n as f64 };
-        let dense = layers * (per_layer(p.attention, model.n_layers) / t + per_layer(p.norms, model.n_layers))
-            + dense_here * per_layer(p.dense_ffn, model.n_dense_layers()) / t
-            + moe_here * (per_layer(p.shared_experts, model.n_moe_layers()) / t + per_layer(p.router, model.n_moe_layers()));
-        (dense, moe_here * per_layer(p.experts, model.n_moe_layers()) / (pc.ep * pc.etp) as f64)
-    };
+    }
+    if stage == pc.pp - 1 {
+        // The final norm, before the LM head.
+        dense += match model.norm {
+            crate::model::NormKind::RmsNorm => model.hidden as f64,
+            crate::model::NormKind::LayerNorm => 2.0 * model.hidden as f64,
+        };
+    }
     let embedding = p.embedding / t;
     dense += embedding_and_head_on_rank(model, pc, stage);
-    let mut experts = experts;
     if stage == pc.pp - 1 && mtp_layers > 0 {
         let n = mtp_layers as f64;
         let module = model.mtp_params_per_layer();
@@ -638,6 +633,10 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     // plus the logits' gradient being formed.
     let logits = if stage == pc.pp - 1 {
         let per_logit = match w.stack {
+            // Transformer Engine's fused cross entropy (`parallel_cross_entropy`, Triton) computes
+            // the gradient in the forward and writes it over the bf16 logits (as remembered of
+            // transformer_engine/pytorch/triton/cross_entropy.py, not re-read here).
+            Stack::Megatron if w.megatron.cross_entropy_fusion => 2.0,
             // fp32 vocab-parallel cross-entropy (Korthikanti: 4sbv/t) + its bf16 gradient
             Stack::Megatron => 6.0,
             // bf16 logits + fused fp32 log-softmax statistics + fp32 gradient

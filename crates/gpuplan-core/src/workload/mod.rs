@@ -158,6 +158,10 @@ pub struct MegatronMemory {
     /// False`, `cpu_offloading_num_layers`): the activations of this many layers per micro-batch go
     /// to host memory in forward and come back for backward (pipeline size 1 only, no recompute).
     pub cpu_offload_layers: u32,
+    /// The loss through Transformer Engine's fused cross entropy (`cross_entropy_loss_fusion`
+    /// with `cross_entropy_fusion_impl = te`), which writes the logits' gradient over the bf16
+    /// logits (`memory::plan`'s logits).
+    pub cross_entropy_fusion: bool,
 }
 
 impl Default for MegatronMemory {
@@ -168,6 +172,7 @@ impl Default for MegatronMemory {
             adam_state_dtype: StateDtype::Fp32,
             recompute_modules: Vec::new(),
             cpu_offload_layers: 0,
+            cross_entropy_fusion: false,
         }
     }
 }
