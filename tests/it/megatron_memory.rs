@@ -220,3 +220,23 @@ fn published_rows_fit_under_their_recipes_memory_options() {
         assert!((sum - r["peak_gib"].as_f64().unwrap()).abs() < 1e-6 && r["capacity_gib"].as_f64().unwrap() > 70.0, "{r}");
     }
 }
+
+/// The memory options a published row's recipe sets (`config::published::memory_recipe`).
+#[test]
+fn published_rows_take_their_recipes_memory_options() {
+    use gpuplan::config::published::{map_row, read_rows};
+    let rows = read_rows(&std::path::Path::new(ROOT).join("tests/data/published/megatron_bridge_training_dev.csv")).unwrap();
+    let wl = |id: &str| map_row(rows.iter().find(|r| r.dev_row == id).unwrap()).unwrap().wire.workload;
+    let s = |x: &str| Some(x.to_string());
+    // DeepSeek-V3 MXFP8 on GB200 (NeMo 26.08): perf_recipes/deepseek/gb200 `recompute_modules = ["mla_up_proj"]`.
+    let d = wl("1");
+    assert_eq!((d.recompute, d.recompute_modules), (s("selective"), Some(vec![s("mla_up_proj").unwrap()])));
+    assert_eq!((d.grad_reduce_dtype, d.fp8_param_gather, d.cross_entropy_fusion), (s("bf16"), Some(true), Some(true)));
+    // DeepSeek-V3 MXFP8 on GB300: `recompute_modules = []`, so no recompute.
+    assert_eq!((wl("0").recompute, wl("0").recompute_modules), (s("none"), None));
+    // Llama-3 70B FP8 Megatron-FSDP on GB200 and GB300: 40 and 20 layers' activations offloaded.
+    assert_eq!((wl("29").cpu_offload_layers, wl("26").cpu_offload_layers), (Some(40), Some(20)));
+    // NeMo 24.07 (NeMo 1 launcher): Megatron's defaults.
+    let old = wl("141");
+    assert_eq!((old.grad_reduce_dtype, old.fp8_param_gather, old.cross_entropy_fusion, old.cpu_offload_layers), (None, None, None, None));
+}

@@ -23,6 +23,20 @@
 //! the merged model), so the joint fit trades dense test accuracy (8.9% -> 11.5%) for MoE (22.1% ->
 //! 13.6%) and the whole test split (16.2% -> 12.7%). The MoE bias bound and the LoRA bounds were
 //! loosened with it (see their tests).
+//!
+//! Then the rows' recipes' memory options (bf16 main gradients and their halved DP reduce-scatter,
+//! FP8 parameters gathered at 1 B, DeepSeek-V3's selective recompute with its forward re-run,
+//! `config::published::memory_recipe`; docs/published-analysis.md "Memory plans of the published
+//! rows"), with the constants unchanged (a refit is due):
+//!
+//! | split | rows | MAPE | bias | dense MAPE (bias) | MoE MAPE (bias) |
+//! | --- | --- | --- | --- | --- | --- |
+//! | fit | 81 | 12.73% | +3.3% | 10.45% (+4.6%) | 16.81% (+1.1%) |
+//! | test | 61 | 12.31% | -0.6% | 11.71% (+7.5%) | 12.78% (-7.1%) |
+//!
+//! The fit and dense bounds moved up with it (fit +0.27, dense +0.29 / +0.20 points: the DP-bound
+//! dense rows now run faster than measured, with constants fitted to fp32 gradient traffic); the
+//! test and MoE test bounds down.
 //! Bound = current + 1 percentage point. Lower a bound when a change improves the numbers; the
 //! issue's target is 8% MAPE on the test split.
 
@@ -31,11 +45,11 @@ use std::process::Command;
 const CSV: &str = "tests/data/published/megatron_bridge_training_dev.csv";
 
 /// MAPE (percent) of the fit and test splits measured when the bounds were set, and the slack.
-const FIT_MAPE_NOW: f64 = 12.46;
-const TEST_MAPE_NOW: f64 = 12.65;
+const FIT_MAPE_NOW: f64 = 12.73;
+const TEST_MAPE_NOW: f64 = 12.31;
 /// The same for the dense rows (`summary[].kinds.dense`).
-const FIT_DENSE_MAPE_NOW: f64 = 10.16;
-const TEST_DENSE_MAPE_NOW: f64 = 11.51;
+const FIT_DENSE_MAPE_NOW: f64 = 10.45;
+const TEST_DENSE_MAPE_NOW: f64 = 11.71;
 const SLACK_PP: f64 = 1.0;
 /// Unexpressible rows when the bounds were set (none: every complete row maps), and incomplete rows
 /// (a property of the data).
@@ -113,8 +127,8 @@ fn lora_rows_are_scored_with_their_recipes_adapters() {
 
 /// MoE rows alone (issue 18), test split: MAPE and |bias| when the bounds were set (see the module
 /// doc), and the micro-batch trend the dev rows show.
-const MOE_TEST_MAPE_NOW: f64 = 13.56;
-const MOE_TEST_BIAS_NOW: f64 = 7.62;
+const MOE_TEST_MAPE_NOW: f64 = 12.78;
+const MOE_TEST_BIAS_NOW: f64 = 7.09;
 
 #[test]
 fn moe_rows_stay_within_their_bounds_and_grow_with_the_micro_batch() {

@@ -4,8 +4,10 @@
 //! (`megatron/training/arguments.py`); Megatron-Bridge's recipe fields of the same names map one
 //! to one.
 //!
-//! Reading: the parallel layout, batch, sequence, precision and FP8 recipe, recompute, the MoE
-//! dispatcher, the pipeline split options and the two overlap options become scenario keys; flags
+//! Reading: the parallel layout, batch, sequence, precision and FP8 recipe, recompute (and its
+//! modules), the memory options (`--grad-reduce-in-bf16`, `--fp8-param-gather`, `--exp-avg-dtype`,
+//! TE's fused cross entropy), the MoE dispatcher, the pipeline split options and the two overlap
+//! options become scenario keys; flags
 //! gpuplan does not model (data paths, learning rates, model shape given by `--model`) are
 //! returned as ignored, so a real launch line can be pasted whole.
 
@@ -83,6 +85,29 @@ pub fn args_of(s: &Scenario) -> Vec<String> {
         Recompute::Selective => a.extend(["--recompute-granularity".into(), "selective".into()]),
         Recompute::Full => a.extend(["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"].map(String::from)),
     }
+    let m = &w.megatron;
+    if w.recompute == Recompute::Selective && !m.recompute_modules.is_empty() {
+        a.push("--recompute-modules".into());
+        a.extend(m.recompute_modules.iter().map(|r| r.name().to_string()));
+    }
+    if m.grad_dtype == gpuplan_core::workload::StateDtype::Bf16 {
+        a.push("--grad-reduce-in-bf16".into());
+    }
+    if m.adam_state_dtype == gpuplan_core::workload::StateDtype::Bf16 {
+        a.extend(["--use-precision-aware-optimizer", "--exp-avg-dtype", "bf16", "--exp-avg-sq-dtype", "bf16"].map(String::from));
+    }
+    if m.fp8_param_gather {
+        a.push("--fp8-param-gather".into());
+    }
+    if m.cross_entropy_fusion {
+        a.extend(["--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl", "te"].map(String::from));
+    }
+    if m.cpu_offload_layers > 0 {
+        a.push(format!(
+            "# activation offload of {} layers: Megatron-Core's cpu_offloading / cpu_offloading_num_layers (TransformerConfig)",
+            m.cpu_offload_layers
+        ));
+    }
     a.push("--bf16".into());
     match w.precision.name() {
         "fp8" => a.extend(["--fp8-format".into(), "hybrid".into(), "--fp8-recipe".into(), w.fp8_recipe.name().into()]),
@@ -149,6 +174,9 @@ pub fn from_args(text: &str) -> Result<FromArgs, ConfigError> {
     let tokens: Vec<String> = text.split_whitespace().filter(|t| *t != "\\").map(str::to_string).collect();
     let mut out = FromArgs::default();
     let (mut pw, mut ww, mut ow) = (ParallelWire::default(), WorkloadWire::default(), OptionsWire::default());
+    // `--cross-entropy-loss-fusion` and its implementation (Megatron-LM's default `native`, its own
+    // kernel, is not modelled and counts as unfused; `te` is Transformer Engine's).
+    let (mut ce_fusion, mut ce_te) = (false, false);
     let mut i = 0;
     while i < tokens.len() {
         let tok = &tokens[i];
@@ -227,6 +255,36 @@ pub fn from_args(text: &str) -> Result<FromArgs, ConfigError> {
                 value(&mut i).ok_or_else(|| bad(&key, "(missing)", "needs a value"))?;
                 ww.precision = Some("fp4".into());
             }
+            // The memory options (`workload::MegatronMemory`). Flag names as remembered from
+            // Megatron-LM's arguments.py (not re-read here).
+            "recompute-modules" => {
+                // nargs='*': every following token up to the next flag.
+                let mut modules = Vec::new();
+                if let Some(v) = &inline {
+                    modules.push(v.clone());
+                }
+                while let Some(t) = tokens.get(i).filter(|t| !t.starts_with("--")) {
+                    modules.push(t.clone());
+                    i += 1;
+                }
+                ww.recompute_modules = Some(modules);
+            }
+            "fp8-param-gather" => ww.fp8_param_gather = Some(true),
+            "grad-reduce-in-bf16" => ww.grad_reduce_dtype = Some("bf16".into()),
+            "accumulate-allreduce-grads-in-fp32" => ww.grad_reduce_dtype = Some("fp32".into()),
+            "exp-avg-dtype" | "exp-avg-sq-dtype" => {
+                let v = value(&mut i).ok_or_else(|| bad(&key, "(missing)", "needs fp32 or bf16"))?;
+                ww.optimizer_state_dtype = Some(v);
+            }
+            "cross-entropy-loss-fusion" => ce_fusion = true,
+            "cross-entropy-fusion-impl" => {
+                let v = value(&mut i).ok_or_else(|| bad(&key, "(missing)", "needs native or te"))?;
+                match v.as_str() {
+                    "te" => ce_te = true,
+                    "native" => ce_te = false,
+                    _ => return Err(bad(&key, &v, "is not native or te")),
+                }
+            }
             "recompute-granularity" => {
                 let v = value(&mut i).ok_or_else(|| bad(&key, "(missing)", "needs full or selective"))?;
                 match v.as_str() {
@@ -257,6 +315,9 @@ pub fn from_args(text: &str) -> Result<FromArgs, ConfigError> {
                 });
             }
         }
+    }
+    if ce_fusion && ce_te {
+        ww.cross_entropy_fusion = Some(true);
     }
     ww.mode = Some("train".into());
     ww.stack = Some("megatron".into());
@@ -290,5 +351,17 @@ mod tests {
         assert_eq!(from_args("--cuda-graph-impl transformer_engine").unwrap().wire.options.cuda_graphs.as_deref(), Some("partial"));
         let e = from_args("--cuda-graph-impl everything").unwrap_err().to_string();
         assert!(e.contains("--cuda-graph-impl") && e.contains("full_iteration"), "{e}");
+        // The memory options: recompute modules (a list), bf16 gradients, FP8 parameters, bf16
+        // Adam moments, and TE's fused cross entropy (Megatron's own `native` counts as unfused).
+        let r = from_args(
+            "--recompute-granularity selective --recompute-modules mla_up_proj moe_act --grad-reduce-in-bf16 --fp8-param-gather \
+             --use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 --cross-entropy-loss-fusion --cross-entropy-fusion-impl te",
+        )
+        .unwrap();
+        let w = &r.wire.workload;
+        assert_eq!(w.recompute_modules, Some(vec!["mla_up_proj".to_string(), "moe_act".to_string()]));
+        assert_eq!((w.grad_reduce_dtype.as_deref(), w.fp8_param_gather, w.optimizer_state_dtype.as_deref()), (Some("bf16"), Some(true), Some("bf16")));
+        assert_eq!((w.cross_entropy_fusion, from_args("--cross-entropy-loss-fusion").unwrap().wire.workload.cross_entropy_fusion), (Some(true), None));
+        assert_eq!(r.ignored, vec!["--use-precision-aware-optimizer"]);
     }
 }

@@ -13,7 +13,10 @@
 //! pp = 2
 //! [workload]                     # mode, micro_batch, global_batch, seq, batch, kv_len, precision,
 //! mode = "train"                 # fp8_recipe, recompute, stack, dropout, flash_attention,
-//!                                # routing_imbalance, moe_dispatcher, lora_rank, lora_targets
+//!                                # routing_imbalance, moe_dispatcher, lora_rank, lora_targets,
+//!                                # megatron: grad_reduce_dtype, optimizer_state_dtype,
+//!                                # fp8_param_gather, recompute_modules, cpu_offload_layers,
+//!                                # cross_entropy_fusion
 //! seq = 8192
 //! global_batch = 512
 //! ```

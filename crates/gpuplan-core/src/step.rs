@@ -405,7 +405,7 @@ pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
     // bf16 into the gradient buffer (`reuse_grad_buf_for_mxfp8_param_ag`, which the Megatron-Bridge
     // MXFP8 recipe sets; quantized after the gather: param_and_grad_buffer.py).
     let (grad_bytes, param_bytes) = if s.workload.stack == Stack::Megatron {
-        let gathered = match memory::quantized_param_bytes(&s.workload) {
+        let gathered = match memory::quantized_param_bytes(&s.workload).filter(|_| s.workload.lora.is_none()) {
             Some(q) if q <= 1.0 => q,
             _ => sm.param,
         };

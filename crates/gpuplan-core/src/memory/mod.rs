@@ -245,8 +245,9 @@ pub fn kind_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, k
                     ffn -= shared;
                 }
             }
-        } else if has(RecomputeModule::Mlp) && !matches!(kind, LayerKind::Mamba | LayerKind::Attention) {
-            // Ordinary checkpointing of the MLP with its TE-fused norm: its input stays.
+        } else if has(RecomputeModule::Mlp) && kind == LayerKind::Dense {
+            // Ordinary checkpointing of the MLP with its TE-fused norm: its input stays (a
+            // transformer's dense layers; hybrid MLP blocks are not priced so, in memory or time).
             ffn = norm_in + mask;
         }
         (attn, ffn)
