@@ -264,3 +264,64 @@ fn hf_training_gradients_are_not_live_at_the_activation_peak_of_one_micro_batch(
     assert_eq!(grads("2"), 128256.0 * 2048.0 * 4.0);
     assert!((grads("4") / (1_235_814_400.0 * 4.0) - 1.0).abs() < 1e-3, "{}", grads("4"));
 }
+
+/// Issue 19: an HF decode's peak memory follows how far DynamicCache grew (`--decode-tokens`):
+/// each 2 MiB boundary its per-layer tensors cross strands a set of the cache in PyTorch's caching
+/// allocator (`memory::hf_stranded_cache_sets`). Llama-1B at batch 64, KV 4096: 8 GiB of cache,
+/// 256 MiB per layer's keys, 64 KiB more per token.
+#[test]
+fn hf_decode_memory_follows_the_tokens_generated() {
+    let peak = |n: &str| {
+        let m = "scenarios/workloads/hf_configs/llama-3.2-1b.json";
+        let args = [
+            "predict",
+            "--model",
+            m,
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "1",
+            "--mode",
+            "decode",
+            "--stack",
+            "hf-eager",
+            "--batch",
+            "64",
+            "--kv-len",
+            "4096",
+            "--decode-tokens",
+            n,
+            "--json",
+        ];
+        let (code, out, err) = gpuplan(&args);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["memory"]["components"]["kv_cache_bytes"].as_f64().unwrap()
+    };
+    let cache = 16.0 * 2.0 * 64.0 * 8.0 * 4097.0 * 64.0 * 2.0;
+    let (one, sixty) = (peak("1"), peak("60"));
+    assert!((one / cache - 2.0).abs() < 1e-9, "{one} vs {cache}");
+    assert!((sixty / cache - 3.0).abs() < 1e-9, "{sixty} vs {cache}");
+    // Outside decode the flag is refused, naming it.
+    let (code, _, err) = gpuplan(&[
+        "predict",
+        "--model",
+        "scenarios/workloads/hf_configs/llama-3.2-1b.json",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "1",
+        "--mode",
+        "prefill",
+        "--stack",
+        "hf-eager",
+        "--batch",
+        "1",
+        "--seq",
+        "512",
+        "--decode-tokens",
+        "5",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("workload.decode_tokens") && err.contains("applies to decode"), "{err}");
+}

@@ -126,6 +126,9 @@ pub struct WorkloadWire {
     /// Multi-token-prediction modules trained (Megatron `--mtp-num-layers`); 0 (default) to the
     /// model's `mtp_layers`.
     pub mtp_layers: Option<i64>,
+    /// decode: tokens each sequence generates from `kv_len` on, for the peak memory of the hf-*
+    /// stacks' DynamicCache (default 1: one step)
+    pub decode_tokens: Option<i64>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -187,7 +190,8 @@ pub fn overlay(base: ScenarioWire, over: ScenarioWire) -> ScenarioWire {
             moe_dispatcher,
             lora_rank,
             lora_targets,
-            mtp_layers
+            mtp_layers,
+            decode_tokens
         ]
     );
     pick!(b.options, over.options, [tp_comm_overlap, dp_overlap, cuda_graphs]);
@@ -712,6 +716,17 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         }
         Some(n) => n as u32,
     };
+    let decode_tokens = match ww.decode_tokens {
+        None => 1,
+        Some(n) if mode != Mode::Decode => {
+            p.push(
+                ConfigError::invalid(&path, "workload.decode_tokens", n, format!("applies to decode; this scenario is {}", mode.name()))
+                    .with_hint("leave `--decode-tokens` out, or give `--mode decode`"),
+            );
+            1
+        }
+        Some(n) => pos(&mut p, "workload.decode_tokens", Some(n), 1),
+    };
     let cp_comm = match pw.cp_comm.as_deref() {
         None => CpComm::P2p,
         Some(s) => CpComm::parse(s).unwrap_or_else(|| {
@@ -741,6 +756,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         lora,
         mtp_layers,
         cp_comm,
+        decode_tokens,
     };
     // The hf-* stacks' host time in inference is the node's host probe's: no default.
     if stack.hf() && mode != Mode::Train && profile.as_ref().is_none_or(|pr| pr.host.is_none()) {

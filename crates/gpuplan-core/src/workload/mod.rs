@@ -268,6 +268,11 @@ pub struct Workload {
     pub mtp_layers: u32,
     /// How context-parallel attention exchanges keys and values (meaningful with `cp` > 1).
     pub cp_comm: CpComm,
+    /// Tokens each sequence generates in the decode run whose peak memory is asked for, from
+    /// `kv_len` on (1: one step). Only the `hf-*` stacks' DynamicCache depends on it: its
+    /// `torch.cat` per token leaves PyTorch's caching allocator blocks it cannot reuse
+    /// (`memory::hf_stranded_cache_sets`).
+    pub decode_tokens: u64,
 }
 
 /// Transformer Engine's context-parallel attention (`cp_comm_type`, Megatron-LM
@@ -1453,6 +1458,7 @@ mod tests {
             lora: None,
             mtp_layers: 0,
             cp_comm: CpComm::P2p,
+            decode_tokens: 1,
         }
     }
 
