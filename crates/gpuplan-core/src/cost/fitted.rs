@@ -165,7 +165,14 @@ pub const HF_GROUPED_MM_FALLBACK_US: [f64; 2] = [1000.0, 10.0];
 /// 0.76 (fit MAPE 18.3% at 1.0 -> 8.7%), i.e. a decode step pays about 41 ms of the probe's 54.6 ms. The same model's decode time
 /// measured 48-77 ms across repeats on the same configuration (hf-020, -027, -054, -056), so the
 /// step time carries about +-20% of run-to-run spread that no constant removes.
-pub const HF_SDPA_PLAN_SHARE: f64 = 0.76;
+/// Refitted (branch wt-torch2) once the H200 profile got its own host's probe (40.6 ms, measured
+/// 2026-11-24, calibration/profiles/h200-sxm-2x/host-probe-2026-11-24/) in place of the H100
+/// host's: 0.84 on the same rows and grid (fit MAPE 10.5% at 0.76 -> 8.1%;
+/// calibration/runs/hf/fit_hf-output.txt). A per-step timing of the first SDPA call inside the
+/// model on that H200 (calibration/runs/hf/raw/decode-breakdown-h200-2026-11-24/) measured 35-36 ms
+/// in five of seven decode shapes and 53-58 ms in the other two, against 40-59 ms for the isolated
+/// probe call: the plan build itself varies by about a half from one period to the next.
+pub const HF_SDPA_PLAN_SHARE: f64 = 0.84;
 
 /// Fraction of the stream (memcpy) HBM rate that the `hf-*` stacks' memory-bound kernels reach
 /// in training and prefill (PyTorch's eager elementwise, reduction and indexing kernels, and
