@@ -143,12 +143,23 @@ read -r -d '' TABLE <<'EOF'
 080 h100 train   llama-3.2-1b             4  2048  1 none fp8      10 3  190
 082 h100 train   qwen3-moe-s-e32k8-w1536  1  4096  1 none eager    8  3  40
 083 h100 prefill qwen3-moe-s              2  8192  0 none eager    8  3  30
+084 h200 train   tinyllama-1.1b           4  2048  1 none eager    10 3  30
+085 h200 train   llama-3.2-1b             1  8192  1 none eager    10 3  35
+086 h200 train   llama-3.2-3b             2  4096  1 none eager    8  3  45
+087 h200 train   qwen3-1.7b               1  4096  1 none compile  10 3  100
+088 h200 prefill llama-3.2-1b             4  8192  0 none eager    8  3  30
+089 h200 decode  llama-3.2-3b             16 8192  0 none loop     40 10 30
+090 h200 decode  llama-3.2-1b             1  4096  0 none generate 60 10 25
+091 h200 decode  qwen3-1.7b               4  2048  0 none loop     60 10 25
+092 h200 decode  llama-3.2-1b             32 32768 0 none loop     40 10 40
+093 h200 decode  tinyllama-1.1b           8  8192  0 none generate 60 10 25
 EOF
 
 split_of() {  # id config
   # Rows 062 on were added after the hf-* stacks' constants were fitted (scripts/fit_hf.sh) and are
   # all held out (calibration/runs/hf/postfit.jsonl; rows 074 on: postfit-2.jsonl, measured after
-  # the second fit, branch wt-torch).
+  # the second fit, branch wt-torch; rows 084 on, the first H200 post-fit rows: postfit-3.jsonl,
+  # measured after the third fit, branch wt-torch2).
   if (( 10#$1 >= 62 )); then echo test; return; fi
   case "$2" in qwen3-1.7b|qwen3-moe-s-e32k4) echo test; return ;; esac
   if (( 10#$1 % 3 == 0 )); then echo test; else echo fit; fi

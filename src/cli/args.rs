@@ -188,6 +188,10 @@ pub struct ScenarioArgs {
     /// Cached tokens per sequence (decode)
     #[arg(long, value_parser = count(), allow_negative_numbers = true)]
     pub kv_len: Option<i64>,
+    /// Decode: tokens each sequence generates from --kv-len on (default 1); the hf-* stacks'
+    /// peak memory grows with it (DynamicCache's blocks the caching allocator cannot reuse)
+    #[arg(long, value_parser = count(), allow_negative_numbers = true)]
+    pub decode_tokens: Option<i64>,
     /// bf16, fp16, fp8, fp4 (NVFP4), tf32, fp32
     #[arg(long)]
     pub precision: Option<String>,
@@ -314,6 +318,7 @@ impl ScenarioArgs {
                 recompute_modules: self.recompute_modules.clone(),
                 cpu_offload_layers: self.cpu_offload_layers,
                 cross_entropy_fusion: self.cross_entropy_fusion,
+                decode_tokens: self.decode_tokens,
             },
             options: OptionsWire { tp_comm_overlap: self.tp_comm_overlap, dp_overlap: None, cuda_graphs: self.train_cuda_graphs.clone() },
             ..ScenarioWire::default()
@@ -413,6 +418,7 @@ impl ScenarioArgs {
         f(self.seq.is_some(), "seq");
         f(self.batch.is_some(), "batch");
         f(self.kv_len.is_some(), "kv-len");
+        f(self.decode_tokens.is_some(), "decode-tokens");
         f(self.precision.is_some(), "precision");
         f(self.fp8_recipe.is_some(), "fp8-recipe");
         f(self.recompute.is_some(), "recompute");

@@ -147,6 +147,9 @@ pub struct WorkloadWire {
     /// megatron training: the loss through Transformer Engine's fused cross entropy
     /// (`cross_entropy_loss_fusion`, impl `te`; default false)
     pub cross_entropy_fusion: Option<bool>,
+    /// decode: tokens each sequence generates from `kv_len` on, for the peak memory of the hf-*
+    /// stacks' DynamicCache (default 1: one step)
+    pub decode_tokens: Option<i64>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -214,7 +217,8 @@ pub fn overlay(base: ScenarioWire, over: ScenarioWire) -> ScenarioWire {
             optimizer_state_dtype,
             recompute_modules,
             cpu_offload_layers,
-            cross_entropy_fusion
+            cross_entropy_fusion,
+            decode_tokens
         ]
     );
     pick!(b.options, over.options, [tp_comm_overlap, dp_overlap, cuda_graphs]);
@@ -739,6 +743,17 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         }
         Some(n) => n as u32,
     };
+    let decode_tokens = match ww.decode_tokens {
+        None => 1,
+        Some(n) if mode != Mode::Decode => {
+            p.push(
+                ConfigError::invalid(&path, "workload.decode_tokens", n, format!("applies to decode; this scenario is {}", mode.name()))
+                    .with_hint("leave `--decode-tokens` out, or give `--mode decode`"),
+            );
+            1
+        }
+        Some(n) => pos(&mut p, "workload.decode_tokens", Some(n), 1),
+    };
     let cp_comm = match pw.cp_comm.as_deref() {
         None => CpComm::P2p,
         Some(s) => CpComm::parse(s).unwrap_or_else(|| {
@@ -770,6 +785,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         mtp_layers,
         cp_comm,
         megatron,
+        decode_tokens,
     };
     // The hf-* stacks' host time in inference is the node's host probe's: no default.
     if stack.hf() && mode != Mode::Train && profile.as_ref().is_none_or(|pr| pr.host.is_none()) {

@@ -220,6 +220,13 @@ impl RunRecord {
             _ => return None,
         })
     }
+    /// Tokens each sequence generated in a decode run, from the cache lengths its job reported
+    /// (`cache_len_end - cache_len_start`, scenarios/workloads/hf_train.py); `None` when it
+    /// reported none.
+    pub fn decode_tokens(&self) -> Option<u64> {
+        let len = |k: &str| self.job.reported.get(k)?.parse::<u64>().ok();
+        len("cache_len_end")?.checked_sub(len("cache_len_start")?).filter(|&n| n > 0)
+    }
     /// Ran to the end and gave step times.
     pub fn is_ok(&self) -> bool {
         self.status == "ok"

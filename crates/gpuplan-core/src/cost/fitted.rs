@@ -165,16 +165,14 @@ pub const HF_GROUPED_MM_FALLBACK_US: [f64; 2] = [1000.0, 10.0];
 /// 0.76 (fit MAPE 18.3% at 1.0 -> 8.7%), i.e. a decode step pays about 41 ms of the probe's 54.6 ms. The same model's decode time
 /// measured 48-77 ms across repeats on the same configuration (hf-020, -027, -054, -056), so the
 /// step time carries about +-20% of run-to-run spread that no constant removes.
-pub const HF_SDPA_PLAN_SHARE: f64 = 0.76;
-
-/// Copies of the KV cache, beyond the live one, that PyTorch's caching allocator holds in an
-/// `hf-*` decode loop (NVML's peak): DynamicCache's `torch.cat` asks every layer at every token
-/// for blocks one token larger than those it frees, so the freed ones mostly stay cached and
-/// unused. Fitted on the same eight fit-split decode runs' NVML peak memory (peak-memory MAPE
-/// minimised over 0-3 by 0.2, scripts/fit_hf.sh): 1.2 extra copies (fit MAPE 38.3% at 0 -> 14.3%). Where the GPU is nearly full
-/// the allocator frees its cache and retries instead (hf-023, hf-025 on the 80 GB H100), so a
-/// prediction near the capacity overstates NVML's peak.
-pub const HF_DECODE_CACHE_RETAINED: f64 = 1.2;
+/// Refitted (branch wt-torch2) once the H200 profile got its own host's probe (40.6 ms, measured
+/// 2026-11-24, calibration/profiles/h200-sxm-2x/host-probe-2026-11-24/) in place of the H100
+/// host's: 0.84 on the same rows and grid (fit MAPE 10.5% at 0.76 -> 8.1%;
+/// calibration/runs/hf/fit_hf-output.txt). A per-step timing of the first SDPA call inside the
+/// model on that H200 (calibration/runs/hf/raw/decode-breakdown-h200-2026-11-24/) measured 35-36 ms
+/// in five of seven decode shapes and 53-58 ms in the other two, against 40-59 ms for the isolated
+/// probe call: the plan build itself varies by about a half from one period to the next.
+pub const HF_SDPA_PLAN_SHARE: f64 = 0.84;
 
 /// Fraction of the stream (memcpy) HBM rate that the `hf-*` stacks' memory-bound kernels reach
 /// in training and prefill (PyTorch's eager elementwise, reduction and indexing kernels, and
@@ -211,8 +209,6 @@ pub struct Fitted {
     pub hf_grouped_mm_fallback_us: [f64; 2],
     /// See [`HF_SDPA_PLAN_SHARE`].
     pub hf_sdpa_plan_share: f64,
-    /// See [`HF_DECODE_CACHE_RETAINED`].
-    pub hf_decode_cache_retained: f64,
     /// See [`HF_MEMORY_EFFICIENCY`].
     pub hf_memory_efficiency: f64,
 }
@@ -232,7 +228,6 @@ pub const SHIPPED: Fitted = Fitted {
     trtllm_pytorch_seq_us: TRTLLM_PYTORCH_SEQ_US,
     hf_grouped_mm_fallback_us: HF_GROUPED_MM_FALLBACK_US,
     hf_sdpa_plan_share: HF_SDPA_PLAN_SHARE,
-    hf_decode_cache_retained: HF_DECODE_CACHE_RETAINED,
     hf_memory_efficiency: HF_MEMORY_EFFICIENCY,
 };
 
@@ -267,7 +262,6 @@ pub fn parse(text: &str, mut f: Fitted) -> Result<Fitted, String> {
             ("trtllm_pytorch_seq_us", [x]) => f.trtllm_pytorch_seq_us = *x,
             ("hf_grouped_mm_fallback_us", [a, b]) => f.hf_grouped_mm_fallback_us = [*a, *b],
             ("hf_sdpa_plan_share", [x]) => f.hf_sdpa_plan_share = *x,
-            ("hf_decode_cache_retained", [x]) => f.hf_decode_cache_retained = *x,
             ("hf_memory_efficiency", [x]) if *x > 0.0 => f.hf_memory_efficiency = *x,
             (k, _) => return Err(format!("unknown key or wrong count of values: `{k}`")),
         }

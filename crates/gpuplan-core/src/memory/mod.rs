@@ -54,6 +54,36 @@ impl MemoryPlan {
     }
 }
 
+/// PyTorch's caching allocator (c10/cuda/CUDACachingAllocator.cpp, PyTorch 2.11): a request of at
+/// least `kMinLargeAlloc` (10 MiB) gets a segment of its size rounded up to `kRoundLarge` (2 MiB)
+/// and is served from the cache only by a free block at least as large; smaller requests share
+/// 2 MiB and 20 MiB buffers.
+const ALLOC_MIN_LARGE: f64 = 10.0 * 1024.0 * 1024.0;
+const ALLOC_ROUND_LARGE: f64 = 2.0 * 1024.0 * 1024.0;
+
+/// Whole sets of an `hf-*` decode's KV cache (every layer's keys and values) that PyTorch's caching
+/// allocator holds but cannot reuse after `tokens` tokens per sequence, for a per-layer key (or
+/// value) tensor of `tensor` bytes at the start growing by `token` bytes per token.
+/// `DynamicCache.update` (transformers 5.17) replaces each layer's keys and values by a
+/// `torch.cat` one token longer, allocated before the old tensor is freed. The prefill's tensors
+/// are sized exactly; while the grown tensor still fits in its 2 MiB-rounded segment, the segments
+/// freed by one layer serve the next (one spare); each time it outgrows the segment, every layer
+/// moves to new segments and the old set stays cached, of no use to any later, larger request. So
+/// the sets stranded are the 2 MiB boundaries the tensor crosses (a prefill's exact size on a
+/// boundary is outgrown at the first token). Tensors under 10 MiB live in shared buffers: none.
+/// Measured on the lent H200 (calibration/runs/hf/raw/decode-breakdown-h200-2026-11-24/:
+/// `max_memory_reserved` less the weights over the live cache, 25 steps: 2.09-2.11 sets at 256 MiB
+/// and 1 GiB tensors, 2.03-2.08 at 112-448 MiB, 1.73-1.78 at 16-32 MiB) and by the run set's NVML
+/// peaks (calibration/runs/hf/FIT.md).
+pub fn hf_stranded_cache_sets(tensor: f64, token: f64, tokens: u64) -> f64 {
+    if tensor < ALLOC_MIN_LARGE || tokens == 0 {
+        return 0.0;
+    }
+    let end = tensor + token * tokens as f64;
+    let crossed = (end / ALLOC_ROUND_LARGE).ceil() - (tensor / ALLOC_ROUND_LARGE).ceil();
+    crossed.clamp(0.0, tokens as f64)
+}
+
 /// Bytes each stack keeps per parameter.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StackMemory {
@@ -513,11 +543,17 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
             None => (pc.tp as f64).min(model.n_kv_heads as f64),
         };
         let mut kv = kv_tokens * layers_here * model.kv_elements_per_token_per_layer() / kv_shard * w.kv_elem_bytes() / pc.cp as f64;
-        if w.stack.hf() && w.mode == Mode::Decode {
-            // DynamicCache's torch.cat per token: blocks the caching allocator keeps
-            // (`cost::fitted::HF_DECODE_CACHE_RETAINED`).
-            kv *= 1.0 + crate::cost::fitted::fitted().hf_decode_cache_retained;
-        }
+        // DynamicCache's torch.cat per token: whole sets of the cache that the caching allocator
+        // keeps but cannot reuse. It frees them and retries when a cudaMalloc fails, so they never
+        // take the peak past the device (capped below, once the rest is known).
+        let stranded_sets = if w.stack.hf() && w.mode == Mode::Decode && layers_here > 0.0 {
+            // One layer's keys (or values) as the decode finds them: `kv_len` tokens.
+            let token = kv / layers_here / 2.0 / (w.kv_len + w.q_len()) as f64;
+            hf_stranded_cache_sets(token * w.kv_len as f64, token, w.decode_tokens)
+        } else {
+            0.0
+        };
+        let stranded = kv * stranded_sets;
         kv += mamba_state;
         let widest = model.ffn_hidden.max(model.moe.as_ref().map_or(0, |m| m.expert_ffn_hidden)) as f64 / pc.tp as f64;
         let mut transient = tokens * (3.0 * widest + 4.0 * model.hidden as f64) * 2.0;
@@ -534,13 +570,15 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
         }
         let logits = w.sequences() as f64 * model.vocab as f64 / pc.tp as f64 * 4.0;
         let base = weights + kv + transient + logits;
+        let live = base * (1.0 + sm.fragmentation) + runtime.value();
+        let stranded = stranded.min((capacity.value() - live).max(0.0));
         return MemoryPlan {
             weights: Bytes::new(weights),
             gradients: Bytes::ZERO,
             optimizer: Bytes::ZERO,
             activations: Bytes::new(transient),
             logits: Bytes::new(logits),
-            kv_cache: Bytes::new(kv),
+            kv_cache: Bytes::new(kv + stranded),
             transient: Bytes::ZERO,
             runtime,
             fragmentation: Bytes::new(base * sm.fragmentation),
@@ -704,6 +742,43 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hf_decode_strands_a_cache_set_per_2_mib_boundary_crossed() {
+        let mib = 1024.0 * 1024.0;
+        // Llama-1B at batch 64, KV 4096: 256 MiB per layer's keys, 64 KiB more per token. The
+        // prefill's exact 256 MiB is outgrown at once; then one more set per 32 tokens.
+        let (tensor, token) = (256.0 * mib, 64.0 * 1024.0);
+        assert_eq!(hf_stranded_cache_sets(tensor, token, 1), 1.0);
+        assert_eq!(hf_stranded_cache_sets(tensor, token, 25), 1.0);
+        assert_eq!(hf_stranded_cache_sets(tensor, token, 32), 1.0);
+        assert_eq!(hf_stranded_cache_sets(tensor, token, 33), 2.0);
+        assert_eq!(hf_stranded_cache_sets(tensor, token, 60), 2.0);
+        // Off a boundary, the first tokens fit in the prefill's rounded segment.
+        assert_eq!(hf_stranded_cache_sets(255.0 * mib, token, 16), 0.0);
+        assert_eq!(hf_stranded_cache_sets(255.0 * mib, token, 17), 1.0);
+        // Under 10 MiB the tensors share the allocator's buffers; no tokens, nothing grows.
+        assert_eq!(hf_stranded_cache_sets(8.0 * mib, token, 1000), 0.0);
+        assert_eq!(hf_stranded_cache_sets(tensor, token, 0), 0.0);
+    }
+
+    #[test]
+    fn hf_decode_stranded_sets_never_take_the_plan_past_the_device() {
+        // A GPT-3-shaped model cut to 4 layers (14.5 GB of bf16 weights, 96 MiB of keys per layer
+        // per sequence at 4096 tokens): the cache at batch 16 holds 12 GiB, two sets fit in 80 GiB,
+        // a long decode's many do not.
+        let m = Model { n_layers: 4, ..gpt3_175b() };
+        let mut w = Workload { mode: Mode::Decode, batch: 16, kv_len: 4096, stack: Stack::HfEager, ..korthikanti(Recompute::None) };
+        let cap = Bytes::gib(80.0);
+        w.decode_tokens = 1;
+        let one = plan(&m, &pc(1, false), &w, cap);
+        w.decode_tokens = 4000;
+        let long = plan(&m, &pc(1, false), &w, cap);
+        assert!(long.kv_cache > one.kv_cache, "{:?} vs {:?}", long.kv_cache, one.kv_cache);
+        // Two sets would not fit: the allocator frees its stranded blocks and retries instead.
+        assert!(one.fits() && long.fits() && one.total() < cap, "{:?} {:?}", one.total(), long.total());
+        assert!((long.total().value() - cap.value()).abs() < 1.0, "{:?}", long.total());
+    }
     use crate::hardware::Dtype;
     use crate::model::tests::gpt3_175b;
     use crate::parallelism::Schedule;
@@ -729,6 +804,7 @@ mod tests {
             mtp_layers: 0,
             cp_comm: crate::workload::CpComm::P2p,
             megatron: Default::default(),
+            decode_tokens: 1,
         }
     }
 

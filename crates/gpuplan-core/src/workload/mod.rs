@@ -403,6 +403,11 @@ pub struct Workload {
     pub cp_comm: CpComm,
     /// Megatron's per-parameter state dtypes, selective-recompute modules and activation offload.
     pub megatron: MegatronMemory,
+    /// Tokens each sequence generates in the decode run whose peak memory is asked for, from
+    /// `kv_len` on (1: one step). Only the `hf-*` stacks' DynamicCache depends on it: its
+    /// `torch.cat` per token leaves PyTorch's caching allocator blocks it cannot reuse
+    /// (`memory::hf_stranded_cache_sets`).
+    pub decode_tokens: u64,
 }
 
 /// Transformer Engine's context-parallel attention (`cp_comm_type`, Megatron-LM
@@ -1636,6 +1641,7 @@ mod tests {
             mtp_layers: 0,
             cp_comm: CpComm::P2p,
             megatron: MegatronMemory::default(),
+            decode_tokens: 1,
         }
     }
 
