@@ -726,7 +726,7 @@ mod tests {
 
     #[test]
     fn bad_faults_name_the_flag_and_value() {
-        let p = Placement { n_ranks: 16, gpus_per_node: 8, nics_per_node: 8, nvlink_domain_size: 8 };
+        let p = Placement { n_ranks: 16, gpus_per_node: 8, nics_per_node: 8, nvlink_domain_size: 8, nodes_per_leaf: None };
         let e = RankFaults { slow_gpu: vec![(16, 0.5)], ..Default::default() }.factors(&p).unwrap_err();
         assert_eq!((e.flag, e.value.as_str()), ("--slow-gpu", "16=0.5"));
         let e = RankFaults { slow_gpu: vec![(3, 0.0)], ..Default::default() }.factors(&p).unwrap_err();
@@ -738,8 +738,37 @@ mod tests {
     }
 
     #[test]
+    fn leaves_are_rails_of_scalable_units_and_a_failed_nic_moves_to_the_next() {
+        // 6 nodes of 8 GPUs and 8 NICs, 2 nodes per leaf: 3 SUs x 8 rails.
+        let p = Placement { n_ranks: 48, gpus_per_node: 8, nics_per_node: 8, nvlink_domain_size: 8, nodes_per_leaf: Some(2) };
+        assert_eq!((p.units(), p.leaves()), (3, 24));
+        assert_eq!((p.home_leaf(0), p.home_leaf(11), p.home_leaf(19), p.home_leaf(47)), (0, 3, 11, 23));
+        assert_eq!(p.ranks_on_leaf(11).collect::<Vec<_>>(), [19, 27]);
+        let up = |su, rail, factor| LinkFault { target: LinkTarget::Uplink { su, rail }, factor };
+        let f = RankFaults { links: vec![up(1, 3, 0.5)], fail_nic: vec![26], ..Default::default() }.factors(&p).unwrap();
+        assert_eq!(f.leaf_uplink.iter().filter(|&&x| x != 1.0).count(), 1);
+        assert_eq!((f.uplink(19), f.uplink(27), f.uplink(3)), (0.5, 0.5, 1.0));
+        // Rank 26 (node 3, NIC 2) fails over to NIC 3: rail 3's leaf of SU 1, the degraded one.
+        assert_eq!((f.leaf[26], f.uplink(26)), (11, 0.5));
+        // Classes: the degraded leaf's ranks and those whose groups reach them split off; with
+        // a DP group of 6 (tp 8), every DP group spans the 3 SUs, so the leaf's two ranks and
+        // the failed-over one carry weights on the one leaf class.
+        let l = Layout::new(&pc(8, 1, 6));
+        let c = classes(&l, &f);
+        assert_eq!(c.leaf_rep.len(), 1);
+        let w: Vec<(u64, u64)> = (0..c.len()).filter_map(|k| c.uplink[k].map(|(_, w)| (c.rep[k], w))).collect();
+        assert_eq!(w.iter().map(|x| x.1).sum::<u64>(), 3, "{w:?}");
+        assert!(c.crosses.iter().zip(&c.uplink).all(|(&m, u)| u.is_none() || m & (1 << kind_index(Group::Dp)) != 0));
+        // A uplink fault names a leaf that exists, and needs a leaf size.
+        assert!(RankFaults { links: vec![up(3, 0, 0.5)], ..Default::default() }.factors(&p).is_err());
+        let none = Placement { nodes_per_leaf: None, ..p };
+        let e = RankFaults { links: vec![up(0, 0, 0.5)], ..Default::default() }.factors(&none).unwrap_err();
+        assert!(e.hint.contains("--nodes-per-leaf"), "{e}");
+    }
+
+    #[test]
     fn a_failed_nic_halves_its_gpus_and_its_buddys() {
-        let p = Placement { n_ranks: 16, gpus_per_node: 8, nics_per_node: 8, nvlink_domain_size: 8 };
+        let p = Placement { n_ranks: 16, gpus_per_node: 8, nics_per_node: 8, nvlink_domain_size: 8, nodes_per_leaf: None };
         let f = RankFaults { fail_nic: vec![11], ..Default::default() }.factors(&p).unwrap();
         let halved: Vec<usize> = (0..16).filter(|&r| f.nic[r] != 1.0).collect();
         assert_eq!(halved, [11, 12]);
