@@ -422,3 +422,33 @@ fn grouped_leaf_uplinks_equal_every_rank_played_alone() {
     assert!((g - a).abs() / a < 1e-9, "grouped {g} vs every rank alone {a}");
     assert!(g > grouped.fault_free.value());
 }
+
+#[test]
+fn an_ep_all_to_all_across_nodes_crosses_the_spine_and_one_inside_a_node_does_not() {
+    // Qwen3-30B-A3B on one SU of DGX H100 at TP 8: dense and expert DP groups are rail-aligned.
+    // EP 8 keeps each all-to-all inside a node (NVLink); EP 16 spans two nodes and all 8 rails,
+    // so its scale-out traffic goes up the leaves' uplinks.
+    let moe = |ep: i64| {
+        let w = ScenarioWire {
+            model: Some("qwen3-30b-a3b".into()),
+            system: Some("dgx-h100".into()),
+            gpus: Some(256),
+            parallelism: ParallelWire { tp: Some(8), pp: Some(1), dp: Some(32), ep: Some(ep), zero: Some(1), ..Default::default() },
+            workload: WorkloadWire { seq: Some(1024), micro_batch: Some(1), global_batch: Some(64), ..Default::default() },
+            ..Default::default()
+        };
+        build(&w, None).unwrap()
+    };
+    let hit = RankFaults { links: vec![uplink(0, 0, 0.25)], ..Default::default() };
+    let inside = moe(8);
+    let (base, faulted) = (per_rank(&inside, RankFaults::default()), per_rank(&inside, hit.clone()));
+    assert_eq!(faulted.distribution.p50.value(), base.distribution.p50.value());
+    let across = moe(16);
+    let (base, faulted) = (per_rank(&across, RankFaults::default()), per_rank(&across, hit));
+    assert!(
+        faulted.distribution.p50.value() > base.distribution.p50.value() * 1.02,
+        "{} vs {}",
+        faulted.distribution.p50.value(),
+        base.distribution.p50.value()
+    );
+}
