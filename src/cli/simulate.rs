@@ -303,6 +303,7 @@ pub(super) fn per_rank_doc(r: &PerRankResult, o: &PerRankOptions) -> PerRankDoc 
         }),
         fault_free_step_time_s: r.fault_free.value(),
         step_time_s: StepTimesDoc { mean: d.mean.value(), p50: d.p50.value(), p90: d.p90.value(), p99: d.p99.value(), max: d.max.value() },
+        nodes_per_leaf: r.nodes_per_leaf,
         held_back: culprits(r)
             .into_iter()
             .map(|c| HeldBackDoc {
@@ -337,6 +338,10 @@ fn per_rank_text(r: &PerRankResult, o: &PerRankOptions) -> String {
     let events: u64 = r.steps.iter().map(|s| s.events).sum();
     let classes = if lo == hi { lo.to_string() } else { format!("{lo}..{hi}") };
     let _ = writeln!(t, "  per-rank engine: {} ranks in {classes} classes of ranks that behave alike, {} step(s), {events} events", r.n_ranks, r.steps.len());
+    let _ = match r.nodes_per_leaf {
+        Some(n) => writeln!(t, "  leaf switches: {n} nodes per leaf on a rail; groups that span leaves share their uplinks to the spines"),
+        None => writeln!(t, "  leaf switches: no leaf size (`fabric.nodes_per_leaf` or --nodes-per-leaf), so no shared uplinks; `spine` scales every NIC"),
+    };
     if let Some((k, f)) = o.stragglers {
         let _ = writeln!(t, "  stragglers: {k} GPU(s) at {f}x compute, {} (seed {})", o.persistence.describe(), o.seed);
     }

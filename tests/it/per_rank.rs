@@ -263,6 +263,8 @@ fn per_rank_json_has_the_distribution_and_who_held_the_step_back() {
         assert!(p["step_time_s"][k].as_f64().unwrap() > p["fault_free_step_time_s"].as_f64().unwrap(), "{k}");
     }
     assert_eq!(p["held_back"][0]["rank"], 6);
+    // DGX B200's SuperPOD scalable unit: 32 nodes per leaf switch on a rail.
+    assert_eq!(p["nodes_per_leaf"], 32);
     assert_eq!(p["held_back"][0]["steps"], 2);
     let (top, p50) = (v["step_time_s"].as_f64().unwrap(), p["step_time_s"]["p50"].as_f64().unwrap());
     assert!((top - p50).abs() / p50 < 1e-9, "the prediction is the median step's: {top} vs {p50}");

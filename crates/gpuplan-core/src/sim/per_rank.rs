@@ -143,6 +143,8 @@ pub struct PerRankResult {
     pub fault_free: Seconds,
     pub steps: Vec<StepOutcome>,
     pub distribution: Distribution,
+    /// Nodes per leaf switch on a rail, where leaf uplinks are modelled.
+    pub nodes_per_leaf: Option<u32>,
 }
 
 /// What every step shares: prices, per-stage lists, plans, schedules and link capacities.
@@ -472,6 +474,7 @@ pub fn simulate_per_rank(s: &Scenario, opts: &PerRankOptions) -> Result<PerRankR
             fault_free: clean.step_time,
             steps: vec![clean.clone(); n_steps as usize],
             distribution,
+            nodes_per_leaf: placement.nodes_per_leaf,
         });
     }
     // The straggler sets in step order, then each distinct set simulated once.
@@ -501,7 +504,14 @@ pub fn simulate_per_rank(s: &Scenario, opts: &PerRankOptions) -> Result<PerRankR
     // The median step: the lowest-numbered step at p50.
     let median = runs.iter().position(|(o, _)| o.step_time == distribution.p50).unwrap_or(0);
     let prediction = runs[median].1.clone();
-    Ok(PerRankResult { n_ranks: layout.n_ranks, prediction, fault_free: clean.step_time, steps: runs.into_iter().map(|(o, _)| o).collect(), distribution })
+    Ok(PerRankResult {
+        n_ranks: layout.n_ranks,
+        prediction,
+        fault_free: clean.step_time,
+        steps: runs.into_iter().map(|(o, _)| o).collect(),
+        distribution,
+        nodes_per_leaf: placement.nodes_per_leaf,
+    })
 }
 
 #[cfg(test)]
