@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Speed and memory of `gpuplan simulate --per-rank` at 16,384 and 131,072 GPUs (issue 24, item 2:
 # one step at 16,384 GPUs <= 10 s, at 131,072 <= 60 s, within 16 GiB, with stragglers so the
-# symmetry is really broken). Each case runs the release binary once under /usr/bin/time -v: wall
-# time and peak RSS, and the engine's own summary lines (ranks, classes, events, step times).
+# symmetry is really broken), also with leaf-uplink faults (switch ports shared between ranks).
+# Each case runs the release binary once under /usr/bin/time -v: wall time and peak RSS, and the
+# engine's own summary lines (ranks, classes, events, step times).
 # The run includes the fault-free reference step that --per-rank always simulates as well.
 # Usage: cargo build --release --locked && scripts/bench_per_rank.sh [BIN] > benches/RESULTS-per-rank.md
 set -eu
@@ -41,5 +42,10 @@ run 16384 "4 stragglers, 8 steps" $s16 --stragglers 4=0.8 --seed 1 --steps 8
 run 131072 "no fault" $s131
 run 131072 "4 stragglers" $s131 --stragglers 4=0.8 --seed 1
 run 131072 "16 stragglers + faults" $s131 --stragglers 16=0.8 --seed 1 $faults
+# Shared leaf uplinks: half the spine links of one leaf and every spine link at 0.9, on top of the
+# faults above; the 131,072-GPU case takes a what-if leaf of 32 trays (gb200-nvl72.toml gives none).
+uplinks="--degrade-link su:1:rail:2:uplink=0.5 --degrade-link spine=0.9"
+run 16384 "16 stragglers + faults + uplinks" $s16 --stragglers 16=0.8 --seed 1 $faults $uplinks
+run 131072 "16 stragglers + faults + uplinks" $s131 --stragglers 16=0.8 --seed 1 $faults $uplinks --nodes-per-leaf 32
 echo
 echo "Targets (issue 24): one step at 16,384 GPUs <= 10 s; at 131,072 GPUs <= 60 s; peak RSS <= 16 GiB (16,384 MiB)."

@@ -48,7 +48,8 @@ pub struct SimulateArgs {
     pub per_rank: bool,
     /// With --per-rank, a degraded link or switch: TARGET=FACTOR of its bandwidth, TARGET one of
     /// `rank:R:nvlink`, `rank:R:nic`, `node:N:nic:K`, `rail:K` (leaf switch of rail K),
-    /// `domain:D:nvswitch`, `spine` (repeatable)
+    /// `domain:D:nvswitch`, `su:S:rail:K:uplink` (the spine links of the leaf of rail K in scalable
+    /// unit S), `spine` (every leaf's uplinks) (repeatable)
     #[arg(long = "degrade-link", value_parser = parse_link_fault, requires = "per_rank")]
     pub degrade_link: Vec<LinkFault>,
     /// With --per-rank, a failed NIC: RANK's NIC is down and its traffic moves to the next NIC of
@@ -71,6 +72,10 @@ pub struct SimulateArgs {
     /// With --per-rank, the seed of the straggler draws
     #[arg(long, default_value_t = 0, requires = "per_rank")]
     pub seed: u64,
+    /// With --per-rank, N nodes per leaf switch on a rail (a scalable unit) instead of the system
+    /// file's `fabric.nodes_per_leaf` (a what-if, or a system whose file gives none)
+    #[arg(long = "nodes-per-leaf", requires = "per_rank")]
+    pub nodes_per_leaf: Option<u32>,
 }
 
 fn parse_factor(b: &str, what: &str) -> Result<f64, String> {
@@ -83,7 +88,7 @@ fn parse_factor(b: &str, what: &str) -> Result<f64, String> {
 
 /// `TARGET=FACTOR` of `--degrade-link`.
 fn parse_link_fault(s: &str) -> Result<LinkFault, String> {
-    const FORMS: &str = "`rank:R:nvlink`, `rank:R:nic`, `node:N:nic:K`, `rail:K`, `domain:D:nvswitch` or `spine`";
+    const FORMS: &str = "`rank:R:nvlink`, `rank:R:nic`, `node:N:nic:K`, `rail:K`, `domain:D:nvswitch`, `su:S:rail:K:uplink` or `spine`";
     let (t, f) = s.split_once('=').ok_or_else(|| format!("`{s}` is not TARGET=FACTOR (e.g. `rank:12:nic=0.5`); TARGET is {FORMS}"))?;
     let factor = parse_factor(f, "rank:12:nic=0.5")?;
     let num = |x: &str| x.parse::<u64>().map_err(|_| format!("`{x}` in `{t}` is not a number"));
@@ -94,6 +99,7 @@ fn parse_link_fault(s: &str) -> Result<LinkFault, String> {
         ["node", n, "nic", k] => LinkTarget::NodeNic { node: num(n)?, nic: u32::try_from(num(k)?).map_err(|_| format!("NIC `{k}` is too large"))? },
         ["rail", k] => LinkTarget::Rail(u32::try_from(num(k)?).map_err(|_| format!("rail `{k}` is too large"))?),
         ["domain", d, "nvswitch"] => LinkTarget::Nvswitch(num(d)?),
+        ["su", u, "rail", k, "uplink"] => LinkTarget::Uplink { su: num(u)?, rail: u32::try_from(num(k)?).map_err(|_| format!("rail `{k}` is too large"))? },
         ["spine"] => LinkTarget::Spine,
         _ => return Err(format!("`{t}` is not a link: TARGET is {FORMS}")),
     };
@@ -225,6 +231,7 @@ fn per_rank(args: SimulateArgs, scenario: &crate::scenario::Scenario, origin: &s
         persistence: args.straggler_persistence,
         steps: args.steps,
         seed: args.seed,
+        nodes_per_leaf: args.nodes_per_leaf,
         ungrouped: false,
     };
     let result = match simulate_per_rank(scenario, &opts) {
@@ -256,6 +263,9 @@ fn factors(h: &sim::per_rank::HeldBack) -> String {
     }
     if h.nic != 1.0 {
         parts.push(format!("nic x{}", h.nic));
+    }
+    if h.uplink != 1.0 {
+        parts.push(format!("leaf uplinks x{}", h.uplink));
     }
     parts.join(", ")
 }
@@ -293,6 +303,7 @@ pub(super) fn per_rank_doc(r: &PerRankResult, o: &PerRankOptions) -> PerRankDoc 
         }),
         fault_free_step_time_s: r.fault_free.value(),
         step_time_s: StepTimesDoc { mean: d.mean.value(), p50: d.p50.value(), p90: d.p90.value(), p99: d.p99.value(), max: d.max.value() },
+        nodes_per_leaf: r.nodes_per_leaf,
         held_back: culprits(r)
             .into_iter()
             .map(|c| HeldBackDoc {
@@ -327,6 +338,10 @@ fn per_rank_text(r: &PerRankResult, o: &PerRankOptions) -> String {
     let events: u64 = r.steps.iter().map(|s| s.events).sum();
     let classes = if lo == hi { lo.to_string() } else { format!("{lo}..{hi}") };
     let _ = writeln!(t, "  per-rank engine: {} ranks in {classes} classes of ranks that behave alike, {} step(s), {events} events", r.n_ranks, r.steps.len());
+    let _ = match r.nodes_per_leaf {
+        Some(n) => writeln!(t, "  leaf switches: {n} nodes per leaf on a rail; groups that span leaves share their uplinks to the spines"),
+        None => writeln!(t, "  leaf switches: no leaf size (`fabric.nodes_per_leaf` or --nodes-per-leaf), so no shared uplinks; `spine` scales every NIC"),
+    };
     if let Some((k, f)) = o.stragglers {
         let _ = writeln!(t, "  stragglers: {k} GPU(s) at {f}x compute, {} (seed {})", o.persistence.describe(), o.seed);
     }

@@ -370,6 +370,13 @@ fn training_command_line() -> impl Strategy<Value = Vec<String>> {
         "--failure-rate",
         "--lora-rank",
         "--lora-targets",
+        "--per-rank",
+        "--slow-gpu",
+        "--degrade-link",
+        "--fail-nic",
+        "--stragglers",
+        "--steps",
+        "--nodes-per-leaf",
     ]);
     let value = prop::sample::select(vec![
         "0",
@@ -394,6 +401,10 @@ fn training_command_line() -> impl Strategy<Value = Vec<String>> {
         "all",
         "vllm",
         "linear_qkv,fc2",
+        "1=0.5",
+        "su:0:rail:0:uplink=0.5",
+        "su:1:rail:9:uplink=0.5",
+        "spine=0.5",
     ]);
     let model = prop::sample::select(vec!["llama-3-8b", "nemotron-h-8b"]);
     (cmd, model, prop::collection::vec((flag, value), 0..6)).prop_map(|(c, model, fv)| {
@@ -403,7 +414,7 @@ fn training_command_line() -> impl Strategy<Value = Vec<String>> {
         }
         for (f, x) in fv {
             v.push(f.to_string());
-            if !matches!(f, "--json" | "--csv" | "--force" | "--goodput") {
+            if !matches!(f, "--json" | "--csv" | "--force" | "--goodput" | "--per-rank") {
                 v.push(x.to_string());
             }
         }

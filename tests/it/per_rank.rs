@@ -30,6 +30,25 @@ fn small(tp: i64, pp: i64, dp: i64) -> Scenario {
     build(&w, None).unwrap()
 }
 
+/// Llama-3 8B on `gpus` DGX H100 GPUs, all data parallel over TP groups of `tp` (pp 1): the
+/// DGX SuperPOD's scalable unit is 32 nodes (256 GPUs), NIC k of each on the SU's leaf k.
+fn wide(gpus: i64, tp: i64) -> Scenario {
+    let dp = gpus / tp;
+    let w = ScenarioWire {
+        model: Some("llama-3-8b".into()),
+        system: Some("dgx-h100".into()),
+        gpus: Some(gpus),
+        parallelism: ParallelWire { tp: Some(tp), pp: Some(1), dp: Some(dp), zero: Some(1), ..Default::default() },
+        workload: WorkloadWire { seq: Some(1024), micro_batch: Some(1), global_batch: Some(2 * dp), recompute: Some("selective".into()), ..Default::default() },
+        ..Default::default()
+    };
+    build(&w, None).unwrap()
+}
+
+fn uplink(su: u64, rail: u32, factor: f64) -> LinkFault {
+    LinkFault { target: LinkTarget::Uplink { su, rail }, factor }
+}
+
 fn per_rank(s: &Scenario, faults: RankFaults) -> gpuplan::sim::per_rank::PerRankResult {
     simulate_per_rank(s, &PerRankOptions { faults, steps: 1, ..Default::default() }).unwrap()
 }
@@ -193,6 +212,11 @@ fn bad_fault_flags_exit_2_naming_the_flag_and_value() {
         (&["--stragglers", "1=0.5", "--straggler-persistence", "0.5"], &["--straggler-persistence", "0.5", "at least 1"]),
         (&["--stragglers", "1=0.5", "--straggler-persistence", "forever"], &["--straggler-persistence", "forever"]),
         (&["--straggler-persistence", "job"], &["--stragglers"]),
+        (&["--nodes-per-leaf", "0"], &["--nodes-per-leaf", "`0`", "at least one node"]),
+        (&["--nodes-per-leaf", "x"], &["--nodes-per-leaf", "x"]),
+        (&["--degrade-link", "su:1:rail:0:uplink=0.5", "--nodes-per-leaf", "32"], &["--degrade-link", "su:1:rail:0:uplink=0.5", "does not exist"]),
+        (&["--degrade-link", "su:0:rail:x:uplink=0.5"], &["--degrade-link", "not a number"]),
+        (&["--degrade-link", "su:0:rail:0:uplink=0"], &["--degrade-link", "(0, 1]"]),
     ];
     for (extra, want) in cases {
         let args: Vec<&str> = base.iter().chain(extra.iter()).copied().collect();
@@ -210,6 +234,17 @@ fn bad_fault_flags_exit_2_naming_the_flag_and_value() {
     let (code, err) = gpuplan(&["simulate", "--scenario", "scenarios/seed-8xb200-tp2-dp4-13b.toml", "--per-rank", "--degrade-nic", "0=0.5"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--degrade-nic"), "{err}");
+    let (code, err) = gpuplan(&["simulate", "--scenario", "scenarios/seed-8xb200-tp2-dp4-13b.toml", "--nodes-per-leaf", "32"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--per-rank"), "{err}");
+    // A system whose file gives no leaf size has no leaf to name, unless the flag gives one.
+    let gb =
+        ["simulate", "--model", "llama-3-8b", "--system", "gb200-nvl72", "--gpus", "144", "--tp", "4", "--seq", "1024", "--global-batch", "72", "--per-rank"];
+    let (code, err) = gpuplan(&[&gb[..], &["--degrade-link", "su:0:rail:1:uplink=0.5"]].concat());
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("su:0:rail:1:uplink=0.5") && err.contains("nodes_per_leaf") && err.contains("--nodes-per-leaf"), "{err}");
+    let (code, err) = gpuplan(&[&gb[..], &["--degrade-link", "su:0:rail:1:uplink=0.5", "--nodes-per-leaf", "18"]].concat());
+    assert_eq!(code, 0, "{err}");
 }
 
 #[test]
@@ -228,6 +263,8 @@ fn per_rank_json_has_the_distribution_and_who_held_the_step_back() {
         assert!(p["step_time_s"][k].as_f64().unwrap() > p["fault_free_step_time_s"].as_f64().unwrap(), "{k}");
     }
     assert_eq!(p["held_back"][0]["rank"], 6);
+    // DGX B200's SuperPOD scalable unit: 32 nodes per leaf switch on a rail.
+    assert_eq!(p["nodes_per_leaf"], 32);
     assert_eq!(p["held_back"][0]["steps"], 2);
     let (top, p50) = (v["step_time_s"].as_f64().unwrap(), p["step_time_s"]["p50"].as_f64().unwrap());
     assert!((top - p50).abs() / p50 < 1e-9, "the prediction is the median step's: {top} vs {p50}");
@@ -311,4 +348,109 @@ fn report_charts_the_step_time_distribution_under_stragglers() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--force"), "{err}");
     let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_degraded_spine_link_slows_only_groups_that_leave_their_leaf() {
+    let faults = |f: Vec<LinkFault>| RankFaults { links: f, ..Default::default() };
+    // One scalable unit (32 nodes), TP 8: every DP group is one GPU index on every node, one rail
+    // and so one leaf switch. Half of leaf (SU 0, rail 0)'s spine links down: nothing crosses them.
+    let aligned = wide(256, 8);
+    let base = per_rank(&aligned, RankFaults::default());
+    let hit = per_rank(&aligned, faults(vec![uplink(0, 0, 0.5)]));
+    assert!(hit.steps[0].classes > 1, "the fault breaks the symmetry");
+    assert!((hit.distribution.p50.value() - base.distribution.p50.value()).abs() < 1e-9 * base.distribution.p50.value());
+    assert!(hit.steps[0].held_back.is_none());
+    // All spines at half: rail-aligned traffic inside the SU still never reaches them.
+    let spine = per_rank(&aligned, faults(vec![LinkFault { target: LinkTarget::Spine, factor: 0.5 }]));
+    assert!((spine.distribution.p50.value() - base.distribution.p50.value()).abs() < 1e-9 * base.distribution.p50.value());
+    // TP 4: a DP ring joins GPU 0 and GPU 4 of each node, rails 0 and 4: not rail-aligned, so its
+    // scale-out traffic goes up to the spines and contends on the degraded leaf's uplinks.
+    let across = wide(256, 4);
+    let base4 = per_rank(&across, RankFaults::default()).distribution.p50.value();
+    let hit4 = per_rank(&across, faults(vec![uplink(0, 0, 0.5)]));
+    assert!(hit4.distribution.p50.value() > base4 * 1.2, "{} vs {base4}", hit4.distribution.p50.value());
+    let h = hit4.steps[0].held_back.as_ref().expect("the degraded leaf's ranks are named");
+    assert_eq!((h.rank % 8, h.uplink), (0, 0.5), "a rank of rail 0, through the degraded uplinks");
+    assert!(h.link_delay.value() > 0.0);
+    // Every leaf's uplinks at half give the same step: each leaf's ring hops are the slowest.
+    let spine4 = per_rank(&across, faults(vec![LinkFault { target: LinkTarget::Spine, factor: 0.5 }])).distribution.p50.value();
+    assert!((spine4 - hit4.distribution.p50.value()).abs() < 1e-6 * spine4, "{spine4} vs {}", hit4.distribution.p50.value());
+    // Two SUs: rail-aligned DP groups now span both SUs' leaves of their rail and cross the spine.
+    let two = wide(512, 8);
+    let base2 = per_rank(&two, RankFaults::default()).distribution.p50.value();
+    let hit2 = per_rank(&two, faults(vec![uplink(1, 3, 0.5)])).distribution.p50.value();
+    assert!(hit2 > base2 * 1.2, "{hit2} vs {base2}");
+    // A worse uplink never makes the step faster.
+    let worse = per_rank(&across, faults(vec![uplink(0, 0, 0.25)])).distribution.p50.value();
+    assert!(worse >= hit4.distribution.p50.value());
+}
+
+#[test]
+fn failed_nics_send_their_rail_through_the_next_leaf_and_its_uplinks() {
+    // One SU at TP 8. NIC 3 fails on 16 of the 32 nodes: those GPUs reach the fabric through
+    // NIC 4 of their node, on rail 4's leaf, while the other 16 GPUs of their DP group stay on
+    // rail 3's: the group now spans two leaves and its flows cross the spine.
+    let s = wide(256, 8);
+    let failed_nics: Vec<u64> = (0..16).map(|node| node * 8 + 3).collect();
+    let run = |links: Vec<LinkFault>, fail_nic: Vec<u64>| per_rank(&s, RankFaults { links, fail_nic, ..Default::default() }).distribution.p50.value();
+    let base = run(vec![], vec![]);
+    let failed = run(vec![], failed_nics.clone());
+    assert!(failed > base, "half a NIC share each");
+    // Rail 4's leaf left with 4 of its 32 uplinks: the healthy rail-aligned job never uses them ...
+    let up4 = vec![uplink(0, 4, 0.125)];
+    assert!((run(up4.clone(), vec![]) - base).abs() < 1e-9 * base);
+    // ... one failed NIC's traffic fits in what is left (half a NIC in 4 NICs' worth) ...
+    let one = run(vec![], vec![3]);
+    assert!((run(up4.clone(), vec![3]) - one).abs() < 1e-9 * one);
+    // ... sixteen do not (8 NICs' worth): their DP group waits on the spine.
+    let both = run(up4, failed_nics);
+    assert!(both > failed * 1.3, "{both} vs {failed}");
+}
+
+#[test]
+fn grouped_leaf_uplinks_equal_every_rank_played_alone() {
+    // Differential: the leaf as a refinement group and the weighted uplink flows against every
+    // rank its own class (weight 1), with uplink, NIC failover and compute faults together.
+    // 64 GPUs over 8 nodes at TP 2 x PP 2, what-if leaves of 2 nodes: groups span leaves unevenly.
+    let s = small(2, 2, 16);
+    let faults = RankFaults { slow_gpu: vec![(9, 0.9)], links: vec![uplink(1, 2, 0.5), uplink(3, 5, 0.3)], fail_nic: vec![20] };
+    let opts = PerRankOptions { faults, steps: 1, nodes_per_leaf: Some(2), ..Default::default() };
+    let grouped = simulate_per_rank(&s, &opts).unwrap();
+    let alone = simulate_per_rank(&s, &PerRankOptions { ungrouped: true, ..opts.clone() }).unwrap();
+    assert_eq!(alone.steps[0].classes, 64);
+    assert!(grouped.steps[0].classes < 64, "{}", grouped.steps[0].classes);
+    let (g, a) = (grouped.distribution.p50.value(), alone.distribution.p50.value());
+    assert!((g - a).abs() / a < 1e-9, "grouped {g} vs every rank alone {a}");
+    assert!(g > grouped.fault_free.value());
+}
+
+#[test]
+fn an_ep_all_to_all_across_nodes_crosses_the_spine_and_one_inside_a_node_does_not() {
+    // Qwen3-30B-A3B on one SU of DGX H100 at TP 8: dense and expert DP groups are rail-aligned.
+    // EP 8 keeps each all-to-all inside a node (NVLink); EP 16 spans two nodes and all 8 rails,
+    // so its scale-out traffic goes up the leaves' uplinks.
+    let moe = |ep: i64| {
+        let w = ScenarioWire {
+            model: Some("qwen3-30b-a3b".into()),
+            system: Some("dgx-h100".into()),
+            gpus: Some(256),
+            parallelism: ParallelWire { tp: Some(8), pp: Some(1), dp: Some(32), ep: Some(ep), zero: Some(1), ..Default::default() },
+            workload: WorkloadWire { seq: Some(1024), micro_batch: Some(1), global_batch: Some(64), ..Default::default() },
+            ..Default::default()
+        };
+        build(&w, None).unwrap()
+    };
+    let hit = RankFaults { links: vec![uplink(0, 0, 0.25)], ..Default::default() };
+    let inside = moe(8);
+    let (base, faulted) = (per_rank(&inside, RankFaults::default()), per_rank(&inside, hit.clone()));
+    assert_eq!(faulted.distribution.p50.value(), base.distribution.p50.value());
+    let across = moe(16);
+    let (base, faulted) = (per_rank(&across, RankFaults::default()), per_rank(&across, hit));
+    assert!(
+        faulted.distribution.p50.value() > base.distribution.p50.value() * 1.02,
+        "{} vs {}",
+        faulted.distribution.p50.value(),
+        base.distribution.p50.value()
+    );
 }

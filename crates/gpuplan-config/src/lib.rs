@@ -171,6 +171,7 @@ pub fn physical_range(key: &str) -> Option<(f64, f64, &'static str)> {
     Some(match name {
         "pue" => (1.0, 3.0, "a data centre's PUE is total power over IT power: 1.0 to about 2"),
         "oversubscription" => (1.0, 64.0, "oversubscription is downlink over uplink bandwidth of a leaf: 1 (non-blocking) to a few"),
+        "nodes_per_leaf" => (1.0, 4096.0, "the nodes one leaf switch joins on a rail: its downlink ports, e.g. 32 of a 64-port switch at 1:1"),
         _ if name.ends_with("_fraction") => (0.0, 1.0, "a fraction of the datasheet peak, at most 1"),
         _ if name.ends_with("_tflops") => (0.0, 1.0e5, "TFLOP/s of one GPU: at most 100,000 (100 PFLOP/s)"),
         _ if name.ends_with("_gib") => (0.0, 16384.0, "GiB of one GPU: at most 16,384"),

@@ -183,6 +183,10 @@ pub struct PerRankDoc {
     /// The step with no fault and no straggler.
     pub fault_free_step_time_s: f64,
     pub step_time_s: StepTimesDoc,
+    /// Nodes per leaf switch on a rail (the system's `fabric.nodes_per_leaf` or
+    /// `--nodes-per-leaf`); `null`: no leaf uplinks are modelled.
+    #[serde(default)]
+    pub nodes_per_leaf: Option<u32>,
     pub held_back: Vec<HeldBackDoc>,
     pub per_step: Vec<StepDoc>,
 }

@@ -122,6 +122,10 @@ pub struct FabricWire {
     pub rail_optimized: bool,
     pub oversubscription: SourcedWire,
     pub latency_us: SourcedWire,
+    /// Nodes whose NIC k shares one leaf switch (a scalable unit of a rail-optimized fabric),
+    /// where a reference architecture gives it; the per-rank engine's leaf uplinks need it.
+    #[serde(default)]
+    pub nodes_per_leaf: Option<SourcedWire>,
 }
 
 /// The `kind` key of a catalog file, to tell GPU files from system files.
@@ -334,6 +338,12 @@ pub fn system_from_wire(path: &Path, w: &SystemWire) -> Result<System, ConfigErr
         p.check(f.oversubscription.value >= 1.0, || {
             ConfigError::invalid(path, "fabric.oversubscription.value", f.oversubscription.value, "must be at least 1 (1 = non-blocking)")
         });
+        if let Some(n) = &f.nodes_per_leaf {
+            p.check(n.value.fract() == 0.0, || {
+                ConfigError::invalid(path, "fabric.nodes_per_leaf.value", n.value, "must be a whole number of nodes")
+                    .with_hint("the nodes whose NIC k one leaf switch joins, e.g. 32 in a DGX H100 SuperPOD scalable unit")
+            });
+        }
     }
     p.check(w.pue.value >= 1.0, || ConfigError::invalid(path, "pue.value", w.pue.value, "must be at least 1"));
     let system = System {
@@ -352,6 +362,7 @@ pub fn system_from_wire(path: &Path, w: &SystemWire) -> Result<System, ConfigErr
             rail_optimized: f.rail_optimized,
             oversubscription: f.oversubscription.to_sourced(path, "fabric.oversubscription", false, |x| x, &mut p),
             latency: f.latency_us.to_sourced(path, "fabric.latency_us", false, Seconds::us, &mut p),
+            nodes_per_leaf: f.nodes_per_leaf.as_ref().map(|n| n.to_sourced(path, "fabric.nodes_per_leaf", false, |x| x as u32, &mut p)),
         }),
         host_power_per_node: w.host_power_per_node_w.to_sourced(path, "host_power_per_node_w", true, Watts::new, &mut p),
         pue: w.pue.to_sourced(path, "pue", false, |x| x, &mut p),

@@ -229,6 +229,9 @@ pub struct Fabric {
     pub oversubscription: Sourced<f64>,
     /// One-way latency of a small message between nodes.
     pub latency: Sourced<Seconds>,
+    /// Nodes whose NIC k sits on one leaf switch (rail k of a scalable unit); `None` where no
+    /// reference architecture at hand gives it (the per-rank engine then models no leaf uplinks).
+    pub nodes_per_leaf: Option<Sourced<u32>>,
 }
 
 /// A node type and the cluster fabric that joins nodes.

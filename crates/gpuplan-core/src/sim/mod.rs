@@ -168,7 +168,11 @@ struct Flow {
     step_bytes: f64,
     step_latency: SimTime,
     cap: f64,
-    links: [Option<usize>; 2],
+    /// NVLink, NIC and (per-rank engine) the leaf's uplinks.
+    links: [Option<usize>; 3],
+    /// How many ranks' flows this one stands for on the uplink (`links[2]`): a class's ranks on
+    /// one leaf, all sending alike. One on the other links (each rank's own).
+    up_weight: f64,
     rate: f64,
     waiter: Waiter,
     span: Option<(u32, &'static str, &'static str, SimTime)>,
@@ -182,6 +186,10 @@ struct Flow {
 const NO_COLL: u32 = u32::MAX;
 
 impl Flow {
+    /// The links it crosses, with its weight on each.
+    fn weighted_links(&self) -> impl Iterator<Item = (usize, f64)> + '_ {
+        self.links.iter().zip([1.0, 1.0, self.up_weight]).filter_map(|(l, w)| l.map(|l| (l, w)))
+    }
     /// Its current algorithm step is done: a check lands on the picosecond after the finish, so
     /// allow what two picoseconds move.
     fn finished(&self) -> bool {
@@ -203,12 +211,20 @@ struct Topo {
     barriers: Vec<Vec<Arrival>>,
     free_barriers: Vec<usize>,
     /// Collectives under way: flows still running, and the waiters to wake when all are done.
-    colls: Vec<(u32, Vec<Waiter>)>,
+    /// (flows left, waiters, when its first flow ended or `SimTime(u64::MAX)`).
+    colls: Vec<(u32, Vec<Waiter>, SimTime)>,
     free_colls: Vec<u32>,
     /// Per device: seconds the other participants of its collectives waited for it to arrive
     /// (counted when it arrived last), and seconds its slower links added to collectives.
     blame_wait: Vec<f64>,
     blame_link: Vec<f64>,
+    /// Per device (class): the uplink link of its leaf class and its ranks on one such leaf,
+    /// where the leaf lost uplink bandwidth (`ranks::Classes::uplink`).
+    uplink: Vec<Option<(usize, f64)>>,
+    /// Per device: bit k set when its group of kind k spans leaves (`ranks::Classes::crosses`).
+    crosses: Vec<u8>,
+    /// Per device: its flow component (classes that share an uplink share one).
+    comp: Vec<u32>,
 }
 
 #[derive(Debug, Clone)]
@@ -341,7 +357,8 @@ struct RateScratch {
     keep: Vec<usize>,
     fix: Vec<usize>,
     left: Vec<f64>,
-    n_on: Vec<u32>,
+    /// Weight of the unfixed flows on each link.
+    n_on: Vec<f64>,
     saturated: Vec<bool>,
     /// Links the component's flows use.
     used: Vec<usize>,
@@ -477,7 +494,14 @@ impl Sim {
             (false, true) => SimTime::from_seconds(comm.latency + comm.step_latency * comm.steps as f64),
             (false, false) => SimTime(0),
         };
-        let links = if comm.crosses_network { [Some(self.link(dev, NVLINK)), Some(self.link(dev, NIC))] } else { [Some(self.link(dev, NVLINK)), None] };
+        let (up, up_weight) = match &self.topo {
+            Some(t) if comm.crosses_network && t.crosses[dev as usize] & (1 << ranks::kind_index(comm.group)) != 0 => {
+                t.uplink[dev as usize].map_or((None, 1.0), |(l, w)| (Some(l), w))
+            }
+            _ => (None, 1.0),
+        };
+        let links =
+            if comm.crosses_network { [Some(self.link(dev, NVLINK)), Some(self.link(dev, NIC)), up] } else { [Some(self.link(dev, NVLINK)), None, None] };
         let step_bytes = bytes / steps as f64;
         let flow = Flow {
             remaining: step_bytes,
@@ -486,6 +510,7 @@ impl Sim {
             step_latency,
             cap,
             links,
+            up_weight,
             rate: 0.0,
             waiter,
             span: Some((dev, track, name, self.now)),
@@ -594,12 +619,13 @@ impl Sim {
         let id = match topo.free_colls.pop() {
             Some(c) => c,
             None => {
-                topo.colls.push((0, Vec::with_capacity(need)));
+                topo.colls.push((0, Vec::with_capacity(need), SimTime(u64::MAX)));
                 (topo.colls.len() - 1) as u32
             }
         };
         let coll = &mut topo.colls[id as usize];
         coll.0 = arrivals.len() as u32;
+        coll.2 = SimTime(u64::MAX);
         coll.1.clear();
         coll.1.extend(arrivals.iter().map(|a| a.waiter));
         for a in &arrivals {
@@ -620,8 +646,8 @@ impl Sim {
                 let fl = &mut self.flows[f];
                 let moved = (fl.rate * dt).min(fl.remaining);
                 fl.remaining -= moved;
-                for l in fl.links.iter().flatten() {
-                    self.link_bytes[*l] += moved;
+                for (l, w) in fl.weighted_links() {
+                    self.link_bytes[l] += moved * w;
                 }
             }
         }
@@ -629,10 +655,9 @@ impl Sim {
     }
 
     fn comp_of(&self, dev: u32) -> u32 {
-        if self.topo.is_some() {
-            dev
-        } else {
-            0
+        match &self.topo {
+            Some(t) => t.comp[dev as usize],
+            None => 0,
         }
     }
 
@@ -643,7 +668,7 @@ impl Sim {
         let mut sc = std::mem::take(&mut self.scratch.rates);
         let n_links = self.capacity.len();
         sc.left.resize(n_links, 0.0);
-        sc.n_on.resize(n_links, 0);
+        sc.n_on.resize(n_links, 0.0);
         sc.saturated.resize(n_links, false);
         sc.unfixed.clear();
         sc.unfixed.extend_from_slice(&self.active[c]);
@@ -660,19 +685,19 @@ impl Sim {
         while !sc.unfixed.is_empty() {
             // Flows on each link, in one pass over the flows.
             for &l in &sc.used {
-                sc.n_on[l] = 0;
+                sc.n_on[l] = 0.0;
             }
             for &f in &sc.unfixed {
-                for l in self.flows[f].links.iter().flatten() {
-                    sc.n_on[*l] += 1;
+                for (l, w) in self.flows[f].weighted_links() {
+                    sc.n_on[l] += w;
                 }
             }
             // The tightest constraint: a link's equal share, or a flow's own cap.
             let mut share = f64::INFINITY;
             for &l in &sc.used {
                 let n = sc.n_on[l];
-                if n > 0 {
-                    share = share.min(sc.left[l] / n as f64);
+                if n > 0.0 {
+                    share = share.min(sc.left[l] / n);
                 }
             }
             let min_cap = sc.unfixed.iter().map(|&f| self.flows[f].cap).fold(f64::INFINITY, f64::min);
@@ -680,7 +705,7 @@ impl Sim {
             // Fix the flows limited at this level: capped ones, or those on a saturated link.
             for &l in &sc.used {
                 let n = sc.n_on[l];
-                sc.saturated[l] = n > 0 && sc.left[l] / n as f64 <= level * (1.0 + 1e-12);
+                sc.saturated[l] = n > 0.0 && sc.left[l] / n <= level * (1.0 + 1e-12);
             }
             sc.fix.clear();
             sc.keep.clear();
@@ -694,8 +719,8 @@ impl Sim {
             }
             for &f in &sc.fix {
                 self.flows[f].rate = level;
-                for l in self.flows[f].links.iter().flatten() {
-                    sc.left[*l] = (sc.left[*l] - level).max(0.0);
+                for (l, w) in self.flows[f].weighted_links() {
+                    sc.left[l] = (sc.left[l] - level * w).max(0.0);
                 }
             }
             if sc.fix.is_empty() {
@@ -758,11 +783,19 @@ impl Sim {
             self.free_flows.push(f);
             if coll != NO_COLL {
                 // One participant done; the collective ends with its last.
+                let now = self.now;
                 let topo = self.topo.as_mut().expect("per-rank engine");
                 let c = &mut topo.colls[coll as usize];
                 c.0 -= 1;
+                c.2 = c.2.min(now);
                 if c.0 > 0 {
                     continue;
+                }
+                // Blame: the participant whose flow ended last (held on a shared, degraded
+                // uplink) kept the others since the first ended. Under the common cap alone they
+                // end together and this adds nothing.
+                if let Some((dev, ..)) = self.flows[f].span {
+                    topo.blame_link[dev as usize] += SimTime(now.0 - c.2 .0).seconds().value();
                 }
                 // Waking cannot end another collective (flows end only on events): one buffer.
                 let mut waiters = std::mem::take(&mut self.scratch.waiters);

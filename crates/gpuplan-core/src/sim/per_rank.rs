@@ -42,6 +42,9 @@ pub struct PerRankOptions {
     /// Steps to draw (at least 1).
     pub steps: u32,
     pub seed: u64,
+    /// Nodes per leaf switch on a rail, for what-if or where the system file gives none
+    /// (`--nodes-per-leaf`); `None` takes the system's `fabric.nodes_per_leaf`.
+    pub nodes_per_leaf: Option<u32>,
     /// Play every rank as a class of its own (no symmetry reduction): the naive reference the
     /// grouped engine is tested against.
     pub ungrouped: bool,
@@ -94,6 +97,8 @@ pub struct HeldBack {
     pub compute: f64,
     pub nvlink: f64,
     pub nic: f64,
+    /// The uplink factor of the leaf it sends through.
+    pub uplink: f64,
     pub waited_for: Seconds,
     pub link_delay: Seconds,
 }
@@ -138,6 +143,8 @@ pub struct PerRankResult {
     pub fault_free: Seconds,
     pub steps: Vec<StepOutcome>,
     pub distribution: Distribution,
+    /// Nodes per leaf switch on a rail, where leaf uplinks are modelled.
+    pub nodes_per_leaf: Option<u32>,
 }
 
 /// What every step shares: prices, per-stage lists, plans, schedules and link capacities.
@@ -189,7 +196,7 @@ impl<'a> Prepared<'a> {
     }
 
     /// One step with the ranks' factors: classes, then the engine over the classes.
-    fn step(&self, layout: &Layout, f: &RankFactors, ungrouped: bool) -> Result<(StepOutcome, Prediction), PredictError> {
+    fn step(&self, layout: &Layout, placement: &Placement, f: &RankFactors, ungrouped: bool) -> Result<(StepOutcome, Prediction), PredictError> {
         let c = if ungrouped { ranks::singletons(layout, f) } else { ranks::classes(layout, f) };
         let events = self.events_per_stage * c.len() as f64;
         if events > crate::limits::sim::MAX_PER_RANK_EVENTS {
@@ -200,7 +207,7 @@ impl<'a> Prepared<'a> {
                 crate::limits::sim::MAX_PER_RANK_EVENTS
             )));
         }
-        let mut sim = self.engine(&c);
+        let mut sim = self.engine(&c, layout, placement, f);
         sim.run(&mut |_| {});
         if let Some(k) = sim.devices.iter().position(|d| d.done_at.is_none()) {
             // Every barrier is met when every class plays the same program; a class left waiting
@@ -224,13 +231,14 @@ impl<'a> Prepared<'a> {
                 compute: c.compute[k],
                 nvlink: c.nvlink[k],
                 nic: c.nic[k],
+                uplink: f.uplink(c.rep[k]),
                 waited_for: Seconds::new(topo.blame_wait[k]),
                 link_delay: Seconds::new(topo.blame_link[k]),
             });
         Ok((StepOutcome { step_time: total, classes: c.len(), rounds: c.rounds, events: sim.events, stragglers: Vec::new(), held_back }, prediction))
     }
 
-    fn engine(&self, c: &Classes) -> Sim {
+    fn engine(&self, c: &Classes, layout: &Layout, placement: &Placement, f: &RankFactors) -> Sim {
         let (pp, n_v) = (self.pp, self.pp * self.vp);
         let mut lists = self.lists.clone();
         // Slow classes get their own lists, one per (stage, factor).
@@ -261,6 +269,26 @@ impl<'a> Prepared<'a> {
             capacity.push(caps[NIC].max(1.0) * c.nic[k]);
         }
         let n = c.len();
+        // Leaf uplinks that lost bandwidth, one link per leaf class: at 1:1 (`nodes_per_leaf`'s
+        // RA) a leaf's uplinks carry what its ports do, each port's rank at its stage's NIC
+        // capacity, times what the fault left. Classes on one leaf class share a flow component.
+        let first_link = capacity.len();
+        for &leaf in &c.leaf_rep {
+            let ports: f64 = placement.ranks_on_leaf(leaf).map(|r| self.caps[layout.stage(r) as usize][NIC].max(1.0)).sum();
+            capacity.push(ports * f.leaf_uplink[leaf as usize]);
+        }
+        let uplink: Vec<Option<(usize, f64)>> = c.uplink.iter().map(|u| u.map(|(lc, w)| (first_link + lc as usize, w as f64))).collect();
+        let mut comp: Vec<u32> = (0..n as u32).collect();
+        let mut first_of = vec![u32::MAX; c.leaf_rep.len()];
+        for (k, u) in c.uplink.iter().enumerate() {
+            if let Some((lc, _)) = u {
+                let head = &mut first_of[*lc as usize];
+                if *head == u32::MAX {
+                    *head = k as u32;
+                }
+                comp[k] = *head;
+            }
+        }
         let mut sim = Sim::new(devices, lists, capacity, self.p2p.clone(), self.m, pp, self.vp, false);
         sim.list_of = list_of;
         sim.overlap_cost = crate::step::overlap_cost(self.s.workload.stack);
@@ -282,6 +310,9 @@ impl<'a> Prepared<'a> {
             free_colls: Vec::new(),
             blame_wait: vec![0.0; n],
             blame_link: vec![0.0; n],
+            uplink,
+            crosses: c.crosses.clone(),
+            comp,
         }));
         sim
     }
@@ -375,7 +406,28 @@ pub fn simulate_per_rank(s: &Scenario, opts: &PerRankOptions) -> Result<PerRankR
         ))
         .into());
     }
-    let placement = Placement::new(layout.n_ranks, &s.system);
+    let mut placement = Placement::new(layout.n_ranks, &s.system);
+    if let Some(n) = opts.nodes_per_leaf {
+        if n == 0 {
+            return Err(FaultError {
+                flag: "--nodes-per-leaf",
+                value: n.to_string(),
+                why: "a leaf switch joins at least one node".into(),
+                hint: "the nodes whose NIC k one leaf switch joins, e.g. 32 (a DGX SuperPOD scalable unit)".into(),
+            }
+            .into());
+        }
+        if placement.nics_per_node == 0 {
+            return Err(FaultError {
+                flag: "--nodes-per-leaf",
+                value: n.to_string(),
+                why: format!("system `{}` has no scale-out network, so no leaf switches", s.system.name),
+                hint: "leave `--nodes-per-leaf` out on a single-node system".into(),
+            }
+            .into());
+        }
+        placement.nodes_per_leaf = Some(n);
+    }
     let base = opts.faults.factors(&placement)?;
     if let Some((k, f)) = opts.stragglers {
         let value = format!("{k}={f}");
@@ -410,7 +462,7 @@ pub fn simulate_per_rank(s: &Scenario, opts: &PerRankOptions) -> Result<PerRankR
         }
     }
     let prep = Prepared::new(s)?;
-    let (clean, clean_prediction) = prep.step(&layout, &RankFactors::healthy(layout.n_ranks), opts.ungrouped)?;
+    let (clean, clean_prediction) = prep.step(&layout, &placement, &RankFactors::healthy(layout.n_ranks), opts.ungrouped)?;
     let n_steps = opts.steps.max(1);
     let healthy = (0..layout.n_ranks).all(|r| base.is_healthy(r));
     if healthy && opts.stragglers.is_none_or(|(k, _)| k == 0) {
@@ -422,6 +474,7 @@ pub fn simulate_per_rank(s: &Scenario, opts: &PerRankOptions) -> Result<PerRankR
             fault_free: clean.step_time,
             steps: vec![clean.clone(); n_steps as usize],
             distribution,
+            nodes_per_leaf: placement.nodes_per_leaf,
         });
     }
     // The straggler sets in step order, then each distinct set simulated once.
@@ -440,7 +493,7 @@ pub fn simulate_per_rank(s: &Scenario, opts: &PerRankOptions) -> Result<PerRankR
             for &r in drawn.iter() {
                 f.compute[r as usize] *= x;
             }
-            let (mut out, pred) = prep.step(&layout, &f, opts.ungrouped)?;
+            let (mut out, pred) = prep.step(&layout, &placement, &f, opts.ungrouped)?;
             out.stragglers = (*drawn).clone();
             Ok((out, pred))
         })
@@ -451,7 +504,14 @@ pub fn simulate_per_rank(s: &Scenario, opts: &PerRankOptions) -> Result<PerRankR
     // The median step: the lowest-numbered step at p50.
     let median = runs.iter().position(|(o, _)| o.step_time == distribution.p50).unwrap_or(0);
     let prediction = runs[median].1.clone();
-    Ok(PerRankResult { n_ranks: layout.n_ranks, prediction, fault_free: clean.step_time, steps: runs.into_iter().map(|(o, _)| o).collect(), distribution })
+    Ok(PerRankResult {
+        n_ranks: layout.n_ranks,
+        prediction,
+        fault_free: clean.step_time,
+        steps: runs.into_iter().map(|(o, _)| o).collect(),
+        distribution,
+        nodes_per_leaf: placement.nodes_per_leaf,
+    })
 }
 
 #[cfg(test)]

@@ -6,6 +6,17 @@
 //! `local x nics_per_node / gpus_per_node` of its node, on rail (leaf switch) of that number
 //! (`hardware::Fabric::rail_optimized`).
 //!
+//! Leaf switches: where the system gives `fabric.nodes_per_leaf` (a scalable unit of the DGX
+//! SuperPOD reference architecture: 32 DGX H100 nodes, NIC k of each on the SU's leaf k), rank r's
+//! leaf is (node / nodes_per_leaf, rail); a failed NIC's GPUs send through the next rail's leaf.
+//! A group whose ranks sit on more than one leaf (a DP ring across rails or across SUs, an EP
+//! all-to-all across nodes on different rails) sends its scale-out traffic up the leaf's uplinks
+//! to the spines; a group on one leaf (rail-aligned within an SU) never leaves it. At 1:1 a leaf's
+//! uplinks carry all its ports' line rate, so they bind only where a fault took some away
+//! (`su:S:rail:K:uplink=F`: a degraded or failed spine link of that leaf; `spine=F`: every leaf's
+//! uplinks). Such a leaf's ranks are refined by the leaf as one more group (the multiset of
+//! classes on it), so every rank of a class sees the same load on its uplinks.
+//!
 //! Faults are per-rank factors, stored as struct-of-arrays over all ranks (`RankFactors`: compute
 //! speed, NVLink bandwidth, NIC bandwidth). Two ranks behave the same in a step when they sit at
 //! the same stage with the same factors and every group they belong to holds the same mix of such
@@ -73,16 +84,29 @@ pub struct RankFactors {
     pub compute: Vec<f64>,
     pub nvlink: Vec<f64>,
     pub nic: Vec<f64>,
+    /// The leaf switch each rank sends through (`Placement::home_leaf`, or the next rail's for a
+    /// failed NIC's GPUs); empty where the fabric gives no leaf size.
+    pub leaf: Vec<u32>,
+    /// Per leaf: the share of its uplink bandwidth left (1.0 = healthy).
+    pub leaf_uplink: Vec<f64>,
 }
 
 impl RankFactors {
     pub fn healthy(n: u64) -> RankFactors {
         let n = n as usize;
-        RankFactors { compute: vec![1.0; n], nvlink: vec![1.0; n], nic: vec![1.0; n] }
+        RankFactors { compute: vec![1.0; n], nvlink: vec![1.0; n], nic: vec![1.0; n], leaf: Vec::new(), leaf_uplink: Vec::new() }
     }
     pub fn is_healthy(&self, rank: u64) -> bool {
         let r = rank as usize;
-        self.compute[r] == 1.0 && self.nvlink[r] == 1.0 && self.nic[r] == 1.0
+        self.compute[r] == 1.0 && self.nvlink[r] == 1.0 && self.nic[r] == 1.0 && self.uplink(rank) == 1.0
+    }
+    /// The uplink factor of the leaf the rank sends through.
+    pub fn uplink(&self, rank: u64) -> f64 {
+        self.leaf.get(rank as usize).map_or(1.0, |&l| self.leaf_uplink[l as usize])
+    }
+    /// Some leaf has lost uplink bandwidth: uplinks can bind.
+    pub fn uplinks_bind(&self) -> bool {
+        self.leaf_uplink.iter().any(|&x| x != 1.0)
     }
 }
 
@@ -99,7 +123,11 @@ pub enum LinkTarget {
     Rail(u32),
     /// `domain:D:nvswitch`: the NVSwitches of NVLink domain D (every GPU's NVLink in it).
     Nvswitch(u64),
-    /// `spine`: every rank's scale-out traffic (the spine layer).
+    /// `su:S:rail:K:uplink`: the uplinks of leaf switch K of scalable unit S to the spines (a
+    /// degraded or failed spine link: one of U uplinks down leaves (U-1)/U).
+    Uplink { su: u64, rail: u32 },
+    /// `spine`: the spine layer: every leaf's uplinks (where the system gives a leaf size; without
+    /// one every scale-out flow is taken to cross the spine, so every rank's NIC share).
     Spine,
 }
 
@@ -142,6 +170,8 @@ pub struct Placement {
     pub gpus_per_node: u32,
     pub nics_per_node: u32,
     pub nvlink_domain_size: u32,
+    /// Nodes per leaf switch on a rail (`hardware::Fabric::nodes_per_leaf`), if known.
+    pub nodes_per_leaf: Option<u32>,
 }
 
 impl Placement {
@@ -151,7 +181,32 @@ impl Placement {
             gpus_per_node: system.gpus_per_node.max(1),
             nics_per_node: system.nics_per_node,
             nvlink_domain_size: system.nvlink_domain_size.max(1),
+            nodes_per_leaf: system.fabric.as_ref().and_then(|f| f.nodes_per_leaf.as_ref()).map(|n| n.value.max(1)),
         }
+    }
+    /// Scalable units (leaf groups of nodes); 0 without a leaf size.
+    pub fn units(&self) -> u64 {
+        self.nodes_per_leaf.map_or(0, |n| self.nodes().div_ceil(n as u64))
+    }
+    /// Leaf switches: one per rail of each scalable unit.
+    pub fn leaves(&self) -> u64 {
+        self.units() * self.nics_per_node as u64
+    }
+    /// The leaf of NIC `nic` of `node`: scalable unit x rails + rail.
+    pub fn leaf_of(&self, node: u64, nic: u32) -> u32 {
+        let n = self.nodes_per_leaf.unwrap_or(1) as u64;
+        ((node / n) * self.nics_per_node as u64 + nic as u64) as u32
+    }
+    /// The ranks whose NIC is cabled to `leaf` (its ports' ranks).
+    pub fn ranks_on_leaf(&self, leaf: u32) -> impl Iterator<Item = u64> + '_ {
+        let nics = self.nics_per_node.max(1) as u64;
+        let (unit, rail) = (leaf as u64 / nics, (leaf as u64 % nics) as u32);
+        let n = self.nodes_per_leaf.unwrap_or(1) as u64;
+        (unit * n..((unit + 1) * n).min(self.nodes())).flat_map(move |node| self.ranks_on_nic(node, rail))
+    }
+    /// The leaf the rank's NIC is cabled to.
+    pub fn home_leaf(&self, rank: u64) -> u32 {
+        self.leaf_of(rank / self.gpus_per_node as u64, self.nic_of(rank))
     }
     pub fn nodes(&self) -> u64 {
         self.n_ranks.div_ceil(self.gpus_per_node as u64)
@@ -165,7 +220,7 @@ impl Placement {
         (local as u64 * self.nics_per_node as u64 / self.gpus_per_node as u64) as u32
     }
     /// Ranks that send through NIC `nic` of `node`.
-    fn ranks_on_nic(&self, node: u64, nic: u32) -> impl Iterator<Item = u64> + '_ {
+    pub fn ranks_on_nic(&self, node: u64, nic: u32) -> impl Iterator<Item = u64> + '_ {
         let g = self.gpus_per_node as u64;
         (node * g..((node + 1) * g).min(self.n_ranks)).filter(move |&r| self.nic_of(r) == nic)
     }
@@ -206,6 +261,7 @@ impl LinkFault {
             LinkTarget::NodeNic { node, nic } => format!("node:{node}:nic:{nic}"),
             LinkTarget::Rail(k) => format!("rail:{k}"),
             LinkTarget::Nvswitch(d) => format!("domain:{d}:nvswitch"),
+            LinkTarget::Uplink { su, rail } => format!("su:{su}:rail:{rail}:uplink"),
             LinkTarget::Spine => "spine".into(),
         };
         format!("{t}={}", self.factor)
@@ -216,6 +272,10 @@ impl RankFaults {
     /// Per-rank factors over the whole cluster, or the first fault that does not fit it.
     pub fn factors(&self, p: &Placement) -> Result<RankFactors, FaultError> {
         let mut f = RankFactors::healthy(p.n_ranks);
+        if p.nodes_per_leaf.is_some() && p.nics_per_node > 0 {
+            f.leaf = (0..p.n_ranks).map(|r| p.home_leaf(r)).collect();
+            f.leaf_uplink = vec![1.0; p.leaves() as usize];
+        }
         for &(r, x) in &self.slow_gpu {
             let v = format!("{r}={x}");
             check_rank("--slow-gpu", v.clone(), r, p)?;
@@ -288,6 +348,35 @@ impl RankFaults {
                         f.nvlink[q as usize] *= x;
                     }
                 }
+                LinkTarget::Uplink { su, rail } => {
+                    if f.leaf_uplink.is_empty() {
+                        return Err(FaultError {
+                            flag,
+                            value: v,
+                            why: "the system file gives no leaf size (`fabric.nodes_per_leaf`), so there are no leaf switches to name".into(),
+                            hint: "give `--nodes-per-leaf N` (the nodes one leaf joins on a rail), or degrade `spine` or `rail:K`".into(),
+                        });
+                    }
+                    if su >= p.units() || rail >= p.nics_per_node {
+                        return Err(FaultError {
+                            flag,
+                            value: v,
+                            why: format!(
+                                "leaf (scalable unit {su}, rail {rail}) does not exist: the cluster has scalable units 0..{} of {} nodes and rails 0..{}",
+                                p.units(),
+                                p.nodes_per_leaf.unwrap_or(1),
+                                p.nics_per_node
+                            ),
+                            hint: format!("scalable units are 0 to {}, rails 0 to {}", p.units() - 1, p.nics_per_node - 1),
+                        });
+                    }
+                    f.leaf_uplink[(su * p.nics_per_node as u64 + rail as u64) as usize] *= x;
+                }
+                LinkTarget::Spine if !f.leaf_uplink.is_empty() => {
+                    for v in f.leaf_uplink.iter_mut() {
+                        *v *= x;
+                    }
+                }
                 LinkTarget::Spine => {
                     for v in f.nic.iter_mut() {
                         *v *= x;
@@ -308,9 +397,16 @@ impl RankFaults {
             }
             let node = r / p.gpus_per_node as u64;
             let k = p.nic_of(r);
-            for nic in [k, (k + 1) % p.nics_per_node] {
+            let buddy = (k + 1) % p.nics_per_node;
+            for nic in [k, buddy] {
                 for q in p.ranks_on_nic(node, nic) {
                     f.nic[q as usize] *= FAILOVER_SHARE;
+                }
+            }
+            // Its GPUs now reach the fabric through the buddy's leaf.
+            if !f.leaf.is_empty() {
+                for q in p.ranks_on_nic(node, k) {
+                    f.leaf[q as usize] = p.leaf_of(node, buddy);
                 }
             }
         }
@@ -339,6 +435,15 @@ pub struct Classes {
     pub pp: u32,
     /// Refinement rounds run.
     pub rounds: u32,
+    /// Per class on a leaf whose uplinks lost bandwidth: its leaf class (leaves that hold the
+    /// same multiset of classes), and how many of its ranks sit on one such leaf (the weight of
+    /// its flows there); `None` elsewhere (a healthy leaf's uplinks never bind).
+    pub uplink: Vec<Option<(u32, u64)>>,
+    /// Per class: bit k set when its group of kind k ([`KINDS`] order) spans more than one leaf,
+    /// so its scale-out flows cross the uplinks (set for classes with `uplink` only).
+    pub crosses: Vec<u8>,
+    /// Per leaf class: one of its leaves.
+    pub leaf_rep: Vec<u32>,
 }
 
 impl Classes {
@@ -380,17 +485,48 @@ pub fn singletons(layout: &Layout, f: &RankFactors) -> Classes {
     partition(layout, f, true)
 }
 
+/// Per rank: bit k set when its group of kind k has ranks on more than one leaf.
+fn spanning(layout: &Layout, leaf: &[u32]) -> Vec<u8> {
+    let n = layout.n_ranks;
+    let mut mask = vec![0u8; n as usize];
+    for k in 0..KINDS.len() {
+        let (size, _) = layout.groups[k];
+        for g in 0..n / size as u64 {
+            let first = leaf[layout.member(k, g, 0) as usize];
+            if (1..size).any(|p| leaf[layout.member(k, g, p) as usize] != first) {
+                for p in 0..size {
+                    mask[layout.member(k, g, p) as usize] |= 1 << k;
+                }
+            }
+        }
+    }
+    mask
+}
+
 fn partition(layout: &Layout, f: &RankFactors, distinct: bool) -> Classes {
     let n = layout.n_ranks;
-    // Initial colours: stage and factors (or the rank itself).
+    // Leaves whose uplinks lost bandwidth, and the ranks that send through them.
+    let bind = f.uplinks_bind();
+    let degraded = |r: u64| bind && f.uplink(r) != 1.0;
+    let mask = if bind { spanning(layout, &f.leaf) } else { Vec::new() };
+    let mut on_leaf: Vec<Vec<u64>> = vec![Vec::new(); if bind { f.leaf_uplink.len() } else { 0 }];
+    if bind {
+        for r in (0..n).filter(|&r| degraded(r)) {
+            on_leaf[f.leaf[r as usize] as usize].push(r);
+        }
+    }
+    // Initial colours: stage and factors (or the rank itself), and on a degraded leaf its
+    // uplink factor and the groups that cross it.
     let mut init = Interner::new();
     let mut color: Vec<u32> = (0..n)
         .map(|r| {
             let i = r as usize;
             let key = if distinct { r } else { 0 };
-            init.id((layout.stage(r), f.compute[i].to_bits(), f.nvlink[i].to_bits(), f.nic[i].to_bits(), key))
+            let up = if degraded(r) { (f.uplink(r).to_bits(), mask[i]) } else { (1f64.to_bits(), 0) };
+            init.id((layout.stage(r), f.compute[i].to_bits(), f.nvlink[i].to_bits(), f.nic[i].to_bits(), key, up))
         })
         .collect();
+    let mut leaf_sig: Vec<u32> = vec![u32::MAX; on_leaf.len()];
     let mut n_colors = init.ids.len();
     let mut rounds = 0;
     let mut buf: Vec<u32> = Vec::new();
@@ -421,12 +557,33 @@ fn partition(layout: &Layout, f: &RankFactors, distinct: bool) -> Classes {
                 sig.push(id);
             }
         }
+        // A degraded leaf is one more group: the multiset of colours on it.
+        let mut sigs: HashMap<Box<[u32]>, u32> = HashMap::new();
+        for (l, members) in on_leaf.iter().enumerate() {
+            if members.is_empty() {
+                continue;
+            }
+            buf.clear();
+            buf.extend(members.iter().map(|&r| color[r as usize]));
+            buf.sort_unstable();
+            leaf_sig[l] = match sigs.get(buf.as_slice()) {
+                Some(&id) => id,
+                None => {
+                    let id = sigs.len() as u32;
+                    sigs.insert(buf.clone().into_boxed_slice(), id);
+                    id
+                }
+            };
+        }
         let mut next = Interner::new();
         let new: Vec<u32> = (0..n)
             .map(|r| {
-                let mut key = [color[r as usize], 0, 0, 0, 0, 0, 0];
+                let mut key = [color[r as usize], 0, 0, 0, 0, 0, 0, u32::MAX];
                 for (k, sig) in group_sig.iter().enumerate() {
                     key[k + 1] = sig[layout.group_of(k, r).0 as usize];
+                }
+                if degraded(r) {
+                    key[7] = leaf_sig[f.leaf[r as usize] as usize];
                 }
                 next.id(key)
             })
@@ -475,7 +632,28 @@ fn partition(layout: &Layout, f: &RankFactors, distinct: bool) -> Classes {
             out
         })
         .collect();
-    Classes { class_of: color, rep, count, stage, compute, nvlink, nic, set_of, sets, pp_line, pp, rounds }
+    // Leaf classes (the last round's leaf signatures: the partition did not change in it), one
+    // leaf of each, and each class's ranks on the leaf of its lowest rank.
+    let n_leaf_classes = leaf_sig.iter().filter(|&&x| x != u32::MAX).map(|&x| x + 1).max().unwrap_or(0) as usize;
+    let mut leaf_rep = vec![u32::MAX; n_leaf_classes];
+    for (l, &sig) in leaf_sig.iter().enumerate() {
+        if sig != u32::MAX && leaf_rep[sig as usize] == u32::MAX {
+            leaf_rep[sig as usize] = l as u32;
+        }
+    }
+    let mut on_rep_leaf = vec![0u64; n_colors];
+    for members in &on_leaf {
+        for &r in members {
+            let c = color[r as usize] as usize;
+            if f.leaf[rep[c] as usize] == f.leaf[r as usize] {
+                on_rep_leaf[c] += 1;
+            }
+        }
+    }
+    let uplink: Vec<Option<(u32, u64)>> =
+        rep.iter().enumerate().map(|(c, &r)| degraded(r).then(|| (leaf_sig[f.leaf[r as usize] as usize], on_rep_leaf[c]))).collect();
+    let crosses: Vec<u8> = rep.iter().map(|&r| if degraded(r) { mask[r as usize] } else { 0 }).collect();
+    Classes { class_of: color, rep, count, stage, compute, nvlink, nic, set_of, sets, pp_line, pp, rounds, uplink, crosses, leaf_rep }
 }
 
 #[cfg(test)]
@@ -548,7 +726,7 @@ mod tests {
 
     #[test]
     fn bad_faults_name_the_flag_and_value() {
-        let p = Placement { n_ranks: 16, gpus_per_node: 8, nics_per_node: 8, nvlink_domain_size: 8 };
+        let p = Placement { n_ranks: 16, gpus_per_node: 8, nics_per_node: 8, nvlink_domain_size: 8, nodes_per_leaf: None };
         let e = RankFaults { slow_gpu: vec![(16, 0.5)], ..Default::default() }.factors(&p).unwrap_err();
         assert_eq!((e.flag, e.value.as_str()), ("--slow-gpu", "16=0.5"));
         let e = RankFaults { slow_gpu: vec![(3, 0.0)], ..Default::default() }.factors(&p).unwrap_err();
@@ -560,8 +738,37 @@ mod tests {
     }
 
     #[test]
+    fn leaves_are_rails_of_scalable_units_and_a_failed_nic_moves_to_the_next() {
+        // 6 nodes of 8 GPUs and 8 NICs, 2 nodes per leaf: 3 SUs x 8 rails.
+        let p = Placement { n_ranks: 48, gpus_per_node: 8, nics_per_node: 8, nvlink_domain_size: 8, nodes_per_leaf: Some(2) };
+        assert_eq!((p.units(), p.leaves()), (3, 24));
+        assert_eq!((p.home_leaf(0), p.home_leaf(11), p.home_leaf(19), p.home_leaf(47)), (0, 3, 11, 23));
+        assert_eq!(p.ranks_on_leaf(11).collect::<Vec<_>>(), [19, 27]);
+        let up = |su, rail, factor| LinkFault { target: LinkTarget::Uplink { su, rail }, factor };
+        let f = RankFaults { links: vec![up(1, 3, 0.5)], fail_nic: vec![26], ..Default::default() }.factors(&p).unwrap();
+        assert_eq!(f.leaf_uplink.iter().filter(|&&x| x != 1.0).count(), 1);
+        assert_eq!((f.uplink(19), f.uplink(27), f.uplink(3)), (0.5, 0.5, 1.0));
+        // Rank 26 (node 3, NIC 2) fails over to NIC 3: rail 3's leaf of SU 1, the degraded one.
+        assert_eq!((f.leaf[26], f.uplink(26)), (11, 0.5));
+        // Classes: the degraded leaf's ranks and those whose groups reach them split off; with
+        // a DP group of 6 (tp 8), every DP group spans the 3 SUs, so the leaf's two ranks and
+        // the failed-over one carry weights on the one leaf class.
+        let l = Layout::new(&pc(8, 1, 6));
+        let c = classes(&l, &f);
+        assert_eq!(c.leaf_rep.len(), 1);
+        let w: Vec<(u64, u64)> = (0..c.len()).filter_map(|k| c.uplink[k].map(|(_, w)| (c.rep[k], w))).collect();
+        assert_eq!(w.iter().map(|x| x.1).sum::<u64>(), 3, "{w:?}");
+        assert!(c.crosses.iter().zip(&c.uplink).all(|(&m, u)| u.is_none() || m & (1 << kind_index(Group::Dp)) != 0));
+        // A uplink fault names a leaf that exists, and needs a leaf size.
+        assert!(RankFaults { links: vec![up(3, 0, 0.5)], ..Default::default() }.factors(&p).is_err());
+        let none = Placement { nodes_per_leaf: None, ..p };
+        let e = RankFaults { links: vec![up(0, 0, 0.5)], ..Default::default() }.factors(&none).unwrap_err();
+        assert!(e.hint.contains("--nodes-per-leaf"), "{e}");
+    }
+
+    #[test]
     fn a_failed_nic_halves_its_gpus_and_its_buddys() {
-        let p = Placement { n_ranks: 16, gpus_per_node: 8, nics_per_node: 8, nvlink_domain_size: 8 };
+        let p = Placement { n_ranks: 16, gpus_per_node: 8, nics_per_node: 8, nvlink_domain_size: 8, nodes_per_leaf: None };
         let f = RankFaults { fail_nic: vec![11], ..Default::default() }.factors(&p).unwrap();
         let halved: Vec<usize> = (0..16).filter(|&r| f.nic[r] != 1.0).collect();
         assert_eq!(halved, [11, 12]);
