@@ -223,6 +223,10 @@ pub struct ScenarioArgs {
     /// cuda_graph_impl transformer_engine), full (the whole iteration: cuda_graph_impl full_iteration)
     #[arg(long)]
     pub train_cuda_graphs: Option<String>,
+    /// Megatron training's EP communication overlap (--overlap-moe-expert-parallel-comm): each micro-batch's MoE
+    /// all-to-alls run beside another micro-batch's compute (needs ep > 1; with pp > 1 a virtual pipeline)
+    #[arg(long)]
+    pub moe_ep_overlap: Option<bool>,
     /// A Megatron-LM argument list read as the scenario's layout, batch and precision (e.g. '--tensor-model-parallel-size 4
     /// --pipeline-model-parallel-size 8 ... --fp8-recipe mxfp8'); over the scenario file, under the other flags
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
@@ -291,7 +295,12 @@ impl ScenarioArgs {
                 lora_targets: self.lora_targets.clone(),
                 mtp_layers: self.mtp_layers,
             },
-            options: OptionsWire { tp_comm_overlap: self.tp_comm_overlap, dp_overlap: None, cuda_graphs: self.train_cuda_graphs.clone() },
+            options: OptionsWire {
+                tp_comm_overlap: self.tp_comm_overlap,
+                dp_overlap: None,
+                cuda_graphs: self.train_cuda_graphs.clone(),
+                moe_ep_overlap: self.moe_ep_overlap,
+            },
             ..ScenarioWire::default()
         }
     }
@@ -395,6 +404,7 @@ impl ScenarioArgs {
         f(self.cp_comm.is_some(), "cp-comm");
         f(self.tp_comm_overlap.is_some(), "tp-comm-overlap");
         f(self.train_cuda_graphs.is_some(), "train-cuda-graphs");
+        f(self.moe_ep_overlap.is_some(), "moe-ep-overlap");
         f(self.from_megatron_args.is_some(), "from-megatron-args");
         f(self.calibration.is_some(), "calibration");
         v

@@ -55,7 +55,7 @@ fn rows() -> Vec<Row> {
                         flash_attention: Some(boolean("flash_attention")),
                         ..Default::default()
                     },
-                    options: OptionsWire { tp_comm_overlap: Some(boolean("tp_comm_overlap")), dp_overlap: Some(true), cuda_graphs: None },
+                    options: OptionsWire { tp_comm_overlap: Some(boolean("tp_comm_overlap")), dp_overlap: Some(true), cuda_graphs: None, moe_ep_overlap: None },
                     ..Default::default()
                 },
             }

@@ -59,6 +59,9 @@ pub fn args_of(s: &Scenario) -> Vec<String> {
         gpuplan_core::scenario::TrainGraphs::Full => kv("--cuda-graph-impl", "full_iteration".to_string()),
     }
     let mut flag = |k: &str| a.push(k.to_string());
+    if s.options.moe_ep_overlap {
+        flag("--overlap-moe-expert-parallel-comm");
+    }
     if pc.sp && pc.tp > 1 {
         flag("--sequence-parallel");
     }
@@ -199,6 +202,7 @@ pub fn from_args(text: &str) -> Result<FromArgs, ConfigError> {
                 value(&mut i).ok_or_else(|| bad(&key, "(missing)", "needs a value"))?;
             }
             "tp-comm-overlap" => ow.tp_comm_overlap = Some(true),
+            "overlap-moe-expert-parallel-comm" => ow.moe_ep_overlap = Some(true),
             "cuda-graph-impl" => {
                 let v = value(&mut i).ok_or_else(|| bad(&key, "(missing)", "needs none, local, transformer_engine or full_iteration"))?;
                 ow.cuda_graphs = Some(

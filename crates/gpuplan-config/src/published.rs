@@ -124,6 +124,11 @@ pub const RECIPE_DEFAULTS: &[(&str, &str, &str)] = &[
         "flex for MoE rows from NeMo 26.06 on (HybridEP), and for the NeMo 26.x rows before that on H100, B200 and B300 (DeepEP); alltoall otherwise",
         "Megatron-Bridge 0.6.2 perf recipes set moe_token_dispatcher_type = flex, moe_flex_dispatcher_backend = hybridep for every Qwen3-30B-A3B and DeepSeek-V3 config; the 0.4.0 and 0.5.0 base recipes (megatron/bridge/recipes/qwen/qwen3_moe.py) set alltoall and then apply_flex_dispatcher_backend(cfg.model, 'deepep'), which switches to flex on Ampere, Hopper, B200 and B300 and leaves GB200/GB300 on alltoall (training/flex_dispatcher_backend.py); 25.x rows keep alltoall",
     ),
+    (
+        "moe_ep_overlap",
+        "on for the MoE rows with full-iteration CUDA graphs (RECIPE_DEFAULTS `cuda_graphs`) whose layout Megatron overlaps (pp 1, or a virtual pipeline); off otherwise",
+        "Megatron-Bridge 0.6.2 perf recipes: _enable_hybridep_full_iteration_mxfp8 (perf_recipes/qwen/common.py) and _enable_deepseek_full_iteration_mxfp8 (perf_recipes/deepseek/common.py) set comm_overlap overlap_moe_expert_parallel_comm = True and delay_wgrad_compute = True, with moe_hybridep_num_sms = 32; their BF16/FP8-CS and partial-graph configs leave it off (the H100 Qwen3 base recipe's is commented out); megatron-core 0.16.1 asserts a virtual pipeline for it when pp > 1",
+    ),
     ("sft", "SFT rows as training at the row's sequence (packed)", "SFT rows are packed sequences (SQuAD packed to 4096 on the 24.07 page); per-document attention masks are not modelled"),
     (
         "lora",
@@ -259,6 +264,9 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
     let from_26 = nemo_release(&r.container).is_some_and(|v| v >= (26, 0));
     let deepep_gpu = matches!(system, "dgx-h100" | "dgx-b200" | "dgx-b300");
     let moe_dispatcher = (moe && (from_26_06 || (from_26 && deepep_gpu))).then_some("flex");
+    // The full-iteration recipes overlap the EP all-to-alls (RECIPE_DEFAULTS `moe_ep_overlap`);
+    // Megatron refuses the overlap at pp > 1 without a virtual pipeline.
+    let moe_ep_overlap = cuda_graphs == Some("full") && ep > 1 && (pp == 1 || vp > 1);
     let Some((precision, recipe, prec_slice)) = precision_of(r) else {
         return Err(Skipped::new(Incomplete, "precision not stated"));
     };
@@ -333,7 +341,12 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
             ..Default::default()
         },
         // Userbuffers' TP overlap needs sequence parallelism, which the LoRA recipes turn off.
-        options: OptionsWire { tp_comm_overlap: Some(tp > 1 && lora.is_none()), dp_overlap: None, cuda_graphs: cuda_graphs.map(str::to_string) },
+        options: OptionsWire {
+            tp_comm_overlap: Some(tp > 1 && lora.is_none()),
+            dp_overlap: None,
+            cuda_graphs: cuda_graphs.map(str::to_string),
+            moe_ep_overlap: moe_ep_overlap.then_some(true),
+        },
         ..Default::default()
     };
     let describe = format!(

@@ -136,6 +136,10 @@ pub struct OptionsWire {
     /// Megatron training's CUDA graphs: none (default) | partial (attention and MoE router) | full
     /// (the whole iteration).
     pub cuda_graphs: Option<String>,
+    /// Megatron training's EP communication overlap (`--overlap-moe-expert-parallel-comm`): the
+    /// all-to-alls of one micro-batch beside another's compute; needs ep > 1, the alltoall or flex
+    /// dispatcher, no full recompute, and a virtual pipeline when pp > 1.
+    pub moe_ep_overlap: Option<bool>,
 }
 
 /// Overlay `over` on `base`: every value `over` sets wins.
@@ -190,7 +194,7 @@ pub fn overlay(base: ScenarioWire, over: ScenarioWire) -> ScenarioWire {
             mtp_layers
         ]
     );
-    pick!(b.options, over.options, [tp_comm_overlap, dp_overlap, cuda_graphs]);
+    pick!(b.options, over.options, [tp_comm_overlap, dp_overlap, cuda_graphs, moe_ep_overlap]);
     b
 }
 
@@ -775,10 +779,34 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
             }
         },
     };
+    let moe_ep_overlap = w.options.moe_ep_overlap.unwrap_or(d.moe_ep_overlap);
+    if moe_ep_overlap {
+        // Megatron-Core's own checks (megatron-core 0.16.1 `TransformerConfig.__post_init__`).
+        let why = if stack != Stack::Megatron || mode != Mode::Train {
+            Some(format!("applies to megatron training; this scenario is {} {}", stack.name(), mode.name()))
+        } else if parallel.ep <= 1 {
+            Some("needs expert parallelism: `parallelism.ep` is 1".to_string())
+        } else if workload.moe_dispatcher == MoeDispatcher::AllGather {
+            Some("runs with the alltoall or flex dispatcher, not allgather".to_string())
+        } else if workload.recompute == Recompute::Full {
+            Some("cannot run with full recompute".to_string())
+        } else if parallel.pp > 1 && parallel.vp <= 1 {
+            Some(format!("needs a virtual pipeline when `parallelism.pp` = {} (Megatron asserts it)", parallel.pp))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            p.push(
+                ConfigError::invalid(&path, "options.moe_ep_overlap", true, why)
+                    .with_hint("leave it out, or give a layout Megatron overlaps (ep > 1; pp 1, or pp > 1 with vp > 1; no full recompute)"),
+            );
+        }
+    }
     let options = Options {
         tp_comm_overlap: w.options.tp_comm_overlap.unwrap_or(d.tp_comm_overlap),
         dp_overlap: w.options.dp_overlap.unwrap_or(d.dp_overlap),
         cuda_graphs,
+        moe_ep_overlap,
     };
     p.finish()?;
     let name = w.name.clone().unwrap_or_else(|| format!("{}-{}-{}gpu", model.name, system.name, gpus));

@@ -371,7 +371,71 @@ impl CostModel<'_> {
         if stack == Stack::Megatron && options.tp_comm_overlap && pc.tp > 1 && pc.sp {
             userbuffers(&mut out, ops, self.system.gpu.sm_count.value as f64);
         }
+        if stack == Stack::Megatron && w.mode == Mode::Train && options.moe_ep_overlap && pc.ep > 1 {
+            let per = (w.micro_batch * pc.dp as u64).max(1);
+            let unpaired = crate::parallelism::ep_overlap_unpaired_share(pc, (w.global_batch / per).max(1));
+            let sm_share = match w.moe_dispatcher {
+                crate::workload::MoeDispatcher::Flex => (HYBRID_EP_SMS / self.system.gpu.sm_count.value as f64).min(1.0),
+                _ => super::fitted::fitted().megatron_overlap_cost,
+            };
+            ep_a2a_overlap(&mut out, unpaired, sm_share);
+        }
         out
+    }
+}
+
+/// SMs HybridEP's dispatch and combine kernels occupy (`moe_hybridep_num_sms = 32` in
+/// Megatron-Bridge 0.6.2's full-iteration MoE perf recipes, `perf_recipes/qwen/common.py`
+/// `_enable_hybridep_full_iteration_mxfp8` and `perf_recipes/deepseek/common.py`
+/// `_enable_deepseek_full_iteration_mxfp8`): the compute they overlap runs on the rest.
+pub const HYBRID_EP_SMS: f64 = 32.0;
+
+/// Megatron-Core's EP communication overlap (`Options::moe_ep_overlap`) on one pass's lowered
+/// steps: in combined 1F1B a micro-batch's forward and another's backward run layer by layer
+/// together, the dispatch and combine all-to-alls of each on a communication stream beside the
+/// other's attention and expert compute (megatron-core 0.16.1 `combined_1f1b.py`: "EP A2A in
+/// forward step is hidden by the attention/mlp computation in the backward step, and vice versa";
+/// `delay_wgrad_compute`, which the recipes set with it, moves weight-gradient GEMMs under the
+/// backward's combine). Each EP all-to-all keeps, of its time:
+/// - all of it in the passes that run alone (`unpaired`, `parallelism::ep_overlap_unpaired_share`);
+/// - in a pair, what the partner's compute cannot cover (the pass's all-to-alls beyond its own
+///   kernels' time, this pass standing in for its partner: a forward's partner has about twice its
+///   compute, a backward's half, and the pair's sums match), plus `sm_share` of the rest: the
+///   compute beside it runs on the SMs the communication leaves (HybridEP:
+///   [`HYBRID_EP_SMS`] of the GPU's; NCCL's all-to-all: Megatron's fitted overlap cost,
+///   `cost::fitted::MEGATRON_OVERLAP_COST`).
+///
+/// Priced by scaling the all-to-all's latency and bytes, so both engines see the same exposed time.
+pub fn ep_a2a_overlap(steps: &mut [Step], unpaired: f64, sm_share: f64) {
+    let is_a2a = |name: &str| matches!(name, "ep_dispatch" | "ep_combine");
+    let comm: Seconds = steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Comm { name, comm } if is_a2a(name) => Some(comm.time()),
+            _ => None,
+        })
+        .sum();
+    if comm <= Seconds::ZERO {
+        return;
+    }
+    let gpu: Seconds = steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Kernel { time, .. } => Some(*time),
+            _ => None,
+        })
+        .sum();
+    let uncovered = ((comm - gpu).max(Seconds::ZERO) / comm).clamp(0.0, 1.0);
+    let paired = uncovered + (1.0 - uncovered) * sm_share.clamp(0.0, 1.0);
+    let keep = unpaired.clamp(0.0, 1.0) + (1.0 - unpaired.clamp(0.0, 1.0)) * paired;
+    for s in steps.iter_mut() {
+        if let Step::Comm { name, comm } = s {
+            if is_a2a(name) {
+                comm.latency = comm.latency * keep;
+                comm.step_latency = comm.step_latency * keep;
+                comm.wire_bytes *= keep;
+            }
+        }
     }
 }
 
