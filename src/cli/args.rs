@@ -207,6 +207,13 @@ pub struct ScenarioArgs {
     /// MoE token dispatcher: alltoall (default), allgather, or flex (DeepEP)
     #[arg(long)]
     pub moe_dispatcher: Option<String>,
+    /// MoE expert capacity factor (Megatron --moe-expert-capacity-factor, > 0): tokens beyond factor x the mean
+    /// per-expert load are dropped (default: dropless)
+    #[arg(long, allow_negative_numbers = true)]
+    pub moe_capacity_factor: Option<f64>,
+    /// Pad every expert's input to its capacity (Megatron --moe-pad-expert-input-to-capacity; needs --moe-capacity-factor)
+    #[arg(long)]
+    pub moe_pad_to_capacity: Option<bool>,
     /// LoRA fine-tuning: the adapters' rank (Megatron-Bridge's `dim`); the base weights are frozen
     #[arg(long, allow_negative_numbers = true)]
     pub lora_rank: Option<i64>,
@@ -291,6 +298,8 @@ impl ScenarioArgs {
                 flash_attention: None,
                 routing_imbalance: self.routing_imbalance,
                 moe_dispatcher: self.moe_dispatcher.clone(),
+                moe_capacity_factor: self.moe_capacity_factor,
+                moe_pad_to_capacity: self.moe_pad_to_capacity,
                 lora_rank: self.lora_rank,
                 lora_targets: self.lora_targets.clone(),
                 mtp_layers: self.mtp_layers,
@@ -398,6 +407,8 @@ impl ScenarioArgs {
         f(self.stack.is_some(), "stack");
         f(self.routing_imbalance.is_some(), "routing-imbalance");
         f(self.moe_dispatcher.is_some(), "moe-dispatcher");
+        f(self.moe_capacity_factor.is_some(), "moe-capacity-factor");
+        f(self.moe_pad_to_capacity.is_some(), "moe-pad-to-capacity");
         f(self.lora_rank.is_some(), "lora-rank");
         f(self.lora_targets.is_some(), "lora-targets");
         f(self.mtp_layers.is_some(), "mtp-layers");

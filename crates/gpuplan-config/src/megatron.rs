@@ -44,6 +44,9 @@ pub fn args_of(s: &Scenario) -> Vec<String> {
     if w.mtp_layers > 0 {
         kv("--mtp-num-layers", w.mtp_layers.to_string());
     }
+    if let Some(c) = w.moe_capacity {
+        kv("--moe-expert-capacity-factor", c.factor.to_string());
+    }
     if let Some(n) = pc.split.first {
         kv("--decoder-first-pipeline-num-layers", n.to_string());
     }
@@ -61,6 +64,9 @@ pub fn args_of(s: &Scenario) -> Vec<String> {
     let mut flag = |k: &str| a.push(k.to_string());
     if s.options.moe_ep_overlap {
         flag("--overlap-moe-expert-parallel-comm");
+    }
+    if w.moe_capacity.is_some_and(|c| c.pad) {
+        flag("--moe-pad-expert-input-to-capacity");
     }
     if pc.sp && pc.tp > 1 {
         flag("--sequence-parallel");
@@ -203,6 +209,13 @@ pub fn from_args(text: &str) -> Result<FromArgs, ConfigError> {
             }
             "tp-comm-overlap" => ow.tp_comm_overlap = Some(true),
             "overlap-moe-expert-parallel-comm" => ow.moe_ep_overlap = Some(true),
+            "moe-pad-expert-input-to-capacity" => ww.moe_pad_to_capacity = Some(true),
+            "moe-expert-capacity-factor" => {
+                let v = value(&mut i).ok_or_else(|| bad(&key, "(missing)", "needs a number"))?;
+                let x = v.parse::<f64>().map_err(|_| bad(&key, &v, "is not a number"))?;
+                // Megatron reads a negative factor as none (dropless).
+                ww.moe_capacity_factor = (x >= 0.0).then_some(x);
+            }
             "cuda-graph-impl" => {
                 let v = value(&mut i).ok_or_else(|| bad(&key, "(missing)", "needs none, local, transformer_engine or full_iteration"))?;
                 ow.cuda_graphs = Some(

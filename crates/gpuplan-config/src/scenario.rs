@@ -118,6 +118,12 @@ pub struct WorkloadWire {
     pub routing_imbalance: Option<f64>,
     /// alltoall (default) | allgather | flex (DeepEP)
     pub moe_dispatcher: Option<String>,
+    /// Megatron's expert capacity factor (`--moe-expert-capacity-factor`, > 0): tokens routed to an
+    /// expert beyond factor x the mean load are dropped (default: dropless)
+    pub moe_capacity_factor: Option<f64>,
+    /// Pad every expert's input to its capacity (`--moe-pad-expert-input-to-capacity`; needs
+    /// `moe_capacity_factor`)
+    pub moe_pad_to_capacity: Option<bool>,
     /// LoRA fine-tuning: the adapters' rank (training only; frozen base weights)
     pub lora_rank: Option<i64>,
     /// LoRA targets: linear_qkv, linear_proj, linear_fc1, linear_fc2 (default: all four, as
@@ -189,6 +195,8 @@ pub fn overlay(base: ScenarioWire, over: ScenarioWire) -> ScenarioWire {
             flash_attention,
             routing_imbalance,
             moe_dispatcher,
+            moe_capacity_factor,
+            moe_pad_to_capacity,
             lora_rank,
             lora_targets,
             mtp_layers
@@ -196,6 +204,38 @@ pub fn overlay(base: ScenarioWire, over: ScenarioWire) -> ScenarioWire {
     );
     pick!(b.options, over.options, [tp_comm_overlap, dp_overlap, cuda_graphs, moe_ep_overlap]);
     b
+}
+
+/// `workload.moe_capacity_factor` and `workload.moe_pad_to_capacity` (Megatron's
+/// `--moe-expert-capacity-factor`, `--moe-pad-expert-input-to-capacity`), checked: a factor is a
+/// finite number above 0 (Megatron reads a negative one as dropless: here leave it out), on an MoE
+/// model; padding needs a factor (Megatron raises the same).
+fn moe_capacity_keys(p: &mut Problems, path: &Path, ww: &WorkloadWire, model: &Model) -> Option<gpuplan_core::workload::MoeCapacity> {
+    let pad = ww.moe_pad_to_capacity.unwrap_or(false);
+    let Some(factor) = ww.moe_capacity_factor else {
+        if pad {
+            p.push(
+                ConfigError::invalid(path, "workload.moe_pad_to_capacity", true, "pads each expert's input to its capacity, and no capacity is set")
+                    .with_hint("add `workload.moe_capacity_factor` (--moe-capacity-factor), e.g. 1.0"),
+            );
+        }
+        return None;
+    };
+    if model.moe.is_none() {
+        p.push(
+            ConfigError::invalid(path, "workload.moe_capacity_factor", factor, format!("applies to MoE models; `{}` is dense", model.name))
+                .with_hint("leave it out"),
+        );
+        return None;
+    }
+    if !(factor.is_finite() && factor > 0.0) {
+        p.push(
+            ConfigError::invalid(path, "workload.moe_capacity_factor", factor, "must be a finite number above 0 (capacity over the mean per-expert load)")
+                .with_hint("e.g. 1.0 or 1.25; leave it out for dropless MoE (Megatron's default)"),
+        );
+        return None;
+    }
+    Some(gpuplan_core::workload::MoeCapacity { factor, pad })
 }
 
 pub fn read_scenario(path: &Path) -> Result<ScenarioWire, ConfigError> {
@@ -692,6 +732,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
             MoeDispatcher::AllToAll
         }),
     };
+    let moe_capacity = moe_capacity_keys(&mut p, &path, ww, &model);
     let lora = lora_keys(&mut p, &path, ww, &model, &parallel, mode, stack);
     let mtp_layers = match ww.mtp_layers {
         None | Some(0) => 0,
@@ -742,6 +783,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         flash_attention: ww.flash_attention.unwrap_or(true),
         routing_imbalance,
         moe_dispatcher,
+        moe_capacity,
         lora,
         mtp_layers,
         cp_comm,

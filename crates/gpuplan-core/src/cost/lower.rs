@@ -67,11 +67,14 @@ fn dtensor_dispatch(pc: &ParallelConfig, w: &Workload, op: &Op) -> Seconds {
 /// Host time the GPU waits for at `op` when Megatron-Core's dropless MoE dispatcher syncs the host
 /// (`cost::fitted::MOE_DISPATCH_SYNC_US`, once per MoE layer and forward or recompute pass of a
 /// training step, at the token permutation); zero for other stacks, modes and ops (the rows it is
-/// fitted on are training; inference engines run MoE from CUDA graphs without the sync).
+/// fitted on are training; inference engines run MoE from CUDA graphs without the sync), and when
+/// every expert's input is padded to its capacity (`MoeCapacity::pad`: the token counts are
+/// constants, megatron-core 0.16.1 `MoEAlltoAllTokenDispatcher.preprocess`).
 fn moe_dispatch_sync(options: &Options, w: &Workload, op: &Op) -> Seconds {
     if w.stack == Stack::Megatron
         && w.mode == Mode::Train
         && options.cuda_graphs != TrainGraphs::Full
+        && !w.moe_capacity.is_some_and(|c| c.pad)
         && op.name == "permute"
         && matches!(op.pass, Pass::Forward | Pass::Recompute)
     {
