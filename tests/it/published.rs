@@ -222,6 +222,11 @@ fn a_rows_mapping_is_pinned() {
     assert_eq!(moe("41"), (None, s("flex")));
     assert_eq!(moe("52"), (s("partial"), s("flex")));
     assert_eq!(moe("48"), (None, None));
+    // The full-iteration recipes also overlap the EP all-to-alls (RECIPE_DEFAULTS `moe_ep_overlap`):
+    // Qwen3 at pp 1 and DeepSeek-V3 on GB300 at pp 2 vp 8 do; the B300 row at pp 8 without a
+    // virtual pipeline cannot (Megatron asserts one), nor the partial-graph rows.
+    let overlap = |id: &str| map_row(rows.iter().find(|r| r.dev_row == id).unwrap()).unwrap().wire.options.moe_ep_overlap;
+    assert_eq!((overlap("3"), overlap("0"), overlap("11"), overlap("38"), overlap("52")), (Some(true), Some(true), None, None, None));
     // A row the mapping cannot express says why (an incomplete row: its precision is missing).
     let incomplete = rows.iter().find(|r| r.dev_row == "109").unwrap();
     let e = map_row(incomplete).unwrap_err();

@@ -302,6 +302,14 @@ mod tests {
         let e = from_args("--moe-token-dispatcher-type ring").unwrap_err().to_string();
         assert!(e.contains("alltoall, allgather or flex"), "{e}");
         // DeepSeek-V3's MTP module and the training CUDA graphs (issue 18).
+        let r = from_args("--overlap-moe-expert-parallel-comm --moe-expert-capacity-factor 1.25 --moe-pad-expert-input-to-capacity").unwrap();
+        assert_eq!(
+            (r.wire.options.moe_ep_overlap, r.wire.workload.moe_capacity_factor, r.wire.workload.moe_pad_to_capacity),
+            (Some(true), Some(1.25), Some(true))
+        );
+        // Megatron reads a negative capacity factor as none (dropless).
+        assert_eq!(from_args("--moe-expert-capacity-factor -1").unwrap().wire.workload.moe_capacity_factor, None);
+        assert!(from_args("--moe-expert-capacity-factor lots").unwrap_err().to_string().contains("--moe-expert-capacity-factor"));
         let r = from_args("--mtp-num-layers 1 --cuda-graph-impl full_iteration").unwrap();
         assert_eq!((r.wire.workload.mtp_layers, r.wire.options.cuda_graphs.as_deref()), (Some(1), Some("full")));
         assert_eq!(from_args("--cuda-graph-impl transformer_engine").unwrap().wire.options.cuda_graphs.as_deref(), Some("partial"));

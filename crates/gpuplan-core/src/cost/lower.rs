@@ -533,6 +533,52 @@ mod tests {
         GroupShape { size, stride: 1, ranks_per_domain: per_domain.min(size), domains: size.div_ceil(per_domain) }
     }
 
+    fn a2a(name: &'static str, bytes: f64) -> Step {
+        let comm = CommStep {
+            group: Group::Ep,
+            op: CollectiveOp::AllToAll,
+            algo: nccl::Algo::Ring,
+            proto: nccl::Proto::Simple,
+            latency: Seconds::us(10.0),
+            steps: 7,
+            step_latency: Seconds::us(1.0),
+            wire_bytes: bytes,
+            busbw: BytesPerSec::gb_per_s(100.0),
+            crosses_network: false,
+            overlap: Overlap::Blocking,
+        };
+        Step::Comm { name, comm }
+    }
+
+    fn kernel(ms: f64) -> Step {
+        Step::Kernel { name: "expert_up", time: Seconds::ms(ms), bound: Bound::Compute, cpu: Seconds::ZERO, launches: 1.0, host_sync: Seconds::ZERO }
+    }
+
+    fn comm_time(steps: &[Step]) -> Seconds {
+        steps.iter().filter_map(|s| if let Step::Comm { comm, .. } = s { Some(comm.time()) } else { None }).sum()
+    }
+
+    #[test]
+    fn ep_overlap_keeps_the_unpaired_share_and_the_sm_share_of_the_rest() {
+        // 1 ms of all-to-all beside 10 ms of kernels: covered; a quarter of the passes unpaired,
+        // the communication taking a fifth of the SMs in the others: 0.25 + 0.75 x 0.2 = 0.4 kept.
+        let mut steps = vec![a2a("ep_dispatch", 5e7), kernel(10.0), a2a("ep_combine", 5e7)];
+        let before = comm_time(&steps);
+        ep_a2a_overlap(&mut steps, 0.25, 0.2);
+        assert!((comm_time(&steps) / before - 0.4).abs() < 1e-9);
+        // Not covered: the all-to-alls outlast the pass's kernels; what sticks out stays whole.
+        let mut steps = vec![a2a("ep_dispatch", 5e8), kernel(1.0), a2a("ep_combine", 5e8)];
+        let before = comm_time(&steps);
+        ep_a2a_overlap(&mut steps, 0.0, 0.2);
+        let uncovered = (before - Seconds::ms(1.0)) / before;
+        assert!((comm_time(&steps) / before - (uncovered + (1.0 - uncovered) * 0.2)).abs() < 1e-9);
+        // Other collectives (the expert-TP reduce-scatter, TP, DP) are left alone.
+        let mut steps = vec![a2a("etp_reduce", 5e7), kernel(10.0)];
+        let before = comm_time(&steps);
+        ep_a2a_overlap(&mut steps, 0.0, 0.2);
+        assert_eq!(comm_time(&steps), before);
+    }
+
     #[test]
     fn hybrid_ep_sends_a_token_once_per_remote_domain() {
         // Inside one NVLink domain nothing crosses the network.

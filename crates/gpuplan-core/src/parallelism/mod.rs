@@ -281,6 +281,30 @@ mod tests {
     }
 
     #[test]
+    fn ep_overlap_pairs_all_but_the_warm_up_and_cool_down() {
+        let layout = |pp: u32, vp: u32| ParallelConfig {
+            tp: 1,
+            sp: false,
+            pp,
+            vp,
+            dp: 8,
+            cp: 1,
+            ep: 8,
+            etp: 1,
+            zero: 1,
+            schedule: Schedule::OneFOneB,
+            split: Default::default(),
+        };
+        // No pipeline: the first forward and the last backward of 16 micro-batches run alone.
+        assert_eq!(ep_overlap_unpaired_share(&layout(1, 1), 16), 1.0 / 16.0);
+        // pp 2, vp 8, 32 micro-batches: 2 + 7 x 2 + 1 = 17 of 256 chunk passes in the warm-up.
+        assert_eq!(ep_overlap_unpaired_share(&layout(2, 8), 32), 17.0 / 256.0);
+        // Everything in the warm-up: nothing pairs.
+        assert_eq!(ep_overlap_unpaired_share(&layout(4, 2), 1), 1.0);
+        assert_eq!(ep_overlap_unpaired_share(&layout(1, 1), 1), 1.0);
+    }
+
+    #[test]
     fn more_virtual_stages_than_layers_is_refused() {
         let m = gpt3_175b(); // 96 layers
         let mut c = pc(8, 16, 1);
