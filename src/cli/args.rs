@@ -234,6 +234,10 @@ pub struct ScenarioArgs {
     /// all-to-alls run beside another micro-batch's compute (needs ep > 1; with pp > 1 a virtual pipeline)
     #[arg(long)]
     pub moe_ep_overlap: Option<bool>,
+    /// Megatron's shared-expert overlap (--moe-shared-expert-overlap): the shared experts run beside the alltoall
+    /// dispatcher's all-to-alls (needs shared experts, ep > 1, --moe-dispatcher alltoall)
+    #[arg(long)]
+    pub moe_shared_expert_overlap: Option<bool>,
     /// A Megatron-LM argument list read as the scenario's layout, batch and precision (e.g. '--tensor-model-parallel-size 4
     /// --pipeline-model-parallel-size 8 ... --fp8-recipe mxfp8'); over the scenario file, under the other flags
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
@@ -309,6 +313,7 @@ impl ScenarioArgs {
                 dp_overlap: None,
                 cuda_graphs: self.train_cuda_graphs.clone(),
                 moe_ep_overlap: self.moe_ep_overlap,
+                moe_shared_expert_overlap: self.moe_shared_expert_overlap,
             },
             ..ScenarioWire::default()
         }
@@ -416,6 +421,7 @@ impl ScenarioArgs {
         f(self.tp_comm_overlap.is_some(), "tp-comm-overlap");
         f(self.train_cuda_graphs.is_some(), "train-cuda-graphs");
         f(self.moe_ep_overlap.is_some(), "moe-ep-overlap");
+        f(self.moe_shared_expert_overlap.is_some(), "moe-shared-expert-overlap");
         f(self.from_megatron_args.is_some(), "from-megatron-args");
         f(self.calibration.is_some(), "calibration");
         v

@@ -65,6 +65,9 @@ pub fn args_of(s: &Scenario) -> Vec<String> {
     if s.options.moe_ep_overlap {
         flag("--overlap-moe-expert-parallel-comm");
     }
+    if s.options.moe_shared_expert_overlap {
+        flag("--moe-shared-expert-overlap");
+    }
     if w.moe_capacity.is_some_and(|c| c.pad) {
         flag("--moe-pad-expert-input-to-capacity");
     }
@@ -209,6 +212,7 @@ pub fn from_args(text: &str) -> Result<FromArgs, ConfigError> {
             }
             "tp-comm-overlap" => ow.tp_comm_overlap = Some(true),
             "overlap-moe-expert-parallel-comm" => ow.moe_ep_overlap = Some(true),
+            "moe-shared-expert-overlap" => ow.moe_shared_expert_overlap = Some(true),
             "moe-pad-expert-input-to-capacity" => ww.moe_pad_to_capacity = Some(true),
             "moe-expert-capacity-factor" => {
                 let v = value(&mut i).ok_or_else(|| bad(&key, "(missing)", "needs a number"))?;
@@ -302,6 +306,7 @@ mod tests {
         let e = from_args("--moe-token-dispatcher-type ring").unwrap_err().to_string();
         assert!(e.contains("alltoall, allgather or flex"), "{e}");
         // DeepSeek-V3's MTP module and the training CUDA graphs (issue 18).
+        assert_eq!(from_args("--moe-shared-expert-overlap").unwrap().wire.options.moe_shared_expert_overlap, Some(true));
         let r = from_args("--overlap-moe-expert-parallel-comm --moe-expert-capacity-factor 1.25 --moe-pad-expert-input-to-capacity").unwrap();
         assert_eq!(
             (r.wire.options.moe_ep_overlap, r.wire.workload.moe_capacity_factor, r.wire.workload.moe_pad_to_capacity),

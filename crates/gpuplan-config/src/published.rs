@@ -127,7 +127,7 @@ pub const RECIPE_DEFAULTS: &[(&str, &str, &str)] = &[
     (
         "moe_ep_overlap",
         "on for the MoE rows with full-iteration CUDA graphs (RECIPE_DEFAULTS `cuda_graphs`) whose layout Megatron overlaps (pp 1, or a virtual pipeline); off otherwise",
-        "Megatron-Bridge 0.6.2 perf recipes: _enable_hybridep_full_iteration_mxfp8 (perf_recipes/qwen/common.py) and _enable_deepseek_full_iteration_mxfp8 (perf_recipes/deepseek/common.py) set comm_overlap overlap_moe_expert_parallel_comm = True and delay_wgrad_compute = True, with moe_hybridep_num_sms = 32; their BF16/FP8-CS and partial-graph configs leave it off (the H100 Qwen3 base recipe's is commented out); megatron-core 0.16.1 asserts a virtual pipeline for it when pp > 1",
+        "Megatron-Bridge 0.6.2 perf recipes: _enable_hybridep_full_iteration_mxfp8 (perf_recipes/qwen/common.py) and _enable_deepseek_full_iteration_mxfp8 (perf_recipes/deepseek/common.py) set comm_overlap overlap_moe_expert_parallel_comm = True and delay_wgrad_compute = True, with moe_hybridep_num_sms = 32; their BF16/FP8-CS and partial-graph configs leave it off (the H100 Qwen3 base recipe's is commented out); megatron-core 0.16.1 asserts a virtual pipeline for it when pp > 1. The same helpers and the Qwen3 H100 base recipe set moe_shared_expert_overlap = False, so no row overlaps its shared experts (`moe_shared_expert_overlap` stays off)",
     ),
     ("sft", "SFT rows as training at the row's sequence (packed)", "SFT rows are packed sequences (SQuAD packed to 4096 on the 24.07 page); per-document attention masks are not modelled"),
     (
@@ -346,6 +346,8 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
             dp_overlap: None,
             cuda_graphs: cuda_graphs.map(str::to_string),
             moe_ep_overlap: moe_ep_overlap.then_some(true),
+            // The MoE perf recipes set moe_shared_expert_overlap = False (RECIPE_DEFAULTS `moe_ep_overlap`).
+            moe_shared_expert_overlap: None,
         },
         ..Default::default()
     };

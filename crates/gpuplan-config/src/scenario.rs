@@ -146,6 +146,10 @@ pub struct OptionsWire {
     /// all-to-alls of one micro-batch beside another's compute; needs ep > 1, the alltoall or flex
     /// dispatcher, no full recompute, and a virtual pipeline when pp > 1.
     pub moe_ep_overlap: Option<bool>,
+    /// Megatron's shared-expert overlap (`--moe-shared-expert-overlap`): the shared experts beside
+    /// the alltoall dispatcher's all-to-alls; needs shared experts, ep > 1, the alltoall dispatcher,
+    /// and not `moe_ep_overlap`.
+    pub moe_shared_expert_overlap: Option<bool>,
 }
 
 /// Overlay `over` on `base`: every value `over` sets wins.
@@ -202,7 +206,7 @@ pub fn overlay(base: ScenarioWire, over: ScenarioWire) -> ScenarioWire {
             mtp_layers
         ]
     );
-    pick!(b.options, over.options, [tp_comm_overlap, dp_overlap, cuda_graphs, moe_ep_overlap]);
+    pick!(b.options, over.options, [tp_comm_overlap, dp_overlap, cuda_graphs, moe_ep_overlap, moe_shared_expert_overlap]);
     b
 }
 
@@ -844,11 +848,35 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
             );
         }
     }
+    let moe_shared_expert_overlap = w.options.moe_shared_expert_overlap.unwrap_or(d.moe_shared_expert_overlap);
+    if moe_shared_expert_overlap {
+        // Megatron-Core's checks (megatron-core 0.16.1 `TransformerConfig.__post_init__`).
+        let why = if stack != Stack::Megatron {
+            Some(format!("applies to the megatron stack; this scenario is {}", stack.name()))
+        } else if model.moe.as_ref().is_none_or(|m| m.n_shared_experts == 0) {
+            Some(format!("overlaps shared experts, and `{}` has none", model.name))
+        } else if parallel.ep <= 1 {
+            Some("overlaps the EP all-to-alls: `parallelism.ep` is 1".to_string())
+        } else if workload.moe_dispatcher != MoeDispatcher::AllToAll {
+            Some(format!("runs with the alltoall dispatcher only, not {}", workload.moe_dispatcher.name()))
+        } else if moe_ep_overlap {
+            Some("cannot run with `options.moe_ep_overlap` (Megatron asserts one or the other)".to_string())
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            p.push(
+                ConfigError::invalid(&path, "options.moe_shared_expert_overlap", true, why)
+                    .with_hint("leave it out, or use it on an MoE model with shared experts, ep > 1 and the alltoall dispatcher"),
+            );
+        }
+    }
     let options = Options {
         tp_comm_overlap: w.options.tp_comm_overlap.unwrap_or(d.tp_comm_overlap),
         dp_overlap: w.options.dp_overlap.unwrap_or(d.dp_overlap),
         cuda_graphs,
         moe_ep_overlap,
+        moe_shared_expert_overlap,
     };
     p.finish()?;
     let name = w.name.clone().unwrap_or_else(|| format!("{}-{}-{}gpu", model.name, system.name, gpus));

@@ -332,7 +332,11 @@ impl CostModel<'_> {
                 }
                 OpKind::Gemm { m, n, k, count } => {
                     let dt = gemm_dtype(w, op);
-                    let mut c = self.gemm_time(*m, *n, *k, *count, dt);
+                    let mut c = if matches!(op.name, "expert_up" | "expert_down") {
+                        self.grouped_gemm_time(*m, *n, *k, *count, dt)
+                    } else {
+                        self.gemm_time(*m, *n, *k, *count, dt)
+                    };
                     if w.fp8_recipe == crate::workload::Fp8Recipe::Rowwise && dt == crate::hardware::Dtype::Fp8 {
                         c.time = c.time * ROWWISE_SCALED_MM_RATIO;
                     }
@@ -383,7 +387,51 @@ impl CostModel<'_> {
             };
             ep_a2a_overlap(&mut out, unpaired, sm_share);
         }
+        if stack == Stack::Megatron && options.moe_shared_expert_overlap && pc.ep > 1 {
+            shared_expert_overlap(&mut out, super::fitted::fitted().megatron_overlap_cost);
+        }
         out
+    }
+}
+
+/// Megatron-Core's shared-expert overlap (`Options::moe_shared_expert_overlap`) on one pass's
+/// lowered steps: the shared experts' GEMMs run on a side stream while the dispatch and combine
+/// all-to-alls run (megatron-core 0.16.1 `transformer/moe/shared_experts.py`: "The shared experts
+/// are scheduled into this stream to be overlapped with the dispatcher"; fc1 and the activation
+/// beside the dispatch, fc2 beside the combine, and in backward their gradients, ordered by
+/// `set_tensor_grad_fn_sequence_sr`). Of the all-to-alls' time, what the shared GEMMs cover is
+/// hidden but for `sm_share` of it (the GEMMs run beside NCCL's kernels: Megatron's fitted overlap
+/// cost, `cost::fitted::MEGATRON_OVERLAP_COST`); the rest stays exposed. The shared GEMMs keep
+/// their own time.
+pub fn shared_expert_overlap(steps: &mut [Step], sm_share: f64) {
+    let is_a2a = |name: &str| matches!(name, "ep_dispatch" | "ep_combine");
+    let comm: Seconds = steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Comm { name, comm } if is_a2a(name) => Some(comm.time()),
+            _ => None,
+        })
+        .sum();
+    let shared: Seconds = steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Kernel { name: "shared_up" | "shared_down", time, .. } => Some(*time),
+            _ => None,
+        })
+        .sum();
+    if comm <= Seconds::ZERO || shared <= Seconds::ZERO {
+        return;
+    }
+    let hidden = shared.min(comm);
+    let keep = ((comm - hidden) + hidden * sm_share.clamp(0.0, 1.0)) / comm;
+    for s in steps.iter_mut() {
+        if let Step::Comm { name, comm } = s {
+            if is_a2a(name) {
+                comm.latency = comm.latency * keep;
+                comm.step_latency = comm.step_latency * keep;
+                comm.wire_bytes *= keep;
+            }
+        }
     }
 }
 
@@ -577,6 +625,33 @@ mod tests {
         let before = comm_time(&steps);
         ep_a2a_overlap(&mut steps, 0.0, 0.2);
         assert_eq!(comm_time(&steps), before);
+    }
+
+    #[test]
+    fn shared_experts_hide_the_all_to_alls_they_outlast() {
+        let shared = |ms: f64| Step::Kernel {
+            name: "shared_up",
+            time: Seconds::ms(ms),
+            bound: Bound::Compute,
+            cpu: Seconds::ZERO,
+            launches: 1.0,
+            host_sync: Seconds::ZERO,
+        };
+        // 1 ms of all-to-all (1e8 bytes at 100 GB/s plus 17 us of latency) beside 5 ms of shared GEMMs:
+        // hidden but for the SM share.
+        let mut steps = vec![a2a("ep_dispatch", 5e7), shared(5.0), kernel(10.0), a2a("ep_combine", 5e7)];
+        let before = comm_time(&steps);
+        shared_expert_overlap(&mut steps, 0.3);
+        assert!((comm_time(&steps) / before - 0.3).abs() < 1e-9);
+        // Beside 0.25 ms of shared GEMMs only that much hides.
+        let mut steps = vec![a2a("ep_dispatch", 5e7), shared(0.25), kernel(10.0), a2a("ep_combine", 5e7)];
+        let before = comm_time(&steps);
+        shared_expert_overlap(&mut steps, 0.0);
+        assert!((comm_time(&steps) - (before - Seconds::ms(0.25))).value().abs() < 1e-12);
+        // No shared experts: nothing changes.
+        let mut steps = vec![a2a("ep_dispatch", 5e7), kernel(10.0)];
+        shared_expert_overlap(&mut steps, 0.0);
+        assert_eq!(comm_time(&steps), comm_time(&[a2a("ep_dispatch", 5e7)]));
     }
 
     #[test]
