@@ -13,16 +13,19 @@
 //! pp = 2
 //! [workload]                     # mode, micro_batch, global_batch, seq, batch, kv_len, precision,
 //! mode = "train"                 # fp8_recipe, recompute, stack, dropout, flash_attention,
-//!                                # routing_imbalance, moe_dispatcher, lora_rank, lora_targets
+//!                                # routing_imbalance, moe_dispatcher, moe_capacity_factor,
+//!                                # moe_pad_to_capacity, lora_rank, lora_targets
 //! seq = 8192
 //! global_batch = 512
+//! [options]                      # tp_comm_overlap, dp_overlap, cuda_graphs, moe_ep_overlap,
+//!                                # moe_shared_expert_overlap
 //! ```
 //!
 //! Workload defaults (not hardware numbers): tp/pp/cp/ep/vp = 1, etp = tp for an MoE model without
 //! EP (else 1), dp = gpus / (tp*pp*cp),
 //! sp = (tp > 1), zero = 0, mode = train, micro_batch = 1, global_batch = micro_batch * dp,
 //! batch = 1, precision = bf16, fp8_recipe = tensorwise, recompute = none, stack = megatron, flash attention on, no dropout,
-//! balanced routing, moe_dispatcher = alltoall, no LoRA (with `lora_rank`, lora_targets = all four linear layers). Pipeline split: Megatron's options as given; with none, layers that divide
+//! balanced routing, moe_dispatcher = alltoall, dropless MoE, no EP or shared-expert overlap, no LoRA (with `lora_rank`, lora_targets = all four linear layers). Pipeline split: Megatron's options as given; with none, layers that divide
 //! over pp*vp split evenly and those that do not as the model's Megatron-Bridge recipe does
 //! (`recipe_fill`).
 
