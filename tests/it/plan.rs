@@ -373,7 +373,7 @@ fn plan_keeps_ep_in_the_nvlink_domain_unless_memory_forces_more() {
     let best = |rows: &[serde_json::Value], e: u64| rows.iter().find(|r| ep(r) == e).map(|r| r["plan"]["score"].as_f64().unwrap());
     assert!(best(&free, 8) > best(&free, 64).or(Some(0.0)));
     let tight = plan(&["--cp", "1", "--recompute", "none"]);
-    assert!(tight.iter().all(|r| ep(r) >= 32), "EP 8 and 16 do not fit: {:?}", tight.iter().map(|r| ep(r)).collect::<Vec<_>>());
+    assert!(tight.iter().all(|r| ep(r) >= 32), "EP 8 and 16 do not fit: {:?}", tight.iter().map(ep).collect::<Vec<_>>());
     assert_eq!(ep(&tight[0]), 32);
     assert!(best(&tight, 32) > best(&tight, 64));
 }
