@@ -378,7 +378,10 @@ impl CostModel<'_> {
         if stack == Stack::Megatron && options.tp_comm_overlap && pc.tp > 1 && pc.sp {
             userbuffers(&mut out, ops, self.system.gpu.sm_count.value as f64);
         }
-        if stack == Stack::Megatron && w.mode == Mode::Train && options.moe_ep_overlap && pc.ep > 1 {
+        // Megatron overlaps only where it can (its asserts, which `config` turns into errors for a
+        // scenario; the planner's candidates that break them are priced without the overlap).
+        let overlappable = pc.ep > 1 && (pc.pp == 1 || pc.vp > 1) && w.recompute != crate::workload::Recompute::Full;
+        if stack == Stack::Megatron && w.mode == Mode::Train && options.moe_ep_overlap && overlappable {
             let per = (w.micro_batch * pc.dp as u64).max(1);
             let unpaired = crate::parallelism::ep_overlap_unpaired_share(pc, (w.global_batch / per).max(1));
             let sm_share = match w.moe_dispatcher {
