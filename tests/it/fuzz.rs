@@ -370,6 +370,10 @@ fn training_command_line() -> impl Strategy<Value = Vec<String>> {
         "--failure-rate",
         "--lora-rank",
         "--lora-targets",
+        "--moe-capacity-factor",
+        "--moe-pad-to-capacity",
+        "--moe-ep-overlap",
+        "--moe-shared-expert-overlap",
     ]);
     let value = prop::sample::select(vec![
         "0",
@@ -394,6 +398,8 @@ fn training_command_line() -> impl Strategy<Value = Vec<String>> {
         "all",
         "vllm",
         "linear_qkv,fc2",
+        "true",
+        "0.5",
     ]);
     let model = prop::sample::select(vec!["llama-3-8b", "nemotron-h-8b"]);
     (cmd, model, prop::collection::vec((flag, value), 0..6)).prop_map(|(c, model, fv)| {
