@@ -211,6 +211,13 @@ pub struct ScenarioArgs {
     /// MoE token dispatcher: alltoall (default), allgather, or flex (DeepEP)
     #[arg(long)]
     pub moe_dispatcher: Option<String>,
+    /// MoE expert capacity factor (Megatron --moe-expert-capacity-factor, > 0): tokens beyond factor x the mean
+    /// per-expert load are dropped (default: dropless)
+    #[arg(long, allow_negative_numbers = true)]
+    pub moe_capacity_factor: Option<f64>,
+    /// Pad every expert's input to its capacity (Megatron --moe-pad-expert-input-to-capacity; needs --moe-capacity-factor)
+    #[arg(long)]
+    pub moe_pad_to_capacity: Option<bool>,
     /// LoRA fine-tuning: the adapters' rank (Megatron-Bridge's `dim`); the base weights are frozen
     #[arg(long, allow_negative_numbers = true)]
     pub lora_rank: Option<i64>,
@@ -245,6 +252,14 @@ pub struct ScenarioArgs {
     /// cuda_graph_impl transformer_engine), full (the whole iteration: cuda_graph_impl full_iteration)
     #[arg(long)]
     pub train_cuda_graphs: Option<String>,
+    /// Megatron training's EP communication overlap (--overlap-moe-expert-parallel-comm): each micro-batch's MoE
+    /// all-to-alls run beside another micro-batch's compute (needs ep > 1; with pp > 1 a virtual pipeline)
+    #[arg(long)]
+    pub moe_ep_overlap: Option<bool>,
+    /// Megatron's shared-expert overlap (--moe-shared-expert-overlap): the shared experts run beside the alltoall
+    /// dispatcher's all-to-alls (needs shared experts, ep > 1, --moe-dispatcher alltoall)
+    #[arg(long)]
+    pub moe_shared_expert_overlap: Option<bool>,
     /// A Megatron-LM argument list read as the scenario's layout, batch and precision (e.g. '--tensor-model-parallel-size 4
     /// --pipeline-model-parallel-size 8 ... --fp8-recipe mxfp8'); over the scenario file, under the other flags
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
@@ -309,6 +324,8 @@ impl ScenarioArgs {
                 flash_attention: None,
                 routing_imbalance: self.routing_imbalance,
                 moe_dispatcher: self.moe_dispatcher.clone(),
+                moe_capacity_factor: self.moe_capacity_factor,
+                moe_pad_to_capacity: self.moe_pad_to_capacity,
                 lora_rank: self.lora_rank,
                 lora_targets: self.lora_targets.clone(),
                 mtp_layers: self.mtp_layers,
@@ -320,7 +337,13 @@ impl ScenarioArgs {
                 cross_entropy_fusion: self.cross_entropy_fusion,
                 decode_tokens: self.decode_tokens,
             },
-            options: OptionsWire { tp_comm_overlap: self.tp_comm_overlap, dp_overlap: None, cuda_graphs: self.train_cuda_graphs.clone() },
+            options: OptionsWire {
+                tp_comm_overlap: self.tp_comm_overlap,
+                dp_overlap: None,
+                cuda_graphs: self.train_cuda_graphs.clone(),
+                moe_ep_overlap: self.moe_ep_overlap,
+                moe_shared_expert_overlap: self.moe_shared_expert_overlap,
+            },
             ..ScenarioWire::default()
         }
     }
@@ -425,6 +448,8 @@ impl ScenarioArgs {
         f(self.stack.is_some(), "stack");
         f(self.routing_imbalance.is_some(), "routing-imbalance");
         f(self.moe_dispatcher.is_some(), "moe-dispatcher");
+        f(self.moe_capacity_factor.is_some(), "moe-capacity-factor");
+        f(self.moe_pad_to_capacity.is_some(), "moe-pad-to-capacity");
         f(self.lora_rank.is_some(), "lora-rank");
         f(self.lora_targets.is_some(), "lora-targets");
         f(self.mtp_layers.is_some(), "mtp-layers");
@@ -437,6 +462,8 @@ impl ScenarioArgs {
         f(self.cp_comm.is_some(), "cp-comm");
         f(self.tp_comm_overlap.is_some(), "tp-comm-overlap");
         f(self.train_cuda_graphs.is_some(), "train-cuda-graphs");
+        f(self.moe_ep_overlap.is_some(), "moe-ep-overlap");
+        f(self.moe_shared_expert_overlap.is_some(), "moe-shared-expert-overlap");
         f(self.from_megatron_args.is_some(), "from-megatron-args");
         f(self.calibration.is_some(), "calibration");
         v

@@ -182,6 +182,7 @@ fn megatron_tp_overlap_pairs_each_collective_with_its_gemm() {
         dropout: false,
         flash_attention: true,
         routing_imbalance: 1.0,
+        moe_capacity: None,
         moe_dispatcher: MoeDispatcher::AllToAll,
         lora: None,
         mtp_layers: 0,

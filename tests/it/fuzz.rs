@@ -377,6 +377,10 @@ fn training_command_line() -> impl Strategy<Value = Vec<String>> {
         "--stragglers",
         "--steps",
         "--nodes-per-leaf",
+        "--moe-capacity-factor",
+        "--moe-pad-to-capacity",
+        "--moe-ep-overlap",
+        "--moe-shared-expert-overlap",
     ]);
     let value = prop::sample::select(vec![
         "0",
@@ -405,6 +409,8 @@ fn training_command_line() -> impl Strategy<Value = Vec<String>> {
         "su:0:rail:0:uplink=0.5",
         "su:1:rail:9:uplink=0.5",
         "spine=0.5",
+        "true",
+        "0.5",
     ]);
     let model = prop::sample::select(vec!["llama-3-8b", "nemotron-h-8b"]);
     (cmd, model, prop::collection::vec((flag, value), 0..6)).prop_map(|(c, model, fv)| {

@@ -352,3 +352,28 @@ fn ep_inside_an_nvlink_domain_beats_ep_across_nodes() {
     assert!(in_node > 1.5 * across, "EP 8 {in_node:.0} vs EP 64 {across:.0} tokens/s");
     assert!(ep64_comm > 4.0 * ep8_comm && ep64_comm > 0.3 * ep64_step, "{ep8_comm} {ep64_comm} {ep64_step}");
 }
+
+/// Issue 18 item 5: the planner prefers EP inside the NVLink domain unless memory forces more.
+/// Qwen3-30B-A3B on 64 DGX H100 at tp 1, pp 1, micro-batch 2: the top plan keeps EP within a node
+/// (8); with context parallelism and recompute ruled out EP 8 does not fit (its activations and
+/// expert weights pass 80 GB), and the plan takes the smallest EP that fits (32) over EP 64.
+#[test]
+fn plan_keeps_ep_in_the_nvlink_domain_unless_memory_forces_more() {
+    let plan = |extra: &[&str]| {
+        let mut args = vec!["plan", "--model", "qwen3-30b-a3b", "--system", "dgx-h100", "--gpus", "64", "--tp", "1", "--pp", "1", "--micro-batch", "2"];
+        args.extend(["--global-batch", "1024", "--seq", "4096", "--precision", "fp8", "--zero", "1", "--json"]);
+        args.extend(extra);
+        let (code, out, err) = gpuplan(&args);
+        assert_eq!(code, 0, "{err}");
+        out.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).collect::<Vec<_>>()
+    };
+    let ep = |v: &serde_json::Value| v["scenario"]["ep"].as_u64().unwrap();
+    let free = plan(&[]);
+    assert_eq!(ep(&free[0]), 8, "{}", free[0]["plan"]["config"]);
+    let best = |rows: &[serde_json::Value], e: u64| rows.iter().find(|r| ep(r) == e).map(|r| r["plan"]["score"].as_f64().unwrap());
+    assert!(best(&free, 8) > best(&free, 64).or(Some(0.0)));
+    let tight = plan(&["--cp", "1", "--recompute", "none"]);
+    assert!(tight.iter().all(|r| ep(r) >= 32), "EP 8 and 16 do not fit: {:?}", tight.iter().map(ep).collect::<Vec<_>>());
+    assert_eq!(ep(&tight[0]), 32);
+    assert!(best(&tight, 32) > best(&tight, 64));
+}

@@ -55,7 +55,13 @@ fn rows() -> Vec<Row> {
                         flash_attention: Some(boolean("flash_attention")),
                         ..Default::default()
                     },
-                    options: OptionsWire { tp_comm_overlap: Some(boolean("tp_comm_overlap")), dp_overlap: Some(true), cuda_graphs: None },
+                    options: OptionsWire {
+                        tp_comm_overlap: Some(boolean("tp_comm_overlap")),
+                        dp_overlap: Some(true),
+                        cuda_graphs: None,
+                        moe_ep_overlap: None,
+                        moe_shared_expert_overlap: None,
+                    },
                     ..Default::default()
                 },
             }

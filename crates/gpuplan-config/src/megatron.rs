@@ -46,6 +46,9 @@ pub fn args_of(s: &Scenario) -> Vec<String> {
     if w.mtp_layers > 0 {
         kv("--mtp-num-layers", w.mtp_layers.to_string());
     }
+    if let Some(c) = w.moe_capacity {
+        kv("--moe-expert-capacity-factor", c.factor.to_string());
+    }
     if let Some(n) = pc.split.first {
         kv("--decoder-first-pipeline-num-layers", n.to_string());
     }
@@ -61,6 +64,15 @@ pub fn args_of(s: &Scenario) -> Vec<String> {
         gpuplan_core::scenario::TrainGraphs::Full => kv("--cuda-graph-impl", "full_iteration".to_string()),
     }
     let mut flag = |k: &str| a.push(k.to_string());
+    if s.options.moe_ep_overlap {
+        flag("--overlap-moe-expert-parallel-comm");
+    }
+    if s.options.moe_shared_expert_overlap {
+        flag("--moe-shared-expert-overlap");
+    }
+    if w.moe_capacity.is_some_and(|c| c.pad) {
+        flag("--moe-pad-expert-input-to-capacity");
+    }
     if pc.sp && pc.tp > 1 {
         flag("--sequence-parallel");
     }
@@ -227,6 +239,15 @@ pub fn from_args(text: &str) -> Result<FromArgs, ConfigError> {
                 value(&mut i).ok_or_else(|| bad(&key, "(missing)", "needs a value"))?;
             }
             "tp-comm-overlap" => ow.tp_comm_overlap = Some(true),
+            "overlap-moe-expert-parallel-comm" => ow.moe_ep_overlap = Some(true),
+            "moe-shared-expert-overlap" => ow.moe_shared_expert_overlap = Some(true),
+            "moe-pad-expert-input-to-capacity" => ww.moe_pad_to_capacity = Some(true),
+            "moe-expert-capacity-factor" => {
+                let v = value(&mut i).ok_or_else(|| bad(&key, "(missing)", "needs a number"))?;
+                let x = v.parse::<f64>().map_err(|_| bad(&key, &v, "is not a number"))?;
+                // Megatron reads a negative factor as none (dropless).
+                ww.moe_capacity_factor = (x >= 0.0).then_some(x);
+            }
             "cuda-graph-impl" => {
                 let v = value(&mut i).ok_or_else(|| bad(&key, "(missing)", "needs none, local, transformer_engine or full_iteration"))?;
                 ow.cuda_graphs = Some(
@@ -346,6 +367,15 @@ mod tests {
         let e = from_args("--moe-token-dispatcher-type ring").unwrap_err().to_string();
         assert!(e.contains("alltoall, allgather or flex"), "{e}");
         // DeepSeek-V3's MTP module and the training CUDA graphs (issue 18).
+        assert_eq!(from_args("--moe-shared-expert-overlap").unwrap().wire.options.moe_shared_expert_overlap, Some(true));
+        let r = from_args("--overlap-moe-expert-parallel-comm --moe-expert-capacity-factor 1.25 --moe-pad-expert-input-to-capacity").unwrap();
+        assert_eq!(
+            (r.wire.options.moe_ep_overlap, r.wire.workload.moe_capacity_factor, r.wire.workload.moe_pad_to_capacity),
+            (Some(true), Some(1.25), Some(true))
+        );
+        // Megatron reads a negative capacity factor as none (dropless).
+        assert_eq!(from_args("--moe-expert-capacity-factor -1").unwrap().wire.workload.moe_capacity_factor, None);
+        assert!(from_args("--moe-expert-capacity-factor lots").unwrap_err().to_string().contains("--moe-expert-capacity-factor"));
         let r = from_args("--mtp-num-layers 1 --cuda-graph-impl full_iteration").unwrap();
         assert_eq!((r.wire.workload.mtp_layers, r.wire.options.cuda_graphs.as_deref()), (Some(1), Some("full")));
         assert_eq!(from_args("--cuda-graph-impl transformer_engine").unwrap().wire.options.cuda_graphs.as_deref(), Some("partial"));

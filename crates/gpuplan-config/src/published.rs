@@ -139,6 +139,11 @@ pub const RECIPE_DEFAULTS: &[(&str, &str, &str)] = &[
         "DeepSeek-V3: selective recompute of mla_up_proj (B200, B300, GB200 except FP8-CS, GB300 FP8-CS; plus layernorm and moe_act for NVFP4 on B200), mlp (GB200 FP8-CS), moe_act (GB300 BF16), none (GB300 MXFP8); Llama-3 70B Megatron-FSDP on GB200/GB300: activations of 40 (GB200 FP8), 20 (GB200 BF16, GB300 FP8) or 30 (GB300 BF16) layers offloaded to the host",
         "Megatron-Bridge 0.6.2 perf_recipes/deepseek/{b200,b300,gb200,gb300}/deepseek_v3.py (_deepseek_v3_common sets recompute_granularity = selective) and perf_recipes/llama/{gb200,gb300}/llama3.py (cpu_offloading = True, cpu_offloading_weights = False, cpu_offloading_num_layers); applied to the earlier releases' rows of the same model, system and precision",
     ),
+    (
+        "moe_ep_overlap",
+        "on for the MoE rows with full-iteration CUDA graphs (RECIPE_DEFAULTS `cuda_graphs`) whose layout Megatron overlaps (pp 1, or a virtual pipeline); off otherwise",
+        "Megatron-Bridge 0.6.2 perf recipes: _enable_hybridep_full_iteration_mxfp8 (perf_recipes/qwen/common.py) and _enable_deepseek_full_iteration_mxfp8 (perf_recipes/deepseek/common.py) set comm_overlap overlap_moe_expert_parallel_comm = True and delay_wgrad_compute = True, with moe_hybridep_num_sms = 32; their BF16/FP8-CS and partial-graph configs leave it off (the H100 Qwen3 base recipe's is commented out); megatron-core 0.16.1 asserts a virtual pipeline for it when pp > 1. The same helpers and the Qwen3 H100 base recipe set moe_shared_expert_overlap = False, so no row overlaps its shared experts (`moe_shared_expert_overlap` stays off)",
+    ),
     ("sft", "SFT rows as training at the row's sequence (packed)", "SFT rows are packed sequences (SQuAD packed to 4096 on the 24.07 page); per-document attention masks are not modelled"),
     (
         "lora",
@@ -274,6 +279,9 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
     let from_26 = nemo_release(&r.container).is_some_and(|v| v >= (26, 0));
     let deepep_gpu = matches!(system, "dgx-h100" | "dgx-b200" | "dgx-b300");
     let moe_dispatcher = (moe && (from_26_06 || (from_26 && deepep_gpu))).then_some("flex");
+    // The full-iteration recipes overlap the EP all-to-alls (RECIPE_DEFAULTS `moe_ep_overlap`);
+    // Megatron refuses the overlap at pp > 1 without a virtual pipeline.
+    let moe_ep_overlap = cuda_graphs == Some("full") && ep > 1 && (pp == 1 || vp > 1);
     let Some((precision, recipe, prec_slice)) = precision_of(r) else {
         return Err(Skipped::new(Incomplete, "precision not stated"));
     };
@@ -354,7 +362,14 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
             ..Default::default()
         },
         // Userbuffers' TP overlap needs sequence parallelism, which the LoRA recipes turn off.
-        options: OptionsWire { tp_comm_overlap: Some(tp > 1 && lora.is_none()), dp_overlap: None, cuda_graphs: cuda_graphs.map(str::to_string) },
+        options: OptionsWire {
+            tp_comm_overlap: Some(tp > 1 && lora.is_none()),
+            dp_overlap: None,
+            cuda_graphs: cuda_graphs.map(str::to_string),
+            moe_ep_overlap: moe_ep_overlap.then_some(true),
+            // The MoE perf recipes set moe_shared_expert_overlap = False (RECIPE_DEFAULTS `moe_ep_overlap`).
+            moe_shared_expert_overlap: None,
+        },
         ..Default::default()
     };
     let describe = format!(

@@ -13,19 +13,22 @@
 //! pp = 2
 //! [workload]                     # mode, micro_batch, global_batch, seq, batch, kv_len, precision,
 //! mode = "train"                 # fp8_recipe, recompute, stack, dropout, flash_attention,
-//!                                # routing_imbalance, moe_dispatcher, lora_rank, lora_targets,
+//!                                # routing_imbalance, moe_dispatcher, moe_capacity_factor,
+//!                                # moe_pad_to_capacity, lora_rank, lora_targets,
 //!                                # megatron: grad_reduce_dtype, optimizer_state_dtype,
 //!                                # fp8_param_gather, recompute_modules, cpu_offload_layers,
 //!                                # cross_entropy_fusion
 //! seq = 8192
 //! global_batch = 512
+//! [options]                      # tp_comm_overlap, dp_overlap, cuda_graphs, moe_ep_overlap,
+//!                                # moe_shared_expert_overlap
 //! ```
 //!
 //! Workload defaults (not hardware numbers): tp/pp/cp/ep/vp = 1, etp = tp for an MoE model without
 //! EP (else 1), dp = gpus / (tp*pp*cp),
 //! sp = (tp > 1), zero = 0, mode = train, micro_batch = 1, global_batch = micro_batch * dp,
 //! batch = 1, precision = bf16, fp8_recipe = tensorwise, recompute = none, stack = megatron, flash attention on, no dropout,
-//! balanced routing, moe_dispatcher = alltoall, no LoRA (with `lora_rank`, lora_targets = all four linear layers). Pipeline split: Megatron's options as given; with none, layers that divide
+//! balanced routing, moe_dispatcher = alltoall, dropless MoE, no EP or shared-expert overlap, no LoRA (with `lora_rank`, lora_targets = all four linear layers). Pipeline split: Megatron's options as given; with none, layers that divide
 //! over pp*vp split evenly and those that do not as the model's Megatron-Bridge recipe does
 //! (`recipe_fill`).
 
@@ -123,6 +126,12 @@ pub struct WorkloadWire {
     pub routing_imbalance: Option<f64>,
     /// alltoall (default) | allgather | flex (DeepEP)
     pub moe_dispatcher: Option<String>,
+    /// Megatron's expert capacity factor (`--moe-expert-capacity-factor`, > 0): tokens routed to an
+    /// expert beyond factor x the mean load are dropped (default: dropless)
+    pub moe_capacity_factor: Option<f64>,
+    /// Pad every expert's input to its capacity (`--moe-pad-expert-input-to-capacity`; needs
+    /// `moe_capacity_factor`)
+    pub moe_pad_to_capacity: Option<bool>,
     /// LoRA fine-tuning: the adapters' rank (training only; frozen base weights)
     pub lora_rank: Option<i64>,
     /// LoRA targets: linear_qkv, linear_proj, linear_fc1, linear_fc2 (default: all four, as
@@ -160,6 +169,14 @@ pub struct OptionsWire {
     /// Megatron training's CUDA graphs: none (default) | partial (attention and MoE router) | full
     /// (the whole iteration).
     pub cuda_graphs: Option<String>,
+    /// Megatron training's EP communication overlap (`--overlap-moe-expert-parallel-comm`): the
+    /// all-to-alls of one micro-batch beside another's compute; needs ep > 1, the alltoall or flex
+    /// dispatcher, no full recompute, and a virtual pipeline when pp > 1.
+    pub moe_ep_overlap: Option<bool>,
+    /// Megatron's shared-expert overlap (`--moe-shared-expert-overlap`): the shared experts beside
+    /// the alltoall dispatcher's all-to-alls; needs shared experts, ep > 1, the alltoall dispatcher,
+    /// and not `moe_ep_overlap`.
+    pub moe_shared_expert_overlap: Option<bool>,
 }
 
 /// Overlay `over` on `base`: every value `over` sets wins.
@@ -209,6 +226,8 @@ pub fn overlay(base: ScenarioWire, over: ScenarioWire) -> ScenarioWire {
             flash_attention,
             routing_imbalance,
             moe_dispatcher,
+            moe_capacity_factor,
+            moe_pad_to_capacity,
             lora_rank,
             lora_targets,
             mtp_layers,
@@ -221,8 +240,40 @@ pub fn overlay(base: ScenarioWire, over: ScenarioWire) -> ScenarioWire {
             decode_tokens
         ]
     );
-    pick!(b.options, over.options, [tp_comm_overlap, dp_overlap, cuda_graphs]);
+    pick!(b.options, over.options, [tp_comm_overlap, dp_overlap, cuda_graphs, moe_ep_overlap, moe_shared_expert_overlap]);
     b
+}
+
+/// `workload.moe_capacity_factor` and `workload.moe_pad_to_capacity` (Megatron's
+/// `--moe-expert-capacity-factor`, `--moe-pad-expert-input-to-capacity`), checked: a factor is a
+/// finite number above 0 (Megatron reads a negative one as dropless: here leave it out), on an MoE
+/// model; padding needs a factor (Megatron raises the same).
+fn moe_capacity_keys(p: &mut Problems, path: &Path, ww: &WorkloadWire, model: &Model) -> Option<gpuplan_core::workload::MoeCapacity> {
+    let pad = ww.moe_pad_to_capacity.unwrap_or(false);
+    let Some(factor) = ww.moe_capacity_factor else {
+        if pad {
+            p.push(
+                ConfigError::invalid(path, "workload.moe_pad_to_capacity", true, "pads each expert's input to its capacity, and no capacity is set")
+                    .with_hint("add `workload.moe_capacity_factor` (--moe-capacity-factor), e.g. 1.0"),
+            );
+        }
+        return None;
+    };
+    if model.moe.is_none() {
+        p.push(
+            ConfigError::invalid(path, "workload.moe_capacity_factor", factor, format!("applies to MoE models; `{}` is dense", model.name))
+                .with_hint("leave it out"),
+        );
+        return None;
+    }
+    if !(factor.is_finite() && factor > 0.0) {
+        p.push(
+            ConfigError::invalid(path, "workload.moe_capacity_factor", factor, "must be a finite number above 0 (capacity over the mean per-expert load)")
+                .with_hint("e.g. 1.0 or 1.25; leave it out for dropless MoE (Megatron's default)"),
+        );
+        return None;
+    }
+    Some(gpuplan_core::workload::MoeCapacity { factor, pad })
 }
 
 pub fn read_scenario(path: &Path) -> Result<ScenarioWire, ConfigError> {
@@ -719,6 +770,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
             MoeDispatcher::AllToAll
         }),
     };
+    let moe_capacity = moe_capacity_keys(&mut p, &path, ww, &model);
     let lora = lora_keys(&mut p, &path, ww, &model, &parallel, mode, stack);
     let mtp_layers = match ww.mtp_layers {
         None | Some(0) => 0,
@@ -781,6 +833,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         flash_attention: ww.flash_attention.unwrap_or(true),
         routing_imbalance,
         moe_dispatcher,
+        moe_capacity,
         lora,
         mtp_layers,
         cp_comm,
@@ -820,10 +873,58 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
             }
         },
     };
+    let moe_ep_overlap = w.options.moe_ep_overlap.unwrap_or(d.moe_ep_overlap);
+    if moe_ep_overlap {
+        // Megatron-Core's own checks (megatron-core 0.16.1 `TransformerConfig.__post_init__`).
+        let why = if stack != Stack::Megatron || mode != Mode::Train {
+            Some(format!("applies to megatron training; this scenario is {} {}", stack.name(), mode.name()))
+        } else if parallel.ep <= 1 {
+            Some("needs expert parallelism: `parallelism.ep` is 1".to_string())
+        } else if workload.moe_dispatcher == MoeDispatcher::AllGather {
+            Some("runs with the alltoall or flex dispatcher, not allgather".to_string())
+        } else if workload.recompute == Recompute::Full {
+            Some("cannot run with full recompute".to_string())
+        } else if parallel.pp > 1 && parallel.vp <= 1 {
+            Some(format!("needs a virtual pipeline when `parallelism.pp` = {} (Megatron asserts it)", parallel.pp))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            p.push(
+                ConfigError::invalid(&path, "options.moe_ep_overlap", true, why)
+                    .with_hint("leave it out, or give a layout Megatron overlaps (ep > 1; pp 1, or pp > 1 with vp > 1; no full recompute)"),
+            );
+        }
+    }
+    let moe_shared_expert_overlap = w.options.moe_shared_expert_overlap.unwrap_or(d.moe_shared_expert_overlap);
+    if moe_shared_expert_overlap {
+        // Megatron-Core's checks (megatron-core 0.16.1 `TransformerConfig.__post_init__`).
+        let why = if stack != Stack::Megatron {
+            Some(format!("applies to the megatron stack; this scenario is {}", stack.name()))
+        } else if model.moe.as_ref().is_none_or(|m| m.n_shared_experts == 0) {
+            Some(format!("overlaps shared experts, and `{}` has none", model.name))
+        } else if parallel.ep <= 1 {
+            Some("overlaps the EP all-to-alls: `parallelism.ep` is 1".to_string())
+        } else if workload.moe_dispatcher != MoeDispatcher::AllToAll {
+            Some(format!("runs with the alltoall dispatcher only, not {}", workload.moe_dispatcher.name()))
+        } else if moe_ep_overlap {
+            Some("cannot run with `options.moe_ep_overlap` (Megatron asserts one or the other)".to_string())
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            p.push(
+                ConfigError::invalid(&path, "options.moe_shared_expert_overlap", true, why)
+                    .with_hint("leave it out, or use it on an MoE model with shared experts, ep > 1 and the alltoall dispatcher"),
+            );
+        }
+    }
     let options = Options {
         tp_comm_overlap: w.options.tp_comm_overlap.unwrap_or(d.tp_comm_overlap),
         dp_overlap: w.options.dp_overlap.unwrap_or(d.dp_overlap),
         cuda_graphs,
+        moe_ep_overlap,
+        moe_shared_expert_overlap,
     };
     p.finish()?;
     let name = w.name.clone().unwrap_or_else(|| format!("{}-{}-{}gpu", model.name, system.name, gpus));

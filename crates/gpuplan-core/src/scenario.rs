@@ -16,11 +16,21 @@ pub struct Options {
     /// What Megatron-Core training replays from CUDA graphs (`--cuda-graph-impl`,
     /// `--cuda-graph-scope`); the other stacks ignore it.
     pub cuda_graphs: TrainGraphs,
+    /// Megatron-Core's EP communication overlap (`--overlap-moe-expert-parallel-comm`,
+    /// megatron-core 0.16.1 `pipeline_parallel/combined_1f1b.py`): one micro-batch's forward and
+    /// another's backward run layer by layer together, each one's dispatch and combine all-to-alls
+    /// beside the other's compute (`cost::lower::ep_a2a_overlap`). Megatron training with EP > 1 only.
+    pub moe_ep_overlap: bool,
+    /// Megatron-Core's shared-expert overlap (`--moe-shared-expert-overlap`, megatron-core 0.16.1
+    /// `transformer/moe/shared_experts.py`): the shared experts run on their own stream beside
+    /// the alltoall dispatcher's all-to-alls (fc1 and the activation beside the dispatch, fc2
+    /// beside the combine; their gradients likewise; `cost::lower::shared_expert_overlap`).
+    pub moe_shared_expert_overlap: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { tp_comm_overlap: false, dp_overlap: true, cuda_graphs: TrainGraphs::None }
+        Options { tp_comm_overlap: false, dp_overlap: true, cuda_graphs: TrainGraphs::None, moe_ep_overlap: false, moe_shared_expert_overlap: false }
     }
 }
 

@@ -67,11 +67,14 @@ fn dtensor_dispatch(pc: &ParallelConfig, w: &Workload, op: &Op) -> Seconds {
 /// Host time the GPU waits for at `op` when Megatron-Core's dropless MoE dispatcher syncs the host
 /// (`cost::fitted::MOE_DISPATCH_SYNC_US`, once per MoE layer and forward or recompute pass of a
 /// training step, at the token permutation); zero for other stacks, modes and ops (the rows it is
-/// fitted on are training; inference engines run MoE from CUDA graphs without the sync).
+/// fitted on are training; inference engines run MoE from CUDA graphs without the sync), and when
+/// every expert's input is padded to its capacity (`MoeCapacity::pad`: the token counts are
+/// constants, megatron-core 0.16.1 `MoEAlltoAllTokenDispatcher.preprocess`).
 fn moe_dispatch_sync(options: &Options, w: &Workload, op: &Op) -> Seconds {
     if w.stack == Stack::Megatron
         && w.mode == Mode::Train
         && options.cuda_graphs != TrainGraphs::Full
+        && !w.moe_capacity.is_some_and(|c| c.pad)
         && op.name == "permute"
         && matches!(op.pass, Pass::Forward | Pass::Recompute)
     {
@@ -329,7 +332,11 @@ impl CostModel<'_> {
                 }
                 OpKind::Gemm { m, n, k, count } => {
                     let dt = gemm_dtype(w, op);
-                    let mut c = self.gemm_time(*m, *n, *k, *count, dt);
+                    let mut c = if matches!(op.name, "expert_up" | "expert_down") {
+                        self.grouped_gemm_time(*m, *n, *k, *count, dt)
+                    } else {
+                        self.gemm_time(*m, *n, *k, *count, dt)
+                    };
                     if w.fp8_recipe == crate::workload::Fp8Recipe::Rowwise && dt == crate::hardware::Dtype::Fp8 {
                         c.time = c.time * ROWWISE_SCALED_MM_RATIO;
                     }
@@ -371,7 +378,118 @@ impl CostModel<'_> {
         if stack == Stack::Megatron && options.tp_comm_overlap && pc.tp > 1 && pc.sp {
             userbuffers(&mut out, ops, self.system.gpu.sm_count.value as f64);
         }
+        // Megatron overlaps only where it can (its asserts, which `config` turns into errors for a
+        // scenario; the planner's candidates that break them are priced without the overlap).
+        let overlappable = pc.ep > 1 && (pc.pp == 1 || pc.vp > 1) && w.recompute != crate::workload::Recompute::Full;
+        if stack == Stack::Megatron && w.mode == Mode::Train && options.moe_ep_overlap && overlappable {
+            let per = (w.micro_batch * pc.dp as u64).max(1);
+            let unpaired = crate::parallelism::ep_overlap_unpaired_share(pc, (w.global_batch / per).max(1));
+            let sm_share = match w.moe_dispatcher {
+                crate::workload::MoeDispatcher::Flex => (HYBRID_EP_SMS / self.system.gpu.sm_count.value as f64).min(1.0),
+                _ => super::fitted::fitted().megatron_overlap_cost,
+            };
+            ep_a2a_overlap(&mut out, unpaired, sm_share);
+        }
+        if stack == Stack::Megatron && options.moe_shared_expert_overlap && pc.ep > 1 {
+            shared_expert_overlap(&mut out, super::fitted::fitted().megatron_overlap_cost);
+        }
         out
+    }
+}
+
+/// Megatron-Core's shared-expert overlap (`Options::moe_shared_expert_overlap`) on one pass's
+/// lowered steps: the shared experts' GEMMs run on a side stream while the dispatch and combine
+/// all-to-alls run (megatron-core 0.16.1 `transformer/moe/shared_experts.py`: "The shared experts
+/// are scheduled into this stream to be overlapped with the dispatcher"; fc1 and the activation
+/// beside the dispatch, fc2 beside the combine, and in backward their gradients, ordered by
+/// `set_tensor_grad_fn_sequence_sr`). Of the all-to-alls' time, what the shared GEMMs cover is
+/// hidden but for `sm_share` of it (the GEMMs run beside NCCL's kernels: Megatron's fitted overlap
+/// cost, `cost::fitted::MEGATRON_OVERLAP_COST`); the rest stays exposed. The shared GEMMs keep
+/// their own time.
+pub fn shared_expert_overlap(steps: &mut [Step], sm_share: f64) {
+    let is_a2a = |name: &str| matches!(name, "ep_dispatch" | "ep_combine");
+    let comm: Seconds = steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Comm { name, comm } if is_a2a(name) => Some(comm.time()),
+            _ => None,
+        })
+        .sum();
+    let shared: Seconds = steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Kernel { name: "shared_up" | "shared_down", time, .. } => Some(*time),
+            _ => None,
+        })
+        .sum();
+    if comm <= Seconds::ZERO || shared <= Seconds::ZERO {
+        return;
+    }
+    let hidden = shared.min(comm);
+    let keep = ((comm - hidden) + hidden * sm_share.clamp(0.0, 1.0)) / comm;
+    for s in steps.iter_mut() {
+        if let Step::Comm { name, comm } = s {
+            if is_a2a(name) {
+                comm.latency = comm.latency * keep;
+                comm.step_latency = comm.step_latency * keep;
+                comm.wire_bytes *= keep;
+            }
+        }
+    }
+}
+
+/// SMs HybridEP's dispatch and combine kernels occupy (`moe_hybridep_num_sms = 32` in
+/// Megatron-Bridge 0.6.2's full-iteration MoE perf recipes, `perf_recipes/qwen/common.py`
+/// `_enable_hybridep_full_iteration_mxfp8` and `perf_recipes/deepseek/common.py`
+/// `_enable_deepseek_full_iteration_mxfp8`): the compute they overlap runs on the rest.
+pub const HYBRID_EP_SMS: f64 = 32.0;
+
+/// Megatron-Core's EP communication overlap (`Options::moe_ep_overlap`) on one pass's lowered
+/// steps: in combined 1F1B a micro-batch's forward and another's backward run layer by layer
+/// together, the dispatch and combine all-to-alls of each on a communication stream beside the
+/// other's attention and expert compute (megatron-core 0.16.1 `combined_1f1b.py`: "EP A2A in
+/// forward step is hidden by the attention/mlp computation in the backward step, and vice versa";
+/// `delay_wgrad_compute`, which the recipes set with it, moves weight-gradient GEMMs under the
+/// backward's combine). Each EP all-to-all keeps, of its time:
+/// - all of it in the passes that run alone (`unpaired`, `parallelism::ep_overlap_unpaired_share`);
+/// - in a pair, what the partner's compute cannot cover (the pass's all-to-alls beyond its own
+///   kernels' time, this pass standing in for its partner: a forward's partner has about twice its
+///   compute, a backward's half, and the pair's sums match), plus `sm_share` of the rest: the
+///   compute beside it runs on the SMs the communication leaves (HybridEP:
+///   [`HYBRID_EP_SMS`] of the GPU's; NCCL's all-to-all: Megatron's fitted overlap cost,
+///   `cost::fitted::MEGATRON_OVERLAP_COST`).
+///
+/// Priced by scaling the all-to-all's latency and bytes, so both engines see the same exposed time.
+pub fn ep_a2a_overlap(steps: &mut [Step], unpaired: f64, sm_share: f64) {
+    let is_a2a = |name: &str| matches!(name, "ep_dispatch" | "ep_combine");
+    let comm: Seconds = steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Comm { name, comm } if is_a2a(name) => Some(comm.time()),
+            _ => None,
+        })
+        .sum();
+    if comm <= Seconds::ZERO {
+        return;
+    }
+    let gpu: Seconds = steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Kernel { time, .. } => Some(*time),
+            _ => None,
+        })
+        .sum();
+    let uncovered = ((comm - gpu).max(Seconds::ZERO) / comm).clamp(0.0, 1.0);
+    let paired = uncovered + (1.0 - uncovered) * sm_share.clamp(0.0, 1.0);
+    let keep = unpaired.clamp(0.0, 1.0) + (1.0 - unpaired.clamp(0.0, 1.0)) * paired;
+    for s in steps.iter_mut() {
+        if let Step::Comm { name, comm } = s {
+            if is_a2a(name) {
+                comm.latency = comm.latency * keep;
+                comm.step_latency = comm.step_latency * keep;
+                comm.wire_bytes *= keep;
+            }
+        }
     }
 }
 
@@ -464,6 +582,79 @@ mod tests {
 
     fn shape(size: u32, per_domain: u32) -> GroupShape {
         GroupShape { size, stride: 1, ranks_per_domain: per_domain.min(size), domains: size.div_ceil(per_domain) }
+    }
+
+    fn a2a(name: &'static str, bytes: f64) -> Step {
+        let comm = CommStep {
+            group: Group::Ep,
+            op: CollectiveOp::AllToAll,
+            algo: nccl::Algo::Ring,
+            proto: nccl::Proto::Simple,
+            latency: Seconds::us(10.0),
+            steps: 7,
+            step_latency: Seconds::us(1.0),
+            wire_bytes: bytes,
+            busbw: BytesPerSec::gb_per_s(100.0),
+            crosses_network: false,
+            overlap: Overlap::Blocking,
+        };
+        Step::Comm { name, comm }
+    }
+
+    fn kernel(ms: f64) -> Step {
+        Step::Kernel { name: "expert_up", time: Seconds::ms(ms), bound: Bound::Compute, cpu: Seconds::ZERO, launches: 1.0, host_sync: Seconds::ZERO }
+    }
+
+    fn comm_time(steps: &[Step]) -> Seconds {
+        steps.iter().filter_map(|s| if let Step::Comm { comm, .. } = s { Some(comm.time()) } else { None }).sum()
+    }
+
+    #[test]
+    fn ep_overlap_keeps_the_unpaired_share_and_the_sm_share_of_the_rest() {
+        // 1 ms of all-to-all beside 10 ms of kernels: covered; a quarter of the passes unpaired,
+        // the communication taking a fifth of the SMs in the others: 0.25 + 0.75 x 0.2 = 0.4 kept.
+        let mut steps = vec![a2a("ep_dispatch", 5e7), kernel(10.0), a2a("ep_combine", 5e7)];
+        let before = comm_time(&steps);
+        ep_a2a_overlap(&mut steps, 0.25, 0.2);
+        assert!((comm_time(&steps) / before - 0.4).abs() < 1e-9);
+        // Not covered: the all-to-alls outlast the pass's kernels; what sticks out stays whole.
+        let mut steps = vec![a2a("ep_dispatch", 5e8), kernel(1.0), a2a("ep_combine", 5e8)];
+        let before = comm_time(&steps);
+        ep_a2a_overlap(&mut steps, 0.0, 0.2);
+        let uncovered = (before - Seconds::ms(1.0)) / before;
+        assert!((comm_time(&steps) / before - (uncovered + (1.0 - uncovered) * 0.2)).abs() < 1e-9);
+        // Other collectives (the expert-TP reduce-scatter, TP, DP) are left alone.
+        let mut steps = vec![a2a("etp_reduce", 5e7), kernel(10.0)];
+        let before = comm_time(&steps);
+        ep_a2a_overlap(&mut steps, 0.0, 0.2);
+        assert_eq!(comm_time(&steps), before);
+    }
+
+    #[test]
+    fn shared_experts_hide_the_all_to_alls_they_outlast() {
+        let shared = |ms: f64| Step::Kernel {
+            name: "shared_up",
+            time: Seconds::ms(ms),
+            bound: Bound::Compute,
+            cpu: Seconds::ZERO,
+            launches: 1.0,
+            host_sync: Seconds::ZERO,
+        };
+        // 1 ms of all-to-all (1e8 bytes at 100 GB/s plus 17 us of latency) beside 5 ms of shared GEMMs:
+        // hidden but for the SM share.
+        let mut steps = vec![a2a("ep_dispatch", 5e7), shared(5.0), kernel(10.0), a2a("ep_combine", 5e7)];
+        let before = comm_time(&steps);
+        shared_expert_overlap(&mut steps, 0.3);
+        assert!((comm_time(&steps) / before - 0.3).abs() < 1e-9);
+        // Beside 0.25 ms of shared GEMMs only that much hides.
+        let mut steps = vec![a2a("ep_dispatch", 5e7), shared(0.25), kernel(10.0), a2a("ep_combine", 5e7)];
+        let before = comm_time(&steps);
+        shared_expert_overlap(&mut steps, 0.0);
+        assert!((comm_time(&steps) - (before - Seconds::ms(0.25))).value().abs() < 1e-12);
+        // No shared experts: nothing changes.
+        let mut steps = vec![a2a("ep_dispatch", 5e7), kernel(10.0)];
+        shared_expert_overlap(&mut steps, 0.0);
+        assert_eq!(comm_time(&steps), comm_time(&[a2a("ep_dispatch", 5e7)]));
     }
 
     #[test]

@@ -483,6 +483,17 @@ impl<'a> CostModel<'a> {
         OpCost { time: time + self.kernel_overhead.value, bound }
     }
 
+    /// The experts' grouped GEMM on one rank (`expert_up`, `expert_down` and their gradients:
+    /// `count` local experts of `m` tokens each, the busiest rank's load): the one place a
+    /// measured grouped-GEMM profile (issue 18 item 2: `calibrate`'s grouped GEMMs across expert
+    /// counts, tokens per expert and widths) is to join the cost model. Until a profile has one,
+    /// it is [`CostModel::gemm_time`] with the batch count: the efficiency at the per-expert `m`
+    /// (the K ramp and tile padding of a small M) and wave quantization over every expert's tiles,
+    /// as cuBLASLt's grouped and TE's grouped GEMMs launch them in one kernel.
+    pub fn grouped_gemm_time(&self, m: u64, n: u64, k: u64, count: u64, dtype: Dtype) -> OpCost {
+        self.gemm_time(m, n, k, count, dtype)
+    }
+
     /// Flash attention: FLOPs at the kernel's level of the bf16 peak (`efficiency.attention` for
     /// SDPA's FlashAttention-2, `efficiency.fused_attention` for the megatron stack's cuDNN fused
     /// attention; lower in backward), times

@@ -210,7 +210,7 @@ pub fn kind_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, k
     let ffn = if moe_layer {
         let moe = model.moe.as_ref().expect("moe layer");
         let local_tokens = if pc.tp > 1 { tokens / t } else { tokens };
-        let routed = local_tokens * moe.top_k as f64 * w.routing_imbalance;
+        let routed = local_tokens * moe.top_k as f64 * w.expert_load();
         let f = moe.expert_ffn_hidden as f64 / pc.etp as f64;
         // The experts' GEMM inputs (the permuted hidden states, the activation's output) are kept
         // as the GEMMs' quantized copies in Megatron's fp8/fp4 training (`saved_linear_input_bytes`).
@@ -799,6 +799,7 @@ mod tests {
             dropout: true,
             flash_attention: false,
             routing_imbalance: 1.0,
+            moe_capacity: None,
             moe_dispatcher: crate::workload::MoeDispatcher::AllToAll,
             lora: None,
             mtp_layers: 0,

@@ -52,6 +52,25 @@ impl ParallelConfig {
     }
 }
 
+/// Share of a rank's model-chunk passes (forwards, and as many backwards) that Megatron-Core's
+/// combined 1F1B schedule (`overlap_moe_expert_parallel_comm`) runs alone, with no other
+/// micro-batch's pass to hide their EP all-to-alls behind; the rest run as forward-backward pairs.
+/// Without pipelining the first forward and the last backward run alone
+/// (megatron-core 0.16.1 `pipeline_parallel/combined_1f1b.py`,
+/// `combined_1f1b_schedule_for_no_pipelining`: "Phases 0: 1st microbatch forward ... Phases 4:
+/// 4th microbatch backward"). With interleaving (Megatron requires a virtual pipeline for the
+/// overlap when pp > 1) the warm-up forwards, as many cool-down backwards, run alone: on the first
+/// stage, which has the most, `2 (pp - 1) + (vp - 1) pp + 1` of the `m vp` chunk passes
+/// (`pipeline_parallel/schedules.py`, `get_pp_rank_microbatches`: the interleaved warm-up plus the
+/// "one extra micro-batch forward step" the overlap schedules; the micro-batch group per virtual
+/// stage at its default, pp).
+pub fn ep_overlap_unpaired_share(pc: &ParallelConfig, n_micro: u64) -> f64 {
+    let (pp, vp) = (pc.pp.max(1) as u64, pc.vp.max(1) as u64);
+    let chunks = n_micro.max(1) * vp;
+    let alone = if pp == 1 { 1 } else { 2 * (pp - 1) + (vp - 1) * pp + 1 };
+    alone.min(chunks) as f64 / chunks as f64
+}
+
 /// Why a configuration cannot run. Infeasibility is data, counted by the planner.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum Infeasible {
@@ -259,6 +278,30 @@ mod tests {
 
     fn pc(tp: u32, pp: u32, dp: u32) -> ParallelConfig {
         ParallelConfig { tp, sp: true, pp, vp: 1, dp, cp: 1, ep: 1, etp: 1, zero: 1, schedule: Schedule::OneFOneB, split: PipelineSplit::default() }
+    }
+
+    #[test]
+    fn ep_overlap_pairs_all_but_the_warm_up_and_cool_down() {
+        let layout = |pp: u32, vp: u32| ParallelConfig {
+            tp: 1,
+            sp: false,
+            pp,
+            vp,
+            dp: 8,
+            cp: 1,
+            ep: 8,
+            etp: 1,
+            zero: 1,
+            schedule: Schedule::OneFOneB,
+            split: Default::default(),
+        };
+        // No pipeline: the first forward and the last backward of 16 micro-batches run alone.
+        assert_eq!(ep_overlap_unpaired_share(&layout(1, 1), 16), 1.0 / 16.0);
+        // pp 2, vp 8, 32 micro-batches: 2 + 7 x 2 + 1 = 17 of 256 chunk passes in the warm-up.
+        assert_eq!(ep_overlap_unpaired_share(&layout(2, 8), 32), 17.0 / 256.0);
+        // Everything in the warm-up: nothing pairs.
+        assert_eq!(ep_overlap_unpaired_share(&layout(4, 2), 1), 1.0);
+        assert_eq!(ep_overlap_unpaired_share(&layout(1, 1), 1), 1.0);
     }
 
     #[test]

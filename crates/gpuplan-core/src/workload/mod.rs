@@ -394,6 +394,9 @@ pub struct Workload {
     pub routing_imbalance: f64,
     /// How MoE tokens reach their experts' ranks.
     pub moe_dispatcher: MoeDispatcher,
+    /// Megatron's expert capacity (`--moe-expert-capacity-factor`, `--moe-pad-expert-input-to-capacity`);
+    /// `None` is dropless (Megatron's default).
+    pub moe_capacity: Option<MoeCapacity>,
     /// LoRA fine-tuning (training only): frozen base weights, trained low-rank adapters.
     pub lora: Option<Lora>,
     /// Multi-token-prediction modules trained (Megatron's `--mtp-num-layers`; 0, Megatron's
@@ -408,6 +411,21 @@ pub struct Workload {
     /// `torch.cat` per token leaves PyTorch's caching allocator blocks it cannot reuse
     /// (`memory::hf_stranded_cache_sets`).
     pub decode_tokens: u64,
+}
+
+/// Token dropping at a per-expert capacity, as Megatron-Core runs it (megatron-core 0.16.1
+/// `transformer/moe/moe_utils.py` `get_capacity`: capacity = ceil(tokens x top_k / experts x
+/// `factor`) per expert and source rank; `transformer/moe/token_dispatcher.py`): tokens routed to an
+/// expert beyond its capacity are dropped; with `pad` (`moe_pad_expert_input_to_capacity`) every
+/// expert's input is padded to its capacity, so each expert runs exactly `factor` x the mean load
+/// and the all-to-all sends the padded buffers, whose sizes are known in advance (no device-to-host
+/// sync of the token counts: `num_tokens_per_local_expert` is a constant).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MoeCapacity {
+    /// Capacity over the mean per-expert load (> 0; Megatron reads a negative value as dropless).
+    pub factor: f64,
+    /// Pad every expert's input to its capacity.
+    pub pad: bool,
 }
 
 /// Transformer Engine's context-parallel attention (`cp_comm_type`, Megatron-LM
@@ -478,6 +496,18 @@ impl MoeDispatcher {
 }
 
 impl Workload {
+    /// Tokens the busiest rank's experts process, over the mean load: the routing imbalance when
+    /// dropless; capped at the capacity factor when tokens beyond it are dropped; the capacity
+    /// factor itself when every expert's input is padded to capacity ([`MoeCapacity`]). The
+    /// expert GEMMs, the tokens the busiest rank receives in the dispatch all-to-all (and sends
+    /// back in the combine) and the experts' saved activations scale with it.
+    pub fn expert_load(&self) -> f64 {
+        match self.moe_capacity {
+            None => self.routing_imbalance,
+            Some(MoeCapacity { factor, pad: true }) => factor,
+            Some(MoeCapacity { factor, pad: false }) => self.routing_imbalance.min(factor),
+        }
+    }
     /// The dtype GEMM `name` of the op list runs in: the workload's precision, except the linears
     /// that stay in bf16 under FP8/FP4 training ([`stays_bf16`]). Inference keeps the precision
     /// for every GEMM, as the serving fits were made with it.
@@ -1104,7 +1134,11 @@ impl<'a> Builder<'a> {
             // Every rank receives all ranks' tokens (the nccl-tests buffer is the gathered size).
             MoeDispatcher::AllGather => (CollectiveOp::AllGather, t as f64 * ep),
         };
-        let a2a_bytes = dispatch_bytes * m.hidden as f64 * self.act;
+        // The busiest rank receives its experts' load ([`Workload::expert_load`]: routing imbalance,
+        // or the capacity) in the dispatch and sends it back in the combine; an all-gather
+        // gathers every token whatever the routing.
+        let load = if comm_op == CollectiveOp::AllGather { 1.0 } else { self.w.expert_load() };
+        let a2a_bytes = dispatch_bytes * load * m.hidden as f64 * self.act;
         let combine_op = if comm_op == CollectiveOp::AllGather { CollectiveOp::ReduceScatter } else { CollectiveOp::AllToAll };
         if pc.ep > 1 {
             self.push("ep_dispatch", OpKind::Comm { op: comm_op, group: Group::Ep, bytes: a2a_bytes });
@@ -1119,12 +1153,15 @@ impl<'a> Builder<'a> {
             // gathered rows (read and write them), before the up projection.
             self.push("sentinel_mask", OpKind::Memory { bytes: (routed * m.hidden) as f64 * self.act * 2.0, kernels: 1 });
         } else {
-            self.memory("permute", (routed * m.hidden) as f64, 1.0, 1.0, 2);
+            // Padded to capacity, the permuted buffer holds `factor` x the routed rows (zeros in
+            // the padding); dropped rows are not counted (how many depends on the routing).
+            self.memory("permute", (routed * m.hidden) as f64 * self.w.moe_capacity.filter(|c| c.pad).map_or(1.0, |c| c.factor), 1.0, 1.0, 2);
         }
         let local_experts = (moe.n_experts / pc.ep) as u64;
         // Tokens reaching one expert on the busiest rank: all EP ranks' routed tokens, spread over
-        // the experts, times the imbalance factor; ETP ranks each see all of their expert's tokens.
-        let per_expert = ((routed * pc.ep as u64 * pc.etp as u64) as f64 / moe.n_experts as f64 * self.w.routing_imbalance).ceil() as u64;
+        // the experts, times the load factor (routing imbalance, or the capacity when tokens are
+        // dropped or padded: `Workload::expert_load`); ETP ranks each see all of their expert's tokens.
+        let per_expert = ((routed * pc.ep as u64 * pc.etp as u64) as f64 / moe.n_experts as f64 * self.w.expert_load()).ceil() as u64;
         let per_expert = per_expert.max(1);
         let f = moe.expert_ffn_hidden / pc.etp as u64;
         let up = if m.ffn_kind == FfnKind::Gated { 2 * f } else { f };
@@ -1153,7 +1190,7 @@ impl<'a> Builder<'a> {
             let rows = (routed * m.hidden) as f64 * self.act;
             self.push("unpermute", OpKind::Memory { bytes: rows * 5.0 + (t * m.hidden) as f64 * self.act, kernels: 3 });
         } else {
-            self.memory("unpermute", (routed * m.hidden) as f64, 1.0, 1.0, 2);
+            self.memory("unpermute", (routed * m.hidden) as f64 * self.w.moe_capacity.filter(|c| c.pad).map_or(1.0, |c| c.factor), 1.0, 1.0, 2);
         }
         if pc.ep > 1 {
             self.push("ep_combine", OpKind::Comm { op: combine_op, group: Group::Ep, bytes: a2a_bytes });
@@ -1637,6 +1674,7 @@ mod tests {
             flash_attention: true,
             routing_imbalance: 1.0,
             moe_dispatcher: MoeDispatcher::AllToAll,
+            moe_capacity: None,
             lora: None,
             mtp_layers: 0,
             cp_comm: CpComm::P2p,
