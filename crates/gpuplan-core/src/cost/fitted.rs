@@ -157,6 +157,13 @@ pub const TRTLLM_PYTORCH_SEQ_US: f64 = 0.0;
 /// fallback).
 pub const HF_GROUPED_MM_FALLBACK_US: [f64; 2] = [1000.0, 10.0];
 
+/// Host time the GPU waits for at each fp32 grouped GEMM of transformers' `grouped_mm` experts
+/// path in `hf-*` training beyond what the profile's `calibrate --moe` table measured for the call
+/// (the fallback's wall clock from an idle GPU, its per-expert launches included:
+/// `cost::lower::hf_measured_grouped`), microseconds per call; used instead of
+/// [`HF_GROUPED_MM_FALLBACK_US`] where the profile has that table. FITTED: see the value's note.
+pub const HF_GROUPED_MM_RESIDUAL_US: f64 = 0.0;
+
 /// Share of the host probe's cuDNN plan-build time (`HostProbe::sdpa_cudnn_plan`, an isolated
 /// SDPA call with a synchronize after it) that an `hf-*` decode step pays (`cost::lower::
 /// hf_inference_host`). Fitted on the eight fit-split decode runs of calibration/runs/hf/hf.jsonl
@@ -209,6 +216,8 @@ pub struct Fitted {
     pub trtllm_pytorch_seq_us: f64,
     /// See [`HF_GROUPED_MM_FALLBACK_US`].
     pub hf_grouped_mm_fallback_us: [f64; 2],
+    /// See [`HF_GROUPED_MM_RESIDUAL_US`].
+    pub hf_grouped_mm_residual_us: f64,
     /// See [`HF_SDPA_PLAN_SHARE`].
     pub hf_sdpa_plan_share: f64,
     /// See [`HF_DECODE_CACHE_RETAINED`].
@@ -231,6 +240,7 @@ pub const SHIPPED: Fitted = Fitted {
     triton_frontend_us: TRITON_FRONTEND_US,
     trtllm_pytorch_seq_us: TRTLLM_PYTORCH_SEQ_US,
     hf_grouped_mm_fallback_us: HF_GROUPED_MM_FALLBACK_US,
+    hf_grouped_mm_residual_us: HF_GROUPED_MM_RESIDUAL_US,
     hf_sdpa_plan_share: HF_SDPA_PLAN_SHARE,
     hf_decode_cache_retained: HF_DECODE_CACHE_RETAINED,
     hf_memory_efficiency: HF_MEMORY_EFFICIENCY,
@@ -266,6 +276,7 @@ pub fn parse(text: &str, mut f: Fitted) -> Result<Fitted, String> {
             ("triton_frontend_us", [x]) => f.triton_frontend_us = *x,
             ("trtllm_pytorch_seq_us", [x]) => f.trtllm_pytorch_seq_us = *x,
             ("hf_grouped_mm_fallback_us", [a, b]) => f.hf_grouped_mm_fallback_us = [*a, *b],
+            ("hf_grouped_mm_residual_us", [x]) => f.hf_grouped_mm_residual_us = *x,
             ("hf_sdpa_plan_share", [x]) => f.hf_sdpa_plan_share = *x,
             ("hf_decode_cache_retained", [x]) => f.hf_decode_cache_retained = *x,
             ("hf_memory_efficiency", [x]) if *x > 0.0 => f.hf_memory_efficiency = *x,
