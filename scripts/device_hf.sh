@@ -151,6 +151,10 @@ read -r -d '' TABLE <<'EOF'
 089 h100 prefill deepseek-v3-s-e64k6      4  4096  0 none eager    8  3  30
 090 h100 prefill mixtral-s                16 2048  0 none eager    8  3  30
 091 h100 train   qwen3-moe-s              4  2048  1 none eager    8  3  40
+092 h200 train   mixtral-s-e16k4-w2816    2  4096  1 none eager    8  3  40
+093 h200 prefill qwen3-moe-s-e96k6-w512   8  4096  0 none eager    8  3  30
+094 h200 train   deepseek-v3-s-e64k6      2  4096  1 none eager    8  3  40
+095 h200 prefill mixtral-s-e16k4-w2816    8  4096  0 none eager    8  3  30
 EOF
 
 split_of() {  # id config

