@@ -257,7 +257,8 @@ fn moe(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
         }
     };
     let file = moe::fit(&source, &table, &provenance).with_context(|| "the MoE probe's table".to_string())?;
-    let text = format!("# gpuplan MoE kernels, schema 1. Written by `gpuplan calibrate --moe`; moe.csv beside it is the probe's table.\n{}", toml::to_string(&file)?);
+    let text =
+        format!("# gpuplan MoE kernels, schema 1. Written by `gpuplan calibrate --moe`; moe.csv beside it is the probe's table.\n{}", toml::to_string(&file)?);
     write_atomic(&csv_path, table.as_bytes())?;
     write_atomic(&toml_path, text.as_bytes())?;
     print!("{text}");

@@ -58,8 +58,7 @@ impl MoeKernels {
         let dist = |w: &(u64, u64)| (lg(w.0 as f64) - lg(k as f64)).abs() + (lg(w.1 as f64) - lg(n as f64)).abs();
         widths.sort_by(|a, b| dist(a).total_cmp(&dist(b)).then(a.cmp(b)));
         let at = |w: (u64, u64)| {
-            let mut curve: Vec<(f64, f64)> =
-                pts.iter().filter(|p| p.experts == e_star && (p.k, p.n) == w).map(|p| (p.tokens as f64, p.time.value())).collect();
+            let mut curve: Vec<(f64, f64)> = pts.iter().filter(|p| p.experts == e_star && (p.k, p.n) == w).map(|p| (p.tokens as f64, p.time.value())).collect();
             curve.sort_by(|a, b| a.0.total_cmp(&b.0));
             interp(&curve, tokens.max(1) as f64) * (k * n) as f64 / (w.0 * w.1) as f64
         };
@@ -114,7 +113,16 @@ impl CostModel<'_> {
     /// (reduction of `Mk`) and `n`, by `kernel` in `dtype`, from the profile's measured table;
     /// `None` without one for this GPU, kernel and dtype (the caller keeps its GEMM rule).
     #[allow(clippy::too_many_arguments)]
-    pub fn grouped_expert_gemm(&self, kernel: GroupedKernel, dtype: Dtype, layout: GroupedLayout, experts: u64, tokens: u64, k: u64, n: u64) -> Option<Seconds> {
+    pub fn grouped_expert_gemm(
+        &self,
+        kernel: GroupedKernel,
+        dtype: Dtype,
+        layout: GroupedLayout,
+        experts: u64,
+        tokens: u64,
+        k: u64,
+        n: u64,
+    ) -> Option<Seconds> {
         self.moe_kernels()?.grouped_time(kernel, dtype, layout, experts, tokens, k, n)
     }
 
@@ -167,7 +175,7 @@ mod tests {
         assert!((at(128, 256, 2048, 1536) - 2.0 * 208.995).abs() < 1e-6);
         // A width between the two measured ones lies between their k n-scaled times.
         let mid = at(64, 256, 1024, 2048);
-        let (a, b) = (208.995 * (1024.0 * 2048.0) / (2048.0 * 1536.0), 100.0 * (1024.0 * 2048.0) / (768.0 * 2048.0));
+        let (a, b): (f64, f64) = (208.995 * (1024.0 * 2048.0) / (2048.0 * 1536.0), 100.0 * (1024.0 * 2048.0) / (768.0 * 2048.0));
         assert!(mid > a.min(b) && mid < a.max(b), "{mid} {a} {b}");
         // Another dtype or layout is not measured: None, the caller keeps its rule.
         assert!(t.grouped_time(GroupedKernel::GroupedMm, Dtype::Fp32, GroupedLayout::Mk, 64, 256, 2048, 1536).is_none());

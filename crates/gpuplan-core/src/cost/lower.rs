@@ -394,7 +394,14 @@ impl CostModel<'_> {
                 OpKind::Memory { bytes, .. } if stack.hf() && w.mode != Mode::Decode && hf_index_kernels(op.name).is_some() && self.moe_kernels().is_some() => {
                     let kernels = hf_index_kernels(op.name).unwrap_or(&[]);
                     match self.moe_index_time(kernels, *bytes) {
-                        Some(time) => Step::Kernel { name: op.name, time, bound: Bound::Memory, cpu: dispatch * kernels.len() as f64, launches: kernels.len() as f64, host_sync },
+                        Some(time) => Step::Kernel {
+                            name: op.name,
+                            time,
+                            bound: Bound::Memory,
+                            cpu: dispatch * kernels.len() as f64,
+                            launches: kernels.len() as f64,
+                            host_sync,
+                        },
                         None => kernel(self.memory_time(*bytes / super::fitted::fitted().hf_memory_efficiency, kernels.len() as u32), kernels.len() as f64),
                     }
                 }

@@ -70,7 +70,8 @@ mod tests {
 
     #[test]
     fn counts_rows() {
-        let t = format!("{}\ngrouped_mm,bf16,mk,8,16,2048,1536,0,30.0,,1e9,1e8,50\ncumsum,bf16,,8,4096,2048,0,2,5.0,,0,64,20\n", gpuplan_config::moe::MOE_HEADER);
+        let t =
+            format!("{}\ngrouped_mm,bf16,mk,8,16,2048,1536,0,30.0,,1e9,1e8,50\ncumsum,bf16,,8,4096,2048,0,2,5.0,,0,64,20\n", gpuplan_config::moe::MOE_HEADER);
         let f = fit(Path::new("t.csv"), &t, "p").unwrap();
         assert_eq!((f.grouped_rows, f.index_rows), (1, 1));
     }
