@@ -154,7 +154,9 @@ pub const TRTLLM_PYTORCH_SEQ_US: f64 = 0.0;
 /// 1500 + 10, 5.2%, before those kernels). 1 ms per call is still more than a sync (a
 /// launch-to-completion round trip measured 22 us on the H100 host): what else it carries was not
 /// profiled (the profile of calibration/runs/hf/profile/ is of a bf16 MoE prefill, which takes no
-/// fallback).
+/// fallback). Since issue 18 (branch wt-moecal) it prices only GPUs whose profile has no
+/// `calibrate --moe` table; where one exists the measured call and [`HF_GROUPED_MM_RESIDUAL_US`]
+/// do (the H100 and H200 profiles of the run set have one, so no run of it uses this any more).
 pub const HF_GROUPED_MM_FALLBACK_US: [f64; 2] = [1000.0, 10.0];
 
 /// Host time the GPU waits for at each fp32 grouped GEMM of transformers' `grouped_mm` experts
