@@ -60,7 +60,7 @@ impl MoeKernels {
         let at = |w: (u64, u64)| {
             let mut curve: Vec<(f64, f64)> = pts.iter().filter(|p| p.experts == e_star && (p.k, p.n) == w).map(|p| (p.tokens as f64, p.time.value())).collect();
             curve.sort_by(|a, b| a.0.total_cmp(&b.0));
-            interp(&curve, tokens.max(1) as f64) * (k * n) as f64 / (w.0 * w.1) as f64
+            interp(&curve, tokens.max(1) as f64) * (k as f64 * n as f64) / (w.0 as f64 * w.1 as f64)
         };
         let scale = experts as f64 / e_star as f64;
         let t = match widths.as_slice() {
@@ -83,7 +83,9 @@ impl MoeKernels {
     /// them, their summed bytes and times, log-log linear in bytes (flat below the smallest case,
     /// proportional above the largest); `None` without such cases.
     pub fn index_time(&self, kernels: &[MoeIndexKernel], bytes: f64) -> Option<Seconds> {
-        let mut cases: std::collections::BTreeMap<(u64, u64, u64, u64), (f64, f64, usize)> = Default::default();
+        // Per measured case (experts, tokens, hidden, top-k): summed bytes, summed time, kernels.
+        type Case = (u64, u64, u64, u64);
+        let mut cases: std::collections::BTreeMap<Case, (f64, f64, usize)> = Default::default();
         for p in self.index.iter().filter(|p| kernels.contains(&p.kernel)) {
             let e = cases.entry((p.experts, p.tokens, p.hidden, p.top_k)).or_insert((0.0, 0.0, 0));
             e.0 += p.bytes;
