@@ -153,13 +153,27 @@ read -r -d '' TABLE <<'EOF'
 091 h200 decode  qwen3-1.7b               4  2048  0 none loop     60 10 25
 092 h200 decode  llama-3.2-1b             32 32768 0 none loop     40 10 40
 093 h200 decode  tinyllama-1.1b           8  8192  0 none generate 60 10 25
+094 h100 train   mixtral-s-e16k4-w2816    2  4096  1 none eager    8  3  40
+095 h100 prefill mixtral-s-e16k4-w2816    4  4096  0 none eager    8  3  30
+096 h100 train   qwen3-moe-s-e96k6-w512   2  2048  1 none eager    8  3  40
+097 h100 prefill qwen3-moe-s-e96k6-w512   8  4096  0 none eager    8  3  30
+098 h100 train   deepseek-v3-s-e64k6      1  4096  1 none eager    8  3  40
+099 h100 prefill deepseek-v3-s-e64k6      4  4096  0 none eager    8  3  30
+100 h100 prefill mixtral-s                16 2048  0 none eager    8  3  30
+101 h100 train   qwen3-moe-s              4  2048  1 none eager    8  3  40
+102 h200 train   mixtral-s-e16k4-w2816    2  4096  1 none eager    8  3  40
+103 h200 prefill qwen3-moe-s-e96k6-w512   8  4096  0 none eager    8  3  30
+104 h200 train   deepseek-v3-s-e64k6      2  4096  1 none eager    8  3  40
+105 h200 prefill mixtral-s-e16k4-w2816    8  4096  0 none eager    8  3  30
 EOF
 
 split_of() {  # id config
   # Rows 062 on were added after the hf-* stacks' constants were fitted (scripts/fit_hf.sh) and are
   # all held out (calibration/runs/hf/postfit.jsonl; rows 074 on: postfit-2.jsonl, measured after
-  # the second fit, branch wt-torch; rows 084 on, the first H200 post-fit rows: postfit-3.jsonl,
-  # measured after the third fit, branch wt-torch2).
+  # the second fit, branch wt-torch; rows 084-093, the first H200 post-fit rows: postfit-3.jsonl,
+  # measured after the third fit, branch wt-torch2; rows 094-105: postfit-moe.jsonl, issue 18's new
+  # MoE shapes, branch wt-moecal, measured before its grouped-GEMM mechanism or any refit; they ran
+  # as rows 084-095 and their raw logs keep those ids).
   if (( 10#$1 >= 62 )); then echo test; return; fi
   case "$2" in qwen3-1.7b|qwen3-moe-s-e32k4) echo test; return ;; esac
   if (( 10#$1 % 3 == 0 )); then echo test; else echo fit; fi

@@ -7,6 +7,9 @@
 #   (grids: 0.56-1.00 by 0.02; 0-4000 us (0, then 1000 by 500) x 0, 5, 10, 20, 40 us; 0.40-1.20 by 0.04)
 #   2. hf_grouped_mm_fallback_us  MoE train rows with fp32 master weights (hf-040, bf16 weights,
 #                                 is left out: the stacks cannot say bf16 master weights): step MAPE
+#                                 (since issue 18, branch wt-moecal, it moves only runs whose profile
+#                                 has no `calibrate --moe` table: none of this set; the per-call
+#                                 residual over the measured table is scripts/fit_hf_moe.sh's)
 #   3. hf_sdpa_plan_share         decode rows: step-time MAPE
 #   (hf_decode_cache_retained, a fourth stage before, is gone: the decode memory is the caching
 #   allocator's rounding rule, memory::hf_stranded_cache_sets, with nothing fitted)

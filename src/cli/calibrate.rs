@@ -60,11 +60,23 @@ pub struct CalibrateArgs {
     /// With --host: fit from a table the probe printed before instead of running it
     #[arg(long, value_name = "FILE.csv", requires = "host")]
     pub host_from: Option<PathBuf>,
+    /// Probe grouped GEMMs and MoE index kernels instead (the shipped
+    /// scenarios/workloads/moe_probe.py with the node's python3 and torch; --quick under a minute):
+    /// writes moe.toml and moe.csv into the existing profile folder `<out-dir>/<name>/`
+    /// (`--name` needed), from which the hf-* stacks price grouped expert GEMMs
+    #[arg(long, conflicts_with = "host")]
+    pub moe: bool,
+    /// With --moe: read a table the probe printed before instead of running it
+    #[arg(long, value_name = "FILE.csv", requires = "moe")]
+    pub moe_from: Option<PathBuf>,
 }
 
 pub fn run(args: CalibrateArgs) -> anyhow::Result<Outcome> {
     if args.host {
         return host(&args);
+    }
+    if args.moe {
+        return moe(&args);
     }
     if !args.import_nccl_tests.is_empty() {
         return import_nccl_tests(&args);
@@ -191,6 +203,62 @@ fn host(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
         "# gpuplan host probe, schema 1. Written by `gpuplan calibrate --host`; host.csv beside it is the probe's table.\n{}",
         toml::to_string(&fitted)?
     );
+    write_atomic(&csv_path, table.as_bytes())?;
+    write_atomic(&toml_path, text.as_bytes())?;
+    print!("{text}");
+    println!("wrote {} and {}", toml_path.display(), csv_path.display());
+    Ok(Outcome::Ok)
+}
+
+/// `calibrate --moe`: run (or read) the MoE probe, check its table, write moe.toml and moe.csv
+/// beside the profile's profile.toml (both checked before the probe runs, written atomically).
+fn moe(args: &CalibrateArgs) -> anyhow::Result<Outcome> {
+    use crate::calibrate::moe;
+    use crate::config::files::write_atomic;
+    use crate::config::moe::{MOE_FILE, MOE_TABLE};
+    let name = args.name.as_deref().context("`--moe` needs `--name PROFILE`\nhint: the profile folder the MoE tables go into, e.g. `--name h100-sxm-1x`")?;
+    let dir = args.out_dir.join(name);
+    if !dir.join("profile.toml").is_file() {
+        anyhow::bail!(
+            "`--name` = `{name}`: no profile at `{}`\nhint: run `gpuplan calibrate --name {name}` first, or give `--out-dir` the folder that holds it",
+            dir.join("profile.toml").display()
+        );
+    }
+    let (toml_path, csv_path) = (dir.join(MOE_FILE), dir.join(MOE_TABLE));
+    for p in [&toml_path, &csv_path] {
+        if p.exists() && !args.force {
+            anyhow::bail!("`{}` exists\nhint: give `--force` to replace it", p.display());
+        }
+    }
+    // The probe's first note (GPU, software, date, script); the others (shapes out of memory or
+    // past its time budget, errors) stay in moe.csv.
+    let notes = |t: &str| {
+        let all: Vec<&str> = t.lines().filter(|l| l.starts_with('#')).map(|l| l.trim_start_matches('#').trim()).collect();
+        match all.split_first() {
+            Some((first, [])) => first.to_string(),
+            Some((first, rest)) => format!("{first}; {} more notes in moe.csv", rest.len()),
+            None => "no notes".into(),
+        }
+    };
+    let (table, provenance, source) = match &args.moe_from {
+        Some(from) => {
+            if crate::config::files::canonical_target(from) == crate::config::files::canonical_target(&csv_path) {
+                anyhow::bail!("`--moe-from` = `{}` is the table this command writes\nhint: copy it elsewhere first", from.display());
+            }
+            let t = std::fs::read_to_string(from).with_context(|| format!("`--moe-from`: cannot read `{}`", from.display()))?;
+            let p = format!("read by `{}` on {} UTC from the probe table `{}` ({})", command_line(), utc_now(), from.display(), notes(&t));
+            (t, p, from.clone())
+        }
+        None => {
+            let t = moe::run_probe(args.quick)?;
+            let machine = std::fs::read_to_string("/etc/hostname").map(|s| s.trim().to_string()).unwrap_or_else(|_| "unknown".into());
+            let p = format!("measured by `{}` on {machine}, {} UTC, script {} ({})", command_line(), utc_now(), moe::PROBE_SCRIPT, notes(&t));
+            (t, p, PathBuf::from(moe::PROBE_SCRIPT))
+        }
+    };
+    let file = moe::fit(&source, &table, &provenance).with_context(|| "the MoE probe's table".to_string())?;
+    let text =
+        format!("# gpuplan MoE kernels, schema 1. Written by `gpuplan calibrate --moe`; moe.csv beside it is the probe's table.\n{}", toml::to_string(&file)?);
     write_atomic(&csv_path, table.as_bytes())?;
     write_atomic(&toml_path, text.as_bytes())?;
     print!("{text}");

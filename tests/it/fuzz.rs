@@ -170,6 +170,22 @@ proptest! {
     }
 
     #[test]
+    fn moe_probe_table(m in mutations()) {
+        // The head of the shipped H100 table (`calibrate --moe`'s moe.csv), mutated: parsed, and
+        // where it parses, read by the grouped-GEMM and index-kernel lookups.
+        let head: String = seed("calibration/profiles/h100-sxm-1x/moe.csv").lines().take(60).chain(std::iter::once("gather_rows,bf16,,8,4096,2048,0,2,20.5,,0,3.4e7,20")).collect::<Vec<_>>().join("\n");
+        let text = apply(&head, &m);
+        if let Ok((grouped, index)) = config::moe::parse_table(Path::new("moe.csv"), &text) {
+            use gpuplan::hardware::profile::{GroupedKernel, GroupedLayout, MoeIndexKernel, MoeKernels};
+            let t = MoeKernels { provenance: String::new(), grouped, index };
+            for (e, tok) in [(1, 1), (64, 300), (512, 100_000)] {
+                let _ = t.grouped_time(GroupedKernel::GroupedMm, gpuplan::hardware::Dtype::Bf16, GroupedLayout::Mk, e, tok, 2048, 1536);
+            }
+            let _ = t.index_time(&[MoeIndexKernel::GatherRows], 1e6);
+        }
+    }
+
+    #[test]
     fn gpu_and_system_toml(m in mutations()) {
         let d = scratch("sys");
         let gpu = d.join("h100-sxm.toml");

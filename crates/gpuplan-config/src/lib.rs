@@ -10,6 +10,7 @@ pub mod files;
 pub mod hf;
 pub mod megatron;
 pub mod model;
+pub mod moe;
 pub mod prediction;
 pub mod profile;
 pub mod published;

@@ -227,6 +227,10 @@ pub fn load_profile(path: &Path) -> Result<Profile, ConfigError> {
         let wire: HostFile = parse_toml(&host, &text)?;
         profile.host = Some(wire.to_domain(&host)?);
     }
+    let moe = file.with_file_name(super::moe::MOE_FILE);
+    if catalog::is_file(&moe) {
+        profile.moe = Some(super::moe::load(&moe)?);
+    }
     Ok(profile)
 }
 
@@ -463,6 +467,7 @@ impl ProfileFile {
             collectives,
             power,
             host: None,
+            moe: None,
             measured_gpu: None,
         })
     }

@@ -333,5 +333,22 @@ pub fn used_numbers(s: &Scenario) -> Vec<UsedNumber> {
         value: format!("{:.0}", s.system.host_power_per_node.value.value()),
         source: s.system.host_power_per_node.source.clone(),
     });
+    if s.model.moe.is_some() && w.stack.hf() && w.mode != Mode::Decode {
+        // How transformers' grouped expert GEMMs and permutations are priced (`cost::grouped`).
+        used.push(match cost.moe_kernels() {
+            Some(t) => UsedNumber {
+                name: "hf_grouped_expert_gemms".into(),
+                value: format!("measured table: {} grouped GEMM rows, {} index-kernel rows", t.grouped.len(), t.index.len()),
+                source: crate::hardware::Source::Measured(format!("`calibrate --moe` in profile `{}`: {}", s.profile.as_ref().map_or("", |p| p.name.as_str()), t.provenance)),
+            },
+            None => UsedNumber {
+                name: "hf_grouped_expert_gemms".into(),
+                value: "GEMM model; fp32 fallback stall fitted".into(),
+                source: crate::hardware::Source::Unsourced(
+                    "no `calibrate --moe` table for this GPU: expert GEMMs priced as dense GEMMs by the GEMM model, the fp32 fallback's host stall by cost::fitted::HF_GROUPED_MM_FALLBACK_US".into(),
+                ),
+            },
+        });
+    }
     used
 }

@@ -168,6 +168,48 @@ pub fn hf_fp32_grouped_mm(w: &Workload, op: &Op) -> bool {
     w.stack.hf() && w.mode == Mode::Train && matches!(op.name, "expert_up" | "expert_down") && matches!(op.kind, OpKind::Gemm { .. })
 }
 
+/// Whether `op` is an expert GEMM of transformers' `grouped_mm` experts path (the `hf-*` stacks;
+/// in training with fp32 master weights, [`hf_fp32_grouped_mm`]).
+pub fn hf_grouped_expert(w: &Workload, op: &Op) -> bool {
+    w.stack.hf() && w.mode != Mode::Decode && matches!(op.name, "expert_up" | "expert_down") && matches!(op.kind, OpKind::Gemm { .. })
+}
+
+/// An expert GEMM of transformers' `grouped_mm` path priced from the profile's `calibrate --moe`
+/// table ([`CostModel::grouped_expert_gemm`]): in fp32 (training with fp32 master weights)
+/// PyTorch's fallback, else the CUTLASS grouped kernel in bf16; the weight gradient (`wgrad`: the
+/// second backward GEMM of an expert op, `Gemm { m: k_fwd, n: n_fwd, k: tokens }`) as the 2d x 2d
+/// layout. `None` where the table has no such rows.
+#[allow(clippy::too_many_arguments)]
+fn hf_measured_grouped(cost: &CostModel, fp32: bool, wgrad: bool, m: u64, n: u64, k: u64, count: u64, dtype: crate::hardware::Dtype) -> Option<Seconds> {
+    use crate::hardware::profile::{GroupedKernel, GroupedLayout};
+    use crate::hardware::Dtype;
+    let dt = if fp32 {
+        Dtype::Fp32
+    } else if matches!(dtype, Dtype::Bf16 | Dtype::Fp16) {
+        Dtype::Bf16
+    } else {
+        return None;
+    };
+    if wgrad {
+        cost.grouped_expert_gemm(GroupedKernel::GroupedMm, dt, GroupedLayout::K, count, k, m, n)
+    } else {
+        cost.grouped_expert_gemm(GroupedKernel::GroupedMm, dt, GroupedLayout::Mk, count, m, k, n)
+    }
+}
+
+/// The probe's index kernels that transformers' `grouped_mm` path runs for an `hf-*` MoE memory
+/// op, whose bytes the workload counts as the probe does: `permute` the gather of the routed rows;
+/// `unpermute` the routing-weight multiply, the gather back to token order and the top-k sum.
+/// Others (`route_index`, `router_softmax_topk`, the sentinel fills) keep the memory rule.
+pub fn hf_index_kernels(name: &str) -> Option<&'static [crate::hardware::profile::MoeIndexKernel]> {
+    use crate::hardware::profile::MoeIndexKernel as K;
+    match name {
+        "permute" => Some(&[K::GatherRows]),
+        "unpermute" => Some(&[K::WeightRows, K::UnpermuteGather, K::TopkSum]),
+        _ => None,
+    }
+}
+
 /// Host time the GPU waits for at a fallback grouped GEMM ([`hf_fp32_grouped_mm`]) of `count`
 /// experts whose GEMMs take `gpu` on the GPU: the offsets' device-to-host sync, then the host
 /// launching one `mm` per expert, of which the GPU hides what its own GEMMs take
@@ -324,6 +366,48 @@ impl CostModel<'_> {
                 Step::Kernel { name: op.name, time, bound: c.bound, cpu: dispatch * launches, launches, host_sync }
             };
             let step = match &op.kind {
+                OpKind::Gemm { m, n, k, count } if hf_grouped_expert(w, op) && self.moe_kernels().is_some() => {
+                    let fp32 = hf_fp32_grouped_mm(w, op);
+                    let wgrad = op.pass == Pass::Backward && i > 0 && ops[i - 1].name == op.name && matches!(ops[i - 1].kind, OpKind::Gemm { .. });
+                    match hf_measured_grouped(self, fp32, wgrad, *m, *n, *k, *count, gemm_dtype(w, op)) {
+                        Some(measured) if fp32 => {
+                            // PyTorch's fallback, measured as wall clock per call: the host
+                            // launching one `mm` per expert, which the GPU waits for beyond its own
+                            // (TF32) GEMMs' time; the GPU runs the GEMMs (the GEMM model, for the
+                            // power model's activity) and idles the rest, plus what a step pays
+                            // per call beyond the probe's idle-GPU measurement (fitted).
+                            let c = self.gemm_time(*m, *n, *k, *count, crate::hardware::Dtype::Tf32);
+                            let stall = (measured - c.time).max(Seconds::ZERO) + Seconds::us(super::fitted::fitted().hf_grouped_mm_residual_us);
+                            let time = if c.bound == Bound::Compute { c.time / speedup } else { c.time };
+                            Step::Kernel { name: op.name, time, bound: c.bound, cpu: dispatch, launches: *count as f64, host_sync: host_sync + stall }
+                        }
+                        Some(time) => {
+                            let bound = self.gemm_time(*m, *n, *k, *count, crate::hardware::Dtype::Bf16).bound;
+                            Step::Kernel { name: op.name, time, bound, cpu: dispatch, launches: 1.0, host_sync }
+                        }
+                        None if fp32 => {
+                            let c = self.gemm_time(*m, *n, *k, *count, crate::hardware::Dtype::Tf32);
+                            let time = if c.bound == Bound::Compute { c.time / speedup } else { c.time };
+                            let host_sync = host_sync + hf_fallback_stall(*count, time);
+                            Step::Kernel { name: op.name, time, bound: c.bound, cpu: dispatch * *count as f64, launches: *count as f64, host_sync }
+                        }
+                        None => kernel(self.gemm_time(*m, *n, *k, *count, gemm_dtype(w, op)), 1.0),
+                    }
+                }
+                OpKind::Memory { bytes, .. } if stack.hf() && w.mode != Mode::Decode && hf_index_kernels(op.name).is_some() && self.moe_kernels().is_some() => {
+                    let kernels = hf_index_kernels(op.name).unwrap_or(&[]);
+                    match self.moe_index_time(kernels, *bytes) {
+                        Some(time) => Step::Kernel {
+                            name: op.name,
+                            time,
+                            bound: Bound::Memory,
+                            cpu: dispatch * kernels.len() as f64,
+                            launches: kernels.len() as f64,
+                            host_sync,
+                        },
+                        None => kernel(self.memory_time(*bytes / super::fitted::fitted().hf_memory_efficiency, kernels.len() as u32), kernels.len() as f64),
+                    }
+                }
                 OpKind::Gemm { m, n, k, count } if hf_fp32_grouped_mm(w, op) => {
                     let c = self.gemm_time(*m, *n, *k, *count, crate::hardware::Dtype::Tf32);
                     let time = if c.bound == Bound::Compute { c.time / speedup } else { c.time };

@@ -5,6 +5,7 @@
 //! caller scales them by `power`'s clock factor. Every number used is listed with its source.
 
 pub mod fitted;
+pub mod grouped;
 pub mod lower;
 pub mod nccl;
 

@@ -146,6 +146,8 @@ pub struct Profile {
     pub power: Option<PowerProfile>,
     /// The framework's host costs (`calibrate --host`), when probed.
     pub host: Option<HostProbe>,
+    /// Grouped GEMMs and MoE index kernels (`calibrate --moe`), when probed.
+    pub moe: Option<MoeKernels>,
     /// The catalog GPU the profile was measured on, when `config` could tell which it is. A
     /// profile applied to another GPU is transferred: only its dimensionless parts (GEMM
     /// efficiency vs shape, HBM efficiency, attention's shape dependence) carry over, scaled to the
@@ -167,4 +169,131 @@ impl Profile {
         v.sort_by(f64::total_cmp);
         Some(BytesPerSec::gb_per_s(v[v.len() / 2] / 1e9))
     }
+}
+
+/// Which grouped (per-expert) GEMM kernel a [`GroupedGemmPoint`] timed
+/// (scenarios/workloads/moe_probe.py, `calibrate --moe`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum GroupedKernel {
+    /// `torch.nn.functional.grouped_mm` / `torch._grouped_mm`: PyTorch's CUTLASS grouped kernel in
+    /// bf16; in fp32 PyTorch's `_grouped_mm_fallback` (offsets copied to the host, one `mm` per
+    /// group), whose time includes the host's launches.
+    GroupedMm,
+    /// `torch.bmm` over equal groups (cuBLAS strided-batched GEMM).
+    Bmm,
+    /// `torch._scaled_grouped_mm`: FP8 e4m3 with rowwise scales.
+    ScaledGroupedMm,
+}
+
+impl GroupedKernel {
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupedKernel::GroupedMm => "grouped_mm",
+            GroupedKernel::Bmm => "bmm",
+            GroupedKernel::ScaledGroupedMm => "scaled_grouped_mm",
+        }
+    }
+    pub const ALL: [GroupedKernel; 3] = [GroupedKernel::GroupedMm, GroupedKernel::Bmm, GroupedKernel::ScaledGroupedMm];
+}
+
+/// How a grouped GEMM splits its rows over the groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum GroupedLayout {
+    /// C[T,n] = A[T,k] B_e[k,n] per expert: the experts' forward and data-gradient GEMMs
+    /// (2d x 3d, the tokens split the rows M).
+    Mk,
+    /// C_e[k,n] = A_e[T,k]^T dY_e[T,n]: the weight gradient (2d x 2d, the tokens split the
+    /// reduction dimension).
+    K,
+}
+
+/// One grouped GEMM the MoE probe timed: `experts` groups of `tokens` rows each (balanced), per
+/// group widths `k` (reduction of layout `Mk`) and `n`; `time` per call (CUDA events; for the fp32
+/// fallback the host wall clock per call with a synchronize, which is what a step waits for).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupedGemmPoint {
+    pub kernel: GroupedKernel,
+    pub dtype: Dtype,
+    pub layout: GroupedLayout,
+    pub experts: u64,
+    pub tokens: u64,
+    pub k: u64,
+    pub n: u64,
+    pub time: Seconds,
+}
+
+/// The MoE index and permutation kernels the probe times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MoeIndexKernel {
+    RouterSoftmaxTopk,
+    Argsort,
+    Histc,
+    Bincount,
+    Cumsum,
+    GatherRows,
+    ScatterInverse,
+    WeightRows,
+    UnpermuteGather,
+    TopkSum,
+    IndexAdd,
+    ScatterAdd,
+}
+
+impl MoeIndexKernel {
+    pub const ALL: [MoeIndexKernel; 12] = [
+        MoeIndexKernel::RouterSoftmaxTopk,
+        MoeIndexKernel::Argsort,
+        MoeIndexKernel::Histc,
+        MoeIndexKernel::Bincount,
+        MoeIndexKernel::Cumsum,
+        MoeIndexKernel::GatherRows,
+        MoeIndexKernel::ScatterInverse,
+        MoeIndexKernel::WeightRows,
+        MoeIndexKernel::UnpermuteGather,
+        MoeIndexKernel::TopkSum,
+        MoeIndexKernel::IndexAdd,
+        MoeIndexKernel::ScatterAdd,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            MoeIndexKernel::RouterSoftmaxTopk => "router_softmax_topk",
+            MoeIndexKernel::Argsort => "argsort",
+            MoeIndexKernel::Histc => "histc",
+            MoeIndexKernel::Bincount => "bincount",
+            MoeIndexKernel::Cumsum => "cumsum",
+            MoeIndexKernel::GatherRows => "gather_rows",
+            MoeIndexKernel::ScatterInverse => "scatter_inverse",
+            MoeIndexKernel::WeightRows => "weight_rows",
+            MoeIndexKernel::UnpermuteGather => "unpermute_gather",
+            MoeIndexKernel::TopkSum => "topk_sum",
+            MoeIndexKernel::IndexAdd => "index_add",
+            MoeIndexKernel::ScatterAdd => "scatter_add",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == s)
+    }
+}
+
+/// One MoE index kernel the probe timed at `tokens` tokens of width `hidden`, `experts` experts,
+/// `top_k`: `time` per call and the bytes it must move at least (the probe's count).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MoeIndexPoint {
+    pub kernel: MoeIndexKernel,
+    pub experts: u64,
+    pub tokens: u64,
+    pub hidden: u64,
+    pub top_k: u64,
+    pub time: Seconds,
+    pub bytes: f64,
+}
+
+/// What `calibrate --moe` measured (`moe.toml` + `moe.csv` beside a profile): grouped GEMMs and
+/// MoE index kernels. `cost::grouped` reads them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MoeKernels {
+    /// Machine, date, software and command.
+    pub provenance: String,
+    pub grouped: Vec<GroupedGemmPoint>,
+    pub index: Vec<MoeIndexPoint>,
 }

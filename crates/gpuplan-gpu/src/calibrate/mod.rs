@@ -15,6 +15,7 @@ pub mod host;
 pub mod import;
 pub mod libs;
 pub mod memory;
+pub mod moe;
 pub mod nccl_tests;
 pub mod output;
 pub mod power;
