@@ -10,6 +10,8 @@ use super::kv::{blocks_for, KvCache};
 use super::metrics::{IterationRecord, Metrics, PoolStats, ServeResult};
 use super::scheduler::{self, Batch, Decisions, Queues, Scheduler, Seq};
 use super::{iteration_cost, CudaGraphs, DecodeAttention, Deployment, Pool, Role, Routing, RunOptions, SchedConfig, ServeError};
+use std::collections::VecDeque;
+
 use crate::des::{EventQueue, SimTime};
 use crate::units::{Seconds, Watts};
 
@@ -309,7 +311,11 @@ impl Engine<'_> {
             s.generated += 1;
             tokens += 1;
             let last = s.generated >= s.output_len;
-            self.metrics.token(s.req, tok_s, last);
+            // Only a request's first and last tokens touch its record (a token in between only
+            // counts, below): at a large batch the records are the loop's cache misses.
+            if s.generated == 1 || last {
+                self.metrics.token(s.req, tok_s, last);
+            }
             if last {
                 completions += 1;
                 rep.kv.release(s);
@@ -321,7 +327,14 @@ impl Engine<'_> {
                 s.target = GONE;
             }
         }
-        rep.queues.running.retain(|s| s.target != GONE);
+        // Those that leave are mostly the oldest (the front): dropped from the front without
+        // moving the rest, then any others.
+        let (mut gone, front) = (completions as usize + handoffs.len(), rep.queues.running.iter().take_while(|s| s.target == GONE).count());
+        rep.queues.running.drain(..front);
+        gone -= front;
+        if gone > 0 {
+            rep.queues.running.retain(|s| s.target != GONE);
+        }
         self.metrics.iteration_done(now_s, tokens, completions);
         // Each completion frees a slot of the client's concurrency limit: it sends the next held
         // request now (sent now: its latency counts from here, as a benchmark client's does).
@@ -421,7 +434,7 @@ impl Engine<'_> {
 /// fits.
 fn decode_run(
     pool: &mut PoolState,
-    running: &[Seq],
+    running: &VecDeque<Seq>,
     batch: &Batch,
     chunks: &[Chunk],
     first: IterTime,

@@ -16,7 +16,8 @@ pub use super::seq::{Seq, NO_SLOT};
 #[derive(Debug, Clone, Default)]
 pub struct Queues {
     pub waiting: VecDeque<Seq>,
-    pub running: Vec<Seq>,
+    /// A deque: sequences mostly finish oldest first, and leave from the front.
+    pub running: VecDeque<Seq>,
 }
 
 impl Queues {
@@ -108,7 +109,7 @@ impl Scheduler for TrtllmInflight {
             kv.assign_slot(&mut s);
             budget = budget.saturating_sub(need);
             out.admitted.push(s.req);
-            q.running.push(s);
+            q.running.push_back(s);
         }
     }
 }
@@ -141,7 +142,7 @@ fn schedule_running(q: &mut Queues, kv: &mut KvCache, budget: &mut u64, out: &mu
         let need = if remaining == 0 { 1 } else { remaining.min(*budget) };
         let need_blocks = kv.blocks_needed(&s, need);
         while kv.free_blocks() < need_blocks && q.running.len() > i {
-            let mut v = q.running.pop().expect("non-empty");
+            let mut v = q.running.pop_back().expect("non-empty");
             kv.release(&mut v);
             v.restart();
             out.preempted.push(v.req);
@@ -186,7 +187,7 @@ fn admit_waiting(q: &mut Queues, kv: &mut KvCache, cfg: &SchedConfig, budget: &m
         kv.assign_slot(&mut s);
         *budget = budget.saturating_sub(need);
         out.admitted.push(s.req);
-        q.running.push(s);
+        q.running.push_back(s);
     }
 }
 
@@ -207,7 +208,7 @@ pub struct Batch {
 impl Batch {
     /// The batch a scheduler picked from `running` (the sequences with [`Seq::sched`] > 0): its
     /// shape, and its prefill chunks into `chunks` (cleared first); `None` if nothing runs.
-    pub fn of(running: &[Seq], chunks: &mut Vec<Chunk>) -> Option<Batch> {
+    pub fn of(running: &VecDeque<Seq>, chunks: &mut Vec<Chunk>) -> Option<Batch> {
         chunks.clear();
         let mut b = Batch::default();
         for s in running.iter().filter(|s| s.sched > 0) {
@@ -309,7 +310,7 @@ mod tests {
             let mut s = Seq::prefilled(req, 16, 10);
             kv.allocate(&mut s, 1);
             kv.assign_slot(&mut s);
-            q.running.push(s);
+            q.running.push_back(s);
         }
         let out = pass(&mut q, &mut kv, &cfg(8, 100, true));
         assert_eq!(out.preempted, [1]);
