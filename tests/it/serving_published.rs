@@ -97,6 +97,27 @@ fn rtx_pro_rows_pipeline_their_stages() {
     }
 }
 
+/// L40S offline rows at TP 4 and 8 (v0.17, FP8, Llama-3.1 70B and the held-out Mixtral 8x7B over
+/// PCIe): (split, MAPE % when set). Their time is mostly all-reduce over the server's PCIe; with
+/// the per-link fraction alone they were +22% (fit) / +18% (test); with
+/// `cost::fitted::PCIE_SERVER_BUSBW_SHARE` (fitted on the 12 fit rows) 3.5% / 2.8% (2026-11-24,
+/// branch wt-serving2).
+const L40S_TP_NOW: &[(&str, f64)] = &[("fit", 3.5), ("test", 2.8)];
+
+#[test]
+fn l40s_tensor_parallel_rows_pay_the_pcie_servers_link() {
+    let (code, v, err) = validate(&["--only-system", "l40s-pcie-8x", "--scenario-kind", "offline"]);
+    assert_eq!(code, 0, "{err}");
+    let rows = v["rows"].as_array().unwrap();
+    for &(split, now) in L40S_TP_NOW {
+        let e: Vec<f64> = rows.iter().filter(|r| r["split"] == split && r["tp"].as_u64().unwrap() > 1).map(|r| r["error"].as_f64().unwrap()).collect();
+        assert!(e.len() >= 12, "{split}: {} rows", e.len());
+        let mape = 100.0 * e.iter().map(|x| x.abs()).sum::<f64>() / e.len() as f64;
+        let bias = 100.0 * e.iter().sum::<f64>() / e.len() as f64;
+        assert!(mape <= now + SLACK_PP && bias.abs() <= now + SLACK_PP, "L40S TP>1 {split}: MAPE {mape:.2}% bias {bias:+.2}% > {now}% + {SLACK_PP}");
+    }
+}
+
 #[test]
 fn gpus_without_a_catalog_system_are_reported_not_dropped_and_bad_bounds_exit_2() {
     // The L40S rows: scored once the catalog has their system, reported as missing until then.

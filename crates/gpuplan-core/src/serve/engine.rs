@@ -299,32 +299,35 @@ impl Engine<'_> {
         let tok_s = now_s - rep.iter_tail_s;
         let (mut tokens, mut completions) = (0u64, 0u64);
         let mut handoffs: Vec<(u32, f64)> = Vec::new();
-        for s in rep.queues.running.iter_mut() {
-            if s.sched == 0 {
-                continue;
-            }
-            s.computed += s.sched;
-            s.sched = 0;
-            if s.computed < s.target {
-                continue;
-            }
-            s.generated += 1;
-            tokens += 1;
-            let last = s.generated >= s.output_len;
-            // Only a request's first and last tokens touch its record (a token in between only
-            // counts, below): at a large batch the records are the loop's cache misses.
-            if s.generated == 1 || last {
-                self.metrics.token(s.req, tok_s, last);
-            }
-            if last {
-                completions += 1;
-                rep.kv.release(s);
-                s.target = GONE;
-            } else if pool.role == Role::Prefill {
-                let kv_bytes = pool.room.bytes_per_token * s.computed as f64;
-                handoffs.push((s.req, kv_bytes / self.net_bw));
-                rep.kv.release(s);
-                s.target = GONE;
+        let (front, back) = rep.queues.running.as_mut_slices();
+        for part in [front, back] {
+            for s in part.iter_mut() {
+                if s.sched == 0 {
+                    continue;
+                }
+                s.computed += s.sched;
+                s.sched = 0;
+                if s.computed < s.target {
+                    continue;
+                }
+                s.generated += 1;
+                tokens += 1;
+                let last = s.generated >= s.output_len;
+                // Only a request's first and last tokens touch its record (a token in between only
+                // counts, below): at a large batch the records are the loop's cache misses.
+                if s.generated == 1 || last {
+                    self.metrics.token(s.req, tok_s, last);
+                }
+                if last {
+                    completions += 1;
+                    rep.kv.release(s);
+                    s.target = GONE;
+                } else if pool.role == Role::Prefill {
+                    let kv_bytes = pool.room.bytes_per_token * s.computed as f64;
+                    handoffs.push((s.req, kv_bytes / self.net_bw));
+                    rep.kv.release(s);
+                    s.target = GONE;
+                }
             }
         }
         // Those that leave are mostly the oldest (the front): dropped from the front without
@@ -367,7 +370,7 @@ impl Engine<'_> {
         for &req in &self.decisions.admitted {
             self.metrics.admitted(req, now_s);
         }
-        let Some(batch) = Batch::of(&rep.queues.running, &mut self.chunks) else {
+        let Some(batch) = rep.scheduler.batch(&rep.queues.running, &mut self.chunks) else {
             return;
         };
         let mut priced = price_iteration(pool, &batch, &self.chunks);
