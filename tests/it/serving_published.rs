@@ -72,8 +72,10 @@ fn h200_serving_rows_stay_within_their_bounds() {
 /// when set) and the pipelined rows' mean error. Before TensorRT-LLM's pipeline kept one
 /// micro-batch per stage in flight they were 45.6% / 44.4% (fit / test) with the PP rows at
 /// -55% (an iteration passed the stages one after another); measured 2026-11-24 (branch
-/// wt-serving): 19.73% / 26.83%, the PP 8 rows now over-predicted (+42% / +51%).
-const RTX_NOW: &[(&str, f64)] = &[("fit", 19.73), ("test", 26.83)];
+/// wt-serving): 19.73% / 26.83%, the PP 8 rows now over-predicted (+42% / +51%). Re-measured on
+/// branch wt-serving2 with the refitted host time and `PCIE_SERVER_BUSBW_SHARE` (their pipeline
+/// sends are small, so it moves them by 0.2 points): 17.3% / 24.7%.
+const RTX_NOW: &[(&str, f64)] = &[("fit", 17.3), ("test", 24.7)];
 
 #[test]
 fn rtx_pro_rows_pipeline_their_stages() {

@@ -96,8 +96,9 @@ impl Scheduler for TrtllmInflight {
     }
 
     fn schedule(&mut self, q: &mut Queues, kv: &mut KvCache, cfg: &SchedConfig, out: &mut Decisions) {
-        let (batch, chunks) = (&mut self.batch, &mut self.chunks);
-        *batch = Batch::default();
+        // A local, kept in registers over the loop (through `self` it was stored every sequence).
+        let mut batch = Batch::default();
+        let chunks = &mut self.chunks;
         chunks.clear();
         let full = cfg.token_budget as u64;
         let mut budget = full;
@@ -145,6 +146,7 @@ impl Scheduler for TrtllmInflight {
             batch.add(&s, chunks);
             q.running.push_back(s);
         }
+        self.batch = batch;
     }
 }
 
