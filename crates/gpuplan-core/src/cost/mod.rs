@@ -544,7 +544,10 @@ impl<'a> CostModel<'a> {
         let sys = self.system;
         let gpu = &sys.gpu;
         // `check_scenario` refuses a group over GPUs without a sourced scale-up link.
-        let intra = sys.scale_up_link().map_or(BytesPerSec::ZERO, |(link, fraction)| link.value * fraction.value);
+        // Between the GPUs of a PCIe server, the share of the per-link rate its switches, root
+        // complexes and socket link leave (fitted, `cost::fitted::PCIE_SERVER_BUSBW_SHARE`).
+        let server_share = if sys.scale_up == ScaleUp::Pcie { fitted::fitted().pcie_server_busbw_share } else { 1.0 };
+        let intra = sys.scale_up_link().map_or(BytesPerSec::ZERO, |(link, fraction)| link.value * fraction.value * server_share);
         let oversubscription = sys.fabric.as_ref().map_or(1.0, |f| f.oversubscription.value);
         // Zero without a scale-out network (`network_bandwidth_per_gpu`), refused before here.
         let network_busbw = gpu.efficiency.network_busbw.as_ref().map_or(0.0, |f| f.value);

@@ -10,6 +10,8 @@ use super::kv::{blocks_for, KvCache};
 use super::metrics::{IterationRecord, Metrics, PoolStats, ServeResult};
 use super::scheduler::{self, Batch, Decisions, Queues, Scheduler, Seq};
 use super::{iteration_cost, CudaGraphs, DecodeAttention, Deployment, Pool, Role, Routing, RunOptions, SchedConfig, ServeError};
+use std::collections::VecDeque;
+
 use crate::des::{EventQueue, SimTime};
 use crate::units::{Seconds, Watts};
 
@@ -297,31 +299,45 @@ impl Engine<'_> {
         let tok_s = now_s - rep.iter_tail_s;
         let (mut tokens, mut completions) = (0u64, 0u64);
         let mut handoffs: Vec<(u32, f64)> = Vec::new();
-        for s in rep.queues.running.iter_mut() {
-            if s.sched == 0 {
-                continue;
-            }
-            s.computed += s.sched;
-            s.sched = 0;
-            if s.computed < s.target {
-                continue;
-            }
-            s.generated += 1;
-            tokens += 1;
-            let last = s.generated >= s.output_len;
-            self.metrics.token(s.req, tok_s, last);
-            if last {
-                completions += 1;
-                rep.kv.release(s);
-                s.target = GONE;
-            } else if pool.role == Role::Prefill {
-                let kv_bytes = pool.room.bytes_per_token * s.computed as f64;
-                handoffs.push((s.req, kv_bytes / self.net_bw));
-                rep.kv.release(s);
-                s.target = GONE;
+        let (front, back) = rep.queues.running.as_mut_slices();
+        for part in [front, back] {
+            for s in part.iter_mut() {
+                if s.sched == 0 {
+                    continue;
+                }
+                s.computed += s.sched;
+                s.sched = 0;
+                if s.computed < s.target {
+                    continue;
+                }
+                s.generated += 1;
+                tokens += 1;
+                let last = s.generated >= s.output_len;
+                // Only a request's first and last tokens touch its record (a token in between only
+                // counts, below): at a large batch the records are the loop's cache misses.
+                if s.generated == 1 || last {
+                    self.metrics.token(s.req, tok_s, last);
+                }
+                if last {
+                    completions += 1;
+                    rep.kv.release(s);
+                    s.target = GONE;
+                } else if pool.role == Role::Prefill {
+                    let kv_bytes = pool.room.bytes_per_token * s.computed as f64;
+                    handoffs.push((s.req, kv_bytes / self.net_bw));
+                    rep.kv.release(s);
+                    s.target = GONE;
+                }
             }
         }
-        rep.queues.running.retain(|s| s.target != GONE);
+        // Those that leave are mostly the oldest (the front): dropped from the front without
+        // moving the rest, then any others.
+        let (mut gone, front) = (completions as usize + handoffs.len(), rep.queues.running.iter().take_while(|s| s.target == GONE).count());
+        rep.queues.running.drain(..front);
+        gone -= front;
+        if gone > 0 {
+            rep.queues.running.retain(|s| s.target != GONE);
+        }
         self.metrics.iteration_done(now_s, tokens, completions);
         // Each completion frees a slot of the client's concurrency limit: it sends the next held
         // request now (sent now: its latency counts from here, as a benchmark client's does).
@@ -354,7 +370,7 @@ impl Engine<'_> {
         for &req in &self.decisions.admitted {
             self.metrics.admitted(req, now_s);
         }
-        let Some(batch) = Batch::of(&rep.queues.running, &mut self.chunks) else {
+        let Some(batch) = rep.scheduler.batch(&rep.queues.running, &mut self.chunks) else {
             return;
         };
         let mut priced = price_iteration(pool, &batch, &self.chunks);
@@ -421,7 +437,7 @@ impl Engine<'_> {
 /// fits.
 fn decode_run(
     pool: &mut PoolState,
-    running: &[Seq],
+    running: &VecDeque<Seq>,
     batch: &Batch,
     chunks: &[Chunk],
     first: IterTime,

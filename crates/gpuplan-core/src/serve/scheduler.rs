@@ -16,7 +16,8 @@ pub use super::seq::{Seq, NO_SLOT};
 #[derive(Debug, Clone, Default)]
 pub struct Queues {
     pub waiting: VecDeque<Seq>,
-    pub running: Vec<Seq>,
+    /// A deque: sequences mostly finish oldest first, and leave from the front.
+    pub running: VecDeque<Seq>,
 }
 
 impl Queues {
@@ -55,13 +56,19 @@ pub trait Scheduler {
     /// ([`KvCache::blocks_needed`]). Within `cfg`'s batch limit and token budget. Records who was
     /// admitted and preempted in `out` (which the caller clears).
     fn schedule(&mut self, queues: &mut Queues, kv: &mut KvCache, cfg: &SchedConfig, out: &mut Decisions);
+
+    /// The batch the last [`Scheduler::schedule`] picked from `running` (unchanged since), its
+    /// prefill chunks into `chunks`: [`Batch::of`], unless the policy kept it as it went.
+    fn batch(&self, running: &VecDeque<Seq>, chunks: &mut Vec<Chunk>) -> Option<Batch> {
+        Batch::of(running, chunks)
+    }
 }
 
 /// The scheduler a replica runs with `cfg` (its `policy`).
 pub fn for_config(cfg: &SchedConfig) -> Box<dyn Scheduler> {
     match cfg.policy {
         super::engines::Policy::VllmV1 => Box::new(VllmV1),
-        super::engines::Policy::TrtllmInflight => Box::new(TrtllmInflight),
+        super::engines::Policy::TrtllmInflight => Box::<TrtllmInflight>::default(),
     }
 }
 
@@ -71,11 +78,28 @@ pub fn for_config(cfg: &SchedConfig) -> Box<dyn Scheduler> {
 /// that fits); then waiting requests in arrival order while `max_batch_size` allows, each admitted
 /// only if the blocks for its whole prompt and all its output tokens can be reserved at once, so a
 /// running request never runs out of cache and none is ever preempted.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct TrtllmInflight;
+///
+/// It keeps the batch's shape as it schedules (one pass over the running sequences, not two; at
+/// thousands of running sequences that pass is most of a serving prediction's time).
+#[derive(Debug, Clone, Default)]
+pub struct TrtllmInflight {
+    /// The last pass's batch and its prefill chunks.
+    batch: Batch,
+    chunks: Vec<Chunk>,
+}
 
 impl Scheduler for TrtllmInflight {
+    fn batch(&self, _running: &VecDeque<Seq>, chunks: &mut Vec<Chunk>) -> Option<Batch> {
+        chunks.clear();
+        chunks.extend_from_slice(&self.chunks);
+        (self.batch.n_decode > 0 || !chunks.is_empty()).then_some(self.batch)
+    }
+
     fn schedule(&mut self, q: &mut Queues, kv: &mut KvCache, cfg: &SchedConfig, out: &mut Decisions) {
+        // A local, kept in registers over the loop (through `self` it was stored every sequence).
+        let mut batch = Batch::default();
+        let chunks = &mut self.chunks;
+        chunks.clear();
         let full = cfg.token_budget as u64;
         let mut budget = full;
         let take = |remaining: u64, budget: u64| -> u64 {
@@ -90,10 +114,21 @@ impl Scheduler for TrtllmInflight {
                 0
             }
         };
-        for s in q.running.iter_mut() {
-            let need = take(s.target.saturating_sub(s.computed) as u64, budget);
-            s.sched = need as u32;
-            budget = budget.saturating_sub(need);
+        let (front, back) = q.running.as_mut_slices();
+        for part in [front, back] {
+            for s in part.iter_mut() {
+                if s.computed >= s.target {
+                    // Decoding (most of them): one token while the budget lasts.
+                    s.sched = (budget > 0) as u32;
+                    budget -= s.sched as u64;
+                    batch.add_decoder(s);
+                    continue;
+                }
+                let need = take(s.target.saturating_sub(s.computed) as u64, budget);
+                s.sched = need as u32;
+                budget = budget.saturating_sub(need);
+                batch.add(s, chunks);
+            }
         }
         while budget > 0 && q.running.len() < cfg.max_batch as usize {
             let Some(s) = q.waiting.front() else { break };
@@ -108,8 +143,10 @@ impl Scheduler for TrtllmInflight {
             kv.assign_slot(&mut s);
             budget = budget.saturating_sub(need);
             out.admitted.push(s.req);
-            q.running.push(s);
+            batch.add(&s, chunks);
+            q.running.push_back(s);
         }
+        self.batch = batch;
     }
 }
 
@@ -141,7 +178,7 @@ fn schedule_running(q: &mut Queues, kv: &mut KvCache, budget: &mut u64, out: &mu
         let need = if remaining == 0 { 1 } else { remaining.min(*budget) };
         let need_blocks = kv.blocks_needed(&s, need);
         while kv.free_blocks() < need_blocks && q.running.len() > i {
-            let mut v = q.running.pop().expect("non-empty");
+            let mut v = q.running.pop_back().expect("non-empty");
             kv.release(&mut v);
             v.restart();
             out.preempted.push(v.req);
@@ -186,7 +223,7 @@ fn admit_waiting(q: &mut Queues, kv: &mut KvCache, cfg: &SchedConfig, budget: &m
         kv.assign_slot(&mut s);
         *budget = budget.saturating_sub(need);
         out.admitted.push(s.req);
-        q.running.push(s);
+        q.running.push_back(s);
     }
 }
 
@@ -207,27 +244,45 @@ pub struct Batch {
 impl Batch {
     /// The batch a scheduler picked from `running` (the sequences with [`Seq::sched`] > 0): its
     /// shape, and its prefill chunks into `chunks` (cleared first); `None` if nothing runs.
-    pub fn of(running: &[Seq], chunks: &mut Vec<Chunk>) -> Option<Batch> {
+    pub fn of(running: &VecDeque<Seq>, chunks: &mut Vec<Chunk>) -> Option<Batch> {
         chunks.clear();
         let mut b = Batch::default();
-        for s in running.iter().filter(|s| s.sched > 0) {
-            if s.computed < s.target {
-                chunks.push(Chunk { q: s.sched, c: s.computed });
-                if s.computed + s.sched >= s.target {
-                    b.rows += 1;
-                }
-            } else {
-                b.n_decode += 1;
-                b.decode_kv += s.computed as u64;
-                b.decode_kv_max = b.decode_kv_max.max(s.computed as u64);
-                b.decode_slot_span = b.decode_slot_span.max(s.slot as u64 + 1);
-                b.rows += 1;
-            }
+        for s in running {
+            b.add(s, chunks);
         }
         if b.n_decode == 0 && chunks.is_empty() {
             return None;
         }
         Some(b)
+    }
+
+    /// Add `s` if it runs ([`Seq::sched`] > 0): a decoder, or a prefill chunk into `chunks`.
+    #[inline]
+    fn add(&mut self, s: &Seq, chunks: &mut Vec<Chunk>) {
+        if s.sched == 0 {
+            return;
+        }
+        if s.computed < s.target {
+            chunks.push(Chunk { q: s.sched, c: s.computed });
+            if s.computed + s.sched >= s.target {
+                self.rows += 1;
+            }
+        } else {
+            self.add_decoder(s);
+        }
+    }
+
+    /// Add `s`, a decoder (its context cached), if it runs.
+    #[inline]
+    fn add_decoder(&mut self, s: &Seq) {
+        if s.sched == 0 {
+            return;
+        }
+        self.n_decode += 1;
+        self.decode_kv += s.computed as u64;
+        self.decode_kv_max = self.decode_kv_max.max(s.computed as u64);
+        self.decode_slot_span = self.decode_slot_span.max(s.slot as u64 + 1);
+        self.rows += 1;
     }
 }
 
@@ -278,7 +333,7 @@ mod tests {
         q.waiting.extend([Seq::new(0, 100, 60), Seq::new(1, 100, 60), Seq::new(2, 100, 60)]);
         let mut kv = KvCache::new(25, 16, 8);
         let mut out = Decisions::default();
-        TrtllmInflight.schedule(&mut q, &mut kv, &cfg, &mut out);
+        TrtllmInflight::default().schedule(&mut q, &mut kv, &cfg, &mut out);
         assert_eq!(out.admitted, [0, 1], "the third waits for 10 free blocks");
         assert_eq!(kv.free_blocks(), 5);
         assert_eq!(q.running.iter().map(|s| (s.sched, s.blocks)).collect::<Vec<_>>(), [(100, 10), (100, 10)]);
@@ -288,7 +343,7 @@ mod tests {
             s.generated = 1;
         }
         out.clear();
-        TrtllmInflight.schedule(&mut q, &mut kv, &cfg, &mut out);
+        TrtllmInflight::default().schedule(&mut q, &mut kv, &cfg, &mut out);
         assert!(out.preempted.is_empty() && out.admitted.is_empty());
         assert_eq!(q.running.iter().map(|s| s.sched).collect::<Vec<_>>(), [1, 1]);
         // A prompt longer than max_num_tokens without chunked context runs alone.
@@ -296,7 +351,7 @@ mod tests {
         q.waiting.extend([Seq::new(0, 2000, 10), Seq::new(1, 10, 10)]);
         let mut kv = KvCache::new(1000, 16, 8);
         out.clear();
-        TrtllmInflight.schedule(&mut q, &mut kv, &cfg, &mut out);
+        TrtllmInflight::default().schedule(&mut q, &mut kv, &cfg, &mut out);
         assert_eq!(out.admitted, [0]);
     }
 
@@ -309,7 +364,7 @@ mod tests {
             let mut s = Seq::prefilled(req, 16, 10);
             kv.allocate(&mut s, 1);
             kv.assign_slot(&mut s);
-            q.running.push(s);
+            q.running.push_back(s);
         }
         let out = pass(&mut q, &mut kv, &cfg(8, 100, true));
         assert_eq!(out.preempted, [1]);
