@@ -66,6 +66,42 @@ pub fn fused_backward_ratio(s: f64) -> f64 {
     FUSED_ATTENTION_BACKWARD_RATIO + t * (FUSED_ATTENTION_BACKWARD_RATIO_LONG - FUSED_ATTENTION_BACKWARD_RATIO)
 }
 
+/// The fused (cuDNN) attention's level on calls with less work than the one its level is quoted at,
+/// forward and backward: (forward FLOPs of one call, forward TFLOP/s over the reference call's,
+/// backward TFLOP/s over the reference call's). Measured on an H100 SXM (PyTorch 2.11 SDPA cuDNN
+/// backend, cuDNN 9.19, bf16, causal, b 2, 32 heads, d 128, s 1024 / 2048 / 4096 / 8192: forward
+/// 127.4 / 300.0 / 524.9 / 608.4 TFLOP/s, backward 107.5 / 245.3 / 390.2 / 447.1;
+/// scripts/bench_attention.py, 2026-11-24, calibration/runs/raw/attention-h100-2026-11-24/). The
+/// last row is the reference `fused_attention_fraction` is quoted at (1.1e12 FLOPs). Measured, not
+/// fitted; applied to every GPU as the level is.
+///
+/// The variable is the call's work, not its sequence length: held out, the b 1 rows of
+/// calibration/runs/raw/attention-long-h100-2026-11-24/ (same versions) read 0.678 at s 4096
+/// (measured 406.3 / 608.4 = 0.668) and 0.930 at s 8192 (measured 0.926) in forward. What falls
+/// with the work is a fixed cost per call (about 0.1 ms forward, 0.3 ms backward on these rows),
+/// which the ratio carries. Above the reference work the level holds (s 16K-128K rows: 0.90-1.03).
+const FUSED_ATTENTION_SMALL_CALLS: [(f64, f64, f64); 4] =
+    [(1.718e10, 127.4 / 608.4, 107.5 / 447.1), (6.872e10, 300.0 / 608.4, 245.3 / 447.1), (2.749e11, 524.9 / 608.4, 390.2 / 447.1), (1.0995e12, 1.0, 1.0)];
+
+/// [`FUSED_ATTENTION_SMALL_CALLS`] read at a call of `work` forward FLOPs (linear in ln work between
+/// the measured calls, clamped at both ends): the factor on the forward (or backward) level.
+pub fn fused_small_call_factor(work: f64, backward: bool) -> f64 {
+    let t = &FUSED_ATTENTION_SMALL_CALLS;
+    let pick = |p: &(f64, f64, f64)| if backward { p.2 } else { p.1 };
+    let w = work.max(1.0);
+    if w <= t[0].0 {
+        return pick(&t[0]);
+    }
+    for pair in t.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        if w <= b.0 {
+            let x = (w.ln() - a.0.ln()) / (b.0.ln() - a.0.ln());
+            return pick(a) + x * (pick(b) - pick(a));
+        }
+    }
+    1.0
+}
+
 /// Which attention kernel a stack runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttentionKernel {
@@ -501,6 +537,11 @@ impl<'a> CostModel<'a> {
         let s = ((q_len as f64) * (kv_len as f64)).sqrt();
         if let Some((curves, _)) = &self.attention_shape {
             eff = (eff * curves.factor(s, head_dim_qk)).min(1.0);
+        }
+        if self.attention_kernel == AttentionKernel::Fused {
+            // A call with less work than the reference reaches less of the level.
+            let forward_flops = if backward { op.flops() / 2.5 } else { op.flops() };
+            eff *= fused_small_call_factor(forward_flops, backward);
         }
         if backward {
             eff *= match self.attention_kernel {
