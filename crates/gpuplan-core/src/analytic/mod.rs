@@ -430,3 +430,41 @@ pub fn used_numbers(s: &Scenario) -> Vec<UsedNumber> {
     });
     used
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(x: f64) -> Seconds {
+        Seconds::new(x)
+    }
+
+    #[test]
+    fn one_chunk_is_the_single_window_rule() {
+        let w = ChunkWindows { chunks: 1, group: 1 };
+        for (total, last, pass) in [(1.0, 0.01, 0.12), (0.06, 0.001, 0.12), (0.0, 0.0, 0.1)] {
+            let single = (total - pass + last).max(last);
+            assert!((w.grad_exposed(s(total), s(last), s(pass)).value() - single).abs() < 1e-12);
+            assert!((w.param_exposed(s(total), s(last), s(pass)).value() - if total > 0.0 { single } else { 0.0 }).abs() < 1e-12);
+            assert_eq!(w.span(s(pass)), s(pass));
+        }
+    }
+
+    #[test]
+    fn interleaved_chunks_spread_the_collectives_over_the_cool_down_and_warm_up() {
+        // 12 chunks, pp 4: chunk 11's last backward ends 44 chunk-backwards before the stage's
+        // end. 1 s of reduce-scatter (12 equal chunks, 10 ms last bucket) beside a 120 ms backward
+        // starts 440 ms before the end: 560 ms exposed, against 890 ms in one window.
+        let w = ChunkWindows { chunks: 12, group: 4 };
+        let g = w.grad_exposed(s(1.0), s(0.01), s(0.12)).value();
+        assert!((g - 0.56).abs() < 1e-9, "{g}");
+        // Small collectives: only chunk 0's last bucket is left after the end.
+        assert!((w.grad_exposed(s(0.06), s(0.001), s(0.12)).value() - 0.001).abs() < 1e-12);
+        // The all-gathers: chunk 11's first forward starts 44 chunk-forwards (5 ms each) in, so
+        // the 1 s of gathers delays the forwards by 1 - 45 x 5 ms + 10 ms = 785 ms (950 ms in one
+        // window).
+        let p = w.param_exposed(s(1.0), s(0.01), s(0.06)).value();
+        assert!((p - 0.785).abs() < 1e-9, "{p}");
+        assert!((w.span(s(0.12)).value() - 0.01 * 45.0).abs() < 1e-12);
+    }
+}

@@ -55,7 +55,7 @@ pub const MEGATRON_OVERLAP_COST: f64 = 0.6;
 /// fitted separately before (overlap and memory efficiency on the 45 dense fit rows: 0.3, 0.50;
 /// the sync on the MoE rows: 6,500 us) gave test 16.2% (bias -11.3%) on the merged model: the
 /// memory efficiency of 0.50 fitted on dense rows alone made every MoE and LoRA row slow.
-pub const MEGATRON_MEMORY_EFFICIENCY: f64 = 0.75;
+pub const MEGATRON_MEMORY_EFFICIENCY: f64 = 0.70;
 
 /// Host time per GEMM of a tensor-parallel linear layer when training under `torch-eager` with
 /// tp > 1, `[a, b]`: a + b log2(tp) microseconds, which the GPU waits for in full (a stall, not

@@ -66,27 +66,42 @@ pub fn fused_backward_ratio(s: f64) -> f64 {
     FUSED_ATTENTION_BACKWARD_RATIO + t * (FUSED_ATTENTION_BACKWARD_RATIO_LONG - FUSED_ATTENTION_BACKWARD_RATIO)
 }
 
-/// The fused (cuDNN) attention's level on calls with less work than the one its level is quoted at,
-/// forward and backward: (forward FLOPs of one call, forward TFLOP/s over the reference call's,
-/// backward TFLOP/s over the reference call's). Measured on an H100 SXM (PyTorch 2.11 SDPA cuDNN
-/// backend, cuDNN 9.19, bf16, causal, b 2, 32 heads, d 128, s 1024 / 2048 / 4096 / 8192: forward
-/// 127.4 / 300.0 / 524.9 / 608.4 TFLOP/s, backward 107.5 / 245.3 / 390.2 / 447.1;
+/// The fused (cuDNN) attention's level on causal calls with less work than the one its level is
+/// quoted at, forward and backward: (forward FLOPs of one call, forward TFLOP/s over the reference
+/// call's, backward TFLOP/s over the reference call's). Measured on an H100 SXM (PyTorch 2.11 SDPA
+/// cuDNN backend, cuDNN 9.19, bf16, causal, b 2, 32 heads, d 128, s 1024 / 2048 / 4096 / 8192:
+/// forward 127.4 / 300.0 / 524.9 / 608.4 TFLOP/s, backward 107.5 / 245.3 / 390.2 / 447.1;
 /// scripts/bench_attention.py, 2026-11-24, calibration/runs/raw/attention-h100-2026-11-24/). The
 /// last row is the reference `fused_attention_fraction` is quoted at (1.1e12 FLOPs). Measured, not
 /// fitted; applied to every GPU as the level is.
 ///
 /// The variable is the call's work, not its sequence length: held out, the b 1 rows of
 /// calibration/runs/raw/attention-long-h100-2026-11-24/ (same versions) read 0.678 at s 4096
-/// (measured 406.3 / 608.4 = 0.668) and 0.930 at s 8192 (measured 0.926) in forward. What falls
-/// with the work is a fixed cost per call (about 0.1 ms forward, 0.3 ms backward on these rows),
-/// which the ratio carries. Above the reference work the level holds (s 16K-128K rows: 0.90-1.03).
-const FUSED_ATTENTION_SMALL_CALLS: [(f64, f64, f64); 4] =
+/// (measured 406.3 / 608.4 = 0.668) and 0.930 at s 8192 (measured 563.5 / 608.4 = 0.926) in
+/// forward. Above the reference work the level holds (s 16K-128K rows: 0.90-1.03).
+const FUSED_ATTENTION_SMALL_CAUSAL: [(f64, f64, f64); 4] =
     [(1.718e10, 127.4 / 608.4, 107.5 / 447.1), (6.872e10, 300.0 / 608.4, 245.3 / 447.1), (2.749e11, 524.9 / 608.4, 390.2 / 447.1), (1.0995e12, 1.0, 1.0)];
 
-/// [`FUSED_ATTENTION_SMALL_CALLS`] read at a call of `work` forward FLOPs (linear in ln work between
-/// the measured calls, clamped at both ends): the factor on the forward (or backward) level.
-pub fn fused_small_call_factor(work: f64, backward: bool) -> f64 {
-    let t = &FUSED_ATTENTION_SMALL_CALLS;
+/// The same for non-causal calls (the blocks of Transformer Engine's load-balanced ring attention,
+/// queries 2c x keys c and c x 2c), which lose less at the same work than causal ones: measured in
+/// the same session (b 1, 8 heads, d 128, bf16, calibration/runs/raw/attention-long-h100-2026-11-24/,
+/// scripts/bench_attention_long.py), the mean of the two block orientations over the causal
+/// reference (608.4 forward, 447.1 backward): c 2048, 3.4e10 FLOPs, forward 403.2 (0.663), backward
+/// 326.1 (0.729); c 4096, 1.37e11, 554.8 (0.912) and 467.9 (1.047, held at 1); c 8192, 5.5e11,
+/// 626.9 and 506.6 (both held at 1). Below the smallest block measured the factor is held, above
+/// the largest it is 1.
+const FUSED_ATTENTION_SMALL_BLOCKS: [(f64, f64, f64); 3] = [(3.436e10, 403.2 / 608.4, 326.1 / 447.1), (1.374e11, 554.8 / 608.4, 1.0), (5.498e11, 1.0, 1.0)];
+
+/// The shortest query or key side the small-call tables were measured at (s 1024 causal; c 2048
+/// blocks, whose short side is 2048): below it (decode steps, short prompts) no factor is applied,
+/// as no such call was measured.
+const FUSED_SMALL_CALL_MIN_SIDE: u64 = 1024;
+
+/// The fused attention's level factor on a call of `work` forward FLOPs, causal or not
+/// ([`FUSED_ATTENTION_SMALL_CAUSAL`], [`FUSED_ATTENTION_SMALL_BLOCKS`]: linear in ln work between
+/// the measured calls, held below the smallest, 1 above the largest), forward or backward.
+pub fn fused_small_call_factor(work: f64, causal: bool, backward: bool) -> f64 {
+    let t: &[(f64, f64, f64)] = if causal { &FUSED_ATTENTION_SMALL_CAUSAL } else { &FUSED_ATTENTION_SMALL_BLOCKS };
     let pick = |p: &(f64, f64, f64)| if backward { p.2 } else { p.1 };
     let w = work.max(1.0);
     if w <= t[0].0 {
@@ -526,7 +541,7 @@ impl<'a> CostModel<'a> {
     /// shape the fraction is quoted at), times wave quantization of 128-query tiles over the SMs;
     /// or the bytes it must move at the achieved HBM bandwidth, whichever is longer.
     pub fn attention_time(&self, op: &Op) -> OpCost {
-        let OpKind::Attention { batch_heads, q_len, kv_len, head_dim_qk, head_dim_v, backward, kv_bytes, .. } = op.kind else {
+        let OpKind::Attention { batch_heads, q_len, kv_len, head_dim_qk, head_dim_v, causal, backward, kv_bytes } = op.kind else {
             unreachable!("attention_time on {}", op.name)
         };
         let gpu = &self.system.gpu;
@@ -538,10 +553,10 @@ impl<'a> CostModel<'a> {
         if let Some((curves, _)) = &self.attention_shape {
             eff = (eff * curves.factor(s, head_dim_qk)).min(1.0);
         }
-        if self.attention_kernel == AttentionKernel::Fused {
+        if self.attention_kernel == AttentionKernel::Fused && q_len.min(kv_len) >= FUSED_SMALL_CALL_MIN_SIDE {
             // A call with less work than the reference reaches less of the level.
             let forward_flops = if backward { op.flops() / 2.5 } else { op.flops() };
-            eff *= fused_small_call_factor(forward_flops, backward);
+            eff *= fused_small_call_factor(forward_flops, causal, backward);
         }
         if backward {
             eff *= match self.attention_kernel {
@@ -719,5 +734,32 @@ mod tests {
         // Without the reference shape in the table, the reference is read by the same policy.
         let c = AttentionCurves::new(&[point(1024, 128, 300.0), point(4096, 128, 450.0)]).unwrap();
         assert!(close(c.factor(4096.0, 128), 1.0) && close(c.factor(1024.0, 128), 300.0 / 450.0));
+    }
+
+    #[test]
+    fn fused_attention_loses_level_on_small_calls_as_measured() {
+        // The reference call (b 2, 32 heads, s 8192) and anything larger run at the level.
+        for causal in [true, false] {
+            assert_eq!(fused_small_call_factor(1.0995e12, causal, false), 1.0);
+            assert_eq!(fused_small_call_factor(1e14, causal, true), 1.0);
+            // Never above the level, and not decreasing with the work.
+            for backward in [false, true] {
+                let mut prev = 0.0;
+                for e in 0..40 {
+                    let f = fused_small_call_factor(1e9 * 1.3f64.powi(e), causal, backward);
+                    assert!(f >= prev && f <= 1.0, "{f}");
+                    prev = f;
+                }
+            }
+        }
+        // The measured calls read back their measured ratios.
+        assert!((fused_small_call_factor(2.749e11, true, false) - 524.9 / 608.4).abs() < 1e-12);
+        assert!((fused_small_call_factor(6.872e10, true, true) - 245.3 / 447.1).abs() < 1e-12);
+        assert!((fused_small_call_factor(3.436e10, false, false) - 403.2 / 608.4).abs() < 1e-12);
+        // Held out: b 1, 32 heads, s 4096 (forward 4 b h s^2 d / 2 FLOPs) measured 406.3 of 608.4;
+        // a non-causal block of the same work loses less than a causal call.
+        let work = 4.0 * 32.0 * 4096f64.powi(2) * 128.0 / 2.0;
+        assert!((fused_small_call_factor(work, true, false) - 406.3 / 608.4).abs() < 0.02);
+        assert!(fused_small_call_factor(work, false, false) > fused_small_call_factor(work, true, false));
     }
 }
