@@ -16,6 +16,20 @@
 //! | fit | 81 | 12.46% | +1.9% | 10.16% (+2.1%) | 16.60% (+1.5%) |
 //! | test | 61 | 12.65% | -1.9% | 11.51% (+5.2%) | 13.56% (-7.6%) |
 //!
+//! Then (wt-pubdense2, same day): Megatron's per-chunk DP overlap under the interleaved schedule
+//! (`analytic::ChunkWindows`), the fused attention's measured small-call factor
+//! (`cost::fused_small_call_factor`), GB300/B300 clocks at their power caps, and the same joint
+//! refit (0.6, 0.70, 5,000 us; the full grid):
+//!
+//! | split | rows | MAPE | bias | dense MAPE (bias) | MoE MAPE (bias) |
+//! | --- | --- | --- | --- | --- | --- |
+//! | fit | 81 | 12.16% | +1.4% | 9.53% (+2.3%) | 16.88% (-0.2%) |
+//! | test | 61 | 12.35% | -2.7% | 9.30% (+4.8%) | 14.78% (-8.8%) |
+//!
+//! The MoE test bounds and the LoRA bounds were loosened with it (the memory efficiency the refit
+//! lowered from 0.75 to 0.70 slows MoE rows; see the LoRA test for its rows); at 0.75 the test split
+//! would be 12.01% (MoE 13.68%), fit 12.21% against the optimum's 12.16%.
+//!
 //! 164 rows: 142 scored, 22 incomplete, 0 unexpressible. History: 105 rows at fit 34.34%, test
 //! 21.27% before the issue-17 mechanisms; 109 rows at fit 16.99%, test 17.39% at c630eda. The
 //! dense-only bounds were 8.21% / 8.06% when overlap and memory efficiency were fitted on the dense
@@ -31,11 +45,11 @@ use std::process::Command;
 const CSV: &str = "tests/data/published/megatron_bridge_training_dev.csv";
 
 /// MAPE (percent) of the fit and test splits measured when the bounds were set, and the slack.
-const FIT_MAPE_NOW: f64 = 12.46;
-const TEST_MAPE_NOW: f64 = 12.65;
+const FIT_MAPE_NOW: f64 = 12.16;
+const TEST_MAPE_NOW: f64 = 12.35;
 /// The same for the dense rows (`summary[].kinds.dense`).
-const FIT_DENSE_MAPE_NOW: f64 = 10.16;
-const TEST_DENSE_MAPE_NOW: f64 = 11.51;
+const FIT_DENSE_MAPE_NOW: f64 = 9.53;
+const TEST_DENSE_MAPE_NOW: f64 = 9.30;
 const SLACK_PP: f64 = 1.0;
 /// Unexpressible rows when the bounds were set (none: every complete row maps), and incomplete rows
 /// (a property of the data).
@@ -92,8 +106,12 @@ fn dev_set_stays_within_its_current_bounds() {
 /// NeMo 24.07) are scored with their recipes' adapters (`published::lora_recipe`): 8.03% MAPE
 /// when they were first scored (each within 12.5%); 10.7% under the joint refit of 2026-11-24 (the
 /// memory-bound kernels at 0.75 of the stream rate weigh on the adapters' scale-and-add ops: rows
-/// 25, 21 and 22, Llama-3 70B at TP 1-2 with rank 16 on every linear, at -22%, -21%, -19%), so
-/// each is held within 25% and their MAPE below 11.7%.
+/// 25, 21 and 22, Llama-3 70B at TP 1-2 with rank 16 on every linear, at -22%, -21%, -19%); 13.8%
+/// after the fused attention's small-call factor and the refit to 0.70 (wt-pubdense2, 2026-11-24:
+/// row 25 -25.9%, 21 -18.9%, 22 -16.0%, Llama-2 7B/13B -15.3%, -14.8%): these rows pack short SFT
+/// samples into the sequence and are priced at full-sequence attention, so slower attention at 4K
+/// makes them slower still. The bounds were loosened with it, to 27% a row and a MAPE below 14.9%,
+/// until packed-sequence attention is modelled.
 #[test]
 fn lora_rows_are_scored_with_their_recipes_adapters() {
     let (code, v, err) = validate(&[]);
@@ -104,17 +122,17 @@ fn lora_rows_are_scored_with_their_recipes_adapters() {
     let mut sum = 0.0;
     for r in &rows {
         let e = r["error"].as_f64().unwrap();
-        assert!(e.abs() < 0.25, "{r}");
+        assert!(e.abs() < 0.27, "{r}");
         assert!(r["notes"].to_string().contains("LoRA rank"), "{r}");
         sum += e.abs();
     }
-    assert!(sum / 8.0 < 0.117, "LoRA MAPE {:.2}%", 100.0 * sum / 8.0);
+    assert!(sum / 8.0 < 0.149, "LoRA MAPE {:.2}%", 100.0 * sum / 8.0);
 }
 
 /// MoE rows alone (issue 18), test split: MAPE and |bias| when the bounds were set (see the module
 /// doc), and the micro-batch trend the dev rows show.
-const MOE_TEST_MAPE_NOW: f64 = 13.56;
-const MOE_TEST_BIAS_NOW: f64 = 7.62;
+const MOE_TEST_MAPE_NOW: f64 = 14.78;
+const MOE_TEST_BIAS_NOW: f64 = 8.78;
 
 #[test]
 fn moe_rows_stay_within_their_bounds_and_grow_with_the_micro_batch() {

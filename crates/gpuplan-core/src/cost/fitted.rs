@@ -31,7 +31,11 @@ pub const OVERLAP_COST: f64 = 1.0;
 /// 0-12,000 us by 1,000), with every merged mechanism in place (Megatron's buckets, userbuffers,
 /// the recipes' GEMM dtypes and casts, MoE CUDA graphs and dispatchers, balanced CP, MTP, LoRA).
 /// Optimum (0.6, 0.75, 5,000 us): fit 12.46% (bias +1.9%; dense 10.2%, MoE 16.6%); the test
-/// split's 61 rows, not fitted: 12.65% (bias -1.9%; dense 11.5%, MoE 13.6%). The three constants
+/// split's 61 rows, not fitted: 12.65% (bias -1.9%; dense 11.5%, MoE 13.6%). Refitted the same
+/// way (full grid) after Megatron's per-chunk DP overlap (`analytic::ChunkWindows`), the fused
+/// attention's small-call factor and the GB300/B300 clocks: optimum (0.6, 0.70, 5,000 us), fit
+/// 12.16% (bias +1.4%; dense 9.5%, MoE 16.9%), test 12.35% (bias -2.7%; dense 9.3%, MoE 14.8%);
+/// the surface is flat (0.6, 0.75, 5,000: fit 12.21%, test 12.01%). The three constants
 /// fitted separately before (overlap and memory efficiency on the 45 dense fit rows: 0.3, 0.50;
 /// the sync on the MoE rows: 6,500 us) gave test 16.2% (bias -11.3%) on the merged model: the
 /// memory efficiency of 0.50 fitted on dense rows alone made every MoE and LoRA row slow.
@@ -51,7 +55,11 @@ pub const MEGATRON_OVERLAP_COST: f64 = 0.6;
 /// 0-12,000 us by 1,000), with every merged mechanism in place (Megatron's buckets, userbuffers,
 /// the recipes' GEMM dtypes and casts, MoE CUDA graphs and dispatchers, balanced CP, MTP, LoRA).
 /// Optimum (0.6, 0.75, 5,000 us): fit 12.46% (bias +1.9%; dense 10.2%, MoE 16.6%); the test
-/// split's 61 rows, not fitted: 12.65% (bias -1.9%; dense 11.5%, MoE 13.6%). The three constants
+/// split's 61 rows, not fitted: 12.65% (bias -1.9%; dense 11.5%, MoE 13.6%). Refitted the same
+/// way (full grid) after Megatron's per-chunk DP overlap (`analytic::ChunkWindows`), the fused
+/// attention's small-call factor and the GB300/B300 clocks: optimum (0.6, 0.70, 5,000 us), fit
+/// 12.16% (bias +1.4%; dense 9.5%, MoE 16.9%), test 12.35% (bias -2.7%; dense 9.3%, MoE 14.8%);
+/// the surface is flat (0.6, 0.75, 5,000: fit 12.21%, test 12.01%). The three constants
 /// fitted separately before (overlap and memory efficiency on the 45 dense fit rows: 0.3, 0.50;
 /// the sync on the MoE rows: 6,500 us) gave test 16.2% (bias -11.3%) on the merged model: the
 /// memory efficiency of 0.50 fitted on dense rows alone made every MoE and LoRA row slow.
@@ -88,7 +96,11 @@ pub const DTENSOR_LINEAR_US: [f64; 2] = [225.0, 50.0];
 /// 0-12,000 us by 1,000), with every merged mechanism in place (Megatron's buckets, userbuffers,
 /// the recipes' GEMM dtypes and casts, MoE CUDA graphs and dispatchers, balanced CP, MTP, LoRA).
 /// Optimum (0.6, 0.75, 5,000 us): fit 12.46% (bias +1.9%; dense 10.2%, MoE 16.6%); the test
-/// split's 61 rows, not fitted: 12.65% (bias -1.9%; dense 11.5%, MoE 13.6%). The three constants
+/// split's 61 rows, not fitted: 12.65% (bias -1.9%; dense 11.5%, MoE 13.6%). Refitted the same
+/// way (full grid) after Megatron's per-chunk DP overlap (`analytic::ChunkWindows`), the fused
+/// attention's small-call factor and the GB300/B300 clocks: optimum (0.6, 0.70, 5,000 us), fit
+/// 12.16% (bias +1.4%; dense 9.5%, MoE 16.9%), test 12.35% (bias -2.7%; dense 9.3%, MoE 14.8%);
+/// the surface is flat (0.6, 0.75, 5,000: fit 12.21%, test 12.01%). The three constants
 /// fitted separately before (overlap and memory efficiency on the 45 dense fit rows: 0.3, 0.50;
 /// the sync on the MoE rows: 6,500 us) gave test 16.2% (bias -11.3%) on the merged model: the
 /// memory efficiency of 0.50 fitted on dense rows alone made every MoE and LoRA row slow.
