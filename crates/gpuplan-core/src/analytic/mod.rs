@@ -442,7 +442,7 @@ mod tests {
     #[test]
     fn one_chunk_is_the_single_window_rule() {
         let w = ChunkWindows { chunks: 1, group: 1 };
-        for (total, last, pass) in [(1.0, 0.01, 0.12), (0.06, 0.001, 0.12), (0.0, 0.0, 0.1)] {
+        for (total, last, pass) in [(1.0f64, 0.01f64, 0.12f64), (0.06, 0.001, 0.12), (0.0, 0.0, 0.1)] {
             let single = (total - pass + last).max(last);
             assert!((w.grad_exposed(s(total), s(last), s(pass)).value() - single).abs() < 1e-12);
             assert!((w.param_exposed(s(total), s(last), s(pass)).value() - if total > 0.0 { single } else { 0.0 }).abs() < 1e-12);

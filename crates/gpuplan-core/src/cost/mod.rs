@@ -269,6 +269,11 @@ pub struct CostModel<'a> {
     attention_shape: Option<(AttentionCurves, Source)>,
     /// The attention kernel priced ([`CostModel::for_stack`]; FlashAttention-2 unless set).
     attention_kernel: AttentionKernel,
+    /// Whether the fused attention's small calls lose level ([`fused_small_call_factor`]): under
+    /// the megatron stack only. The hf stacks' SDPA cuDNN calls are the measured kernel too, but
+    /// their host and memory constants (`fitted::HF_*`) were fitted without the factor; applying it
+    /// there waits for their refit.
+    fused_small_calls: bool,
 }
 
 impl<'a> CostModel<'a> {
@@ -350,12 +355,23 @@ impl<'a> CostModel<'a> {
             };
             Some((curves, source))
         });
-        CostModel { system, profile, corrections, gemm_max, hbm, kernel_overhead, attention_shape, attention_kernel: AttentionKernel::Flash }
+        CostModel {
+            system,
+            profile,
+            corrections,
+            gemm_max,
+            hbm,
+            kernel_overhead,
+            attention_shape,
+            attention_kernel: AttentionKernel::Flash,
+            fused_small_calls: false,
+        }
     }
 
     /// The same model pricing attention with the kernel `stack` runs ([`AttentionKernel::of`]).
     pub fn for_stack(mut self, stack: crate::workload::Stack) -> Self {
         self.attention_kernel = AttentionKernel::of(stack);
+        self.fused_small_calls = stack == crate::workload::Stack::Megatron;
         if stack.hf() && sdpa_picks_cudnn(self.system.gpu.arch) {
             self.attention_kernel = AttentionKernel::Fused;
         }
@@ -553,7 +569,7 @@ impl<'a> CostModel<'a> {
         if let Some((curves, _)) = &self.attention_shape {
             eff = (eff * curves.factor(s, head_dim_qk)).min(1.0);
         }
-        if self.attention_kernel == AttentionKernel::Fused && q_len.min(kv_len) >= FUSED_SMALL_CALL_MIN_SIDE {
+        if self.fused_small_calls && self.attention_kernel == AttentionKernel::Fused && q_len.min(kv_len) >= FUSED_SMALL_CALL_MIN_SIDE {
             // A call with less work than the reference reaches less of the level.
             let forward_flops = if backward { op.flops() / 2.5 } else { op.flops() };
             eff *= fused_small_call_factor(forward_flops, causal, backward);
