@@ -10,6 +10,8 @@
 # 1,000) it prints the tokens/s/GPU MAPE and bias of every fit row (dense and MoE together: what is
 # minimised is the fit split's MAPE over all its scored rows), and the test split's (reported, not
 # used). Usage: scripts/fit_megatron_published.sh [PATH/TO/gpuplan] > OUT.txt
+# The grids can be narrowed (each a `seq` argument list): OVERLAP_GRID="0 0.1 1", MEM_GRID="0.3 0.05 1",
+# SYNC_GRID="0 1000 12000" (the defaults).
 set -eu
 cd "$(dirname "$0")/.."
 bin=${1:-target/release/gpuplan}
@@ -30,8 +32,8 @@ print('  '.join(out))
 }
 export -f one
 export bin csv
-for x in $(seq 0 0.1 1); do
-  for m in $(seq 0.3 0.05 1); do
-    for s in $(seq 0 1000 12000); do echo "$x $m $s"; done
+for x in $(seq ${OVERLAP_GRID:-0 0.1 1}); do
+  for m in $(seq ${MEM_GRID:-0.3 0.05 1}); do
+    for s in $(seq ${SYNC_GRID:-0 1000 12000}); do echo "$x $m $s"; done
   done
 done | xargs -P "$(nproc)" -n 3 bash -c 'one "$@"' _ | sort -n -k1,1 -k2,2 -k3,3

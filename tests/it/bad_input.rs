@@ -676,10 +676,11 @@ fn shared_expert_overlap_hides_all_to_alls_and_is_refused_where_megatron_refuses
     let ep = |v: &serde_json::Value| v["breakdown"]["ep_comm_s"].as_f64().unwrap();
     let (_, plain, _) = run(&[]);
     let (_, overlap, _) = run(&["--moe-shared-expert-overlap", "true"]);
-    // One shared expert of width 2048 beside eight routed copies' all-to-alls: it hides a few
-    // percent (5.5% here), the rest of its time taken by NCCL's share of the SMs.
-    assert!(ep(&overlap) < 0.97 * ep(&plain) && ep(&overlap) > 0.8 * ep(&plain), "{} vs {}", ep(&overlap), ep(&plain));
-    assert!(overlap["step_time_s"].as_f64().unwrap() < plain["step_time_s"].as_f64().unwrap());
+    // One shared expert of width 2048 beside eight routed copies' all-to-alls. What it hides is
+    // charged back at MEGATRON_OVERLAP_COST of the hidden time (NCCL's share of the SMs); at the
+    // session-9 joint refit (1.0) that is all of it, so the overlap neither gains nor loses.
+    assert!(ep(&overlap) <= ep(&plain) * (1.0 + 1e-9) && ep(&overlap) > 0.8 * ep(&plain), "{} vs {}", ep(&overlap), ep(&plain));
+    assert!(overlap["step_time_s"].as_f64().unwrap() <= plain["step_time_s"].as_f64().unwrap() * (1.0 + 1e-9));
     for (args, says) in [
         (&["--moe-shared-expert-overlap", "true", "--moe-dispatcher", "flex"][..], "alltoall"),
         (&["--moe-shared-expert-overlap", "true", "--moe-ep-overlap", "true", "--vp", "2"][..], "moe_ep_overlap"),

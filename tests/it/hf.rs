@@ -47,11 +47,13 @@ fn hf_test_split_stays_within_its_bounds() {
         // Decode's bound went from 18 to 20: the H200 profile now has its own host's probe (a
         // faster plan build than the H100 host's it had before) and HF_SDPA_PLAN_SHARE was
         // refitted on the fit rows; test decode went 15.3 -> 18.7% (hf-054, H200, -39%), while
-        // the five H200 decode runs measured after the refit are within 9% (postfit-3).
+        // the five H200 decode runs measured after the refit are within 9% (postfit-3). MoE train
+        // and prefill: 3.7 and 7.5% with the grouped GEMMs priced from the profiles' `calibrate
+        // --moe` tables (wt-moecal, FIT.md "Fourth pass"; were 5.5, 10.7%), bounds 4.5 and 8.5%.
         ("dense train/prefill", "step_time", 5.0, |s| !is_moe(s) && mode(s) != "decode"),
         ("decode", "step_time", 20.0, |s| mode(s) == "decode"),
-        ("MoE train", "step_time", 7.0, |s| is_moe(s) && mode(s) == "train"),
-        ("MoE prefill", "step_time", 12.0, |s| is_moe(s) && mode(s) == "prefill"),
+        ("MoE train", "step_time", 4.5, |s| is_moe(s) && mode(s) == "train"),
+        ("MoE prefill", "step_time", 8.5, |s| is_moe(s) && mode(s) == "prefill"),
         ("all", "peak_memory", 6.0, |_| true),
         ("train/prefill", "peak_memory", 6.0, |s| mode(s) != "decode"),
         ("all", "power", 8.0, |_| true),

@@ -269,6 +269,9 @@ fn data_parallel_and_optimizer(cost: &CostModel, s: &Scenario, stages: &[StageTi
     // DP tail and optimizer hide behind them.
     let mut slack = Seconds::ZERO;
     let mut stretch = Seconds::ZERO;
+    // Overlapped collectives beside compute that the stages run at the same time (interleaved
+    // schedule's cool-down): only the largest stage's stretch is on the critical path.
+    let mut beside = Seconds::ZERO;
     for (stage, st) in stages.iter().enumerate() {
         let plan = dp_plan(cost, s, stage as u32);
         let (grad_sync, param_sync) = (total_time(&plan.grad), total_time(&plan.param));
@@ -287,16 +290,24 @@ fn data_parallel_and_optimizer(cost: &CostModel, s: &Scenario, stages: &[StageTi
             (per_micro * n_micro as f64, hidden * n_micro as f64)
         } else if s.options.dp_overlap {
             // Buckets reduce during the last micro-batch's backward; the last bucket is exposed.
+            // Megatron's interleaved schedule reduces (and gathers) each model chunk's buckets on
+            // their own, spread over the pipeline's cool-down (warm-up): `ChunkWindows`.
             let last = |v: &[Buckets]| v.last().map_or(Seconds::ZERO, |b| b.step.time());
-            let g = (grad_sync - bwd_one + last(&plan.grad)).max(last(&plan.grad));
+            let windows = ChunkWindows::of(s, n_micro);
+            let g = windows.grad_exposed(grad_sync, last(&plan.grad), bwd_one);
             // The parameter all-gather overlaps the next step's first forward (Megatron
             // --overlap-param-gather).
-            let p = (param_sync - fwd_one + last(&plan.param)).max(last(&plan.param));
-            // What runs beside compute: the gradient buckets within the last backward, and (on
-            // the stage that starts at once) the parameter gathers within the first forward.
-            let hidden_g = (grad_sync - g).max(Seconds::ZERO).min(bwd_one);
-            let hidden_p = if stage == 0 { (param_sync - p).max(Seconds::ZERO).min(fwd_one) } else { Seconds::ZERO };
-            (g + p, hidden_g + hidden_p)
+            let p = windows.param_exposed(param_sync, last(&plan.param), fwd_one);
+            // What runs beside compute: the gradient buckets within the backward passes they
+            // overlap, and (on the stage that starts at once) the parameter gathers within the
+            // forward passes.
+            let hidden_g = (grad_sync - g).max(Seconds::ZERO).min(windows.span(bwd_one));
+            let hidden_p = if stage == 0 { (param_sync - p).max(Seconds::ZERO).min(windows.span(fwd_one)) } else { Seconds::ZERO };
+            // The stage's last chunk-backward is on the drain's chain through every stage; the
+            // earlier chunk passes the collectives overlap run while the other stages run theirs.
+            let chain = hidden_g.min(bwd_one / windows.chunks as f64);
+            beside = beside.max(hidden_g - chain);
+            (g + p, chain + hidden_p)
         } else {
             (grad_sync + param_sync, Seconds::ZERO)
         };
@@ -312,7 +323,91 @@ fn data_parallel_and_optimizer(cost: &CostModel, s: &Scenario, stages: &[StageTi
             slack += st.bwd.total();
         }
     }
-    (worst.0 + stretch, worst.1)
+    (worst.0 + stretch + beside * crate::step::overlap_cost(s.workload.stack), worst.1)
+}
+
+/// When the model chunks of one pipeline rank run their last backward (first forward) of a step,
+/// for the data-parallel collectives that overlap them with `overlap_grad_reduce` and
+/// `overlap_param_gather`.
+///
+/// Megatron-Core wraps each virtual-pipeline model chunk in its own `DistributedDataParallel` with
+/// its own buckets (megatron/core/distributed/distributed_data_parallel.py), and the interleaved
+/// schedule (megatron/core/pipeline_parallel/schedules.py,
+/// `forward_backward_pipelining_with_interleaving`) enables a chunk's gradient sync at its last
+/// micro-batch's backward and launches a chunk's parameter all-gather (`param_sync_func`) ahead of
+/// its first forward. Backward walks the chunks in reverse in groups of `pp` micro-batches
+/// (`microbatch_group_size_per_vp_stage`, default pp), so chunk c's last backward ends c x pp
+/// chunk-backwards before the rank's last one, and chunk c's first forward starts c x pp
+/// chunk-forwards after its first: its reduce-scatter can run beside the chunk-backwards that
+/// follow, its all-gather beside those before. All of a rank's DP collectives share one
+/// communicator and run one after another. With one chunk (no virtual pipeline, or a stack other
+/// than megatron) this is the single-window rule: the buckets overlap the one last backward (first
+/// forward) and the last bucket is exposed. Chunks are taken as equal (each holds 1/vp of the
+/// stage's buckets; the embedding's and head's extra buckets are not placed in their chunks).
+struct ChunkWindows {
+    /// Model chunks whose collectives run on their own (vp under megatron, else 1).
+    chunks: u32,
+    /// Chunk passes between two chunks' last backwards (first forwards): min(pp, micro-batches).
+    group: u32,
+}
+
+impl ChunkWindows {
+    fn of(s: &Scenario, n_micro: u64) -> ChunkWindows {
+        let pc = &s.parallel;
+        if s.workload.stack != crate::workload::Stack::Megatron || pc.vp <= 1 || s.workload.mode != Mode::Train {
+            return ChunkWindows { chunks: 1, group: 1 };
+        }
+        ChunkWindows { chunks: pc.vp, group: (pc.pp as u64).min(n_micro.max(1)) as u32 }
+    }
+
+    /// Time from the first window's start to the end of the last: one pass (`pass`, all chunks of
+    /// the stage) with one chunk, else the chunk passes from the first chunk's window to the
+    /// last's.
+    fn span(&self, pass: Seconds) -> Seconds {
+        let c = pass / self.chunks as f64;
+        c * (1.0 + ((self.chunks - 1) * self.group) as f64)
+    }
+
+    /// Gradient collectives (`total` over all chunks, `last` the last bucket) left after the
+    /// stage's last backward (`bwd`: one micro-batch through all its chunks) ends. Chunk c's
+    /// buckets are produced during its last chunk-backward, which ends c x group chunk-backwards
+    /// before the stage's end; each chunk costs its collectives less its window plus its last
+    /// bucket (at least its last bucket), after the earlier chunks' collectives.
+    fn grad_exposed(&self, total: Seconds, last: Seconds, bwd: Seconds) -> Seconds {
+        let n = self.chunks as f64;
+        let (g, b) = (total / n, bwd / n);
+        let l = last.min(g);
+        let mut done: Option<Seconds> = None;
+        for c in (0..self.chunks).rev() {
+            let end = Seconds::ZERO - b * (c * self.group) as f64;
+            let own = end + (g - b + l).max(l);
+            done = Some(done.map_or(own, |d: Seconds| (d + g).max(own)));
+        }
+        done.unwrap_or(Seconds::ZERO).max(Seconds::ZERO)
+    }
+
+    /// Parameter all-gathers (`total`, `last`) that delay the stage's forward passes (`fwd`: one
+    /// micro-batch through all chunks). The gathers run back to back from the step's start; chunk
+    /// c's first forward starts c x group chunk-forwards in (plus the delay so far) and cannot end
+    /// before its gathers are done and its last bucket used: each chunk delays the forward by its
+    /// collectives' end less its window plus its last bucket, the first at least by its first
+    /// bucket.
+    fn param_exposed(&self, total: Seconds, last: Seconds, fwd: Seconds) -> Seconds {
+        let n = self.chunks as f64;
+        let (g, f) = (total / n, fwd / n);
+        let l = last.min(g);
+        let mut delay = l;
+        for c in 0..self.chunks {
+            let comm_end = g * (c + 1) as f64;
+            let window_end = f * (c * self.group + 1) as f64;
+            delay = delay.max(comm_end - window_end + l);
+        }
+        if total <= Seconds::ZERO {
+            Seconds::ZERO
+        } else {
+            delay
+        }
+    }
 }
 
 /// Every hardware number a prediction of this scenario uses, with its source.
@@ -351,4 +446,42 @@ pub fn used_numbers(s: &Scenario) -> Vec<UsedNumber> {
         });
     }
     used
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(x: f64) -> Seconds {
+        Seconds::new(x)
+    }
+
+    #[test]
+    fn one_chunk_is_the_single_window_rule() {
+        let w = ChunkWindows { chunks: 1, group: 1 };
+        for (total, last, pass) in [(1.0f64, 0.01f64, 0.12f64), (0.06, 0.001, 0.12), (0.0, 0.0, 0.1)] {
+            let single = (total - pass + last).max(last);
+            assert!((w.grad_exposed(s(total), s(last), s(pass)).value() - single).abs() < 1e-12);
+            assert!((w.param_exposed(s(total), s(last), s(pass)).value() - if total > 0.0 { single } else { 0.0 }).abs() < 1e-12);
+            assert_eq!(w.span(s(pass)), s(pass));
+        }
+    }
+
+    #[test]
+    fn interleaved_chunks_spread_the_collectives_over_the_cool_down_and_warm_up() {
+        // 12 chunks, pp 4: chunk 11's last backward ends 44 chunk-backwards before the stage's
+        // end. 1 s of reduce-scatter (12 equal chunks, 10 ms last bucket) beside a 120 ms backward
+        // starts 440 ms before the end: 560 ms exposed, against 890 ms in one window.
+        let w = ChunkWindows { chunks: 12, group: 4 };
+        let g = w.grad_exposed(s(1.0), s(0.01), s(0.12)).value();
+        assert!((g - 0.56).abs() < 1e-9, "{g}");
+        // Small collectives: only chunk 0's last bucket is left after the end.
+        assert!((w.grad_exposed(s(0.06), s(0.001), s(0.12)).value() - 0.001).abs() < 1e-12);
+        // The all-gathers: chunk 11's first forward starts 44 chunk-forwards (5 ms each) in, so
+        // the 1 s of gathers delays the forwards by 1 - 45 x 5 ms + 10 ms = 785 ms (950 ms in one
+        // window).
+        let p = w.param_exposed(s(1.0), s(0.01), s(0.06)).value();
+        assert!((p - 0.785).abs() < 1e-9, "{p}");
+        assert!((w.span(s(0.12)).value() - 0.01 * 45.0).abs() < 1e-12);
+    }
 }

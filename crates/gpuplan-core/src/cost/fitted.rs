@@ -31,11 +31,22 @@ pub const OVERLAP_COST: f64 = 1.0;
 /// 0-12,000 us by 1,000), with every merged mechanism in place (Megatron's buckets, userbuffers,
 /// the recipes' GEMM dtypes and casts, MoE CUDA graphs and dispatchers, balanced CP, MTP, LoRA).
 /// Optimum (0.6, 0.75, 5,000 us): fit 12.46% (bias +1.9%; dense 10.2%, MoE 16.6%); the test
-/// split's 61 rows, not fitted: 12.65% (bias -1.9%; dense 11.5%, MoE 13.6%). The three constants
+/// split's 61 rows, not fitted: 12.65% (bias -1.9%; dense 11.5%, MoE 13.6%). Refitted the same
+/// way (full grid) after Megatron's per-chunk DP overlap (`analytic::ChunkWindows`), the fused
+/// attention's small-call factor and the GB300/B300 clocks: optimum (0.6, 0.70, 5,000 us), fit
+/// 12.16% (bias +1.4%; dense 9.5%, MoE 16.9%), test 12.35% (bias -2.7%; dense 9.3%, MoE 14.8%);
+/// the surface is flat (0.6, 0.75, 5,000: fit 12.21%, test 12.01%). The three constants
 /// fitted separately before (overlap and memory efficiency on the 45 dense fit rows: 0.3, 0.50;
 /// the sync on the MoE rows: 6,500 us) gave test 16.2% (bias -11.3%) on the merged model: the
 /// memory efficiency of 0.50 fitted on dense rows alone made every MoE and LoRA row slow.
-pub const MEGATRON_OVERLAP_COST: f64 = 0.6;
+/// Refitted again on the merged tree of session 9 (the recipes' memory options: bf16 main
+/// gradients, FP8 parameter gathers, module recompute; the MoE EP overlap; per-chunk DP overlap;
+/// the small-call attention factor), same fit rows, on a grid narrowed around the optimum
+/// (overlap 0.3-1 by 0.1 x memory efficiency 0.6-0.9 by 0.05 x sync 2,000-8,000 us by 1,000):
+/// optimum (1.0, 0.65, 4,000 us), fit 11.51% (bias +1.8%; dense 9.0%, MoE 16.0%), test 8.94%
+/// (bias -1.0%; dense 7.7%, MoE 9.9%). With bf16 gradients the DP collectives are half the bytes,
+/// and the fit no longer finds a gain from overlapping them (1.0, as for torch DDP/FSDP).
+pub const MEGATRON_OVERLAP_COST: f64 = 1.0;
 
 /// Fraction of the stream (memcpy) HBM rate that the `megatron` stack's memory-bound kernels reach
 /// in training (Transformer Engine's fused norm, activation, RoPE, cast/transpose and amax kernels,
@@ -51,11 +62,22 @@ pub const MEGATRON_OVERLAP_COST: f64 = 0.6;
 /// 0-12,000 us by 1,000), with every merged mechanism in place (Megatron's buckets, userbuffers,
 /// the recipes' GEMM dtypes and casts, MoE CUDA graphs and dispatchers, balanced CP, MTP, LoRA).
 /// Optimum (0.6, 0.75, 5,000 us): fit 12.46% (bias +1.9%; dense 10.2%, MoE 16.6%); the test
-/// split's 61 rows, not fitted: 12.65% (bias -1.9%; dense 11.5%, MoE 13.6%). The three constants
+/// split's 61 rows, not fitted: 12.65% (bias -1.9%; dense 11.5%, MoE 13.6%). Refitted the same
+/// way (full grid) after Megatron's per-chunk DP overlap (`analytic::ChunkWindows`), the fused
+/// attention's small-call factor and the GB300/B300 clocks: optimum (0.6, 0.70, 5,000 us), fit
+/// 12.16% (bias +1.4%; dense 9.5%, MoE 16.9%), test 12.35% (bias -2.7%; dense 9.3%, MoE 14.8%);
+/// the surface is flat (0.6, 0.75, 5,000: fit 12.21%, test 12.01%). The three constants
 /// fitted separately before (overlap and memory efficiency on the 45 dense fit rows: 0.3, 0.50;
 /// the sync on the MoE rows: 6,500 us) gave test 16.2% (bias -11.3%) on the merged model: the
 /// memory efficiency of 0.50 fitted on dense rows alone made every MoE and LoRA row slow.
-pub const MEGATRON_MEMORY_EFFICIENCY: f64 = 0.75;
+/// Refitted again on the merged tree of session 9 (the recipes' memory options: bf16 main
+/// gradients, FP8 parameter gathers, module recompute; the MoE EP overlap; per-chunk DP overlap;
+/// the small-call attention factor), same fit rows, on a grid narrowed around the optimum
+/// (overlap 0.3-1 by 0.1 x memory efficiency 0.6-0.9 by 0.05 x sync 2,000-8,000 us by 1,000):
+/// optimum (1.0, 0.65, 4,000 us), fit 11.51% (bias +1.8%; dense 9.0%, MoE 16.0%), test 8.94%
+/// (bias -1.0%; dense 7.7%, MoE 9.9%). With bf16 gradients the DP collectives are half the bytes,
+/// and the fit no longer finds a gain from overlapping them (1.0, as for torch DDP/FSDP).
+pub const MEGATRON_MEMORY_EFFICIENCY: f64 = 0.65;
 
 /// Host time per GEMM of a tensor-parallel linear layer when training under `torch-eager` with
 /// tp > 1, `[a, b]`: a + b log2(tp) microseconds, which the GPU waits for in full (a stall, not
@@ -88,14 +110,25 @@ pub const DTENSOR_LINEAR_US: [f64; 2] = [225.0, 50.0];
 /// 0-12,000 us by 1,000), with every merged mechanism in place (Megatron's buckets, userbuffers,
 /// the recipes' GEMM dtypes and casts, MoE CUDA graphs and dispatchers, balanced CP, MTP, LoRA).
 /// Optimum (0.6, 0.75, 5,000 us): fit 12.46% (bias +1.9%; dense 10.2%, MoE 16.6%); the test
-/// split's 61 rows, not fitted: 12.65% (bias -1.9%; dense 11.5%, MoE 13.6%). The three constants
+/// split's 61 rows, not fitted: 12.65% (bias -1.9%; dense 11.5%, MoE 13.6%). Refitted the same
+/// way (full grid) after Megatron's per-chunk DP overlap (`analytic::ChunkWindows`), the fused
+/// attention's small-call factor and the GB300/B300 clocks: optimum (0.6, 0.70, 5,000 us), fit
+/// 12.16% (bias +1.4%; dense 9.5%, MoE 16.9%), test 12.35% (bias -2.7%; dense 9.3%, MoE 14.8%);
+/// the surface is flat (0.6, 0.75, 5,000: fit 12.21%, test 12.01%). The three constants
 /// fitted separately before (overlap and memory efficiency on the 45 dense fit rows: 0.3, 0.50;
 /// the sync on the MoE rows: 6,500 us) gave test 16.2% (bias -11.3%) on the merged model: the
 /// memory efficiency of 0.50 fitted on dense rows alone made every MoE and LoRA row slow.
+/// Refitted again on the merged tree of session 9 (the recipes' memory options: bf16 main
+/// gradients, FP8 parameter gathers, module recompute; the MoE EP overlap; per-chunk DP overlap;
+/// the small-call attention factor), same fit rows, on a grid narrowed around the optimum
+/// (overlap 0.3-1 by 0.1 x memory efficiency 0.6-0.9 by 0.05 x sync 2,000-8,000 us by 1,000):
+/// optimum (1.0, 0.65, 4,000 us), fit 11.51% (bias +1.8%; dense 9.0%, MoE 16.0%), test 8.94%
+/// (bias -1.0%; dense 7.7%, MoE 9.9%). With bf16 gradients the DP collectives are half the bytes,
+/// and the fit no longer finds a gain from overlapping them (1.0, as for torch DDP/FSDP).
 /// The published B200 rows' throughput at micro-batch 1 vs 4 (dev rows 88, 72) implies about
 /// 7.5 ms per MoE layer of fixed cost per micro-batch independently (docs/published-analysis.md).
 /// Why the host takes this long was not profiled.
-pub const MOE_DISPATCH_SYNC_US: f64 = 5000.0;
+pub const MOE_DISPATCH_SYNC_US: f64 = 4000.0;
 
 /// TensorRT-LLM's host time per iteration, `[serial per iteration, serial per sequence in it, per
 /// layer beside the GPU]`, microseconds (`serve::cost::HostOverhead` of `--stack trtllm`): the batch

@@ -67,6 +67,57 @@ pub fn fused_backward_ratio(s: f64) -> f64 {
     FUSED_ATTENTION_BACKWARD_RATIO + t * (FUSED_ATTENTION_BACKWARD_RATIO_LONG - FUSED_ATTENTION_BACKWARD_RATIO)
 }
 
+/// The fused (cuDNN) attention's level on causal calls with less work than the one its level is
+/// quoted at, forward and backward: (forward FLOPs of one call, forward TFLOP/s over the reference
+/// call's, backward TFLOP/s over the reference call's). Measured on an H100 SXM (PyTorch 2.11 SDPA
+/// cuDNN backend, cuDNN 9.19, bf16, causal, b 2, 32 heads, d 128, s 1024 / 2048 / 4096 / 8192:
+/// forward 127.4 / 300.0 / 524.9 / 608.4 TFLOP/s, backward 107.5 / 245.3 / 390.2 / 447.1;
+/// scripts/bench_attention.py, 2026-11-24, calibration/runs/raw/attention-h100-2026-11-24/). The
+/// last row is the reference `fused_attention_fraction` is quoted at (1.1e12 FLOPs). Measured, not
+/// fitted; applied to every GPU as the level is.
+///
+/// The variable is the call's work, not its sequence length: held out, the b 1 rows of
+/// calibration/runs/raw/attention-long-h100-2026-11-24/ (same versions) read 0.678 at s 4096
+/// (measured 406.3 / 608.4 = 0.668) and 0.930 at s 8192 (measured 563.5 / 608.4 = 0.926) in
+/// forward. Above the reference work the level holds (s 16K-128K rows: 0.90-1.03).
+const FUSED_ATTENTION_SMALL_CAUSAL: [(f64, f64, f64); 4] =
+    [(1.718e10, 127.4 / 608.4, 107.5 / 447.1), (6.872e10, 300.0 / 608.4, 245.3 / 447.1), (2.749e11, 524.9 / 608.4, 390.2 / 447.1), (1.0995e12, 1.0, 1.0)];
+
+/// The same for non-causal calls (the blocks of Transformer Engine's load-balanced ring attention,
+/// queries 2c x keys c and c x 2c), which lose less at the same work than causal ones: measured in
+/// the same session (b 1, 8 heads, d 128, bf16, calibration/runs/raw/attention-long-h100-2026-11-24/,
+/// scripts/bench_attention_long.py), the mean of the two block orientations over the causal
+/// reference (608.4 forward, 447.1 backward): c 2048, 3.4e10 FLOPs, forward 403.2 (0.663), backward
+/// 326.1 (0.729); c 4096, 1.37e11, 554.8 (0.912) and 467.9 (1.047, held at 1); c 8192, 5.5e11,
+/// 626.9 and 506.6 (both held at 1). Below the smallest block measured the factor is held, above
+/// the largest it is 1.
+const FUSED_ATTENTION_SMALL_BLOCKS: [(f64, f64, f64); 3] = [(3.436e10, 403.2 / 608.4, 326.1 / 447.1), (1.374e11, 554.8 / 608.4, 1.0), (5.498e11, 1.0, 1.0)];
+
+/// The shortest query or key side the small-call tables were measured at (s 1024 causal; c 2048
+/// blocks, whose short side is 2048): below it (decode steps, short prompts) no factor is applied,
+/// as no such call was measured.
+const FUSED_SMALL_CALL_MIN_SIDE: u64 = 1024;
+
+/// The fused attention's level factor on a call of `work` forward FLOPs, causal or not
+/// ([`FUSED_ATTENTION_SMALL_CAUSAL`], [`FUSED_ATTENTION_SMALL_BLOCKS`]: linear in ln work between
+/// the measured calls, held below the smallest, 1 above the largest), forward or backward.
+pub fn fused_small_call_factor(work: f64, causal: bool, backward: bool) -> f64 {
+    let t: &[(f64, f64, f64)] = if causal { &FUSED_ATTENTION_SMALL_CAUSAL } else { &FUSED_ATTENTION_SMALL_BLOCKS };
+    let pick = |p: &(f64, f64, f64)| if backward { p.2 } else { p.1 };
+    let w = work.max(1.0);
+    if w <= t[0].0 {
+        return pick(&t[0]);
+    }
+    for pair in t.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        if w <= b.0 {
+            let x = (w.ln() - a.0.ln()) / (b.0.ln() - a.0.ln());
+            return pick(a) + x * (pick(b) - pick(a));
+        }
+    }
+    1.0
+}
+
 /// Which attention kernel a stack runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttentionKernel {
@@ -219,6 +270,11 @@ pub struct CostModel<'a> {
     attention_shape: Option<(AttentionCurves, Source)>,
     /// The attention kernel priced ([`CostModel::for_stack`]; FlashAttention-2 unless set).
     attention_kernel: AttentionKernel,
+    /// Whether the fused attention's small calls lose level ([`fused_small_call_factor`]): under
+    /// the megatron stack only. The hf stacks' SDPA cuDNN calls are the measured kernel too, but
+    /// their host and memory constants (`fitted::HF_*`) were fitted without the factor; applying it
+    /// there waits for their refit.
+    fused_small_calls: bool,
 }
 
 impl<'a> CostModel<'a> {
@@ -300,12 +356,23 @@ impl<'a> CostModel<'a> {
             };
             Some((curves, source))
         });
-        CostModel { system, profile, corrections, gemm_max, hbm, kernel_overhead, attention_shape, attention_kernel: AttentionKernel::Flash }
+        CostModel {
+            system,
+            profile,
+            corrections,
+            gemm_max,
+            hbm,
+            kernel_overhead,
+            attention_shape,
+            attention_kernel: AttentionKernel::Flash,
+            fused_small_calls: false,
+        }
     }
 
     /// The same model pricing attention with the kernel `stack` runs ([`AttentionKernel::of`]).
     pub fn for_stack(mut self, stack: crate::workload::Stack) -> Self {
         self.attention_kernel = AttentionKernel::of(stack);
+        self.fused_small_calls = stack == crate::workload::Stack::Megatron;
         if stack.hf() && sdpa_picks_cudnn(self.system.gpu.arch) {
             self.attention_kernel = AttentionKernel::Fused;
         }
@@ -502,7 +569,7 @@ impl<'a> CostModel<'a> {
     /// shape the fraction is quoted at), times wave quantization of 128-query tiles over the SMs;
     /// or the bytes it must move at the achieved HBM bandwidth, whichever is longer.
     pub fn attention_time(&self, op: &Op) -> OpCost {
-        let OpKind::Attention { batch_heads, q_len, kv_len, head_dim_qk, head_dim_v, backward, kv_bytes, .. } = op.kind else {
+        let OpKind::Attention { batch_heads, q_len, kv_len, head_dim_qk, head_dim_v, causal, backward, kv_bytes } = op.kind else {
             unreachable!("attention_time on {}", op.name)
         };
         let gpu = &self.system.gpu;
@@ -513,6 +580,11 @@ impl<'a> CostModel<'a> {
         let s = ((q_len as f64) * (kv_len as f64)).sqrt();
         if let Some((curves, _)) = &self.attention_shape {
             eff = (eff * curves.factor(s, head_dim_qk)).min(1.0);
+        }
+        if self.fused_small_calls && self.attention_kernel == AttentionKernel::Fused && q_len.min(kv_len) >= FUSED_SMALL_CALL_MIN_SIDE {
+            // A call with less work than the reference reaches less of the level.
+            let forward_flops = if backward { op.flops() / 2.5 } else { op.flops() };
+            eff *= fused_small_call_factor(forward_flops, causal, backward);
         }
         if backward {
             eff *= match self.attention_kernel {
@@ -693,5 +765,32 @@ mod tests {
         // Without the reference shape in the table, the reference is read by the same policy.
         let c = AttentionCurves::new(&[point(1024, 128, 300.0), point(4096, 128, 450.0)]).unwrap();
         assert!(close(c.factor(4096.0, 128), 1.0) && close(c.factor(1024.0, 128), 300.0 / 450.0));
+    }
+
+    #[test]
+    fn fused_attention_loses_level_on_small_calls_as_measured() {
+        // The reference call (b 2, 32 heads, s 8192) and anything larger run at the level.
+        for causal in [true, false] {
+            assert_eq!(fused_small_call_factor(1.0995e12, causal, false), 1.0);
+            assert_eq!(fused_small_call_factor(1e14, causal, true), 1.0);
+            // Never above the level, and not decreasing with the work.
+            for backward in [false, true] {
+                let mut prev = 0.0;
+                for e in 0..40 {
+                    let f = fused_small_call_factor(1e9 * 1.3f64.powi(e), causal, backward);
+                    assert!(f >= prev && f <= 1.0, "{f}");
+                    prev = f;
+                }
+            }
+        }
+        // The measured calls read back their measured ratios.
+        assert!((fused_small_call_factor(2.749e11, true, false) - 524.9 / 608.4).abs() < 1e-12);
+        assert!((fused_small_call_factor(6.872e10, true, true) - 245.3 / 447.1).abs() < 1e-12);
+        assert!((fused_small_call_factor(3.436e10, false, false) - 403.2 / 608.4).abs() < 1e-12);
+        // Held out: b 1, 32 heads, s 4096 (forward 4 b h s^2 d / 2 FLOPs) measured 406.3 of 608.4;
+        // a non-causal block of the same work loses less than a causal call.
+        let work = 4.0 * 32.0 * 4096f64.powi(2) * 128.0 / 2.0;
+        assert!((fused_small_call_factor(work, true, false) - 406.3 / 608.4).abs() < 0.02);
+        assert!(fused_small_call_factor(work, false, false) > fused_small_call_factor(work, true, false));
     }
 }
