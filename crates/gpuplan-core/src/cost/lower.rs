@@ -491,14 +491,7 @@ impl CostModel<'_> {
 /// cost, `cost::fitted::MEGATRON_OVERLAP_COST`); the rest stays exposed. The shared GEMMs keep
 /// their own time.
 pub fn shared_expert_overlap(steps: &mut [Step], sm_share: f64) {
-    let is_a2a = |name: &str| matches!(name, "ep_dispatch" | "ep_combine");
-    let comm: Seconds = steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Comm { name, comm } if is_a2a(name) => Some(comm.time()),
-            _ => None,
-        })
-        .sum();
+    let comm = ep_a2a_time(steps);
     let shared: Seconds = steps
         .iter()
         .filter_map(|s| match s {
@@ -510,10 +503,29 @@ pub fn shared_expert_overlap(steps: &mut [Step], sm_share: f64) {
         return;
     }
     let hidden = shared.min(comm);
-    let keep = ((comm - hidden) + hidden * sm_share.clamp(0.0, 1.0)) / comm;
+    scale_ep_a2a(steps, ((comm - hidden) + hidden * sm_share.clamp(0.0, 1.0)) / comm);
+}
+
+fn is_ep_a2a(name: &str) -> bool {
+    matches!(name, "ep_dispatch" | "ep_combine")
+}
+
+/// The EP dispatch and combine all-to-alls' time in one pass's steps.
+fn ep_a2a_time(steps: &[Step]) -> Seconds {
+    steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Comm { name, comm } if is_ep_a2a(name) => Some(comm.time()),
+            _ => None,
+        })
+        .sum()
+}
+
+/// Keep `keep` of each EP all-to-all: its latency and bytes scaled, so both engines see it.
+fn scale_ep_a2a(steps: &mut [Step], keep: f64) {
     for s in steps.iter_mut() {
         if let Step::Comm { name, comm } = s {
-            if is_a2a(name) {
+            if is_ep_a2a(name) {
                 comm.latency = comm.latency * keep;
                 comm.step_latency = comm.step_latency * keep;
                 comm.wire_bytes *= keep;
@@ -545,14 +557,7 @@ pub const HYBRID_EP_SMS: f64 = 32.0;
 ///
 /// Priced by scaling the all-to-all's latency and bytes, so both engines see the same exposed time.
 pub fn ep_a2a_overlap(steps: &mut [Step], unpaired: f64, sm_share: f64) {
-    let is_a2a = |name: &str| matches!(name, "ep_dispatch" | "ep_combine");
-    let comm: Seconds = steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Comm { name, comm } if is_a2a(name) => Some(comm.time()),
-            _ => None,
-        })
-        .sum();
+    let comm = ep_a2a_time(steps);
     if comm <= Seconds::ZERO {
         return;
     }
@@ -565,16 +570,7 @@ pub fn ep_a2a_overlap(steps: &mut [Step], unpaired: f64, sm_share: f64) {
         .sum();
     let uncovered = ((comm - gpu).max(Seconds::ZERO) / comm).clamp(0.0, 1.0);
     let paired = uncovered + (1.0 - uncovered) * sm_share.clamp(0.0, 1.0);
-    let keep = unpaired.clamp(0.0, 1.0) + (1.0 - unpaired.clamp(0.0, 1.0)) * paired;
-    for s in steps.iter_mut() {
-        if let Step::Comm { name, comm } = s {
-            if is_a2a(name) {
-                comm.latency = comm.latency * keep;
-                comm.step_latency = comm.step_latency * keep;
-                comm.wire_bytes *= keep;
-            }
-        }
-    }
+    scale_ep_a2a(steps, unpaired.clamp(0.0, 1.0) + (1.0 - unpaired.clamp(0.0, 1.0)) * paired);
 }
 
 /// Transformer Engine's userbuffers TP overlap as the Megatron-Bridge / NeMo perf recipes configure

@@ -552,10 +552,11 @@ impl<'a> CostModel<'a> {
     }
 
     /// The experts' grouped GEMM on one rank (`expert_up`, `expert_down` and their gradients:
-    /// `count` local experts of `m` tokens each, the busiest rank's load): the one place a
-    /// measured grouped-GEMM profile (issue 18 item 2: `calibrate`'s grouped GEMMs across expert
-    /// counts, tokens per expert and widths) is to join the cost model. Until a profile has one,
-    /// it is [`CostModel::gemm_time`] with the batch count: the efficiency at the per-expert `m`
+    /// `count` local experts of `m` tokens each, the busiest rank's load) for the stacks whose
+    /// grouped kernel has no measured table: Transformer Engine's cuBLAS grouped GEMM (megatron)
+    /// and the engines'. The `calibrate --moe` tables measure PyTorch's `grouped_mm`, which only the
+    /// `hf-*` stacks run; they are read by [`CostModel::grouped_expert_gemm`] from
+    /// `lower::hf_measured_grouped`. This is [`CostModel::gemm_time`] with the batch count: the efficiency at the per-expert `m`
     /// (the K ramp and tile padding of a small M) and wave quantization over every expert's tiles,
     /// as cuBLASLt's grouped and TE's grouped GEMMs launch them in one kernel.
     pub fn grouped_gemm_time(&self, m: u64, n: u64, k: u64, count: u64, dtype: Dtype) -> OpCost {
