@@ -54,29 +54,10 @@ pub const MEGATRON_OVERLAP_COST: f64 = 1.0;
 /// what the op list misses of a Megatron step (per-tensor amax reductions across the TP group, the
 /// optimizer's FP8 weight casts, launch gaps between a layer's many small kernels); a per-kernel
 /// account needs a profile of a Megatron step on the GPU, which the reference set does not have.
-/// Fitted jointly with [`MEGATRON_MEMORY_EFFICIENCY`] and [`MOE_DISPATCH_SYNC_US`] on every scored
-/// row of the fit split of tests/data/published/megatron_bridge_training_dev.csv (81 rows: 52 dense
-/// incl. 7 LoRA, 29 MoE incl. DeepSeek-V3 with MTP; scripts/fit_megatron_published.sh, output in
-/// calibration/runs/fit_megatron_published-output.txt, which lists them): tokens/s/GPU MAPE of the
-/// fit rows minimised on a grid (overlap 0-1 by 0.1 x memory efficiency 0.3-1 by 0.05 x sync
-/// 0-12,000 us by 1,000), with every merged mechanism in place (Megatron's buckets, userbuffers,
-/// the recipes' GEMM dtypes and casts, MoE CUDA graphs and dispatchers, balanced CP, MTP, LoRA).
-/// Optimum (0.6, 0.75, 5,000 us): fit 12.46% (bias +1.9%; dense 10.2%, MoE 16.6%); the test
-/// split's 61 rows, not fitted: 12.65% (bias -1.9%; dense 11.5%, MoE 13.6%). Refitted the same
-/// way (full grid) after Megatron's per-chunk DP overlap (`analytic::ChunkWindows`), the fused
-/// attention's small-call factor and the GB300/B300 clocks: optimum (0.6, 0.70, 5,000 us), fit
-/// 12.16% (bias +1.4%; dense 9.5%, MoE 16.9%), test 12.35% (bias -2.7%; dense 9.3%, MoE 14.8%);
-/// the surface is flat (0.6, 0.75, 5,000: fit 12.21%, test 12.01%). The three constants
-/// fitted separately before (overlap and memory efficiency on the 45 dense fit rows: 0.3, 0.50;
-/// the sync on the MoE rows: 6,500 us) gave test 16.2% (bias -11.3%) on the merged model: the
-/// memory efficiency of 0.50 fitted on dense rows alone made every MoE and LoRA row slow.
-/// Refitted again on the merged tree of session 9 (the recipes' memory options: bf16 main
-/// gradients, FP8 parameter gathers, module recompute; the MoE EP overlap; per-chunk DP overlap;
-/// the small-call attention factor), same fit rows, on a grid narrowed around the optimum
-/// (overlap 0.3-1 by 0.1 x memory efficiency 0.6-0.9 by 0.05 x sync 2,000-8,000 us by 1,000):
-/// optimum (1.0, 0.65, 4,000 us), fit 11.51% (bias +1.8%; dense 9.0%, MoE 16.0%), test 8.94%
-/// (bias -1.0%; dense 7.7%, MoE 9.9%). With bf16 gradients the DP collectives are half the bytes,
-/// and the fit no longer finds a gain from overlapping them (1.0, as for torch DDP/FSDP).
+/// Fitted jointly with [`MEGATRON_OVERLAP_COST`] and [`MOE_DISPATCH_SYNC_US`] on the 81 fit rows of
+/// tests/data/published/megatron_bridge_training_dev.csv (scripts/fit_megatron_published.sh): the
+/// rows, grids, optima and the fits' history are at [`MEGATRON_OVERLAP_COST`]. Now 0.65 (session 9's
+/// joint refit; 0.75, then 0.70 before).
 pub const MEGATRON_MEMORY_EFFICIENCY: f64 = 0.65;
 
 /// Host time per GEMM of a tensor-parallel linear layer when training under `torch-eager` with
@@ -102,29 +83,10 @@ pub const DTENSOR_LINEAR_US: [f64; 2] = [225.0, 50.0];
 /// drains the launch queue; the GPU then idles while the host runs the dispatcher's and experts'
 /// Python and launches the layer's next kernels. The full-iteration recipes give HybridEP a
 /// per-rank capacity (`moe_expert_rank_capacity_factor`) so that nothing syncs, and pay none.
-/// Fitted jointly with [`MEGATRON_OVERLAP_COST`] and [`MEGATRON_MEMORY_EFFICIENCY`] on every scored
-/// row of the fit split of tests/data/published/megatron_bridge_training_dev.csv (81 rows: 52 dense
-/// incl. 7 LoRA, 29 MoE incl. DeepSeek-V3 with MTP; scripts/fit_megatron_published.sh, output in
-/// calibration/runs/fit_megatron_published-output.txt, which lists them): tokens/s/GPU MAPE of the
-/// fit rows minimised on a grid (overlap 0-1 by 0.1 x memory efficiency 0.3-1 by 0.05 x sync
-/// 0-12,000 us by 1,000), with every merged mechanism in place (Megatron's buckets, userbuffers,
-/// the recipes' GEMM dtypes and casts, MoE CUDA graphs and dispatchers, balanced CP, MTP, LoRA).
-/// Optimum (0.6, 0.75, 5,000 us): fit 12.46% (bias +1.9%; dense 10.2%, MoE 16.6%); the test
-/// split's 61 rows, not fitted: 12.65% (bias -1.9%; dense 11.5%, MoE 13.6%). Refitted the same
-/// way (full grid) after Megatron's per-chunk DP overlap (`analytic::ChunkWindows`), the fused
-/// attention's small-call factor and the GB300/B300 clocks: optimum (0.6, 0.70, 5,000 us), fit
-/// 12.16% (bias +1.4%; dense 9.5%, MoE 16.9%), test 12.35% (bias -2.7%; dense 9.3%, MoE 14.8%);
-/// the surface is flat (0.6, 0.75, 5,000: fit 12.21%, test 12.01%). The three constants
-/// fitted separately before (overlap and memory efficiency on the 45 dense fit rows: 0.3, 0.50;
-/// the sync on the MoE rows: 6,500 us) gave test 16.2% (bias -11.3%) on the merged model: the
-/// memory efficiency of 0.50 fitted on dense rows alone made every MoE and LoRA row slow.
-/// Refitted again on the merged tree of session 9 (the recipes' memory options: bf16 main
-/// gradients, FP8 parameter gathers, module recompute; the MoE EP overlap; per-chunk DP overlap;
-/// the small-call attention factor), same fit rows, on a grid narrowed around the optimum
-/// (overlap 0.3-1 by 0.1 x memory efficiency 0.6-0.9 by 0.05 x sync 2,000-8,000 us by 1,000):
-/// optimum (1.0, 0.65, 4,000 us), fit 11.51% (bias +1.8%; dense 9.0%, MoE 16.0%), test 8.94%
-/// (bias -1.0%; dense 7.7%, MoE 9.9%). With bf16 gradients the DP collectives are half the bytes,
-/// and the fit no longer finds a gain from overlapping them (1.0, as for torch DDP/FSDP).
+/// Fitted jointly with [`MEGATRON_OVERLAP_COST`] and [`MEGATRON_MEMORY_EFFICIENCY`] on the 81 fit rows
+/// of tests/data/published/megatron_bridge_training_dev.csv (scripts/fit_megatron_published.sh): the
+/// rows, grids, optima and the fits' history are at [`MEGATRON_OVERLAP_COST`]. Now 4,000 us (session
+/// 9's joint refit; 5,000 us before).
 /// The published B200 rows' throughput at micro-batch 1 vs 4 (dev rows 88, 72) implies about
 /// 7.5 ms per MoE layer of fixed cost per micro-batch independently (docs/published-analysis.md).
 /// Why the host takes this long was not profiled.
