@@ -238,32 +238,27 @@ def train(a, torch, dev, model, vocab, n_params, tfv, stack):
     autocast = torch.autocast(dev.device.type, dtype=torch.bfloat16) if a.param_dtype == "fp32" else _null()
     tokens = a.micro_batch * a.seq * a.grad_accum
     times = []
+
+    def one():
+        for _ in range(a.grad_accum):
+            x = torch.randint(0, vocab, (a.micro_batch, a.seq), device=dev.device)
+            with autocast:
+                out = fwd(input_ids=x, labels=x, use_cache=False)
+            (out.loss / a.grad_accum).backward()
+            del out
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
     with sdpa_context(a, torch):
         for step in range(1, a.steps + 1):
             dev.sync()
             t0 = time.perf_counter()
-            for _ in range(a.grad_accum):
-                x = torch.randint(0, vocab, (a.micro_batch, a.seq), device=dev.device)
-                with autocast:
-                    out = fwd(input_ids=x, labels=x, use_cache=False)
-                (out.loss / a.grad_accum).backward()
-                del out
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            one()
             dev.sync()
             dt = time.perf_counter() - t0
             times.append(dt)
             report(dev, step, dt, tokens)
         if a.kernel_profile:
-            def one():
-                for _ in range(a.grad_accum):
-                    x = torch.randint(0, vocab, (a.micro_batch, a.seq), device=dev.device)
-                    with autocast:
-                        out = fwd(input_ids=x, labels=x, use_cache=False)
-                    (out.loss / a.grad_accum).backward()
-                    del out
-                opt.step()
-                opt.zero_grad(set_to_none=True)
             kernel_profile(a, torch, dev, one)
     summary(a, dev, n_params, times)
 

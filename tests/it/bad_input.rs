@@ -6,6 +6,14 @@ use std::process::Command;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
+/// `gpuplan` with these argument lists in turn: exit code, the parsed JSON on stdout (null when
+/// there is none), and stderr.
+fn predict_json(args: &[&[&str]]) -> (Option<i32>, serde_json::Value, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuplan")).args(args.concat()).current_dir(ROOT).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    (out.status.code(), v, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
 fn gpuplan(args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_gpuplan")).args(args).current_dir(ROOT).output().expect("run gpuplan");
     (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
@@ -522,15 +530,11 @@ fn only_learned_positions_bound_the_sequence() {
 #[test]
 fn mtp_modules_add_their_layer_on_the_last_stage_and_too_many_are_refused() {
     let run = |extra: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
-            .args(["predict", "--model", "deepseek-v3", "--system", "gb200-nvl72", "--gpus", "256", "--pp", "4", "--vp", "4", "--ep", "64", "--seq", "4096"])
-            .args(["--global-batch", "4096", "--zero", "1", "--precision", "fp8", "--fp8-recipe", "mxfp8", "--json"])
-            .args(extra)
-            .current_dir(ROOT)
-            .output()
-            .unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
-        (out.status.code(), v, String::from_utf8_lossy(&out.stderr).into_owned())
+        predict_json(&[
+            &["predict", "--model", "deepseek-v3", "--system", "gb200-nvl72", "--gpus", "256", "--pp", "4", "--vp", "4", "--ep", "64", "--seq", "4096"],
+            &["--global-batch", "4096", "--zero", "1", "--precision", "fp8", "--fp8-recipe", "mxfp8", "--json"],
+            extra,
+        ])
     };
     let (_, main, _) = run(&[]);
     let (_, mtp, _) = run(&["--mtp-layers", "1"]);
@@ -555,15 +559,11 @@ fn mtp_modules_add_their_layer_on_the_last_stage_and_too_many_are_refused() {
 #[test]
 fn megatron_cuda_graphs_remove_host_time_and_are_refused_elsewhere() {
     let run = |extra: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
-            .args(["predict", "--model", "qwen3-30b-a3b", "--system", "dgx-b200", "--gpus", "8", "--ep", "8", "--micro-batch", "1", "--global-batch", "512"])
-            .args(["--seq", "4096", "--precision", "fp8", "--fp8-recipe", "mxfp8", "--zero", "1", "--json"])
-            .args(extra)
-            .current_dir(ROOT)
-            .output()
-            .unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
-        (out.status.code(), v, String::from_utf8_lossy(&out.stderr).into_owned())
+        predict_json(&[
+            &["predict", "--model", "qwen3-30b-a3b", "--system", "dgx-b200", "--gpus", "8", "--ep", "8", "--micro-batch", "1", "--global-batch", "512"],
+            &["--seq", "4096", "--precision", "fp8", "--fp8-recipe", "mxfp8", "--zero", "1", "--json"],
+            extra,
+        ])
     };
     let (_, eager, _) = run(&[]);
     let (_, partial, _) = run(&["--train-cuda-graphs", "partial"]);
@@ -606,9 +606,8 @@ fn moe_ep_overlap_and_capacity_factor_act_and_bad_values_exit_2() {
                 None => args.push([kv[0], kv[1]]),
             }
         }
-        let out = Command::new(env!("CARGO_BIN_EXE_gpuplan")).args(["predict", "--json"]).args(args.iter().flatten()).current_dir(ROOT).output().unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
-        (out.status.code(), v, String::from_utf8_lossy(&out.stderr).into_owned())
+        let args: Vec<&str> = args.iter().flatten().copied().collect();
+        predict_json(&[&["predict", "--json"], &args])
     };
     let ep = |v: &serde_json::Value| v["breakdown"]["ep_comm_s"].as_f64().unwrap();
     let cpu = |v: &serde_json::Value| v["breakdown"]["cpu_launch_s"].as_f64().unwrap();
@@ -663,15 +662,11 @@ fn moe_ep_overlap_and_capacity_factor_act_and_bad_values_exit_2() {
 #[test]
 fn shared_expert_overlap_hides_all_to_alls_and_is_refused_where_megatron_refuses_it() {
     let run = |extra: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
-            .args(["predict", "--model", "deepseek-v3", "--system", "dgx-b200", "--gpus", "256", "--pp", "16", "--ep", "8", "--micro-batch", "1"])
-            .args(["--global-batch", "2048", "--seq", "4096", "--precision", "fp8", "--zero", "1", "--json"])
-            .args(extra)
-            .current_dir(ROOT)
-            .output()
-            .unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
-        (out.status.code(), v, String::from_utf8_lossy(&out.stderr).into_owned())
+        predict_json(&[
+            &["predict", "--model", "deepseek-v3", "--system", "dgx-b200", "--gpus", "256", "--pp", "16", "--ep", "8", "--micro-batch", "1"],
+            &["--global-batch", "2048", "--seq", "4096", "--precision", "fp8", "--zero", "1", "--json"],
+            extra,
+        ])
     };
     let ep = |v: &serde_json::Value| v["breakdown"]["ep_comm_s"].as_f64().unwrap();
     let (_, plain, _) = run(&[]);

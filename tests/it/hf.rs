@@ -404,47 +404,32 @@ fn calibrate_moe_reads_a_probe_table_and_will_not_overwrite() {
     assert!(err.contains("--name"), "{err}");
     // A broken moe.toml beside a profile is refused when the profile is loaded, naming the key.
     std::fs::write(prof.join("moe.toml"), "schema_version = 1\nprovenance = \"x\"\ngrouped_rows = 3\nindex_rows = 200\n").unwrap();
-    let (code, _, err) = gpuplan(&[
-        "predict",
-        "--model",
-        "mixtral-8x7b",
-        "--system",
-        "dgx-h100",
-        "--gpus",
-        "1",
-        "--calibration",
-        prof.to_str().unwrap(),
-        "--mode",
-        "prefill",
-        "--stack",
-        "hf-eager",
-        "--batch",
-        "1",
-        "--seq",
-        "512",
-    ]);
+    let predict = || {
+        gpuplan(&[
+            "predict",
+            "--model",
+            "mixtral-8x7b",
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "1",
+            "--calibration",
+            prof.to_str().unwrap(),
+            "--mode",
+            "prefill",
+            "--stack",
+            "hf-eager",
+            "--batch",
+            "1",
+            "--seq",
+            "512",
+        ])
+    };
+    let (code, _, err) = predict();
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("grouped_rows") && err.contains("moe.csv"), "{err}");
     std::fs::write(prof.join("moe.toml"), "schema_version = 1\nprovenance = \"x\"\ngrouped_rows = 1620\nindex_rows = 200\nrows = 3\n").unwrap();
-    let (code, _, err) = gpuplan(&[
-        "predict",
-        "--model",
-        "mixtral-8x7b",
-        "--system",
-        "dgx-h100",
-        "--gpus",
-        "1",
-        "--calibration",
-        prof.to_str().unwrap(),
-        "--mode",
-        "prefill",
-        "--stack",
-        "hf-eager",
-        "--batch",
-        "1",
-        "--seq",
-        "512",
-    ]);
+    let (code, _, err) = predict();
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("moe.toml") && err.contains("rows"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
