@@ -23,8 +23,8 @@ use std::collections::{HashMap, VecDeque};
 use crate::analytic;
 use crate::cost::lower::{CommStep, Overlap, Step};
 use crate::cost::Bound;
-use crate::des::EventQueue;
 pub use crate::des::SimTime;
+use crate::des::{EventQueue, KeyedTimes};
 use crate::parallelism::{stage_layer_counts, virtual_stage_layer_counts, Group, Schedule};
 use crate::scenario::Scenario;
 use crate::step::{self, Breakdown, DpPlan, PredictError, Prediction, Priced};
@@ -207,7 +207,7 @@ struct Topo {
     /// Collectives each device entered so far, per channel (kind x stream).
     seq: Vec<[u32; 18]>,
     /// Open barriers by (set, channel, sequence number) -> slot in `barriers`.
-    open: HashMap<(u32, u8, u32), usize>,
+    open: HashMap<(u32, u8, u32), usize, crate::des::BuildFx>,
     barriers: Vec<Vec<Arrival>>,
     free_barriers: Vec<usize>,
     /// Collectives under way: flows still running, and the waiters to wake when all are done.
@@ -386,8 +386,12 @@ struct Sim {
     link_bytes: Vec<f64>,
     last_update: Vec<SimTime>,
     flow_gen: Vec<u64>,
-    /// Per-rank engine: the time of each component's pending (valid) check.
+    /// Per-rank engine: the time of each component's pending check, and the checks themselves,
+    /// one per component, moved in place when its rates change (`des::KeyedTimes`) and merged
+    /// with `queue` in (time, sequence) order: the order a push of each check would have given,
+    /// without the stale checks such pushes leave in the queue.
     check_at: Vec<Option<SimTime>>,
+    checks: KeyedTimes,
     p2p: Option<CommStep>,
     m: u32,
     events: u64,
@@ -434,6 +438,7 @@ impl Sim {
             last_update: vec![SimTime(0)],
             flow_gen: vec![0],
             check_at: Vec::new(),
+            checks: KeyedTimes::default(),
             p2p,
             m,
             events: 0,
@@ -665,6 +670,16 @@ impl Sim {
     fn reallocate(&mut self, c: usize) {
         // Scratch buffers kept between calls: no allocation here once they have grown. Work is
         // over the component's flows and the links they use, not over every link.
+        if self.active[c].len() == 1 {
+            // One flow: its cap or its tightest link, as the filling below gives it.
+            let f = self.active[c][0];
+            let fl = &self.flows[f];
+            let share = fl.weighted_links().map(|(l, w)| self.capacity[l] / w).fold(f64::INFINITY, f64::min);
+            let level = share.min(fl.cap);
+            self.flows[f].rate = level;
+            let next = if level > 0.0 { self.flows[f].remaining / level } else { f64::INFINITY };
+            return self.schedule_check(c, next);
+        }
         let mut sc = std::mem::take(&mut self.scratch.rates);
         let n_links = self.capacity.len();
         sc.left.resize(n_links, 0.0);
@@ -740,20 +755,32 @@ impl Sim {
                 }
             })
             .fold(f64::INFINITY, f64::min);
+        self.schedule_check(c, next);
+    }
+
+    /// Schedule component `c`'s next completion check `next` seconds from now (none if infinite).
+    fn schedule_check(&mut self, c: usize, next: f64) {
         let at = if next.is_finite() { Some(SimTime(self.now.0 + (next * 1e12).ceil() as u64)) } else { None };
         // The per-rank engine keeps a pending check that is still due at the same time instead of
         // queueing another (fewer stale checks in the queue); the representative engine queues one
         // per reallocation, as it always has (its event counts are part of its output).
-        if self.topo.is_some() && at.is_some() && at == self.check_at[c] {
+        if self.topo.is_some() {
+            if at != self.check_at[c] {
+                match at {
+                    Some(at) => {
+                        let seq = self.queue.next_seq();
+                        self.checks.set(c as u32, at, seq);
+                    }
+                    None => self.checks.cancel(c as u32),
+                }
+                self.check_at[c] = at;
+            }
             return;
         }
         self.flow_gen[c] += 1;
         if let Some(at) = at {
             let g = self.flow_gen[c];
             self.push(at, Event::FlowCheck(c as u32, g));
-        }
-        if self.topo.is_some() {
-            self.check_at[c] = at;
         }
     }
 
@@ -1078,7 +1105,22 @@ impl Sim {
             self.run_dp(d);
             self.push(SimTime(0), Event::TryStart(d));
         }
-        while let Some((t, e)) = self.queue.pop() {
+        loop {
+            // The per-rank engine's component checks, merged with the queue.
+            let check_first = match (self.checks.peek(), self.queue.peek_key()) {
+                (Some((t, seq, _)), Some(next)) => (t, seq) < next,
+                (Some(_), None) => true,
+                _ => false,
+            };
+            let (t, e) = if check_first {
+                let (t, _, c) = self.checks.pop().expect("peeked");
+                (t, Event::FlowCheck(c, self.flow_gen[c as usize]))
+            } else {
+                match self.queue.pop() {
+                    Some(next) => next,
+                    None => break,
+                }
+            };
             debug_assert!(t >= self.now, "time runs forward");
             self.now = t;
             self.events += 1;

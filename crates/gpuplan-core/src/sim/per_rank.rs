@@ -297,6 +297,7 @@ impl<'a> Prepared<'a> {
         sim.last_update = vec![SimTime::ZERO; n];
         sim.flow_gen = vec![0; n];
         sim.check_at = vec![None; n];
+        sim.checks = crate::des::KeyedTimes::new(n);
         sim.stage = c.stage.clone();
         sim.topo = Some(Box::new(Topo {
             set_of: c.set_of.clone(),
