@@ -76,6 +76,11 @@ pub struct SimulateArgs {
     /// file's `fabric.nodes_per_leaf` (a what-if, or a system whose file gives none)
     #[arg(long = "nodes-per-leaf", requires = "per_rank")]
     pub nodes_per_leaf: Option<u32>,
+    /// With --per-rank, turn NCCL's PXN off (as `NCCL_PXN_DISABLE=1`): each GPU sends through its
+    /// own NIC, so traffic between rails crosses the spines. By default (NCCL >= 2.12) it moves
+    /// over NVLink to the GPU on the destination's rail and leaves through that GPU's NIC
+    #[arg(long = "no-pxn", requires = "per_rank")]
+    pub no_pxn: bool,
 }
 
 fn parse_factor(b: &str, what: &str) -> Result<f64, String> {
@@ -232,6 +237,7 @@ fn per_rank(args: SimulateArgs, scenario: &crate::scenario::Scenario, origin: &s
         steps: args.steps,
         seed: args.seed,
         nodes_per_leaf: args.nodes_per_leaf,
+        no_pxn: args.no_pxn,
         ungrouped: false,
     };
     let result = match simulate_per_rank(scenario, &opts) {
@@ -304,6 +310,7 @@ pub(super) fn per_rank_doc(r: &PerRankResult, o: &PerRankOptions) -> PerRankDoc 
         fault_free_step_time_s: r.fault_free.value(),
         step_time_s: StepTimesDoc { mean: d.mean.value(), p50: d.p50.value(), p90: d.p90.value(), p99: d.p99.value(), max: d.max.value() },
         nodes_per_leaf: r.nodes_per_leaf,
+        pxn: r.pxn,
         held_back: culprits(r)
             .into_iter()
             .map(|c| HeldBackDoc {
@@ -341,6 +348,14 @@ fn per_rank_text(r: &PerRankResult, o: &PerRankOptions) -> String {
     let _ = match r.nodes_per_leaf {
         Some(n) => writeln!(t, "  leaf switches: {n} nodes per leaf on a rail; groups that span leaves share their uplinks to the spines"),
         None => writeln!(t, "  leaf switches: no leaf size (`fabric.nodes_per_leaf` or --nodes-per-leaf), so no shared uplinks; `spine` scales every NIC"),
+    };
+    let _ = if r.pxn {
+        writeln!(
+            t,
+            "  PXN: on (NCCL default): traffic between rails moves over NVLink to the rail-local GPU and its NIC, off the spines (--no-pxn to turn off)"
+        )
+    } else {
+        writeln!(t, "  PXN: off (--no-pxn): each GPU sends through its own NIC; traffic between rails crosses the spines")
     };
     if let Some((k, f)) = o.stragglers {
         let _ = writeln!(t, "  stragglers: {k} GPU(s) at {f}x compute, {} (seed {})", o.persistence.describe(), o.seed);

@@ -393,6 +393,7 @@ fn training_command_line() -> impl Strategy<Value = Vec<String>> {
         "--stragglers",
         "--steps",
         "--nodes-per-leaf",
+        "--no-pxn",
         "--moe-capacity-factor",
         "--moe-pad-to-capacity",
         "--moe-ep-overlap",
@@ -436,7 +437,7 @@ fn training_command_line() -> impl Strategy<Value = Vec<String>> {
         }
         for (f, x) in fv {
             v.push(f.to_string());
-            if !matches!(f, "--json" | "--csv" | "--force" | "--goodput" | "--per-rank") {
+            if !matches!(f, "--json" | "--csv" | "--force" | "--goodput" | "--per-rank" | "--no-pxn") {
                 v.push(x.to_string());
             }
         }

@@ -53,6 +53,11 @@ fn per_rank(s: &Scenario, faults: RankFaults) -> gpuplan::sim::per_rank::PerRank
     simulate_per_rank(s, &PerRankOptions { faults, steps: 1, ..Default::default() }).unwrap()
 }
 
+/// As [`per_rank`], with NCCL's PXN turned off (`--no-pxn`): each GPU sends through its own NIC.
+fn per_rank_no_pxn(s: &Scenario, faults: RankFaults) -> gpuplan::sim::per_rank::PerRankResult {
+    simulate_per_rank(s, &PerRankOptions { faults, steps: 1, no_pxn: true, ..Default::default() }).unwrap()
+}
+
 fn representative(s: &Scenario, faults: Faults) -> f64 {
     simulate(s, &SimOptions { faults, ..Default::default() }).unwrap().prediction.step_time.value()
 }
@@ -130,12 +135,15 @@ fn grouping_ranks_into_classes_gives_the_step_of_every_rank_played_alone() {
     // And MoE: Mixtral on one node (tp 2 x dp 4, ep 4), its expert-parallel all-to-alls met by
     // 8 one-rank classes against one class. (One slow GPU there already splits all 8 ranks.)
     let moe = scenario("mixtral-8x7b-8xh100.toml");
-    for (s, faults) in [(&s, RankFaults::default()), (&s, faults), (&moe, RankFaults::default())] {
+    // With PXN (the default) the NIC fault also holds node 1's rail-0 GPUs, whose DP rings
+    // leave through NIC 4: with the other faults every rank then differs, so the faulted case runs
+    // without PXN too, where grouping still merges ranks.
+    for (s, faults, no_pxn) in [(&s, RankFaults::default(), false), (&s, faults.clone(), true), (&s, faults, false), (&moe, RankFaults::default(), false)] {
         let n = s.parallel.tp as usize * s.parallel.pp as usize * s.parallel.dp as usize * s.parallel.cp as usize;
-        let grouped = simulate_per_rank(s, &PerRankOptions { faults: faults.clone(), steps: 1, ..Default::default() }).unwrap();
-        let alone = simulate_per_rank(s, &PerRankOptions { faults, steps: 1, ungrouped: true, ..Default::default() }).unwrap();
+        let grouped = simulate_per_rank(s, &PerRankOptions { faults: faults.clone(), steps: 1, no_pxn, ..Default::default() }).unwrap();
+        let alone = simulate_per_rank(s, &PerRankOptions { faults, steps: 1, no_pxn, ungrouped: true, ..Default::default() }).unwrap();
         assert_eq!(alone.steps[0].classes, n);
-        assert!(grouped.steps[0].classes < n);
+        assert!(grouped.steps[0].classes < n || !no_pxn && grouped.steps[0].classes == n, "{} of {n}", grouped.steps[0].classes);
         let (g, a) = (grouped.distribution.p50.value(), alone.distribution.p50.value());
         assert!((g - a).abs() / a < 1e-9, "grouped {g} vs every rank alone {a}");
         assert_eq!(grouped.steps[0].held_back.as_ref().map(|h| h.rank), alone.steps[0].held_back.as_ref().map(|h| h.rank));
@@ -237,6 +245,13 @@ fn bad_fault_flags_exit_2_naming_the_flag_and_value() {
     let (code, err) = gpuplan(&["simulate", "--scenario", "scenarios/seed-8xb200-tp2-dp4-13b.toml", "--nodes-per-leaf", "32"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--per-rank"), "{err}");
+    // --no-pxn is a switch of the per-rank engine: alone, or given a value, it is refused.
+    let (code, err) = gpuplan(&["simulate", "--scenario", "scenarios/seed-8xb200-tp2-dp4-13b.toml", "--no-pxn"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--no-pxn") && err.contains("--per-rank"), "{err}");
+    let (code, err) = gpuplan(&["simulate", "--scenario", "scenarios/seed-8xb200-tp2-dp4-13b.toml", "--per-rank", "--no-pxn=yes"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--no-pxn") && err.contains("yes"), "{err}");
     // A system whose file gives no leaf size has no leaf to name, unless the flag gives one.
     let gb =
         ["simulate", "--model", "llama-3-8b", "--system", "gb200-nvl72", "--gpus", "144", "--tp", "4", "--seq", "1024", "--global-batch", "72", "--per-rank"];
@@ -265,6 +280,7 @@ fn per_rank_json_has_the_distribution_and_who_held_the_step_back() {
     assert_eq!(p["held_back"][0]["rank"], 6);
     // DGX B200's SuperPOD scalable unit: 32 nodes per leaf switch on a rail.
     assert_eq!(p["nodes_per_leaf"], 32);
+    assert_eq!(p["pxn"], true, "NCCL's default");
     assert_eq!(p["held_back"][0]["steps"], 2);
     let (top, p50) = (v["step_time_s"].as_f64().unwrap(), p["step_time_s"]["p50"].as_f64().unwrap());
     assert!((top - p50).abs() / p50 < 1e-9, "the prediction is the median step's: {top} vs {p50}");
@@ -364,10 +380,18 @@ fn a_degraded_spine_link_slows_only_groups_that_leave_their_leaf() {
     // All spines at half: rail-aligned traffic inside the SU still never reaches them.
     let spine = per_rank(&aligned, faults(vec![LinkFault { target: LinkTarget::Spine, factor: 0.5 }]));
     assert!((spine.distribution.p50.value() - base.distribution.p50.value()).abs() < 1e-9 * base.distribution.p50.value());
-    // TP 4: a DP ring joins GPU 0 and GPU 4 of each node, rails 0 and 4: not rail-aligned, so its
-    // scale-out traffic goes up to the spines and contends on the degraded leaf's uplinks.
+    // TP 4: a DP ring joins GPU 0 and GPU 4 of each node, rails 0 and 4: not rail-aligned. With
+    // PXN (NCCL's default) the rail change is made over NVLink to the rail-local GPU and the
+    // traffic leaves through its NIC, staying on the rails' leaves: the uplinks never see it.
     let across = wide(256, 4);
     let base4 = per_rank(&across, RankFaults::default()).distribution.p50.value();
+    let pxn4 = per_rank(&across, faults(vec![uplink(0, 0, 0.5)]));
+    assert!(pxn4.steps[0].classes > 1, "the fault breaks the symmetry");
+    assert!((pxn4.distribution.p50.value() - base4).abs() < 1e-9 * base4, "{} vs {base4}", pxn4.distribution.p50.value());
+    // Without PXN each GPU sends through its own NIC: the ring's scale-out traffic goes up to the
+    // spines and contends on the degraded leaf's uplinks.
+    let per_rank = per_rank_no_pxn;
+    assert_eq!(per_rank(&across, RankFaults::default()).distribution.p50.value(), base4, "no fault: the same with or without");
     let hit4 = per_rank(&across, faults(vec![uplink(0, 0, 0.5)]));
     assert!(hit4.distribution.p50.value() > base4 * 1.2, "{} vs {base4}", hit4.distribution.p50.value());
     let h = hit4.steps[0].held_back.as_ref().expect("the degraded leaf's ranks are named");
@@ -426,10 +450,10 @@ fn grouped_leaf_uplinks_equal_every_rank_played_alone() {
 }
 
 #[test]
-fn an_ep_all_to_all_across_nodes_crosses_the_spine_and_one_inside_a_node_does_not() {
+fn an_ep_all_to_all_across_nodes_crosses_the_spine_only_without_pxn() {
     // Qwen3-30B-A3B on one SU of DGX H100 at TP 8: dense and expert DP groups are rail-aligned.
     // EP 8 keeps each all-to-all inside a node (NVLink); EP 16 spans two nodes and all 8 rails,
-    // so its scale-out traffic goes up the leaves' uplinks.
+    // so without PXN its scale-out traffic goes up the leaves' uplinks.
     let moe = |ep: i64| {
         let w = ScenarioWire {
             model: Some("qwen3-30b-a3b".into()),
@@ -446,7 +470,12 @@ fn an_ep_all_to_all_across_nodes_crosses_the_spine_and_one_inside_a_node_does_no
     let (base, faulted) = (per_rank(&inside, RankFaults::default()), per_rank(&inside, hit.clone()));
     assert_eq!(faulted.distribution.p50.value(), base.distribution.p50.value());
     let across = moe(16);
-    let (base, faulted) = (per_rank(&across, RankFaults::default()), per_rank(&across, hit));
+    // With PXN (the default) each all-to-all message for another rail moves over NVLink to the
+    // GPU on that rail and leaves through its NIC: it stays on the rail's leaf, off the uplinks.
+    let (base, faulted) = (per_rank(&across, RankFaults::default()), per_rank(&across, hit.clone()));
+    assert_eq!(faulted.distribution.p50.value(), base.distribution.p50.value());
+    // Without PXN, GPU k's messages to every rail leave through NIC k and cross the spines.
+    let (base, faulted) = (per_rank_no_pxn(&across, RankFaults::default()), per_rank_no_pxn(&across, hit));
     assert!(
         faulted.distribution.p50.value() > base.distribution.p50.value() * 1.02,
         "{} vs {}",

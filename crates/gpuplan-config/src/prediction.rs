@@ -187,6 +187,11 @@ pub struct PerRankDoc {
     /// `--nodes-per-leaf`); `null`: no leaf uplinks are modelled.
     #[serde(default)]
     pub nodes_per_leaf: Option<u32>,
+    /// Whether cross-rail traffic took NCCL's PXN path (NVLink to the rail-local GPU and its
+    /// NIC); `false` with `--no-pxn`. Absent (documents from before PXN was modelled, whose
+    /// engine sent cross-rail traffic over the spines) reads as `false`.
+    #[serde(default)]
+    pub pxn: bool,
     pub held_back: Vec<HeldBackDoc>,
     pub per_step: Vec<StepDoc>,
 }

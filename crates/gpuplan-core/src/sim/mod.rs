@@ -225,6 +225,12 @@ struct Topo {
     crosses: Vec<u8>,
     /// Per device: its flow component (classes that share an uplink share one).
     comp: Vec<u32>,
+    /// Per device and group kind, with PXN and a NIC fault (else empty): the rate of the slowest
+    /// rail-local NIC its scale-out flows of that group leave through (`ranks::route_pxn`). The
+    /// flows still load the device's own NIC link: in a group spread evenly over rails, a NIC
+    /// carries as much of its node's other GPUs' cross-rail traffic as its own GPU sends
+    /// through theirs.
+    nic_pxn: Vec<[f64; 6]>,
 }
 
 #[derive(Debug, Clone)]
@@ -505,6 +511,7 @@ impl Sim {
             }
             _ => (None, 1.0),
         };
+        let cap = if comm.crosses_network { cap.min(self.pxn_rate(dev, comm)) } else { cap };
         let links =
             if comm.crosses_network { [Some(self.link(dev, NVLINK)), Some(self.link(dev, NIC)), up] } else { [Some(self.link(dev, NVLINK)), None, None] };
         let step_bytes = bytes / steps as f64;
@@ -546,9 +553,18 @@ impl Sim {
     fn link_rate(&self, dev: u32, comm: &CommStep) -> f64 {
         let mut r = comm.busbw.value().min(self.capacity[self.link(dev, NVLINK)]);
         if comm.crosses_network {
-            r = r.min(self.capacity[self.link(dev, NIC)]);
+            r = r.min(self.capacity[self.link(dev, NIC)]).min(self.pxn_rate(dev, comm));
         }
         r
+    }
+
+    /// The rate of the rail-local NICs PXN sends the device's scale-out flows of `comm`'s group
+    /// through (infinite where none is below the device's own).
+    fn pxn_rate(&self, dev: u32, comm: &CommStep) -> f64 {
+        match &self.topo {
+            Some(t) => t.nic_pxn.get(dev as usize).map_or(f64::INFINITY, |x| x[ranks::kind_index(comm.group)]),
+            None => f64::INFINITY,
+        }
     }
 
     /// Enter a collective. The representative engine (and a device whose group holds only its own

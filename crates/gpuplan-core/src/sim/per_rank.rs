@@ -45,6 +45,9 @@ pub struct PerRankOptions {
     /// Nodes per leaf switch on a rail, for what-if or where the system file gives none
     /// (`--nodes-per-leaf`); `None` takes the system's `fabric.nodes_per_leaf`.
     pub nodes_per_leaf: Option<u32>,
+    /// Turn NCCL's PXN off (`--no-pxn`, `NCCL_PXN_DISABLE=1`): every GPU sends through its own
+    /// NIC, and cross-rail traffic crosses the spines (`ranks` module doc).
+    pub no_pxn: bool,
     /// Play every rank as a class of its own (no symmetry reduction): the naive reference the
     /// grouped engine is tested against.
     pub ungrouped: bool,
@@ -145,6 +148,8 @@ pub struct PerRankResult {
     pub distribution: Distribution,
     /// Nodes per leaf switch on a rail, where leaf uplinks are modelled.
     pub nodes_per_leaf: Option<u32>,
+    /// Whether cross-rail traffic took NCCL's PXN path.
+    pub pxn: bool,
 }
 
 /// What every step shares: prices, per-stage lists, plans, schedules and link capacities.
@@ -314,6 +319,7 @@ impl<'a> Prepared<'a> {
             uplink,
             crosses: c.crosses.clone(),
             comp,
+            nic_pxn: (0..c.nic_pxn.len()).map(|k| c.nic_pxn[k].map(|x| self.caps[c.stage[k] as usize][NIC].max(1.0) * x)).collect(),
         }));
         sim
     }
@@ -429,7 +435,9 @@ pub fn simulate_per_rank(s: &Scenario, opts: &PerRankOptions) -> Result<PerRankR
         }
         placement.nodes_per_leaf = Some(n);
     }
-    let base = opts.faults.factors(&placement)?;
+    placement.pxn = !opts.no_pxn;
+    let mut base = opts.faults.factors(&placement)?;
+    ranks::route_pxn(&mut base, &layout, &placement);
     if let Some((k, f)) = opts.stragglers {
         let value = format!("{k}={f}");
         if k > layout.n_ranks {
@@ -476,6 +484,7 @@ pub fn simulate_per_rank(s: &Scenario, opts: &PerRankOptions) -> Result<PerRankR
             steps: vec![clean.clone(); n_steps as usize],
             distribution,
             nodes_per_leaf: placement.nodes_per_leaf,
+            pxn: placement.pxn,
         });
     }
     // The straggler sets in step order, then each distinct set simulated once.
@@ -512,6 +521,7 @@ pub fn simulate_per_rank(s: &Scenario, opts: &PerRankOptions) -> Result<PerRankR
         steps: runs.into_iter().map(|(o, _)| o).collect(),
         distribution,
         nodes_per_leaf: placement.nodes_per_leaf,
+        pxn: placement.pxn,
     })
 }
 

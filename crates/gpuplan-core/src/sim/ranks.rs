@@ -17,6 +17,17 @@
 //! uplinks). Such a leaf's ranks are refined by the leaf as one more group (the multiset of
 //! classes on it), so every rank of a class sees the same load on its uplinks.
 //!
+//! PXN (NCCL's "PCI x NVLink" path, on by default since NCCL 2.12, off with `NCCL_PXN_DISABLE=1`;
+//! NCCL environment-variable documentation, quoted from memory): a GPU that sends to a peer on
+//! another rail first moves the data over NVLink to the GPU of its own node that sits on the
+//! peer's rail, which sends it out through its NIC, so the message stays on the rail's leaf. With
+//! PXN (`Placement::pxn`) a group crosses the spines only where its ranks sit in different
+//! scalable units (or a failed NIC took a rank off its rail); cross-rail traffic inside a unit
+//! goes over NVLink and the rail-local NIC ([`route_pxn`]: each rank's scale-out traffic of a
+//! group is capped by the slowest NIC of its node on the rails the group uses). Without PXN
+//! (`--no-pxn`) each GPU sends through its own NIC, and a group on more than one leaf crosses the
+//! spines.
+//!
 //! Faults are per-rank factors, stored as struct-of-arrays over all ranks (`RankFactors`: compute
 //! speed, NVLink bandwidth, NIC bandwidth). Two ranks behave the same in a step when they sit at
 //! the same stage with the same factors and every group they belong to holds the same mix of such
@@ -89,12 +100,28 @@ pub struct RankFactors {
     pub leaf: Vec<u32>,
     /// Per leaf: the share of its uplink bandwidth left (1.0 = healthy).
     pub leaf_uplink: Vec<f64>,
+    /// Per rank: the part of the fabric its scale-out traffic reaches without the spines: its
+    /// leaf, or with PXN its scalable unit (every rail of it, through the rail-local GPU); a group
+    /// whose ranks differ in it crosses the spines. Empty where `leaf` is.
+    pub reach: Vec<u32>,
+    /// With PXN and a NIC fault (else empty): per rank and group kind ([`KINDS`] order), the
+    /// share left of the slowest NIC its scale-out traffic of that group leaves through
+    /// ([`route_pxn`]).
+    pub nic_pxn: Vec<[f64; 6]>,
 }
 
 impl RankFactors {
     pub fn healthy(n: u64) -> RankFactors {
         let n = n as usize;
-        RankFactors { compute: vec![1.0; n], nvlink: vec![1.0; n], nic: vec![1.0; n], leaf: Vec::new(), leaf_uplink: Vec::new() }
+        RankFactors {
+            compute: vec![1.0; n],
+            nvlink: vec![1.0; n],
+            nic: vec![1.0; n],
+            leaf: Vec::new(),
+            leaf_uplink: Vec::new(),
+            reach: Vec::new(),
+            nic_pxn: Vec::new(),
+        }
     }
     pub fn is_healthy(&self, rank: u64) -> bool {
         let r = rank as usize;
@@ -172,6 +199,8 @@ pub struct Placement {
     pub nvlink_domain_size: u32,
     /// Nodes per leaf switch on a rail (`hardware::Fabric::nodes_per_leaf`), if known.
     pub nodes_per_leaf: Option<u32>,
+    /// NCCL's PXN routes cross-rail traffic over NVLink to the rail-local GPU (module doc).
+    pub pxn: bool,
 }
 
 impl Placement {
@@ -182,6 +211,7 @@ impl Placement {
             nics_per_node: system.nics_per_node,
             nvlink_domain_size: system.nvlink_domain_size.max(1),
             nodes_per_leaf: system.fabric.as_ref().and_then(|f| f.nodes_per_leaf.as_ref()).map(|n| n.value.max(1)),
+            pxn: true,
         }
     }
     /// Scalable units (leaf groups of nodes); 0 without a leaf size.
@@ -410,8 +440,69 @@ impl RankFaults {
                 }
             }
         }
+        if !f.leaf.is_empty() {
+            // With PXN a rank on its own rail reaches its whole unit without the spines; one moved
+            // off its rail by a failed NIC has no NIC left on that rail, and only its leaf.
+            let units = p.units() as u32;
+            let nics = p.nics_per_node.max(1);
+            f.reach = (0..p.n_ranks)
+                .map(|r| {
+                    let leaf = f.leaf[r as usize];
+                    if p.pxn && leaf == p.home_leaf(r) {
+                        leaf / nics
+                    } else {
+                        units + leaf
+                    }
+                })
+                .collect();
+        }
         Ok(f)
     }
+}
+
+/// PXN's NIC for each rank's scale-out traffic of each group (module doc): a group whose ranks
+/// leave their node and sit on more than one rail sends each rank's traffic to a peer on rail j
+/// through NIC j of the rank's own node (over NVLink to the GPU there), so the rank's flows of that
+/// group are held to the slowest of its node's NICs on the group's rails. Fills `f.nic_pxn` only
+/// with PXN and some NIC below full share (otherwise every rank's own NIC factor says it all).
+pub fn route_pxn(f: &mut RankFactors, layout: &Layout, p: &Placement) {
+    f.nic_pxn.clear();
+    let nics = p.nics_per_node;
+    if !p.pxn || !(2..=64).contains(&nics) || f.nic.iter().all(|&x| x == 1.0) {
+        return;
+    }
+    let g = p.gpus_per_node as u64;
+    // NIC j of node n: the share of the GPU(s) cabled to it.
+    let mut nic_of_node = vec![1.0f64; (p.nodes() * nics as u64) as usize];
+    for r in 0..p.n_ranks {
+        nic_of_node[((r / g) * nics as u64 + p.nic_of(r) as u64) as usize] = f.nic[r as usize];
+    }
+    let mut out: Vec<[f64; 6]> = f.nic.iter().map(|&x| [x; 6]).collect();
+    for (k, &(size, _)) in layout.groups.iter().enumerate() {
+        if size < 2 {
+            continue;
+        }
+        for grp in 0..layout.n_ranks / size as u64 {
+            let first_node = layout.member(k, grp, 0) / g;
+            let (mut rails, mut nodes) = (0u64, false);
+            for pos in 0..size {
+                let r = layout.member(k, grp, pos);
+                rails |= 1 << p.nic_of(r);
+                nodes |= r / g != first_node;
+            }
+            // Inside a node nothing leaves it; on one rail each rank's own NIC carries it.
+            if !nodes || rails.count_ones() < 2 {
+                continue;
+            }
+            for pos in 0..size {
+                let r = layout.member(k, grp, pos);
+                let base = ((r / g) * nics as u64) as usize;
+                let slowest = (0..nics).filter(|j| rails & (1 << j) != 0).map(|j| nic_of_node[base + j as usize]).fold(f64::INFINITY, f64::min);
+                out[r as usize][k] = slowest;
+            }
+        }
+    }
+    f.nic_pxn = out;
 }
 
 /// The equivalence classes of ranks.
@@ -426,6 +517,8 @@ pub struct Classes {
     pub compute: Vec<f64>,
     pub nvlink: Vec<f64>,
     pub nic: Vec<f64>,
+    /// Per class, with PXN and a NIC fault (else empty): its `RankFactors::nic_pxn`.
+    pub nic_pxn: Vec<[f64; 6]>,
     /// Per class and kind ([`KINDS`] order): the set of classes its group of that kind holds
     /// (an index into `sets`; every rank of a class sees the same set).
     pub set_of: Vec<[u32; 6]>,
@@ -485,7 +578,8 @@ pub fn singletons(layout: &Layout, f: &RankFactors) -> Classes {
     partition(layout, f, true)
 }
 
-/// Per rank: bit k set when its group of kind k has ranks on more than one leaf.
+/// Per rank: bit k set when its group of kind k has ranks that differ in `reach` (on more than one
+/// leaf; with PXN, in more than one scalable unit).
 fn spanning(layout: &Layout, leaf: &[u32]) -> Vec<u8> {
     let n = layout.n_ranks;
     let mut mask = vec![0u8; n as usize];
@@ -508,7 +602,7 @@ fn partition(layout: &Layout, f: &RankFactors, distinct: bool) -> Classes {
     // Leaves whose uplinks lost bandwidth, and the ranks that send through them.
     let bind = f.uplinks_bind();
     let degraded = |r: u64| bind && f.uplink(r) != 1.0;
-    let mask = if bind { spanning(layout, &f.leaf) } else { Vec::new() };
+    let mask = if bind { spanning(layout, &f.reach) } else { Vec::new() };
     let mut on_leaf: Vec<Vec<u64>> = vec![Vec::new(); if bind { f.leaf_uplink.len() } else { 0 }];
     if bind {
         for r in (0..n).filter(|&r| degraded(r)) {
@@ -523,7 +617,8 @@ fn partition(layout: &Layout, f: &RankFactors, distinct: bool) -> Classes {
             let i = r as usize;
             let key = if distinct { r } else { 0 };
             let up = if degraded(r) { (f.uplink(r).to_bits(), mask[i]) } else { (1f64.to_bits(), 0) };
-            init.id((layout.stage(r), f.compute[i].to_bits(), f.nvlink[i].to_bits(), f.nic[i].to_bits(), key, up))
+            let pxn = f.nic_pxn.get(i).map_or([0; 6], |x| x.map(f64::to_bits));
+            init.id((layout.stage(r), f.compute[i].to_bits(), f.nvlink[i].to_bits(), f.nic[i].to_bits(), key, up, pxn))
         })
         .collect();
     let mut leaf_sig: Vec<u32> = vec![u32::MAX; on_leaf.len()];
@@ -605,6 +700,7 @@ fn partition(layout: &Layout, f: &RankFactors, distinct: bool) -> Classes {
     let stage: Vec<u32> = rep.iter().map(|&r| layout.stage(r)).collect();
     let pick = |v: &Vec<f64>| rep.iter().map(|&r| v[r as usize]).collect::<Vec<f64>>();
     let (compute, nvlink, nic) = (pick(&f.compute), pick(&f.nvlink), pick(&f.nic));
+    let nic_pxn: Vec<[f64; 6]> = if f.nic_pxn.is_empty() { Vec::new() } else { rep.iter().map(|&r| f.nic_pxn[r as usize]).collect() };
     let mut set_ids: HashMap<Vec<u32>, u32> = HashMap::new();
     let mut sets: Vec<Vec<u32>> = Vec::new();
     let pp = layout.pp;
@@ -653,7 +749,7 @@ fn partition(layout: &Layout, f: &RankFactors, distinct: bool) -> Classes {
     let uplink: Vec<Option<(u32, u64)>> =
         rep.iter().enumerate().map(|(c, &r)| degraded(r).then(|| (leaf_sig[f.leaf[r as usize] as usize], on_rep_leaf[c]))).collect();
     let crosses: Vec<u8> = rep.iter().map(|&r| if degraded(r) { mask[r as usize] } else { 0 }).collect();
-    Classes { class_of: color, rep, count, stage, compute, nvlink, nic, set_of, sets, pp_line, pp, rounds, uplink, crosses, leaf_rep }
+    Classes { class_of: color, rep, count, stage, compute, nvlink, nic, nic_pxn, set_of, sets, pp_line, pp, rounds, uplink, crosses, leaf_rep }
 }
 
 #[cfg(test)]
@@ -726,7 +822,7 @@ mod tests {
 
     #[test]
     fn bad_faults_name_the_flag_and_value() {
-        let p = Placement { n_ranks: 16, gpus_per_node: 8, nics_per_node: 8, nvlink_domain_size: 8, nodes_per_leaf: None };
+        let p = Placement { n_ranks: 16, gpus_per_node: 8, nics_per_node: 8, nvlink_domain_size: 8, nodes_per_leaf: None, pxn: true };
         let e = RankFaults { slow_gpu: vec![(16, 0.5)], ..Default::default() }.factors(&p).unwrap_err();
         assert_eq!((e.flag, e.value.as_str()), ("--slow-gpu", "16=0.5"));
         let e = RankFaults { slow_gpu: vec![(3, 0.0)], ..Default::default() }.factors(&p).unwrap_err();
@@ -740,7 +836,7 @@ mod tests {
     #[test]
     fn leaves_are_rails_of_scalable_units_and_a_failed_nic_moves_to_the_next() {
         // 6 nodes of 8 GPUs and 8 NICs, 2 nodes per leaf: 3 SUs x 8 rails.
-        let p = Placement { n_ranks: 48, gpus_per_node: 8, nics_per_node: 8, nvlink_domain_size: 8, nodes_per_leaf: Some(2) };
+        let p = Placement { n_ranks: 48, gpus_per_node: 8, nics_per_node: 8, nvlink_domain_size: 8, nodes_per_leaf: Some(2), pxn: true };
         assert_eq!((p.units(), p.leaves()), (3, 24));
         assert_eq!((p.home_leaf(0), p.home_leaf(11), p.home_leaf(19), p.home_leaf(47)), (0, 3, 11, 23));
         assert_eq!(p.ranks_on_leaf(11).collect::<Vec<_>>(), [19, 27]);
@@ -767,8 +863,49 @@ mod tests {
     }
 
     #[test]
+    fn pxn_moves_cross_rail_traffic_to_nvlink_and_the_rail_local_nic() {
+        // 2 nodes of 8 GPUs and 8 NICs on one leaf group (one SU); tp 4 x dp 4: DP group
+        // {0, 4, 8, 12} is GPUs 0 and 4 of each node, rails 0 and 4.
+        let l = Layout::new(&pc(4, 1, 4));
+        let pxn = Placement { n_ranks: 16, gpus_per_node: 8, nics_per_node: 8, nvlink_domain_size: 8, nodes_per_leaf: Some(2), pxn: true };
+        let own = Placement { pxn: false, ..pxn };
+        let dp = kind_index(Group::Dp);
+        // NIC 4 of node 1 at half.
+        let nic4 = RankFaults { links: vec![LinkFault { target: LinkTarget::NodeNic { node: 1, nic: 4 }, factor: 0.5 }], ..Default::default() };
+        let mut f = nic4.factors(&pxn).unwrap();
+        route_pxn(&mut f, &l, &pxn);
+        // With PXN, GPU 0 of node 1 (rank 8) sends its DP traffic for rail 4 over NVLink to GPU 4
+        // and out through NIC 4: held to half, though its own NIC is healthy. Node 0's ranks
+        // leave through node 0's NICs, all healthy; the TP group stays in its node.
+        assert_eq!(f.nic[8], 1.0);
+        assert_eq!((f.nic_pxn[8][dp], f.nic_pxn[12][dp], f.nic_pxn[0][dp], f.nic_pxn[4][dp]), (0.5, 0.5, 1.0, 1.0));
+        assert_eq!(f.nic_pxn[8][kind_index(Group::Tp)], 1.0);
+        // Without PXN each GPU sends through its own NIC: only rank 12 (GPU 4 of node 1).
+        let mut g = nic4.factors(&own).unwrap();
+        route_pxn(&mut g, &l, &own);
+        assert!(g.nic_pxn.is_empty());
+        assert_eq!((g.nic[8], g.nic[12]), (1.0, 0.5));
+        // The spines: the DP group spans leaves (rails 0 and 4) but not scalable units. With PXN
+        // its rail change is made on NVLink and its traffic stays on the rails' leaves; without,
+        // it goes up to the spines through the degraded uplinks of (SU 0, rail 0).
+        let up = RankFaults { links: vec![LinkFault { target: LinkTarget::Uplink { su: 0, rail: 0 }, factor: 0.5 }], ..Default::default() };
+        let crosses_dp = |p: &Placement| {
+            let mut f = up.factors(p).unwrap();
+            route_pxn(&mut f, &l, p);
+            let c = classes(&l, &f);
+            c.crosses.iter().any(|&m| m & (1 << dp) != 0)
+        };
+        assert!(!crosses_dp(&pxn));
+        assert!(crosses_dp(&own));
+        // Two SUs (a leaf of one node): the group's ranks on node 0 and node 1 are in different
+        // units, and PXN cannot keep that off the spines.
+        let two = Placement { nodes_per_leaf: Some(1), ..pxn };
+        assert!(crosses_dp(&two));
+    }
+
+    #[test]
     fn a_failed_nic_halves_its_gpus_and_its_buddys() {
-        let p = Placement { n_ranks: 16, gpus_per_node: 8, nics_per_node: 8, nvlink_domain_size: 8, nodes_per_leaf: None };
+        let p = Placement { n_ranks: 16, gpus_per_node: 8, nics_per_node: 8, nvlink_domain_size: 8, nodes_per_leaf: None, pxn: true };
         let f = RankFaults { fail_nic: vec![11], ..Default::default() }.factors(&p).unwrap();
         let halved: Vec<usize> = (0..16).filter(|&r| f.nic[r] != 1.0).collect();
         assert_eq!(halved, [11, 12]);
