@@ -316,7 +316,7 @@ mod tests {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            if x % 3 == 0 {
+            if x.is_multiple_of(3) {
                 let got = q.pop().map(|(t, e)| (t.0, e));
                 let want = naive.pop().map(|Reverse(k)| k);
                 assert_eq!(got, want);
