@@ -173,6 +173,8 @@ read -r -d '' TABLE <<'EOF'
 112 h100 decode  qwen3-1.7b               32 4096  0 none generate 40 10 30
 113 h100 decode  llama-3.2-3b             1  1024  0 none generate 60 10 25
 107 h100 train   llama-3.2-3b             2  2048  1 none compile  8  3  110
+114 h100 decode  llama-3.2-1b             1  512   0 none loop     60 10 25
+115 h100 decode  llama-3.2-1b             1  512   0 none generate 60 10 25
 EOF
 
 split_of() {  # id config
