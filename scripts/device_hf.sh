@@ -165,6 +165,16 @@ read -r -d '' TABLE <<'EOF'
 103 h200 prefill qwen3-moe-s-e96k6-w512   8  4096  0 none eager    8  3  30
 104 h200 train   deepseek-v3-s-e64k6      2  4096  1 none eager    8  3  40
 105 h200 prefill mixtral-s-e16k4-w2816    8  4096  0 none eager    8  3  30
+106 h100 train   llama-3.2-3b             2  4096  1 none compile  8  3  150
+108 h100 decode  llama-3.2-1b             4  2048  0 none loop     60 10 25
+109 h100 decode  llama-3.2-1b             4  2048  0 none generate 60 10 25
+110 h100 decode  llama-3.2-3b             64 4096  0 none loop     40 10 40
+111 h100 decode  tinyllama-1.1b           16 16384 0 none generate 40 10 35
+112 h100 decode  qwen3-1.7b               32 4096  0 none generate 40 10 30
+113 h100 decode  llama-3.2-3b             1  1024  0 none generate 60 10 25
+107 h100 train   llama-3.2-3b             2  2048  1 none compile  8  3  110
+114 h100 decode  llama-3.2-1b             1  512   0 none loop     60 10 25
+115 h100 decode  llama-3.2-1b             1  512   0 none generate 60 10 25
 EOF
 
 split_of() {  # id config

@@ -42,8 +42,9 @@ fn mode(s: &str) -> &str {
 fn hf_test_split_stays_within_its_bounds() {
     let v = validate("calibration/runs/hf/hf.jsonl", "test");
     type Bound = (&'static str, &'static str, f64, fn(&str) -> bool);
-    let bounds: [Bound; 7] = [
-        // calibration/runs/hf/FIT.md "Third pass": 3.7, 18.7, 5.5, 10.7, 5.2, 5.2, 6.6% today.
+    let bounds: [Bound; 8] = [
+        // calibration/runs/hf/FIT.md "Third pass": 3.7, 18.7, 5.5, 10.7, 5.2, 5.2, 6.6% then; the
+        // power bound went from 8 to 6% with decode power's launch floors (wt-torch3: 5.2%).
         // Decode's bound went from 18 to 20: the H200 profile now has its own host's probe (a
         // faster plan build than the H100 host's it had before) and HF_SDPA_PLAN_SHARE was
         // refitted on the fit rows; test decode went 15.3 -> 18.7% (hf-054, H200, -39%), while
@@ -51,12 +52,17 @@ fn hf_test_split_stays_within_its_bounds() {
         // and prefill: 3.7 and 7.5% with the grouped GEMMs priced from the profiles' `calibrate
         // --moe` tables (wt-moecal, FIT.md "Fourth pass"; were 5.5, 10.7%), bounds 4.5 and 8.5%.
         ("dense train/prefill", "step_time", 5.0, |s| !is_moe(s) && mode(s) != "decode"),
+        // Decode stays at 18.7% (bound 20): one shape measured 54-89 ms per token in different
+        // periods of one H100 host, loop and generate() alike (FIT.md "Fifth pass", wt-torch3).
         ("decode", "step_time", 20.0, |s| mode(s) == "decode"),
         ("MoE train", "step_time", 4.5, |s| is_moe(s) && mode(s) == "train"),
         ("MoE prefill", "step_time", 8.5, |s| is_moe(s) && mode(s) == "prefill"),
         ("all", "peak_memory", 6.0, |_| true),
         ("train/prefill", "peak_memory", 6.0, |s| mode(s) != "decode"),
-        ("all", "power", 8.0, |_| true),
+        ("all", "power", 6.0, |_| true),
+        // Decode power: 9.5 -> 5.6% with launch floors idle in host-bound hf decode (FIT.md
+        // "Fifth pass"; nothing fitted).
+        ("decode", "power", 6.5, |s| mode(s) == "decode"),
     ];
     for (what, metric, bound, pick) in bounds {
         let (m, n) = mape(&v, metric, pick);
@@ -74,7 +80,8 @@ fn hf_test_split_stays_within_its_bounds() {
 #[test]
 fn post_fit_runs_stay_within_their_bounds() {
     let v = validate("calibration/runs/hf/postfit.jsonl", "all");
-    for (metric, bound) in [("step_time", 11.0), ("peak_memory", 6.0), ("power", 16.0)] {
+    // Power 14.4 -> 10.4% with decode power's launch floors (wt-torch3); bound 16 -> 11%.
+    for (metric, bound) in [("step_time", 11.0), ("peak_memory", 6.0), ("power", 11.0)] {
         let (m, n) = mape(&v, metric, |_| true);
         println!("post-fit {metric}: {m:.1}% over {n} runs");
         assert_eq!(n, 12);
@@ -88,7 +95,8 @@ fn post_fit_runs_stay_within_their_bounds() {
 #[test]
 fn second_post_fit_runs_stay_within_their_bounds() {
     let v = validate("calibration/runs/hf/postfit-2.jsonl", "all");
-    for (metric, bound) in [("step_time", 9.0), ("peak_memory", 7.5), ("power", 9.0)] {
+    // Power 7.9 -> 6.8% with decode power's launch floors (wt-torch3); bound 9 -> 7.5%.
+    for (metric, bound) in [("step_time", 9.0), ("peak_memory", 7.5), ("power", 7.5)] {
         let (m, n) = mape(&v, metric, |_| true);
         println!("post-fit 2 {metric}: {m:.1}% over {n} runs");
         assert_eq!(n, 10);
@@ -99,11 +107,12 @@ fn second_post_fit_runs_stay_within_their_bounds() {
 /// The ten runs measured on the lent H200 (calibration/runs/hf/postfit-3.jsonl, 2026-11-24
 /// 14:22-14:27 UTC: training eager and compiled, prefill, decode loop and generate()), after the
 /// decode memory rule and with the refit's constants fixed (branch wt-torch2; they were validated
-/// only once HF_SDPA_PLAN_SHARE's refit was committed): 3.0, 3.3 and 8.7% today.
+/// only once HF_SDPA_PLAN_SHARE's refit was committed): 3.0, 3.3 and 8.7% then; power 1.6% with
+/// decode power's launch floors (wt-torch3; decode power 16.0 -> 1.9%).
 #[test]
 fn third_post_fit_runs_on_an_h200_stay_within_their_bounds() {
     let v = validate("calibration/runs/hf/postfit-3.jsonl", "all");
-    for (metric, bound) in [("step_time", 5.0), ("peak_memory", 5.0), ("power", 10.0)] {
+    for (metric, bound) in [("step_time", 5.0), ("peak_memory", 5.0), ("power", 3.0)] {
         let (m, n) = mape(&v, metric, |_| true);
         println!("post-fit 3 {metric}: {m:.1}% over {n} runs");
         assert_eq!(n, 10);
@@ -111,6 +120,30 @@ fn third_post_fit_runs_on_an_h200_stay_within_their_bounds() {
     }
     let decode = mape(&v, "step_time", |s| mode(s) == "decode");
     assert!(decode.1 == 5 && decode.0 <= 6.0, "post-fit 3 decode {decode:?}");
+    let power = mape(&v, "power", |s| mode(s) == "decode");
+    assert!(power.1 == 5 && power.0 <= 3.0, "post-fit 3 decode power {power:?}");
+}
+
+/// The eight runs measured on the lent H100 by branch wt-torch3 before its changes
+/// (calibration/runs/hf/postfit-4.jsonl, 2026-11-24 16:38-16:43 UTC, device clock): the compiled
+/// Llama-3.2-3B at micro-batch 2 x 4096 and 2 x 2048 (issue 19's compile out-of-memory case: it
+/// ran, at 75.97 GiB NVML of the 79.6 GiB card, predicted 74.9 GiB and to fit) and six decode runs
+/// (loop and generate() of one shape, batch 1-64, KV 1K-16K, four models). Decode power's launch
+/// floor rule was written after they came back (their power was 12.2%, 4.8% after); nothing was
+/// fitted on them. Step 7.9% (decode 9.7%), memory 2.5%, power 4.8% today.
+#[test]
+fn fourth_post_fit_runs_stay_within_their_bounds() {
+    let v = validate("calibration/runs/hf/postfit-4.jsonl", "all");
+    for (metric, bound) in [("step_time", 9.0), ("peak_memory", 3.5), ("power", 5.5)] {
+        let (m, n) = mape(&v, metric, |_| true);
+        println!("post-fit 4 {metric}: {m:.1}% over {n} runs");
+        assert_eq!(n, 8);
+        assert!(m <= bound, "post-fit 4 {metric} MAPE {m:.1}% over its bound {bound}%");
+    }
+    let decode = mape(&v, "step_time", |s| mode(s) == "decode");
+    assert!(decode.1 == 6 && decode.0 <= 10.5, "post-fit 4 decode {decode:?}");
+    let s = v["summary"].as_array().unwrap().last().unwrap();
+    assert_eq!(s["false_oom"], 0, "the compiled 3B at mb2 x 4096 ran and is predicted to fit: {s:#}");
 }
 
 /// torch.compile and torchao float8 training, every held-out run (test split and both post-fit
@@ -469,4 +502,86 @@ fn hf_moe_predictions_name_where_grouped_gemms_come_from() {
     assert!(h100["value"].as_str().unwrap().contains("measured table"), "{h100:#}");
     let b200 = source("dgx-b200");
     assert!(b200["value"].as_str().unwrap().contains("GEMM model"), "{b200:#}");
+}
+
+/// `predict --json`'s answer (exit 1: it does not fit, still answered).
+fn predict_value(args: &[&str]) -> serde_json::Value {
+    let (code, out, err) = gpuplan(args);
+    assert!(code == 0 || code == 1, "{err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+/// Issue 19's compile out-of-memory case on the 80 GB H100, both ways it was measured:
+/// transformers' Llama-3.2-3B compiled at micro-batch 2 x 4096 ran at 75.97 GiB NVML of the card's
+/// 79.6 GiB (hf-106, calibration/runs/hf/postfit-4.jsonl; its torch allocator peaked at 77.7 GB
+/// allocated, 80.8 GB reserved), while the project's own compiled loop of the same shape
+/// (ref-llama-3b, `torch-compile`) needs 82.8 GiB (h200-032, measured on the H200,
+/// calibration/runs/h200.jsonl), more than the H100 has.
+#[test]
+fn compiled_llama_3b_at_micro_batch_2_fits_the_h100_under_hf_and_not_under_the_reference_loop() {
+    let run = |model: &str, stack: &str| {
+        predict_value(&[
+            "predict",
+            "--model",
+            model,
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "1",
+            "--mode",
+            "train",
+            "--micro-batch",
+            "2",
+            "--global-batch",
+            "2",
+            "--seq",
+            "4096",
+            "--stack",
+            stack,
+            "--json",
+        ])
+    };
+    let hf = run("scenarios/workloads/hf_configs/llama-3.2-3b.json", "hf-compile");
+    let gib = hf["memory"]["peak_bytes_per_gpu"].as_f64().unwrap() / (1u64 << 30) as f64;
+    assert_eq!(hf["memory"]["fits"], true, "{:#}", hf["memory"]);
+    assert!((gib / 75.97 - 1.0).abs() < 0.03, "hf-compile 3B mb2 x 4096: {gib:.2} GiB predicted, 75.97 measured");
+    let reference = run("ref-llama-3b", "torch-compile");
+    assert_eq!(reference["memory"]["fits"], false, "{:#}", reference["memory"]);
+    let ref_gib = reference["memory"]["peak_bytes_per_gpu"].as_f64().unwrap() / (1u64 << 30) as f64;
+    assert!((ref_gib / 82.76 - 1.0).abs() < 0.05, "ref-llama-3b compiled mb2 x 4096: {ref_gib:.2} GiB predicted, 82.76 measured (H200)");
+}
+
+/// Decode power (issue 19): in a host-bound HF decode step the small kernels start on an idle GPU,
+/// so their launch floors draw idle power; only the bytes streamed draw HBM-load power. At batch 1
+/// the step sits a few watts over the profile's idle power (hf-054, hf-056: 122.9 and 124.3 W on
+/// the H200, idle 121.9 W); at batch 64 and KV 16384 the cache's bytes make a third of the step
+/// busy (hf-055: 330 W).
+#[test]
+fn hf_decode_power_follows_the_bytes_not_the_kernel_count() {
+    let power = |b: &str, kv: &str| {
+        let v = predict_value(&[
+            "predict",
+            "--model",
+            "scenarios/workloads/hf_configs/llama-3.2-1b.json",
+            "--system",
+            "hgx-h200",
+            "--gpus",
+            "1",
+            "--mode",
+            "decode",
+            "--batch",
+            b,
+            "--kv-len",
+            kv,
+            "--stack",
+            "hf-eager",
+            "--json",
+        ]);
+        v["power"]["avg_w_per_gpu"].as_f64().unwrap()
+    };
+    let idle = 121.86; // calibration/profiles/h200-sxm-2x/profile.toml [power] idle_w
+    let small = power("1", "512");
+    assert!(small > idle && small < idle + 12.0, "b1 kv512: {small:.1} W (measured 122.9 and 124.3 W)");
+    let big = power("64", "16384");
+    assert!((big / 330.0 - 1.0).abs() < 0.05, "b64 kv16384: {big:.1} W (measured 330.0 W)");
 }

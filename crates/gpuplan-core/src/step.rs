@@ -37,6 +37,11 @@ pub struct Breakdown {
     pub optimizer: Seconds,
     /// Time the GPU waits for the CPU to launch kernels (eager stacks, small ops).
     pub cpu_launch: Seconds,
+    /// Of `memory`, the memory-bound kernels' per-launch floor (the GPU's `kernel_overhead` per
+    /// launch, at most the kernel's time): time the GPU spends starting and draining kernels
+    /// rather than streaming HBM. Not a part of the step of its own (it is in `memory`); the power
+    /// model counts it as idle in decode (`analytic::activity`). Zero from the DES.
+    pub launch_floor: Seconds,
 }
 
 impl Breakdown {
@@ -58,7 +63,16 @@ impl Breakdown {
         self.parts().iter().map(|(_, s)| *s).sum()
     }
     pub(crate) fn scale(&mut self, k: f64) {
-        for s in [&mut self.compute, &mut self.memory, &mut self.tp_comm, &mut self.cp_comm, &mut self.ep_comm, &mut self.pp_p2p, &mut self.cpu_launch] {
+        for s in [
+            &mut self.compute,
+            &mut self.memory,
+            &mut self.tp_comm,
+            &mut self.cp_comm,
+            &mut self.ep_comm,
+            &mut self.pp_p2p,
+            &mut self.cpu_launch,
+            &mut self.launch_floor,
+        ] {
             *s = *s * k;
         }
     }
@@ -73,6 +87,7 @@ impl Breakdown {
         self.dp_comm += o.dp_comm;
         self.optimizer += o.optimizer;
         self.cpu_launch += o.cpu_launch;
+        self.launch_floor += o.launch_floor;
     }
 }
 

@@ -69,7 +69,14 @@ fn pass_time(cost: &CostModel, s: &Scenario, ops: &[Op], times: usize, speedup: 
     let steps = cost.lower(&s.model, &s.parallel, &s.options, &s.workload, ops, speedup);
     let (compute, memory, cpu, host_sync, comm) = exposed_time(&steps);
     // Host time the GPU waits for in full is a stall on the critical path.
-    let mut bd = Breakdown { compute, memory, cpu_launch: host_sync, ..Breakdown::default() };
+    let launch_floor = steps
+        .iter()
+        .map(|st| match st {
+            Step::Kernel { time, bound, launches, .. } if *bound != Bound::Compute => (cost.kernel_overhead() * *launches).min(*time),
+            _ => Seconds::ZERO,
+        })
+        .sum::<Seconds>();
+    let mut bd = Breakdown { compute, memory, cpu_launch: host_sync, launch_floor, ..Breakdown::default() };
     for (group, t) in comm {
         match group {
             Group::Cp => bd.cp_comm += t,
@@ -198,12 +205,30 @@ fn step_breakdown(s: &Scenario, cost: &CostModel, stages: &[StageTimes], n_micro
 }
 
 /// Activity of the slowest rank over the step, for the power model.
-fn activity(bd: &Breakdown) -> Activity {
+///
+/// In decode the memory-bound kernels are small (one token per sequence) and most of their time
+/// is the per-launch floor (`Breakdown::launch_floor`). Where the host is the bottleneck (the GPU
+/// waits on the host longer than it runs kernels: the `hf-*` stacks' plan builds and per-layer
+/// Python), each kernel starts on an idle GPU as the host reaches it and HBM is not streaming
+/// during its floor: that part draws idle power, and only the bytes' own time draws `hbm_load_w`.
+/// Where kernels queue back to back (GPU-bound decode) the floors overlap the neighbours'
+/// streaming and stay activity. Only the `hf-*` stacks: their host time is measured (`calibrate
+/// --host`) and mostly stalls the GPU waits for in full; the `torch-*` stacks' host time is a
+/// per-kernel dispatch rate, and on the reference loop's decode rows (calibration/runs/h200.jsonl,
+/// h200-024, -027, -028: 289-358 W measured) the rule would take 14-25% off their power. Seen in the HF run
+/// set's NVML averages (calibration/runs/hf/FIT.md, "Fifth pass"): batch-1 decode steps of
+/// 47-110 ms sit within 0-17 W of the profile's idle power although their kernels (floors
+/// included) fill 5-12% of the step, and at batch 32-64 the measured excess over idle matches
+/// the bytes' share. Training and prefill keep the whole kernel time as activity (their kernels
+/// are large; the power cap decides there).
+fn activity(bd: &Breakdown, w: &workload::Workload) -> Activity {
+    let host_bound = bd.cpu_launch > bd.compute + bd.memory;
+    let floor = if w.stack.hf() && w.mode == Mode::Decode && host_bound { bd.launch_floor.min(bd.memory) } else { Seconds::ZERO };
     Activity {
         compute: bd.compute,
-        memory: bd.memory + bd.optimizer,
+        memory: bd.memory - floor + bd.optimizer,
         comm: bd.tp_comm + bd.cp_comm + bd.ep_comm + bd.pp_p2p + bd.dp_comm,
-        idle: bd.pp_bubble + bd.cpu_launch,
+        idle: bd.pp_bubble + bd.cpu_launch + floor,
     }
 }
 
@@ -248,7 +273,7 @@ pub fn price(s: &Scenario) -> Result<Priced<'_>, PredictError> {
     let ops = forward_ops(&s.model, &s.parallel, &s.workload);
     let parts = part_times(&cost, s, &ops, 1.0);
     let at_sustained: Vec<StageTimes> = (0..s.parallel.pp).map(|st| stage_times(s, &parts, st)).collect();
-    let power = power::solve(&power_gpu(s), &activity(&step_breakdown(s, &cost, &at_sustained, n_micro)));
+    let power = power::solve(&power_gpu(s), &activity(&step_breakdown(s, &cost, &at_sustained, n_micro), &s.workload));
     Ok(Priced { cost, ops, power, n_micro })
 }
 
