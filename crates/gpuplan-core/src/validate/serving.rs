@@ -191,7 +191,14 @@ pub fn score_all(cases: Vec<Case>, deployments: Vec<Deployment>) -> (Vec<Scored>
             // Online rows went through Triton's front end; offline rows called the engine.
             let frontend_s = if c.triton { crate::cost::fitted::fitted().triton_frontend_us * 1e-6 } else { 0.0 };
             let opts = RunOptions { bin_s: 1e9, frontend_s, ..RunOptions::default() };
-            simulate(&deployments[i], &arr, &opts).map(|r| summarize(&r)).map_err(|e| e.to_string())
+            let streamed;
+            let d = if c.triton {
+                streamed = streamed_through_triton(&deployments[i]);
+                &streamed
+            } else {
+                &deployments[i]
+            };
+            simulate(d, &arr, &opts).map(|r| summarize(&r)).map_err(|e| e.to_string())
         })
         .collect();
     let mut scored = Vec::new();
@@ -224,6 +231,22 @@ pub fn score_all(cases: Vec<Case>, deployments: Vec<Deployment>) -> (Vec<Scored>
         }
     }
     (scored, not)
+}
+
+/// `d` served through Triton's TensorRT-LLM backend, which streams every generated token as its
+/// own response: each `trtllm` pool whose host time is the stack's default pays
+/// `cost::fitted::TRITON_STREAM_SEQ_US` more per sequence and iteration, serially (on top of the
+/// engine's own per-sequence term, `TRTLLM_HOST_US`). A pool given its own host time keeps it.
+pub fn streamed_through_triton(d: &Deployment) -> Deployment {
+    let f = crate::cost::fitted::fitted();
+    let mut d = d.clone();
+    for p in &mut d.pools {
+        if p.scenario.workload.stack == crate::workload::Stack::Trtllm && p.sched.host_us.is_none() {
+            let [it, seq, layer] = f.trtllm_host_us;
+            p.sched.host_us = Some([it, seq + f.triton_stream_seq_us, layer, 0.0]);
+        }
+    }
+    d
 }
 
 /// Statistics of one split and metric.
