@@ -964,12 +964,12 @@ fn attention_dp_keys(
     let why = if !stack.is_engine() || mode == Mode::Train {
         Some((
             format!("is how the serving engines run MoE inference; this scenario is {} {}", stack.name(), mode.name()),
-            "use it with --stack trtllm, vllm or sglang and --mode prefill|decode (or `gpuplan serve`)",
+            "use --attention-dp with --stack trtllm, vllm or sglang and --mode prefill|decode (or `gpuplan serve`)",
         ))
     } else if model.moe.is_none() {
         Some((
             format!("replicates attention around expert-parallel MoE layers, and model `{}` has no experts", model.name),
-            "use a dense model with plain data parallelism (serve replicas), or an MoE model",
+            "leave out --attention-dp (a dense model serves as data-parallel replicas), or give an MoE model",
         ))
     } else if pc.dp <= 1 {
         Some(("needs `parallelism.dp` > 1 attention-DP ranks; dp is 1".to_string(), hint))
@@ -979,7 +979,7 @@ fn attention_dp_keys(
         let n = model.moe.as_ref().map_or(0, |m| m.n_experts);
         Some((
             format!("shards the experts over `parallelism.ep` = {}, which does not divide the model's {n} experts", pc.ep),
-            "give an --ep that divides the experts",
+            "give --attention-dp an --ep that divides the experts (and ep x etp = tp x dp)",
         ))
     } else if pc.ep as u64 * pc.etp as u64 != pc.tp as u64 * pc.dp as u64 {
         Some((format!("needs the experts over every GPU of the instance: ep x etp = {} x {} is not tp x dp = {} x {}", pc.ep, pc.etp, pc.tp, pc.dp), hint))
