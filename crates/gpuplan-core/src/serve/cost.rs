@@ -786,3 +786,26 @@ pub fn kv_room_sized(s: &Scenario, token_budget: u64, max_batch: u64, fraction: 
     };
     KvRoom { bytes_per_token: per_token, cache_bytes: cache, other_bytes: other, capacity_bytes: cap.value() }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_busiest_attention_dp_rank_takes_the_ceiling_of_the_decoders_and_the_largest_chunks() {
+        // No attention DP: everything on the one rank.
+        let chunks = [Chunk { q: 100, c: 0 }, Chunk { q: 300, c: 0 }];
+        assert_eq!(split_over_ranks(5, &chunks, 1), (5, chunks.to_vec(), 405));
+        // 10 decoders over 4 ranks: 3, 3, 2, 2. The 300-token chunk goes to a 2-decoder rank
+        // (fewest tokens), the 100-token one to the other: 302 and 102 tokens; the busiest is
+        // the one with the 300-token chunk.
+        let (d, cs, tokens) = split_over_ranks(10, &chunks, 4);
+        assert_eq!((d, tokens), (2, 302));
+        assert_eq!(cs, vec![Chunk { q: 300, c: 0 }]);
+        // Decoders only: ceil(n / ranks).
+        assert_eq!(split_over_ranks(17, &[], 8), (3, vec![], 3));
+        // Fewer sequences than ranks: the busiest has one; an idle instance has none.
+        assert_eq!(split_over_ranks(3, &[], 8).0, 1);
+        assert_eq!(split_over_ranks(0, &[], 8), (0, vec![], 0));
+    }
+}
