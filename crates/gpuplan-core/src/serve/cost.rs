@@ -395,7 +395,7 @@ pub fn split_over_ranks(n_decode: u64, chunks: &[Chunk], ranks: u64) -> (u64, Ve
         })
         .collect();
     let mut sorted = chunks.to_vec();
-    sorted.sort_by(|a, b| b.q.cmp(&a.q));
+    sorted.sort_by_key(|c| std::cmp::Reverse(c.q));
     for c in sorted {
         let r = (0..load.len()).min_by_key(|&i| (load[i].1, std::cmp::Reverse(i))).unwrap_or(0);
         load[r].1 += c.q as u64;
