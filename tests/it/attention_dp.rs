@@ -169,3 +169,41 @@ fn attention_dp_refusals_name_the_key_value_and_a_hint() {
         assert!(err.contains(says) && err.contains("hint:"), "{args:?}: {err}");
     }
 }
+
+/// `plan --mode serve --qps`'s space: attention-DP instances for an MoE model under an engine
+/// (inside one NVLink domain, dividing the GPUs and the experts), none for a dense model or for
+/// Megatron; every candidate's deployment shards the experts (EP, or expert TP), never replicates.
+#[test]
+fn the_serving_planner_enumerates_attention_dp_for_moe_under_an_engine() {
+    use gpuplan::serve::plan::{candidates, deployment_of, ServeSpace};
+    use gpuplan::serve::{Routing, SchedConfig};
+    let base = |model: &str, stack: &str| {
+        let w = ScenarioWire {
+            model: Some(model.into()),
+            system: Some("dgx-b200".into()),
+            gpus: Some(1),
+            workload: WorkloadWire { mode: Some("decode".into()), kv_len: Some(1), stack: Some(stack.into()), ..Default::default() },
+            ..Default::default()
+        };
+        build(&w, None).unwrap()
+    };
+    let space = ServeSpace { n_gpus: vec![8, 16], tp: vec![1, 2, 8], max_batch: vec![64], sched: SchedConfig::default(), routing: Routing::LeastLoaded };
+    let moe = base("deepseek-v3", "trtllm");
+    let c = candidates(&moe, &space);
+    let adp: Vec<_> = c.iter().filter(|c| c.attention_dp > 1).map(|c| (c.n_gpus, c.tp, c.attention_dp)).collect();
+    // tp 1: dp 2, 4, 8; tp 2: dp 2, 4 (tp x dp <= 8, the B200 NVLink domain); for 8 and 16 GPUs.
+    for n in [8, 16] {
+        for (tp, dp) in [(1, 2), (1, 4), (1, 8), (2, 2), (2, 4)] {
+            assert!(adp.contains(&(n, tp, dp)), "{adp:?}");
+        }
+    }
+    assert!(adp.iter().all(|&(_, tp, dp)| tp * dp <= 8));
+    for c in &c {
+        let d = deployment_of(&moe, c, &space);
+        let s = &d.pools[0].scenario;
+        assert_eq!(s.parallel.ep as u64 * s.parallel.etp as u64, d.pools[0].gpus_per_replica(), "{c:?}");
+        assert_eq!(d.n_gpus(), c.n_gpus);
+    }
+    assert!(candidates(&base("llama-3-8b", "trtllm"), &space).iter().all(|c| c.attention_dp == 1));
+    assert!(candidates(&base("deepseek-v3", "megatron"), &space).iter().all(|c| c.attention_dp == 1));
+}
