@@ -634,8 +634,14 @@ impl<'a> IterCost<'a> {
         // Attention DP: the busiest rank's decoders, chunks, tokens and sampled rows; its decode
         // keys at the instance's mean context. The MoE layers see the instance's tokens.
         let k_mean = if n_decode > 0 { (decode_kv as f64 / n_decode as f64).round().max(0.0) as u64 } else { 0 };
-        let (n_decode, rank_chunks, n_tokens) = split_over_ranks(n_decode, chunks, self.adp);
-        let chunks: &[Chunk] = &rank_chunks;
+        // (Without attention DP nothing is split or copied: this runs every iteration.)
+        let rank_split;
+        let (n_decode, chunks, n_tokens) = if self.adp > 1 {
+            rank_split = split_over_ranks(n_decode, chunks, self.adp);
+            (rank_split.0, &rank_split.1[..], rank_split.2)
+        } else {
+            (n_decode, chunks, instance_tokens)
+        };
         let rows = rows.div_ceil(self.adp);
         let decode_kv = if self.adp > 1 { k_mean * n_decode } else { decode_kv };
         // Pipelined micro-batches: the token-parallel parts and the LM head of one micro-batch
