@@ -245,6 +245,11 @@ pub struct ScenarioArgs {
     /// Megatron's loss through Transformer Engine's fused cross entropy (cross_entropy_loss_fusion, impl te): the logits' gradient overwrites the bf16 logits
     #[arg(long)]
     pub cross_entropy_fusion: Option<bool>,
+    /// Inference engines (trtllm, vllm, sglang) on an MoE model: attention data parallelism around expert-parallel MoE
+    /// (TensorRT-LLM enable_attention_dp, SGLang --enable-dp-attention): --batch is the instance's sequences, spread over
+    /// its --dp ranks, each with its own attention and KV cache; the experts span every GPU (ep x etp = tp x dp)
+    #[arg(long)]
+    pub attention_dp: bool,
     /// Overlap TP communication with GEMMs (Megatron --tp-comm-overlap)
     #[arg(long)]
     pub tp_comm_overlap: Option<bool>,
@@ -336,6 +341,7 @@ impl ScenarioArgs {
                 cpu_offload_layers: self.cpu_offload_layers,
                 cross_entropy_fusion: self.cross_entropy_fusion,
                 decode_tokens: self.decode_tokens,
+                attention_dp: self.attention_dp.then_some(true),
             },
             options: OptionsWire {
                 tp_comm_overlap: self.tp_comm_overlap,
@@ -407,6 +413,7 @@ impl ScenarioArgs {
         "recompute-modules",
         "cpu-offload-layers",
         "cross-entropy-fusion",
+        "attention-dp",
         "cp-comm",
         "tp-comm-overlap",
         "from-megatron-args",
@@ -459,6 +466,7 @@ impl ScenarioArgs {
         f(self.recompute_modules.is_some(), "recompute-modules");
         f(self.cpu_offload_layers.is_some(), "cpu-offload-layers");
         f(self.cross_entropy_fusion.is_some(), "cross-entropy-fusion");
+        f(self.attention_dp, "attention-dp");
         f(self.cp_comm.is_some(), "cp-comm");
         f(self.tp_comm_overlap.is_some(), "tp-comm-overlap");
         f(self.train_cuda_graphs.is_some(), "train-cuda-graphs");

@@ -374,6 +374,7 @@ fn analytic_deployment(base: &Scenario, c: &plan::Candidate, v: &PlanServeArgs) 
     let attention_dp = if expert_span > pc.tp as u64 { (expert_span / pc.tp.max(1) as u64).clamp(1, pc.dp.max(1) as u64) as u32 } else { 1 };
     let replicas = s.parallel.dp / attention_dp;
     s.parallel.dp = attention_dp;
+    s.workload.attention_dp = (attention_dp > 1).then_some(attention_dp as u64 * c.micro_batch.max(1));
     s.n_gpus = s.parallel.tp as u64 * s.parallel.pp as u64 * s.parallel.cp as u64 * attention_dp as u64;
     let max_batch = u32::try_from(c.micro_batch.max(1)).unwrap_or(u32::MAX);
     let sched = SchedConfig {

@@ -96,6 +96,7 @@ pub fn document(s: &Scenario, p: &Prediction) -> PredictionDoc {
             calibration: s.profile.as_ref().map(|p| p.name.clone()),
             lora_rank: w.lora.as_ref().map(|l| l.rank),
             lora_targets: w.lora.as_ref().map(|l| l.targets.iter().map(|t| t.name().to_string()).collect()),
+            attention_dp_batch: w.attention_dp,
         },
         step_time_s: p.step_time.value(),
         tokens_per_s: p.tokens_per_s,
@@ -165,9 +166,18 @@ pub fn table(s: &Scenario, p: &Prediction, with_sources: bool) -> String {
                 let _ = writeln!(o, "  LoRA rank {} on {}: {:.1}M adapter parameters trained, base frozen", l.rank, l.target_names(), adapters / 1e6);
             }
         }
-        _ => {
-            let _ = writeln!(o, "  batch={} seq={} kv_len={}", w.batch, w.seq, w.kv_len);
-        }
+        _ => match w.attention_dp {
+            Some(n) => {
+                let _ = writeln!(
+                    o,
+                    "  batch={n} over {} attention-DP ranks ({} on the busiest) seq={} kv_len={}; experts over ep={} x etp={}",
+                    s.parallel.dp, w.batch, w.seq, w.kv_len, s.parallel.ep, s.parallel.etp
+                );
+            }
+            None => {
+                let _ = writeln!(o, "  batch={} seq={} kv_len={}", w.batch, w.seq, w.kv_len);
+            }
+        },
     }
     let _ = writeln!(o);
     let _ = writeln!(o, "  step time        {}", p.step_time);

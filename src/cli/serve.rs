@@ -17,7 +17,7 @@ use crate::serve::{self, RunOptions};
 pub use crate::report::views::serve::SERVE_SCHEMA_VERSION;
 
 /// The scenario flags `serve` reads (the rest describe training or one batch).
-const SCENARIO_FLAGS: &[&str] = &["scenario", "model", "system", "gpus", "tp", "pp", "precision", "stack", "calibration"];
+const SCENARIO_FLAGS: &[&str] = &["scenario", "model", "system", "gpus", "tp", "pp", "dp", "ep", "attention-dp", "precision", "stack", "calibration"];
 
 #[derive(clap::Args, Debug, Clone, Default)]
 #[command(mut_args(hide_unless(SCENARIO_FLAGS)))]
@@ -208,6 +208,9 @@ impl ServeArgs {
             gpus: s.gpus,
             tp: s.tp,
             pp: s.pp,
+            ep: s.ep,
+            dp: s.dp,
+            attention_dp: s.attention_dp.then_some(true),
             precision: s.precision.clone(),
             stack: s.stack.clone(),
             calibration: s.calibration.clone(),

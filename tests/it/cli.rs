@@ -287,7 +287,8 @@ fn out_of_range_flags_name_the_flag() {
         assert!(err.contains("invalid value") && err.contains(flag), "{args:?}: {err}");
     }
     // A scenario flag `serve` does not read is refused by name.
-    let (code, _, err) = gpuplan(&["serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--qps", "1", "--dp", "2"]);
+    // (`--dp` it reads since attention DP: `--attention-dp --dp N`.)
+    let (code, _, err) = gpuplan(&["serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--qps", "1", "--cp", "2"]);
     assert_eq!(code, 2);
-    assert!(err.contains("`--dp` does not apply to `gpuplan serve`"), "{err}");
+    assert!(err.contains("`--cp` does not apply to `gpuplan serve`"), "{err}");
 }

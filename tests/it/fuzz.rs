@@ -304,6 +304,9 @@ fn serve_command_line() -> impl Strategy<Value = Vec<String>> {
         "--chunked-prefill",
         "--precision",
         "--json",
+        "--dp",
+        "--ep",
+        "--attention-dp",
     ]);
     let value = prop::sample::select(vec![
         "0",
@@ -330,7 +333,7 @@ fn serve_command_line() -> impl Strategy<Value = Vec<String>> {
         let mut v = ["serve", "--scenario", "scenarios/serving/llama-3-8b-chat-8xh100.toml"].map(String::from).to_vec();
         for (f, x) in fv {
             v.push(f.to_string());
-            if f != "--json" {
+            if !matches!(f, "--json" | "--attention-dp") {
                 v.push(x.to_string());
             }
         }
@@ -398,6 +401,7 @@ fn training_command_line() -> impl Strategy<Value = Vec<String>> {
         "--moe-pad-to-capacity",
         "--moe-ep-overlap",
         "--moe-shared-expert-overlap",
+        "--attention-dp",
     ]);
     let value = prop::sample::select(vec![
         "0",
@@ -437,7 +441,7 @@ fn training_command_line() -> impl Strategy<Value = Vec<String>> {
         }
         for (f, x) in fv {
             v.push(f.to_string());
-            if !matches!(f, "--json" | "--csv" | "--force" | "--goodput" | "--per-rank" | "--no-pxn") {
+            if !matches!(f, "--json" | "--csv" | "--force" | "--goodput" | "--per-rank" | "--no-pxn" | "--attention-dp") {
                 v.push(x.to_string());
             }
         }

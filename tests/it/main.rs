@@ -1,6 +1,7 @@
 //! The one integration-test binary (matklad's "delete cargo integration tests").
 
 mod arch;
+mod attention_dp;
 mod bad_input;
 mod calibrate;
 mod catalog;

@@ -97,7 +97,7 @@ pub fn overlay(base: ServeWire, over: ServeWire) -> ServeWire {
         ($b:expr, $o:expr, [$($f:ident),*]) => { $( if $o.$f.is_some() { $b.$f = $o.$f; } )* };
     }
     let mut b = base;
-    pick!(b, over, [name, description, source, model, system, gpus, tp, pp, precision, stack, calibration]);
+    pick!(b, over, [name, description, source, model, system, gpus, tp, pp, ep, dp, attention_dp, precision, stack, calibration]);
     pick!(b.traffic, over.traffic, [qps, duration_s, arrival, cv, input_len, output_len, seed, trace]);
     pick!(
         b.scheduler,
@@ -193,19 +193,53 @@ pub fn resolve(w: &ServeWire, file: Option<&Path>, run: &RunFlags) -> Result<Res
     let (t, sc) = (&w.traffic, &w.scheduler);
     let tp = pos("tp", w.tp)?.unwrap_or(1);
     let pp = pos("pp", w.pp)?.unwrap_or(1);
-    let gpus = pos("gpus", w.gpus)?.unwrap_or(tp * pp);
+    let ep = pos("ep", w.ep)?;
+    let attention_dp = w.attention_dp == Some(true);
+    // Attention DP: a replica is one instance of `dp` ranks (its scenario's `dp`); otherwise
+    // replicas are the data-parallel dimension.
+    let dp = match (pos("dp", w.dp)?, attention_dp) {
+        (Some(d), true) => d,
+        (None, true) => bail!(
+            "`attention_dp` needs `dp`, the instance's attention-DP ranks
+hint: e.g. --attention-dp --tp 1 --dp 8 --ep 8 (8 GPUs per instance)"
+        ),
+        (Some(d), false) if d > 1 => {
+            bail!(
+                "`dp` = {d} applies to attention DP; serving replicas are the data-parallel dimension
+hint: leave out --dp (replicas = gpus / (tp * pp)), or add --attention-dp for an MoE model"
+            )
+        }
+        _ => 1,
+    };
+    if attention_dp && w.disaggregated.as_ref().is_some_and(|d| d.prefill_gpus.is_some()) {
+        bail!(
+            "`attention_dp` with disaggregated prefill is not modelled
+hint: serve colocated (leave out --prefill-gpus), or leave out --attention-dp"
+        );
+    }
+    let gpus = pos("gpus", w.gpus)?.unwrap_or(tp * pp * dp);
     let scenario_for = |tp: u64| -> Result<Scenario, ConfigError> {
         let wire = ScenarioWire {
             model: w.model.clone(),
             system: w.system.clone(),
-            gpus: Some((tp * pp) as i64),
+            gpus: Some((tp * pp * dp) as i64),
             calibration: w.calibration.clone(),
-            parallelism: ParallelWire { tp: Some(tp as i64), pp: Some(pp as i64), ..ParallelWire::default() },
+            parallelism: ParallelWire {
+                tp: Some(tp as i64),
+                pp: Some(pp as i64),
+                dp: attention_dp.then_some(dp as i64),
+                ep: ep.map(|e| e as i64),
+                ..ParallelWire::default()
+            },
             workload: WorkloadWire {
                 mode: Some("decode".into()),
                 kv_len: Some(1),
+                // The instance's sequences of the scenario probe: one per rank (the iteration
+                // pricer sets each iteration's own).
+                batch: attention_dp.then_some(dp as i64),
                 precision: w.precision.clone(),
                 stack: w.stack.clone(),
+                attention_dp: attention_dp.then_some(true),
                 ..WorkloadWire::default()
             },
             ..ScenarioWire::default()
@@ -305,6 +339,14 @@ pub fn resolve(w: &ServeWire, file: Option<&Path>, run: &RunFlags) -> Result<Res
     };
     let prefill_gpus = pos("prefill_gpus", w.disaggregated.as_ref().and_then(|d| d.prefill_gpus))?;
     let mut pools = match prefill_gpus {
+        None if attention_dp => {
+            let per = tp * pp * dp;
+            if gpus % per != 0 {
+                bail!("`gpus` = {gpus} is not a multiple of tp*dp = {per}, one attention-DP instance\nhint: replicas = gpus / (tp * dp)");
+            }
+            replicas_within_limit("gpus", gpus / per, per)?;
+            vec![Pool { role: Role::Both, scenario: scenario_for(tp)?, n_replicas: (gpus / per) as u32, sched }]
+        }
         None => {
             if gpus % (tp * pp) != 0 {
                 bail!("`gpus` = {gpus} is not a multiple of tp*pp = {}\nhint: replicas = gpus / (tp * pp)", tp * pp);

@@ -131,6 +131,10 @@ pub struct ScenarioDoc {
     /// LoRA's targeted layers, Megatron-Core module names (absent without LoRA).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lora_targets: Option<Vec<String>>,
+    /// Attention data parallelism (`--attention-dp`): the instance's sequences over the `dp`
+    /// ranks (`batch` is then the busiest rank's share); absent without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_dp_batch: Option<u64>,
 }
 
 /// Memory of the peak GPU.

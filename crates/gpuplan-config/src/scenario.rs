@@ -17,7 +17,7 @@
 //!                                # moe_pad_to_capacity, lora_rank, lora_targets,
 //!                                # megatron: grad_reduce_dtype, optimizer_state_dtype,
 //!                                # fp8_param_gather, recompute_modules, cpu_offload_layers,
-//!                                # cross_entropy_fusion
+//!                                # cross_entropy_fusion; attention_dp (inference engines)
 //! seq = 8192
 //! global_batch = 512
 //! [options]                      # tp_comm_overlap, dp_overlap, cuda_graphs, moe_ep_overlap,
@@ -159,6 +159,10 @@ pub struct WorkloadWire {
     /// decode: tokens each sequence generates from `kv_len` on, for the peak memory of the hf-*
     /// stacks' DynamicCache (default 1: one step)
     pub decode_tokens: Option<i64>,
+    /// inference with trtllm, vllm or sglang on an MoE model: attention data parallelism around
+    /// expert-parallel MoE (TensorRT-LLM `enable_attention_dp`, SGLang `--enable-dp-attention`):
+    /// `batch` is the instance's sequences, spread over its `dp` ranks; needs ep x etp = tp x dp
+    pub attention_dp: Option<bool>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -237,7 +241,8 @@ pub fn overlay(base: ScenarioWire, over: ScenarioWire) -> ScenarioWire {
             recompute_modules,
             cpu_offload_layers,
             cross_entropy_fusion,
-            decode_tokens
+            decode_tokens,
+            attention_dp
         ]
     );
     pick!(b.options, over.options, [tp_comm_overlap, dp_overlap, cuda_graphs, moe_ep_overlap, moe_shared_expert_overlap]);
@@ -818,6 +823,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         }),
     };
     let megatron = megatron_memory_keys(&mut p, &path, ww, &model, &parallel, mode, stack, precision, fp8_recipe, recompute);
+    let (batch, attention_dp) = attention_dp_keys(&mut p, &path, ww, &model, &parallel, mode, stack, batch);
     let workload = Workload {
         mode,
         micro_batch,
@@ -839,6 +845,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         cp_comm,
         megatron,
         decode_tokens,
+        attention_dp,
     };
     // The hf-* stacks' host time in inference is the node's host probe's: no default.
     if stack.hf() && mode != Mode::Train && profile.as_ref().is_none_or(|pr| pr.host.is_none()) {
@@ -929,6 +936,61 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
     p.finish()?;
     let name = w.name.clone().unwrap_or_else(|| format!("{}-{}-{}gpu", model.name, system.name, gpus));
     Ok(Scenario { name, model, system, n_gpus: gpus, parallel, workload, profile, options })
+}
+
+/// `workload.attention_dp` (`--attention-dp`), checked as the engines check it: an inference
+/// engine (TensorRT-LLM's `enable_attention_dp`, SGLang's `--enable-dp-attention`; vLLM's
+/// `--data-parallel-size` with `--enable-expert-parallel`), an MoE model, more than one
+/// data-parallel rank, and experts sharded over every GPU of the instance (`ep x etp = tp x dp`,
+/// `ep` dividing the experts: TensorRT-LLM's `moe_ep_size x moe_tp_size = tp_size` under attention
+/// DP, SGLang's `ep_size` = `tp_size`). Returns the busiest rank's `batch` (`ceil(batch / dp)`)
+/// and the instance's sequences.
+#[allow(clippy::too_many_arguments)]
+fn attention_dp_keys(
+    p: &mut Problems,
+    path: &Path,
+    ww: &WorkloadWire,
+    model: &Model,
+    pc: &ParallelConfig,
+    mode: Mode,
+    stack: Stack,
+    batch: u64,
+) -> (u64, Option<u64>) {
+    if ww.attention_dp != Some(true) {
+        return (batch, None);
+    }
+    let key = "workload.attention_dp";
+    let hint = "give --ep and --dp so that ep x etp = tp x dp (e.g. `--tp 1 --dp 8 --ep 8` on 8 GPUs), or leave out `--attention-dp`";
+    let why = if !stack.is_engine() || mode == Mode::Train {
+        Some((
+            format!("is how the serving engines run MoE inference; this scenario is {} {}", stack.name(), mode.name()),
+            "use --attention-dp with --stack trtllm, vllm or sglang and --mode prefill|decode (or `gpuplan serve`)",
+        ))
+    } else if model.moe.is_none() {
+        Some((
+            format!("replicates attention around expert-parallel MoE layers, and model `{}` has no experts", model.name),
+            "leave out --attention-dp (a dense model serves as data-parallel replicas), or give an MoE model",
+        ))
+    } else if pc.dp <= 1 {
+        Some(("needs `parallelism.dp` > 1 attention-DP ranks; dp is 1".to_string(), hint))
+    } else if pc.cp > 1 || pc.pp > 1 {
+        Some((format!("is modelled with tp and dp only; this layout has pp = {} and cp = {}", pc.pp, pc.cp), "leave out --pp and --cp with --attention-dp"))
+    } else if model.moe.as_ref().is_some_and(|m| m.n_experts % pc.ep != 0) {
+        let n = model.moe.as_ref().map_or(0, |m| m.n_experts);
+        Some((
+            format!("shards the experts over `parallelism.ep` = {}, which does not divide the model's {n} experts", pc.ep),
+            "give --attention-dp an --ep that divides the experts (and ep x etp = tp x dp)",
+        ))
+    } else if pc.ep as u64 * pc.etp as u64 != pc.tp as u64 * pc.dp as u64 {
+        Some((format!("needs the experts over every GPU of the instance: ep x etp = {} x {} is not tp x dp = {} x {}", pc.ep, pc.etp, pc.tp, pc.dp), hint))
+    } else {
+        None
+    };
+    if let Some((why, hint)) = why {
+        p.push(ConfigError::invalid(path, key, true, why).with_hint(hint));
+        return (batch, None);
+    }
+    (batch.div_ceil(pc.dp as u64), Some(batch))
 }
 
 /// The `megatron` stack's memory keys (`workload.grad_reduce_dtype`, `fp8_param_gather`,

@@ -6,6 +6,10 @@
 //! system = "dgx-h100"
 //! gpus = 8                       # all replicas (and both pools when disaggregated)
 //! tp = 2                         # per replica; replicas = gpus / (tp * pp)
+//! # ep = 8                       # MoE: expert parallelism inside a replica (default: expert TP)
+//! # attention_dp = true          # MoE with trtllm/vllm/sglang: each replica is an instance of
+//! # dp = 8                       # dp attention-DP ranks of tp GPUs, experts over ep x etp = tp x dp;
+//! #                              # replicas = gpus / (tp * dp); max_batch and token_budget per rank
 //! [traffic]
 //! qps = 20.0
 //! duration_s = 120.0
@@ -59,6 +63,13 @@ pub struct ServeWire {
     pub gpus: Option<i64>,
     pub tp: Option<i64>,
     pub pp: Option<i64>,
+    /// Expert parallelism inside a replica (MoE models; default: the experts over TP).
+    pub ep: Option<i64>,
+    /// Attention-DP ranks of one instance (with `attention_dp`).
+    pub dp: Option<i64>,
+    /// Attention data parallelism around expert-parallel MoE (TensorRT-LLM `enable_attention_dp`,
+    /// SGLang `--enable-dp-attention`): a replica is `dp` ranks of `tp` GPUs.
+    pub attention_dp: Option<bool>,
     pub precision: Option<String>,
     pub stack: Option<String>,
     pub calibration: Option<String>,

@@ -273,8 +273,8 @@ pub fn finish(s: &Scenario, cost: &CostModel, ops: &workload::OpList, n_micro: u
     let step_time = bd.total();
     let tokens_per_step = match w.mode {
         Mode::Train => (w.global_batch * w.seq) as f64,
-        Mode::Prefill => (w.batch * w.seq * pc.dp as u64) as f64,
-        Mode::Decode => (w.batch * pc.dp as u64) as f64,
+        Mode::Prefill => (w.instance_sequences(pc.dp) * w.seq) as f64,
+        Mode::Decode => w.instance_sequences(pc.dp) as f64,
     };
     let tokens_per_s = tokens_per_step / step_time.value();
     let model_flops_per_token = match w.mode {

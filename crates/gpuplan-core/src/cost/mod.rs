@@ -545,7 +545,15 @@ impl<'a> CostModel<'a> {
         let peak = self.peak(dtype).or_else(|| self.peak(Dtype::Bf16)).expect("bf16 peak is required");
         let flops = Flops::new(2.0 * (m * n * k * count) as f64);
         let compute = flops / (peak * self.gemm_efficiency(m, n, k, count, dtype));
-        let bytes = Bytes::new((m * k + k * n) as f64 * dtype.bytes() * count as f64 + (m * n * count) as f64 * 2.0);
+        // Operands as the tensor cores read them: an NVFP4 operand carries its E4M3 scale per 16
+        // elements (`workload::quantized_elem_bytes`), which a memory-bound GEMM (decode, a small
+        // expert's M) reads with its weights.
+        let elem = if dtype == Dtype::Fp4 {
+            crate::workload::quantized_elem_bytes(dtype, crate::workload::Fp8Recipe::Tensorwise).unwrap_or(dtype.bytes())
+        } else {
+            dtype.bytes()
+        };
+        let bytes = Bytes::new((m * k + k * n) as f64 * elem * count as f64 + (m * n * count) as f64 * 2.0);
         let memory = bytes / self.hbm.value;
         let (time, bound) = if compute >= memory { (compute, Bound::Compute) } else { (memory, Bound::Memory) };
         OpCost { time: time + self.kernel_overhead.value, bound }

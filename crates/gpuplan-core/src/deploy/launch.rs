@@ -261,7 +261,10 @@ fn place(d: &Deployment) -> Vec<Vec<Instance>> {
     let (mut node, mut next_gpu, mut port) = (0u64, 0u64, ROUTER_PORT);
     let mut out = Vec::new();
     for p in &d.pools {
-        let size = (p.gpus_per_replica() * p.scenario.parallel.dp.max(1) as u64).max(1);
+        // One instance: tp x pp x its attention-DP ranks (`dp`; `Pool::gpus_per_replica` counts
+        // them only when the pool's workload is marked attention-DP).
+        let pc = &p.scenario.parallel;
+        let size = (pc.tp as u64 * pc.pp as u64 * pc.dp.max(1) as u64).max(1);
         let mut v = Vec::new();
         for _ in 0..p.n_replicas {
             port = port.saturating_add(1);

@@ -806,6 +806,7 @@ mod tests {
             cp_comm: crate::workload::CpComm::P2p,
             megatron: Default::default(),
             decode_tokens: 1,
+            attention_dp: None,
         }
     }
 

@@ -357,8 +357,9 @@ pub struct IterCost<'a> {
     p2p_per_token: Option<(f64, f64)>,
     decode_attn: AttnTemplate,
     prefill_attn: AttnTemplate,
-    /// Token-parallel parts per (token count, in a graph): (dense layer, moe layer, embedding).
-    linear: HashMap<(u64, bool), [Parts; 3]>,
+    /// Token-parallel parts per (the busiest rank's tokens, the instance's tokens, in a graph):
+    /// (dense layer, moe layer, embedding).
+    linear: HashMap<(u64, u64, bool), [Parts; 3]>,
     head: HashMap<(u64, bool), Parts>,
     power: HashMap<[u16; 3], (f64, f64)>,
     host: HostOverhead,
@@ -369,6 +370,40 @@ pub struct IterCost<'a> {
     /// [`IterCost::with_pipelined_microbatches`]); 1: an iteration passes the stages one after
     /// another with the GPUs of the other stages idle.
     microbatches: u64,
+    /// Attention-DP ranks of the instance (`Workload::attention_dp`; 1 without): each holds its
+    /// own sequences, the iteration waits for the busiest ([`split_over_ranks`]).
+    adp: u64,
+}
+
+/// The busiest attention-DP rank's share of one iteration over `ranks` ranks: its decoders, its
+/// prefill chunks and its tokens. Sequences stay on the rank that admitted them, and the engines
+/// admit each new request to the rank with the fewest (TensorRT-LLM's attention-DP scheduler and
+/// SGLang's DP controller balance by request count), so the decoders split as evenly as whole
+/// sequences go (the busiest has `ceil(n / ranks)`) and each prompt chunk goes to the rank with
+/// the fewest tokens so far, largest first; the busiest rank is the one with the most tokens.
+/// (Their contexts are taken at the mean: the spread of context lengths over ranks is not
+/// modelled.)
+pub fn split_over_ranks(n_decode: u64, chunks: &[Chunk], ranks: u64) -> (u64, Vec<Chunk>, u64) {
+    let ranks = ranks.max(1);
+    if ranks == 1 {
+        return (n_decode, chunks.to_vec(), n_decode + chunks.iter().map(|c| c.q as u64).sum::<u64>());
+    }
+    let mut load: Vec<(u64, u64, Vec<Chunk>)> = (0..ranks)
+        .map(|r| {
+            let d = n_decode / ranks + u64::from(r < n_decode % ranks);
+            (d, d, Vec::new())
+        })
+        .collect();
+    let mut sorted = chunks.to_vec();
+    sorted.sort_by_key(|c| std::cmp::Reverse(c.q));
+    for c in sorted {
+        let r = (0..load.len()).min_by_key(|&i| (load[i].1, std::cmp::Reverse(i))).unwrap_or(0);
+        load[r].1 += c.q as u64;
+        load[r].2.push(c);
+    }
+    let busiest = (0..load.len()).max_by_key(|&i| (load[i].1, load[i].0, std::cmp::Reverse(i))).unwrap_or(0);
+    let (d, tokens, cs) = load.swap_remove(busiest);
+    (d, cs, tokens)
 }
 
 /// How a priced pass runs.
@@ -407,8 +442,11 @@ impl<'a> IterCost<'a> {
                 "the serving simulator does not model hybrid Mamba-attention models (a fixed-size SSM state per sequence instead of KV blocks); use `predict --mode prefill|decode`".into(),
             ));
         }
-        if s.parallel.cp > 1 || s.parallel.dp > 1 {
-            return Err(PredictError::Unsupported("serving replicas take `dp` = 1 and `cp` = 1 (replicas are the data-parallel dimension)".into()));
+        let adp = if s.workload.attention_dp.is_some() { s.parallel.dp.max(1) as u64 } else { 1 };
+        if s.parallel.cp > 1 || (s.parallel.dp > 1 && adp == 1) {
+            return Err(PredictError::Unsupported(
+                "serving replicas take `dp` = 1 and `cp` = 1 (replicas are the data-parallel dimension; `--attention-dp` makes dp ranks one instance)".into(),
+            ));
         }
         let cost = CostModel::new(&s.system, s.profile.as_ref()).for_stack(s.workload.stack);
         let decode_w = Workload { mode: Mode::Decode, batch: 1, kv_len: 1, ..s.workload.clone() };
@@ -453,6 +491,7 @@ impl<'a> IterCost<'a> {
             host: HostOverhead::default_for(s.workload.stack).0,
             unfused_decode: None,
             microbatches: 1,
+            adp,
         })
     }
 
@@ -484,6 +523,11 @@ impl<'a> IterCost<'a> {
         self.microbatches
     }
 
+    /// Attention-DP ranks of the instance (1 without attention DP).
+    pub fn attention_dp_ranks(&self) -> u64 {
+        self.adp
+    }
+
     /// Replace the stack's default host overhead.
     pub fn with_host(mut self, host: HostOverhead) -> Self {
         self.host = host;
@@ -505,17 +549,19 @@ impl<'a> IterCost<'a> {
         }
     }
 
-    fn linear(&mut self, n: u64, graph: bool) -> [Parts; 3] {
-        if let Some(p) = self.linear.get(&(n, graph)) {
+    /// `n` tokens on the busiest rank, `total` on the instance (equal without attention DP).
+    fn linear(&mut self, n: u64, total: u64, graph: bool) -> [Parts; 3] {
+        if let Some(p) = self.linear.get(&(n, total, graph)) {
             return *p;
         }
         let s = self.s;
-        let w = Workload { mode: Mode::Decode, batch: n, kv_len: 1, ..s.workload.clone() };
+        let attention_dp = s.workload.attention_dp.map(|_| total.max(n));
+        let w = Workload { mode: Mode::Decode, batch: n, kv_len: 1, attention_dp, ..s.workload.clone() };
         let ops = forward_ops(&s.model, &s.parallel, &w);
         let strip = |v: &[Op]| -> Vec<Op> { v.iter().filter(|o| !matches!(o.kind, OpKind::Attention { .. })).cloned().collect() };
         let cost = self.cost_of(graph);
         let p = [parts_of(cost, s, &w, &strip(&ops.dense_layer)), parts_of(cost, s, &w, &strip(&ops.moe_layer)), parts_of(cost, s, &w, &ops.embedding)];
-        self.linear.insert((n, graph), p);
+        self.linear.insert((n, total, graph), p);
         p
     }
 
@@ -584,12 +630,25 @@ impl<'a> IterCost<'a> {
     fn price(&mut self, n_decode: u64, decode_kv: u64, chunks: &[Chunk], rows: u64, run: Run) -> IterTime {
         let graph = run == Run::Graph;
         let later_chunk_bytes = if run == Run::LaterChunkAlone { LATER_CHUNK_BYTES_PER_SCORE } else { UNFUSED_BYTES_PER_SCORE };
-        let n_tokens = n_decode + chunks.iter().map(|c| c.q as u64).sum::<u64>();
+        let instance_tokens = n_decode + chunks.iter().map(|c| c.q as u64).sum::<u64>();
+        // Attention DP: the busiest rank's decoders, chunks, tokens and sampled rows; its decode
+        // keys at the instance's mean context. The MoE layers see the instance's tokens.
+        let k_mean = if n_decode > 0 { (decode_kv as f64 / n_decode as f64).round().max(0.0) as u64 } else { 0 };
+        // (Without attention DP nothing is split or copied: this runs every iteration.)
+        let rank_split;
+        let (n_decode, chunks, n_tokens) = if self.adp > 1 {
+            rank_split = split_over_ranks(n_decode, chunks, self.adp);
+            (rank_split.0, &rank_split.1[..], rank_split.2)
+        } else {
+            (n_decode, chunks, instance_tokens)
+        };
+        let rows = rows.div_ceil(self.adp);
+        let decode_kv = if self.adp > 1 { k_mean * n_decode } else { decode_kv };
         // Pipelined micro-batches: the token-parallel parts and the LM head of one micro-batch
         // (1/mb of the tokens and rows), counted `mb` times on each stage; attention is additive
         // over the sequences and is priced for all of them.
         let mb = self.microbatches.max(1);
-        let [dense, moe, emb] = self.linear(n_tokens.div_ceil(mb).max(1), graph);
+        let [dense, moe, emb] = self.linear(n_tokens.div_ceil(mb).max(1), instance_tokens.div_ceil(mb).max(1), graph);
         // No row samples (prefill chunks that do not finish a prompt): no LM head.
         let head = if rows == 0 { Parts::default() } else { self.head(rows.div_ceil(mb), graph) };
         // Attention of one layer: the decoders as one op at their mean context (their KV reads
@@ -732,4 +791,27 @@ pub fn kv_room_sized(s: &Scenario, token_budget: u64, max_batch: u64, fraction: 
         super::engines::KvSizing::OfFree => (cap.value() - other).max(0.0) * utilization / (1.0 + frac),
     };
     KvRoom { bytes_per_token: per_token, cache_bytes: cache, other_bytes: other, capacity_bytes: cap.value() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_busiest_attention_dp_rank_takes_the_ceiling_of_the_decoders_and_the_largest_chunks() {
+        // No attention DP: everything on the one rank.
+        let chunks = [Chunk { q: 100, c: 0 }, Chunk { q: 300, c: 0 }];
+        assert_eq!(split_over_ranks(5, &chunks, 1), (5, chunks.to_vec(), 405));
+        // 10 decoders over 4 ranks: 3, 3, 2, 2. The 300-token chunk goes to a 2-decoder rank
+        // (fewest tokens), the 100-token one to the other: 302 and 102 tokens; the busiest is
+        // the one with the 300-token chunk.
+        let (d, cs, tokens) = split_over_ranks(10, &chunks, 4);
+        assert_eq!((d, tokens), (2, 302));
+        assert_eq!(cs, vec![Chunk { q: 300, c: 0 }]);
+        // Decoders only: ceil(n / ranks).
+        assert_eq!(split_over_ranks(17, &[], 8), (3, vec![], 3));
+        // Fewer sequences than ranks: the busiest has one; an idle instance has none.
+        assert_eq!(split_over_ranks(3, &[], 8).0, 1);
+        assert_eq!(split_over_ranks(0, &[], 8), (0, vec![], 0));
+    }
 }

@@ -65,9 +65,13 @@ impl<'a> PoolState<'a> {
         let room = cost::kv_room_sized(&p.scenario, p.sched.token_budget as u64, p.sched.max_batch as u64, p.sched.gpu_memory_utilization, p.sched.kv_sizing);
         // With pipelined micro-batches the limits hold per micro-batch: the replica's scheduler
         // runs up to `microbatches` times as many sequences and tokens per period.
-        let mb = cost.microbatches().min(u32::MAX as u64) as u32;
+        // Under attention DP (`Pool::attention_dp_ranks`) each rank has its own limits and its own
+        // KV cache (TensorRT-LLM's max_batch_size and max_num_tokens hold per rank): the instance
+        // holds `ranks` times as many sequences, tokens and blocks, pooled here.
+        let ranks = p.attention_dp_ranks().min(u32::MAX as u64) as u32;
+        let mb = (cost.microbatches().min(u32::MAX as u64) as u32).saturating_mul(ranks);
         let sched = SchedConfig { max_batch: p.sched.max_batch.saturating_mul(mb), token_budget: p.sched.token_budget.saturating_mul(mb), ..p.sched };
-        let total_blocks = (room.cache_bytes / (room.bytes_per_token * sched.block_size as f64)).floor() as u64;
+        let total_blocks = (room.cache_bytes / (room.bytes_per_token * sched.block_size as f64)).floor() as u64 * ranks as u64;
         if total_blocks == 0 {
             return Err(ServeError::NoKvRoom {
                 pool: p.role.name(),
@@ -506,8 +510,8 @@ fn price_iteration(pool: &mut PoolState, batch: &Batch, chunks: &[Chunk]) -> Pri
         DecodeAttention::PaddedMatmul => batch.decode_slot_span * batch.decode_kv_max,
     };
     // Graphs run the iteration with prefill graphs, or without them when it only decodes.
-    // A graph holds one micro-batch (pipelined: 1/mb of the decoders).
-    let per_graph = batch.n_decode.div_ceil(pool.cost.microbatches().max(1));
+    // A graph holds one micro-batch (pipelined: 1/mb of the decoders), of one attention-DP rank.
+    let per_graph = batch.n_decode.div_ceil(pool.cost.microbatches().max(1) * pool.cost.attention_dp_ranks());
     let graphs = sched.cuda_graphs.filter(|g| g.prefill_step.is_some() || (batch.n_decode > 0 && chunks.is_empty() && per_graph <= g.max_batch as u64));
     let graph = graphs.filter(|_| batch.n_decode > 0).map(|g| g.padded(sched.decode_attention, sched.max_batch as u64, batch));
     let (it, kind, tail) = match graphs {

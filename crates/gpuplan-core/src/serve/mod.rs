@@ -246,7 +246,7 @@ impl Role {
 }
 
 /// A pool of identical replicas. `scenario` holds the model, system and one replica's layout
-/// (tp, pp; dp = 1).
+/// (tp, pp; dp = 1, or under attention DP the instance's `dp` ranks: `Workload::attention_dp`).
 #[derive(Debug, Clone)]
 pub struct Pool {
     pub role: Role,
@@ -257,7 +257,15 @@ pub struct Pool {
 
 impl Pool {
     pub fn gpus_per_replica(&self) -> u64 {
-        (self.scenario.parallel.tp * self.scenario.parallel.pp) as u64
+        (self.scenario.parallel.tp * self.scenario.parallel.pp) as u64 * self.attention_dp_ranks()
+    }
+    /// The attention-DP ranks of one replica (1 without attention DP).
+    pub fn attention_dp_ranks(&self) -> u64 {
+        if self.scenario.workload.attention_dp.is_some() {
+            self.scenario.parallel.dp.max(1) as u64
+        } else {
+            1
+        }
     }
 }
 

@@ -24,14 +24,24 @@ pub struct ServeCandidate {
     pub n_gpus: u64,
     pub tp: u32,
     pub max_batch: u32,
+    /// Attention-DP ranks of one instance, its experts over all `tp x attention_dp` GPUs
+    /// (`Workload::attention_dp`; `max_batch` then holds per rank); 1: plain TP replicas.
+    pub attention_dp: u32,
 }
 
 impl ServeCandidate {
+    pub fn gpus_per_replica(&self) -> u64 {
+        self.tp as u64 * self.attention_dp.max(1) as u64
+    }
     pub fn replicas(&self) -> u64 {
-        self.n_gpus / self.tp as u64
+        self.n_gpus / self.gpus_per_replica()
     }
     pub fn label(&self) -> String {
-        format!("{} x tp{} max_batch {}", self.replicas(), self.tp, self.max_batch)
+        if self.attention_dp > 1 {
+            format!("{} x tp{} dp{} ep{} (attention DP) max_batch {}", self.replicas(), self.tp, self.attention_dp, self.gpus_per_replica(), self.max_batch)
+        } else {
+            format!("{} x tp{} max_batch {}", self.replicas(), self.tp, self.max_batch)
+        }
     }
 }
 
@@ -77,17 +87,34 @@ pub struct ServeSpace {
     pub routing: Routing,
 }
 
-/// Every candidate: TP dividing the GPU count and within one NVLink domain.
+/// Every candidate: TP dividing the GPU count and within one NVLink domain; for an MoE model
+/// under an inference engine also attention-DP instances of `dp` ranks of TP `tp` (dp > 1 a
+/// power of two), the experts in EP over the instance's `tp x dp` GPUs, which must divide the GPU
+/// count and the experts and stay within one NVLink domain (the all-to-all at decode sizes is
+/// latency-bound; across nodes it pays the network's per-step latency).
 pub fn candidates(base: &Scenario, space: &ServeSpace) -> Vec<ServeCandidate> {
     let domain = base.system.nvlink_domain_size;
+    let experts = base.model.moe.as_ref().filter(|_| base.workload.stack.is_engine()).map(|m| m.n_experts);
     let mut out = Vec::new();
     for &n in &space.n_gpus {
         for &tp in &space.tp {
             if tp == 0 || n % tp as u64 != 0 || tp > domain || !domain.is_multiple_of(tp) {
                 continue;
             }
-            for &b in &space.max_batch {
-                out.push(ServeCandidate { n_gpus: n, tp, max_batch: b });
+            let mut adps = vec![1u32];
+            if let Some(e) = experts {
+                let mut dp = 2u32;
+                while tp * dp <= domain {
+                    if n.is_multiple_of((tp * dp) as u64) && e.is_multiple_of(tp * dp) {
+                        adps.push(dp);
+                    }
+                    dp *= 2;
+                }
+            }
+            for &attention_dp in &adps {
+                for &b in &space.max_batch {
+                    out.push(ServeCandidate { n_gpus: n, tp, max_batch: b, attention_dp });
+                }
             }
         }
     }
@@ -99,12 +126,23 @@ pub fn candidates(base: &Scenario, space: &ServeSpace) -> Vec<ServeCandidate> {
 /// The deployment of one candidate: `n_gpus / tp` colocated replicas of the base scenario.
 pub fn deployment_of(base: &Scenario, c: &ServeCandidate, space: &ServeSpace) -> Deployment {
     let mut s = base.clone();
+    let adp = c.attention_dp.max(1);
     s.parallel.tp = c.tp;
     s.parallel.sp = c.tp > 1;
     s.parallel.pp = 1;
-    s.parallel.dp = 1;
+    s.parallel.dp = adp;
     s.parallel.cp = 1;
-    s.n_gpus = c.tp as u64;
+    if s.model.moe.is_some() {
+        // Attention DP: experts in EP over the instance; otherwise the base's EP, or expert TP
+        // (the default without EP: experts sharded over the candidate's TP, not replicated).
+        if adp > 1 {
+            (s.parallel.ep, s.parallel.etp) = (c.tp * adp, 1);
+        } else if s.parallel.ep <= 1 {
+            s.parallel.etp = c.tp;
+        }
+    }
+    s.workload.attention_dp = (adp > 1).then_some(adp as u64);
+    s.n_gpus = c.gpus_per_replica();
     Deployment {
         pools: vec![Pool { role: Role::Both, scenario: s, n_replicas: c.replicas() as u32, sched: SchedConfig { max_batch: c.max_batch, ..space.sched } }],
         routing: space.routing,

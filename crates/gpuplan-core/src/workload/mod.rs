@@ -411,6 +411,15 @@ pub struct Workload {
     /// `torch.cat` per token leaves PyTorch's caching allocator blocks it cannot reuse
     /// (`memory::hf_stranded_cache_sets`).
     pub decode_tokens: u64,
+    /// Attention data parallelism around expert-parallel MoE, the way TensorRT-LLM
+    /// (`enable_attention_dp`) and SGLang (`--enable-dp-attention`) serve DeepSeek-V3/R1 and Qwen3
+    /// MoE: `Some(n)`, the inference instance's `n` sequences spread over its `dp` ranks as evenly
+    /// as whole requests go, each rank running its own requests' attention (TP `tp`, no
+    /// all-reduce across ranks), dense layers and LM head with its own KV cache; `batch` is then
+    /// the busiest rank's share, `ceil(n / dp)`, which the other ranks wait for at every MoE
+    /// layer. The MoE layers' experts are sharded `ep x etp` over all `tp x dp` GPUs of the
+    /// instance and see every rank's tokens ([`Workload::instance_sequences`]). `None`: off.
+    pub attention_dp: Option<u64>,
 }
 
 /// Token dropping at a per-expert capacity, as Megatron-Core runs it (megatron-core 0.16.1
@@ -519,6 +528,12 @@ impl Workload {
         }
     }
     /// Sequences per micro-batch (training) or per forward (inference) on one replica.
+    /// Sequences of the whole inference instance (`dp` data-parallel ranks): the attention-DP
+    /// instance's count ([`Workload::attention_dp`]), else `dp` ranks of `batch` each (training:
+    /// `micro_batch`).
+    pub fn instance_sequences(&self, dp: u32) -> u64 {
+        self.attention_dp.unwrap_or(self.sequences() * dp as u64)
+    }
     pub fn sequences(&self) -> u64 {
         match self.mode {
             Mode::Train => self.micro_batch,
@@ -1157,11 +1172,23 @@ impl<'a> Builder<'a> {
             // the padding); dropped rows are not counted (how many depends on the routing).
             self.memory("permute", (routed * m.hidden) as f64 * self.w.moe_capacity.filter(|c| c.pad).map_or(1.0, |c| c.factor), 1.0, 1.0, 2);
         }
-        let local_experts = (moe.n_experts / pc.ep) as u64;
         // Tokens reaching one expert on the busiest rank: all EP ranks' routed tokens, spread over
         // the experts, times the load factor (routing imbalance, or the capacity when tokens are
         // dropped or padded: `Workload::expert_load`); ETP ranks each see all of their expert's tokens.
-        let per_expert = ((routed * pc.ep as u64 * pc.etp as u64) as f64 / moe.n_experts as f64 * self.w.expert_load()).ceil() as u64;
+        // Under attention DP the experts see the instance's tokens, not ep x etp copies of the
+        // busiest rank's (`Workload::attention_dp`).
+        // The EP x ETP group spans ep x etp / tp TP groups, each with its own `tokens()`: under
+        // SP a rank routes its share of them (counted exactly here: `sp_tokens` rounds it up, so
+        // one decode token on 8 SP ranks would count 8), without SP every rank of a TP group
+        // holds the same tokens (inference engines), which reach the experts once.
+        let (tp, group) = (pc.tp as u64, pc.ep as u64 * pc.etp as u64);
+        let instance_routed = match self.w.attention_dp {
+            Some(n) => n * self.w.q_len() * moe.top_k as u64,
+            None if self.pc.sp && tp > 1 => (self.tokens() * moe.top_k as u64 * group).div_ceil(tp),
+            None => self.tokens() * moe.top_k as u64 * group.max(tp) / tp,
+        };
+        let (local_experts, active) = self.active_local_experts(moe, instance_routed);
+        let per_expert = (instance_routed as f64 / (moe.n_experts as f64 * active) * self.w.expert_load()).ceil() as u64;
         let per_expert = per_expert.max(1);
         let f = moe.expert_ffn_hidden / pc.etp as u64;
         let up = if m.ffn_kind == FfnKind::Gated { 2 * f } else { f };
@@ -1201,6 +1228,28 @@ impl<'a> Builder<'a> {
             self.dense_ffn(width, "shared_up", "shared_down");
             self.tp_exit();
         }
+    }
+
+    /// The busiest rank's expert GEMMs' group count and the fraction of the experts that get a
+    /// token (the mean load of an active expert is the routed tokens over that many experts), for `instance_routed` routed token copies over the EP group. The inference engines'
+    /// MoE kernels run only the experts some token was routed to (TensorRT-LLM's CUTLASS MoE GEMMs
+    /// and vLLM's/SGLang's Triton `fused_moe` launch tiles per routed token block, so an expert
+    /// without tokens reads no weights): with `T` tokens each picking `k` distinct experts of `E`
+    /// uniformly (balanced routing), an expert gets none with probability `(1 - k/E)^T`, so
+    /// `E (1 - (1 - k/E)^T)` experts are active, and a rank's `E / ep` local experts have that
+    /// fraction active (rounded up: the busiest rank). At decode batch 1 of DeepSeek-V3 (k 8 of
+    /// 256) that is 8 experts, not 256; from a few hundred tokens on it is every expert. Megatron
+    /// and the torch stacks (training and their measured runs) keep every local expert's GEMM.
+    fn active_local_experts(&self, moe: &crate::model::Moe, instance_routed: u64) -> (u64, f64) {
+        let local = (moe.n_experts / self.pc.ep) as u64;
+        if !self.w.stack.is_engine() || self.w.mode == Mode::Train {
+            return (local, 1.0);
+        }
+        let (e, k) = (moe.n_experts as f64, moe.top_k as f64);
+        let tokens = instance_routed as f64 / k;
+        let frac = 1.0 - (1.0 - k / e).max(0.0).powf(tokens);
+        let count = ((local as f64 * frac).ceil() as u64).clamp(1, local);
+        (count, frac)
     }
 
     /// PyTorch autocast keeps fp32 weights and casts each to bf16 once per forward (read 4 B,
@@ -1680,6 +1729,7 @@ mod tests {
             cp_comm: CpComm::P2p,
             megatron: MegatronMemory::default(),
             decode_tokens: 1,
+            attention_dp: None,
         }
     }
 

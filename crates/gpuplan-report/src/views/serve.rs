@@ -66,6 +66,11 @@ pub fn deployment_json(r: &Resolved, res: Option<&ServeResult>) -> serde_json::V
                 "max_batch": p.sched.max_batch, "token_budget": p.sched.token_budget, "chunked_prefill": p.sched.chunked_prefill,
                 "block_size": p.sched.block_size, "gpu_memory_utilization": p.sched.gpu_memory_utilization,
             });
+            if p.attention_dp_ranks() > 1 {
+                // Attention DP: the instance's ranks and expert layout; max_batch and token_budget hold per rank.
+                let pc = &p.scenario.parallel;
+                v["attention_dp"] = serde_json::json!({ "ranks": pc.dp, "ep": pc.ep, "etp": pc.etp, "gpus_per_replica": p.gpus_per_replica() });
+            }
             if let Some(e) = serve::engines::defaults(p.scenario.workload.stack) {
                 // The engine's own names for the knobs, with their values, and where the defaults come from.
                 let mut engine = serde_json::json!({
@@ -233,11 +238,21 @@ pub fn table(r: &Resolved, res: &ServeResult, s: &Summary) -> String {
     for (p, st) in r.deployment.pools.iter().zip(&res.pools) {
         let _ = writeln!(
             o,
-            "  {} pool: {} replicas x tp{} pp{}; max batch {}, token budget {}, chunked prefill {}; KV cache {:.1} GiB/GPU = {} tokens/replica ({} blocks of {})",
+            "  {} pool: {} replicas x tp{} pp{}{}; max batch {}, token budget {}, chunked prefill {}; KV cache {:.1} GiB/GPU = {} tokens/replica ({} blocks of {})",
             p.role.name(),
             p.n_replicas,
             p.scenario.parallel.tp,
             p.scenario.parallel.pp,
+            if p.attention_dp_ranks() > 1 {
+                format!(
+                    " x {} attention-DP ranks (experts ep{} x etp{}; limits per rank)",
+                    p.attention_dp_ranks(),
+                    p.scenario.parallel.ep,
+                    p.scenario.parallel.etp
+                )
+            } else {
+                String::new()
+            },
             p.sched.max_batch,
             p.sched.token_budget,
             if p.sched.chunked_prefill { "on" } else { "off" },
@@ -402,7 +417,7 @@ pub fn slo_json(rank: usize, r: &serve::plan::Evaluated, q: &SloQuery) -> serde_
     };
     let mut j = serde_json::json!({
         "schema_version": SERVE_SCHEMA_VERSION, "kind": "serve-plan", "rank": rank, "meets_slo": ok, "miss": miss,
-        "gpus": c.n_gpus, "tp": c.tp, "replicas": c.replicas(), "max_batch": c.max_batch, "qps": q.qps,
+        "gpus": c.n_gpus, "tp": c.tp, "attention_dp": c.attention_dp, "replicas": c.replicas(), "max_batch": c.max_batch, "qps": q.qps,
         "slo": { "percentile": q.slo.percentile, "ttft_s": q.slo.ttft_s, "tpot_s": q.slo.tpot_s },
     });
     if let Some(s) = s {
