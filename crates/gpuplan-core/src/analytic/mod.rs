@@ -106,17 +106,29 @@ struct PartTimes {
     head: (PassTime, PassTime),
 }
 
+/// A pass through a part whose op list drains the launch queue (Megatron's MoE dispatcher syncing
+/// the host, `cost::lower::drains_launch_queue`): the host has no lead on the GPU after the drain,
+/// so the part's launch time beyond its GPU time is exposed in the part itself rather than pooled
+/// over the stage's pass (the DES does this by starting the host at the GPU's clock at the sync).
+fn bounded_by_drain(s: &Scenario, ops: &[Op], p: PassTime) -> PassTime {
+    if ops.iter().any(|op| crate::cost::lower::drains_launch_queue(&s.options, &s.workload, op)) {
+        PassTime { bd: with_cpu(p), cpu: Seconds::ZERO }
+    } else {
+        p
+    }
+}
+
 fn part_times(cost: &CostModel, s: &Scenario, ops: &workload::OpList, speedup: f64) -> PartTimes {
     let train = s.workload.mode == Mode::Train;
     let both = |list: &[Op]| {
         if list.is_empty() {
             return (PassTime::default(), PassTime::default());
         }
-        let f = pass_time(cost, s, list, 1, speedup);
+        let f = bounded_by_drain(s, list, pass_time(cost, s, list, 1, speedup));
         let b = if train {
             let mut back = recompute_of(list, &s.workload);
             back.extend(backward_of(list));
-            pass_time(cost, s, &back, 1, speedup)
+            bounded_by_drain(s, &back, pass_time(cost, s, &back, 1, speedup))
         } else {
             PassTime::default()
         };

@@ -71,16 +71,65 @@ fn dtensor_dispatch(pc: &ParallelConfig, w: &Workload, op: &Op) -> Seconds {
 /// every expert's input is padded to its capacity (`MoeCapacity::pad`: the token counts are
 /// constants, megatron-core 0.16.1 `MoEAlltoAllTokenDispatcher.preprocess`).
 fn moe_dispatch_sync(options: &Options, w: &Workload, op: &Op) -> Seconds {
-    if w.stack == Stack::Megatron
+    if drains_launch_queue(options, w, op) {
+        Seconds::us(super::fitted::fitted().moe_dispatch_sync_us)
+    } else {
+        Seconds::ZERO
+    }
+}
+
+/// Whether `op` drains the launch queue under Megatron-Core's dropless MoE dispatcher: the
+/// device-to-host copy of the token counts before the permutation ([`moe_dispatch_sync`]), in
+/// eager training without padding to capacity. The host cannot run ahead of the GPU across it, so
+/// a pass's launch time is bounded per MoE layer (`analytic`'s `part_times`).
+pub fn drains_launch_queue(options: &Options, w: &Workload, op: &Op) -> bool {
+    w.stack == Stack::Megatron
         && w.mode == Mode::Train
         && options.cuda_graphs != TrainGraphs::Full
         && !w.moe_capacity.is_some_and(|c| c.pad)
         && op.name == "permute"
         && matches!(op.pass, Pass::Forward | Pass::Recompute)
-    {
-        Seconds::us(super::fitted::fitted().moe_dispatch_sync_us)
-    } else {
-        Seconds::ZERO
+}
+
+/// Host time per local expert of one grouped expert GEMM (`expert_up`, `expert_down` and their
+/// data- and weight-gradient GEMMs) that Megatron-Core's eager MoE layer spends launching it:
+/// Transformer Engine's `GroupedLinear` (megatron-core's `TEGroupedMLP`) takes the tokens per
+/// expert as a host list (`m_splits`, why the dispatcher syncs) and runs one cuBLASLt GEMM per
+/// local expert, on a pool of streams (TE 2.x `general_grouped_gemm` ->
+/// `nvte_multi_stream_cublas_gemm`, from memory), each call building its matmul descriptors and
+/// asking cuBLASLt's heuristic before it launches. TE is not on the lent machines, so this is the
+/// same library call through PyTorch: `torch._scaled_mm` (FP8, cuBLASLt) host time per call with
+/// the GPU held busy, 28.0 us, measured on the lent H100 (nvidia-h100-x1, 2026-11-24 16:37 UTC,
+/// PyTorch 2.11.0+cu130; scripts/moe_host_probe.py, calibration/runs/raw/moe-host-h100-2026-11-24/,
+/// row `scaled_mm_fp8`). TE loops in C++ where PyTorch's call also pays its Python dispatch
+/// (13.5 us for a one-kernel `add` in the same run), so this may overstate TE's per-expert cost.
+pub const MEGATRON_EXPERT_GEMM_HOST_US: f64 = 28.0;
+
+/// Host time per local expert of the quantize of a grouped expert GEMM's input (forward) or output
+/// gradient (backward) under FP8/FP4 training: TE's `GroupedLinear` quantizes each expert's split
+/// of the input separately (`tex.split_quantize`, one quantizer per GEMM, from memory). Measured as
+/// PyTorch's FP8 cast, `Tensor.to(float8_e4m3fn)`: 15.1 us per call with the GPU held busy (the
+/// run of [`MEGATRON_EXPERT_GEMM_HOST_US`], row `cast_fp8`).
+pub const MEGATRON_EXPERT_QUANTIZE_HOST_US: f64 = 15.1;
+
+/// Whether `ops[i]` is a grouped expert GEMM, or the quantize kernel of one (before it in forward,
+/// after it in backward), of Megatron-Core's eager MoE layer in training: the ops whose launches
+/// are per local expert ([`MEGATRON_EXPERT_GEMM_HOST_US`]). `None` otherwise, else the local
+/// expert count.
+fn megatron_per_expert_launches(w: &Workload, ops: &[Op], i: usize) -> Option<u64> {
+    if w.stack != Stack::Megatron || w.mode != Mode::Train {
+        return None;
+    }
+    let expert = |o: Option<&Op>| match o {
+        Some(Op { name: "expert_up" | "expert_down", kind: OpKind::Gemm { count, .. }, .. }) => Some(*count),
+        _ => None,
+    };
+    let op = &ops[i];
+    match op.name {
+        "expert_up" | "expert_down" => expert(Some(op)),
+        "quantize" if op.pass == Pass::Backward => expert(i.checked_sub(1).and_then(|j| ops.get(j))),
+        "quantize" => expert(ops.get(i + 1)),
+        _ => None,
     }
 }
 
@@ -361,9 +410,17 @@ impl CostModel<'_> {
                 _ => Seconds::ZERO,
             };
             let host_sync = dtensor_dispatch(pc, w, op) + moe_dispatch_sync(options, w, op) + stall;
+            // Megatron's grouped experts launch one GEMM (and quantize) per local expert, each at
+            // its own host cost, where no CUDA graph replays them.
+            let per_expert = if graphed || hf_host.is_some() { None } else { megatron_per_expert_launches(w, ops, i) };
             let kernel = |c: super::OpCost, launches: f64| {
                 let time = if c.bound == Bound::Compute { c.time / speedup } else { c.time };
-                Step::Kernel { name: op.name, time, bound: c.bound, cpu: dispatch * launches, launches, host_sync }
+                let (cpu, launches) = match (per_expert, &op.kind) {
+                    (Some(n), OpKind::Gemm { .. }) => (Seconds::us(MEGATRON_EXPERT_GEMM_HOST_US) * n as f64, n as f64),
+                    (Some(n), _) => (Seconds::us(MEGATRON_EXPERT_QUANTIZE_HOST_US) * n as f64, launches * n as f64),
+                    (None, _) => (dispatch * launches, launches),
+                };
+                Step::Kernel { name: op.name, time, bound: c.bound, cpu, launches, host_sync }
             };
             let step = match &op.kind {
                 OpKind::Gemm { m, n, k, count } if hf_grouped_expert(w, op) && self.moe_kernels().is_some() => {
