@@ -83,14 +83,47 @@ pub const DTENSOR_LINEAR_US: [f64; 2] = [225.0, 50.0];
 /// drains the launch queue; the GPU then idles while the host runs the dispatcher's and experts'
 /// Python and launches the layer's next kernels. The full-iteration recipes give HybridEP a
 /// per-rank capacity (`moe_expert_rank_capacity_factor`) so that nothing syncs, and pay none.
+/// What it now holds is the host's time from the drain to the layer's next launches; the launches
+/// themselves are priced by op (the grouped experts' per-expert GEMMs and quantizes,
+/// [`MEGATRON_EXPERT_GEMM_HOST_US`]), and the drain bounds the host's lead on the GPU to the layer
+/// (`analytic`'s `part_times`; the DES starts the host at the GPU's clock at the sync). The
+/// device-to-host copy itself is short: 20.4 us for 16 token counts on an idle H100
+/// (calibration/runs/raw/moe-host-h100-2026-11-24/, row `d2h_tolist_16`).
 /// Fitted jointly with [`MEGATRON_OVERLAP_COST`] and [`MEGATRON_MEMORY_EFFICIENCY`] on the 81 fit rows
 /// of tests/data/published/megatron_bridge_training_dev.csv (scripts/fit_megatron_published.sh): the
-/// rows, grids, optima and the fits' history are at [`MEGATRON_OVERLAP_COST`]. Now 4,000 us (session
-/// 9's joint refit; 5,000 us before).
-/// The published B200 rows' throughput at micro-batch 1 vs 4 (dev rows 88, 72) implies about
-/// 7.5 ms per MoE layer of fixed cost per micro-batch independently (docs/published-analysis.md).
-/// Why the host takes this long was not profiled.
-pub const MOE_DISPATCH_SYNC_US: f64 = 4000.0;
+/// rows, grids, optima and the fits' history are at [`MEGATRON_OVERLAP_COST`]: 4,000 us (session
+/// 9's joint refit; 5,000 us before). Refitted with [`MEGATRON_EXPERT_GEMM_HOST_US`] (branch
+/// wt-moe3, issue 18) once the per-expert launches and the drain were priced, the other two held:
+/// 2,500 us (below).
+pub const MOE_DISPATCH_SYNC_US: f64 = 2500.0;
+
+/// Host time per local expert of one grouped expert GEMM (`expert_up`, `expert_down` and their
+/// data- and weight-gradient GEMMs) that Megatron-Core's eager MoE layer spends on it, where no
+/// CUDA graph replays the experts: Transformer Engine's `GroupedLinear` (megatron-core's
+/// `TEGroupedMLP`) takes the tokens per expert as a host list (`m_splits`, why the dispatcher
+/// syncs), quantizes each expert's split and runs one cuBLASLt GEMM per local expert on a pool of
+/// streams (TE 2.x `general_grouped_gemm` -> `nvte_multi_stream_cublas_gemm`, from memory), each
+/// call building its matmul descriptors and asking cuBLASLt's heuristic before it launches, with
+/// a Python tensor object per expert's quantized split (from memory). Its quantize is priced apart
+/// (`cost::lower::MEGATRON_EXPERT_QUANTIZE_HOST_US`, measured).
+/// Measured reference: TE is not on the lent machines, so the same library call through PyTorch,
+/// `torch._scaled_mm` (FP8, cuBLASLt), takes 28.0 us of host time per call with the GPU held busy
+/// (the lent H100, nvidia-h100-x1, 2026-11-24 16:37 UTC, PyTorch 2.11.0+cu130;
+/// scripts/moe_host_probe.py, calibration/runs/raw/moe-host-h100-2026-11-24/, row `scaled_mm_fp8`).
+/// Fitted with [`MOE_DISPATCH_SYNC_US`] on the 81 fit rows of
+/// tests/data/published/megatron_bridge_training_dev.csv, [`MEGATRON_OVERLAP_COST`] and
+/// [`MEGATRON_MEMORY_EFFICIENCY`] held at 1.0 and 0.65 (scripts/fit_moe_host.sh, output in
+/// calibration/runs/fit_moe_host-output.txt; grid sync 0-4,000 us by 500 x per-expert 0-100 us by
+/// 10): the fit rows' MAPE with each row's |error| capped at 50% is minimised, because plain MAPE
+/// follows the two worst MoE fit rows, which no value fits together (108: H100 Qwen3-30B-A3B at
+/// NeMo 25.11, whose options are not known, +91% at the old values; 89 and 73: one H100 layout
+/// published at 5,113 and 9,058 tokens/s/GPU by two point releases). Optimum (2,500 us, 60 us):
+/// fit 10.55% (bias +2.7%; MoE 13.3%), was 11.51% (MoE 16.0%) at (4,000 us, no per-expert host);
+/// the test split's 61 rows, not fitted: 7.23% (bias +2.3%; MoE 6.8%, +1.4%), was 8.94% (MoE 9.9%,
+/// -4.4%). Plain MAPE's optimum, (2,500 us, 90 us), fits 10.50%. 60 us is about twice the
+/// PyTorch call: what TE spends per expert beyond one cuBLASLt call (its Python per split, the
+/// per-stream event waits) was not measured.
+pub const MEGATRON_EXPERT_GEMM_HOST_US: f64 = 60.0;
 
 /// TensorRT-LLM's host time per iteration, `[serial per iteration, serial per sequence in it, per
 /// layer beside the GPU]`, microseconds (`serve::cost::HostOverhead` of `--stack trtllm`): the batch
@@ -227,6 +260,8 @@ pub struct Fitted {
     pub megatron_memory_efficiency: f64,
     /// See [`MOE_DISPATCH_SYNC_US`].
     pub moe_dispatch_sync_us: f64,
+    /// See [`MEGATRON_EXPERT_GEMM_HOST_US`].
+    pub megatron_expert_gemm_host_us: f64,
     /// See [`TRTLLM_HOST_US`].
     pub trtllm_host_us: [f64; 3],
     /// See [`TRITON_FRONTEND_US`].
@@ -255,6 +290,7 @@ pub const SHIPPED: Fitted = Fitted {
     megatron_overlap_cost: MEGATRON_OVERLAP_COST,
     megatron_memory_efficiency: MEGATRON_MEMORY_EFFICIENCY,
     moe_dispatch_sync_us: MOE_DISPATCH_SYNC_US,
+    megatron_expert_gemm_host_us: MEGATRON_EXPERT_GEMM_HOST_US,
     trtllm_host_us: TRTLLM_HOST_US,
     triton_frontend_us: TRITON_FRONTEND_US,
     trtllm_pytorch_seq_us: TRTLLM_PYTORCH_SEQ_US,
@@ -291,6 +327,7 @@ pub fn parse(text: &str, mut f: Fitted) -> Result<Fitted, String> {
             ("megatron_overlap_cost", [x]) => f.megatron_overlap_cost = *x,
             ("megatron_memory_efficiency", [x]) if *x > 0.0 => f.megatron_memory_efficiency = *x,
             ("moe_dispatch_sync_us", [x]) => f.moe_dispatch_sync_us = *x,
+            ("megatron_expert_gemm_host_us", [x]) if *x >= 0.0 => f.megatron_expert_gemm_host_us = *x,
             ("trtllm_host_us", [a, b, c]) => f.trtllm_host_us = [*a, *b, *c],
             ("triton_frontend_us", [x]) => f.triton_frontend_us = *x,
             ("trtllm_pytorch_seq_us", [x]) => f.trtllm_pytorch_seq_us = *x,

@@ -91,19 +91,8 @@ pub fn drains_launch_queue(options: &Options, w: &Workload, op: &Op) -> bool {
         && matches!(op.pass, Pass::Forward | Pass::Recompute)
 }
 
-/// Host time per local expert of one grouped expert GEMM (`expert_up`, `expert_down` and their
-/// data- and weight-gradient GEMMs) that Megatron-Core's eager MoE layer spends launching it:
-/// Transformer Engine's `GroupedLinear` (megatron-core's `TEGroupedMLP`) takes the tokens per
-/// expert as a host list (`m_splits`, why the dispatcher syncs) and runs one cuBLASLt GEMM per
-/// local expert, on a pool of streams (TE 2.x `general_grouped_gemm` ->
-/// `nvte_multi_stream_cublas_gemm`, from memory), each call building its matmul descriptors and
-/// asking cuBLASLt's heuristic before it launches. TE is not on the lent machines, so this is the
-/// same library call through PyTorch: `torch._scaled_mm` (FP8, cuBLASLt) host time per call with
-/// the GPU held busy, 28.0 us, measured on the lent H100 (nvidia-h100-x1, 2026-11-24 16:37 UTC,
-/// PyTorch 2.11.0+cu130; scripts/moe_host_probe.py, calibration/runs/raw/moe-host-h100-2026-11-24/,
-/// row `scaled_mm_fp8`). TE loops in C++ where PyTorch's call also pays its Python dispatch
-/// (13.5 us for a one-kernel `add` in the same run), so this may overstate TE's per-expert cost.
-pub const MEGATRON_EXPERT_GEMM_HOST_US: f64 = 28.0;
+/// Defined with the other fitted constants in `cost::fitted`.
+pub use super::fitted::MEGATRON_EXPERT_GEMM_HOST_US;
 
 /// Host time per local expert of the quantize of a grouped expert GEMM's input (forward) or output
 /// gradient (backward) under FP8/FP4 training: TE's `GroupedLinear` quantizes each expert's split
@@ -393,12 +382,22 @@ impl CostModel<'_> {
         // Megatron training under CUDA graphs: the whole iteration, or (partial) a layer's
         // attention block and its MoE router, replayed without host launches.
         let graphs = if stack == Stack::Megatron && w.mode == Mode::Train { options.cuda_graphs } else { TrainGraphs::None };
-        let attention_end = ops.iter().position(|o| o.name == "post_attention_norm");
+        // The attention block: in forward the ops before the layer's `post_attention_norm`; in
+        // backward, which runs the layer in reverse, the ops after its gradient; recomputed ops
+        // (before the backward ops in a list) before a recomputed `post_attention_norm`, or all of
+        // them where it is not recomputed (core attention, MLA's up-projections, the norms).
+        let attention_end = ops.iter().position(|o| o.name == "post_attention_norm" && o.pass != Pass::Backward);
+        let attention_start_bwd = ops.iter().position(|o| o.name == "post_attention_norm" && o.pass == Pass::Backward);
         for (i, op) in ops.iter().enumerate() {
+            let in_attention = match op.pass {
+                Pass::Forward => attention_end.is_some_and(|end| i < end),
+                Pass::Recompute => attention_end.is_none_or(|end| i < end),
+                Pass::Backward => attention_start_bwd.is_some_and(|start| i > start),
+            };
             let graphed = match graphs {
                 TrainGraphs::None => false,
                 TrainGraphs::Full => true,
-                TrainGraphs::Partial => attention_end.is_some_and(|end| i < end) || matches!(op.name, "router" | "router_softmax_topk"),
+                TrainGraphs::Partial => in_attention || matches!(op.name, "router" | "router_softmax_topk"),
             };
             let dispatch = match hf_host {
                 Some((cpu, _)) => cpu / launches_in_list.max(1.0),
@@ -416,7 +415,7 @@ impl CostModel<'_> {
             let kernel = |c: super::OpCost, launches: f64| {
                 let time = if c.bound == Bound::Compute { c.time / speedup } else { c.time };
                 let (cpu, launches) = match (per_expert, &op.kind) {
-                    (Some(n), OpKind::Gemm { .. }) => (Seconds::us(MEGATRON_EXPERT_GEMM_HOST_US) * n as f64, n as f64),
+                    (Some(n), OpKind::Gemm { .. }) => (Seconds::us(super::fitted::fitted().megatron_expert_gemm_host_us) * n as f64, n as f64),
                     (Some(n), _) => (Seconds::us(MEGATRON_EXPERT_QUANTIZE_HOST_US) * n as f64, launches * n as f64),
                     (None, _) => (dispatch * launches, launches),
                 };
