@@ -64,6 +64,19 @@
 //! The fit and dense bounds moved up with it (fit +0.27, dense +0.29 / +0.20 points: the DP-bound
 //! dense rows now run faster than measured, with constants fitted to fp32 gradient traffic); the
 //! test and MoE test bounds down.
+//!
+//! Then (issue 18, wt-moe3) Megatron's eager MoE layer's host time by mechanism: each grouped expert
+//! GEMM launches one cuBLASLt GEMM and one quantize per local expert (`MEGATRON_EXPERT_GEMM_HOST_US`,
+//! `MEGATRON_EXPERT_QUANTIZE_HOST_US`), the dispatcher's sync bounds the host's lead to the layer,
+//! partial CUDA graphs cover the attention block's backward rather than the MoE backward, and the
+//! per-expert host time and `MOE_DISPATCH_SYNC_US` were fitted on the fit rows
+//! (scripts/fit_moe_host.sh: 60 us, 2,500 us; the other two constants held):
+//!
+//! | split | rows | MAPE | bias | dense MAPE (bias) | MoE MAPE (bias) |
+//! | --- | --- | --- | --- | --- | --- |
+//! | fit | 81 | 10.55% | +2.7% | 9.02% (+0.7%) | 13.30% (+6.2%) |
+//! | test | 61 | 7.23% | +2.3% | 7.72% (+3.3%) | 6.84% (+1.4%) |
+//!
 //! Bound = current + 1 percentage point. Lower a bound when a change improves the numbers; the
 //! issue's target is 8% MAPE on the test split.
 
@@ -72,8 +85,8 @@ use std::process::Command;
 const CSV: &str = "tests/data/published/megatron_bridge_training_dev.csv";
 
 /// MAPE (percent) of the fit and test splits measured when the bounds were set, and the slack.
-const FIT_MAPE_NOW: f64 = 11.51;
-const TEST_MAPE_NOW: f64 = 8.94;
+const FIT_MAPE_NOW: f64 = 10.55;
+const TEST_MAPE_NOW: f64 = 7.23;
 /// The same for the dense rows (`summary[].kinds.dense`).
 const FIT_DENSE_MAPE_NOW: f64 = 9.02;
 const TEST_DENSE_MAPE_NOW: f64 = 7.72;
@@ -159,9 +172,10 @@ fn lora_rows_are_scored_with_their_recipes_adapters() {
 
 /// MoE rows alone (issue 18), test split: MAPE and |bias| when the bounds were set (see the module
 /// doc), and the micro-batch trend the dev rows show. 13.56% / -7.62% at the joint refit; 11.78% /
-/// -4.71% with the EP overlap of the full-iteration recipes (tightened to those).
-const MOE_TEST_MAPE_NOW: f64 = 9.90;
-const MOE_TEST_BIAS_NOW: f64 = 4.38;
+/// -4.71% with the EP overlap of the full-iteration recipes; 9.90% / -4.38% at session 9's joint
+/// refit; 6.84% / +1.40% with the per-expert host time and the dispatcher's drain (wt-moe3).
+const MOE_TEST_MAPE_NOW: f64 = 6.84;
+const MOE_TEST_BIAS_NOW: f64 = 1.40;
 
 #[test]
 fn moe_rows_stay_within_their_bounds_and_grow_with_the_micro_batch() {
@@ -174,7 +188,8 @@ fn moe_rows_stay_within_their_bounds_and_grow_with_the_micro_batch() {
     assert!(mape <= MOE_TEST_MAPE_NOW + SLACK_PP, "MoE test MAPE {mape:.2}% (n={})", moe.len());
     assert!(bias.abs() <= MOE_TEST_BIAS_NOW + SLACK_PP, "MoE test bias {bias:+.2}%");
     // Qwen3-30B-A3B on 8 B200, NeMo 26.02, EP 8: micro-batch 4 (dev row 72, test) measures 2.75x
-    // micro-batch 1 (dev row 88, fit): each eager MoE layer's host stall is paid per micro-batch.
+    // micro-batch 1 (dev row 88, fit): each eager MoE layer's host time is paid per micro-batch,
+    // and at micro-batch 1 the per-expert launches outlast the GPU's work.
     let row = |id: &str| rows.iter().find(|r| r["dev_row"] == id).unwrap_or_else(|| panic!("dev row {id} not scored"));
     let (mbs4, mbs1) = (row("72"), row("88"));
     let measured = mbs4["measured"].as_f64().unwrap() / mbs1["measured"].as_f64().unwrap();
@@ -182,8 +197,10 @@ fn moe_rows_stay_within_their_bounds_and_grow_with_the_micro_batch() {
     assert!((measured - 2.75).abs() < 0.01, "{measured}");
     // 2.41x when the sync was fitted on the MoE rows alone (6,500 us); 2.11x at the joint fit's
     // 5,000 us; 1.95x at session 9's joint refit (4,000 us; lower bound loosened from 2.0 to 1.9:
-    // the trend is still under-predicted, see issue 18's notes).
-    assert!((1.9..3.3).contains(&predicted), "predicted micro-batch 4 / 1 = {predicted:.2}, measured {measured:.2}");
+    // the trend is still under-predicted, see issue 18's notes); 3.06x with the per-expert launches
+    // and the drain (wt-moe3; 2.10x with the measured per-expert host of a PyTorch cuBLASLt call,
+    // 28 us, before the fit): bounds 2.5-3.3 around the measured 2.75.
+    assert!((2.5..3.3).contains(&predicted), "predicted micro-batch 4 / 1 = {predicted:.2}, measured {measured:.2}");
 }
 
 #[test]
