@@ -179,3 +179,58 @@ proptest! {
         prop_assert!(at(hi) <= at(lo) * (1.0 + 1e-3), "{} at {hi} vs {} at {lo}", at(hi), at(lo));
     }
 }
+
+/// Qwen3-30B-A3B on one DGX B200 at EP 8 (the published rows 88 and 72's layout), Megatron eager or
+/// with partial CUDA graphs.
+fn qwen3_b200(micro_batch: i64, graphs: Option<&str>) -> Scenario {
+    let w = ScenarioWire {
+        model: Some("qwen3-30b-a3b".into()),
+        system: Some("dgx-b200".into()),
+        gpus: Some(8),
+        parallelism: ParallelWire { ep: Some(8), zero: Some(1), ..Default::default() },
+        workload: WorkloadWire {
+            seq: Some(4096),
+            micro_batch: Some(micro_batch),
+            global_batch: Some(512),
+            precision: Some("fp8".into()),
+            fp8_recipe: Some("mxfp8".into()),
+            ..Default::default()
+        },
+        options: gpuplan::config::scenario::OptionsWire { cuda_graphs: graphs.map(str::to_string), ..Default::default() },
+        ..Default::default()
+    };
+    build(&w, None).unwrap()
+}
+
+/// Megatron's eager MoE layer (issue 18): the dispatcher's host sync drains the launch queue once
+/// per MoE layer and forward, and Transformer Engine's grouped experts launch a GEMM and a quantize
+/// per local expert. After the drain the host issues those launches while the GPU waits, so at
+/// micro-batch 1 they are exposed well beyond the syncs, and at micro-batch 4 the GPU's longer
+/// expert GEMMs cover most of them. The analytic engine runs host and GPU from the drain on as the
+/// DES does, so the two agree on these host-bound steps (eager, and with partial graphs).
+#[test]
+fn eager_moe_layers_expose_their_per_expert_launches_at_small_micro_batches() {
+    let fitted = gpuplan::cost::fitted::fitted();
+    let layers = 48.0; // qwen3-30b-a3b: every layer MoE
+    let mut exposed = Vec::new();
+    for (mbs, graphs) in [(1, None), (4, None), (1, Some("partial"))] {
+        let s = qwen3_b200(mbs, graphs);
+        let a = predict(&s).unwrap();
+        let d = simulate(&s, &SimOptions::default()).unwrap().prediction;
+        let gap = d.step_time.value() / a.step_time.value() - 1.0;
+        assert!(gap.abs() < 0.01, "mbs {mbs} {graphs:?}: analytic {} s, DES {} s", a.step_time.value(), d.step_time.value());
+        let micro = 512.0 / 8.0 / mbs as f64;
+        let syncs = micro * layers * fitted.moe_dispatch_sync_us * 1e-6;
+        let cpu = a.breakdown.cpu_launch.value();
+        assert!(cpu > syncs, "mbs {mbs} {graphs:?}: host {cpu} s, syncs {syncs} s");
+        // Launch time exposed beyond the syncs, per micro-batch.
+        exposed.push((cpu - syncs) / micro);
+    }
+    assert!(exposed[0] > 3.0 * exposed[1], "exposed launches per micro-batch: mbs 1 {} s, mbs 4 {} s", exposed[0], exposed[1]);
+    // Partial graphs replay the attention block (forward and backward) and the router; the
+    // experts' launches stay.
+    assert!(exposed[2] > 0.8 * exposed[0], "{exposed:?}");
+    let eager = predict(&qwen3_b200(1, None)).unwrap();
+    let partial = predict(&qwen3_b200(1, Some("partial"))).unwrap();
+    assert!(partial.step_time < eager.step_time);
+}

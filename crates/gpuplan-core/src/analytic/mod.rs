@@ -46,28 +46,56 @@ pub fn exposed_time(steps: &[Step]) -> (Seconds, Seconds, Seconds, Seconds, Vec<
                 }
                 cpu += *c;
             }
-            Step::Comm { comm: c, .. } => {
-                let exposed = match c.overlap {
-                    Overlap::Blocking => c.time(),
-                    Overlap::WithNextKernel { blocking } => {
-                        let beside = match steps.get(i + 1) {
-                            Some(Step::Kernel { time, .. }) => *time,
-                            _ => Seconds::ZERO,
-                        };
-                        c.total_latency() + c.transfer(blocking) + (c.transfer(1.0 - blocking) - beside).max(Seconds::ZERO)
-                    }
-                };
-                comm.push((c.group, exposed));
-            }
+            Step::Comm { comm: c, .. } => comm.push((c.group, comm_exposed(steps, i))),
         }
     }
     (compute, memory, cpu, sync, comm)
 }
 
+/// The exposed time of the collective `steps[i]`: all of it when blocking; beside the next kernel,
+/// its latency and blocking part plus whatever of the rest outlasts that kernel.
+fn comm_exposed(steps: &[Step], i: usize) -> Seconds {
+    let Some(Step::Comm { comm: c, .. }) = steps.get(i) else { return Seconds::ZERO };
+    match c.overlap {
+        Overlap::Blocking => c.time(),
+        Overlap::WithNextKernel { blocking } => {
+            let beside = match steps.get(i + 1) {
+                Some(Step::Kernel { time, .. }) => *time,
+                _ => Seconds::ZERO,
+            };
+            c.total_latency() + c.transfer(blocking) + (c.transfer(1.0 - blocking) - beside).max(Seconds::ZERO)
+        }
+    }
+}
+
+/// The time from one drain of the launch queue to the next (Megatron's MoE dispatcher syncing the
+/// host, `cost::lower::drains_launch_queue`), for a part whose op list drains once: at the drain
+/// the GPU is idle and the host's lead is gone; from there the host issues the steps in order (the
+/// list from the draining op to its end, then the next layer's steps before it), each kernel
+/// starting once its first launch is issued and the GPU is free and ending no earlier than its last
+/// launch, each exposed collective on the GPU's stream in turn. This is the DES's rule
+/// (`sim`: host cursor and GPU clock), which the pooled max(launch, GPU) of a pass cannot give:
+/// after a drain the host's per-expert launches come before the GPU work that could hide them.
+/// The host sync itself (`host_sync`) is not in it.
+fn drained_span(steps: &[Step], drain: usize) -> Seconds {
+    let (mut host, mut gpu) = (0.0_f64, 0.0_f64);
+    for i in (drain..steps.len()).chain(0..drain) {
+        match &steps[i] {
+            Step::Kernel { time, cpu, launches, .. } => {
+                let first = host + if *launches > 0.0 { cpu.value() / launches.max(1.0) } else { 0.0 };
+                host += cpu.value();
+                gpu = (gpu.max(first) + time.value()).max(host);
+            }
+            Step::Comm { .. } => gpu = gpu.max(host) + comm_exposed(steps, i).value(),
+        }
+    }
+    Seconds::new(gpu)
+}
+
 fn pass_time(cost: &CostModel, s: &Scenario, ops: &[Op], times: usize, speedup: f64) -> PassTime {
     debug_assert!(times >= 1);
     let steps = cost.lower(&s.model, &s.parallel, &s.options, &s.workload, ops, speedup);
-    let (compute, memory, cpu, host_sync, comm) = exposed_time(&steps);
+    let (compute, memory, mut cpu, host_sync, comm) = exposed_time(&steps);
     // Host time the GPU waits for in full is a stall on the critical path.
     let launch_floor = steps
         .iter()
@@ -77,6 +105,15 @@ fn pass_time(cost: &CostModel, s: &Scenario, ops: &[Op], times: usize, speedup: 
         })
         .sum::<Seconds>();
     let mut bd = Breakdown { compute, memory, cpu_launch: host_sync, launch_floor, ..Breakdown::default() };
+    // A part that drains the launch queue: its launches are exposed where they outlast the GPU
+    // from the drain on, in the part itself, not pooled over the stage's pass.
+    if let Some(drain) = ops.iter().position(|op| crate::cost::lower::drains_launch_queue(&s.options, &s.workload, op)) {
+        // One step per op, unless a post-pass (TE's userbuffers) rewrote the list: then by name.
+        let drain = if steps.len() == ops.len() { drain } else { steps.iter().position(|st| matches!(st, Step::Kernel { name: "permute", .. })).unwrap_or(0) };
+        let gpu = compute + memory + comm.iter().map(|(_, t)| *t).sum::<Seconds>();
+        bd.cpu_launch += (drained_span(&steps, drain) - gpu).max(Seconds::ZERO);
+        cpu = Seconds::ZERO;
+    }
     for (group, t) in comm {
         match group {
             Group::Cp => bd.cp_comm += t,

@@ -83,14 +83,40 @@ pub const DTENSOR_LINEAR_US: [f64; 2] = [225.0, 50.0];
 /// drains the launch queue; the GPU then idles while the host runs the dispatcher's and experts'
 /// Python and launches the layer's next kernels. The full-iteration recipes give HybridEP a
 /// per-rank capacity (`moe_expert_rank_capacity_factor`) so that nothing syncs, and pay none.
+/// What it now holds is the host's time from the drain to the layer's next launches; the launches
+/// themselves are priced by op (the grouped experts' per-expert GEMMs and quantizes,
+/// [`MEGATRON_EXPERT_GEMM_HOST_US`]), and the analytic engine runs the host and the GPU from the
+/// drain on as the DES does (`analytic`'s `drained_span`). The device-to-host copy itself is short:
+/// 20.4 us for 16 token counts on an idle H100 (calibration/runs/raw/moe-host-h100-2026-11-24/,
+/// row `d2h_tolist_16`).
 /// Fitted jointly with [`MEGATRON_OVERLAP_COST`] and [`MEGATRON_MEMORY_EFFICIENCY`] on the 81 fit rows
 /// of tests/data/published/megatron_bridge_training_dev.csv (scripts/fit_megatron_published.sh): the
-/// rows, grids, optima and the fits' history are at [`MEGATRON_OVERLAP_COST`]. Now 4,000 us (session
-/// 9's joint refit; 5,000 us before).
-/// The published B200 rows' throughput at micro-batch 1 vs 4 (dev rows 88, 72) implies about
-/// 7.5 ms per MoE layer of fixed cost per micro-batch independently (docs/published-analysis.md).
-/// Why the host takes this long was not profiled.
+/// rows, grids, optima and the fits' history are at [`MEGATRON_OVERLAP_COST`]: 4,000 us (session
+/// 9's joint refit; 5,000 us before). Refitted (branch wt-moe3, issue 18) once the per-expert
+/// launches and the drain were priced, the other two held, on the same rows and criterion (fit
+/// MAPE; scripts/fit_moe_host.sh with the per-expert host at its measured 28 us, grid 3,000-5,500
+/// by 250, calibration/runs/fit_moe_host-output.txt): 4,000 us again (fit 10.76%, was 11.51%).
 pub const MOE_DISPATCH_SYNC_US: f64 = 4000.0;
+
+/// Host time per local expert of one grouped expert GEMM (`expert_up`, `expert_down` and their
+/// data- and weight-gradient GEMMs) that Megatron-Core's eager MoE layer spends on it, where no
+/// CUDA graph replays the experts: Transformer Engine's `GroupedLinear` (megatron-core's
+/// `TEGroupedMLP`) takes the tokens per expert as a host list (`m_splits`, why the dispatcher
+/// syncs), quantizes each expert's split and runs one cuBLASLt GEMM per local expert on a pool of
+/// streams (TE 2.x `general_grouped_gemm` -> `nvte_multi_stream_cublas_gemm`, from memory), each
+/// call building its matmul descriptors and asking cuBLASLt's heuristic before it launches. Its
+/// quantize is priced apart (`cost::lower::MEGATRON_EXPERT_QUANTIZE_HOST_US`).
+/// Measured, not fitted: TE is not on the lent machines, so the same library call through PyTorch,
+/// `torch._scaled_mm` (FP8, cuBLASLt), 28.0 us of host time per call with the GPU held busy (the
+/// lent H100, nvidia-h100-x1, 2026-11-24 16:37 UTC, PyTorch 2.11.0+cu130; scripts/moe_host_probe.py,
+/// calibration/runs/raw/moe-host-h100-2026-11-24/, row `scaled_mm_fp8`). PyTorch's call pays a
+/// Python dispatch TE's C++ loop does not (13.5 us for a one-kernel `add` in the same run), and TE
+/// pays per-expert Python and stream waits PyTorch's does not; neither was measured. It is in
+/// [`Fitted`] so that a refit can scan it: fitted with [`MOE_DISPATCH_SYNC_US`] on the fit rows
+/// (scripts/fit_moe_host.sh, calibration/runs/fit_moe_host-output.txt) it is not identified: fit
+/// MAPE (capped at 50% a row, or plain) stays within 0.05 points from 50 us at 2,500 us to 95 us at
+/// 1,750 us (optimum 9.96-9.97%, against 10.76% here), so the measured value is kept.
+pub const MEGATRON_EXPERT_GEMM_HOST_US: f64 = 28.0;
 
 /// TensorRT-LLM's host time per iteration, `[serial per iteration, serial per sequence in it, per
 /// layer beside the GPU]`, microseconds (`serve::cost::HostOverhead` of `--stack trtllm`): the batch
@@ -245,6 +271,8 @@ pub struct Fitted {
     pub megatron_memory_efficiency: f64,
     /// See [`MOE_DISPATCH_SYNC_US`].
     pub moe_dispatch_sync_us: f64,
+    /// See [`MEGATRON_EXPERT_GEMM_HOST_US`].
+    pub megatron_expert_gemm_host_us: f64,
     /// See [`TRTLLM_HOST_US`].
     pub trtllm_host_us: [f64; 3],
     /// See [`TRITON_FRONTEND_US`].
@@ -275,6 +303,7 @@ pub const SHIPPED: Fitted = Fitted {
     megatron_overlap_cost: MEGATRON_OVERLAP_COST,
     megatron_memory_efficiency: MEGATRON_MEMORY_EFFICIENCY,
     moe_dispatch_sync_us: MOE_DISPATCH_SYNC_US,
+    megatron_expert_gemm_host_us: MEGATRON_EXPERT_GEMM_HOST_US,
     trtllm_host_us: TRTLLM_HOST_US,
     triton_frontend_us: TRITON_FRONTEND_US,
     trtllm_pytorch_seq_us: TRTLLM_PYTORCH_SEQ_US,
@@ -312,6 +341,7 @@ pub fn parse(text: &str, mut f: Fitted) -> Result<Fitted, String> {
             ("megatron_overlap_cost", [x]) => f.megatron_overlap_cost = *x,
             ("megatron_memory_efficiency", [x]) if *x > 0.0 => f.megatron_memory_efficiency = *x,
             ("moe_dispatch_sync_us", [x]) => f.moe_dispatch_sync_us = *x,
+            ("megatron_expert_gemm_host_us", [x]) if *x >= 0.0 => f.megatron_expert_gemm_host_us = *x,
             ("trtllm_host_us", [a, b, c]) => f.trtllm_host_us = [*a, *b, *c],
             ("triton_frontend_us", [x]) => f.triton_frontend_us = *x,
             ("trtllm_pytorch_seq_us", [x]) => f.trtllm_pytorch_seq_us = *x,

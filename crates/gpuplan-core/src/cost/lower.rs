@@ -71,16 +71,54 @@ fn dtensor_dispatch(pc: &ParallelConfig, w: &Workload, op: &Op) -> Seconds {
 /// every expert's input is padded to its capacity (`MoeCapacity::pad`: the token counts are
 /// constants, megatron-core 0.16.1 `MoEAlltoAllTokenDispatcher.preprocess`).
 fn moe_dispatch_sync(options: &Options, w: &Workload, op: &Op) -> Seconds {
-    if w.stack == Stack::Megatron
+    if drains_launch_queue(options, w, op) {
+        Seconds::us(super::fitted::fitted().moe_dispatch_sync_us)
+    } else {
+        Seconds::ZERO
+    }
+}
+
+/// Whether `op` drains the launch queue under Megatron-Core's dropless MoE dispatcher: the
+/// device-to-host copy of the token counts before the permutation ([`moe_dispatch_sync`]), in
+/// eager training without padding to capacity. The host cannot run ahead of the GPU across it, so
+/// a pass's launch time is bounded per MoE layer (`analytic`'s `part_times`).
+pub fn drains_launch_queue(options: &Options, w: &Workload, op: &Op) -> bool {
+    w.stack == Stack::Megatron
         && w.mode == Mode::Train
         && options.cuda_graphs != TrainGraphs::Full
         && !w.moe_capacity.is_some_and(|c| c.pad)
         && op.name == "permute"
         && matches!(op.pass, Pass::Forward | Pass::Recompute)
-    {
-        Seconds::us(super::fitted::fitted().moe_dispatch_sync_us)
-    } else {
-        Seconds::ZERO
+}
+
+/// Defined with the other fitted constants in `cost::fitted`.
+pub use super::fitted::MEGATRON_EXPERT_GEMM_HOST_US;
+
+/// Host time per local expert of the quantize of a grouped expert GEMM's input (forward) or output
+/// gradient (backward) under FP8/FP4 training: TE's `GroupedLinear` quantizes each expert's split
+/// of the input separately (`tex.split_quantize`, one quantizer per GEMM, from memory). Measured as
+/// PyTorch's FP8 cast, `Tensor.to(float8_e4m3fn)`: 15.1 us per call with the GPU held busy (the
+/// run of [`MEGATRON_EXPERT_GEMM_HOST_US`], row `cast_fp8`).
+pub const MEGATRON_EXPERT_QUANTIZE_HOST_US: f64 = 15.1;
+
+/// Whether `ops[i]` is a grouped expert GEMM, or the quantize kernel of one (before it in forward,
+/// after it in backward), of Megatron-Core's eager MoE layer in training: the ops whose launches
+/// are per local expert ([`MEGATRON_EXPERT_GEMM_HOST_US`]). `None` otherwise, else the local
+/// expert count.
+fn megatron_per_expert_launches(w: &Workload, ops: &[Op], i: usize) -> Option<u64> {
+    if w.stack != Stack::Megatron || w.mode != Mode::Train {
+        return None;
+    }
+    let expert = |o: Option<&Op>| match o {
+        Some(Op { name: "expert_up" | "expert_down", kind: OpKind::Gemm { count, .. }, .. }) => Some(*count),
+        _ => None,
+    };
+    let op = &ops[i];
+    match op.name {
+        "expert_up" | "expert_down" => expert(Some(op)),
+        "quantize" if op.pass == Pass::Backward => expert(i.checked_sub(1).and_then(|j| ops.get(j))),
+        "quantize" => expert(ops.get(i + 1)),
+        _ => None,
     }
 }
 
@@ -344,12 +382,22 @@ impl CostModel<'_> {
         // Megatron training under CUDA graphs: the whole iteration, or (partial) a layer's
         // attention block and its MoE router, replayed without host launches.
         let graphs = if stack == Stack::Megatron && w.mode == Mode::Train { options.cuda_graphs } else { TrainGraphs::None };
-        let attention_end = ops.iter().position(|o| o.name == "post_attention_norm");
+        // The attention block: in forward the ops before the layer's `post_attention_norm`; in
+        // backward, which runs the layer in reverse, the ops after its gradient; recomputed ops
+        // (before the backward ops in a list) before a recomputed `post_attention_norm`, or all of
+        // them where it is not recomputed (core attention, MLA's up-projections, the norms).
+        let attention_end = ops.iter().position(|o| o.name == "post_attention_norm" && o.pass != Pass::Backward);
+        let attention_start_bwd = ops.iter().position(|o| o.name == "post_attention_norm" && o.pass == Pass::Backward);
         for (i, op) in ops.iter().enumerate() {
+            let in_attention = match op.pass {
+                Pass::Forward => attention_end.is_some_and(|end| i < end),
+                Pass::Recompute => attention_end.is_none_or(|end| i < end),
+                Pass::Backward => attention_start_bwd.is_some_and(|start| i > start),
+            };
             let graphed = match graphs {
                 TrainGraphs::None => false,
                 TrainGraphs::Full => true,
-                TrainGraphs::Partial => attention_end.is_some_and(|end| i < end) || matches!(op.name, "router" | "router_softmax_topk"),
+                TrainGraphs::Partial => in_attention || matches!(op.name, "router" | "router_softmax_topk"),
             };
             let dispatch = match hf_host {
                 Some((cpu, _)) => cpu / launches_in_list.max(1.0),
@@ -361,9 +409,17 @@ impl CostModel<'_> {
                 _ => Seconds::ZERO,
             };
             let host_sync = dtensor_dispatch(pc, w, op) + moe_dispatch_sync(options, w, op) + stall;
+            // Megatron's grouped experts launch one GEMM (and quantize) per local expert, each at
+            // its own host cost, where no CUDA graph replays them.
+            let per_expert = if graphed || hf_host.is_some() { None } else { megatron_per_expert_launches(w, ops, i) };
             let kernel = |c: super::OpCost, launches: f64| {
                 let time = if c.bound == Bound::Compute { c.time / speedup } else { c.time };
-                Step::Kernel { name: op.name, time, bound: c.bound, cpu: dispatch * launches, launches, host_sync }
+                let (cpu, launches) = match (per_expert, &op.kind) {
+                    (Some(n), OpKind::Gemm { .. }) => (Seconds::us(super::fitted::fitted().megatron_expert_gemm_host_us) * n as f64, n as f64),
+                    (Some(n), _) => (Seconds::us(MEGATRON_EXPERT_QUANTIZE_HOST_US) * n as f64, launches * n as f64),
+                    (None, _) => (dispatch * launches, launches),
+                };
+                Step::Kernel { name: op.name, time, bound: c.bound, cpu, launches, host_sync }
             };
             let step = match &op.kind {
                 OpKind::Gemm { m, n, k, count } if hf_grouped_expert(w, op) && self.moe_kernels().is_some() => {
