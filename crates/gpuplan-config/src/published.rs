@@ -147,7 +147,7 @@ pub const RECIPE_DEFAULTS: &[(&str, &str, &str)] = &[
     ("sft", "SFT rows as training at the row's sequence (packed)", "SFT rows are packed sequences (SQuAD packed to 4096 on the 24.07 page); per-document attention masks are not modelled"),
     (
         "lora",
-        "LoRA rows as training with `lora_rank` / `lora_targets` from `lora_recipe`, sp off, zero 0, no TP comm overlap, packed sequences at full-sequence attention",
+        "LoRA rows as training with `lora_rank` / `lora_targets`, distributed optimizer, sp and TP comm overlap from `lora_recipe` (Llama-3 70B: the Bridge perf recipes' adapters on linear_qkv, distributed optimizer, sp + TP overlap at tp > 1); packed sequences at full-sequence attention",
         "Megatron-Bridge llama3_70b_peft_config (dim 16, all four linear layers, sequence_parallel=False, use_distributed_optimizer=False); NeMo 1 PEFT defaults for the 24.07 rows (attention_qkv, adapter_dim 32)",
     ),
 ];
@@ -334,10 +334,10 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
             ep: i(if moe { ep } else { 1 }),
             zero: Some(match (&lora, fsdp > 0) {
                 (_, true) => 3,
-                (Some(_), false) => 0,
-                (None, false) => 1,
+                (Some(l), false) if !l.distributed_optimizer => 0,
+                (_, false) => 1,
             }),
-            sp: lora.as_ref().map(|_| false),
+            sp: lora.as_ref().map(|l| l.tp_overlap && tp > 1),
             ..Default::default()
         },
         workload: WorkloadWire {
@@ -361,9 +361,9 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
             mtp_layers: mtp.then_some(1),
             ..Default::default()
         },
-        // Userbuffers' TP overlap needs sequence parallelism, which the LoRA recipes turn off.
+        // Userbuffers' TP overlap needs sequence parallelism, which some LoRA recipes turn off.
         options: OptionsWire {
-            tp_comm_overlap: Some(tp > 1 && lora.is_none()),
+            tp_comm_overlap: Some(tp > 1 && lora.as_ref().is_none_or(|l| l.tp_overlap)),
             dp_overlap: None,
             cuda_graphs: cuda_graphs.map(str::to_string),
             moe_ep_overlap: moe_ep_overlap.then_some(true),
@@ -456,27 +456,55 @@ pub fn memory_recipe(container: &str, family: &str, system: &str, precision: &st
 pub struct LoraRecipe {
     pub rank: i64,
     pub targets: Vec<&'static str>,
+    /// Megatron's distributed optimizer (over the adapters' states): zero 1 instead of 0.
+    pub distributed_optimizer: bool,
+    /// Sequence parallelism and userbuffers' TP communication overlap when tp > 1.
+    pub tp_overlap: bool,
     pub source: &'static str,
 }
 
 /// The LoRA recipe a published LoRA row ran (the pages state only "LoRA"):
-/// - Megatron-Bridge releases (NeMo 25.x/26.x): `llama3_70b_peft_config` sets `peft.dim = 16`
-///   (alpha 32) on `LoRA`'s default `target_modules = ["linear_qkv", "linear_proj", "linear_fc1",
-///   "linear_fc2"]`, with `sequence_parallel = False` and `use_distributed_optimizer = False`
-///   (megatron-bridge 0.3.1 on PyPI: `recipes/llama/llama3.py`, `peft/lora.py`); other models
-///   take `LoRA`'s default `dim = 32`.
+/// - Megatron-Bridge perf releases (NeMo 25.x/26.x), Llama-3 70B: the perf recipes
+///   `llama3_70b_peft_8gpu_{h100,b200,b300,gb200,gb300}_{fp8cs,fp8mx}_config` (megatron-bridge
+///   0.6.2 wheel, `perf_recipes/llama/<gpu>/llama3.py`, whose layouts are the published rows'
+///   own: GB300 PP 2 VP 20, GB200 FP8-CS PP 2 / MXFP8 PP 4 VP 20, H100 TP 2 PP 4 VP 20) start from
+///   `llama3_70b_peft_config` (`peft.dim = 16`, alpha 32) and set `peft.target_modules =
+///   ["linear_qkv"]`, `use_distributed_optimizer = True`, and on H100 (TP 2)
+///   `sequence_parallel = True` with `CommOverlapConfig(tp_comm_overlap=True)`; the Blackwell
+///   configs run TP 1 with `tp_comm_overlap=False`. The dataset is `_peft_common`'s SQuAD with
+///   offline packing (`recipes/common.py`), padded to the packed size (`pad_to_max_length`).
+/// - Other models on Megatron-Bridge releases: `LoRA`'s defaults, `dim = 32` on `target_modules =
+///   ["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"]` (`peft/lora.py`), no distributed
+///   optimizer and sequence parallelism off (megatron-bridge 0.3.1 `recipes/llama/llama3.py`).
 /// - NeMo 24.07 (NeMo 1 launcher): `peft_config.get_target_modules` defaults to
 ///   `("attention_qkv",)` (nemo-toolkit 2.0.0 on PyPI: `collections/nlp/parts/peft_config.py`),
 ///   with `adapter_dim = 32` (`megatron_gpt_finetuning_config.yaml`, from memory).
 pub fn lora_recipe(container: &str, model: &str) -> LoraRecipe {
     if container == "NeMo 24.07" {
-        return LoraRecipe { rank: 32, targets: vec!["linear_qkv"], source: "NeMo 1 default attention_qkv, adapter_dim 32" };
+        return LoraRecipe {
+            rank: 32,
+            targets: vec!["linear_qkv"],
+            distributed_optimizer: false,
+            tp_overlap: false,
+            source: "NeMo 1 default attention_qkv, adapter_dim 32",
+        };
     }
-    let all = vec!["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"];
     if model == "llama-3-70b" {
-        LoraRecipe { rank: 16, targets: all, source: "Megatron-Bridge llama3_70b_peft_config: dim 16, all linear layers" }
+        LoraRecipe {
+            rank: 16,
+            targets: vec!["linear_qkv"],
+            distributed_optimizer: true,
+            tp_overlap: true,
+            source: "Megatron-Bridge 0.6.2 perf recipes llama3_70b_peft_8gpu_*: dim 16 on linear_qkv, distributed optimizer",
+        }
     } else {
-        LoraRecipe { rank: 32, targets: all, source: "Megatron-Bridge LoRA defaults: dim 32, all linear layers" }
+        LoraRecipe {
+            rank: 32,
+            targets: vec!["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"],
+            distributed_optimizer: false,
+            tp_overlap: false,
+            source: "Megatron-Bridge LoRA defaults: dim 32, all linear layers",
+        }
     }
 }
 
