@@ -144,11 +144,11 @@ pub const RECIPE_DEFAULTS: &[(&str, &str, &str)] = &[
         "on for the MoE rows with full-iteration CUDA graphs (RECIPE_DEFAULTS `cuda_graphs`) whose layout Megatron overlaps (pp 1, or a virtual pipeline); off otherwise",
         "Megatron-Bridge 0.6.2 perf recipes: _enable_hybridep_full_iteration_mxfp8 (perf_recipes/qwen/common.py) and _enable_deepseek_full_iteration_mxfp8 (perf_recipes/deepseek/common.py) set comm_overlap overlap_moe_expert_parallel_comm = True and delay_wgrad_compute = True, with moe_hybridep_num_sms = 32; their BF16/FP8-CS and partial-graph configs leave it off (the H100 Qwen3 base recipe's is commented out); megatron-core 0.16.1 asserts a virtual pipeline for it when pp > 1. The same helpers and the Qwen3 H100 base recipe set moe_shared_expert_overlap = False, so no row overlaps its shared experts (`moe_shared_expert_overlap` stays off)",
     ),
-    ("sft", "SFT rows as training at the row's sequence (packed)", "SFT rows are packed sequences (SQuAD packed to 4096 on the 24.07 page); per-document attention masks are not modelled"),
+    ("sft", "SFT rows as training on packed SQuAD (`packed_doc_len` = SQUAD_PACKED_DOC_TOKENS)", "SFT rows are packed sequences (SQuAD packed to 4096 on the 24.07 page; Megatron-Bridge 0.6.2 `default_squad_config`): attention within each document"),
     (
         "lora",
-        "LoRA rows as training with `lora_rank` / `lora_targets`, distributed optimizer, sp and TP comm overlap from `lora_recipe` (Llama-3 70B: the Bridge perf recipes' adapters on linear_qkv, distributed optimizer, sp + TP overlap at tp > 1); packed sequences at full-sequence attention",
-        "Megatron-Bridge llama3_70b_peft_config (dim 16, all four linear layers, sequence_parallel=False, use_distributed_optimizer=False); NeMo 1 PEFT defaults for the 24.07 rows (attention_qkv, adapter_dim 32)",
+        "LoRA rows as training with `lora_rank` / `lora_targets`, distributed optimizer, sp and TP comm overlap from `lora_recipe` (Llama-3 70B: the Bridge perf recipes' adapters on linear_qkv, distributed optimizer, sp + TP overlap at tp > 1); packed SQuAD as the SFT rows",
+        "Megatron-Bridge 0.6.2 perf_recipes/llama/<gpu>/llama3.py llama3_70b_peft_8gpu_* (peft.target_modules = [\"linear_qkv\"], dim 16, use_distributed_optimizer = True; H100 TP 2 with sequence_parallel and tp_comm_overlap); LoRA defaults (dim 32, all four linear layers) for other Bridge models; NeMo 1 PEFT defaults for the 24.07 rows (attention_qkv, adapter_dim 32)",
     ),
 ];
 
@@ -311,12 +311,14 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
         }
     }
     if r.task == "SFT" {
-        notes.push("SFT (packed sequences) priced as pre-training".into());
+        notes.push(format!("SFT on packed SQuAD: attention within {SQUAD_PACKED_DOC_TOKENS}-token documents"));
     }
     let lora = (r.task == "LoRA").then(|| lora_recipe(&r.container, model));
     if let Some(l) = &lora {
-        notes.push(format!("LoRA rank {} on {} ({}); packed sequences priced at full-sequence attention", l.rank, l.targets.join(","), l.source));
+        notes.push(format!("LoRA rank {} on {} ({}); packed SQuAD: attention within {SQUAD_PACKED_DOC_TOKENS}-token documents", l.rank, l.targets.join(","), l.source));
     }
+    // Fine-tuning rows train on SQuAD packed to the row's sequence (see `SQUAD_PACKED_DOC_TOKENS`).
+    let packed_doc_len = matches!(r.task.as_str(), "SFT" | "LoRA").then_some(SQUAD_PACKED_DOC_TOKENS.min(seq) as i64);
     let fp8_recipe = fp8_recipe_of(precision, recipe);
     let mem = memory_recipe(&r.container, family, system, precision, recipe, fsdp > 0, lora.is_some());
     let i = |x: u64| Some(x as i64);
@@ -359,6 +361,7 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
             lora_targets: lora.as_ref().map(|l| l.targets.iter().map(|t| t.to_string()).collect()),
             moe_dispatcher: moe_dispatcher.map(str::to_string),
             mtp_layers: mtp.then_some(1),
+            packed_doc_len,
             ..Default::default()
         },
         // Userbuffers' TP overlap needs sequence parallelism, which some LoRA recipes turn off.
@@ -450,6 +453,20 @@ pub fn memory_recipe(container: &str, family: &str, system: &str, precision: &st
     };
     m
 }
+
+/// Mean tokens of one SQuAD v1.1 training example as the fine-tuning recipes feed it, the
+/// document length of the published SFT and LoRA rows' packed sequences (`workload.packed_doc_len`).
+/// The recipes: Megatron-Bridge 0.6.2 `recipes/common.py` `_sft_common` / `_peft_common` train on
+/// `default_squad_config` (`recipes/utils/dataset_utils.py`: HF `squad`, offline packing with
+/// `packed_sequence_size = seq_length`, `pad_to_max_length`), and the perf recipes
+/// (`perf_recipes/llama/<gpu>/llama3.py` `llama3_70b_{sft,peft}_*`) keep it; the NeMo 24.07 page
+/// says "SQuAD v1.1 packed to 4096 tokens". The length, from memory and to verify by tokenizing
+/// the set: a SQuAD v1.1 paragraph averages about 140 tokens, a question about 11 and an answer
+/// about 3 (Rajpurkar et al. 2016), about 1.2-1.3 Llama tokens per such token, plus the prompt's
+/// "Context: / Question: / Answer:" words: about 190. Not fitted; the published rows' FLOP counts
+/// do not say it (NVIDIA counts the SFT rows at full-sequence attention and the LoRA rows without
+/// attention). Attention then costs about 190 / 4096 of full-sequence causal attention per token.
+pub const SQUAD_PACKED_DOC_TOKENS: u64 = 190;
 
 /// The LoRA adapters of a published LoRA row, by release, and where they come from.
 #[derive(Debug, Clone, PartialEq)]

@@ -159,6 +159,9 @@ pub struct WorkloadWire {
     /// decode: tokens each sequence generates from `kv_len` on, for the peak memory of the hf-*
     /// stacks' DynamicCache (default 1: one step)
     pub decode_tokens: Option<i64>,
+    /// training: packed sequences (THD, `cu_seqlens`), the mean tokens of one document in a
+    /// `seq`-token sequence; attention runs within each document (default: one document)
+    pub packed_doc_len: Option<i64>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -237,7 +240,8 @@ pub fn overlay(base: ScenarioWire, over: ScenarioWire) -> ScenarioWire {
             recompute_modules,
             cpu_offload_layers,
             cross_entropy_fusion,
-            decode_tokens
+            decode_tokens,
+            packed_doc_len
         ]
     );
     pick!(b.options, over.options, [tp_comm_overlap, dp_overlap, cuda_graphs, moe_ep_overlap, moe_shared_expert_overlap]);
@@ -806,6 +810,31 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         }
         Some(n) => pos(&mut p, "workload.decode_tokens", Some(n), 1),
     };
+    let packed_doc_len = match ww.packed_doc_len {
+        None => None,
+        Some(n) if mode != Mode::Train => {
+            p.push(
+                ConfigError::invalid(&path, "workload.packed_doc_len", n, format!("applies to training; this scenario is {}", mode.name()))
+                    .with_hint("leave `--packed-doc-len` out, or give `--mode train`"),
+            );
+            None
+        }
+        Some(n) if parallel.cp > 1 => {
+            p.push(
+                ConfigError::invalid(&path, "workload.packed_doc_len", n, format!("is not modelled with context parallelism (cp = {})", parallel.cp))
+                    .with_hint("leave `--packed-doc-len` out, or give `--cp 1`"),
+            );
+            None
+        }
+        Some(n) if n > seq as i64 => {
+            p.push(
+                ConfigError::invalid(&path, "workload.packed_doc_len", n, format!("is longer than the {seq}-token sequence it is packed into"))
+                    .with_hint("give at most `--seq`; leave it out for one document per sequence"),
+            );
+            None
+        }
+        Some(n) => Some(pos(&mut p, "workload.packed_doc_len", Some(n), 1)),
+    };
     let cp_comm = match pw.cp_comm.as_deref() {
         None => CpComm::P2p,
         Some(s) => CpComm::parse(s).unwrap_or_else(|| {
@@ -839,6 +868,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         cp_comm,
         megatron,
         decode_tokens,
+        packed_doc_len,
     };
     // The hf-* stacks' host time in inference is the node's host probe's: no default.
     if stack.hf() && mode != Mode::Train && profile.as_ref().is_none_or(|pr| pr.host.is_none()) {

@@ -411,6 +411,11 @@ pub struct Workload {
     /// `torch.cat` per token leaves PyTorch's caching allocator blocks it cannot reuse
     /// (`memory::hf_stranded_cache_sets`).
     pub decode_tokens: u64,
+    /// Training on packed sequences (Megatron's THD layout with `cu_seqlens`, as the
+    /// Megatron-Bridge / NeMo fine-tuning recipes pack SQuAD): each `seq`-token sequence holds
+    /// documents of this many tokens on average, and attention runs within each document only.
+    /// `None`: one document per sequence.
+    pub packed_doc_len: Option<u64>,
 }
 
 /// Token dropping at a per-expert capacity, as Megatron-Core runs it (megatron-core 0.16.1
@@ -1011,6 +1016,17 @@ impl<'a> Builder<'a> {
                 }
             }
         }
+        // Packed sequences (THD with `cu_seqlens`): TE's fused attention runs each document
+        // causally against itself, `seq / doc` documents of `doc` tokens per sequence (the last
+        // one rounded up to a whole document), instead of one causal `seq x seq` block.
+        let seqs = match self.w.packed_doc_len {
+            Some(doc) if !cp_split && self.w.mode != Mode::Decode && doc < q_len => {
+                let docs = q_len.div_ceil(doc);
+                (q_len, kv_len) = (doc, doc);
+                seqs * docs
+            }
+            _ => seqs,
+        };
         let attn_kv_heads = if self.w.cp_comm == CpComm::A2a && cp_split { (kv_heads / cp).max(1) } else { kv_heads };
         // transformers under torch.compile: while Dynamo traces, `masking_utils._ignore_causal_mask_sdpa`
         // returns False (`is_tracing`), so the model builds an explicit boolean mask [b, 1, q, kv]
@@ -1680,6 +1696,7 @@ mod tests {
             cp_comm: CpComm::P2p,
             megatron: MegatronMemory::default(),
             decode_tokens: 1,
+            packed_doc_len: None,
         }
     }
 
