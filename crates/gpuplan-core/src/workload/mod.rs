@@ -416,6 +416,12 @@ pub struct Workload {
     /// documents of this many tokens on average, and attention runs within each document only.
     /// `None`: one document per sequence.
     pub packed_doc_len: Option<u64>,
+    /// The GPU's FP8 GEMMs take every operand layout, not only TN (data-centre Blackwell,
+    /// compute capability 10.x: Transformer Engine 2.9 `pytorch/utils.py`
+    /// `is_non_tn_fp8_gemm_supported`), so Transformer Engine's per-tensor FP8 inputs
+    /// (`Float8TensorStorage.update_usage`) keep no transposed copy for the weight-gradient GEMM;
+    /// the block-scaled recipes (MXFP8, NVFP4) still write a column-wise copy with its own scales.
+    pub fp8_non_tn: bool,
 }
 
 /// Token dropping at a per-expert capacity, as Megatron-Core runs it (megatron-core 0.16.1
@@ -754,8 +760,10 @@ impl<'a> Builder<'a> {
             self.push(op, OpKind::Memory { bytes, kernels });
             return;
         }
-        // Frozen weights (LoRA) form no weight gradient, so no transposed copy of the input.
-        let wgrad = self.w.mode == Mode::Train && self.w.lora.is_none();
+        // Frozen weights (LoRA) form no weight gradient, so no transposed copy of the input; nor
+        // does per-tensor FP8 on a GPU whose FP8 GEMMs read the row-wise copy in any layout.
+        let per_tensor = self.w.precision == Dtype::Fp8 && matches!(self.w.fp8_recipe, Fp8Recipe::Tensorwise | Fp8Recipe::Delayed);
+        let wgrad = self.w.mode == Mode::Train && self.w.lora.is_none() && !(self.w.fp8_non_tn && per_tensor);
         if let Some((per_elem, kernels)) = quantize_bytes(self.w.precision, self.w.fp8_recipe, wgrad) {
             self.push("quantize", OpKind::Memory { bytes: elems * per_elem, kernels });
         }
@@ -1697,6 +1705,7 @@ mod tests {
             megatron: MegatronMemory::default(),
             decode_tokens: 1,
             packed_doc_len: None,
+            fp8_non_tn: false,
         }
     }
 
