@@ -189,6 +189,8 @@ fn megatron_tp_overlap_pairs_each_collective_with_its_gemm() {
         cp_comm: gpuplan::workload::CpComm::P2p,
         megatron: Default::default(),
         decode_tokens: 1,
+        packed_doc_len: None,
+        fp8_non_tn: false,
     };
     let op = |name, kind| Op { name, kind, pass: Pass::Forward, backward: Backward::Mirror };
     let bytes = 8192.0 * 8192.0 * 2.0;

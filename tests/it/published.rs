@@ -130,16 +130,13 @@ fn dev_set_stays_within_its_current_bounds() {
 }
 
 /// The 8 LoRA rows (Llama-3 70B on GB300/GB200/H100, NeMo 26.06; Llama-2 7B/13B/70B on H100,
-/// NeMo 24.07) are scored with their recipes' adapters (`published::lora_recipe`): 8.03% MAPE
-/// when they were first scored (each within 12.5%); 10.7% under the joint refit of 2026-11-24 (the
-/// memory-bound kernels at 0.75 of the stream rate weigh on the adapters' scale-and-add ops: rows
-/// 25, 21 and 22, Llama-3 70B at TP 1-2 with rank 16 on every linear, at -22%, -21%, -19%); 13.8%
-/// after the fused attention's small-call factor and the refit to 0.70 (wt-pubdense2, 2026-11-24:
-/// row 25 -25.9%, 21 -18.9%, 22 -16.0%, Llama-2 7B/13B -15.3%, -14.8%): these rows pack short SFT
-/// samples into the sequence and are priced at full-sequence attention, so slower attention at 4K
-/// makes them slower still. The bounds were loosened with it, to 27% a row and a MAPE below 14.9%,
-/// until packed-sequence attention is modelled. Session 9's joint refit (memory efficiency 0.65)
-/// moved them to 15.5% (row 25: -27.4%): loosened again, to 29% a row and 16.5%, for the same reason.
+/// NeMo 24.07) are scored with their recipes' adapters (`published::lora_recipe`). History: 8.03%
+/// MAPE when first scored; 15.5% at session 9's joint refit (row 25 -27.4%), with the adapters of
+/// the library recipe (all four linears, no distributed optimizer) and full-sequence attention.
+/// wt-pub3 (2026-11-24): the Megatron-Bridge 0.6.2 perf recipes the 26.06 rows ran
+/// (`llama3_70b_peft_8gpu_*`: adapters on linear_qkv only, distributed optimizer, SP and TP overlap
+/// at TP 2) and packed SQuAD documents (`SQUAD_PACKED_DOC_TOKENS`): 10.3%; GB200's two rows are
+/// the outliers (+18%, +22%; GB300's of the same layout +4%, +9%).
 #[test]
 fn lora_rows_are_scored_with_their_recipes_adapters() {
     let (code, v, err) = validate(&[]);
@@ -150,12 +147,31 @@ fn lora_rows_are_scored_with_their_recipes_adapters() {
     let mut sum = 0.0;
     for r in &rows {
         let e = r["error"].as_f64().unwrap();
-        assert!(e.abs() < 0.29, "{r}");
-        assert!(r["notes"].to_string().contains("LoRA rank"), "{r}");
+        assert!(e.abs() < LORA_ROW_MAX, "{r}");
+        let notes = r["notes"].to_string();
+        assert!(notes.contains("LoRA rank") && notes.contains("packed SQuAD"), "{r}");
         sum += e.abs();
     }
-    assert!(sum / 8.0 < 0.165, "LoRA MAPE {:.2}%", 100.0 * sum / 8.0);
+    assert!(sum / 8.0 < LORA_MAPE_NOW + SLACK_PP / 100.0, "LoRA MAPE {:.2}%", 100.0 * sum / 8.0);
+
+    // The 26.06 rows' perf recipe, field by field (Megatron-Bridge 0.6.2
+    // perf_recipes/llama/h100/llama3.py llama3_70b_peft_8gpu_h100_fp8cs_config).
+    use gpuplan::config::published::{map_row, read_rows, SQUAD_PACKED_DOC_TOKENS};
+    let rows = read_rows(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(CSV)).unwrap();
+    let m = map_row(rows.iter().find(|r| r.dev_row == "25").unwrap()).unwrap();
+    let (p, wl) = (&m.wire.parallelism, &m.wire.workload);
+    assert_eq!((wl.lora_rank, wl.lora_targets.clone()), (Some(16), Some(vec!["linear_qkv".to_string()])));
+    assert_eq!((p.tp, p.zero, p.sp, m.wire.options.tp_comm_overlap), (Some(2), Some(1), Some(true), Some(true)));
+    assert_eq!(wl.packed_doc_len, Some(SQUAD_PACKED_DOC_TOKENS as i64));
+    // NeMo 24.07's NeMo 1 PEFT keeps its own defaults; pre-training rows are not packed.
+    let m = map_row(rows.iter().find(|r| r.dev_row == "142").unwrap()).unwrap();
+    assert_eq!((m.wire.workload.lora_rank, m.wire.parallelism.zero), (Some(32), Some(0)));
+    assert_eq!(map_row(rows.iter().find(|r| r.dev_row == "48").unwrap()).unwrap().wire.workload.packed_doc_len, None);
 }
+
+/// LoRA rows' MAPE (fraction) when the bounds were set, and the largest row error allowed.
+const LORA_MAPE_NOW: f64 = 0.103;
+const LORA_ROW_MAX: f64 = 0.25;
 
 /// MoE rows alone (issue 18), test split: MAPE and |bias| when the bounds were set (see the module
 /// doc), and the micro-batch trend the dev rows show. 13.56% / -7.62% at the joint refit; 11.78% /

@@ -749,6 +749,16 @@ fn largest_gemm(p: &Profile, dtype: Dtype) -> Option<&crate::hardware::profile::
 mod tests {
     use super::*;
 
+    #[test]
+    fn causal_tiles_cost_short_documents_most() {
+        // 190 tokens: 2 query tiles visit 3 key tiles of 128^2 for 190^2 / 2 scores.
+        assert!((causal_tile_share(190) - (190.0 * 190.0 / 2.0) / (3.0 * 128.0 * 128.0)).abs() < 1e-12);
+        // One tile, half of it needed at 128; the share rises toward 1 with the length.
+        assert!((causal_tile_share(128) - 0.5).abs() < 1e-12);
+        assert!(causal_tile_share(4096) > 0.96 && causal_tile_share(4096) < 1.0);
+        assert!(causal_tile_share(190) < causal_tile_share(1000) && causal_tile_share(1000) < causal_tile_share(4096));
+    }
+
     fn point(seq_len: u64, head_dim: u64, tflops: f64) -> AttentionBmmPoint {
         AttentionBmmPoint { seq_len, head_dim, achieved: FlopsPerSec::tflops(tflops) }
     }

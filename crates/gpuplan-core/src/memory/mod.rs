@@ -806,6 +806,8 @@ mod tests {
             cp_comm: crate::workload::CpComm::P2p,
             megatron: Default::default(),
             decode_tokens: 1,
+            packed_doc_len: None,
+            fp8_non_tn: false,
         }
     }
 

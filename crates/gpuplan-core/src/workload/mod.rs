@@ -2080,6 +2080,53 @@ mod tests {
     }
 
     #[test]
+    fn packed_documents_attend_within_themselves() {
+        let m = gpt3_175b();
+        let pc = ParallelConfig { zero: 1, ..single() };
+        let attention = |w: &Workload| {
+            let ops = forward_ops(&m, &pc, w);
+            ops.dense_layer.iter().find(|o| o.name == "attention").cloned().expect("attention op")
+        };
+        let full = train(2048, Stack::Megatron);
+        let packed = Workload { packed_doc_len: Some(256), ..full.clone() };
+        let (a, b) = (attention(&full), attention(&packed));
+        let OpKind::Attention { batch_heads, q_len, kv_len, causal, .. } = b.kind else { panic!("{b:?}") };
+        // 8 documents of 256 tokens per 2048-token sequence, each causal within itself.
+        assert_eq!((q_len, kv_len, causal), (256, 256, true));
+        let OpKind::Attention { batch_heads: full_bh, .. } = a.kind else { panic!("{a:?}") };
+        assert_eq!(batch_heads, 8 * full_bh);
+        // Causal work scales with the square of the length: 8 x (1/8)^2 of the full sequence's.
+        assert!((b.flops() / a.flops() - 1.0 / 8.0).abs() < 1e-3, "{} / {}", b.flops(), a.flops());
+        // The rest of the layer does not change.
+        let gemm_flops = |w: &Workload| forward_ops(&m, &pc, w).dense_layer.iter().filter(|o| matches!(o.kind, OpKind::Gemm { .. })).map(Op::flops).sum::<f64>();
+        assert_eq!(gemm_flops(&full), gemm_flops(&packed));
+        // A document as long as the sequence is the unpacked case.
+        assert_eq!(attention(&Workload { packed_doc_len: Some(2048), ..full.clone() }), a);
+    }
+
+    #[test]
+    fn per_tensor_fp8_on_non_tn_gpus_writes_no_transposed_copy() {
+        let m = gpt3_175b();
+        let pc = ParallelConfig { zero: 1, ..single() };
+        let quantize_bytes_of = |recipe: Fp8Recipe, non_tn: bool| {
+            let w = Workload { precision: Dtype::Fp8, fp8_recipe: recipe, fp8_non_tn: non_tn, ..train(2048, Stack::Megatron) };
+            forward_ops(&m, &pc, &w)
+                .dense_layer
+                .iter()
+                .filter_map(|o| match o.kind {
+                    OpKind::Memory { bytes, .. } if o.name == "quantize" => Some(bytes),
+                    _ => None,
+                })
+                .sum::<f64>()
+        };
+        // Current scaling: amax read (2) + cast read (2) + copies written (2 on Hopper, 1 on Blackwell).
+        let (hopper, blackwell) = (quantize_bytes_of(Fp8Recipe::Tensorwise, false), quantize_bytes_of(Fp8Recipe::Tensorwise, true));
+        assert!((blackwell / hopper - 5.0 / 6.0).abs() < 1e-9, "{blackwell} / {hopper}");
+        // MXFP8 keeps its column-wise copy (its scales run along the other axis).
+        assert_eq!(quantize_bytes_of(Fp8Recipe::Mxfp8, true), quantize_bytes_of(Fp8Recipe::Mxfp8, false));
+    }
+
+    #[test]
     fn nvfp4_training_casts_the_rotated_wgrad_copy_in_a_pass_of_its_own() {
         // amax (2) + row-wise cast (2 read) + rotated column-wise cast (2 read) + two 4-bit copies
         // with E4M3 scales per 16 elements.
