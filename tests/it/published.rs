@@ -36,7 +36,7 @@
 //!
 //! Session 9's merged tree (all of the above together) and a joint refit on the fit rows (grid
 //! narrowed around the optimum; calibration/runs/fit_megatron_published-output.txt): (1.0, 0.65,
-//! 4,000 us). The bounds below are set to it:
+//! 4,000 us). The bounds were set to it then:
 //!
 //! | split | rows | MAPE | bias | dense MAPE (bias) | MoE MAPE (bias) |
 //! | --- | --- | --- | --- | --- | --- |
@@ -50,6 +50,19 @@
 //! the merged model), so the joint fit trades dense test accuracy (8.9% -> 11.5%) for MoE (22.1% ->
 //! 13.6%) and the whole test split (16.2% -> 12.7%). The MoE bias bound and the LoRA bounds were
 //! loosened with it (see their tests).
+//!
+//! wt-pub3 (2026-11-24): the LoRA rows' perf recipes (adapters on linear_qkv only, distributed
+//! optimizer), packed SQuAD for the SFT and LoRA rows (`workload.packed_doc_len`), Blackwell's
+//! per-tensor FP8 without a transposed copy (`workload.fp8_non_tn`), and B200/GB200 fused attention
+//! at 0.818 of Hopper's level (the SFU's exponentials beside a doubled tensor rate; B300/GB300's
+//! doubled SFU rate keeps Hopper's); constants unchanged (the fit script's optimum on this tree,
+//! 0.9 / 0.60 / 4,000 us, is 0.08 points from them on the fit rows:
+//! calibration/runs/fit_megatron_published-output.txt). The bounds below are set to it:
+//!
+//! | split | rows | MAPE | bias | dense MAPE (bias) | MoE MAPE (bias) |
+//! | --- | --- | --- | --- | --- | --- |
+//! | fit | 81 | 10.71% | +3.3% | 7.61% (+3.5%) | 16.26% (+2.8%) |
+//! | test | 61 | 8.97% | -0.5% | 6.91% (+5.7%) | 10.61% (-5.4%) |
 //!
 //! Then the rows' recipes' memory options (bf16 main gradients and their halved DP reduce-scatter,
 //! FP8 parameters gathered at 1 B, DeepSeek-V3's selective recompute with its forward re-run,
@@ -72,11 +85,11 @@ use std::process::Command;
 const CSV: &str = "tests/data/published/megatron_bridge_training_dev.csv";
 
 /// MAPE (percent) of the fit and test splits measured when the bounds were set, and the slack.
-const FIT_MAPE_NOW: f64 = 11.51;
-const TEST_MAPE_NOW: f64 = 8.94;
+const FIT_MAPE_NOW: f64 = 10.71;
+const TEST_MAPE_NOW: f64 = 8.97;
 /// The same for the dense rows (`summary[].kinds.dense`).
-const FIT_DENSE_MAPE_NOW: f64 = 9.02;
-const TEST_DENSE_MAPE_NOW: f64 = 7.72;
+const FIT_DENSE_MAPE_NOW: f64 = 7.61;
+const TEST_DENSE_MAPE_NOW: f64 = 6.91;
 const SLACK_PP: f64 = 1.0;
 /// Unexpressible rows when the bounds were set (none: every complete row maps), and incomplete rows
 /// (a property of the data).
@@ -135,8 +148,8 @@ fn dev_set_stays_within_its_current_bounds() {
 /// the library recipe (all four linears, no distributed optimizer) and full-sequence attention.
 /// wt-pub3 (2026-11-24): the Megatron-Bridge 0.6.2 perf recipes the 26.06 rows ran
 /// (`llama3_70b_peft_8gpu_*`: adapters on linear_qkv only, distributed optimizer, SP and TP overlap
-/// at TP 2) and packed SQuAD documents (`SQUAD_PACKED_DOC_TOKENS`): 10.3%; GB200's two rows are
-/// the outliers (+18%, +22%; GB300's of the same layout +4%, +9%).
+/// at TP 2) and packed SQuAD documents (`SQUAD_PACKED_DOC_TOKENS`): 8.4%, each within 22%; GB200's
+/// two rows are the outliers (+18%, +22%; GB300's of the same layout +4%, +9%).
 #[test]
 fn lora_rows_are_scored_with_their_recipes_adapters() {
     let (code, v, err) = validate(&[]);
@@ -170,14 +183,17 @@ fn lora_rows_are_scored_with_their_recipes_adapters() {
 }
 
 /// LoRA rows' MAPE (fraction) when the bounds were set, and the largest row error allowed.
-const LORA_MAPE_NOW: f64 = 0.103;
-const LORA_ROW_MAX: f64 = 0.25;
+const LORA_MAPE_NOW: f64 = 0.084;
+const LORA_ROW_MAX: f64 = 0.23;
 
 /// MoE rows alone (issue 18), test split: MAPE and |bias| when the bounds were set (see the module
 /// doc), and the micro-batch trend the dev rows show. 13.56% / -7.62% at the joint refit; 11.78% /
-/// -4.71% with the EP overlap of the full-iteration recipes (tightened to those).
-const MOE_TEST_MAPE_NOW: f64 = 9.90;
-const MOE_TEST_BIAS_NOW: f64 = 4.38;
+/// -4.71% with the EP overlap of the full-iteration recipes (tightened to those); 9.90% / -4.38% at
+/// session 9's refit. wt-pub3 (B200/GB200 fused attention at 0.818 of Hopper's level, the
+/// softmax exponentials' share; nothing MoE-specific) moves the B200/GB200 MoE rows down about 1%:
+/// 10.61% / -5.39%, and both bounds were loosened to it (the MoE side is issue 18's).
+const MOE_TEST_MAPE_NOW: f64 = 10.61;
+const MOE_TEST_BIAS_NOW: f64 = 5.39;
 
 #[test]
 fn moe_rows_stay_within_their_bounds_and_grow_with_the_micro_batch() {

@@ -315,7 +315,12 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
     }
     let lora = (r.task == "LoRA").then(|| lora_recipe(&r.container, model));
     if let Some(l) = &lora {
-        notes.push(format!("LoRA rank {} on {} ({}); packed SQuAD: attention within {SQUAD_PACKED_DOC_TOKENS}-token documents", l.rank, l.targets.join(","), l.source));
+        notes.push(format!(
+            "LoRA rank {} on {} ({}); packed SQuAD: attention within {SQUAD_PACKED_DOC_TOKENS}-token documents",
+            l.rank,
+            l.targets.join(","),
+            l.source
+        ));
     }
     // Fine-tuning rows train on SQuAD packed to the row's sequence (see `SQUAD_PACKED_DOC_TOKENS`).
     let packed_doc_len = matches!(r.task.as_str(), "SFT" | "LoRA").then_some(SQUAD_PACKED_DOC_TOKENS.min(seq) as i64);

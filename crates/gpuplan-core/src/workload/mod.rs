@@ -2098,7 +2098,8 @@ mod tests {
         // Causal work scales with the square of the length: 8 x (1/8)^2 of the full sequence's.
         assert!((b.flops() / a.flops() - 1.0 / 8.0).abs() < 1e-3, "{} / {}", b.flops(), a.flops());
         // The rest of the layer does not change.
-        let gemm_flops = |w: &Workload| forward_ops(&m, &pc, w).dense_layer.iter().filter(|o| matches!(o.kind, OpKind::Gemm { .. })).map(Op::flops).sum::<f64>();
+        let gemm_flops =
+            |w: &Workload| forward_ops(&m, &pc, w).dense_layer.iter().filter(|o| matches!(o.kind, OpKind::Gemm { .. })).map(Op::flops).sum::<f64>();
         assert_eq!(gemm_flops(&full), gemm_flops(&packed));
         // A document as long as the sequence is the unpacked case.
         assert_eq!(attention(&Workload { packed_doc_len: Some(2048), ..full.clone() }), a);
