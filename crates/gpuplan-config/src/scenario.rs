@@ -869,7 +869,8 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         megatron,
         decode_tokens,
         packed_doc_len,
-        fp8_non_tn: system.gpu.arch == gpuplan_core::hardware::Arch::Blackwell,
+        // Transformer Engine's layout rule (the megatron stack's quantize kernels).
+        fp8_non_tn: stack == Stack::Megatron && system.gpu.arch == gpuplan_core::hardware::Arch::Blackwell,
     };
     // The hf-* stacks' host time in inference is the node's host probe's: no default.
     if stack.hf() && mode != Mode::Train && profile.as_ref().is_none_or(|pr| pr.host.is_none()) {

@@ -416,7 +416,8 @@ pub struct Workload {
     /// documents of this many tokens on average, and attention runs within each document only.
     /// `None`: one document per sequence.
     pub packed_doc_len: Option<u64>,
-    /// The GPU's FP8 GEMMs take every operand layout, not only TN (data-centre Blackwell,
+    /// Megatron training (Transformer Engine) on a GPU whose FP8 GEMMs take every operand layout,
+    /// not only TN (data-centre Blackwell,
     /// compute capability 10.x: Transformer Engine 2.9 `pytorch/utils.py`
     /// `is_non_tn_fp8_gemm_supported`), so Transformer Engine's per-tensor FP8 inputs
     /// (`Float8TensorStorage.update_usage`) keep no transposed copy for the weight-gradient GEMM;
