@@ -417,11 +417,11 @@ pub struct Workload {
     /// `None`: one document per sequence.
     pub packed_doc_len: Option<u64>,
     /// Megatron training (Transformer Engine) on a GPU whose FP8 GEMMs take every operand layout,
-    /// not only TN (data-centre Blackwell,
-    /// compute capability 10.x: Transformer Engine 2.9 `pytorch/utils.py`
-    /// `is_non_tn_fp8_gemm_supported`), so Transformer Engine's per-tensor FP8 inputs
-    /// (`Float8TensorStorage.update_usage`) keep no transposed copy for the weight-gradient GEMM;
-    /// the block-scaled recipes (MXFP8, NVFP4) still write a column-wise copy with its own scales.
+    /// not only TN (data-centre Blackwell, compute capability 10.x: Transformer Engine 2.9
+    /// `pytorch/utils.py` `is_non_tn_fp8_gemm_supported`), so Transformer Engine's per-tensor FP8
+    /// inputs (`Float8TensorStorage.update_usage`) keep no transposed copy for the weight-gradient
+    /// GEMM; the block-scaled recipes (MXFP8, NVFP4) still write a column-wise copy with its own
+    /// scales.
     pub fp8_non_tn: bool,
 }
 
