@@ -192,6 +192,10 @@ pub struct ScenarioArgs {
     /// peak memory grows with it (DynamicCache's blocks the caching allocator cannot reuse)
     #[arg(long, value_parser = count(), allow_negative_numbers = true)]
     pub decode_tokens: Option<i64>,
+    /// Training on packed sequences (THD): mean tokens per document packed into each --seq
+    /// sequence; attention runs within each document (default: one document per sequence)
+    #[arg(long, value_parser = count(), allow_negative_numbers = true)]
+    pub packed_doc_len: Option<i64>,
     /// bf16, fp16, fp8, fp4 (NVFP4), tf32, fp32
     #[arg(long)]
     pub precision: Option<String>,
@@ -342,6 +346,7 @@ impl ScenarioArgs {
                 cross_entropy_fusion: self.cross_entropy_fusion,
                 decode_tokens: self.decode_tokens,
                 attention_dp: self.attention_dp.then_some(true),
+                packed_doc_len: self.packed_doc_len,
             },
             options: OptionsWire {
                 tp_comm_overlap: self.tp_comm_overlap,
@@ -449,6 +454,7 @@ impl ScenarioArgs {
         f(self.batch.is_some(), "batch");
         f(self.kv_len.is_some(), "kv-len");
         f(self.decode_tokens.is_some(), "decode-tokens");
+        f(self.packed_doc_len.is_some(), "packed-doc-len");
         f(self.precision.is_some(), "precision");
         f(self.fp8_recipe.is_some(), "fp8-recipe");
         f(self.recompute.is_some(), "recompute");

@@ -703,3 +703,34 @@ fn shared_expert_overlap_hides_all_to_alls_and_is_refused_where_megatron_refuses
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("options.moe_shared_expert_overlap") && err.contains("has none"), "{err}");
 }
+
+#[test]
+fn packed_documents_outside_training_or_the_sequence_are_refused() {
+    let base = ["predict", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "8", "--global-batch", "64"];
+    let run = |extra: &[&str]| {
+        let mut a: Vec<&str> = base.to_vec();
+        a.extend_from_slice(extra);
+        gpuplan(&a)
+    };
+    let (code, err) = run(&["--seq", "4096", "--packed-doc-len", "8192"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("workload.packed_doc_len") && err.contains("8192") && err.contains("hint"), "{err}");
+    let (code, err) = run(&["--seq", "4096", "--cp", "2", "--packed-doc-len", "256"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("workload.packed_doc_len") && err.contains("context parallelism") && err.contains("--cp 1"), "{err}");
+    let (code, err) = run(&["--mode", "prefill", "--batch", "4", "--seq", "4096", "--packed-doc-len", "256"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("applies to training"), "{err}");
+    let (code, err) = run(&["--seq", "4096", "--packed-doc-len", "0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("packed"), "{err}");
+    // Packed short documents train faster than one 4096-token document per sequence (exit 1 or
+    // 0: the prediction is printed whether or not this layout fits).
+    let step = |extra: &[&str]| {
+        let (code, v, err) = predict_json(&[&base, &["--seq", "4096", "--stack", "megatron", "--json"], extra]);
+        assert!(matches!(code, Some(0 | 1)), "{err}");
+        v["step_time_s"].as_f64().unwrap()
+    };
+    let (full, packed) = (step(&[]), step(&["--packed-doc-len", "256"]));
+    assert!(packed < 0.95 * full, "packed {packed} s vs {full} s");
+}

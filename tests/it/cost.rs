@@ -190,6 +190,8 @@ fn megatron_tp_overlap_pairs_each_collective_with_its_gemm() {
         megatron: Default::default(),
         decode_tokens: 1,
         attention_dp: None,
+        packed_doc_len: None,
+        fp8_non_tn: false,
     };
     let op = |name, kind| Op { name, kind, pass: Pass::Forward, backward: Backward::Mirror };
     let bytes = 8192.0 * 8192.0 * 2.0;

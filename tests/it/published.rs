@@ -36,7 +36,7 @@
 //!
 //! Session 9's merged tree (all of the above together) and a joint refit on the fit rows (grid
 //! narrowed around the optimum; calibration/runs/fit_megatron_published-output.txt): (1.0, 0.65,
-//! 4,000 us). The bounds below are set to it:
+//! 4,000 us). The bounds were set to it then:
 //!
 //! | split | rows | MAPE | bias | dense MAPE (bias) | MoE MAPE (bias) |
 //! | --- | --- | --- | --- | --- | --- |
@@ -50,6 +50,19 @@
 //! the merged model), so the joint fit trades dense test accuracy (8.9% -> 11.5%) for MoE (22.1% ->
 //! 13.6%) and the whole test split (16.2% -> 12.7%). The MoE bias bound and the LoRA bounds were
 //! loosened with it (see their tests).
+//!
+//! wt-pub3 (2026-11-24): the LoRA rows' perf recipes (adapters on linear_qkv only, distributed
+//! optimizer), packed SQuAD for the SFT and LoRA rows (`workload.packed_doc_len`), Blackwell's
+//! per-tensor FP8 without a transposed copy (`workload.fp8_non_tn`), and B200/GB200 fused attention
+//! at 0.818 of Hopper's level (the SFU's exponentials beside a doubled tensor rate; B300/GB300's
+//! doubled SFU rate keeps Hopper's); constants unchanged (the fit script's optimum on this tree,
+//! 0.9 / 0.60 / 4,000 us, is 0.08 points from them on the fit rows:
+//! calibration/runs/fit_megatron_published-output.txt). The bounds below are set to it:
+//!
+//! | split | rows | MAPE | bias | dense MAPE (bias) | MoE MAPE (bias) |
+//! | --- | --- | --- | --- | --- | --- |
+//! | fit | 81 | 10.71% | +3.3% | 7.61% (+3.5%) | 16.26% (+2.8%) |
+//! | test | 61 | 8.97% | -0.5% | 6.91% (+5.7%) | 10.61% (-5.4%) |
 //!
 //! Then the rows' recipes' memory options (bf16 main gradients and their halved DP reduce-scatter,
 //! FP8 parameters gathered at 1 B, DeepSeek-V3's selective recompute with its forward re-run,
@@ -79,6 +92,17 @@
 //! | test | 61 | 8.93% | -1.6% | 7.72% (+3.3%) | 9.88% (-5.5%) |
 //!
 //! The MoE test bias bound was loosened with it (4.38% -> 5.45%; see that test).
+//!
+//! Session 10's merged tree (wt-pub3 and wt-moe3 above together, wt-attndp's engine-only changes)
+//! and a joint refit of the three constants on the fit rows
+//! (calibration/runs/fit_megatron_published-output.txt): (0.9, 0.60, 3,500 us). The bounds below
+//! are set to it:
+//!
+//! | split | rows | MAPE | bias | dense MAPE (bias) | MoE MAPE (bias) |
+//! | --- | --- | --- | --- | --- | --- |
+//! | fit | 81 | 9.89% | +1.7% | 7.03% (+2.3%) | 15.02% (+0.6%) |
+//! | test | 61 | 8.76% | -1.6% | 6.31% (+4.7%) | 10.70% (-6.6%) |
+//!
 //! Bound = current + 1 percentage point. Lower a bound when a change improves the numbers; the
 //! issue's target is 8% MAPE on the test split.
 
@@ -87,11 +111,11 @@ use std::process::Command;
 const CSV: &str = "tests/data/published/megatron_bridge_training_dev.csv";
 
 /// MAPE (percent) of the fit and test splits measured when the bounds were set, and the slack.
-const FIT_MAPE_NOW: f64 = 10.76;
-const TEST_MAPE_NOW: f64 = 8.93;
+const FIT_MAPE_NOW: f64 = 9.89;
+const TEST_MAPE_NOW: f64 = 8.76;
 /// The same for the dense rows (`summary[].kinds.dense`).
-const FIT_DENSE_MAPE_NOW: f64 = 9.02;
-const TEST_DENSE_MAPE_NOW: f64 = 7.72;
+const FIT_DENSE_MAPE_NOW: f64 = 7.03;
+const TEST_DENSE_MAPE_NOW: f64 = 6.31;
 const SLACK_PP: f64 = 1.0;
 /// Unexpressible rows when the bounds were set (none: every complete row maps), and incomplete rows
 /// (a property of the data).
@@ -145,16 +169,13 @@ fn dev_set_stays_within_its_current_bounds() {
 }
 
 /// The 8 LoRA rows (Llama-3 70B on GB300/GB200/H100, NeMo 26.06; Llama-2 7B/13B/70B on H100,
-/// NeMo 24.07) are scored with their recipes' adapters (`published::lora_recipe`): 8.03% MAPE
-/// when they were first scored (each within 12.5%); 10.7% under the joint refit of 2026-11-24 (the
-/// memory-bound kernels at 0.75 of the stream rate weigh on the adapters' scale-and-add ops: rows
-/// 25, 21 and 22, Llama-3 70B at TP 1-2 with rank 16 on every linear, at -22%, -21%, -19%); 13.8%
-/// after the fused attention's small-call factor and the refit to 0.70 (wt-pubdense2, 2026-11-24:
-/// row 25 -25.9%, 21 -18.9%, 22 -16.0%, Llama-2 7B/13B -15.3%, -14.8%): these rows pack short SFT
-/// samples into the sequence and are priced at full-sequence attention, so slower attention at 4K
-/// makes them slower still. The bounds were loosened with it, to 27% a row and a MAPE below 14.9%,
-/// until packed-sequence attention is modelled. Session 9's joint refit (memory efficiency 0.65)
-/// moved them to 15.5% (row 25: -27.4%): loosened again, to 29% a row and 16.5%, for the same reason.
+/// NeMo 24.07) are scored with their recipes' adapters (`published::lora_recipe`). History: 8.03%
+/// MAPE when first scored; 15.5% at session 9's joint refit (row 25 -27.4%), with the adapters of
+/// the library recipe (all four linears, no distributed optimizer) and full-sequence attention.
+/// wt-pub3 (2026-11-24): the Megatron-Bridge 0.6.2 perf recipes the 26.06 rows ran
+/// (`llama3_70b_peft_8gpu_*`: adapters on linear_qkv only, distributed optimizer, SP and TP overlap
+/// at TP 2) and packed SQuAD documents (`SQUAD_PACKED_DOC_TOKENS`): 8.4%, each within 22%; GB200's
+/// two rows are the outliers (+18%, +22%; GB300's of the same layout +4%, +9%).
 #[test]
 fn lora_rows_are_scored_with_their_recipes_adapters() {
     let (code, v, err) = validate(&[]);
@@ -165,12 +186,31 @@ fn lora_rows_are_scored_with_their_recipes_adapters() {
     let mut sum = 0.0;
     for r in &rows {
         let e = r["error"].as_f64().unwrap();
-        assert!(e.abs() < 0.29, "{r}");
-        assert!(r["notes"].to_string().contains("LoRA rank"), "{r}");
+        assert!(e.abs() < LORA_ROW_MAX, "{r}");
+        let notes = r["notes"].to_string();
+        assert!(notes.contains("LoRA rank") && notes.contains("packed SQuAD"), "{r}");
         sum += e.abs();
     }
-    assert!(sum / 8.0 < 0.165, "LoRA MAPE {:.2}%", 100.0 * sum / 8.0);
+    assert!(sum / 8.0 < LORA_MAPE_NOW + SLACK_PP / 100.0, "LoRA MAPE {:.2}%", 100.0 * sum / 8.0);
+
+    // The 26.06 rows' perf recipe, field by field (Megatron-Bridge 0.6.2
+    // perf_recipes/llama/h100/llama3.py llama3_70b_peft_8gpu_h100_fp8cs_config).
+    use gpuplan::config::published::{map_row, read_rows, SQUAD_PACKED_DOC_TOKENS};
+    let rows = read_rows(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(CSV)).unwrap();
+    let m = map_row(rows.iter().find(|r| r.dev_row == "25").unwrap()).unwrap();
+    let (p, wl) = (&m.wire.parallelism, &m.wire.workload);
+    assert_eq!((wl.lora_rank, wl.lora_targets.clone()), (Some(16), Some(vec!["linear_qkv".to_string()])));
+    assert_eq!((p.tp, p.zero, p.sp, m.wire.options.tp_comm_overlap), (Some(2), Some(1), Some(true), Some(true)));
+    assert_eq!(wl.packed_doc_len, Some(SQUAD_PACKED_DOC_TOKENS as i64));
+    // NeMo 24.07's NeMo 1 PEFT keeps its own defaults; pre-training rows are not packed.
+    let m = map_row(rows.iter().find(|r| r.dev_row == "142").unwrap()).unwrap();
+    assert_eq!((m.wire.workload.lora_rank, m.wire.parallelism.zero), (Some(32), Some(0)));
+    assert_eq!(map_row(rows.iter().find(|r| r.dev_row == "48").unwrap()).unwrap().wire.workload.packed_doc_len, None);
 }
+
+/// LoRA rows' MAPE (fraction) when the bounds were set, and the largest row error allowed.
+const LORA_MAPE_NOW: f64 = 0.063;
+const LORA_ROW_MAX: f64 = 0.205;
 
 /// MoE rows alone (issue 18), test split: MAPE and |bias| when the bounds were set (see the module
 /// doc), and the micro-batch trend the dev rows show. 13.56% / -7.62% at the joint refit; 11.78% /
@@ -178,9 +218,14 @@ fn lora_rows_are_scored_with_their_recipes_adapters() {
 /// refit; 9.88% / -5.45% with the per-expert launches and the drain (wt-moe3): the bias bound
 /// loosened by 1.07 points, because the launches the GPU no longer hides after the drain slow the
 /// Qwen3-30B-A3B rows at micro-batch 4 and 8 too (-7.6% -> -8.5% on that model's 21 test rows) while
-/// DeepSeek-V3's test rows move from 13.5% to 11.8%.
-const MOE_TEST_MAPE_NOW: f64 = 9.88;
-const MOE_TEST_BIAS_NOW: f64 = 5.45;
+/// DeepSeek-V3's test rows move from 13.5% to 11.8%. wt-pub3 (B200/GB200 fused attention at 0.818 of
+/// Hopper's level, the softmax exponentials' share; nothing MoE-specific) moves the B200/GB200 MoE
+/// rows down about 1% more. Merged tree with session 10's joint refit (sync 4,000 -> 3,500 us,
+/// memory efficiency 0.65 -> 0.60): 10.70% / -6.61%, the bias bound loosened by 1.16 points more
+/// (the refit is on the fit rows, where the MoE bias is +0.6%; the test MoE rows are mostly
+/// Qwen3-30B-A3B at -8..-9%, and DeepSeek-V3's test rows are at +0.8%).
+const MOE_TEST_MAPE_NOW: f64 = 10.70;
+const MOE_TEST_BIAS_NOW: f64 = 6.61;
 
 #[test]
 fn moe_rows_stay_within_their_bounds_and_grow_with_the_micro_batch() {

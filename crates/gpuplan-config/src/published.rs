@@ -144,11 +144,11 @@ pub const RECIPE_DEFAULTS: &[(&str, &str, &str)] = &[
         "on for the MoE rows with full-iteration CUDA graphs (RECIPE_DEFAULTS `cuda_graphs`) whose layout Megatron overlaps (pp 1, or a virtual pipeline); off otherwise",
         "Megatron-Bridge 0.6.2 perf recipes: _enable_hybridep_full_iteration_mxfp8 (perf_recipes/qwen/common.py) and _enable_deepseek_full_iteration_mxfp8 (perf_recipes/deepseek/common.py) set comm_overlap overlap_moe_expert_parallel_comm = True and delay_wgrad_compute = True, with moe_hybridep_num_sms = 32; their BF16/FP8-CS and partial-graph configs leave it off (the H100 Qwen3 base recipe's is commented out); megatron-core 0.16.1 asserts a virtual pipeline for it when pp > 1. The same helpers and the Qwen3 H100 base recipe set moe_shared_expert_overlap = False, so no row overlaps its shared experts (`moe_shared_expert_overlap` stays off)",
     ),
-    ("sft", "SFT rows as training at the row's sequence (packed)", "SFT rows are packed sequences (SQuAD packed to 4096 on the 24.07 page); per-document attention masks are not modelled"),
+    ("sft", "SFT rows as training on packed SQuAD (`packed_doc_len` = SQUAD_PACKED_DOC_TOKENS)", "SFT rows are packed sequences (SQuAD packed to 4096 on the 24.07 page; Megatron-Bridge 0.6.2 `default_squad_config`): attention within each document"),
     (
         "lora",
-        "LoRA rows as training with `lora_rank` / `lora_targets` from `lora_recipe`, sp off, zero 0, no TP comm overlap, packed sequences at full-sequence attention",
-        "Megatron-Bridge llama3_70b_peft_config (dim 16, all four linear layers, sequence_parallel=False, use_distributed_optimizer=False); NeMo 1 PEFT defaults for the 24.07 rows (attention_qkv, adapter_dim 32)",
+        "LoRA rows as training with `lora_rank` / `lora_targets`, distributed optimizer, sp and TP comm overlap from `lora_recipe` (Llama-3 70B: the Bridge perf recipes' adapters on linear_qkv, distributed optimizer, sp + TP overlap at tp > 1); packed SQuAD as the SFT rows",
+        "Megatron-Bridge 0.6.2 perf_recipes/llama/<gpu>/llama3.py llama3_70b_peft_8gpu_* (peft.target_modules = [\"linear_qkv\"], dim 16, use_distributed_optimizer = True; H100 TP 2 with sequence_parallel and tp_comm_overlap); LoRA defaults (dim 32, all four linear layers) for other Bridge models; NeMo 1 PEFT defaults for the 24.07 rows (attention_qkv, adapter_dim 32)",
     ),
 ];
 
@@ -311,12 +311,19 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
         }
     }
     if r.task == "SFT" {
-        notes.push("SFT (packed sequences) priced as pre-training".into());
+        notes.push(format!("SFT on packed SQuAD: attention within {SQUAD_PACKED_DOC_TOKENS}-token documents"));
     }
     let lora = (r.task == "LoRA").then(|| lora_recipe(&r.container, model));
     if let Some(l) = &lora {
-        notes.push(format!("LoRA rank {} on {} ({}); packed sequences priced at full-sequence attention", l.rank, l.targets.join(","), l.source));
+        notes.push(format!(
+            "LoRA rank {} on {} ({}); packed SQuAD: attention within {SQUAD_PACKED_DOC_TOKENS}-token documents",
+            l.rank,
+            l.targets.join(","),
+            l.source
+        ));
     }
+    // Fine-tuning rows train on SQuAD packed to the row's sequence (see `SQUAD_PACKED_DOC_TOKENS`).
+    let packed_doc_len = matches!(r.task.as_str(), "SFT" | "LoRA").then_some(SQUAD_PACKED_DOC_TOKENS.min(seq) as i64);
     let fp8_recipe = fp8_recipe_of(precision, recipe);
     let mem = memory_recipe(&r.container, family, system, precision, recipe, fsdp > 0, lora.is_some());
     let i = |x: u64| Some(x as i64);
@@ -334,10 +341,10 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
             ep: i(if moe { ep } else { 1 }),
             zero: Some(match (&lora, fsdp > 0) {
                 (_, true) => 3,
-                (Some(_), false) => 0,
-                (None, false) => 1,
+                (Some(l), false) if !l.distributed_optimizer => 0,
+                (_, false) => 1,
             }),
-            sp: lora.as_ref().map(|_| false),
+            sp: lora.as_ref().map(|l| l.tp_overlap && tp > 1),
             ..Default::default()
         },
         workload: WorkloadWire {
@@ -359,11 +366,12 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
             lora_targets: lora.as_ref().map(|l| l.targets.iter().map(|t| t.to_string()).collect()),
             moe_dispatcher: moe_dispatcher.map(str::to_string),
             mtp_layers: mtp.then_some(1),
+            packed_doc_len,
             ..Default::default()
         },
-        // Userbuffers' TP overlap needs sequence parallelism, which the LoRA recipes turn off.
+        // Userbuffers' TP overlap needs sequence parallelism, which some LoRA recipes turn off.
         options: OptionsWire {
-            tp_comm_overlap: Some(tp > 1 && lora.is_none()),
+            tp_comm_overlap: Some(tp > 1 && lora.as_ref().is_none_or(|l| l.tp_overlap)),
             dp_overlap: None,
             cuda_graphs: cuda_graphs.map(str::to_string),
             moe_ep_overlap: moe_ep_overlap.then_some(true),
@@ -451,32 +459,74 @@ pub fn memory_recipe(container: &str, family: &str, system: &str, precision: &st
     m
 }
 
+/// Mean tokens of one SQuAD v1.1 training example as the fine-tuning recipes feed it, the
+/// document length of the published SFT and LoRA rows' packed sequences (`workload.packed_doc_len`).
+/// The recipes: Megatron-Bridge 0.6.2 `recipes/common.py` `_sft_common` / `_peft_common` train on
+/// `default_squad_config` (`recipes/utils/dataset_utils.py`: HF `squad`, offline packing with
+/// `packed_sequence_size = seq_length`, `pad_to_max_length`), and the perf recipes
+/// (`perf_recipes/llama/<gpu>/llama3.py` `llama3_70b_{sft,peft}_*`) keep it; the NeMo 24.07 page
+/// says "SQuAD v1.1 packed to 4096 tokens". The length, from memory and to verify by tokenizing
+/// the set: a SQuAD v1.1 paragraph averages about 140 tokens, a question about 11 and an answer
+/// about 3 (Rajpurkar et al. 2016), about 1.2-1.3 Llama tokens per such token, plus the prompt's
+/// "Context: / Question: / Answer:" words: about 190. Not fitted; the published rows' FLOP counts
+/// do not say it (NVIDIA counts the SFT rows at full-sequence attention and the LoRA rows without
+/// attention). Attention then costs about 190 / 4096 of full-sequence causal attention per token.
+pub const SQUAD_PACKED_DOC_TOKENS: u64 = 190;
+
 /// The LoRA adapters of a published LoRA row, by release, and where they come from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoraRecipe {
     pub rank: i64,
     pub targets: Vec<&'static str>,
+    /// Megatron's distributed optimizer (over the adapters' states): zero 1 instead of 0.
+    pub distributed_optimizer: bool,
+    /// Sequence parallelism and userbuffers' TP communication overlap when tp > 1.
+    pub tp_overlap: bool,
     pub source: &'static str,
 }
 
 /// The LoRA recipe a published LoRA row ran (the pages state only "LoRA"):
-/// - Megatron-Bridge releases (NeMo 25.x/26.x): `llama3_70b_peft_config` sets `peft.dim = 16`
-///   (alpha 32) on `LoRA`'s default `target_modules = ["linear_qkv", "linear_proj", "linear_fc1",
-///   "linear_fc2"]`, with `sequence_parallel = False` and `use_distributed_optimizer = False`
-///   (megatron-bridge 0.3.1 on PyPI: `recipes/llama/llama3.py`, `peft/lora.py`); other models
-///   take `LoRA`'s default `dim = 32`.
+/// - Megatron-Bridge perf releases (NeMo 25.x/26.x), Llama-3 70B: the perf recipes
+///   `llama3_70b_peft_8gpu_{h100,b200,b300,gb200,gb300}_{fp8cs,fp8mx}_config` (megatron-bridge
+///   0.6.2 wheel, `perf_recipes/llama/<gpu>/llama3.py`, whose layouts are the published rows'
+///   own: GB300 PP 2 VP 20, GB200 FP8-CS PP 2 / MXFP8 PP 4 VP 20, H100 TP 2 PP 4 VP 20) start from
+///   `llama3_70b_peft_config` (`peft.dim = 16`, alpha 32) and set `peft.target_modules =
+///   ["linear_qkv"]`, `use_distributed_optimizer = True`, and on H100 (TP 2)
+///   `sequence_parallel = True` with `CommOverlapConfig(tp_comm_overlap=True)`; the Blackwell
+///   configs run TP 1 with `tp_comm_overlap=False`. The dataset is `_peft_common`'s SQuAD with
+///   offline packing (`recipes/common.py`), padded to the packed size (`pad_to_max_length`).
+/// - Other models on Megatron-Bridge releases: `LoRA`'s defaults, `dim = 32` on `target_modules =
+///   ["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"]` (`peft/lora.py`), no distributed
+///   optimizer and sequence parallelism off (megatron-bridge 0.3.1 `recipes/llama/llama3.py`).
 /// - NeMo 24.07 (NeMo 1 launcher): `peft_config.get_target_modules` defaults to
 ///   `("attention_qkv",)` (nemo-toolkit 2.0.0 on PyPI: `collections/nlp/parts/peft_config.py`),
 ///   with `adapter_dim = 32` (`megatron_gpt_finetuning_config.yaml`, from memory).
 pub fn lora_recipe(container: &str, model: &str) -> LoraRecipe {
     if container == "NeMo 24.07" {
-        return LoraRecipe { rank: 32, targets: vec!["linear_qkv"], source: "NeMo 1 default attention_qkv, adapter_dim 32" };
+        return LoraRecipe {
+            rank: 32,
+            targets: vec!["linear_qkv"],
+            distributed_optimizer: false,
+            tp_overlap: false,
+            source: "NeMo 1 default attention_qkv, adapter_dim 32",
+        };
     }
-    let all = vec!["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"];
     if model == "llama-3-70b" {
-        LoraRecipe { rank: 16, targets: all, source: "Megatron-Bridge llama3_70b_peft_config: dim 16, all linear layers" }
+        LoraRecipe {
+            rank: 16,
+            targets: vec!["linear_qkv"],
+            distributed_optimizer: true,
+            tp_overlap: true,
+            source: "Megatron-Bridge 0.6.2 perf recipes llama3_70b_peft_8gpu_*: dim 16 on linear_qkv, distributed optimizer",
+        }
     } else {
-        LoraRecipe { rank: 32, targets: all, source: "Megatron-Bridge LoRA defaults: dim 32, all linear layers" }
+        LoraRecipe {
+            rank: 32,
+            targets: vec!["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"],
+            distributed_optimizer: false,
+            tp_overlap: false,
+            source: "Megatron-Bridge LoRA defaults: dim 32, all linear layers",
+        }
     }
 }
 

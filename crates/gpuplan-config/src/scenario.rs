@@ -163,6 +163,9 @@ pub struct WorkloadWire {
     /// expert-parallel MoE (TensorRT-LLM `enable_attention_dp`, SGLang `--enable-dp-attention`):
     /// `batch` is the instance's sequences, spread over its `dp` ranks; needs ep x etp = tp x dp
     pub attention_dp: Option<bool>,
+    /// training: packed sequences (THD, `cu_seqlens`), the mean tokens of one document in a
+    /// `seq`-token sequence; attention runs within each document (default: one document)
+    pub packed_doc_len: Option<i64>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -242,7 +245,8 @@ pub fn overlay(base: ScenarioWire, over: ScenarioWire) -> ScenarioWire {
             cpu_offload_layers,
             cross_entropy_fusion,
             decode_tokens,
-            attention_dp
+            attention_dp,
+            packed_doc_len
         ]
     );
     pick!(b.options, over.options, [tp_comm_overlap, dp_overlap, cuda_graphs, moe_ep_overlap, moe_shared_expert_overlap]);
@@ -811,6 +815,31 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         }
         Some(n) => pos(&mut p, "workload.decode_tokens", Some(n), 1),
     };
+    let packed_doc_len = match ww.packed_doc_len {
+        None => None,
+        Some(n) if mode != Mode::Train => {
+            p.push(
+                ConfigError::invalid(&path, "workload.packed_doc_len", n, format!("applies to training; this scenario is {}", mode.name()))
+                    .with_hint("leave `--packed-doc-len` out, or give `--mode train`"),
+            );
+            None
+        }
+        Some(n) if parallel.cp > 1 => {
+            p.push(
+                ConfigError::invalid(&path, "workload.packed_doc_len", n, format!("is not modelled with context parallelism (cp = {})", parallel.cp))
+                    .with_hint("leave `--packed-doc-len` out, or give `--cp 1`"),
+            );
+            None
+        }
+        Some(n) if n > seq as i64 => {
+            p.push(
+                ConfigError::invalid(&path, "workload.packed_doc_len", n, format!("is longer than the {seq}-token sequence it is packed into"))
+                    .with_hint("give at most `--seq`; leave it out for one document per sequence"),
+            );
+            None
+        }
+        Some(n) => Some(pos(&mut p, "workload.packed_doc_len", Some(n), 1)),
+    };
     let cp_comm = match pw.cp_comm.as_deref() {
         None => CpComm::P2p,
         Some(s) => CpComm::parse(s).unwrap_or_else(|| {
@@ -846,6 +875,9 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         megatron,
         decode_tokens,
         attention_dp,
+        packed_doc_len,
+        // Transformer Engine's layout rule (the megatron stack's quantize kernels).
+        fp8_non_tn: stack == Stack::Megatron && system.gpu.arch == gpuplan_core::hardware::Arch::Blackwell,
     };
     // The hf-* stacks' host time in inference is the node's host probe's: no default.
     if stack.hf() && mode != Mode::Train && profile.as_ref().is_none_or(|pr| pr.host.is_none()) {

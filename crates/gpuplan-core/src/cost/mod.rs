@@ -118,6 +118,18 @@ pub fn fused_small_call_factor(work: f64, causal: bool, backward: bool) -> f64 {
     1.0
 }
 
+/// The share of a causal `s x s` attention's computed score blocks that the causal half needs:
+/// a fused kernel (cuDNN, FlashAttention) walks 128-query tiles and, in each, the 128-key tiles up
+/// to the diagonal, computing every tile it visits whole: `n (n + 1) / 2` tiles of 128^2 for
+/// `n = ceil(s / 128)`, against `s^2 / 2` scores. 0.97 at s 4096, 0.37 at s 190 (packed SQuAD
+/// documents, `workload.packed_doc_len`); 1 in the limit. Applied only below the measured calls
+/// ([`FUSED_SMALL_CALL_MIN_SIDE`]), whose factors already hold what tiling costs them.
+pub fn causal_tile_share(s: u64) -> f64 {
+    let n = s.div_ceil(128) as f64;
+    let s = s as f64;
+    ((s * s / 2.0) / (n * (n + 1.0) / 2.0 * 128.0 * 128.0)).min(1.0)
+}
+
 /// Which attention kernel a stack runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttentionKernel {
@@ -594,6 +606,10 @@ impl<'a> CostModel<'a> {
             // A call with less work than the reference reaches less of the level.
             let forward_flops = if backward { op.flops() / 2.5 } else { op.flops() };
             eff *= fused_small_call_factor(forward_flops, causal, backward);
+        } else if self.fused_small_calls && self.attention_kernel == AttentionKernel::Fused && causal && q_len == kv_len && q_len > 1 {
+            // Short causal sequences (packed documents) below the measured calls: the kernel
+            // computes whole 128 x 128 score blocks, the diagonal ones included.
+            eff *= causal_tile_share(q_len);
         }
         if backward {
             eff *= match self.attention_kernel {
@@ -740,6 +756,16 @@ fn largest_gemm(p: &Profile, dtype: Dtype) -> Option<&crate::hardware::profile::
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn causal_tiles_cost_short_documents_most() {
+        // 190 tokens: 2 query tiles visit 3 key tiles of 128^2 for 190^2 / 2 scores.
+        assert!((causal_tile_share(190) - (190.0 * 190.0 / 2.0) / (3.0 * 128.0 * 128.0)).abs() < 1e-12);
+        // One tile, half of it needed at 128; the share rises toward 1 with the length.
+        assert!((causal_tile_share(128) - 0.5).abs() < 1e-12);
+        assert!(causal_tile_share(4096) > 0.96 && causal_tile_share(4096) < 1.0);
+        assert!(causal_tile_share(190) < causal_tile_share(1000) && causal_tile_share(1000) < causal_tile_share(4096));
+    }
 
     fn point(seq_len: u64, head_dim: u64, tflops: f64) -> AttentionBmmPoint {
         AttentionBmmPoint { seq_len, head_dim, achieved: FlopsPerSec::tflops(tflops) }

@@ -807,6 +807,8 @@ mod tests {
             megatron: Default::default(),
             decode_tokens: 1,
             attention_dp: None,
+            packed_doc_len: None,
+            fp8_non_tn: false,
         }
     }
 

@@ -420,6 +420,18 @@ pub struct Workload {
     /// layer. The MoE layers' experts are sharded `ep x etp` over all `tp x dp` GPUs of the
     /// instance and see every rank's tokens ([`Workload::instance_sequences`]). `None`: off.
     pub attention_dp: Option<u64>,
+    /// Training on packed sequences (Megatron's THD layout with `cu_seqlens`, as the
+    /// Megatron-Bridge / NeMo fine-tuning recipes pack SQuAD): each `seq`-token sequence holds
+    /// documents of this many tokens on average, and attention runs within each document only.
+    /// `None`: one document per sequence.
+    pub packed_doc_len: Option<u64>,
+    /// Megatron training (Transformer Engine) on a GPU whose FP8 GEMMs take every operand layout,
+    /// not only TN (data-centre Blackwell, compute capability 10.x: Transformer Engine 2.9
+    /// `pytorch/utils.py` `is_non_tn_fp8_gemm_supported`), so Transformer Engine's per-tensor FP8
+    /// inputs (`Float8TensorStorage.update_usage`) keep no transposed copy for the weight-gradient
+    /// GEMM; the block-scaled recipes (MXFP8, NVFP4) still write a column-wise copy with its own
+    /// scales.
+    pub fp8_non_tn: bool,
 }
 
 /// Token dropping at a per-expert capacity, as Megatron-Core runs it (megatron-core 0.16.1
@@ -764,8 +776,10 @@ impl<'a> Builder<'a> {
             self.push(op, OpKind::Memory { bytes, kernels });
             return;
         }
-        // Frozen weights (LoRA) form no weight gradient, so no transposed copy of the input.
-        let wgrad = self.w.mode == Mode::Train && self.w.lora.is_none();
+        // Frozen weights (LoRA) form no weight gradient, so no transposed copy of the input; nor
+        // does per-tensor FP8 on a GPU whose FP8 GEMMs read the row-wise copy in any layout.
+        let per_tensor = self.w.precision == Dtype::Fp8 && matches!(self.w.fp8_recipe, Fp8Recipe::Tensorwise | Fp8Recipe::Delayed);
+        let wgrad = self.w.mode == Mode::Train && self.w.lora.is_none() && !(self.w.fp8_non_tn && per_tensor);
         if let Some((per_elem, kernels)) = quantize_bytes(self.w.precision, self.w.fp8_recipe, wgrad) {
             self.push("quantize", OpKind::Memory { bytes: elems * per_elem, kernels });
         }
@@ -1026,6 +1040,17 @@ impl<'a> Builder<'a> {
                 }
             }
         }
+        // Packed sequences (THD with `cu_seqlens`): TE's fused attention runs each document
+        // causally against itself, `seq / doc` documents of `doc` tokens per sequence (the last
+        // one rounded up to a whole document), instead of one causal `seq x seq` block.
+        let seqs = match self.w.packed_doc_len {
+            Some(doc) if !cp_split && self.w.mode != Mode::Decode && doc < q_len => {
+                let docs = q_len.div_ceil(doc);
+                (q_len, kv_len) = (doc, doc);
+                seqs * docs
+            }
+            _ => seqs,
+        };
         let attn_kv_heads = if self.w.cp_comm == CpComm::A2a && cp_split { (kv_heads / cp).max(1) } else { kv_heads };
         // transformers under torch.compile: while Dynamo traces, `masking_utils._ignore_causal_mask_sdpa`
         // returns False (`is_tracing`), so the model builds an explicit boolean mask [b, 1, q, kv]
@@ -1730,6 +1755,8 @@ mod tests {
             megatron: MegatronMemory::default(),
             decode_tokens: 1,
             attention_dp: None,
+            packed_doc_len: None,
+            fp8_non_tn: false,
         }
     }
 
@@ -2101,6 +2128,54 @@ mod tests {
         let casts = |list: &[Op]| list.iter().filter(|o| o.name == "quantize").count();
         assert_eq!(casts(&ops.head), 0);
         assert_eq!(casts(&ops.dense_layer), 4, "qkv, out, up, down");
+    }
+
+    #[test]
+    fn packed_documents_attend_within_themselves() {
+        let m = gpt3_175b();
+        let pc = ParallelConfig { zero: 1, ..single() };
+        let attention = |w: &Workload| {
+            let ops = forward_ops(&m, &pc, w);
+            ops.dense_layer.iter().find(|o| o.name == "attention").cloned().expect("attention op")
+        };
+        let full = train(2048, Stack::Megatron);
+        let packed = Workload { packed_doc_len: Some(256), ..full.clone() };
+        let (a, b) = (attention(&full), attention(&packed));
+        let OpKind::Attention { batch_heads, q_len, kv_len, causal, .. } = b.kind else { panic!("{b:?}") };
+        // 8 documents of 256 tokens per 2048-token sequence, each causal within itself.
+        assert_eq!((q_len, kv_len, causal), (256, 256, true));
+        let OpKind::Attention { batch_heads: full_bh, .. } = a.kind else { panic!("{a:?}") };
+        assert_eq!(batch_heads, 8 * full_bh);
+        // Causal work scales with the square of the length: 8 x (1/8)^2 of the full sequence's.
+        assert!((b.flops() / a.flops() - 1.0 / 8.0).abs() < 1e-3, "{} / {}", b.flops(), a.flops());
+        // The rest of the layer does not change.
+        let gemm_flops =
+            |w: &Workload| forward_ops(&m, &pc, w).dense_layer.iter().filter(|o| matches!(o.kind, OpKind::Gemm { .. })).map(Op::flops).sum::<f64>();
+        assert_eq!(gemm_flops(&full), gemm_flops(&packed));
+        // A document as long as the sequence is the unpacked case.
+        assert_eq!(attention(&Workload { packed_doc_len: Some(2048), ..full.clone() }), a);
+    }
+
+    #[test]
+    fn per_tensor_fp8_on_non_tn_gpus_writes_no_transposed_copy() {
+        let m = gpt3_175b();
+        let pc = ParallelConfig { zero: 1, ..single() };
+        let quantize_bytes_of = |recipe: Fp8Recipe, non_tn: bool| {
+            let w = Workload { precision: Dtype::Fp8, fp8_recipe: recipe, fp8_non_tn: non_tn, ..train(2048, Stack::Megatron) };
+            forward_ops(&m, &pc, &w)
+                .dense_layer
+                .iter()
+                .filter_map(|o| match o.kind {
+                    OpKind::Memory { bytes, .. } if o.name == "quantize" => Some(bytes),
+                    _ => None,
+                })
+                .sum::<f64>()
+        };
+        // Current scaling: amax read (2) + cast read (2) + copies written (2 on Hopper, 1 on Blackwell).
+        let (hopper, blackwell) = (quantize_bytes_of(Fp8Recipe::Tensorwise, false), quantize_bytes_of(Fp8Recipe::Tensorwise, true));
+        assert!((blackwell / hopper - 5.0 / 6.0).abs() < 1e-9, "{blackwell} / {hopper}");
+        // MXFP8 keeps its column-wise copy (its scales run along the other axis).
+        assert_eq!(quantize_bytes_of(Fp8Recipe::Mxfp8, true), quantize_bytes_of(Fp8Recipe::Mxfp8, false));
     }
 
     #[test]
