@@ -74,19 +74,25 @@ fn hf_test_split_stays_within_its_bounds() {
     assert_eq!(s["oom_runs"], s["oom_predicted"], "every out-of-memory run predicted not to fit: {s:#}");
     assert_eq!(s["false_oom"], 0, "{s:#}");
 }
+/// Validates every run of a post-fit set, checks it has `runs` runs, and holds each metric's MAPE to
+/// its bound; returns the report for the set's own further checks.
+fn post_fit_set_within(file: &str, label: &str, runs: usize, bounds: &[(&str, f64)]) -> serde_json::Value {
+    let v = validate(file, "all");
+    for &(metric, bound) in bounds {
+        let (m, n) = mape(&v, metric, |_| true);
+        println!("{label} {metric}: {m:.1}% over {n} runs");
+        assert_eq!(n, runs, "{label}: runs with {metric}");
+        assert!(m <= bound, "{label} {metric} MAPE {m:.1}% over its bound {bound}%");
+    }
+    v
+}
 
 /// The twelve runs measured on the lent H100 after every hf constant was fitted
 /// (calibration/runs/hf/postfit.jsonl, 2026-11-24 08:47-08:53 UTC).
 #[test]
 fn post_fit_runs_stay_within_their_bounds() {
-    let v = validate("calibration/runs/hf/postfit.jsonl", "all");
     // Power 14.4 -> 10.4% with decode power's launch floors (wt-torch3); bound 16 -> 11%.
-    for (metric, bound) in [("step_time", 11.0), ("peak_memory", 6.0), ("power", 11.0)] {
-        let (m, n) = mape(&v, metric, |_| true);
-        println!("post-fit {metric}: {m:.1}% over {n} runs");
-        assert_eq!(n, 12);
-        assert!(m <= bound, "post-fit {metric} MAPE {m:.1}% over its bound {bound}%");
-    }
+    post_fit_set_within("calibration/runs/hf/postfit.jsonl", "post-fit", 12, &[("step_time", 11.0), ("peak_memory", 6.0), ("power", 11.0)]);
 }
 
 /// The ten runs measured on the lent H100 after the second fit (branch wt-torch: compiled
@@ -94,14 +100,8 @@ fn post_fit_runs_stay_within_their_bounds() {
 /// 2026-11-24 12:08-12:20 UTC). Their memory is not held out: the memory rework came after them.
 #[test]
 fn second_post_fit_runs_stay_within_their_bounds() {
-    let v = validate("calibration/runs/hf/postfit-2.jsonl", "all");
     // Power 7.9 -> 6.8% with decode power's launch floors (wt-torch3); bound 9 -> 7.5%.
-    for (metric, bound) in [("step_time", 9.0), ("peak_memory", 7.5), ("power", 7.5)] {
-        let (m, n) = mape(&v, metric, |_| true);
-        println!("post-fit 2 {metric}: {m:.1}% over {n} runs");
-        assert_eq!(n, 10);
-        assert!(m <= bound, "post-fit 2 {metric} MAPE {m:.1}% over its bound {bound}%");
-    }
+    post_fit_set_within("calibration/runs/hf/postfit-2.jsonl", "post-fit 2", 10, &[("step_time", 9.0), ("peak_memory", 7.5), ("power", 7.5)]);
 }
 
 /// The ten runs measured on the lent H200 (calibration/runs/hf/postfit-3.jsonl, 2026-11-24
@@ -111,13 +111,7 @@ fn second_post_fit_runs_stay_within_their_bounds() {
 /// decode power's launch floors (wt-torch3; decode power 16.0 -> 1.9%).
 #[test]
 fn third_post_fit_runs_on_an_h200_stay_within_their_bounds() {
-    let v = validate("calibration/runs/hf/postfit-3.jsonl", "all");
-    for (metric, bound) in [("step_time", 5.0), ("peak_memory", 5.0), ("power", 3.0)] {
-        let (m, n) = mape(&v, metric, |_| true);
-        println!("post-fit 3 {metric}: {m:.1}% over {n} runs");
-        assert_eq!(n, 10);
-        assert!(m <= bound, "post-fit 3 {metric} MAPE {m:.1}% over its bound {bound}%");
-    }
+    let v = post_fit_set_within("calibration/runs/hf/postfit-3.jsonl", "post-fit 3", 10, &[("step_time", 5.0), ("peak_memory", 5.0), ("power", 3.0)]);
     let decode = mape(&v, "step_time", |s| mode(s) == "decode");
     assert!(decode.1 == 5 && decode.0 <= 6.0, "post-fit 3 decode {decode:?}");
     let power = mape(&v, "power", |s| mode(s) == "decode");
@@ -133,13 +127,7 @@ fn third_post_fit_runs_on_an_h200_stay_within_their_bounds() {
 /// fitted on them. Step 7.9% (decode 9.7%), memory 2.5%, power 4.8% today.
 #[test]
 fn fourth_post_fit_runs_stay_within_their_bounds() {
-    let v = validate("calibration/runs/hf/postfit-4.jsonl", "all");
-    for (metric, bound) in [("step_time", 9.0), ("peak_memory", 3.5), ("power", 5.5)] {
-        let (m, n) = mape(&v, metric, |_| true);
-        println!("post-fit 4 {metric}: {m:.1}% over {n} runs");
-        assert_eq!(n, 8);
-        assert!(m <= bound, "post-fit 4 {metric} MAPE {m:.1}% over its bound {bound}%");
-    }
+    let v = post_fit_set_within("calibration/runs/hf/postfit-4.jsonl", "post-fit 4", 8, &[("step_time", 9.0), ("peak_memory", 3.5), ("power", 5.5)]);
     let decode = mape(&v, "step_time", |s| mode(s) == "decode");
     assert!(decode.1 == 6 && decode.0 <= 10.5, "post-fit 4 decode {decode:?}");
     let s = v["summary"].as_array().unwrap().last().unwrap();
