@@ -16,7 +16,7 @@ pub struct LaunchArgs {
     /// all (the default without a value): commands, TensorRT-LLM's extra-options YAML, the router
     #[arg(long, value_name = "trtllm|vllm|sglang|all", num_args = 0..=1, default_missing_value = "all")]
     pub launch: Option<String>,
-    /// Serving: write the launch files (<server>-launch.sh and YAML) into this folder instead of
+    /// Serving: write the launch files (SERVER-launch.sh and YAML) into this folder instead of
     /// printing them (implies --launch all unless --launch names one); existing files need --force
     #[arg(long, value_name = "DIR")]
     pub launch_dir: Option<PathBuf>,

@@ -420,10 +420,10 @@ pub struct PlanServeArgs {
     /// Serving: seconds of Poisson arrivals per simulated configuration
     #[arg(long, default_value_t = 120.0, value_parser = positive_f64, allow_negative_numbers = true)]
     pub duration_s: f64,
-    /// Serving: prompt lengths (N, uniform:LO:HI, lognormal:MEAN[:SIGMA]; default: --seq)
+    /// Serving: prompt lengths (N, uniform:LO:HI, lognormal:MEAN or lognormal:MEAN:SIGMA; default: --seq)
     #[arg(long)]
     pub input_len: Option<String>,
-    /// Serving: output lengths (N, uniform:LO:HI, lognormal:MEAN[:SIGMA])
+    /// Serving: output lengths (N, uniform:LO:HI, lognormal:MEAN or lognormal:MEAN:SIGMA)
     #[arg(long)]
     pub output_len: Option<String>,
     /// Serving: seed of the request stream

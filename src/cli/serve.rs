@@ -30,10 +30,10 @@ pub struct ServeArgs {
     /// Seconds of arrivals (the run then drains)
     #[arg(long, value_parser = positive, allow_negative_numbers = true)]
     pub duration_s: Option<f64>,
-    /// Prompt lengths: N, uniform:LO:HI, lognormal:MEAN[:SIGMA]
+    /// Prompt lengths: N, uniform:LO:HI, lognormal:MEAN or lognormal:MEAN:SIGMA
     #[arg(long)]
     pub input_len: Option<String>,
-    /// Output lengths: N, uniform:LO:HI, lognormal:MEAN[:SIGMA]
+    /// Output lengths: N, uniform:LO:HI, lognormal:MEAN or lognormal:MEAN:SIGMA
     #[arg(long)]
     pub output_len: Option<String>,
     /// poisson, gamma (bursty, with --cv), constant

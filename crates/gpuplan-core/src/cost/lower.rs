@@ -79,7 +79,7 @@ fn moe_dispatch_sync(options: &Options, w: &Workload, op: &Op) -> Seconds {
 }
 
 /// Whether `op` drains the launch queue under Megatron-Core's dropless MoE dispatcher: the
-/// device-to-host copy of the token counts before the permutation ([`moe_dispatch_sync`]), in
+/// device-to-host copy of the token counts before the permutation (`moe_dispatch_sync`), in
 /// eager training without padding to capacity. The host cannot run ahead of the GPU across it, so
 /// a pass's launch time is bounded per MoE layer (`analytic`'s `part_times`).
 pub fn drains_launch_queue(options: &Options, w: &Workload, op: &Op) -> bool {
@@ -705,10 +705,10 @@ fn set_overlap(step: &mut Step, blocking: f64) {
 }
 
 /// Chunks of a pipelined GEMM + reduce-scatter (`PipelineOverlapCfg(num_splits=4)` for proj and
-/// fc2 forward in the userbuffers configs; see [`userbuffers`]).
+/// fc2 forward in the userbuffers configs; see `userbuffers`).
 pub const UB_PIPELINE_SPLITS: f64 = 4.0;
 /// SMs the pipelined reduce-scatter takes from its GEMM, `[proj, fc2]` (`num_sm=24` and `16` with
-/// `set_sm_margin=True` in the same configs; see [`userbuffers`]).
+/// `set_sm_margin=True` in the same configs; see `userbuffers`).
 pub const UB_PIPELINE_SMS: [f64; 2] = [24.0, 16.0];
 
 #[cfg(test)]

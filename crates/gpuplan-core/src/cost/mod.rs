@@ -59,8 +59,8 @@ const FUSED_ATTENTION_BACKWARD_RATIO: f64 = 0.735;
 const FUSED_ATTENTION_BACKWARD_RATIO_LONG: f64 = 0.8795;
 
 /// The fused (cuDNN) attention's backward-over-forward ratio at sequence length `s` (s = sqrt(s_q
-/// s_kv) of one kernel's block): [`FUSED_ATTENTION_BACKWARD_RATIO`] up to s 8192,
-/// [`FUSED_ATTENTION_BACKWARD_RATIO_LONG`] from 16384, linear in ln s between.
+/// s_kv) of one kernel's block): `FUSED_ATTENTION_BACKWARD_RATIO` up to s 8192,
+/// `FUSED_ATTENTION_BACKWARD_RATIO_LONG` from 16384, linear in ln s between.
 pub fn fused_backward_ratio(s: f64) -> f64 {
     let (lo, hi) = (8192f64.ln(), 16384f64.ln());
     let t = ((s.max(1.0).ln() - lo) / (hi - lo)).clamp(0.0, 1.0);
@@ -99,7 +99,7 @@ const FUSED_ATTENTION_SMALL_BLOCKS: [(f64, f64, f64); 3] = [(3.436e10, 403.2 / 6
 const FUSED_SMALL_CALL_MIN_SIDE: u64 = 1024;
 
 /// The fused attention's level factor on a call of `work` forward FLOPs, causal or not
-/// ([`FUSED_ATTENTION_SMALL_CAUSAL`], [`FUSED_ATTENTION_SMALL_BLOCKS`]: linear in ln work between
+/// (`FUSED_ATTENTION_SMALL_CAUSAL`, `FUSED_ATTENTION_SMALL_BLOCKS`: linear in ln work between
 /// the measured calls, held below the smallest, 1 above the largest), forward or backward.
 pub fn fused_small_call_factor(work: f64, causal: bool, backward: bool) -> f64 {
     let t: &[(f64, f64, f64)] = if causal { &FUSED_ATTENTION_SMALL_CAUSAL } else { &FUSED_ATTENTION_SMALL_BLOCKS };
@@ -123,7 +123,7 @@ pub fn fused_small_call_factor(work: f64, causal: bool, backward: bool) -> f64 {
 /// to the diagonal, computing every tile it visits whole: `n (n + 1) / 2` tiles of 128^2 for
 /// `n = ceil(s / 128)`, against `s^2 / 2` scores. 0.97 at s 4096, 0.37 at s 190 (packed SQuAD
 /// documents, `workload.packed_doc_len`); 1 in the limit. Applied only below the measured calls
-/// ([`FUSED_SMALL_CALL_MIN_SIDE`]), whose factors already hold what tiling costs them.
+/// (`FUSED_SMALL_CALL_MIN_SIDE`), whose factors already hold what tiling costs them.
 pub fn causal_tile_share(s: u64) -> f64 {
     let n = s.div_ceil(128) as f64;
     let s = s as f64;
@@ -229,7 +229,7 @@ impl AttentionCurves {
     }
 
     /// Efficiency at (s, d) relative to the reference sequence length of the same head dim
-    /// (s = 8192 of [`ATTENTION_REFERENCE`]). Only the dependence on s is taken: across head
+    /// (s = 8192 of `ATTENTION_REFERENCE`). Only the dependence on s is taken: across head
     /// dims the unfused products differ mostly by the score matrix's HBM traffic (d FLOPs per
     /// byte), which FlashAttention keeps on chip, so they say little about its d dependence.
     pub fn factor(&self, s: f64, d: u64) -> f64 {

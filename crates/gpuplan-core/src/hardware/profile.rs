@@ -4,7 +4,7 @@
 use super::Dtype;
 use crate::units::{BytesPerSec, FlopsPerSec, Hertz, Seconds, Watts};
 
-/// One measured GEMM: C[m,n] = A[m,k] B[k,n] in `dtype`, median over repetitions.
+/// One measured GEMM: `C[m,n] = A[m,k] B[k,n]` in `dtype`, median over repetitions.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GemmPoint {
     pub dtype: Dtype,
@@ -199,10 +199,10 @@ impl GroupedKernel {
 /// How a grouped GEMM splits its rows over the groups.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum GroupedLayout {
-    /// C[T,n] = A[T,k] B_e[k,n] per expert: the experts' forward and data-gradient GEMMs
+    /// `C[T,n] = A[T,k] B_e[k,n]` per expert: the experts' forward and data-gradient GEMMs
     /// (2d x 3d, the tokens split the rows M).
     Mk,
-    /// C_e[k,n] = A_e[T,k]^T dY_e[T,n]: the weight gradient (2d x 2d, the tokens split the
+    /// `C_e[k,n] = A_e[T,k]^T dY_e[T,n]`: the weight gradient (2d x 2d, the tokens split the
     /// reduction dimension).
     K,
 }

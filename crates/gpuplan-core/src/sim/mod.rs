@@ -1291,7 +1291,7 @@ fn chunk_lists(s: &Scenario, pr: &Priced, plan: &DpPlan, v: u32, n_v: u32, slow:
 /// Events between two calls of a progress callback.
 pub const PROGRESS_STEP: u64 = 1 << 20;
 
-/// The events one step of `s` is estimated to take in the engine, as [`estimate_events`] counts
+/// The events one step of `s` is estimated to take in the engine, as `estimate_events` counts
 /// them (for a progress bar's length, or to refuse a step over the limits beforehand).
 pub fn estimated_events(s: &Scenario) -> Result<f64, PredictError> {
     let (pr, pp, vp, train) = shape(s)?;

@@ -589,14 +589,14 @@ pub enum Pass {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum OpKind {
-    /// `count` independent GEMMs C[m,n] = A[m,k] B[k,n] in the workload's compute dtype.
+    /// `count` independent GEMMs `C[m,n] = A[m,k] B[k,n]` in the workload's compute dtype.
     Gemm { m: u64, n: u64, k: u64, count: u64 },
     /// Flash attention over `batch_heads` (sequence x head) pairs, reading `kv_bytes` of keys and
     /// values (per KV head under GQA; the compressed latent cache of MLA in decode).
     Attention { batch_heads: u64, q_len: u64, kv_len: u64, head_dim_qk: u64, head_dim_v: u64, causal: bool, backward: bool, kv_bytes: f64 },
     /// Memory-bound kernels moving `bytes` (read + write) in `kernels` launches.
     Memory { bytes: f64, kernels: u32 },
-    /// `count` independent bf16 matmuls C[m,n] = A[m,k] B[k,n] inside one of mamba_ssm's fused SSD
+    /// `count` independent bf16 matmuls `C[m,n] = A[m,k] B[k,n]` inside one of mamba_ssm's fused SSD
     /// Triton kernels (`tl.dot` on bf16 tiles, fp32 accumulate): always bf16, never quantized, whatever
     /// the workload's GEMM precision. Priced as a batched bf16 GEMM of that shape.
     ScanMatmul { m: u64, n: u64, k: u64, count: u64 },

@@ -1,4 +1,4 @@
-//! GEMM through cuBLASLt: C[m,n] = A[m,k] B[k,n], "TN" in cuBLAS's column-major terms (A stored
+//! GEMM through cuBLASLt: `C[m,n] = A[m,k] B[k,n]`, "TN" in cuBLAS's column-major terms (A stored
 //! k x m, B stored k x n, both with k contiguous; the layout FP8 requires, used for every dtype so
 //! the grid compares like with like). FLOPs = 2 m n k.
 //!
