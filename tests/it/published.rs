@@ -111,7 +111,7 @@ use std::process::Command;
 const CSV: &str = "tests/data/published/megatron_bridge_training_dev.csv";
 
 /// MAPE (percent) of the fit and test splits measured when the bounds were set, and the slack.
-const FIT_MAPE_NOW: f64 = 9.89;
+const FIT_MAPE_NOW: f64 = 9.83;
 const TEST_MAPE_NOW: f64 = 8.76;
 /// The same for the dense rows (`summary[].kinds.dense`).
 const FIT_DENSE_MAPE_NOW: f64 = 7.03;
