@@ -111,8 +111,8 @@ use std::process::Command;
 const CSV: &str = "tests/data/published/megatron_bridge_training_dev.csv";
 
 /// MAPE (percent) of the fit and test splits measured when the bounds were set, and the slack.
-const FIT_MAPE_NOW: f64 = 9.83;
-const TEST_MAPE_NOW: f64 = 8.76;
+const FIT_MAPE_NOW: f64 = 9.80;
+const TEST_MAPE_NOW: f64 = 8.63;
 /// The same for the dense rows (`summary[].kinds.dense`).
 const FIT_DENSE_MAPE_NOW: f64 = 7.03;
 const TEST_DENSE_MAPE_NOW: f64 = 6.31;
@@ -223,9 +223,10 @@ const LORA_ROW_MAX: f64 = 0.205;
 /// rows down about 1% more. Merged tree with session 10's joint refit (sync 4,000 -> 3,500 us,
 /// memory efficiency 0.65 -> 0.60): 10.70% / -6.61%, the bias bound loosened by 1.16 points more
 /// (the refit is on the fit rows, where the MoE bias is +0.6%; the test MoE rows are mostly
-/// Qwen3-30B-A3B at -8..-9%, and DeepSeek-V3's test rows are at +0.8%).
-const MOE_TEST_MAPE_NOW: f64 = 10.70;
-const MOE_TEST_BIAS_NOW: f64 = 6.61;
+/// Qwen3-30B-A3B at -8..-9%, and DeepSeek-V3's test rows are at +0.8%). wt-epnodes (node-limited
+/// routing for DeepEP/HybridEP across nodes; the flex dispatcher's one-hop latency): 10.47% / -6.31%.
+const MOE_TEST_MAPE_NOW: f64 = 10.47;
+const MOE_TEST_BIAS_NOW: f64 = 6.31;
 
 #[test]
 fn moe_rows_stay_within_their_bounds_and_grow_with_the_micro_batch() {

@@ -532,7 +532,14 @@ impl CostModel<'_> {
                         }
                         _ => *bytes,
                     };
-                    Step::Comm { name: op.name, comm: self.comm_step(pc, *c, *group, bytes, overlap) }
+                    let mut comm = self.comm_step(pc, *c, *group, bytes, overlap);
+                    if matches!(op.name, "ep_dispatch" | "ep_combine") && w.moe_dispatcher == crate::workload::MoeDispatcher::Flex {
+                        // DeepEP / HybridEP dispatch (and combine) in one kernel whose channels
+                        // write to every peer at once: one hop's latency, not the n - 1 steps
+                        // of NCCL's ring schedule (`FLEX_DISPATCH_HOPS`).
+                        comm.steps = comm.steps.min(FLEX_DISPATCH_HOPS);
+                    }
+                    Step::Comm { name: op.name, comm }
                 }
             };
             out.push(step);
@@ -611,6 +618,13 @@ fn scale_ep_a2a(steps: &mut [Step], keep: f64) {
         }
     }
 }
+
+/// Latency steps of a `flex` dispatcher's dispatch or combine: DeepEP's and HybridEP's kernels
+/// send a token to all its destination ranks (or nodes) from parallel channels in one pass
+/// (DeepEP README, github deepseek-ai/DeepEP: the normal kernels forward RDMA to NVLink
+/// asynchronously inside one kernel; from memory, not re-read here), so the step pays one hop of
+/// its link class, not the `n - 1` sequential peers NCCL's ring-shaped plan charges.
+pub const FLEX_DISPATCH_HOPS: u32 = 1;
 
 /// SMs HybridEP's dispatch and combine kernels occupy (`moe_hybridep_num_sms = 32` in
 /// Megatron-Bridge 0.6.2's full-iteration MoE perf recipes, `perf_recipes/qwen/common.py`
