@@ -86,6 +86,24 @@ fn an_moe_layer_step_outside_the_layers_is_refused() {
 }
 
 #[test]
+fn bad_expert_groups_are_refused() {
+    for (i, (bad, key, shown)) in [
+        ("expert_groups = 7\ngroup_top_k = 4", "moe.expert_groups", "`7`"),
+        ("expert_groups = 8\ngroup_top_k = 9", "moe.group_top_k", "`9`"),
+        ("expert_groups = 8\n", "moe.expert_groups", "`8`"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let d = tmp(&format!("moe-groups-{i}"));
+        let model = mutate(&d, "models/deepseek-v3.toml", "expert_groups = 8\ngroup_top_k = 4", bad);
+        let (code, err) = gpuplan(&["check", model.to_str().unwrap()]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(key) && err.contains(shown) && err.contains("hint"), "{err}");
+    }
+}
+
+#[test]
 fn a_zero_head_dim_is_refused() {
     let d = tmp("model");
     let text = std::fs::read_to_string(Path::new(ROOT).join("models/llama-3-8b.toml")).unwrap();

@@ -103,6 +103,15 @@
 //! | fit | 81 | 9.89% | +1.7% | 7.03% (+2.3%) | 15.02% (+0.6%) |
 //! | test | 61 | 8.76% | -1.6% | 6.31% (+4.7%) | 10.70% (-6.6%) |
 //!
+//! Then GB300's peaks on GB200's datasheet convention (its top clock 2,062 MHz, wt-gb300), and
+//! DeepSeek-V3's node-limited routing with the flex dispatcher's one-hop latency (wt-epnodes); the
+//! optimum of a grid around the constants is unchanged (0.9, 0.60, 3,500 us):
+//!
+//! | split | rows | MAPE | bias | dense MAPE (bias) | MoE MAPE (bias) |
+//! | --- | --- | --- | --- | --- | --- |
+//! | fit | 81 | 9.74% | +1.9% | 7.01% (+2.4%) | 14.62% (+1.1%) |
+//! | test | 61 | 8.58% | -1.4% | 6.31% (+4.7%) | 10.38% (-6.2%) |
+//!
 //! Bound = current + 1 percentage point. Lower a bound when a change improves the numbers; the
 //! issue's target is 8% MAPE on the test split.
 
@@ -111,8 +120,8 @@ use std::process::Command;
 const CSV: &str = "tests/data/published/megatron_bridge_training_dev.csv";
 
 /// MAPE (percent) of the fit and test splits measured when the bounds were set, and the slack.
-const FIT_MAPE_NOW: f64 = 9.83;
-const TEST_MAPE_NOW: f64 = 8.71;
+const FIT_MAPE_NOW: f64 = 9.74;
+const TEST_MAPE_NOW: f64 = 8.58;
 /// The same for the dense rows (`summary[].kinds.dense`).
 const FIT_DENSE_MAPE_NOW: f64 = 7.01;
 const TEST_DENSE_MAPE_NOW: f64 = 6.31;
@@ -223,9 +232,10 @@ const LORA_ROW_MAX: f64 = 0.205;
 /// rows down about 1% more. Merged tree with session 10's joint refit (sync 4,000 -> 3,500 us,
 /// memory efficiency 0.65 -> 0.60): 10.70% / -6.61%, the bias bound loosened by 1.16 points more
 /// (the refit is on the fit rows, where the MoE bias is +0.6%; the test MoE rows are mostly
-/// Qwen3-30B-A3B at -8..-9%, and DeepSeek-V3's test rows are at +0.8%).
-const MOE_TEST_MAPE_NOW: f64 = 10.70;
-const MOE_TEST_BIAS_NOW: f64 = 6.61;
+/// Qwen3-30B-A3B at -8..-9%, and DeepSeek-V3's test rows are at +0.8%). wt-epnodes (node-limited
+/// routing for DeepEP/HybridEP across nodes; the flex dispatcher's one-hop latency): 10.47% / -6.31%.
+const MOE_TEST_MAPE_NOW: f64 = 10.38;
+const MOE_TEST_BIAS_NOW: f64 = 6.22;
 
 #[test]
 fn moe_rows_stay_within_their_bounds_and_grow_with_the_micro_batch() {

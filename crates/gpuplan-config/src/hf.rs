@@ -150,6 +150,8 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
                 shared_expert_ffn_hidden_size: 0,
                 first_dense_layers: 0,
                 layer_step: None,
+                expert_groups: None,
+                group_top_k: None,
             });
         }
         Family::Llama4 => {
@@ -173,6 +175,8 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
                 shared_expert_ffn_hidden_size: ffn,
                 first_dense_layers: 0,
                 layer_step: Some(to_u32(c, "interleave_moe_layer_step", step)?),
+                expert_groups: None,
+                group_top_k: None,
             });
         }
         Family::Qwen2Moe | Family::Qwen3Moe => {
@@ -193,6 +197,8 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
                 shared_expert_ffn_hidden_size: shared,
                 first_dense_layers: 0,
                 layer_step: Some(to_u32(c, "decoder_sparse_step", step)?),
+                expert_groups: None,
+                group_top_k: None,
             });
         }
         Family::DeepSeek => {
@@ -213,6 +219,9 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
                 shared_expert_ffn_hidden_size: if n_shared > 0 { expert } else { 0 },
                 first_dense_layers: to_u32(c, "first_k_dense_replace", first_dense)?,
                 layer_step: None,
+                // DeepSeek-V3 `n_group` 8 / `topk_group` 4: node-limited routing.
+                expert_groups: c.opt_count("n_group")?.map(|g| to_u32(c, "n_group", g)).transpose()?,
+                group_top_k: c.opt_count("topk_group")?.map(|k| to_u32(c, "topk_group", k)).transpose()?,
             });
             let qk_nope = c.count("qk_nope_head_dim")?;
             let qk_rope = c.count("qk_rope_head_dim")?;
@@ -257,6 +266,8 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
                     shared_expert_ffn_hidden_size: shared,
                     first_dense_layers: 0,
                     layer_step: None,
+                    expert_groups: None,
+                    group_top_k: None,
                 });
             }
         }

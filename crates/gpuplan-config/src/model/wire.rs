@@ -94,6 +94,12 @@ pub struct MoeWire {
     /// `(i - first_dense_layers + 1) % layer_step == 0`, as transformers places them.
     #[serde(default)]
     pub layer_step: Option<u32>,
+    /// Group-limited routing: `expert_groups` equal groups of experts, a token's experts taken
+    /// from its best `group_top_k` groups (Hugging Face `n_group` / `topk_group`). Both or neither.
+    #[serde(default)]
+    pub expert_groups: Option<u32>,
+    #[serde(default)]
+    pub group_top_k: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -179,6 +185,23 @@ pub fn model_from_wire(path: &Path, w: &ModelWire) -> Result<Model, ConfigError>
             ConfigError::invalid(path, "moe.layer_step", step, format!("must be 1 to the {after_dense} layers after `moe.first_dense_layers`"))
                 .with_hint("1 = MoE on every layer; 2 = every other layer (Llama-4 Maverick's `interleave_moe_layer_step`)")
         });
+        match (m.expert_groups, m.group_top_k) {
+            (None, None) => {}
+            (Some(g), Some(k)) => {
+                p.check(g >= 1 && m.n_experts.is_multiple_of(g), || {
+                    ConfigError::invalid(path, "moe.expert_groups", g, format!("must divide `moe.n_experts` = {}", m.n_experts))
+                        .with_hint("Hugging Face `n_group`: DeepSeek-V3 8")
+                });
+                p.check(k >= 1 && k <= g, || {
+                    ConfigError::invalid(path, "moe.group_top_k", k, format!("must be 1 to `moe.expert_groups` = {g}"))
+                        .with_hint("Hugging Face `topk_group`: DeepSeek-V3 4")
+                });
+            }
+            (g, k) => p.check(false, || {
+                ConfigError::invalid(path, if g.is_none() { "moe.group_top_k" } else { "moe.expert_groups" }, g.or(k).unwrap_or(0), "is set without its pair")
+                    .with_hint("set both `moe.expert_groups` and `moe.group_top_k` (group-limited routing), or neither")
+            }),
+        }
         Moe {
             n_experts: m.n_experts,
             top_k: m.top_k,
@@ -187,6 +210,8 @@ pub fn model_from_wire(path: &Path, w: &ModelWire) -> Result<Model, ConfigError>
             shared_expert_ffn_hidden: m.shared_expert_ffn_hidden_size,
             first_dense_layers: m.first_dense_layers,
             layer_step: step.max(1),
+            expert_groups: m.expert_groups.zip(m.group_top_k).map_or(0, |(g, _)| g),
+            group_top_k: m.expert_groups.zip(m.group_top_k).map_or(0, |(_, k)| k),
         }
     });
     let mla = w.mla.as_ref().map(|m| {

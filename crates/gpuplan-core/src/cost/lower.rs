@@ -264,17 +264,39 @@ fn hf_fallback_stall(count: u64, gpu: Seconds) -> Seconds {
 /// on average for experts spread evenly, and an all-to-all sends `(n - r)/n` of it to the `n - r`
 /// ranks outside the sender's NVLink domain of `r` ranks. HybridEP instead sends a token once to
 /// each other domain that holds one of its experts, `(D - 1)(1 - (1 - 1/D)^k)` copies for `D`
-/// domains, and fans it out over NVLink there (the combine reduces inside the domain first, the
+/// domains ([`node_hit_share`]: fewer under group-limited routing), and fans it out over NVLink there (the combine reduces inside the domain first, the
 /// mirror image). 1 when the EP group stays in one domain.
-pub fn hybrid_ep_network_share(shape: &crate::parallelism::GroupShape, top_k: u32) -> f64 {
+pub fn hybrid_ep_network_share(shape: &crate::parallelism::GroupShape, moe: &crate::model::Moe) -> f64 {
     if !shape.crosses_domains() || shape.size <= shape.ranks_per_domain {
         return 1.0;
     }
-    let (n, d, k) = (shape.size as f64, shape.domains as f64, top_k as f64);
+    let (n, d, k) = (shape.size as f64, shape.domains as f64, moe.top_k as f64);
     let r = shape.ranks_per_domain as f64;
     let rank_copies = n * (1.0 - (1.0 - 1.0 / n).powf(k));
-    let node_copies = (d - 1.0) * (1.0 - (1.0 - 1.0 / d).powf(k));
+    let node_copies = (d - 1.0) * node_hit_share(shape.domains, moe);
     (node_copies / (rank_copies * (n - r) / n)).min(1.0)
+}
+
+/// Chance that a token has at least one of its experts on a given one of the EP group's `domains`
+/// nodes (experts laid out in order over the ranks, balanced routing). Without expert groups the
+/// `top_k` experts fall anywhere: 1 - (1 - 1/d)^k. With group-limited routing (DeepSeek-V3's
+/// node-limited routing, `Moe::expert_groups`) whose groups each sit on one node (`expert_groups`
+/// a multiple of `d`), the experts come from `group_top_k` groups drawn among the `expert_groups`:
+/// a node of `g/d` groups is missed when all of them fall among the other groups,
+/// 1 - C(g - g/d, kg) / C(g, kg) (each chosen group taken to receive at least one of the experts,
+/// as its best expert ranks it among the top). Megatron keeps the group limit under
+/// `moe_router_force_load_balancing`, which randomizes the scores before the group top-k
+/// (megatron-core `router.py` / `moe_utils.py` `topk_routing_with_score_function`, from memory).
+pub fn node_hit_share(domains: u32, moe: &crate::model::Moe) -> f64 {
+    let d = domains.max(1);
+    let (g, kg) = (moe.expert_groups, moe.group_top_k);
+    if g > 1 && kg >= 1 && kg < g && g.is_multiple_of(d) && moe.n_experts.is_multiple_of(g) && moe.top_k >= kg {
+        let per_node = g / d;
+        // C(g - p, kg) / C(g, kg) = prod_{i < kg} (g - p - i) / (g - i)
+        let missed: f64 = (0..kg).map(|i| (g.saturating_sub(per_node + i)) as f64 / (g - i) as f64).product();
+        return 1.0 - missed;
+    }
+    1.0 - (1.0 - 1.0 / d as f64).powf(moe.top_k as f64)
 }
 
 /// Share of an overlapped TP collective that stays on the critical path (the first chunk of
@@ -506,11 +528,18 @@ impl CostModel<'_> {
                     };
                     let bytes = match (op.name, w.moe_dispatcher, &model.moe) {
                         ("ep_dispatch" | "ep_combine", crate::workload::MoeDispatcher::Flex, Some(moe)) => {
-                            *bytes * hybrid_ep_network_share(&group_shape(pc, *group, self.system), moe.top_k)
+                            *bytes * hybrid_ep_network_share(&group_shape(pc, *group, self.system), moe)
                         }
                         _ => *bytes,
                     };
-                    Step::Comm { name: op.name, comm: self.comm_step(pc, *c, *group, bytes, overlap) }
+                    let mut comm = self.comm_step(pc, *c, *group, bytes, overlap);
+                    if matches!(op.name, "ep_dispatch" | "ep_combine") && w.moe_dispatcher == crate::workload::MoeDispatcher::Flex {
+                        // DeepEP / HybridEP dispatch (and combine) in one kernel whose channels
+                        // write to every peer at once: one hop's latency, not the n - 1 steps
+                        // of NCCL's ring schedule (`FLEX_DISPATCH_HOPS`).
+                        comm.steps = comm.steps.min(FLEX_DISPATCH_HOPS);
+                    }
+                    Step::Comm { name: op.name, comm }
                 }
             };
             out.push(step);
@@ -589,6 +618,13 @@ fn scale_ep_a2a(steps: &mut [Step], keep: f64) {
         }
     }
 }
+
+/// Latency steps of a `flex` dispatcher's dispatch or combine: DeepEP's and HybridEP's kernels
+/// send a token to all its destination ranks (or nodes) from parallel channels in one pass
+/// (DeepEP README, github deepseek-ai/DeepEP: the normal kernels forward RDMA to NVLink
+/// asynchronously inside one kernel; from memory, not re-read here), so the step pays one hop of
+/// its link class, not the `n - 1` sequential peers NCCL's ring-shaped plan charges.
+pub const FLEX_DISPATCH_HOPS: u32 = 1;
 
 /// SMs HybridEP's dispatch and combine kernels occupy (`moe_hybridep_num_sms = 32` in
 /// Megatron-Bridge 0.6.2's full-iteration MoE perf recipes, `perf_recipes/qwen/common.py`
@@ -720,6 +756,20 @@ mod tests {
         GroupShape { size, stride: 1, ranks_per_domain: per_domain.min(size), domains: size.div_ceil(per_domain) }
     }
 
+    fn moe(top_k: u32, groups: (u32, u32)) -> crate::model::Moe {
+        crate::model::Moe {
+            n_experts: 256,
+            top_k,
+            expert_ffn_hidden: 2048,
+            n_shared_experts: 0,
+            shared_expert_ffn_hidden: 0,
+            first_dense_layers: 0,
+            layer_step: 1,
+            expert_groups: groups.0,
+            group_top_k: groups.1,
+        }
+    }
+
     fn a2a(name: &'static str, bytes: f64) -> Step {
         let comm = CommStep {
             group: Group::Ep,
@@ -796,17 +846,33 @@ mod tests {
     #[test]
     fn hybrid_ep_sends_a_token_once_per_remote_domain() {
         // Inside one NVLink domain nothing crosses the network.
-        assert_eq!(hybrid_ep_network_share(&shape(8, 8), 8), 1.0);
-        assert_eq!(hybrid_ep_network_share(&shape(64, 72), 8), 1.0);
+        assert_eq!(hybrid_ep_network_share(&shape(8, 8), &moe(8, (0, 0))), 1.0);
+        assert_eq!(hybrid_ep_network_share(&shape(64, 72), &moe(8, (0, 0))), 1.0);
         // EP 16 over two 8-GPU nodes, top-8: a token almost surely needs the other node once,
         // where the all-to-all sends it to each of the ~3.2 distinct remote ranks it needs.
-        let two = hybrid_ep_network_share(&shape(16, 8), 8);
+        let two = hybrid_ep_network_share(&shape(16, 8), &moe(8, (0, 0)));
         let rank_copies = 16.0 * (1.0 - (15.0f64 / 16.0).powi(8));
         assert!((two - (1.0 - 0.5f64.powi(8)) / (rank_copies * 0.5)).abs() < 1e-12, "{two}");
         assert!((0.30..0.32).contains(&two), "{two}");
         // Top-1: one copy either way, the same remote share, so nothing saved.
-        assert!((hybrid_ep_network_share(&shape(16, 8), 1) - 1.0).abs() < 1e-12);
+        assert!((hybrid_ep_network_share(&shape(16, 8), &moe(1, (0, 0))) - 1.0).abs() < 1e-12);
         // More domains, less to deduplicate per domain.
-        assert!(hybrid_ep_network_share(&shape(32, 8), 8) > two);
+        assert!(hybrid_ep_network_share(&shape(32, 8), &moe(8, (0, 0))) > two);
+    }
+
+    #[test]
+    fn node_limited_routing_reaches_fewer_nodes() {
+        // DeepSeek-V3 on EP 32 over four 8-GPU nodes: 8 groups, 2 per node, a token's experts
+        // from 4 of them. A node is missed when all 4 groups fall among the other 6: C(6,4)/C(8,4).
+        let limited = moe(8, (8, 4));
+        let hit = node_hit_share(4, &limited);
+        assert!((hit - (1.0 - 15.0 / 70.0)).abs() < 1e-12, "{hit}");
+        assert!(hit < node_hit_share(4, &moe(8, (0, 0))));
+        let (free, grouped) = (hybrid_ep_network_share(&shape(32, 8), &moe(8, (0, 0))), hybrid_ep_network_share(&shape(32, 8), &limited));
+        assert!((grouped / free - hit / node_hit_share(4, &moe(8, (0, 0)))).abs() < 1e-12);
+        // Groups that do not sit on one node each (8 groups over 16 nodes): no limit assumed.
+        assert_eq!(node_hit_share(16, &limited), node_hit_share(16, &moe(8, (0, 0))));
+        // Inside one domain nothing changes.
+        assert_eq!(hybrid_ep_network_share(&shape(64, 72), &limited), 1.0);
     }
 }

@@ -49,6 +49,12 @@ pub struct Moe {
     /// it: transformers' `moe_layers = range(step - 1, n_layers, step)` (Llama-4's
     /// `interleave_moe_layer_step`) and `(layer_idx + 1) % decoder_sparse_step == 0` (Qwen2-MoE).
     pub layer_step: u32,
+    /// Group-limited routing (DeepSeek-V3's node-limited routing): the experts are split into
+    /// `expert_groups` equal groups and a token's `top_k` experts are taken from its best
+    /// `group_top_k` groups only (Hugging Face `n_group` / `topk_group`, Megatron
+    /// `moe_router_num_groups` / `moe_router_group_topk`). 0 = no groups.
+    pub expert_groups: u32,
+    pub group_top_k: u32,
 }
 
 /// Multi-head latent attention (DeepSeek-V2/V3).
@@ -457,6 +463,8 @@ pub(crate) mod tests {
             shared_expert_ffn_hidden: 0,
             first_dense_layers: 0,
             layer_step: 1,
+            expert_groups: 0,
+            group_top_k: 0,
         });
         let p = m.params();
         assert_eq!(p.dense_ffn, 0.0);
@@ -477,6 +485,8 @@ pub(crate) mod tests {
             shared_expert_ffn_hidden: 0,
             first_dense_layers: 0,
             layer_step: 2,
+            expert_groups: 0,
+            group_top_k: 0,
         });
         // transformers' Llama-4: moe_layers = range(step - 1, n_layers, step) = 1, 3, 5.
         assert_eq!((0..7).filter(|&i| m.is_moe_layer(i)).collect::<Vec<_>>(), vec![1, 3, 5]);
