@@ -16,6 +16,8 @@
 #      nothing is chosen from this block. It prints the rate, TTFT, the request-mean TPOT
 #      (validate's ITL) and the token-weighted ITL (every gap of every request pooled).
 #   3. A client concurrency cap of 256 at INF (TTFT from each request's send), test configs.
+#   4. Clocks held at the H100 / H200 profiles' sustained-GEMM clock (a catalog copy in a temp dir),
+#      online and offline H100/H200 rows, fit and test: the power model's per-iteration averaging.
 # Usage: scripts/serving_online_what_ifs.sh [path/to/gpuplan]
 # Recorded output: calibration/runs/serving-trtllm/online-what-ifs-output.txt
 set -euo pipefail
@@ -57,3 +59,35 @@ done
 echo "== 3. client concurrency cap 256 at QPS INF, fixed 202/214 (TTFT from each send)"
 printf '  llama-3.1-8b dgx-h100:  '; run llama-3.1-8b 1 dgx-h100 202 214 --max-concurrency 256
 printf '  llama-3.1-70b dgx-h100: '; run llama-3.1-70b 4 dgx-h100 202 214 --max-concurrency 256
+echo "== 4. clocks held at the profile's sustained-GEMM clock (catalog copy: the H100 / H200 profiles' max_clock_mhz"
+echo "   set to their gemm_clock_mhz), i.e. no boost from the lower average power of an iteration's communication"
+echo "   and memory-bound phases; online and offline H100/H200 rows, fit and test (a what-if: not shipped)"
+CAT="$TMP/cat"
+mkdir -p "$CAT"
+for d in tests models scenarios assets; do ln -s "$PWD/$d" "$CAT/$d"; done
+cp -r calibration "$CAT/calibration"
+for p in h100-sxm-1x h200-sxm-2x; do
+  f="$CAT/calibration/profiles/$p/profile.toml"
+  clock=$(sed -n 's/^gemm_clock_mhz = //p' "$f" | head -1)
+  sed -i "s/^max_clock_mhz = .*/max_clock_mhz = $clock/" "$f"
+done
+BINABS=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+score() { # dir split kind [system]
+  (cd "$1" && "$BINABS" validate --serving tests/data/published/trtllm_inference_dev.csv --stack trtllm --split "$2" --scenario-kind "$3" ${4:+--only-system $4} --json) |
+    python3 -c 'import json,sys; v=json.load(sys.stdin); print("  ".join("%s %.2f%% (bias %+.1f%%, n=%d)" % (s["metric"], s["all"]["mape_pct"], s["all"]["bias_pct"], s["all"]["n"]) for s in v["summary"] if s["all"] and s["split"] != "all"))'
+}
+for sp in fit test; do
+  echo "  online $sp, shipped: $(score "$PWD" $sp online)"
+  echo "  online $sp, held:    $(score "$CAT" $sp online)"
+done
+for sys in dgx-h100 hgx-h200; do
+  for sp in fit test; do
+    echo "  offline $sys $sp, shipped: $(score "$PWD" $sp offline $sys)"
+    echo "  offline $sys $sp, held:    $(score "$CAT" $sp offline $sys)"
+  done
+done
+for d in "$PWD" "$CAT"; do
+  printf '  70B TP 4 prefill, 17 x 467 tokens, dgx-h100 (%s): ' "$([ "$d" = "$PWD" ] && echo shipped || echo held)"
+  (cd "$d" && "$BINABS" predict --model llama-3.1-70b --system dgx-h100 --gpus 4 --tp 4 --precision bf16 --stack trtllm --mode prefill --batch 17 --seq 467) | grep -E "step time|power" | tr -s ' ' | tr '\n' ';'
+  echo
+done
