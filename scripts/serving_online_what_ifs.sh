@@ -18,6 +18,9 @@
 #   3. A client concurrency cap of 256 at INF (TTFT from each request's send), test configs.
 #   4. Clocks held at the H100 / H200 profiles' sustained-GEMM clock (a catalog copy in a temp dir),
 #      online and offline H100/H200 rows, fit and test: the power model's per-iteration averaging.
+#   5. Poisson against constant-rate arrivals (70B TP 4, dgx-h100, 467/256 at 16 QPS, a fit
+#      configuration; published TTFT 175 ms, ITL 66 ms), and the KV room of the 70B TP 4 runs at
+#      INF (whether the capacity policy, GUARANTEED_NO_EVICT or MAX_UTILIZATION, can matter).
 # Usage: scripts/serving_online_what_ifs.sh [path/to/gpuplan]
 # Recorded output: calibration/runs/serving-trtllm/online-what-ifs-output.txt
 set -euo pipefail
@@ -89,5 +92,19 @@ done
 for d in "$PWD" "$CAT"; do
   printf '  70B TP 4 prefill, 17 x 467 tokens, dgx-h100 (%s): ' "$([ "$d" = "$PWD" ] && echo shipped || echo held)"
   (cd "$d" && "$BINABS" predict --model llama-3.1-70b --system dgx-h100 --gpus 4 --tp 4 --precision bf16 --stack trtllm --mode prefill --batch 17 --seq 467) | grep -E "step time|power" | tr -s ' ' | tr '\n' ';'
+  echo
+done
+echo "== 5. arrivals: Poisson vs constant rate, 70B TP 4 dgx-h100, 467/256 at 16 QPS (500 requests; published TTFT 175 ms, ITL 66 ms)"
+for arr in poisson constant; do
+  printf '  %-8s ' "$arr"
+  "$BIN" serve --model llama-3.1-70b --system dgx-h100 --gpus 4 --tp 4 --precision bf16 --stack trtllm --qps 16 --duration-s 31.25 \
+    --input-len 467 --output-len 256 --arrival "$arr" --frontend-ms 4 --cuda-graphs off --iteration-spread off | grep -E "^  (TTFT|TPOT)" | tr -s ' ' | tr '\n' ';'
+  echo
+done
+echo "== 5b. KV room at QPS INF, 70B TP 4, 467/256 (500 x 723 = 361,500 tokens wanted at once)"
+for sys in dgx-h100 hgx-h200; do
+  printf '  %-9s ' "$sys"
+  "$BIN" serve --model llama-3.1-70b --system "$sys" --gpus 4 --tp 4 --precision bf16 --stack trtllm --offline 500 --input-len 467 --output-len 256 \
+    --frontend-ms 4 --cuda-graphs off --iteration-spread off | grep -E "colocated pool|KV cache .*occupancy" | sed 's/.*chunked prefill off; //' | tr -s ' ' | tr '\n' ';'
   echo
 done
