@@ -219,3 +219,29 @@ fn triton_streaming_time_reaches_the_online_rows_only() {
     }
     assert!(itl >= 20 && offline >= 40 && ttft.1 > ttft.0, "{itl} ITL rows, {offline} offline rows, TTFT sum {ttft:?}");
 }
+
+/// At QPS INF (500 requests sent at once) the published fit rows' mean TTFT does not depend on the
+/// output length: 467/16 and 467/256 are within 2% of each other on every configuration (H200:
+/// 8B 3,227 / 3,237 ms, 70B 9,074 / 9,222 ms), so prompts are admitted ahead of the decoders, under
+/// the token budget, with no batch limit below 500 (docs/trtllm-residuals.md, section 6). The
+/// TensorRT-LLM scheduler (`TrtllmInflight` with the `TRTLLM` defaults) must keep that shape: a
+/// batch limit or a decode-first order would hold the 467/256 prompts back behind 256-token
+/// decodes.
+#[test]
+fn at_qps_inf_prompts_are_admitted_ahead_of_decoding_as_published() {
+    let (code, v, err) = validate(&["--only-system", "hgx-h200", "--scenario-kind", "online", "--split", "fit"]);
+    assert_eq!(code, 0, "{err}");
+    let rows = v["rows"].as_array().unwrap();
+    let inf_ttft = |model: &str, osl: u64, field: &str| {
+        rows.iter()
+            .find(|r| r["model"] == model && r["output_len"] == osl && r["metric"] == "mean_ttft" && r["load"].as_str().unwrap().starts_with("offline"))
+            .map(|r| r[field].as_f64().unwrap())
+            .unwrap_or_else(|| panic!("no INF TTFT row for {model} 467/{osl}"))
+    };
+    for model in ["llama-3.1-8b", "llama-3.1-70b"] {
+        for field in ["measured", "predicted"] {
+            let (short, long) = (inf_ttft(model, 16, field), inf_ttft(model, 256, field));
+            assert!((long / short - 1.0).abs() < 0.02, "{model} {field}: INF TTFT 467/16 {short} ms vs 467/256 {long} ms");
+        }
+    }
+}
