@@ -238,6 +238,7 @@ impl RunHostProbe {
             hf_generate_fixed: profile.hf_generate_fixed * k,
             sdpa_cudnn_plan: self.sdpa_cudnn_plan,
             op_dispatch: self.op_dispatch,
+            in_period: true,
         }
     }
 }
