@@ -299,3 +299,37 @@ impl RunRecord {
         self.status == "oom"
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_probe_replaces_the_plan_and_scales_the_layers_by_its_10_layer_step() {
+        let profile = HostProbe {
+            provenance: "p".into(),
+            hf_decode_layer: Seconds::us(600.0),
+            hf_decode_fixed: Seconds::us(1000.0),
+            hf_generate_layer: Seconds::us(50.0),
+            hf_generate_fixed: Seconds::us(300.0),
+            sdpa_cudnn_plan: Seconds::us(54000.0),
+            op_dispatch: Seconds::us(10.0),
+            in_period: false,
+        };
+        // The probe's 10-layer step: 500 + 10 x 900 = 9,500 us against the profile's 7,000.
+        let run = RunHostProbe {
+            sdpa_cudnn_plan: Seconds::us(40000.0),
+            hf_decode_layer: Seconds::us(900.0),
+            hf_decode_fixed: Seconds::us(500.0),
+            op_dispatch: Seconds::us(7.0),
+        };
+        let h = run.applied_to(&profile);
+        let k = 9500.0 / 7000.0;
+        assert!(h.in_period);
+        assert_eq!(h.sdpa_cudnn_plan, Seconds::us(40000.0));
+        assert_eq!(h.op_dispatch, Seconds::us(7.0));
+        assert!((h.hf_decode_layer / Seconds::us(600.0 * k) - 1.0).abs() < 1e-12);
+        assert!((h.hf_decode_fixed / Seconds::us(1000.0 * k) - 1.0).abs() < 1e-12);
+        assert!((h.hf_generate_fixed / Seconds::us(300.0 * k) - 1.0).abs() < 1e-12);
+    }
+}
