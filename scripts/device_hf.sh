@@ -24,8 +24,8 @@ set -u
 export PYTHONUNBUFFERED=1 CUDA_DEVICE_ORDER=PCI_BUS_ID TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 G=${G:-.devbin/gpuplan}
-W=scenarios/workloads
-C=$W/hf_configs
+W=${W:-scenarios/workloads}  # the workload scripts (a carried copy: W=.devbin/NAME)
+C=scenarios/workloads/hf_configs
 OUTDIR=${*: -1}
 PHASES=("${@:1:$#-1}")
 mkdir -p "$OUTDIR/logs" "$OUTDIR/micro"
@@ -175,6 +175,30 @@ read -r -d '' TABLE <<'EOF'
 107 h100 train   llama-3.2-3b             2  2048  1 none compile  8  3  110
 114 h100 decode  llama-3.2-1b             1  512   0 none loop     60 10 25
 115 h100 decode  llama-3.2-1b             1  512   0 none generate 60 10 25
+116 h100 decode  llama-3.2-1b             1  512   0 none loop     60 10 35
+117 h100 decode  llama-3.2-3b             1  1024  0 none generate 60 10 35
+118 h100 decode  llama-3.2-1b             4  2048  0 none loop     60 10 35
+119 h100 decode  qwen3-1.7b               4  2048  0 none loop     60 10 35
+120 h100 decode  llama-3.2-1b             1  512   0 none generate 60 10 35
+121 h100 decode  llama-3.2-3b             8  8192  0 none loop     60 10 40
+122 h100 decode  tinyllama-1.1b           1  4096  0 none loop     60 10 35
+123 h100 decode  llama-3.2-1b             64 4096  0 none loop     40 10 40
+124 h100 decode  llama-3.2-1b             1  512   0 none loop     60 10 35
+125 h100 decode  llama-3.2-3b             32 8192  0 none generate 40 10 40
+126 h100 decode  qwen3-1.7b               1  1024  0 none generate 60 10 35
+127 h100 decode  llama-3.2-1b             1  512   0 none loop     60 10 35
+128 h100 decode  llama-3.2-1b             1  512   0 none loop     60 10 35
+129 h100 decode  llama-3.2-3b             1  1024  0 none generate 60 10 35
+130 h100 decode  llama-3.2-1b             4  2048  0 none loop     60 10 35
+131 h100 decode  qwen3-1.7b               4  2048  0 none loop     60 10 35
+132 h100 decode  llama-3.2-1b             1  512   0 none generate 60 10 35
+133 h100 decode  llama-3.2-3b             8  8192  0 none loop     60 10 40
+134 h100 decode  tinyllama-1.1b           1  4096  0 none loop     60 10 35
+135 h100 decode  llama-3.2-1b             64 4096  0 none loop     40 10 40
+136 h100 decode  llama-3.2-1b             1  512   0 none loop     60 10 35
+137 h100 decode  llama-3.2-3b             16 16384 0 none generate 40 10 40
+138 h100 decode  tinyllama-1.1b           8  8192  0 none generate 60 10 35
+139 h100 decode  llama-3.2-1b             1  512   0 none loop     60 10 35
 EOF
 
 split_of() {  # id config
@@ -216,6 +240,8 @@ measure_one() {
       true_stack="hf-eager prefill: bf16 weights, inference_mode, use_cache=True (DynamicCache), logits_to_keep=1" ;;
     decode)
       sa+=(--batch "$b" --kv-len "$s"); wa+=(--batch "$b" --kv-len "$s" --decode-api "$variant")
+      # Rows 116 on take the host probe in the run's own period (hf_train.py --host-probe).
+      (( 10#${rid#hf-} >= 116 )) 2>/dev/null && wa+=(--host-probe)
       if [[ $variant == generate ]]; then
         true_stack="hf-eager decode via model.generate (greedy, prefilled random DynamicCache, step = one generate iteration read by a syncing LogitsProcessor)"
       else

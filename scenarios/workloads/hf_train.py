@@ -34,6 +34,11 @@ Output (the format of train_llama.py, which `gpuplan measure` parses):
   step=<n> step_time_s=<s> tokens=<t> tokens_per_s=<t/s> max_mem_alloc_bytes=<b> max_mem_reserved_bytes=<b>
   summary rank=0 world=1 mode=<m> params=<n> steps=<n> median_step_time_s=<s> max_mem_alloc_bytes=<b> max_mem_reserved_bytes=<b>
 
+  config host_probe_plan_us=<us> host_probe_layer_us=<us> host_probe_fixed_us=<us> host_probe_op_dispatch_us=<us>
+                        (decode with --host-probe: the host probe taken in the run's own period, the mean
+                        of the probe before the model is built and after the timed steps; the
+                        `host_probe_before_*` and `host_probe_after_*` facts are the two probes)
+
 Out of GPU memory prints `gpuplan-workload: oom rank=0 <message>` and exits 3. Step times are host wall
 clock between torch.cuda.synchronize() calls.
 """
@@ -71,6 +76,10 @@ def parse_args(argv=None):
     p.add_argument("--experts-impl", default=None, help="MoE experts path (default: the library's); eager, grouped_mm, batched_mm")
     p.add_argument("--device", default="cuda", help="cuda (measured runs) or cpu (a syntax check only)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--host-probe", action="store_true",
+                   help="decode: time the host probe of `gpuplan calibrate --host` (a short form, see run_host_probe) "
+                        "before building the model and again after the timed steps, and report both and their mean "
+                        "as `config host_probe_*` facts")
     p.add_argument("--profile", type=int, default=0,
                    help="decode loop: run this many more steps under torch.profiler after the timed ones and print its "
                         "table (by self CPU time); those steps print no step line")
@@ -203,6 +212,7 @@ def run(a, torch):
         dtype = torch.float32 if a.param_dtype == "fp32" else torch.bfloat16
     else:
         dtype = torch.bfloat16
+    probe_before = safe_host_probe(torch, dev) if a.host_probe and a.mode == "decode" and dev.cuda else None
     model, cfg, tfv = build(a, torch, dev, dtype)
     n_params = sum(p.numel() for p in model.parameters())
     vocab = cfg.vocab_size
@@ -220,6 +230,117 @@ def run(a, torch):
         else:
             facts(a, torch, model, tfv, stack + "-" + a.decode_api, n_params)
             decode(a, torch, dev, model, cfg, vocab, n_params)
+            if probe_before is not None:
+                del model
+                import gc
+                gc.collect()
+                torch.cuda.empty_cache()
+                # New KV lengths: the first probe's plans are in cuDNN's cache for this process.
+                probe_after = safe_host_probe(torch, dev, kv_shift=1000)
+                if probe_after is None:
+                    return
+                out = {}
+                for k in probe_before:
+                    out[f"host_probe_before_{k}"] = f"{probe_before[k]:.3f}"
+                    out[f"host_probe_after_{k}"] = f"{probe_after[k]:.3f}"
+                    if k != "wall_s":
+                        out[f"host_probe_{k}"] = f"{(probe_before[k] + probe_after[k]) / 2:.3f}"
+                print("config " + " ".join(f"{k}={v}" for k, v in out.items()), flush=True)
+
+
+def safe_host_probe(torch, dev, kv_shift=0):
+    """run_host_probe, or None (and a `config host_probe_error=...` fact) where it fails: the run
+    itself goes on without its probe."""
+    try:
+        return run_host_probe(torch, dev, kv_shift=kv_shift)
+    except Exception as e:  # noqa: BLE001 - a failed probe must not lose the run
+        if is_oom(e):
+            raise
+        print(f"config host_probe_error={type(e).__name__}", flush=True)
+        return None
+
+
+# The decode shapes of scenarios/workloads/host_probe.py's SDPA rows (b, q heads, kv heads, head dim,
+# starting KV length): the same seven, so that the in-run plan build is the same statistic as the
+# profile's `sdpa_cudnn_plan_us` (`gpuplan calibrate --host`).
+PROBE_SDPA_SHAPES = [(1, 32, 8, 64, 512), (1, 24, 8, 128, 4096), (1, 16, 8, 128, 4096), (16, 16, 8, 128, 4096),
+                     (64, 32, 8, 64, 4096), (1, 32, 8, 128, 4096), (1, 32, 32, 64, 4096)]
+
+
+def run_host_probe(torch, dev, n_sdpa=8, n_steps=40, kv_shift=0):
+    """A short form of host_probe.py (the probe `gpuplan calibrate --host` fits the host profile
+    from), taken in this process: the same four quantities by the same definitions, with fewer calls.
+
+      plan_us         median over PROBE_SDPA_SHAPES of (transformers' sdpa_attention_forward with a KV
+                      length new at every call) - (the same with a fixed KV length), default backend,
+                      synchronized after each call: cuDNN's execution-plan build
+      layer_us        a small LlamaForCausalLM's one-token step (flash forced, DynamicCache, argmax,
+                      synchronized) per decoder layer: the slope between 2 and 10 layers
+      fixed_us        the same line's intercept
+      op_dispatch_us  torch.add of two [16,16] bf16 tensors, no sync
+      wall_s          the probe's own wall time
+    Each SDPA shape: n_sdpa calls after one warm-up, one round, KV lengths from the shape's start +
+    kv_shift (a second probe in one process needs lengths the first did not build plans for); each
+    depth: the median of 3 rounds of n_steps, as host_probe.py."""
+    import statistics
+    from host_probe import _Attn, host_us
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    t_start = time.perf_counter()
+    d0 = dev.device
+    plans = []
+    with torch.inference_mode():
+        for (b, hq, hkv, d, kv0) in PROBE_SDPA_SHAPES:
+            kv0 += kv_shift
+            mod = _Attn(hq, hkv)
+            q = torch.randn(b, hq, 1, d, device=d0, dtype=torch.bfloat16)
+            kmax = torch.randn(b, hkv, kv0 + 2 * n_sdpa + 8, d, device=d0, dtype=torch.bfloat16)
+            vmax = torch.randn_like(kmax)
+            st = {"kv": kv0}
+
+            def grow():
+                st["kv"] += 1
+                k = kmax[:, :, :st["kv"]].contiguous()
+                v = vmax[:, :, :st["kv"]].contiguous()
+                sdpa_attention_forward(mod, q, k, v, None, dropout=0.0, scaling=None, is_causal=None)
+
+            ks = kmax[:, :, :kv0].contiguous()
+            vs = vmax[:, :, :kv0].contiguous()
+
+            def same():
+                sdpa_attention_forward(mod, q, ks.clone(), vs.clone(), None, dropout=0.0, scaling=None, is_causal=None)
+
+            us_new = host_us(grow, n_sdpa, rounds=1, warmup=1, sync_each=True)
+            us_same = host_us(same, n_sdpa, rounds=1, warmup=1, sync_each=True)
+            plans.append(us_new - us_same)
+            del q, kmax, vmax, ks, vs
+        steps = {}
+        for layers in (2, 10):
+            cfg = LlamaConfig(hidden_size=256, intermediate_size=512, num_hidden_layers=layers, num_attention_heads=4,
+                              num_key_value_heads=2, head_dim=64, vocab_size=32000, max_position_embeddings=8192)
+            cfg._attn_implementation = "sdpa"
+            small = LlamaForCausalLM(cfg).to(d0, torch.bfloat16).eval()
+            with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                cache = DynamicCache(config=small.config)
+                out = small(input_ids=torch.randint(0, 32000, (1, 64), device=d0), past_key_values=cache, use_cache=True)
+                s2 = {"nxt": out.logits[:, -1:].argmax(-1)}
+
+                def step():
+                    o = small(input_ids=s2["nxt"], past_key_values=cache, use_cache=True)
+                    s2["nxt"] = o.logits[:, -1:].argmax(-1)
+
+                steps[layers] = host_us(step, n_steps, rounds=3, warmup=3, sync_each=True)
+            del small, cache, out
+        x = torch.randn(16, 16, device=d0, dtype=torch.bfloat16)
+        y = torch.randn(16, 16, device=d0, dtype=torch.bfloat16)
+        op = host_us(lambda: torch.add(x, y), 5000, rounds=1, warmup=100)
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    layer = (steps[10] - steps[2]) / 8
+    return {"plan_us": statistics.median(plans), "layer_us": layer, "fixed_us": steps[2] - 2 * layer,
+            "op_dispatch_us": op, "wall_s": time.perf_counter() - t_start}
 
 
 def train(a, torch, dev, model, vocab, n_params, tfv, stack):

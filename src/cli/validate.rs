@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use super::{write_atomic, Outcome};
-use crate::config::record::scenario as record_scenario;
+use crate::config::record::scenario_with_host as record_scenario;
 use crate::measure::record::{read_all, RunRecord};
 use crate::report::views::validate::{csv_text, json, plot, table};
 use crate::validate::{score, summarize, Metric, Scored, Summary};
@@ -23,6 +23,11 @@ pub struct ValidateArgs {
     /// Calibration profile for every prediction (a profile.toml, its folder, or a profile name)
     #[arg(long)]
     pub calibration: Option<String>,
+    /// Predict with the calibration profile's host numbers even for records that carry a host
+    /// probe of their own period (`job.reported.host_probe_*`); by default such a record's probe
+    /// replaces the profile's plan build, decode layer and step and op dispatch times
+    #[arg(long)]
+    pub profile_host: bool,
     /// Only runs of this split: fit, test or all
     #[arg(long, default_value = "all")]
     pub split: String,
@@ -82,7 +87,7 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<Outcome> {
     let scored: Vec<Scored> = records
         .iter()
         .map(|r| {
-            let prediction = record_scenario(r, args.calibration.as_deref()).map_err(|e| e.to_string()).and_then(|s| {
+            let prediction = record_scenario(r, args.calibration.as_deref(), !args.profile_host).map_err(|e| e.to_string()).and_then(|s| {
                 if args.engine == "des" {
                     crate::sim::simulate(&s, &Default::default()).map(|x| x.prediction).map_err(|e| e.to_string())
                 } else {

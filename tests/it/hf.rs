@@ -42,7 +42,7 @@ fn mode(s: &str) -> &str {
 fn hf_test_split_stays_within_its_bounds() {
     let v = validate("calibration/runs/hf/hf.jsonl", "test");
     type Bound = (&'static str, &'static str, f64, fn(&str) -> bool);
-    let bounds: [Bound; 8] = [
+    let bounds: [Bound; 9] = [
         // calibration/runs/hf/FIT.md "Third pass": 3.7, 18.7, 5.5, 10.7, 5.2, 5.2, 6.6% then; the
         // power bound went from 8 to 6% with decode power's launch floors (wt-torch3: 5.2%).
         // Decode's bound went from 18 to 20: the H200 profile now has its own host's probe (a
@@ -57,8 +57,11 @@ fn hf_test_split_stays_within_its_bounds() {
         ("decode", "step_time", 20.0, |s| mode(s) == "decode"),
         ("MoE train", "step_time", 4.5, |s| is_moe(s) && mode(s) == "train"),
         ("MoE prefill", "step_time", 8.5, |s| is_moe(s) && mode(s) == "prefill"),
-        ("all", "peak_memory", 6.0, |_| true),
+        ("all", "peak_memory", 5.0, |_| true),
         ("train/prefill", "peak_memory", 6.0, |s| mode(s) != "decode"),
+        // Decode memory 5.3 -> 1.9% with the tied LM head's cached block and no generic
+        // fragmentation share in hf decode (FIT.md "Sixth pass", wt-torch4; nothing fitted).
+        ("decode", "peak_memory", 2.5, |s| mode(s) == "decode"),
         ("all", "power", 6.0, |_| true),
         // Decode power: 9.5 -> 5.6% with launch floors idle in host-bound hf decode (FIT.md
         // "Fifth pass"; nothing fitted).
@@ -132,6 +135,63 @@ fn fourth_post_fit_runs_stay_within_their_bounds() {
     assert!(decode.1 == 6 && decode.0 <= 10.5, "post-fit 4 decode {decode:?}");
     let s = v["summary"].as_array().unwrap().last().unwrap();
     assert_eq!(s["false_oom"], 0, "the compiled 3B at mb2 x 4096 ran and is predicted to fit: {s:#}");
+}
+
+/// The two runs of hf-020's shape measured again in a slow period (calibration/runs/hf/postfit-5.jsonl,
+/// 2026-11-24 17:04 UTC): their memory was -9.1% before the tied head's cached block (wt-torch4).
+#[test]
+fn fifth_post_fit_runs_keep_their_memory() {
+    post_fit_set_within("calibration/runs/hf/postfit-5.jsonl", "post-fit 5", 2, &[("peak_memory", 2.5)]);
+}
+
+/// The 24 decode runs of branch wt-torch4 (calibration/runs/hf/postfit-6.jsonl, H100, 2026-11-24
+/// 19:07-19:26 UTC device clock, three device calls in different periods; all `test`), each with a
+/// host probe taken in its own period (`job.reported.host_probe_*`). With it the prediction follows
+/// the host's period; with the profile's host numbers (`--profile-host`) it cannot: 10.5% against
+/// 18.0%, and the slow period's eleven runs 9.4% against 22.5% (FIT.md "Sixth pass"). The
+/// in-period plan is paid whole, a rule chosen after these runs came back (from the host-regime
+/// diagnostic, not fitted), so their step time is not fully held out.
+#[test]
+fn sixth_post_fit_decode_runs_follow_their_own_host_probe() {
+    let v = post_fit_set_within("calibration/runs/hf/postfit-6.jsonl", "post-fit 6", 24, &[("step_time", 11.0), ("peak_memory", 4.5), ("power", 3.5)]);
+    let (code, out, err) = gpuplan(&["validate", "--runs", "calibration/runs/hf/postfit-6.jsonl", "--profile-host", "--json"]);
+    assert!(code == 0 || code == 1, "{err}");
+    let profile: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let with = mape(&v, "step_time", |_| true).0;
+    let without = mape(&profile, "step_time", |_| true).0;
+    assert!(without > 15.0 && with + 5.0 < without, "own probe {with:.1}% vs profile {without:.1}%");
+    // The slow period (device call 2, hf-128..138): the profile cannot know it, the probe does.
+    let slow = |v: &serde_json::Value| -> f64 {
+        let e: Vec<f64> = v["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| (128..=138).contains(&r["run_id"].as_str().unwrap()[3..].parse::<u32>().unwrap()))
+            .flat_map(|r| r["metrics"].as_array().unwrap().iter().filter(|m| m["metric"] == "step_time").map(|m| m["error_pct"].as_f64().unwrap()))
+            .collect();
+        e.iter().sum::<f64>() / e.len() as f64
+    };
+    assert!(slow(&profile) < -15.0 && slow(&v).abs() < 8.0, "slow-period bias: profile {:.1}%, own probe {:.1}%", slow(&profile), slow(&v));
+}
+
+/// A record's host probe that is partly there or not a number is an error naming the key, not a
+/// silent fallback to the profile.
+#[test]
+fn a_broken_run_host_probe_is_an_error_naming_the_key() {
+    let dir = std::env::temp_dir().join(format!("gpuplan-it-run-probe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let line = std::fs::read_to_string("calibration/runs/hf/postfit-6.jsonl").unwrap().lines().next().unwrap().to_string();
+    let mut r: serde_json::Value = serde_json::from_str(&line).unwrap();
+    r["job"]["reported"]["host_probe_layer_us"] = serde_json::json!("fast");
+    let f = dir.join("bad.jsonl");
+    std::fs::write(&f, format!("{r}\n")).unwrap();
+    let (code, out, err) = gpuplan(&["validate", "--runs", f.to_str().unwrap()]);
+    let text = format!("{out}{err}");
+    assert!(text.contains("host_probe_layer_us") && text.contains("`fast`"), "{code}: {text}");
+    // With --profile-host the record predicts from the profile.
+    let (code, out, err) = gpuplan(&["validate", "--runs", f.to_str().unwrap(), "--profile-host"]);
+    assert!(code == 0 && out.contains("hf-116"), "{code}: {out}{err}");
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// torch.compile and torchao float8 training, every held-out run (test split and both post-fit
@@ -318,6 +378,7 @@ fn hf_training_gradients_are_not_live_at_the_activation_peak_of_one_micro_batch(
 /// 256 MiB per layer's keys, 64 KiB more per token.
 #[test]
 fn hf_decode_memory_follows_the_tokens_generated() {
+    hf_decode_keeps_a_tied_heads_freed_block_until_large_requests_reuse_it();
     let peak = |n: &str| {
         let m = "scenarios/workloads/hf_configs/llama-3.2-1b.json";
         let args = [
@@ -572,4 +633,25 @@ fn hf_decode_power_follows_the_bytes_not_the_kernel_count() {
     assert!(small > idle && small < idle + 12.0, "b1 kv512: {small:.1} W (measured 122.9 and 124.3 W)");
     let big = power("64", "16384");
     assert!((big / 330.0 - 1.0).abs() < 0.05, "b64 kv16384: {big:.1} W (measured 330.0 W)");
+}
+
+/// `from_config` on the GPU allocates a tied model's LM head and then ties it: the freed block
+/// (vocab x hidden x 2 B) stays in the caching allocator, reused only by large-pool KV tensors
+/// (calibration/runs/hf/FIT.md "Sixth pass"; the runs' reserved less allocated: 0.47-0.51 GiB for
+/// Llama-3.2-1B at batch 1, 0.07 GiB for the untied TinyLlama).
+fn hf_decode_keeps_a_tied_heads_freed_block_until_large_requests_reuse_it() {
+    let held = |cfg: &str, batch: &str, kv: &str| {
+        let m = format!("scenarios/workloads/hf_configs/{cfg}.json");
+        let (code, out, err) = gpuplan(&[
+            "predict", "--model", &m, "--system", "dgx-h100", "--gpus", "1", "--mode", "decode", "--stack", "hf-eager", "--batch", batch, "--kv-len", kv,
+            "--json",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["memory"]["components"]["fragmentation_bytes"].as_f64().unwrap()
+    };
+    let head = 128256.0 * 2048.0 * 2.0;
+    assert!((held("llama-3.2-1b", "1", "512") - head).abs() < 1.0, "the 1B's tied head at batch 1");
+    assert_eq!(held("tinyllama-1.1b", "1", "512"), 0.0, "untied: nothing freed");
+    assert_eq!(held("llama-3.2-1b", "64", "4096"), 0.0, "the cache's 32 MiB tensors take the block");
 }

@@ -285,6 +285,7 @@ impl HostFile {
             hf_generate_fixed: Seconds::us(self.hf_generate_fixed_us),
             sdpa_cudnn_plan: Seconds::us(self.sdpa_cudnn_plan_us),
             op_dispatch: Seconds::us(self.op_dispatch_us),
+            in_period: false,
         })
     }
 }

@@ -138,13 +138,31 @@ fn model_and_file(model: Option<String>) -> Result<(Option<String>, Option<Model
     Ok((Some(path.clone()), Some(ModelFile { path, text })))
 }
 
-/// The scenario a run record describes, with the record's own copy of its model file when it has one.
+/// The scenario a run record describes, with the record's own copy of its model file when it has
+/// one, and its own host probe in place of the profile's host numbers when it took one
+/// (`RunRecord::host_probe`; `scenario_with_host(.., false)` keeps the profile's).
 pub fn scenario(r: &RunRecord, calibration: Option<&str>) -> Result<gpuplan_core::scenario::Scenario, ConfigError> {
+    scenario_with_host(r, calibration, true)
+}
+
+/// [`scenario`], with the record's own host probe used only when `run_host_probe` is true.
+pub fn scenario_with_host(r: &RunRecord, calibration: Option<&str>, run_host_probe: bool) -> Result<gpuplan_core::scenario::Scenario, ConfigError> {
     let model = match &r.scenario.model_file {
         Some(f) => Some(crate::model::model_from_text(Path::new(&f.path), &f.text)?),
         None => None,
     };
-    crate::scenario::build_with_model(&scenario_wire(r, calibration), None, model)
+    let mut s = crate::scenario::build_with_model(&scenario_wire(r, calibration), None, model)?;
+    if run_host_probe {
+        let where_ = Path::new(r.run_id.as_deref().unwrap_or("(run record)"));
+        let probe = r.host_probe().map_err(|e| {
+            ConfigError::invalid(where_, "job.reported", "host_probe_*", e)
+                .with_hint("a record's host probe is the four `host_probe_*_us` facts of scenarios/workloads/hf_train.py --host-probe")
+        })?;
+        if let (Some(p), Some(host)) = (probe, s.profile.as_mut().and_then(|pr| pr.host.as_mut())) {
+            *host = p.applied_to(host);
+        }
+    }
+    Ok(s)
 }
 
 /// The stack (and precision) a record is predicted under: see `RunRecord::hf_stack`.

@@ -7,6 +7,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::hardware::profile::HostProbe;
+use crate::units::Seconds;
+
 pub const SCHEMA_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -202,6 +205,44 @@ pub struct ModelFile {
     pub text: String,
 }
 
+/// A host probe taken in a run's own period: the quantities of
+/// [`HostProbe`](crate::hardware::profile::HostProbe) by the same definitions, measured in the
+/// run's process (see [`RunRecord::host_probe`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunHostProbe {
+    pub sdpa_cudnn_plan: Seconds,
+    pub hf_decode_layer: Seconds,
+    pub hf_decode_fixed: Seconds,
+    pub op_dispatch: Seconds,
+}
+
+impl RunHostProbe {
+    /// The `job.reported` keys it is read from.
+    pub const KEYS: [&'static str; 4] = ["host_probe_plan_us", "host_probe_layer_us", "host_probe_fixed_us", "host_probe_op_dispatch_us"];
+
+    /// The node's host profile as the host ran in the run's period: the probe's plan build and op
+    /// dispatch in place of the profile's, and the profile's per-layer and fixed decode host times
+    /// (and `generate()`'s extras) scaled by the probe's whole one-token step of the probe model at
+    /// 10 layers (`fixed + 10 x layer`) over the profile's. The step, not the probe's slope and
+    /// intercept themselves: those are a difference of two short timings and scatter by +-40% from
+    /// probe to probe (calibration/runs/hf/raw/postfit-6/), the 10-layer step by far less.
+    pub fn applied_to(&self, profile: &HostProbe) -> HostProbe {
+        let step = |fixed: Seconds, layer: Seconds| fixed + layer * 10.0;
+        let prof = step(profile.hf_decode_fixed, profile.hf_decode_layer);
+        let k = if prof > Seconds::ZERO { step(self.hf_decode_fixed, self.hf_decode_layer) / prof } else { 1.0 };
+        HostProbe {
+            provenance: format!("{}; in this run's period (its own host probe, job.reported.host_probe_*): cuDNN plan build and op dispatch as probed, decode host times x {k:.3}", profile.provenance),
+            hf_decode_layer: profile.hf_decode_layer * k,
+            hf_decode_fixed: profile.hf_decode_fixed * k,
+            hf_generate_layer: profile.hf_generate_layer * k,
+            hf_generate_fixed: profile.hf_generate_fixed * k,
+            sdpa_cudnn_plan: self.sdpa_cudnn_plan,
+            op_dispatch: self.op_dispatch,
+            in_period: true,
+        }
+    }
+}
+
 impl RunRecord {
     /// The stack (and, for torchao float8, the precision) of a record whose job reported a Hugging
     /// Face transformers stack (`job.reported.hf_stack`, written by scenarios/workloads/hf_train.py):
@@ -227,11 +268,68 @@ impl RunRecord {
         let len = |k: &str| self.job.reported.get(k)?.parse::<u64>().ok();
         len("cache_len_end")?.checked_sub(len("cache_len_start")?).filter(|&n| n > 0)
     }
+    /// The host probe the job took in its own period (`job.reported.host_probe_*`, written by
+    /// scenarios/workloads/hf_train.py `--host-probe`: the mean of a short form of `calibrate
+    /// --host`'s probe before the model is built and after the timed steps). `Ok(None)` when the job
+    /// reported none; an error names the key whose value is missing or not a number.
+    pub fn host_probe(&self) -> Result<Option<RunHostProbe>, String> {
+        let rep = &self.job.reported;
+        if !RunHostProbe::KEYS.iter().any(|k| rep.contains_key(*k)) {
+            return Ok(None);
+        }
+        let us = |k: &str| -> Result<Seconds, String> {
+            let v = rep.get(k).ok_or_else(|| format!("`job.reported.{k}` is missing (the record has other `host_probe_*` keys)"))?;
+            match v.parse::<f64>() {
+                Ok(x) if x.is_finite() => Ok(Seconds::us(x)),
+                _ => Err(format!("`job.reported.{k}` = `{v}` is not a number of microseconds")),
+            }
+        };
+        Ok(Some(RunHostProbe {
+            sdpa_cudnn_plan: us("host_probe_plan_us")?,
+            hf_decode_layer: us("host_probe_layer_us")?,
+            hf_decode_fixed: us("host_probe_fixed_us")?,
+            op_dispatch: us("host_probe_op_dispatch_us")?,
+        }))
+    }
     /// Ran to the end and gave step times.
     pub fn is_ok(&self) -> bool {
         self.status == "ok"
     }
     pub fn is_oom(&self) -> bool {
         self.status == "oom"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_probe_replaces_the_plan_and_scales_the_layers_by_its_10_layer_step() {
+        let profile = HostProbe {
+            provenance: "p".into(),
+            hf_decode_layer: Seconds::us(600.0),
+            hf_decode_fixed: Seconds::us(1000.0),
+            hf_generate_layer: Seconds::us(50.0),
+            hf_generate_fixed: Seconds::us(300.0),
+            sdpa_cudnn_plan: Seconds::us(54000.0),
+            op_dispatch: Seconds::us(10.0),
+            in_period: false,
+        };
+        // The probe's 10-layer step: 500 + 10 x 900 = 9,500 us against the profile's 7,000.
+        let run = RunHostProbe {
+            sdpa_cudnn_plan: Seconds::us(40000.0),
+            hf_decode_layer: Seconds::us(900.0),
+            hf_decode_fixed: Seconds::us(500.0),
+            op_dispatch: Seconds::us(7.0),
+        };
+        let h = run.applied_to(&profile);
+        let k = 9500.0 / 7000.0;
+        assert!(h.in_period);
+        assert_eq!(h.sdpa_cudnn_plan, Seconds::us(40000.0));
+        assert_eq!(h.op_dispatch, Seconds::us(7.0));
+        assert!((h.hf_decode_layer / Seconds::us(600.0 * k) - 1.0).abs() < 1e-12);
+        assert!((h.hf_decode_fixed / Seconds::us(1000.0 * k) - 1.0).abs() < 1e-12);
+        assert!((h.hf_generate_fixed / Seconds::us(300.0 * k) - 1.0).abs() < 1e-12);
     }
 }

@@ -254,6 +254,9 @@ pub const HF_GROUPED_MM_RESIDUAL_US: f64 = 550.0;
 /// model on that H200 (calibration/runs/hf/raw/decode-breakdown-h200-2026-11-24/) measured 35-36 ms
 /// in five of seven decode shapes and 53-58 ms in the other two, against 40-59 ms for the isolated
 /// probe call: the plan build itself varies by about a half from one period to the next.
+/// It relates the calibration-time probe to runs of other periods, so it applies to the profile's
+/// probe only: a probe taken in the run's own period (`HostProbe::in_period`, a record's
+/// `job.reported.host_probe_*`) is paid whole (calibration/runs/hf/FIT.md "Sixth pass").
 pub const HF_SDPA_PLAN_SHARE: f64 = 0.84;
 
 /// Fraction of the stream (memcpy) HBM rate that the `hf-*` stacks' memory-bound kernels reach

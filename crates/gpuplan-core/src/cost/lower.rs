@@ -143,7 +143,12 @@ pub fn hf_inference_host(cost: &CostModel, w: &Workload, ops: &[Op]) -> Option<(
     } else if has("lm_head") {
         (host.hf_decode_fixed, Seconds::ZERO)
     } else if has("embedding") && w.mode == Mode::Decode && super::sdpa_picks_cudnn(cost.system.gpu.arch) {
-        (Seconds::ZERO, host.sdpa_cudnn_plan * super::fitted::fitted().hf_sdpa_plan_share)
+        // A probe taken in the run's own period is paid whole: a decode step is one plan build plus
+        // the rest of the step (calibration/runs/hf/raw/host-regime-h100-2026-11-24/: per 10 s
+        // window, the step's median equals the probe's plan build plus the flash-forced step
+        // within 4%); the fitted share relates the calibration-time probe to the runs' periods.
+        let share = if host.in_period { 1.0 } else { super::fitted::fitted().hf_sdpa_plan_share };
+        (Seconds::ZERO, host.sdpa_cudnn_plan * share)
     } else {
         (Seconds::ZERO, Seconds::ZERO)
     })

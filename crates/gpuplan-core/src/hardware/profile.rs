@@ -121,6 +121,10 @@ pub struct HostProbe {
     pub sdpa_cudnn_plan: Seconds,
     /// One dispatcher op and kernel launch from Python (`torch.add` of tiny tensors).
     pub op_dispatch: Seconds,
+    /// Taken in the predicted run's own period (a run record's host probe,
+    /// `record::RunHostProbe::applied_to`), not at calibration time: a decode step then pays the
+    /// probe's whole plan build (`cost::lower::hf_inference_host`), not the fitted share of it.
+    pub in_period: bool,
 }
 
 /// What `calibrate` measured on one node. Every part is optional: a quick run may skip some, and
