@@ -10,12 +10,12 @@ use std::collections::BTreeMap;
 use crate::cost::lower::{CommStep, Overlap};
 use crate::cost::CostModel;
 use crate::hardware::profile::CollectiveOp;
+use crate::hardware::Dtype;
 use crate::memory::{self, stack_memory, MemoryPlan};
 use crate::parallelism::{self, Group, Infeasible};
 use crate::power::PowerState;
 use crate::scenario::Scenario;
 use crate::units::{Joules, Seconds, Watts};
-use crate::hardware::Dtype;
 use crate::workload::{self, backward_of, recompute_of, Fp8Recipe, Mode, Op, Stack};
 
 /// Where the step time goes, on the critical path of the slowest rank.
