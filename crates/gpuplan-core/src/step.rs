@@ -410,7 +410,7 @@ fn buckets(cost: &CostModel, s: &Scenario, op: CollectiveOp, group: Group, param
 }
 
 /// Bytes per parameter of Megatron's MXFP8 parameter copy after each step's all-gather
-/// ([`mxfp8_param_copy`]): read the gathered bf16 value (2), write the MXFP8 weight's row-wise and
+/// (`mxfp8_param_copy`): read the gathered bf16 value (2), write the MXFP8 weight's row-wise and
 /// column-wise copies with their scales (`memory::quantized_param_bytes`, 2 x (1 + 1/32)), zero the
 /// bf16 slice of the shared gradient buffer (2).
 pub const MXFP8_PARAM_COPY_BYTES: f64 = 2.0 + 2.0 * (1.0 + 1.0 / 32.0) + 2.0;

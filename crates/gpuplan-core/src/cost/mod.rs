@@ -154,7 +154,7 @@ const FUSED_ATTENTION_SHORT_CAUSAL: [(f64, f64, f64); 6] = [
 ];
 
 /// The fused attention's level factor on a causal sequence of `s` tokens shorter than the
-/// work-based tables' calls ([`FUSED_ATTENTION_SHORT_CAUSAL`], linear in ln s between the measured
+/// work-based tables' calls (`FUSED_ATTENTION_SHORT_CAUSAL`, linear in ln s between the measured
 /// lengths); below 128 tokens the 128-token factor scaled by the share of its one tile that is
 /// still needed ([`causal_tile_share`]).
 pub fn fused_short_causal_factor(s: u64, backward: bool) -> f64 {
