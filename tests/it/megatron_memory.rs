@@ -240,3 +240,31 @@ fn published_rows_take_their_recipes_memory_options() {
     let old = wl("141");
     assert_eq!((old.grad_reduce_dtype, old.fp8_param_gather, old.cross_entropy_fusion, old.cpu_offload_layers), (None, None, None, None));
 }
+
+/// Megatron's MXFP8 parameters are all-gathered in bf16 into the gradient buffer and copied into
+/// the MXFP8 weights every step (`reuse_grad_buf_for_mxfp8_param_ag`; megatron-core
+/// `param_and_grad_buffer.py` `finish_param_sync`): read bf16, write the row-wise and column-wise
+/// MXFP8 copies with their scales, zero the buffer slice, 6.0625 B per parameter of the rank, one
+/// kernel per linear weight. Per-tensor FP8 parameters are gathered as stored: no copy.
+#[test]
+fn mxfp8_parameters_are_copied_out_of_the_gathered_buffer_every_step() {
+    let run = |recipe: &str| {
+        let par = ParallelWire { tp: Some(1), pp: Some(1), zero: Some(1), ..Default::default() };
+        let w = WorkloadWire { fp8_param_gather: Some(true), seq: Some(8192), micro_batch: Some(2), global_batch: Some(128), ..fp8(recipe) };
+        scenario("llama-3-8b", "gb200-nvl72", 8, par, w)
+    };
+    let (mx, ts) = (run("mxfp8"), run("tensorwise"));
+    let optimizer = |s: &Scenario| gpuplan::analytic::predict(s).unwrap().breakdown.optimizer.value();
+    let (dense, experts) = memory::params_on_rank(&mx.model, &mx.parallel, 0, 0);
+    let cost = gpuplan::analytic::price(&mx).unwrap().cost;
+    let copy = cost.memory_time((dense + experts) * (2.0 + 2.0 * (1.0 + 1.0 / 32.0) + 2.0), 4 * mx.model.n_layers as u32).time.value();
+    assert!(copy > 0.0);
+    assert!((optimizer(&mx) - optimizer(&ts) - copy).abs() < 1e-9, "{} {} {copy}", optimizer(&mx), optimizer(&ts));
+    // Without `fp8_param_gather` the MXFP8 weights are quantized from bf16 weights in the forward,
+    // not copied out of the buffer: the optimizer steps match.
+    let plain = |recipe: &str| {
+        let par = ParallelWire { tp: Some(1), pp: Some(1), zero: Some(1), ..Default::default() };
+        scenario("llama-3-8b", "gb200-nvl72", 8, par, WorkloadWire { seq: Some(8192), micro_batch: Some(2), global_batch: Some(128), ..fp8(recipe) })
+    };
+    assert_eq!(optimizer(&plain("mxfp8")), optimizer(&plain("tensorwise")));
+}

@@ -112,6 +112,17 @@
 //! | fit | 81 | 9.74% | +1.9% | 7.01% (+2.4%) | 14.62% (+1.1%) |
 //! | test | 61 | 8.58% | -1.4% | 6.31% (+4.7%) | 10.38% (-6.2%) |
 //!
+//! wt-prec4 (issue 17: packed documents' attention at the cuDNN level measured at their length,
+//! the NVFP4 recipes' TP without userbuffers overlap, Megatron's MXFP8 parameter copy); the fit
+//! optimum on a narrowed grid moved to (0.9, 0.65, 4,000 us) at 9.27%, 0.07 points below the shipped
+//! constants, which were kept for the joint refit at merge
+//! (calibration/runs/fit_megatron_published-wt-prec4.txt):
+//!
+//! | split | rows | MAPE | bias | dense MAPE (bias) | MoE MAPE (bias) |
+//! | --- | --- | --- | --- | --- | --- |
+//! | fit | 81 | 9.34% | +1.0% | 6.39% (+1.0%) | 14.65% (+1.1%) |
+//! | test | 61 | 8.45% | -1.8% | 5.98% (+3.9%) | 10.41% (-6.3%) |
+//!
 //! Bound = current + 1 percentage point. Lower a bound when a change improves the numbers; the
 //! issue's target is 8% MAPE on the test split.
 
@@ -120,11 +131,11 @@ use std::process::Command;
 const CSV: &str = "tests/data/published/megatron_bridge_training_dev.csv";
 
 /// MAPE (percent) of the fit and test splits measured when the bounds were set, and the slack.
-const FIT_MAPE_NOW: f64 = 9.74;
-const TEST_MAPE_NOW: f64 = 8.58;
+const FIT_MAPE_NOW: f64 = 9.34;
+const TEST_MAPE_NOW: f64 = 8.45;
 /// The same for the dense rows (`summary[].kinds.dense`).
-const FIT_DENSE_MAPE_NOW: f64 = 7.01;
-const TEST_DENSE_MAPE_NOW: f64 = 6.31;
+const FIT_DENSE_MAPE_NOW: f64 = 6.39;
+const TEST_DENSE_MAPE_NOW: f64 = 5.98;
 const SLACK_PP: f64 = 1.0;
 /// Unexpressible rows when the bounds were set (none: every complete row maps), and incomplete rows
 /// (a property of the data).
@@ -218,7 +229,7 @@ fn lora_rows_are_scored_with_their_recipes_adapters() {
 }
 
 /// LoRA rows' MAPE (fraction) when the bounds were set, and the largest row error allowed.
-const LORA_MAPE_NOW: f64 = 0.063;
+const LORA_MAPE_NOW: f64 = 0.060;
 const LORA_ROW_MAX: f64 = 0.205;
 
 /// MoE rows alone (issue 18), test split: MAPE and |bias| when the bounds were set (see the module
@@ -234,8 +245,11 @@ const LORA_ROW_MAX: f64 = 0.205;
 /// (the refit is on the fit rows, where the MoE bias is +0.6%; the test MoE rows are mostly
 /// Qwen3-30B-A3B at -8..-9%, and DeepSeek-V3's test rows are at +0.8%). wt-epnodes (node-limited
 /// routing for DeepEP/HybridEP across nodes; the flex dispatcher's one-hop latency): 10.47% / -6.31%.
-const MOE_TEST_MAPE_NOW: f64 = 10.38;
-const MOE_TEST_BIAS_NOW: f64 = 6.22;
+/// wt-prec4 (Megatron's per-step copy of the bf16-gathered parameters into the MXFP8 weights,
+/// `step::mxfp8_param_copy`, charged on every MXFP8 row): 10.38% / -6.22% -> 10.41% / -6.26%, both
+/// bounds loosened by 0.03-0.04 points with it (the MoE MXFP8 rows pay the copy too).
+const MOE_TEST_MAPE_NOW: f64 = 10.41;
+const MOE_TEST_BIAS_NOW: f64 = 6.26;
 
 #[test]
 fn moe_rows_stay_within_their_bounds_and_grow_with_the_micro_batch() {
@@ -324,6 +338,11 @@ fn a_rows_mapping_is_pinned() {
         ("48", "fit", "dgx-h100", false, "fp8", 64, 1633.0)
     );
     assert_eq!(c.recipe, "fp8-current (Bridge perf configs' fp8_cs, from memory)");
+
+    // The NVFP4 perf recipes turn TE's TP overlap off (`NVFP4_TP_COMM_OVERLAP`); the MXFP8 row of
+    // the same layout, model, system and release keeps it (GB200 Llama-3 70B, TP 2 PP 4 VP 5, 26.02).
+    let tp_overlap = |id: &str| map_row(rows.iter().find(|r| r.dev_row == id).unwrap()).unwrap().wire.options.tp_comm_overlap;
+    assert_eq!((tp_overlap("75"), tp_overlap("77")), (Some(false), Some(true)));
 
     // The FSDP column (1/0 in 25.07-25.09, a group size in the archive) turns on ZeRO-3.
     let fsdp = rows.iter().find(|r| r.dev_row == "147").unwrap();

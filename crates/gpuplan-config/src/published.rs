@@ -95,8 +95,8 @@ pub const RECIPE_DEFAULTS: &[(&str, &str, &str)] = &[
     ("sp", "true when tp > 1 (gpuplan's default)", "recipes set sequence_parallel=True with TP (Llama3 70B, GPT3 175B, Nemotron-4 340B, Llama2 70B)"),
     (
         "tp_comm_overlap",
-        "true when tp > 1",
-        "Bridge perf configs enable tp_comm_overlap with userbuffers configs (e.g. userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192 for Llama3 70B); NeMo 24.07 ub_tp_comm_overlap=True for the large TP models. For GPT3 20B / Nemotron 8B-22B at TP 2 it is a presumption",
+        "true when tp > 1, except NVFP4 rows (`NVFP4_TP_COMM_OVERLAP`: the NVFP4 perf recipes set tp_comm_overlap = False)",
+        "Bridge perf configs enable tp_comm_overlap with userbuffers configs (e.g. userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192 for Llama3 70B); NeMo 24.07 ub_tp_comm_overlap=True for the large TP models. For GPT3 20B / Nemotron 8B-22B at TP 2 it is a presumption; Megatron-Bridge 0.6.2 perf_recipes/llama/{b200,gb200}/llama3.py llama3_70b_pretrain_64gpu_*_nvfp4_config set comm_overlap.tp_comm_overlap = False",
     ),
     (
         "recompute",
@@ -369,9 +369,10 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
             packed_doc_len,
             ..Default::default()
         },
-        // Userbuffers' TP overlap needs sequence parallelism, which some LoRA recipes turn off.
+        // Userbuffers' TP overlap needs sequence parallelism, which some LoRA recipes turn off;
+        // the NVFP4 recipes turn it off (`nvfp4_tp_comm_overlap`).
         options: OptionsWire {
-            tp_comm_overlap: Some(tp > 1 && lora.as_ref().is_none_or(|l| l.tp_overlap)),
+            tp_comm_overlap: Some(tp > 1 && lora.as_ref().is_none_or(|l| l.tp_overlap) && (precision != "fp4" || NVFP4_TP_COMM_OVERLAP)),
             dp_overlap: None,
             cuda_graphs: cuda_graphs.map(str::to_string),
             moe_ep_overlap: moe_ep_overlap.then_some(true),
@@ -470,8 +471,20 @@ pub fn memory_recipe(container: &str, family: &str, system: &str, precision: &st
 /// about 3 (Rajpurkar et al. 2016), about 1.2-1.3 Llama tokens per such token, plus the prompt's
 /// "Context: / Question: / Answer:" words: about 190. Not fitted; the published rows' FLOP counts
 /// do not say it (NVIDIA counts the SFT rows at full-sequence attention and the LoRA rows without
-/// attention). Attention then costs about 190 / 4096 of full-sequence causal attention per token.
+/// attention). Attention then does about 190 / 4096 of full-sequence causal attention's FLOPs per
+/// token, at the lower level a 190-token causal call reaches (`cost::fused_short_causal_factor`,
+/// measured). Sensitivity (predict, Llama-2 7B SFT on 8 H100, row 139's layout): 17,928 / 17,942 /
+/// 17,819 tokens/s/GPU at 150 / 190 / 400-token documents, 15,916 unpacked.
 pub const SQUAD_PACKED_DOC_TOKENS: u64 = 190;
+
+/// Whether the NVFP4 rows overlap their TP communication (TE userbuffers): no. Megatron-Bridge
+/// 0.6.2's `perf_recipes/llama/{b200,gb200}/llama3.py` `llama3_70b_pretrain_64gpu_{b200,gb200}_nvfp4_config`
+/// (TP 2, sequence parallel, the only NVFP4 layouts with TP > 1 in the perf recipes; the published
+/// GB200 NVFP4 rows run this layout) set `cfg.comm_overlap.tp_comm_overlap = False`, where the
+/// FP8-CS / MXFP8 configs of the same layout keep the base recipe's `tp_comm_overlap=True` with
+/// `userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192`. The TP all-gathers and reduce-scatters then
+/// run on the compute stream between the GEMMs (RECIPE_DEFAULTS `tp_comm_overlap`).
+pub const NVFP4_TP_COMM_OVERLAP: bool = false;
 
 /// The LoRA adapters of a published LoRA row, by release, and where they come from.
 #[derive(Debug, Clone, PartialEq)]

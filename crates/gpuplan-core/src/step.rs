@@ -10,12 +10,13 @@ use std::collections::BTreeMap;
 use crate::cost::lower::{CommStep, Overlap};
 use crate::cost::CostModel;
 use crate::hardware::profile::CollectiveOp;
+use crate::hardware::Dtype;
 use crate::memory::{self, stack_memory, MemoryPlan};
 use crate::parallelism::{self, Group, Infeasible};
 use crate::power::PowerState;
 use crate::scenario::Scenario;
 use crate::units::{Joules, Seconds, Watts};
-use crate::workload::{self, backward_of, recompute_of, Mode, Op, Stack};
+use crate::workload::{self, backward_of, recompute_of, Fp8Recipe, Mode, Op, Stack};
 
 /// Where the step time goes, on the critical path of the slowest rank.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -408,6 +409,34 @@ fn buckets(cost: &CostModel, s: &Scenario, op: CollectiveOp, group: Group, param
     Some(Buckets { step: cost.comm_step(pc, op, group, bytes / n, Overlap::Blocking), count: n as usize })
 }
 
+/// Bytes per parameter of Megatron's MXFP8 parameter copy after each step's all-gather
+/// (`mxfp8_param_copy`): read the gathered bf16 value (2), write the MXFP8 weight's row-wise and
+/// column-wise copies with their scales (`memory::quantized_param_bytes`, 2 x (1 + 1/32)), zero the
+/// bf16 slice of the shared gradient buffer (2).
+pub const MXFP8_PARAM_COPY_BYTES: f64 = 2.0 + 2.0 * (1.0 + 1.0 / 32.0) + 2.0;
+
+/// Megatron's MXFP8 parameters are all-gathered in bf16 into the gradient buffer
+/// (`reuse_grad_buf_for_mxfp8_param_ag`, which Megatron-Bridge's MXFP8 recipe sets), then copied
+/// into the MXFP8 weights, which quantizes them, and the buffer slice zeroed for the next
+/// backward's gradients: megatron-core `distributed/param_and_grad_buffer.py`
+/// (`finish_param_sync`: `param.data.copy_(param_slice)`, `bucket.param_data.zero_()`, run on the
+/// compute stream before the bucket's first forward under `overlap_param_gather`) and
+/// `distributed_data_parallel.py` (`start_param_sync`, the same without overlap). Per step, over
+/// every parameter of the rank's stage (not its shard): memory-bound, one quantize kernel per
+/// linear weight (four per layer; a grouped linear's per-expert weights are not counted apart).
+/// Zero for the other recipes: per-tensor FP8 parameters are gathered as they are stored, and
+/// the optimizer writes them quantized on its shard. Charged with the optimizer step (it is the
+/// same once-per-step, exposed memory traffic).
+fn mxfp8_param_copy(cost: &CostModel, s: &Scenario, stage: u32) -> Seconds {
+    let w = &s.workload;
+    if w.stack != Stack::Megatron || w.lora.is_some() || w.precision != Dtype::Fp8 || w.fp8_recipe != Fp8Recipe::Mxfp8 || !w.megatron.fp8_param_gather {
+        return Seconds::ZERO;
+    }
+    let (dense, experts) = memory::params_on_rank(&s.model, &s.parallel, stage, 0);
+    let layers = parallelism::stage_layer_counts(s.model.n_layers, &s.parallel)[stage as usize].max(1);
+    cost.memory_time((dense + experts) * MXFP8_PARAM_COPY_BYTES, (4 * layers) as u32).time
+}
+
 pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
     let pc = &s.parallel;
     let sm = stack_memory(s.workload.stack);
@@ -445,6 +474,9 @@ pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
                     plan.grad.extend(buckets(cost, s, CollectiveOp::ReduceScatter, g, n, grad_bytes, grad_bytes));
                     plan.param.extend(buckets(cost, s, CollectiveOp::AllGather, g, n, param_bytes, grad_bytes));
                 }
+            }
+            if !plan.param.is_empty() {
+                plan.optimizer += mxfp8_param_copy(cost, s, stage);
             }
         }
         _ => {

@@ -130,6 +130,50 @@ pub fn causal_tile_share(s: u64) -> f64 {
     ((s * s / 2.0) / (n * (n + 1.0) / 2.0 * 128.0 * 128.0)).min(1.0)
 }
 
+/// The fused (cuDNN) attention's level on short causal sequences, the documents of a packed
+/// sequence (Transformer Engine's THD attention with `cu_seqlens` runs each document's causal
+/// attention on its own), by sequence length: (tokens, forward TFLOP/s over the long reference
+/// call's, backward likewise). Measured on an H100 SXM (PyTorch 2.11 SDPA cuDNN backend, cuDNN
+/// 9.19, bf16, causal, 32 heads, d 128, 16,384 tokens per call in 16384 / s sequences of s tokens;
+/// scripts/bench_packed_attention.py, 2026-11-24, calibration/runs/raw/packed-attention-h100-2026-11-24/):
+/// forward / backward TFLOP/s (causal convention, s^2 / 2 scores) 68.2 / 31.3 at s 128, 109.9 /
+/// 48.3 at 190, 157.2 / 64.0 at 256, 224.9 / 93.9 at 384, 269.5 / 120.8 at 512, 368.0 / 211.4 at
+/// 1024, against 550.7 / 459.9 for b 2 x s 8192 in the same session (the reference the level is
+/// quoted at). They hold the whole 128 x 128 tiles a short causal sequence computes
+/// ([`causal_tile_share`]) and the per-tile work a short key range cannot hide (a 190-token
+/// document's backward reaches a tenth of the long call's rate). Measured, not fitted; applied to
+/// every GPU as the level is. The s 1024 point meets the work-based table
+/// (`FUSED_ATTENTION_SMALL_CAUSAL`: 0.68 forward at its 1.4e11 FLOPs) above it.
+const FUSED_ATTENTION_SHORT_CAUSAL: [(f64, f64, f64); 6] = [
+    (128.0, 68.2 / 550.7, 31.3 / 459.9),
+    (190.0, 109.9 / 550.7, 48.3 / 459.9),
+    (256.0, 157.2 / 550.7, 64.0 / 459.9),
+    (384.0, 224.9 / 550.7, 93.9 / 459.9),
+    (512.0, 269.5 / 550.7, 120.8 / 459.9),
+    (1024.0, 368.0 / 550.7, 211.4 / 459.9),
+];
+
+/// The fused attention's level factor on a causal sequence of `s` tokens shorter than the
+/// work-based tables' calls (`FUSED_ATTENTION_SHORT_CAUSAL`, linear in ln s between the measured
+/// lengths); below 128 tokens the 128-token factor scaled by the share of its one tile that is
+/// still needed ([`causal_tile_share`]).
+pub fn fused_short_causal_factor(s: u64, backward: bool) -> f64 {
+    let t = &FUSED_ATTENTION_SHORT_CAUSAL;
+    let pick = |p: &(f64, f64, f64)| if backward { p.2 } else { p.1 };
+    let x = s.max(1) as f64;
+    if x <= t[0].0 {
+        return pick(&t[0]) * causal_tile_share(s) / causal_tile_share(t[0].0 as u64);
+    }
+    for pair in t.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        if x <= b.0 {
+            let f = (x.ln() - a.0.ln()) / (b.0.ln() - a.0.ln());
+            return pick(a) + f * (pick(b) - pick(a));
+        }
+    }
+    pick(&t[t.len() - 1])
+}
+
 /// Which attention kernel a stack runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttentionKernel {
@@ -607,9 +651,9 @@ impl<'a> CostModel<'a> {
             let forward_flops = if backward { op.flops() / 2.5 } else { op.flops() };
             eff *= fused_small_call_factor(forward_flops, causal, backward);
         } else if self.fused_small_calls && self.attention_kernel == AttentionKernel::Fused && causal && q_len == kv_len && q_len > 1 {
-            // Short causal sequences (packed documents) below the measured calls: the kernel
-            // computes whole 128 x 128 score blocks, the diagonal ones included.
-            eff *= causal_tile_share(q_len);
+            // Short causal sequences (packed documents) below the work-based tables: the level
+            // measured at the sequence's length (whole 128 x 128 score tiles, short key ranges).
+            eff *= fused_short_causal_factor(q_len, backward);
         }
         if backward {
             eff *= match self.attention_kernel {
@@ -765,6 +809,27 @@ mod tests {
         assert!((causal_tile_share(128) - 0.5).abs() < 1e-12);
         assert!(causal_tile_share(4096) > 0.96 && causal_tile_share(4096) < 1.0);
         assert!(causal_tile_share(190) < causal_tile_share(1000) && causal_tile_share(1000) < causal_tile_share(4096));
+    }
+
+    #[test]
+    fn short_causal_documents_run_below_their_tile_share() {
+        // The measured points themselves (190-token SQuAD documents: a fifth of the long call's
+        // forward rate, a tenth of its backward), below what whole tiles alone would cost.
+        assert!((fused_short_causal_factor(190, false) - 109.9 / 550.7).abs() < 1e-12);
+        assert!((fused_short_causal_factor(190, true) - 48.3 / 459.9).abs() < 1e-12);
+        assert!(fused_short_causal_factor(190, false) < causal_tile_share(190));
+        // Monotone in the length, forward above backward, and continuous into the work-based
+        // table at 1024 tokens (measured 0.668 there; the table reads 0.68 at that call's work).
+        let lens = [64, 128, 150, 190, 300, 512, 800, 1024];
+        for w in lens.windows(2) {
+            assert!(fused_short_causal_factor(w[0], false) < fused_short_causal_factor(w[1], false));
+            assert!(fused_short_causal_factor(w[0], true) < fused_short_causal_factor(w[1], true));
+        }
+        for s in lens {
+            assert!(fused_short_causal_factor(s, true) < fused_short_causal_factor(s, false));
+        }
+        let work_1024 = 4.0 * 16.0 * 32.0 * 1024.0 * 1024.0 * 128.0 / 2.0;
+        assert!((fused_short_causal_factor(1023, false) - fused_small_call_factor(work_1024, true, false)).abs() < 0.03);
     }
 
     fn point(seq_len: u64, head_dim: u64, tflops: f64) -> AttentionBmmPoint {
