@@ -17,6 +17,12 @@ import sys
 d = json.load(open(sys.argv[1]))
 idle_w = float(sys.argv[2]) if len(sys.argv) > 2 else 73.5  # calibration/systems/h100-sxm.toml idle_w
 ph = {p["phase"]: p for p in d["phases"]}
+# NVML's power.draw is a 1 s moving average on Hopper and lags a phase change (after the GEMM the
+# averaged reading is still ~240 W while the instantaneous one is ~147 W): use the instantaneous
+# field (NVML_FI_DEV_POWER_INSTANT) where the driver gives it.
+for p in d["phases"]:
+    if p.get("instant_w_mean") == p.get("instant_w_mean") and "instant_w_mean" in p:  # not NaN
+        p["power_w_mean"] = p["instant_w_mean"]
 cap = d["power_limit_w"]
 fmax = d["max_sm_mhz"]
 st = ph["steady_bf16"]

@@ -21,6 +21,7 @@ mod megatron_memory;
 mod per_rank;
 mod pipeline;
 mod plan;
+mod power;
 mod portable;
 mod published;
 mod reference;
