@@ -22,6 +22,7 @@ mod per_rank;
 mod pipeline;
 mod plan;
 mod portable;
+mod power;
 mod published;
 mod reference;
 mod report;

@@ -122,6 +122,16 @@
 //! | --- | --- | --- | --- | --- | --- |
 //! | fit | 81 | 9.34% | +1.0% | 6.39% (+1.0%) | 14.65% (+1.1%) |
 //! | test | 61 | 8.45% | -1.8% | 5.98% (+3.9%) | 10.41% (-6.3%) |
+//! Then a pipeline's fill and drain lends the compute clock none of its unused power (issue 17,
+//! wt-clock4: `power::Activity::long_idle`, measured on the H100 with scripts/power_duty_probe.py);
+//! a narrowed grid around the constants (calibration/runs/fit_megatron_published-clock4.txt) puts
+//! the optimum at (0.8, 0.60, 3,500 us), fit 9.59%, 0.01 points under the shipped (0.9, 0.60,
+//! 3,500 us), which are kept:
+//!
+//! | split | rows | MAPE | bias | dense MAPE (bias) | MoE MAPE (bias) |
+//! | --- | --- | --- | --- | --- | --- |
+//! | fit | 81 | 9.60% | +1.3% | 7.01% (+1.7%) | 14.23% (+0.6%) |
+//! | test | 61 | 8.24% | -2.1% | 6.10% (+3.6%) | 9.94% (-6.7%) |
 //!
 //! Bound = current + 1 percentage point. Lower a bound when a change improves the numbers; the
 //! issue's target is 8% MAPE on the test split.
@@ -131,11 +141,11 @@ use std::process::Command;
 const CSV: &str = "tests/data/published/megatron_bridge_training_dev.csv";
 
 /// MAPE (percent) of the fit and test splits measured when the bounds were set, and the slack.
-const FIT_MAPE_NOW: f64 = 9.34;
-const TEST_MAPE_NOW: f64 = 8.45;
+const FIT_MAPE_NOW: f64 = 9.60;
+const TEST_MAPE_NOW: f64 = 8.24;
 /// The same for the dense rows (`summary[].kinds.dense`).
-const FIT_DENSE_MAPE_NOW: f64 = 6.39;
-const TEST_DENSE_MAPE_NOW: f64 = 5.98;
+const FIT_DENSE_MAPE_NOW: f64 = 7.01;
+const TEST_DENSE_MAPE_NOW: f64 = 6.10;
 const SLACK_PP: f64 = 1.0;
 /// Unexpressible rows when the bounds were set (none: every complete row maps), and incomplete rows
 /// (a property of the data).
@@ -248,8 +258,14 @@ const LORA_ROW_MAX: f64 = 0.205;
 /// wt-prec4 (Megatron's per-step copy of the bf16-gathered parameters into the MXFP8 weights,
 /// `step::mxfp8_param_copy`, charged on every MXFP8 row): 10.38% / -6.22% -> 10.41% / -6.26%, both
 /// bounds loosened by 0.03-0.04 points with it (the MoE MXFP8 rows pay the copy too).
-const MOE_TEST_MAPE_NOW: f64 = 10.41;
-const MOE_TEST_BIAS_NOW: f64 = 6.26;
+/// wt-clock4 (a pipeline's fill and drain lends the compute clock nothing; issue 17): 9.94% /
+/// -6.69%, the bias bound loosened by 0.47 points: the rule slows the PP layouts, and among the test
+/// MoE rows those are the over-predicted DGX-B200 / DGX-B300 DeepSeek-V3 PP 16 rows (+12.7..+18.0%
+/// -> +10.1..+15.2%, +6.7..+12.0% -> +4.2..+9.4%), whose drop lowers the MAPE (10.38% -> 9.94%) but
+/// moves the mean further from zero, and GB300's DeepSeek-V3 PP 2 rows (-13.0..-13.7% ->
+/// -13.2..-13.8%).
+const MOE_TEST_MAPE_NOW: f64 = 9.94;
+const MOE_TEST_BIAS_NOW: f64 = 6.69;
 
 #[test]
 fn moe_rows_stay_within_their_bounds_and_grow_with_the_micro_batch() {

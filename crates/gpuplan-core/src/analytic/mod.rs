@@ -265,7 +265,10 @@ fn activity(bd: &Breakdown, w: &workload::Workload) -> Activity {
         compute: bd.compute,
         memory: bd.memory - floor + bd.optimizer,
         comm: bd.tp_comm + bd.cp_comm + bd.ep_comm + bd.pp_p2p + bd.dp_comm,
-        idle: bd.pp_bubble + bd.cpu_launch + floor,
+        idle: bd.cpu_launch + floor,
+        // The pipeline's fill and drain: each stage idles (pp - 1) chunks in one stretch, tens of
+        // ms and more, longer than the power limiter's window (`power` module doc).
+        long_idle: bd.pp_bubble,
     }
 }
 

@@ -7,12 +7,30 @@
 //! HBM-bound excess (they move data through SMs and NVLink); idle time draws idle power. The
 //! clock is the highest in `[f_s, f_max]` whose time-averaged power stays within TDP, with the
 //! compute time shrinking as the clock rises.
+//!
+//! The average is taken over the activity that interleaves at the power limiter's time scale: a
+//! training step's GEMMs, memory-bound kernels, collectives and short host stalls (each well under
+//! ~10 ms). Idle stretches longer than that window (a pipeline's fill and drain, `long_idle`) draw
+//! idle power but lend the compute none of the budget they leave unused. Measured on an H100 SXM
+//! at its 700 W cap (scripts/power_duty_probe.py, calibration/runs/raw/power-duty-h100-2026-11-24/):
+//! a bf16 GEMM run in bursts with 5 ms idle gaps (duty 0.9) or 11 ms HBM copies between bursts
+//! (duty 0.76) ran at 1410 / 1445 MHz, where this law (GAMMA = 2, the gaps averaged in) gives
+//! 1431 / 1470 MHz; with 23 ms gaps (duty 0.5) the bursts ran at 1533 MHz, not the 1980 MHz the
+//! average would allow (the step averaged 513 W), and with 194 ms gaps every 1 s at 1427 MHz, not
+//! 1517 (steady GEMM: 1365 MHz). The limiter lets a burst exceed the cap for a few ms (760-900 W
+//! measured per burst) and then pulls the clock down, so a long gap buys the next burst only its
+//! first milliseconds.
 
 use crate::hardware::Gpu;
 use crate::units::{Hertz, Seconds, Watts};
 
 /// Exponent of dynamic power in clock (P ~ C V^2 f with voltage rising with f). An engineering
-/// estimate (unsourced); `calibrate`'s power sweep replaces the constants it multiplies.
+/// estimate, checked on an H100 SXM at its 700 W cap (module doc; calibration/runs/raw/
+/// power-duty-h100-2026-11-24/analysis.txt): the GEMM bursts' own power against their clock implies
+/// 2.2-3.0, and the clocks of the finely mixed bursts lie between this law at 2 (1-4% above them)
+/// and at 3 (within 1.5%). An exponent of 1 (tried for issue 17 to lift GB300) gives those bursts
+/// 1508-1980 MHz against 1410-1500 measured, so it is refuted on Hopper. `calibrate`'s power sweep
+/// replaces the constants it multiplies.
 pub const GAMMA: f64 = 2.0;
 
 /// Time one GPU spends in each kind of activity during a step, priced at the sustained clock.
@@ -21,12 +39,17 @@ pub struct Activity {
     pub compute: Seconds,
     pub memory: Seconds,
     pub comm: Seconds,
+    /// Idle interleaved with the work at the power limiter's time scale (host stalls between
+    /// kernels): its unused power budget lets the compute clock higher.
     pub idle: Seconds,
+    /// Idle in stretches longer than the limiter's window (a pipeline's fill and drain): it draws
+    /// idle power but lends the compute nothing (module doc).
+    pub long_idle: Seconds,
 }
 
 impl Activity {
     pub fn total_at(&self, speedup: f64) -> Seconds {
-        self.compute / speedup + self.memory + self.comm + self.idle
+        self.compute / speedup + self.memory + self.comm + self.idle + self.long_idle
     }
 }
 
@@ -53,15 +76,17 @@ fn average_power(gpu: &Gpu, a: &Activity, speedup: f64) -> Watts {
     idle + tensor_excess * busy(a.compute / speedup) + hbm_excess * busy(a.memory) + hbm_excess * (0.5 * busy(a.comm))
 }
 
-/// The clock and power a GPU settles at for this activity mix.
+/// The clock and power a GPU settles at for this activity mix: the clock from the activity the
+/// limiter averages over (all but `long_idle`), the power averaged over the whole step.
 pub fn solve(gpu: &Gpu, a: &Activity) -> PowerState {
     let f_s = gpu.efficiency.sustained_gemm_clock.value;
     let f_max = gpu.max_clock.value;
     let max_speedup = (f_max / f_s).max(1.0);
     let tdp = gpu.tdp.value;
-    let at = |s: f64| average_power(gpu, a, s);
+    let windowed = Activity { long_idle: Seconds::ZERO, ..*a };
+    let at = |s: f64| average_power(gpu, &windowed, s);
     if at(max_speedup) <= tdp {
-        return PowerState { speedup: max_speedup, clock: f_max, gpu_power: at(max_speedup), capped: false };
+        return PowerState { speedup: max_speedup, clock: f_max, gpu_power: average_power(gpu, a, max_speedup), capped: false };
     }
     // Power rises with the clock: bisect for the clock that meets TDP.
     let (mut lo, mut hi) = (1.0, max_speedup);
@@ -73,5 +98,5 @@ pub fn solve(gpu: &Gpu, a: &Activity) -> PowerState {
             hi = mid;
         }
     }
-    PowerState { speedup: lo, clock: f_s * lo, gpu_power: at(lo).min(tdp), capped: true }
+    PowerState { speedup: lo, clock: f_s * lo, gpu_power: average_power(gpu, a, lo).min(tdp), capped: true }
 }

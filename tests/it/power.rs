@@ -1,0 +1,100 @@
+//! The power model's clock law (`power::solve`) against the H100 power-cap probe
+//! (scripts/power_duty_probe.py, one device call 2026-11-24 on an H100 80GB HBM3 SXM at its 700 W
+//! cap; raw samples and `analysis.txt` in calibration/runs/raw/power-duty-h100-2026-11-24/): a bf16
+//! 8192^3 GEMM run steadily, in bursts with idle gaps, and in bursts between HBM copies.
+
+use gpuplan::config::system::load_system;
+use gpuplan::hardware::{Gpu, Source, Sourced};
+use gpuplan::power::{solve, Activity};
+use gpuplan::units::{Hertz, Seconds, Watts};
+
+const PROBE: &str = "calibration/runs/raw/power-duty-h100-2026-11-24/power_duty.json";
+
+fn probe() -> serde_json::Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(PROBE);
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+fn phase<'a>(d: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    d["phases"].as_array().unwrap().iter().find(|p| p["phase"] == name).unwrap_or_else(|| panic!("no phase {name}"))
+}
+
+fn f(v: &serde_json::Value, key: &str) -> f64 {
+    v[key].as_f64().unwrap_or_else(|| panic!("no {key} in {v}"))
+}
+
+/// The H100 as the probe measured it: cap, top clock, the steady GEMM's clock, the power of a
+/// gap right after work (instantaneous field; the averaged one lags) and of the copy loop.
+fn measured_h100(d: &serde_json::Value) -> Gpu {
+    let m = |what: &str| Source::Measured(format!("{PROBE}: {what}"));
+    let mut g = load_system("dgx-h100").unwrap().gpu;
+    g.tdp = Sourced::new(Watts::new(f(d, "power_limit_w")), m("power limit"));
+    g.max_clock = Sourced::new(Hertz::mhz(f(d, "max_sm_mhz")), m("max SM clock"));
+    g.efficiency.sustained_gemm_clock = Sourced::new(Hertz::mhz(f(phase(d, "steady_bf16"), "sm_mhz_median")), m("steady GEMM clock"));
+    g.idle_power = Sourced::new(Watts::new(f(phase(d, "idle_after_gemm"), "instant_w_mean")), m("gap power"));
+    g.efficiency.hbm_load_power = Sourced::new(Watts::new(f(phase(d, "copy_only"), "instant_w_mean")), m("copy-loop power"));
+    g
+}
+
+/// A burst phase: the clock its GEMMs ran at (their rate over the steady GEMM's rate per MHz), and
+/// its activity as the model takes it (the bursts' work as time at the steady clock; the gaps as
+/// idle, or as long idle, or the copies as memory-bound time).
+fn burst(d: &serde_json::Value, name: &str) -> (f64, Seconds, Seconds) {
+    let st = phase(d, "steady_bf16");
+    let per_mhz = f(st, "tflops_second_half") / f(st, "sm_mhz_mean");
+    let p = phase(d, name);
+    let clock = f(p, "burst_tflops") / per_mhz;
+    let work = Seconds::new(f(p, "mean_burst_s") * clock / f(st, "sm_mhz_median"));
+    (clock, work, Seconds::new(f(p, "mean_gap_s")))
+}
+
+#[test]
+fn finely_mixed_gemm_bursts_clock_as_the_law_says() {
+    let d = probe();
+    let gpu = measured_h100(&d);
+    // Gaps and copies of 5-11 ms between 35-44 ms bursts: the limiter averages over them.
+    for (name, copies) in [("burst_idle_d0.9_p50ms", false), ("burst_copy_d0.75_p50ms", true)] {
+        let (measured, compute, other) = burst(&d, name);
+        let a = if copies { Activity { compute, memory: other, ..Default::default() } } else { Activity { compute, idle: other, ..Default::default() } };
+        let model = solve(&gpu, &a).clock.as_mhz();
+        assert!((model / measured - 1.0).abs() < 0.03, "{name}: model {model:.0} MHz, measured {measured:.0} MHz");
+        // Without the gaps' credit the model would sit at the steady clock, 3-6% under.
+        assert!(model > gpu.efficiency.sustained_gemm_clock.value.as_mhz() * 1.02, "{name}: {model:.0}");
+    }
+}
+
+#[test]
+fn long_idle_stretches_lend_the_compute_clock_less_than_their_average() {
+    let d = probe();
+    let gpu = measured_h100(&d);
+    let steady = gpu.efficiency.sustained_gemm_clock.value.as_mhz();
+    // 23 ms gaps at duty 0.5 and 194 ms gaps every second: the bursts ran 12% and 4.5% above the
+    // steady clock; averaging the gaps in would give the top clock (1980) and 11%. The long-idle
+    // rule (no credit) is the nearer bound on both.
+    for name in ["burst_idle_d0.5_p50ms", "burst_idle_d0.8_p1s"] {
+        let (measured, compute, gap) = burst(&d, name);
+        let averaged = solve(&gpu, &Activity { compute, idle: gap, ..Default::default() }).clock.as_mhz();
+        let long = solve(&gpu, &Activity { compute, long_idle: gap, ..Default::default() });
+        let long_mhz = long.clock.as_mhz();
+        assert!((long_mhz - steady).abs() < 1e-6, "{name}: {long_mhz}");
+        assert!(long_mhz < measured && measured < averaged, "{name}: {long_mhz:.0} / {measured:.0} / {averaged:.0}");
+        assert!(measured - long_mhz < averaged - measured, "{name}: {long_mhz:.0} / {measured:.0} / {averaged:.0}");
+        // The step's power still counts the gap, at idle power.
+        let total = compute + gap;
+        let want = (gpu.tdp.value.value() * compute.value() + gpu.idle_power.value.value() * gap.value()) / total.value();
+        assert!((long.gpu_power.value() - want).abs() < 1.0, "{name}: {} W vs {want} W", long.gpu_power.value());
+    }
+}
+
+#[test]
+fn fp8_gemms_settle_lower_than_bf16_at_the_same_cap() {
+    // Same per-clock efficiency (0.918 bf16, 0.910 FP8 of 132 SMs x 4096 / 8192 FLOP/clk), but the
+    // 8-bit path's double work per clock draws more: the cap holds FP8 at 0.91 of bf16's clock.
+    let d = probe();
+    let (bf16, fp8) = (phase(&d, "steady_bf16"), phase(&d, "steady_fp8"));
+    let per_clock = |p: &serde_json::Value, flop_per_clk: f64| f(p, "tflops_second_half") * 1e12 / (132.0 * flop_per_clk * f(p, "sm_mhz_mean") * 1e6);
+    let (e16, e8) = (per_clock(bf16, 4096.0), per_clock(fp8, 8192.0));
+    assert!((e16 - e8).abs() < 0.02 && e16 > 0.9, "{e16} {e8}");
+    let ratio = f(fp8, "sm_mhz_median") / f(bf16, "sm_mhz_median");
+    assert!((0.88..0.94).contains(&ratio), "{ratio}");
+}
