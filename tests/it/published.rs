@@ -112,6 +112,19 @@
 //! | fit | 81 | 9.74% | +1.9% | 7.01% (+2.4%) | 14.62% (+1.1%) |
 //! | test | 61 | 8.58% | -1.4% | 6.31% (+4.7%) | 10.38% (-6.2%) |
 //!
+//! Then (issue 18, wt-moe4) Megatron-Core's token permutations by dispatcher (the alltoall
+//! dispatcher's second permutation by local expert, DeepEP's permute of the received rows, none
+//! outside HybridEP's dispatch and combine kernels; the unpermute writes a row per token), the
+//! 26.06 rows on HybridEP, and the GB200/GB300 rows of 26.02-26.04.01 on HybridEP too (chosen on
+//! the fit split); the three constants unchanged (a grid refit on the fit rows moves them to 0.8,
+//! 0.55, 3,500 us: fit 8.77%, test 7.08%; calibration/runs/fit_megatron_published-wt-moe4.txt,
+//! left to the lead's joint refit at merge):
+//!
+//! | split | rows | MAPE | bias | dense MAPE (bias) | MoE MAPE (bias) |
+//! | --- | --- | --- | --- | --- | --- |
+//! | fit | 81 | 8.99% | +3.5% | 7.01% (+2.4%) | 12.54% (+5.5%) |
+//! | test | 61 | 7.73% | +3.5% | 6.31% (+4.7%) | 8.87% (+2.5%) |
+//!
 //! Bound = current + 1 percentage point. Lower a bound when a change improves the numbers; the
 //! issue's target is 8% MAPE on the test split.
 
@@ -120,8 +133,8 @@ use std::process::Command;
 const CSV: &str = "tests/data/published/megatron_bridge_training_dev.csv";
 
 /// MAPE (percent) of the fit and test splits measured when the bounds were set, and the slack.
-const FIT_MAPE_NOW: f64 = 9.74;
-const TEST_MAPE_NOW: f64 = 8.58;
+const FIT_MAPE_NOW: f64 = 8.99;
+const TEST_MAPE_NOW: f64 = 7.73;
 /// The same for the dense rows (`summary[].kinds.dense`).
 const FIT_DENSE_MAPE_NOW: f64 = 7.01;
 const TEST_DENSE_MAPE_NOW: f64 = 6.31;
@@ -234,8 +247,10 @@ const LORA_ROW_MAX: f64 = 0.205;
 /// (the refit is on the fit rows, where the MoE bias is +0.6%; the test MoE rows are mostly
 /// Qwen3-30B-A3B at -8..-9%, and DeepSeek-V3's test rows are at +0.8%). wt-epnodes (node-limited
 /// routing for DeepEP/HybridEP across nodes; the flex dispatcher's one-hop latency): 10.47% / -6.31%.
-const MOE_TEST_MAPE_NOW: f64 = 10.38;
-const MOE_TEST_BIAS_NOW: f64 = 6.22;
+/// wt-moe4 (Megatron-Core's permutations by dispatcher and flex backend; HybridEP for the 26.06
+/// rows and the earlier GB200/GB300 rows): 8.87% / +2.45%, both bounds tightened.
+const MOE_TEST_MAPE_NOW: f64 = 8.87;
+const MOE_TEST_BIAS_NOW: f64 = 2.45;
 
 #[test]
 fn moe_rows_stay_within_their_bounds_and_grow_with_the_micro_batch() {
@@ -258,13 +273,13 @@ fn moe_rows_stay_within_their_bounds_and_grow_with_the_micro_batch() {
     // 2.41x when the sync was fitted on the MoE rows alone (6,500 us); 2.11x at the joint fit's
     // 5,000 us; 1.95x at session 9's joint refit (4,000 us; lower bound loosened from 2.0 to 1.9:
     // the trend is still under-predicted, see issue 18's notes); 2.39x with the per-expert launches
-    // and the drain (wt-moe3): lower bound 2.2.
+    // and the drain (wt-moe3): lower bound 2.2; 2.28x with the permutations by dispatcher (wt-moe4).
     assert!((2.2..3.3).contains(&predicted), "predicted micro-batch 4 / 1 = {predicted:.2}, measured {measured:.2}");
 }
 
 #[test]
 fn bounds_exit_1_when_exceeded_and_bad_bounds_exit_2() {
-    // The test split's bias is +0.2% now: a 0.01% bound is exceeded too.
+    // The test split's bias is +3.5% now: a 0.01% bound is exceeded too.
     let (code, v, err) = validate(&["--split", "test", "--max-mape", "5", "--max-bias", "0.01"]);
     assert_eq!(code, 1, "test split is far from 5%: {err}");
     assert!(err.contains("MAPE") && err.contains("bias"), "{err}");
@@ -332,20 +347,22 @@ fn a_rows_mapping_is_pinned() {
     // and not in the 25.11 'w/o MTP' rows.
     let mtp = |id: &str| map_row(rows.iter().find(|r| r.dev_row == id).unwrap()).unwrap().wire.workload.mtp_layers;
     assert_eq!((mtp("0"), mtp("104"), mtp("94")), (Some(1), Some(1), None));
-    // The MoE recipes' CUDA graphs and dispatcher (RECIPE_DEFAULTS `cuda_graphs`, `moe_dispatcher`):
-    // Qwen3-30B-A3B MXFP8 on GB200 in NeMo 26.08 (full-iteration HybridEP recipe), the same in 26.04.01
-    // (partial graphs; DeepEP does not run on GB200), on H100 in 26.04.01 (no graphs, DeepEP), and
-    // DeepSeek-V3 MXFP8 on B200 in 26.04 (partial graphs, DeepEP).
+    // The MoE recipes' CUDA graphs, dispatcher and flex backend (RECIPE_DEFAULTS `cuda_graphs`,
+    // `moe_dispatcher`): Qwen3-30B-A3B MXFP8 on GB200 in NeMo 26.08 (full-iteration HybridEP
+    // recipe), the same in 26.04.01 (partial graphs; HybridEP, the NVL72 backend: DeepEP does not
+    // run on GB200), on H100 in 26.04.01 (no graphs, DeepEP), DeepSeek-V3 MXFP8 on B200 in 26.04
+    // (partial graphs, DeepEP), and Mixtral in NeMo 25.04 (alltoall).
     let moe = |id: &str| {
         let w = map_row(rows.iter().find(|r| r.dev_row == id).unwrap()).unwrap().wire;
-        (w.options.cuda_graphs, w.workload.moe_dispatcher)
+        (w.options.cuda_graphs, w.workload.moe_dispatcher, w.workload.moe_flex_backend)
     };
     let s = |x: &str| Some(x.to_string());
-    assert_eq!(moe("3"), (s("full"), s("flex")));
-    assert_eq!(moe("38"), (s("partial"), None));
-    assert_eq!(moe("41"), (None, s("flex")));
-    assert_eq!(moe("52"), (s("partial"), s("flex")));
-    assert_eq!(moe("48"), (None, None));
+    assert_eq!(moe("3"), (s("full"), s("flex"), s("hybridep")));
+    assert_eq!(moe("38"), (s("partial"), s("flex"), s("hybridep")));
+    assert_eq!(moe("41"), (None, s("flex"), s("deepep")));
+    assert_eq!(moe("52"), (s("partial"), s("flex"), s("deepep")));
+    assert_eq!(moe("154"), (s("partial"), None, None));
+    assert_eq!(moe("48"), (None, None, None));
     // The full-iteration recipes also overlap the EP all-to-alls (RECIPE_DEFAULTS `moe_ep_overlap`):
     // Qwen3 at pp 1 and DeepSeek-V3 on GB300 at pp 2 vp 8 do; the B300 row at pp 8 without a
     // virtual pipeline cannot (Megatron asserts one), nor the partial-graph rows.
