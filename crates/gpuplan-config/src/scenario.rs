@@ -788,8 +788,13 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
             Some(b) if moe_dispatcher == MoeDispatcher::Flex => b,
             Some(_) => {
                 p.push(
-                    ConfigError::invalid(&path, "workload.moe_flex_backend", s, format!("chooses the flex dispatcher's kernels; the dispatcher is {}", moe_dispatcher.name()))
-                        .with_hint("add `workload.moe_dispatcher = \"flex\"` (--moe-dispatcher flex), or leave it out"),
+                    ConfigError::invalid(
+                        &path,
+                        "workload.moe_flex_backend",
+                        s,
+                        format!("chooses the flex dispatcher's kernels; the dispatcher is {}", moe_dispatcher.name()),
+                    )
+                    .with_hint("add `workload.moe_dispatcher = \"flex\"` (--moe-dispatcher flex), or leave it out"),
                 );
                 FlexBackend::DeepEp
             }
