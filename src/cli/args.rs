@@ -215,6 +215,9 @@ pub struct ScenarioArgs {
     /// MoE token dispatcher: alltoall (default), allgather, or flex (DeepEP)
     #[arg(long)]
     pub moe_dispatcher: Option<String>,
+    /// The flex dispatcher's kernels (Megatron --moe-flex-dispatcher-backend): deepep (default) or hybridep (permutes inside the dispatch and combine)
+    #[arg(long)]
+    pub moe_flex_backend: Option<String>,
     /// MoE expert capacity factor (Megatron --moe-expert-capacity-factor, > 0): tokens beyond factor x the mean
     /// per-expert load are dropped (default: dropless)
     #[arg(long, allow_negative_numbers = true)]
@@ -333,6 +336,7 @@ impl ScenarioArgs {
                 flash_attention: None,
                 routing_imbalance: self.routing_imbalance,
                 moe_dispatcher: self.moe_dispatcher.clone(),
+                moe_flex_backend: self.moe_flex_backend.clone(),
                 moe_capacity_factor: self.moe_capacity_factor,
                 moe_pad_to_capacity: self.moe_pad_to_capacity,
                 lora_rank: self.lora_rank,
@@ -461,6 +465,7 @@ impl ScenarioArgs {
         f(self.stack.is_some(), "stack");
         f(self.routing_imbalance.is_some(), "routing-imbalance");
         f(self.moe_dispatcher.is_some(), "moe-dispatcher");
+        f(self.moe_flex_backend.is_some(), "moe-flex-backend");
         f(self.moe_capacity_factor.is_some(), "moe-capacity-factor");
         f(self.moe_pad_to_capacity.is_some(), "moe-pad-to-capacity");
         f(self.lora_rank.is_some(), "lora-rank");

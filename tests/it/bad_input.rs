@@ -250,6 +250,35 @@ fn moe_dispatchers_move_what_they_move_and_unknown_ones_are_refused() {
     assert!(err.contains("workload.moe_dispatcher") && err.contains("alltoall, allgather, flex"), "{err}");
 }
 
+#[test]
+fn flex_backends_permute_where_megatron_core_does_and_bad_ones_are_refused() {
+    // Qwen3-30B-A3B training on 8 B200, EP 8, MXFP8 (the dev rows' layout at micro-batch 4).
+    let run = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+            .args(["predict", "--model", "qwen3-30b-a3b", "--system", "dgx-b200", "--gpus", "8", "--ep", "8", "--seq", "4096"])
+            .args(["--micro-batch", "4", "--global-batch", "512", "--zero", "1", "--precision", "fp8", "--fp8-recipe", "mxfp8", "--json"])
+            .args(extra)
+            .current_dir(ROOT)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+        (out.status.code(), v["breakdown"]["memory_bound_s"].as_f64(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let a2a = run(&[]).1.unwrap();
+    let deepep = run(&["--moe-dispatcher", "flex"]).1.unwrap();
+    assert_eq!(run(&["--moe-dispatcher", "flex", "--moe-flex-backend", "deepep"]).1.unwrap(), deepep, "deepep is the default backend");
+    let hybridep = run(&["--moe-dispatcher", "flex", "--moe-flex-backend", "hybridep"]).1.unwrap();
+    // alltoall: permute, sort by local expert, and both undone; DeepEP: the received rows permuted
+    // and back; HybridEP: inside its dispatch and combine kernels.
+    assert!(hybridep < deepep && deepep < a2a, "{hybridep} {deepep} {a2a}");
+    let (code, _, err) = run(&["--moe-dispatcher", "flex", "--moe-flex-backend", "nvshmem"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("workload.moe_flex_backend") && err.contains("deepep, hybridep"), "{err}");
+    let (code, _, err) = run(&["--moe-flex-backend", "hybridep"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("workload.moe_flex_backend") && err.contains("--moe-dispatcher flex"), "{err}");
+}
+
 // ---- Nothing overwritten, nothing lost (issue 22's "overwrites" reproducers) ----
 
 const SERVE: &[&str] = &["serve", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "1"];

@@ -184,6 +184,7 @@ fn megatron_tp_overlap_pairs_each_collective_with_its_gemm() {
         routing_imbalance: 1.0,
         moe_capacity: None,
         moe_dispatcher: MoeDispatcher::AllToAll,
+        moe_flex_backend: gpuplan::workload::FlexBackend::DeepEp,
         lora: None,
         mtp_layers: 0,
         cp_comm: gpuplan::workload::CpComm::P2p,

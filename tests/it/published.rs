@@ -133,6 +133,20 @@
 //! | fit | 81 | 9.60% | +1.3% | 7.01% (+1.7%) | 14.23% (+0.6%) |
 //! | test | 61 | 8.24% | -2.1% | 6.10% (+3.6%) | 9.94% (-6.7%) |
 //!
+//! Then (issue 18, wt-moe4) Megatron-Core's token permutations by dispatcher (the alltoall
+//! dispatcher's second permutation by local expert, DeepEP's permute of the received rows, none
+//! outside HybridEP's dispatch and combine kernels; the unpermute writes a row per token), the
+//! 26.06 rows on HybridEP, and the GB200/GB300 rows of 26.02-26.04.01 on HybridEP too (chosen on
+//! the fit split), the permutations at their measured share of the copy rate
+//! (`cost::lower::MOE_PERMUTE_COPY_SHARE`, 0.925, H100); the three constants unchanged (a grid
+//! refit on the fit rows moves them to 0.8, 0.55, 4,500 us: fit 8.69%, test 7.42%, MoE test 8.70%;
+//! calibration/runs/fit_megatron_published-wt-moe4.txt, left to the lead's joint refit at merge):
+//!
+//! | split | rows | MAPE | bias | dense MAPE (bias) | MoE MAPE (bias) |
+//! | --- | --- | --- | --- | --- | --- |
+//! | fit | 81 | 9.21% | +4.2% | 7.01% (+2.4%) | 13.15% (+7.4%) |
+//! | test | 61 | 7.42% | +4.0% | 6.31% (+4.7%) | 8.30% (+3.4%) |
+//!
 //! Bound = current + 1 percentage point. Lower a bound when a change improves the numbers; the
 //! issue's target is 8% MAPE on the test split.
 
@@ -141,8 +155,8 @@ use std::process::Command;
 const CSV: &str = "tests/data/published/megatron_bridge_training_dev.csv";
 
 /// MAPE (percent) of the fit and test splits measured when the bounds were set, and the slack.
-const FIT_MAPE_NOW: f64 = 9.60;
-const TEST_MAPE_NOW: f64 = 8.24;
+const FIT_MAPE_NOW: f64 = 9.21;
+const TEST_MAPE_NOW: f64 = 7.42;
 /// The same for the dense rows (`summary[].kinds.dense`).
 const FIT_DENSE_MAPE_NOW: f64 = 7.01;
 const TEST_DENSE_MAPE_NOW: f64 = 6.10;
@@ -264,8 +278,11 @@ const LORA_ROW_MAX: f64 = 0.205;
 /// -> +10.1..+15.2%, +6.7..+12.0% -> +4.2..+9.4%), whose drop lowers the MAPE (10.38% -> 9.94%) but
 /// moves the mean further from zero, and GB300's DeepSeek-V3 PP 2 rows (-13.0..-13.7% ->
 /// -13.2..-13.8%).
-const MOE_TEST_MAPE_NOW: f64 = 9.94;
-const MOE_TEST_BIAS_NOW: f64 = 6.69;
+/// wt-moe4 (Megatron-Core's permutations by dispatcher and flex backend; HybridEP for the 26.06
+/// rows and the earlier GB200/GB300 rows; the permutations at their measured copy share): 8.30% /
+/// +3.41%, both bounds tightened.
+const MOE_TEST_MAPE_NOW: f64 = 8.30;
+const MOE_TEST_BIAS_NOW: f64 = 3.41;
 
 #[test]
 fn moe_rows_stay_within_their_bounds_and_grow_with_the_micro_batch() {
@@ -288,13 +305,13 @@ fn moe_rows_stay_within_their_bounds_and_grow_with_the_micro_batch() {
     // 2.41x when the sync was fitted on the MoE rows alone (6,500 us); 2.11x at the joint fit's
     // 5,000 us; 1.95x at session 9's joint refit (4,000 us; lower bound loosened from 2.0 to 1.9:
     // the trend is still under-predicted, see issue 18's notes); 2.39x with the per-expert launches
-    // and the drain (wt-moe3): lower bound 2.2.
+    // and the drain (wt-moe3): lower bound 2.2; 2.33x with the permutations by dispatcher and their measured copy share (wt-moe4).
     assert!((2.2..3.3).contains(&predicted), "predicted micro-batch 4 / 1 = {predicted:.2}, measured {measured:.2}");
 }
 
 #[test]
 fn bounds_exit_1_when_exceeded_and_bad_bounds_exit_2() {
-    // The test split's bias is +0.2% now: a 0.01% bound is exceeded too.
+    // The test split's bias is +4.0% now: a 0.01% bound is exceeded too.
     let (code, v, err) = validate(&["--split", "test", "--max-mape", "5", "--max-bias", "0.01"]);
     assert_eq!(code, 1, "test split is far from 5%: {err}");
     assert!(err.contains("MAPE") && err.contains("bias"), "{err}");
@@ -367,20 +384,22 @@ fn a_rows_mapping_is_pinned() {
     // and not in the 25.11 'w/o MTP' rows.
     let mtp = |id: &str| map_row(rows.iter().find(|r| r.dev_row == id).unwrap()).unwrap().wire.workload.mtp_layers;
     assert_eq!((mtp("0"), mtp("104"), mtp("94")), (Some(1), Some(1), None));
-    // The MoE recipes' CUDA graphs and dispatcher (RECIPE_DEFAULTS `cuda_graphs`, `moe_dispatcher`):
-    // Qwen3-30B-A3B MXFP8 on GB200 in NeMo 26.08 (full-iteration HybridEP recipe), the same in 26.04.01
-    // (partial graphs; DeepEP does not run on GB200), on H100 in 26.04.01 (no graphs, DeepEP), and
-    // DeepSeek-V3 MXFP8 on B200 in 26.04 (partial graphs, DeepEP).
+    // The MoE recipes' CUDA graphs, dispatcher and flex backend (RECIPE_DEFAULTS `cuda_graphs`,
+    // `moe_dispatcher`): Qwen3-30B-A3B MXFP8 on GB200 in NeMo 26.08 (full-iteration HybridEP
+    // recipe), the same in 26.04.01 (partial graphs; HybridEP, the NVL72 backend: DeepEP does not
+    // run on GB200), on H100 in 26.04.01 (no graphs, DeepEP), DeepSeek-V3 MXFP8 on B200 in 26.04
+    // (partial graphs, DeepEP), and Mixtral in NeMo 25.04 (alltoall).
     let moe = |id: &str| {
         let w = map_row(rows.iter().find(|r| r.dev_row == id).unwrap()).unwrap().wire;
-        (w.options.cuda_graphs, w.workload.moe_dispatcher)
+        (w.options.cuda_graphs, w.workload.moe_dispatcher, w.workload.moe_flex_backend)
     };
     let s = |x: &str| Some(x.to_string());
-    assert_eq!(moe("3"), (s("full"), s("flex")));
-    assert_eq!(moe("38"), (s("partial"), None));
-    assert_eq!(moe("41"), (None, s("flex")));
-    assert_eq!(moe("52"), (s("partial"), s("flex")));
-    assert_eq!(moe("48"), (None, None));
+    assert_eq!(moe("3"), (s("full"), s("flex"), s("hybridep")));
+    assert_eq!(moe("38"), (s("partial"), s("flex"), s("hybridep")));
+    assert_eq!(moe("41"), (None, s("flex"), s("deepep")));
+    assert_eq!(moe("52"), (s("partial"), s("flex"), s("deepep")));
+    assert_eq!(moe("154"), (s("partial"), None, None));
+    assert_eq!(moe("48"), (None, None, None));
     // The full-iteration recipes also overlap the EP all-to-alls (RECIPE_DEFAULTS `moe_ep_overlap`):
     // Qwen3 at pp 1 and DeepSeek-V3 on GB300 at pp 2 vp 8 do; the B300 row at pp 8 without a
     // virtual pipeline cannot (Megatron asserts one), nor the partial-graph rows.

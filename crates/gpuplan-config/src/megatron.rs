@@ -42,6 +42,9 @@ pub fn args_of(s: &Scenario) -> Vec<String> {
         kv("--expert-model-parallel-size", pc.ep.to_string());
         kv("--expert-tensor-parallel-size", pc.etp.to_string());
         kv("--moe-token-dispatcher-type", w.moe_dispatcher.name().to_string());
+        if w.moe_dispatcher == gpuplan_core::workload::MoeDispatcher::Flex {
+            kv("--moe-flex-dispatcher-backend", w.moe_flex_backend.name().to_string());
+        }
     }
     if w.mtp_layers > 0 {
         kv("--mtp-num-layers", w.mtp_layers.to_string());
@@ -319,6 +322,13 @@ pub fn from_args(text: &str) -> Result<FromArgs, ConfigError> {
                     return Err(bad(&key, &v, "is not p2p, all_gather or a2a (a2a+p2p is not modelled)"));
                 }
                 pw.cp_comm = Some(v);
+            }
+            "moe-flex-dispatcher-backend" => {
+                let v = value(&mut i).ok_or_else(|| bad(&key, "(missing)", "needs deepep or hybridep"))?;
+                if gpuplan_core::workload::FlexBackend::parse(&v).is_none() {
+                    return Err(bad(&key, &v, "is not deepep or hybridep"));
+                }
+                ww.moe_flex_backend = Some(v);
             }
             "moe-token-dispatcher-type" => {
                 let v = value(&mut i).ok_or_else(|| bad(&key, "(missing)", "needs a dispatcher"))?;

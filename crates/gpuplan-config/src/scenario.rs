@@ -13,7 +13,7 @@
 //! pp = 2
 //! [workload]                     # mode, micro_batch, global_batch, seq, batch, kv_len, precision,
 //! mode = "train"                 # fp8_recipe, recompute, stack, dropout, flash_attention,
-//!                                # routing_imbalance, moe_dispatcher, moe_capacity_factor,
+//!                                # routing_imbalance, moe_dispatcher, moe_flex_backend, moe_capacity_factor,
 //!                                # moe_pad_to_capacity, lora_rank, lora_targets,
 //!                                # megatron: grad_reduce_dtype, optimizer_state_dtype,
 //!                                # fp8_param_gather, recompute_modules, cpu_offload_layers,
@@ -42,7 +42,7 @@ use gpuplan_core::model::{Model, Position};
 use gpuplan_core::parallelism::{Fill, ParallelConfig, PipelineSplit, Schedule};
 use gpuplan_core::scenario::{Options, Scenario, TrainGraphs};
 use gpuplan_core::workload::{
-    CpComm, Fp8Recipe, Lora, LoraTarget, MegatronMemory, Mode, MoeDispatcher, Recompute, RecomputeModule, Stack, StateDtype, Workload,
+    CpComm, FlexBackend, Fp8Recipe, Lora, LoraTarget, MegatronMemory, Mode, MoeDispatcher, Recompute, RecomputeModule, Stack, StateDtype, Workload,
 };
 
 pub const DIR: &str = "scenarios";
@@ -126,6 +126,8 @@ pub struct WorkloadWire {
     pub routing_imbalance: Option<f64>,
     /// alltoall (default) | allgather | flex (DeepEP)
     pub moe_dispatcher: Option<String>,
+    /// The flex dispatcher's kernels: deepep (default) | hybridep (Megatron's `moe_flex_dispatcher_backend`)
+    pub moe_flex_backend: Option<String>,
     /// Megatron's expert capacity factor (`--moe-expert-capacity-factor`, > 0): tokens routed to an
     /// expert beyond factor x the mean load are dropped (default: dropless)
     pub moe_capacity_factor: Option<f64>,
@@ -233,6 +235,7 @@ pub fn overlay(base: ScenarioWire, over: ScenarioWire) -> ScenarioWire {
             flash_attention,
             routing_imbalance,
             moe_dispatcher,
+            moe_flex_backend,
             moe_capacity_factor,
             moe_pad_to_capacity,
             lora_rank,
@@ -779,6 +782,29 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
             MoeDispatcher::AllToAll
         }),
     };
+    let moe_flex_backend = match ww.moe_flex_backend.as_deref() {
+        None => FlexBackend::DeepEp,
+        Some(s) => match FlexBackend::parse(s) {
+            Some(b) if moe_dispatcher == MoeDispatcher::Flex => b,
+            Some(_) => {
+                p.push(
+                    ConfigError::invalid(
+                        &path,
+                        "workload.moe_flex_backend",
+                        s,
+                        format!("chooses the flex dispatcher's kernels; the dispatcher is {}", moe_dispatcher.name()),
+                    )
+                    .with_hint("add `workload.moe_dispatcher = \"flex\"` (--moe-dispatcher flex), or leave it out"),
+                );
+                FlexBackend::DeepEp
+            }
+            None => {
+                let names = FlexBackend::ALL.map(FlexBackend::name).join(", ");
+                p.push(ConfigError::invalid(&path, "workload.moe_flex_backend", s, "is not known").with_hint(format!("one of: {names}")));
+                FlexBackend::DeepEp
+            }
+        },
+    };
     let moe_capacity = moe_capacity_keys(&mut p, &path, ww, &model);
     let lora = lora_keys(&mut p, &path, ww, &model, &parallel, mode, stack);
     let mtp_layers = match ww.mtp_layers {
@@ -868,6 +894,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         flash_attention: ww.flash_attention.unwrap_or(true),
         routing_imbalance,
         moe_dispatcher,
+        moe_flex_backend,
         moe_capacity,
         lora,
         mtp_layers,

@@ -91,6 +91,26 @@ pub fn drains_launch_queue(options: &Options, w: &Workload, op: &Op) -> bool {
         && matches!(op.pass, Pass::Forward | Pass::Recompute)
 }
 
+/// Share of the HBM copy rate (`CostModel`'s stream rate) that a MoE layer's token permutations
+/// reach under Megatron (`permute`, `sort_chunks`, `unsort_chunks`, `unpermute`: one output row
+/// gathered from one input row of `hidden` bf16 elements), in place of the megatron stack's fitted
+/// [`MEGATRON_MEMORY_EFFICIENCY`](super::fitted::MEGATRON_MEMORY_EFFICIENCY) for its other
+/// memory-bound kernels. Measured on the lent H100 (nvidia-h100-x1, 2026-11-24 19:41 UTC,
+/// scripts/moe_permute_probe.py, calibration/runs/raw/moe-permute-h100-2026-11-24/) through
+/// PyTorch's row gather (`index_select`; Transformer Engine's Triton permute kernels are not on
+/// that machine): the median of the 8 rows that gather the routed buffer by a chunk permutation
+/// (the alltoall dispatcher's sort by local expert) or in random order, Qwen3-30B-A3B and
+/// DeepSeek-V3 hidden sizes at 4,096 and 16,384 tokens of top-8 (0.917-0.956 of `copy_` on the
+/// same buffer, 2.44-2.81 TB/s); the permute from the token rows, whose source rows are re-read
+/// `top_k` times, ran at 1.01-1.29x the copy. Taken to hold on the other GPUs as a share of their
+/// copy rate (transferred). Not fitted.
+pub const MOE_PERMUTE_COPY_SHARE: f64 = 0.925;
+
+/// Whether `name` is one of a MoE layer's token permutations ([`MOE_PERMUTE_COPY_SHARE`]).
+fn is_moe_permutation(name: &str) -> bool {
+    matches!(name, "permute" | "sort_chunks" | "unsort_chunks" | "unpermute")
+}
+
 /// Defined with the other fitted constants in `cost::fitted`.
 pub use super::fitted::MEGATRON_EXPERT_GEMM_HOST_US;
 
@@ -513,6 +533,9 @@ impl CostModel<'_> {
                 OpKind::Attention { .. } => kernel(self.attention_time(op), 1.0),
                 OpKind::Memory { bytes, kernels } if stack.hf() && w.mode != Mode::Decode => {
                     kernel(self.memory_time(*bytes / super::fitted::fitted().hf_memory_efficiency, *kernels), *kernels as f64)
+                }
+                OpKind::Memory { bytes, kernels } if stack == Stack::Megatron && w.mode == Mode::Train && is_moe_permutation(op.name) => {
+                    kernel(self.memory_time(*bytes / MOE_PERMUTE_COPY_SHARE, *kernels), *kernels as f64)
                 }
                 OpKind::Memory { bytes, kernels } if stack == Stack::Megatron && w.mode == Mode::Train => {
                     kernel(self.memory_time(*bytes / super::fitted::fitted().megatron_memory_efficiency, *kernels), *kernels as f64)

@@ -834,6 +834,7 @@ mod tests {
             routing_imbalance: 1.0,
             moe_capacity: None,
             moe_dispatcher: crate::workload::MoeDispatcher::AllToAll,
+            moe_flex_backend: crate::workload::FlexBackend::DeepEp,
             lora: None,
             mtp_layers: 0,
             cp_comm: crate::workload::CpComm::P2p,

@@ -394,6 +394,9 @@ pub struct Workload {
     pub routing_imbalance: f64,
     /// How MoE tokens reach their experts' ranks.
     pub moe_dispatcher: MoeDispatcher,
+    /// The `flex` dispatcher's kernels (Megatron's `moe_flex_dispatcher_backend`); meaningful with
+    /// [`MoeDispatcher::Flex`] only.
+    pub moe_flex_backend: FlexBackend,
     /// Megatron's expert capacity (`--moe-expert-capacity-factor`, `--moe-pad-expert-input-to-capacity`);
     /// `None` is dropless (Megatron's default).
     pub moe_capacity: Option<MoeCapacity>,
@@ -500,6 +503,52 @@ pub enum MoeDispatcher {
     /// DeepEP's fused all-to-all (`flex`): a token goes once to each rank that holds one of its
     /// experts.
     Flex,
+}
+
+/// The token permutations of a MoE layer that run as kernels of their own (`Builder::megatron_permutation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MegatronPermutation {
+    /// Other stacks: a permute and an unpermute, each reading and writing the routed rows.
+    Other,
+    /// A permute of the routed rows before the dispatch and an unpermute after the combine; `sort`:
+    /// also a second copy of every received row into the local experts' order, and back.
+    Separate { sort: bool },
+    /// A permute of the received rows into the routed rows after the dispatch, and back before the
+    /// combine (DeepEP).
+    Received,
+    /// Inside the dispatch and combine kernels (HybridEP).
+    InDispatch,
+}
+
+/// The kernels behind Megatron-Core's `flex` dispatcher (`moe_flex_dispatcher_backend`, default
+/// `deepep` in megatron-core 0.16.1 `TransformerConfig`), which differ in the token permutation
+/// they leave to separate kernels (megatron-core 0.16.1 `transformer/moe/token_dispatcher.py`):
+/// - DeepEP (`_DeepepManager`): the dispatch kernel reads the tokens in their own order and sends
+///   each once to every rank holding one of its experts (the send-side permutation is in the
+///   kernel); the receiving rank then permutes what it received into its experts' order
+///   (`get_permuted_hidden_states_by_instances`, one fused permute) and back before the combine
+///   (`get_restored_hidden_states_by_instances`).
+/// - HybridEP (`_HybridEPManager`: "permute tokens for communication, perform all-to-all
+///   communication, and permute tokens for experts in single step", and the mirror image in the
+///   combine; `get_permuted_hidden_states_by_experts` returns its input): no separate permute or
+///   unpermute kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlexBackend {
+    DeepEp,
+    HybridEp,
+}
+
+impl FlexBackend {
+    pub const ALL: [FlexBackend; 2] = [FlexBackend::DeepEp, FlexBackend::HybridEp];
+    pub fn name(self) -> &'static str {
+        match self {
+            FlexBackend::DeepEp => "deepep",
+            FlexBackend::HybridEp => "hybridep",
+        }
+    }
+    pub fn parse(s: &str) -> Option<FlexBackend> {
+        FlexBackend::ALL.into_iter().find(|d| d.name() == s)
+    }
 }
 
 impl MoeDispatcher {
@@ -1195,7 +1244,23 @@ impl<'a> Builder<'a> {
         } else {
             // Padded to capacity, the permuted buffer holds `factor` x the routed rows (zeros in
             // the padding); dropped rows are not counted (how many depends on the routing).
-            self.memory("permute", (routed * m.hidden) as f64 * self.w.moe_capacity.filter(|c| c.pad).map_or(1.0, |c| c.factor), 1.0, 1.0, 2);
+            let rows = routed as f64 * self.w.moe_capacity.filter(|c| c.pad).map_or(1.0, |c| c.factor);
+            match self.megatron_permutation(moe) {
+                MegatronPermutation::Other => self.memory("permute", rows * m.hidden as f64, 1.0, 1.0, 2),
+                MegatronPermutation::Separate { sort } => {
+                    self.memory("permute", rows * m.hidden as f64, 1.0, 1.0, 2);
+                    if sort {
+                        self.memory("sort_chunks", rows * m.hidden as f64, 1.0, 1.0, 1);
+                    }
+                }
+                MegatronPermutation::Received => {
+                    let received = dispatch_bytes * self.w.expert_load();
+                    self.push("permute", OpKind::Memory { bytes: (received + rows) * m.hidden as f64 * self.act, kernels: 1 });
+                }
+                // Kept as a zero-byte marker: the dispatcher's sync (`cost::lower::drains_launch_queue`)
+                // sits at the permutation.
+                MegatronPermutation::InDispatch => self.push("permute", OpKind::Memory { bytes: 0.0, kernels: 0 }),
+            }
         }
         // Tokens reaching one expert on the busiest rank: all EP ranks' routed tokens, spread over
         // the experts, times the load factor (routing imbalance, or the capacity when tokens are
@@ -1242,7 +1307,25 @@ impl<'a> Builder<'a> {
             let rows = (routed * m.hidden) as f64 * self.act;
             self.push("unpermute", OpKind::Memory { bytes: rows * 5.0 + (t * m.hidden) as f64 * self.act, kernels: 3 });
         } else {
-            self.memory("unpermute", (routed * m.hidden) as f64 * self.w.moe_capacity.filter(|c| c.pad).map_or(1.0, |c| c.factor), 1.0, 1.0, 2);
+            let rows = routed as f64 * self.w.moe_capacity.filter(|c| c.pad).map_or(1.0, |c| c.factor);
+            match self.megatron_permutation(moe) {
+                MegatronPermutation::Other => self.memory("unpermute", rows * m.hidden as f64, 1.0, 1.0, 2),
+                MegatronPermutation::Separate { sort } => {
+                    if sort {
+                        self.memory("unsort_chunks", rows * m.hidden as f64, 1.0, 1.0, 1);
+                    }
+                    // Megatron's unpermute (Transformer Engine's fused `moe_unpermute` with the
+                    // routing probabilities) reads every routed row and writes one row per token,
+                    // the weighted sum of its experts' outputs.
+                    let bytes = (rows + t as f64) * m.hidden as f64 * self.act;
+                    self.push("unpermute", OpKind::Memory { bytes, kernels: 1 });
+                }
+                MegatronPermutation::Received => {
+                    let received = dispatch_bytes * self.w.expert_load();
+                    self.push("unpermute", OpKind::Memory { bytes: (received + rows) * m.hidden as f64 * self.act, kernels: 1 });
+                }
+                MegatronPermutation::InDispatch => {}
+            }
         }
         if pc.ep > 1 {
             self.push("ep_combine", OpKind::Comm { op: combine_op, group: Group::Ep, bytes: a2a_bytes });
@@ -1252,6 +1335,29 @@ impl<'a> Builder<'a> {
             self.tp_enter();
             self.dense_ffn(width, "shared_up", "shared_down");
             self.tp_exit();
+        }
+    }
+
+    /// Which token permutations a MoE layer runs as kernels of their own besides the dispatch.
+    /// Other stacks than `megatron`: one permute and one unpermute, each reading and writing the
+    /// routed rows. Megatron-Core 0.16.1 (`transformer/moe/token_dispatcher.py`):
+    /// - `alltoall` (`MoEAlltoAllTokenDispatcher`): the permute before the all-to-all, then with
+    ///   more than one local expert "Permutation 2: Sort tokens by local expert"
+    ///   (`sort_chunks_by_idxs`, fused under `moe_permute_fusion`, a copy of every received row;
+    ///   with padding to capacity a `transpose().contiguous()` copy), and both undone around the
+    ///   combine; `allgather`: the permute and unpermute alone;
+    /// - `flex` on DeepEP: the received rows permuted into the experts' order and back
+    ///   ([`FlexBackend`]);
+    /// - `flex` on HybridEP: none ([`FlexBackend`]).
+    fn megatron_permutation(&self, moe: &crate::model::Moe) -> MegatronPermutation {
+        if self.w.stack != Stack::Megatron {
+            return MegatronPermutation::Other;
+        }
+        match (self.w.moe_dispatcher, self.w.moe_flex_backend) {
+            (MoeDispatcher::AllToAll, _) => MegatronPermutation::Separate { sort: moe.n_experts / self.pc.ep > 1 },
+            (MoeDispatcher::AllGather, _) => MegatronPermutation::Separate { sort: false },
+            (MoeDispatcher::Flex, FlexBackend::DeepEp) => MegatronPermutation::Received,
+            (MoeDispatcher::Flex, FlexBackend::HybridEp) => MegatronPermutation::InDispatch,
         }
     }
 
@@ -1748,6 +1854,7 @@ mod tests {
             flash_attention: true,
             routing_imbalance: 1.0,
             moe_dispatcher: MoeDispatcher::AllToAll,
+            moe_flex_backend: FlexBackend::DeepEp,
             moe_capacity: None,
             lora: None,
             mtp_layers: 0,
