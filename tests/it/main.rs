@@ -29,4 +29,5 @@ mod serve;
 mod serve_engine;
 mod serving_published;
 mod sim;
+mod sliding_window;
 mod validation;
