@@ -13,13 +13,21 @@ use gpuplan::workload::{backward_of, forward_ops, AttnWindow, Op, OpKind};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
-fn attention_op(mode: &str, seq: i64) -> Op {
+fn attention_op(mode: &str, seq: i64, kv_len: Option<i64>) -> Op {
     let w = ScenarioWire {
         model: Some("gpt-oss-120b".into()),
         system: Some("dgx-b200".into()),
         gpus: Some(8),
         parallelism: ParallelWire { ep: Some(8), ..Default::default() },
-        workload: WorkloadWire { mode: Some(mode.into()), seq: Some(seq), micro_batch: Some(1), global_batch: Some(8), batch: Some(1), ..Default::default() },
+        workload: WorkloadWire {
+            mode: Some(mode.into()),
+            seq: Some(seq),
+            micro_batch: Some(1),
+            global_batch: Some(8),
+            batch: Some(1),
+            kv_len,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let s = build(&w, None).unwrap_or_else(|e| panic!("{e}"));
@@ -36,7 +44,7 @@ fn with_window(op: &Op, w: Option<AttnWindow>) -> Op {
 
 #[test]
 fn windowed_layers_price_the_band_and_full_layers_are_unchanged_at_8k() {
-    let op = attention_op("train", 8192);
+    let op = attention_op("train", 8192, None);
     let OpKind::Attention { q_len, kv_len, causal, window, .. } = op.kind else { unreachable!() };
     assert_eq!((q_len, kv_len, causal), (8192, 8192, true));
     // 18 of the 36 layers slide, window 128.
@@ -151,4 +159,28 @@ fn gpt_oss_config_json_reads_window_layer_types_sinks_and_biases() {
     let (code, _, err) = predict(&["predict", "--model", path.to_str().unwrap(), "--system", "dgx-b200", "--gpus", "8", "--ep", "8"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("sliding_window") && err.contains('0') && err.contains("hint"), "{err}");
+}
+
+#[test]
+fn band_counts_and_decode_reads_only_the_window() {
+    use gpuplan::workload::{banded_keys, causal_tiles};
+    // Keys: a decode query at 131,072 cached tokens sees the window; a window as long as the
+    // sequence is causal attention; a chunk of 4 queries at the end of 10 with window 3: 3 each.
+    assert_eq!(banded_keys(1, 131_072, 128), 128.0);
+    assert_eq!(banded_keys(8192, 8192, 8192), 8192.0 * 8193.0 / 2.0);
+    assert_eq!(banded_keys(4, 10, 3), 12.0);
+    // Tiles at 8K: 64 query tiles; causal 64 x 65 / 2 = 2,080; window 128: 1 + 63 x 2 = 127.
+    assert_eq!((causal_tiles(8192, 8192, None), causal_tiles(8192, 8192, Some(128))), (2080.0, 127.0));
+    // Decode of GPT-OSS-120B at 128K on a B200: a sliding layer reads 128 of the 131,072 cached keys.
+    let op = attention_op("decode", 1, Some(131_071));
+    let OpKind::Attention { q_len, kv_len, window, .. } = op.kind else { unreachable!() };
+    assert_eq!((q_len, kv_len, window.map(|w| w.share)), (1, 131_072, Some(0.5)));
+    let long = |share: f64| with_window(&op, Some(AttnWindow { window: 128, share }));
+    let system = load_system("dgx-b200").unwrap();
+    let c = CostModel::new(&system, None);
+    let overhead = c.kernel_overhead().value();
+    let t = |o: &Op| c.attention_time(o).time.value() - overhead;
+    let (full, sliding) = (t(&long(0.0)), t(&long(1.0)));
+    assert!(sliding < full / 100.0, "sliding {sliding} s, full {full} s");
+    assert!((t(&long(0.5)) - 0.5 * (full + sliding)).abs() < 1e-12);
 }

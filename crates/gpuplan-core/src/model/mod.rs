@@ -76,9 +76,8 @@ impl SlidingWindow {
         self.sliding.iter().filter(|s| **s).count() as u64
     }
 
-    /// Keys one query at (0-based) position `i` attends to on a sliding layer, over a causal
-    /// sequence: `min(i + 1, window)`. Summed over a sequence of `s` queries, over `s` queries:
-    /// the mean keys per query.
+    /// The mean keys a query attends to on a sliding layer of a causal sequence of `s` tokens:
+    /// the query at (0-based) position `i` sees `min(i + 1, window)`.
     pub fn mean_keys(&self, s: u64) -> f64 {
         let w = self.window.min(s) as f64;
         let s = s as f64;
