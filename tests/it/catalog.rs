@@ -277,6 +277,7 @@ fn hf_fixtures_load_to_the_catalog_models() {
         ("Qwen--Qwen3-8B", "qwen3-8b"),
         ("Qwen--Qwen3-30B-A3B", "qwen3-30b-a3b"),
         ("deepseek-ai--DeepSeek-V3", "deepseek-v3"),
+        ("transformers-5.24.0--GptOssConfig", "gpt-oss-120b"),
     ];
     let fixtures = files("tests/data/hf", ".json");
     assert_eq!(fixtures.len(), pairs.len(), "every fixture needs a pair here");

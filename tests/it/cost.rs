@@ -26,7 +26,7 @@ fn attention(q_len: u64, kv_len: u64, d: u64) -> Op {
     let kv_bytes = (256 * kv_len * 2 * d) as f64 * 2.0;
     Op {
         name: "attention",
-        kind: OpKind::Attention { batch_heads: 256, q_len, kv_len, head_dim_qk: d, head_dim_v: d, causal: false, backward: false, kv_bytes },
+        kind: OpKind::Attention { batch_heads: 256, q_len, kv_len, head_dim_qk: d, head_dim_v: d, causal: false, backward: false, kv_bytes, window: None },
         pass: Pass::Forward,
         backward: Default::default(),
     }

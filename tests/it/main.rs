@@ -30,4 +30,5 @@ mod serve;
 mod serve_engine;
 mod serving_published;
 mod sim;
+mod sliding_window;
 mod validation;

@@ -1,12 +1,12 @@
 //! Hugging Face `config.json` files, read directly: Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3,
-//! Qwen3-MoE, DeepSeek-V2, DeepSeek-V3, Llama-4 and Nemotron-H hybrids (the `model_type` key says which).
+//! Qwen3-MoE, DeepSeek-V2, DeepSeek-V3, Llama-4, GPT-OSS and Nemotron-H hybrids (the `model_type` key says which).
 //!
 //! The keys are mapped onto the same wire struct as `models/*.toml` ([`ModelWire`]) and converted by the
 //! same code, so a config.json and the TOML written from it give the same [`Model`]. Defaults for absent
 //! keys are those of the model's `transformers` configuration class (`LlamaConfig`, `Qwen3MoeConfig`,
 //! ...): `tie_word_embeddings` false, `num_key_value_heads` = `num_attention_heads`, `head_dim` =
 //! `hidden_size / num_attention_heads`, no attention bias. What a config.json says that gpuplan does
-//! not model (sliding windows, Llama-4's chunked attention and NoPE layers, RoPE scaling, router
+//! not model (sliding windows other than GPT-OSS's, Llama-4's chunked attention and NoPE layers, RoPE scaling, router
 //! details, DeepSeek's multi-token-prediction layers) is ignored; a layout it cannot represent (a
 //! list of dense layers other than every n-th) is an error, never a silent approximation. MoE on
 //! every n-th layer (Llama-4's `interleave_moe_layer_step`, Qwen2-MoE's `decoder_sparse_step`)
@@ -17,12 +17,12 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use super::{closest, ConfigError};
-use crate::model::wire::{model_from_wire, HybridWire, MlaWire, ModelWire, MoeWire};
+use crate::model::wire::{model_from_wire, AttentionWire, HybridWire, MlaWire, ModelWire, MoeWire};
 use gpuplan_core::model::Model;
 
 /// The `model_type` values this loader understands.
-pub const SUPPORTED: [&str; 12] =
-    ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3", "llama4", "llama4_text", "nemotron_h"];
+pub const SUPPORTED: [&str; 13] =
+    ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3", "llama4", "llama4_text", "nemotron_h", "gpt_oss"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Family {
@@ -36,6 +36,7 @@ enum Family {
     DeepSeek,
     NemotronH,
     Llama4,
+    GptOss,
 }
 
 impl Family {
@@ -51,6 +52,7 @@ impl Family {
             "deepseek_v2" | "deepseek_v3" => Family::DeepSeek,
             "nemotron_h" => Family::NemotronH,
             "llama4_text" => Family::Llama4,
+            "gpt_oss" => Family::GptOss,
             _ => return None,
         })
     }
@@ -115,12 +117,20 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
     let vocab = c.count("vocab_size")?;
     let max_seq_len = c.count("max_position_embeddings")?;
     let tied = c.opt_bool("tie_word_embeddings")?.unwrap_or(false);
-    let attention_bias = c.opt_bool("attention_bias")?.unwrap_or(false);
+    // GptOssConfig's `attention_bias` defaults to true (transformers 5.24.0).
+    let attention_bias = c.opt_bool("attention_bias")?.unwrap_or(family == Family::GptOss);
     let mlp_bias = c.opt_bool("mlp_bias")?.unwrap_or(false);
 
     let (linear_bias, qkv_bias) = match family {
         // Qwen2 and Qwen2-MoE put biases on the Q, K and V projections, always, with no key for it.
         Family::Qwen2 | Family::Qwen2Moe => (false, true),
+        // GPT-OSS: biases on Q, K, V and O (`attention_bias`) and on every expert's gate/up and
+        // down projections (`GptOssExperts.gate_up_proj_bias`, `down_proj_bias`, always).
+        Family::GptOss if attention_bias => (true, false),
+        Family::GptOss => {
+            return Err(ConfigError::invalid(c.path, "attention_bias", false, "cannot be represented for GPT-OSS, whose experts always carry biases")
+                .with_hint("gpuplan models biases on every linear layer (`linear_bias`); write a models/*.toml"))
+        }
         _ => match (attention_bias, mlp_bias) {
             (false, false) => (false, false),
             // Biases on Q, K, V and O: gpuplan's `qkv_bias` counts Q, K and V; the output projection's
@@ -135,6 +145,7 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
     };
 
     let mut head_dim = c.opt_count("head_dim")?;
+    let mut attention = None;
     let mut moe = None;
     let mut mla = None;
     let mut ffn_kind = "gated";
@@ -152,6 +163,62 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
                 layer_step: None,
                 expert_groups: None,
                 group_top_k: None,
+            });
+        }
+        Family::GptOss => {
+            // transformers 5.24.0 `GptOssConfig` / `modeling_gpt_oss.py`: every layer MoE
+            // (`num_local_experts` experts of `intermediate_size`, `num_experts_per_tok` per
+            // token, SwiGLU-style gate/up and down projections with biases), `head_dim` 64 by
+            // default (64 query heads x 64 = 4096, wider than hidden 2880), one learned sink logit
+            // per head, and sliding-window layers: `sliding_window` (default 128) on the layers
+            // `layer_types` marks (default: even layers sliding, odd ones full).
+            head_dim = Some(head_dim.unwrap_or(64));
+            moe = Some(MoeWire {
+                n_experts: c.count_u32("num_local_experts")?,
+                top_k: c.count_u32("num_experts_per_tok")?,
+                expert_ffn_hidden_size: ffn,
+                n_shared_experts: 0,
+                shared_expert_ffn_hidden_size: 0,
+                first_dense_layers: 0,
+                layer_step: None,
+                expert_groups: None,
+                group_top_k: None,
+            });
+            let sliding_window = match c.obj.get("sliding_window") {
+                // An explicit null: no layer slides (`GptOssAttention.sliding_window` None).
+                Some(Value::Null) => None,
+                None => Some(128),
+                Some(v) => match v.as_u64() {
+                    Some(n) => Some(n),
+                    None => {
+                        return Err(ConfigError::invalid(c.path, "sliding_window", v, "is not a whole number of keys")
+                            .with_hint("GPT-OSS: 128 (the keys a query sees, itself included), or null for no window"))
+                    }
+                },
+            };
+            let layer_types = match c.get("layer_types") {
+                None => (0..n_layers).map(|i| if i % 2 == 0 { "sliding_attention" } else { "full_attention" }.to_string()).collect(),
+                Some(Value::Array(list)) => {
+                    let mut v = Vec::with_capacity(list.len());
+                    for t in list {
+                        match t.as_str() {
+                            Some(s) => v.push(s.to_string()),
+                            None => {
+                                return Err(
+                                    ConfigError::invalid(c.path, "layer_types", t, "is not a layer type name").with_hint(crate::model::wire::LAYER_TYPES_HINT)
+                                )
+                            }
+                        }
+                    }
+                    v
+                }
+                Some(v) => return Err(ConfigError::invalid(c.path, "layer_types", v, "is not a list").with_hint(crate::model::wire::LAYER_TYPES_HINT)),
+            };
+            attention = Some(AttentionWire {
+                // The window is checked (positive, within `max_position_embeddings`) with the rest.
+                layer_types: sliding_window.map(|_| layer_types),
+                sliding_window,
+                sinks: true,
             });
         }
         Family::Llama4 => {
@@ -308,6 +375,7 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
         moe,
         mla,
         hybrid,
+        attention,
         mtp_layers,
     })
 }

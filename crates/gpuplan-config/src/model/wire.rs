@@ -6,7 +6,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::{ConfigError, Problems};
-use gpuplan_core::model::{Block, FfnKind, Hybrid, Mamba2, Mla, Model, Moe, NormKind, Position};
+use gpuplan_core::model::{Block, FfnKind, Hybrid, Mamba2, Mla, Model, Moe, NormKind, Position, SlidingWindow};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -50,6 +50,9 @@ pub struct ModelWire {
     pub mla: Option<MlaWire>,
     #[serde(default)]
     pub hybrid: Option<HybridWire>,
+    /// Sliding-window attention and attention sinks (`[attention]`; GPT-OSS).
+    #[serde(default)]
+    pub attention: Option<AttentionWire>,
     /// Multi-token-prediction modules the architecture has (config.json
     /// `num_nextn_predict_layers`; DeepSeek-V3: 1); trained only when a scenario asks
     /// (`workload.mtp_layers`).
@@ -72,6 +75,26 @@ pub struct HybridWire {
     pub conv_kernel: u64,
     pub chunk_size: u64,
 }
+
+/// Attention variants (`[attention]`), with the keys of a Hugging Face config.json.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttentionWire {
+    /// Keys a query on a sliding layer sees, itself included (config.json `sliding_window`;
+    /// GPT-OSS 128). Absent: every layer attends over the whole context.
+    #[serde(default)]
+    pub sliding_window: Option<u64>,
+    /// One entry per layer, `sliding_attention` or `full_attention` (config.json
+    /// `layer_types`). Absent with a window: every layer slides.
+    #[serde(default)]
+    pub layer_types: Option<Vec<String>>,
+    /// One learned logit per head in each softmax denominator (GPT-OSS's `sinks`).
+    #[serde(default)]
+    pub sinks: bool,
+}
+
+/// The hint for `attention.layer_types`.
+pub const LAYER_TYPES_HINT: &str = "one entry per layer, `sliding_attention` or `full_attention` (GPT-OSS alternates them, sliding first)";
 
 /// The hint for a pattern symbol gpuplan does not know.
 pub const PATTERN_HINT: &str =
@@ -300,6 +323,67 @@ pub fn model_from_wire(path: &Path, w: &ModelWire) -> Result<Model, ConfigError>
             },
         }
     });
+    let attention = w.attention.as_ref();
+    let sliding_window = match attention.and_then(|a| a.sliding_window) {
+        None => {
+            if let Some(types) = attention.and_then(|a| a.layer_types.as_ref()) {
+                p.check(!types.iter().any(|t| t == "sliding_attention"), || {
+                    ConfigError::invalid(
+                        path,
+                        "attention.layer_types",
+                        format!("{} entries", types.len()),
+                        "has sliding layers but no `attention.sliding_window`",
+                    )
+                    .with_hint("give the window (GPT-OSS: `sliding_window = 128`)")
+                });
+            }
+            None
+        }
+        Some(window) => {
+            p.check(window > 0, || {
+                ConfigError::invalid(path, "attention.sliding_window", window, "must be positive")
+                    .with_hint("the keys a query sees, itself included (GPT-OSS: 128); leave it out for full attention on every layer")
+            });
+            p.check(window <= w.max_seq_len, || {
+                ConfigError::invalid(path, "attention.sliding_window", window, format!("is above `max_seq_len` = {}", w.max_seq_len))
+                    .with_hint("a window as long as the context is full attention: leave `attention.sliding_window` out")
+            });
+            p.check(w.hybrid.is_none(), || {
+                ConfigError::invalid(path, "attention.sliding_window", window, "cannot be combined with `[hybrid]`")
+                    .with_hint("sliding windows are modelled on transformer layers only")
+            });
+            let sliding = match attention.and_then(|a| a.layer_types.as_ref()) {
+                None => vec![true; w.n_layers as usize],
+                Some(types) => {
+                    p.check(types.len() as u64 == w.n_layers, || {
+                        ConfigError::invalid(
+                            path,
+                            "attention.layer_types",
+                            format!("{} entries", types.len()),
+                            format!("must have one entry per layer, `n_layers` = {}", w.n_layers),
+                        )
+                        .with_hint(LAYER_TYPES_HINT)
+                    });
+                    let mut v = Vec::with_capacity(types.len());
+                    for (i, t) in types.iter().enumerate() {
+                        match t.as_str() {
+                            "sliding_attention" => v.push(true),
+                            "full_attention" => v.push(false),
+                            other => {
+                                p.push(
+                                    ConfigError::invalid(path, "attention.layer_types", other, format!("at layer {i} is not a known layer type"))
+                                        .with_hint(LAYER_TYPES_HINT),
+                                );
+                                break;
+                            }
+                        }
+                    }
+                    v
+                }
+            };
+            Some(SlidingWindow { window, sliding })
+        }
+    };
     if let Some(pb) = w.published_params_b {
         p.check(pb > 0.0 && pb.is_finite(), || ConfigError::invalid(path, "published_params_b", pb, "must be positive"));
     }
@@ -324,6 +408,8 @@ pub fn model_from_wire(path: &Path, w: &ModelWire) -> Result<Model, ConfigError>
         moe,
         mla,
         hybrid,
+        sliding_window,
+        attention_sinks: attention.is_some_and(|a| a.sinks),
         mtp_layers: w.mtp_layers,
         published_params: w.published_params_b.map(|b| b * 1e9),
     })

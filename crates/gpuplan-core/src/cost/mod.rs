@@ -634,7 +634,38 @@ impl<'a> CostModel<'a> {
     /// shape the fraction is quoted at), times wave quantization of 128-query tiles over the SMs;
     /// or the bytes it must move at the achieved HBM bandwidth, whichever is longer.
     pub fn attention_time(&self, op: &Op) -> OpCost {
-        let OpKind::Attention { batch_heads, q_len, kv_len, head_dim_qk, head_dim_v, causal, backward, kv_bytes } = op.kind else {
+        let OpKind::Attention { batch_heads, q_len, kv_len, head_dim_qk, head_dim_v, causal, backward, kv_bytes, window } = op.kind else {
+            unreachable!("attention_time on {}", op.name)
+        };
+        if let Some(win) = window.filter(|_| causal) {
+            // Sliding-window layers (the op's `window.share` of them): the full causal call's
+            // efficiency per score tile, on the tiles inside the band only
+            // (`workload::causal_tiles`), and the keys inside the band read.
+            let mut full = op.clone();
+            if let OpKind::Attention { window, .. } = &mut full.kind {
+                *window = None;
+            }
+            let (compute, memory) = self.attention_parts(&full);
+            let tiles = crate::workload::causal_tiles(q_len, kv_len, Some(win.window)) / crate::workload::causal_tiles(q_len, kv_len, None);
+            let keys = (win.window + q_len - 1).min(kv_len) as f64 / kv_len.max(1) as f64;
+            let q_o = (batch_heads * q_len * (head_dim_qk + head_dim_v)) as f64 * 2.0;
+            let scale = if backward { 2.0 } else { 1.0 };
+            let banded_memory = Bytes::new((q_o + kv_bytes * keys) * scale) / self.hbm.value;
+            let one = |c: Seconds, m: Seconds| if c >= m { (c, Bound::Compute) } else { (m, Bound::Memory) };
+            let (t_full, b_full) = one(compute, memory);
+            let (t_band, b_band) = one(compute * tiles, banded_memory);
+            let time = t_full * (1.0 - win.share) + t_band * win.share;
+            let bound = if win.share >= 0.5 { b_band } else { b_full };
+            return OpCost { time: time + self.kernel_overhead.value, bound };
+        }
+        let (compute, memory) = self.attention_parts(op);
+        let (time, bound) = if compute >= memory { (compute, Bound::Compute) } else { (memory, Bound::Memory) };
+        OpCost { time: time + self.kernel_overhead.value, bound }
+    }
+
+    /// [`CostModel::attention_time`]'s compute and memory times of a call without a window.
+    fn attention_parts(&self, op: &Op) -> (Seconds, Seconds) {
+        let OpKind::Attention { batch_heads, q_len, kv_len, head_dim_qk, head_dim_v, causal, backward, kv_bytes, .. } = op.kind else {
             unreachable!("attention_time on {}", op.name)
         };
         let gpu = &self.system.gpu;
@@ -670,8 +701,7 @@ impl<'a> CostModel<'a> {
         let q_o = (batch_heads * q_len * (head_dim_qk + head_dim_v)) as f64 * 2.0;
         let bytes = Bytes::new((q_o + kv_bytes) * if backward { 2.0 } else { 1.0 });
         let memory = bytes / self.hbm.value;
-        let (time, bound) = if compute >= memory { (compute, Bound::Compute) } else { (memory, Bound::Memory) };
-        OpCost { time: time + self.kernel_overhead.value, bound }
+        (compute, memory)
     }
 
     pub fn memory_time(&self, bytes: f64, kernels: u32) -> OpCost {

@@ -57,6 +57,35 @@ pub struct Moe {
     pub group_top_k: u32,
 }
 
+/// Sliding-window (local) attention on some layers (GPT-OSS: every other layer, window 128;
+/// transformers' `sliding_window` and `layer_types`, Megatron's `window_size` and
+/// `window_attn_skip_freq`). A query at position `i` attends to keys `i - window + 1 ..= i`:
+/// transformers' `sliding_window_overlay` keeps `kv_idx > q_idx - sliding_window`
+/// (transformers 5.24.0 `masking_utils.py`), Megatron-Bridge 0.6.2's `GPTOSSBridge` sets
+/// `window_size = (sliding_window - 1, 0)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SlidingWindow {
+    /// Keys a query sees, itself included.
+    pub window: u64,
+    /// One entry per attention layer, first to last: `true` = sliding, `false` = full attention.
+    pub sliding: Vec<bool>,
+}
+
+impl SlidingWindow {
+    pub fn n_sliding(&self) -> u64 {
+        self.sliding.iter().filter(|s| **s).count() as u64
+    }
+
+    /// The mean keys a query attends to on a sliding layer of a causal sequence of `s` tokens:
+    /// the query at (0-based) position `i` sees `min(i + 1, window)`.
+    pub fn mean_keys(&self, s: u64) -> f64 {
+        let w = self.window.min(s) as f64;
+        let s = s as f64;
+        // Queries 0..w-1 see i + 1 keys (w (w + 1) / 2 in all), the other s - w see w each.
+        (w * (w + 1.0) / 2.0 + (s - w) * w) / s
+    }
+}
+
 /// Multi-head latent attention (DeepSeek-V2/V3).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Mla {
@@ -94,6 +123,13 @@ pub struct Model {
     /// A hybrid Mamba-attention layer pattern (Nemotron-H); `None` = every layer a transformer
     /// layer.
     pub hybrid: Option<Hybrid>,
+    /// Sliding-window attention layers (GPT-OSS); `None` = every attention layer full.
+    pub sliding_window: Option<SlidingWindow>,
+    /// Attention sinks (GPT-OSS): one learned logit per query head added to each softmax
+    /// denominator (transformers' `GptOssAttention.sinks`, `n_heads` parameters per layer;
+    /// Megatron's `softmax_type = "learnable"`). Negligible FLOPs; which kernels run it is noted
+    /// in ARCHITECTURE.md.
+    pub attention_sinks: bool,
     /// Multi-token-prediction modules the architecture has (DeepSeek-V3: 1; HF `config.json`
     /// `num_nextn_predict_layers`). Not part of [`Model::params`] (the main model, which is what
     /// published counts count); a training run builds them only when its workload asks
@@ -246,7 +282,31 @@ impl Model {
         } else {
             0.0
         };
-        weights + bias
+        let sinks = if self.attention_sinks { self.n_heads as f64 } else { 0.0 };
+        weights + bias + sinks
+    }
+
+    /// Attention layers that attend over a sliding window (0 without one).
+    pub fn n_sliding_layers(&self) -> u64 {
+        self.sliding_window.as_ref().map_or(0, SlidingWindow::n_sliding)
+    }
+
+    /// The share of the attention layers that are sliding-window layers (0 without).
+    pub fn sliding_share(&self) -> f64 {
+        match self.n_attention_layers() {
+            0 => 0.0,
+            n => self.n_sliding_layers() as f64 / n as f64,
+        }
+    }
+
+    /// Cached (token, layer) pairs for one sequence of `tokens` held in a KV cache by an engine
+    /// that keeps only the window on sliding layers (TensorRT-LLM, vLLM, transformers'
+    /// `DynamicSlidingWindowLayer`): full layers hold every token, sliding ones at most
+    /// `window`. Without sliding layers: `n_attention_layers x tokens`.
+    pub fn kv_cached_layer_tokens(&self, tokens: f64) -> f64 {
+        let full = (self.n_attention_layers() - self.n_sliding_layers()) as f64 * tokens;
+        let sliding = self.sliding_window.as_ref().map_or(0.0, |sw| sw.n_sliding() as f64 * tokens.min(sw.window as f64));
+        full + sliding
     }
 
     fn ffn_params(&self, width: u64) -> f64 {
@@ -391,6 +451,8 @@ pub(crate) mod tests {
             mla: None,
             hybrid: None,
             mtp_layers: 0,
+            sliding_window: None,
+            attention_sinks: false,
             published_params: Some(175e9),
         }
     }
@@ -419,6 +481,8 @@ pub(crate) mod tests {
             mla: None,
             hybrid: Some(Hybrid { pattern, mamba: Mamba2 { n_heads: 128, head_dim: 64, state_size: 128, n_groups: 8, conv_kernel: 4, chunk_size: 128 } }),
             mtp_layers: 0,
+            sliding_window: None,
+            attention_sinks: false,
             published_params: Some(8e9),
         }
     }

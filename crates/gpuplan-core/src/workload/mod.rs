@@ -642,7 +642,19 @@ pub enum OpKind {
     Gemm { m: u64, n: u64, k: u64, count: u64 },
     /// Flash attention over `batch_heads` (sequence x head) pairs, reading `kv_bytes` of keys and
     /// values (per KV head under GQA; the compressed latent cache of MLA in decode).
-    Attention { batch_heads: u64, q_len: u64, kv_len: u64, head_dim_qk: u64, head_dim_v: u64, causal: bool, backward: bool, kv_bytes: f64 },
+    /// `window`: the model's sliding-window layers, for which this one op stands in the share
+    /// `window.share` (`None`: every layer full).
+    Attention {
+        batch_heads: u64,
+        q_len: u64,
+        kv_len: u64,
+        head_dim_qk: u64,
+        head_dim_v: u64,
+        causal: bool,
+        backward: bool,
+        kv_bytes: f64,
+        window: Option<AttnWindow>,
+    },
     /// Memory-bound kernels moving `bytes` (read + write) in `kernels` launches.
     Memory { bytes: f64, kernels: u32 },
     /// `count` independent bf16 matmuls `C[m,n] = A[m,k] B[k,n]` inside one of mamba_ssm's fused SSD
@@ -652,6 +664,51 @@ pub enum OpKind {
     /// A collective on a group; `bytes` is the nccl-tests buffer size (all-gather: the output,
     /// reduce-scatter: the input, all-reduce: the buffer, all-to-all: the buffer, send/recv: the message).
     Comm { op: CollectiveOp, group: Group, bytes: f64 },
+}
+
+/// Sliding-window attention on a share of the layers one attention op stands for: one layer op
+/// list prices every layer of its kind, so the op carries the model's share of sliding layers
+/// (GPT-OSS: 1/2) and is priced as that mix of full causal and banded causal attention.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AttnWindow {
+    /// Keys a query sees on a sliding layer, itself included (`SlidingWindow::window`).
+    pub window: u64,
+    /// The share of the layers that slide, 0 to 1 (`Model::sliding_share`).
+    pub share: f64,
+}
+
+/// Keys the `q_len` queries at the end of a `kv_len` context attend to in all, causally, when
+/// each sees at most `window` keys (itself included): the sum over positions `p` in
+/// `kv_len - q_len .. kv_len` of `min(p + 1, window)`.
+pub fn banded_keys(q_len: u64, kv_len: u64, window: u64) -> f64 {
+    let (a, b, w) = ((kv_len - q_len.min(kv_len) + 1) as f64, kv_len as f64, window as f64);
+    if b <= w {
+        (a + b) * (b - a + 1.0) / 2.0
+    } else if a >= w {
+        w * (b - a + 1.0)
+    } else {
+        (a + w) * (w - a + 1.0) / 2.0 + w * (b - w)
+    }
+}
+
+/// Score tiles of 128 queries x 128 keys a fused kernel (cuDNN, FlashAttention) computes for the
+/// `q_len` queries at the end of a `kv_len` context, causally, and with a band of `window` keys
+/// (`None`: causal only): in each 128-query tile, every key tile from the one holding the first
+/// key its first query sees to the one holding its last query, whole (the accounting of
+/// `cost::causal_tile_share`).
+pub fn causal_tiles(q_len: u64, kv_len: u64, window: Option<u64>) -> f64 {
+    const T: u64 = 128;
+    let start = kv_len - q_len.min(kv_len);
+    let mut tiles = 0u64;
+    let mut q0 = 0;
+    while q0 < q_len {
+        let first_pos = start + q0;
+        let last_pos = (start + (q0 + T).min(q_len) - 1).min(kv_len.saturating_sub(1));
+        let first_key = window.map_or(0, |w| (first_pos + 1).saturating_sub(w));
+        tiles += last_pos / T - first_key / T + 1;
+        q0 += T;
+    }
+    tiles as f64
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -685,9 +742,14 @@ impl Op {
     pub fn flops(&self) -> f64 {
         match &self.kind {
             OpKind::Gemm { m, n, k, count } | OpKind::ScanMatmul { m, n, k, count } => 2.0 * (*m * *n * *k * *count) as f64,
-            OpKind::Attention { batch_heads, q_len, kv_len, head_dim_qk, head_dim_v, causal, backward, .. } => {
+            OpKind::Attention { batch_heads, q_len, kv_len, head_dim_qk, head_dim_v, causal, backward, window, .. } => {
                 let full = 2.0 * (*batch_heads * *q_len * *kv_len) as f64 * (*head_dim_qk + *head_dim_v) as f64;
-                let executed = if *causal { full * causal_fraction(*q_len, *kv_len) } else { full };
+                let mut executed = if *causal { full * causal_fraction(*q_len, *kv_len) } else { full };
+                if let (Some(win), true) = (window, *causal) {
+                    // Sliding layers: the keys inside the band only.
+                    let banded = full * banded_keys(*q_len, *kv_len, win.window) / (*q_len * *kv_len) as f64;
+                    executed = (1.0 - win.share) * executed + win.share * banded;
+                }
                 // Backward: dQ, dK, dV, dP and the recomputed QK^T: 2.5x the forward (FlashAttention-2).
                 if *backward {
                     2.5 * executed
@@ -1130,6 +1192,19 @@ impl<'a> Builder<'a> {
             let new = (seqs as f64) * per_token * self.act;
             self.push("cache_cat", OpKind::Memory { bytes: 2.0 * cached + 3.0 * new, kernels: 2 });
         }
+        // Sliding-window layers (GPT-OSS): a fused kernel given the window (Transformer Engine's
+        // `window_size`, TensorRT-LLM's and vLLM's sliding-window attention) computes only the
+        // score tiles inside the band, and a decode step reads only the window's keys (every
+        // engine, and transformers' `DynamicSlidingWindowLayer`, caches only the window).
+        // transformers' GPT-OSS runs eager attention in training and prefill
+        // (`_supports_sdpa = False`, transformers 5.24.0 `modeling_gpt_oss.py`): the whole
+        // score matrix, masked, so no window there. Context parallelism's ring blocks are
+        // priced full (non-causal blocks; not modelled with a window).
+        let window = m
+            .sliding_window
+            .as_ref()
+            .filter(|_| causal && (!self.w.stack.hf() || self.w.mode == Mode::Decode))
+            .map(|sw| AttnWindow { window: sw.window, share: m.sliding_share() });
         if self.w.flash_attention || self.w.mode == Mode::Decode {
             // Keys and values read: per KV head (GQA), or MLA's latent cache when decoding.
             let kv_bytes = match (&m.mla, self.w.mode) {
@@ -1147,6 +1222,7 @@ impl<'a> Builder<'a> {
                     causal,
                     backward: false,
                     kv_bytes,
+                    window,
                 },
             );
             if ring_blocks > 1 {
@@ -1671,7 +1747,7 @@ pub fn backward_of(forward: &[Op]) -> Vec<Op> {
                 out.push(bwd(op.name, OpKind::ScanMatmul { m: *m, n: *k, k: *n, count: *count }));
                 out.push(bwd(op.name, OpKind::ScanMatmul { m: *k, n: *n, k: *m, count: *count }));
             }
-            (OpKind::Attention { batch_heads, q_len, kv_len, head_dim_qk, head_dim_v, causal, kv_bytes, .. }, _) => out.push(bwd(
+            (OpKind::Attention { batch_heads, q_len, kv_len, head_dim_qk, head_dim_v, causal, kv_bytes, window, .. }, _) => out.push(bwd(
                 op.name,
                 OpKind::Attention {
                     batch_heads: *batch_heads,
@@ -1682,6 +1758,7 @@ pub fn backward_of(forward: &[Op]) -> Vec<Op> {
                     causal: *causal,
                     backward: true,
                     kv_bytes: *kv_bytes,
+                    window: *window,
                 },
             )),
             (OpKind::Memory { bytes, kernels }, _) => out.push(bwd(op.name, OpKind::Memory { bytes: 2.0 * bytes, kernels: *kernels })),
@@ -1829,7 +1906,14 @@ fn attention_flops_per_token_forward_full(model: &Model, seq: u64) -> f64 {
         Some(mla) => (mla.qk_nope_head_dim + mla.qk_rope_head_dim, mla.v_head_dim),
         None => (model.head_dim, model.head_dim),
     };
-    (model.n_attention_layers() * seq * model.n_heads * (qk + v)) as f64
+    // A sliding layer counts the keys in its band: `seq` scaled by its mean keys per query over
+    // the full causal layer's, (seq + 1) / 2 (the same count when the window spans the sequence).
+    let sliding = match &model.sliding_window {
+        Some(sw) => sw.n_sliding() as f64 * seq as f64 * sw.mean_keys(seq) / ((seq as f64 + 1.0) / 2.0),
+        None => 0.0,
+    };
+    let full = (model.n_attention_layers() - model.n_sliding_layers()) as f64 * seq as f64;
+    (full + sliding) * (model.n_heads * (qk + v)) as f64
 }
 
 #[cfg(test)]
