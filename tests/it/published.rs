@@ -147,6 +147,16 @@
 //! | fit | 81 | 9.21% | +4.2% | 7.01% (+2.4%) | 13.15% (+7.4%) |
 //! | test | 61 | 7.42% | +4.0% | 6.31% (+4.7%) | 8.30% (+3.4%) |
 //!
+//! Session 11's merge of the four branches above (wt-prec4, wt-clock4, wt-moe4, wt-models4: their
+//! rows as merged, fit 9.25% / test 8.12% before the moe4 merge, fit 8.67% / test 6.94% after it),
+//! then the joint refit on the fit rows (calibration/runs/fit_megatron_published-output.txt, last
+//! block): (0.8, 0.575, 4,500 us):
+//!
+//! | split | rows | MAPE | bias | dense MAPE (bias) | MoE MAPE (bias) |
+//! | --- | --- | --- | --- | --- | --- |
+//! | fit | 81 | 8.26% | +0.5% | 6.41% (-0.1%) | 11.57% (+1.4%) |
+//! | test | 61 | 7.34% | +0.0% | 5.81% (+2.5%) | 8.55% (-1.9%) |
+//!
 //! Bound = current + 1 percentage point. Lower a bound when a change improves the numbers; the
 //! issue's target is 8% MAPE on the test split.
 
@@ -155,11 +165,11 @@ use std::process::Command;
 const CSV: &str = "tests/data/published/megatron_bridge_training_dev.csv";
 
 /// MAPE (percent) of the fit and test splits measured when the bounds were set, and the slack.
-const FIT_MAPE_NOW: f64 = 9.21;
-const TEST_MAPE_NOW: f64 = 7.42;
+const FIT_MAPE_NOW: f64 = 8.26;
+const TEST_MAPE_NOW: f64 = 7.34;
 /// The same for the dense rows (`summary[].kinds.dense`).
-const FIT_DENSE_MAPE_NOW: f64 = 7.01;
-const TEST_DENSE_MAPE_NOW: f64 = 6.10;
+const FIT_DENSE_MAPE_NOW: f64 = 6.41;
+const TEST_DENSE_MAPE_NOW: f64 = 5.81;
 const SLACK_PP: f64 = 1.0;
 /// Unexpressible rows when the bounds were set (none: every complete row maps), and incomplete rows
 /// (a property of the data).
@@ -281,8 +291,10 @@ const LORA_ROW_MAX: f64 = 0.205;
 /// wt-moe4 (Megatron-Core's permutations by dispatcher and flex backend; HybridEP for the 26.06
 /// rows and the earlier GB200/GB300 rows; the permutations at their measured copy share): 8.30% /
 /// +3.41%, both bounds tightened.
-const MOE_TEST_MAPE_NOW: f64 = 8.30;
-const MOE_TEST_BIAS_NOW: f64 = 3.41;
+/// Session 11's merge of wt-prec4, wt-clock4, wt-moe4 and wt-models4, then the joint refit of the
+/// three constants on the fit rows (0.8, 0.575, 4,500 us): 8.55% / -1.92%.
+const MOE_TEST_MAPE_NOW: f64 = 8.55;
+const MOE_TEST_BIAS_NOW: f64 = 1.92;
 
 #[test]
 fn moe_rows_stay_within_their_bounds_and_grow_with_the_micro_batch() {
