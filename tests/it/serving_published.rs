@@ -219,3 +219,31 @@ fn triton_streaming_time_reaches_the_online_rows_only() {
     }
     assert!(itl >= 20 && offline >= 40 && ttft.1 > ttft.0, "{itl} ITL rows, {offline} offline rows, TTFT sum {ttft:?}");
 }
+
+/// The serving engines run a tensor-parallel layer's reductions as all-reduces with no sequence
+/// parallelism (TensorRT-LLM's `AllReduce` after the attention output and after the MLP), so a
+/// `--stack trtllm` deployment resolves with `sp` off; a stack without an engine keeps the
+/// scenario default (SP with TP).
+#[test]
+fn engine_deployments_reduce_tensor_parallel_layers_without_sequence_parallelism() {
+    use gpuplan::config::serve::{SchedulerWire, ServeWire, TrafficWire};
+    let wire = |stack: &str| ServeWire {
+        model: Some("llama-3.1-70b".into()),
+        system: Some("hgx-h200".into()),
+        gpus: Some(4),
+        tp: Some(4),
+        precision: Some("fp8".into()),
+        stack: Some(stack.into()),
+        traffic: TrafficWire { qps: Some(1.0), duration_s: Some(1.0), input_len: Some("128".into()), output_len: Some("128".into()), ..TrafficWire::default() },
+        scheduler: SchedulerWire::default(),
+        ..ServeWire::default()
+    };
+    let sp = |stack: &str| {
+        let d = gpuplan::config::deploy::resolve(&wire(stack), None, &gpuplan::config::deploy::RunFlags { bin_s: 1.0, ..Default::default() })
+            .unwrap_or_else(|e| panic!("{stack}: {e}"))
+            .deployment;
+        d.pools[0].scenario.parallel.sp
+    };
+    assert!(!sp("trtllm") && !sp("vllm") && !sp("sglang"));
+    assert!(sp("megatron"));
+}
