@@ -189,14 +189,6 @@ pub const TRITON_STREAM_SEQ_US: f64 = 0.0;
 /// and it stays 0 (the knob remains, `GPUPLAN_FIT_CONSTANTS=trtllm_pytorch_seq_us=X`).
 pub const TRTLLM_PYTORCH_SEQ_US: f64 = 0.0;
 
-/// Time of one barrier of TensorRT-LLM's custom all-reduce kernels (`cost::nccl::trtllm_all_reduce`:
-/// one before one-shot's peer reads, one before each of two-shot's two phases), microseconds: the
-/// kernel's blocks write a flag into every peer's IPC buffer and spin until every peer's flag has
-/// arrived, and the kernel's launch. No measurement of it exists here (the engine cannot run on the
-/// lent machines, and they have one GPU). PLACEHOLDER: set by scripts/fit_trtllm_seq.sh on the
-/// fit split.
-pub const TRTLLM_ALLREDUCE_BARRIER_US: f64 = 5.0;
-
 /// Share of a GPU's PCIe bus bandwidth (its file's `pcie_busbw_fraction` of the x16 link) that a
 /// collective or a pipeline send reaches between the GPUs of a multi-GPU PCIe server (a system
 /// with `scale_up = "pcie"`: L40S, RTX PRO 6000): a ring there crosses PCIe switches, the CPUs'
@@ -309,8 +301,6 @@ pub struct Fitted {
     pub hf_memory_efficiency: f64,
     /// See [`PCIE_SERVER_BUSBW_SHARE`].
     pub pcie_server_busbw_share: f64,
-    /// See [`TRTLLM_ALLREDUCE_BARRIER_US`].
-    pub trtllm_allreduce_barrier_us: f64,
 }
 
 /// The environment variable the binary reads the overrides from.
@@ -333,7 +323,6 @@ pub const SHIPPED: Fitted = Fitted {
     hf_sdpa_plan_share: HF_SDPA_PLAN_SHARE,
     hf_memory_efficiency: HF_MEMORY_EFFICIENCY,
     pcie_server_busbw_share: PCIE_SERVER_BUSBW_SHARE,
-    trtllm_allreduce_barrier_us: TRTLLM_ALLREDUCE_BARRIER_US,
 };
 
 static INSTALLED: OnceLock<Fitted> = OnceLock::new();
@@ -350,8 +339,7 @@ pub fn fitted() -> Fitted {
 }
 
 /// Parse `KEY=V[,V];...` over `f` (`dtensor_linear_us=A,B`, `overlap_cost=X`, `megatron_overlap_cost=X`, `megatron_memory_efficiency=X`, `moe_dispatch_sync_us=X`,
-/// `trtllm_host_us=ITER,SEQ,LAYER`, `triton_frontend_us=X`, `trtllm_pytorch_seq_us=X`,
-/// `trtllm_allreduce_barrier_us=X`, ...).
+/// `trtllm_host_us=ITER,SEQ,LAYER`, `triton_frontend_us=X`, `trtllm_pytorch_seq_us=X`).
 pub fn parse(text: &str, mut f: Fitted) -> Result<Fitted, String> {
     for item in text.split(';').map(str::trim).filter(|s| !s.is_empty()) {
         let (key, value) = item.split_once('=').ok_or_else(|| format!("`{item}` is not KEY=VALUE"))?;
@@ -373,7 +361,6 @@ pub fn parse(text: &str, mut f: Fitted) -> Result<Fitted, String> {
             ("hf_sdpa_plan_share", [x]) => f.hf_sdpa_plan_share = *x,
             ("hf_memory_efficiency", [x]) if *x > 0.0 => f.hf_memory_efficiency = *x,
             ("pcie_server_busbw_share", [x]) if *x > 0.0 && *x <= 1.0 => f.pcie_server_busbw_share = *x,
-            ("trtllm_allreduce_barrier_us", [x]) if *x >= 0.0 => f.trtllm_allreduce_barrier_us = *x,
             (k, _) => return Err(format!("unknown key or wrong count of values: `{k}`")),
         }
     }
@@ -397,8 +384,6 @@ mod tests {
         assert!(parse("pcie_server_busbw_share=0", base).is_err() && parse("pcie_server_busbw_share=1.5", base).is_err());
         assert_eq!(parse("pcie_server_busbw_share=0.5", base).unwrap().pcie_server_busbw_share, 0.5);
         assert_eq!(parse("triton_stream_seq_us=12", base).unwrap().triton_stream_seq_us, 12.0);
-        assert_eq!(parse("trtllm_allreduce_barrier_us=3", base).unwrap().trtllm_allreduce_barrier_us, 3.0);
-        assert!(parse("trtllm_allreduce_barrier_us=-1", base).is_err());
         assert!(parse("triton_stream_seq_us=-1", base).is_err());
         assert_eq!(parse("", base).unwrap(), base);
         assert!(parse("overlap_cost=1,2", base).is_err());

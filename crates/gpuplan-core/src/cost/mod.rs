@@ -287,9 +287,6 @@ pub struct CostModel<'a> {
     /// their host and memory constants (`fitted::HF_*`) were fitted without the factor; applying it
     /// there waits for their refit.
     fused_small_calls: bool,
-    /// Whether a tensor-parallel all-reduce runs TensorRT-LLM's own kernels where that engine
-    /// would (`nccl::trtllm_all_reduce`): under the trtllm stack only.
-    trtllm_all_reduce: bool,
 }
 
 impl<'a> CostModel<'a> {
@@ -381,7 +378,6 @@ impl<'a> CostModel<'a> {
             attention_shape,
             attention_kernel: AttentionKernel::Flash,
             fused_small_calls: false,
-            trtllm_all_reduce: false,
         }
     }
 
@@ -389,7 +385,6 @@ impl<'a> CostModel<'a> {
     pub fn for_stack(mut self, stack: crate::workload::Stack) -> Self {
         self.attention_kernel = AttentionKernel::of(stack);
         self.fused_small_calls = stack == crate::workload::Stack::Megatron;
-        self.trtllm_all_reduce = stack == crate::workload::Stack::Trtllm;
         if stack.hf() && sdpa_picks_cudnn(self.system.gpu.arch) {
             self.attention_kernel = AttentionKernel::Fused;
         }
@@ -680,11 +675,6 @@ impl<'a> CostModel<'a> {
     /// How NCCL runs `op` of `bytes` on a group of this shape: a measured fit from the profile
     /// when it has one for this op and group size, otherwise NCCL's choice on the modelled links.
     pub fn collective_plan(&self, op: CollectiveOp, shape: &GroupShape, bytes: f64) -> nccl::Plan {
-        if self.trtllm_all_reduce && op == CollectiveOp::AllReduce {
-            if let Some(plan) = nccl::trtllm_all_reduce(&self.links(shape), bytes) {
-                return plan;
-            }
-        }
         if let Some((latency, busbw)) = self.profile_collective(op, shape) {
             // A measured latency + bandwidth fit, played as ring steps without per-step latency.
             let ring = nccl::choose(op, &nccl::Links { busbw, nvls_algbw: None, ..self.links(shape) }, f64::INFINITY);

@@ -24,12 +24,6 @@ pub enum Algo {
     /// NVLink, the cross-domain collective on 1/r of the data over each rank's NIC share, then an
     /// all-gather inside each domain.
     Hierarchical,
-    /// TensorRT-LLM's one-shot custom all-reduce ([`trtllm_all_reduce`]): every rank reads the
-    /// whole buffer of each peer over NVLink and reduces it itself, after one barrier.
-    OneShot,
-    /// TensorRT-LLM's two-shot custom all-reduce: a reduce-scatter and an all-gather by direct
-    /// peer reads, a barrier before each.
-    TwoShot,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -47,8 +41,6 @@ impl Algo {
             Algo::Nvls => "nvls",
             Algo::Pat => "pat",
             Algo::Hierarchical => "hierarchical",
-            Algo::OneShot => "trtllm-oneshot",
-            Algo::TwoShot => "trtllm-twoshot",
         }
     }
 }
@@ -77,7 +69,7 @@ fn base_latency_us(algo: Algo, proto: Proto) -> f64 {
     let row = match algo {
         Algo::Tree | Algo::Pat => [6.8, 14.0, 0.0],
         Algo::Ring | Algo::Hierarchical => [6.6, 14.0, 8.4],
-        Algo::Nvls | Algo::OneShot | Algo::TwoShot => [0.0, 0.0, 0.0],
+        Algo::Nvls => [0.0, 0.0, 0.0],
     };
     row[proto as usize]
 }
@@ -109,10 +101,6 @@ pub const NVLS_LATENCY_US: f64 = 80.0;
 fn step_latency_us(class: LinkClass, algo: Algo, proto: Proto) -> f64 {
     let row = match (class, algo) {
         (_, Algo::Nvls) => [0.0, 0.0, NVLS_LATENCY_US],
-        (_, Algo::OneShot | Algo::TwoShot) => {
-            let b = crate::cost::fitted::fitted().trtllm_allreduce_barrier_us;
-            [b, b, b]
-        }
         (LinkClass::NvLink, Algo::Tree | Algo::Pat) => [0.6, 1.25, 4.0],
         (LinkClass::NvLink, Algo::Ring | Algo::Hierarchical) => [0.6, 1.9, 3.4],
         (LinkClass::Pci, Algo::Tree | Algo::Pat) => [1.0, 1.9, 4.0],
@@ -249,59 +237,6 @@ pub fn choose(op: CollectiveOp, links: &Links, bytes: f64) -> Plan {
     best.expect("at least one algorithm").1
 }
 
-/// TensorRT-LLM's all-reduce of a tensor-parallel layer's output (`AllReduceStrategy::AUTO`, the
-/// default), where it does not hand the buffer to NCCL: its own one-shot or two-shot kernel over
-/// peer-mapped (IPC) buffers, used when every peer is reachable over NVLink and the message fits
-/// the workspace, chosen by message size and group size. `None`: NCCL runs it ([`choose`]).
-///
-/// The rule, from memory of TensorRT-LLM v0.17's `AllreducePlugin::selectImplementation`
-/// (cpp/tensorrt_llm/plugins/ncclPlugin/allreducePlugin.cpp) and
-/// `customAllReduceUtils::getMaxRequiredWorkspaceSize` (cpp/tensorrt_llm/common/
-/// customAllReduceUtils.h), not re-read here (the sources could not be fetched on this machine):
-/// no NVLink between the peers (a PCIe server) -> NCCL; a message over the workspace (16 MB for 2
-/// ranks, 8 MB for more) -> NCCL; else one-shot for 2 ranks, for 3-4 ranks below 1 MB and for more
-/// ranks below 500 kB, two-shot otherwise. The v1.0 PyTorch backend's `AllReduce` op is priced
-/// with the same rule (its own thresholds were not checked).
-///
-/// Time: each barrier costs `cost::fitted::TRTLLM_ALLREDUCE_BARRIER_US` (the kernel's flag
-/// exchange with every peer before it reads their buffers, one step here); one-shot then reads
-/// `n - 1` whole buffers from its peers, two-shot `2 (n - 1) / n` of one (its slice of every peer,
-/// then every peer's reduced slice), both at the ring's bus bandwidth over NVLink (the reads use
-/// the same links; `links.busbw`). Expressed as a [`Plan`] whose bus bandwidth gives that time for
-/// the nccl-tests factor `2 (n - 1) / n` of an all-reduce.
-pub fn trtllm_all_reduce(links: &Links, bytes: f64) -> Option<Plan> {
-    let n = links.n_ranks;
-    if n < 2 || links.pcie || links.crosses_network || links.busbw.value() <= 0.0 {
-        return None;
-    }
-    let workspace = if n <= 2 { TRTLLM_WORKSPACE_2_RANKS } else { TRTLLM_WORKSPACE };
-    if bytes > workspace {
-        return None;
-    }
-    let one_shot = n <= 2 || (n <= 4 && bytes < TRTLLM_ONESHOT_BELOW_4_RANKS) || bytes < TRTLLM_ONESHOT_BELOW;
-    let nf = n as f64;
-    // Bytes each rank reads, over the all-reduce's bus factor: one-shot (n-1) S, two-shot
-    // 2(n-1)/n S (the ring's traffic).
-    let (algo, steps, read_share) = if one_shot { (Algo::OneShot, 1, (nf - 1.0) / (2.0 * (nf - 1.0) / nf)) } else { (Algo::TwoShot, 2, 1.0) };
-    Some(Plan {
-        algo,
-        proto: Proto::Simple,
-        base: Seconds::ZERO,
-        steps,
-        step_latency: Seconds::us(step_latency_us(LinkClass::NvLink, algo, Proto::Simple)),
-        busbw: links.busbw * (1.0 / read_share),
-    })
-}
-
-/// [`trtllm_all_reduce`]'s workspace for 2 ranks and for more, bytes (`getMaxRequiredWorkspaceSize`:
-/// 16 * 1000 * 1000 and 8 * 1000 * 1000, from memory).
-const TRTLLM_WORKSPACE_2_RANKS: f64 = 16e6;
-const TRTLLM_WORKSPACE: f64 = 8e6;
-/// Below these message sizes [`trtllm_all_reduce`] takes one-shot at 3-4 ranks and at more ranks,
-/// bytes (`selectImplementation`: 1 * 1000 * 1000 and 500 * 1000, from memory).
-const TRTLLM_ONESHOT_BELOW_4_RANKS: f64 = 1e6;
-const TRTLLM_ONESHOT_BELOW: f64 = 5e5;
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -346,31 +281,6 @@ mod tests {
             let model = (p.latency() + Seconds::new(bytes * CollectiveOp::AllReduce.busbw_factor(8) / p.busbw.value())).value() * 1e6;
             assert!((model / t - 1.0).abs() < 0.15, "{bytes} B: model {model:.1} us ({}) vs measured {t} us", p.algo.name());
         }
-    }
-
-    /// TensorRT-LLM's AUTO strategy: its own kernels inside the workspace over NVLink, one-shot for
-    /// small messages (every message at 2 ranks), two-shot above, NCCL past the workspace and on
-    /// PCIe; one-shot reads n - 1 buffers, two-shot the ring's 2 (n - 1) / n of one.
-    #[test]
-    fn trtllm_all_reduce_takes_its_own_kernels_inside_the_workspace() {
-        let l8 = intra(8);
-        let at = |links: &Links, bytes: f64| trtllm_all_reduce(links, bytes).map(|p| p.algo);
-        assert_eq!(at(&l8, 400e3), Some(Algo::OneShot));
-        assert_eq!(at(&l8, 600e3), Some(Algo::TwoShot));
-        assert_eq!(at(&l8, 8e6), Some(Algo::TwoShot));
-        assert_eq!(at(&l8, 8.1e6), None);
-        assert_eq!(at(&intra(4), 900e3), Some(Algo::OneShot));
-        assert_eq!(at(&intra(4), 1.1e6), Some(Algo::TwoShot));
-        assert_eq!(at(&intra(2), 15e6), Some(Algo::OneShot));
-        assert_eq!(at(&intra(2), 17e6), None);
-        assert_eq!(at(&Links { pcie: true, ..l8 }, 1e6), None);
-        let time = |p: Plan, bytes: f64| (p.latency() + Seconds::new(bytes * CollectiveOp::AllReduce.busbw_factor(8) / p.busbw.value())).value();
-        let bw = l8.busbw.value();
-        let one = trtllm_all_reduce(&l8, 400e3).unwrap();
-        assert!((time(one, 400e3) - one.latency().value() - 7.0 * 400e3 / bw).abs() < 1e-12);
-        let two = trtllm_all_reduce(&l8, 4e6).unwrap();
-        assert_eq!(two.steps, 2);
-        assert!((time(two, 4e6) - two.latency().value() - 1.75 * 4e6 / bw).abs() < 1e-12);
     }
 
     #[test]
