@@ -32,7 +32,13 @@ const SLACK_PP: f64 = 2.0;
 // The three that had improved since they were set (TTFT fit and test, ITL test) are tightened to
 // them; the other three stay (the offline ones rose 0.3-0.4 points with the host refit, within
 // the slack).
-const FIT_OFFLINE: f64 = 7.08;
+// Re-measured on branch wt-trtoff4 (2026-11-24): the engines' TP reductions as all-reduces
+// without SP, the NVLS latency fitted on the measured H100 curve, FP8 context FMHA: fit 6.15
+// offline / 15.85 TTFT / 15.33 ITL, test 10.97 / 16.63 / 15.88. The fit offline bound is tightened
+// to it; the other five rose (offline test +0.6, online +0.6 to +1.5 points: the online rows'
+// 70B TP 4 prefill lost the sequence-parallel collectives' extra latencies and was already too
+// fast, docs/trtllm-residuals.md section 6) and stay at their old values, within the slack.
+const FIT_OFFLINE: f64 = 6.15;
 const TEST_OFFLINE: f64 = 10.37;
 const FIT_TTFT: f64 = 15.23;
 const TEST_TTFT: f64 = 15.51;
