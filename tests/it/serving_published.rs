@@ -32,7 +32,13 @@ const SLACK_PP: f64 = 2.0;
 // The three that had improved since they were set (TTFT fit and test, ITL test) are tightened to
 // them; the other three stay (the offline ones rose 0.3-0.4 points with the host refit, within
 // the slack).
-const FIT_OFFLINE: f64 = 7.08;
+// Re-measured on branch wt-trtoff4 (2026-11-24): the engines' TP reductions as all-reduces
+// without SP, the NVLS latency fitted on the measured H100 curve, FP8 context FMHA: fit 6.15
+// offline / 15.85 TTFT / 15.33 ITL, test 10.97 / 16.63 / 15.88. The fit offline bound is tightened
+// to it; the other five rose (offline test +0.6, online +0.6 to +1.5 points: the online rows'
+// 70B TP 4 prefill lost the sequence-parallel collectives' extra latencies and was already too
+// fast, docs/trtllm-residuals.md section 7) and stay at their old values, within the slack.
+const FIT_OFFLINE: f64 = 6.15;
 const TEST_OFFLINE: f64 = 10.37;
 const FIT_TTFT: f64 = 15.23;
 const TEST_TTFT: f64 = 15.51;
@@ -244,4 +250,32 @@ fn at_qps_inf_prompts_are_admitted_ahead_of_decoding_as_published() {
             assert!((long / short - 1.0).abs() < 0.02, "{model} {field}: INF TTFT 467/16 {short} ms vs 467/256 {long} ms");
         }
     }
+}
+
+/// The serving engines run a tensor-parallel layer's reductions as all-reduces with no sequence
+/// parallelism (TensorRT-LLM's `AllReduce` after the attention output and after the MLP), so a
+/// `--stack trtllm` deployment resolves with `sp` off; a stack without an engine keeps the
+/// scenario default (SP with TP).
+#[test]
+fn engine_deployments_reduce_tensor_parallel_layers_without_sequence_parallelism() {
+    use gpuplan::config::serve::{SchedulerWire, ServeWire, TrafficWire};
+    let wire = |stack: &str| ServeWire {
+        model: Some("llama-3.1-70b".into()),
+        system: Some("hgx-h200".into()),
+        gpus: Some(4),
+        tp: Some(4),
+        precision: Some("fp8".into()),
+        stack: Some(stack.into()),
+        traffic: TrafficWire { qps: Some(1.0), duration_s: Some(1.0), input_len: Some("128".into()), output_len: Some("128".into()), ..TrafficWire::default() },
+        scheduler: SchedulerWire::default(),
+        ..ServeWire::default()
+    };
+    let sp = |stack: &str| {
+        let d = gpuplan::config::deploy::resolve(&wire(stack), None, &gpuplan::config::deploy::RunFlags { bin_s: 1.0, ..Default::default() })
+            .unwrap_or_else(|e| panic!("{stack}: {e}"))
+            .deployment;
+        d.pools[0].scenario.parallel.sp
+    };
+    assert!(!sp("trtllm") && !sp("vllm") && !sp("sglang"));
+    assert!(sp("megatron"));
 }

@@ -218,6 +218,7 @@ hint: serve colocated (leave out --prefill-gpus), or leave out --attention-dp"
         );
     }
     let gpus = pos("gpus", w.gpus)?.unwrap_or(tp * pp * dp);
+    let engine_stack = w.stack.as_deref().and_then(gpuplan_core::workload::Stack::parse).is_some_and(|s| s.is_engine());
     let scenario_for = |tp: u64| -> Result<Scenario, ConfigError> {
         let wire = ScenarioWire {
             model: w.model.clone(),
@@ -229,6 +230,12 @@ hint: serve colocated (leave out --prefill-gpus), or leave out --attention-dp"
                 pp: Some(pp as i64),
                 dp: attention_dp.then_some(dp as i64),
                 ep: ep.map(|e| e as i64),
+                // The serving engines reduce a tensor-parallel layer's partial sums with one
+                // all-reduce after the attention output and one after the MLP (TensorRT-LLM's
+                // `AllReduce` plugin / op, vLLM's and SGLang's `tensor_model_parallel_all_reduce`),
+                // with no sequence parallelism at inference; the training default (SP with TP)
+                // would price a reduce-scatter and an all-gather instead.
+                sp: engine_stack.then_some(false),
                 ..ParallelWire::default()
             },
             workload: WorkloadWire {

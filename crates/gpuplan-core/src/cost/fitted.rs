@@ -158,6 +158,13 @@ pub const MEGATRON_EXPERT_GEMM_HOST_US: f64 = 28.0;
 /// layer, front end 4,000 us (the optimum is flat: mean fit MAPE 14.53% against 14.54% at 1,500).
 /// Test split, not fitted, at 1,500 -> 2,000: offline 13.48 -> 13.40%, TTFT 19.5 -> 16.7%, ITL
 /// 13.8 -> 13.2%.
+/// Per-sequence term re-swept (branch wt-trtoff4, scripts/fit_trtllm_seq.sh, output in
+/// calibration/runs/serving-trtllm/fit_trtllm_seq-output.txt; the other terms held) after the
+/// engines' all-reduces, the NVLS latency and FP8 context FMHA: the mean fit MAPE falls from 14.74%
+/// at 4 us to 14.29% at 10 and 14.19% at 15, all of it from the online rows (TTFT 17.8 -> 16.6%,
+/// ITL 16.6 -> 15.3%), while the offline fit rows are best at 5 us (9.78%; 10.07% at 10). The
+/// online rows' TTFT and ITL are low at every load for reasons of their own (docs/trtllm-residuals.md
+/// sections 4 and 6), so the joint optimum runs off the grid; it stays 10 us.
 pub const TRTLLM_HOST_US: [f64; 3] = [2000.0, 10.0, 0.0];
 
 /// Triton's front-end time per request, microseconds (`serve::RunOptions::frontend_s`): the
@@ -210,7 +217,10 @@ pub const TRTLLM_PYTORCH_SEQ_US: f64 = 0.0;
 /// = 15.8 GB/s of ring bus bandwidth. Those rows went from 22.4% (+22%) to 3.5% (+2%); the L40S
 /// TP 4/8 test rows, not fitted (24, Llama-3.1 70B and the held-out Mixtral 8x7B), from 17.9%
 /// (+18%) to 2.8% (+0%). TP 1 rows do not move; the pipelined RTX PRO 6000 rows move by less than
-/// 1 point (their sends are small), so their over-prediction is not the link.
+/// 1 point (their sends are small), so their over-prediction is not the link. Re-swept (branch
+/// wt-trtoff4) once the engines reduce with all-reduces rather than sequence parallelism's
+/// reduce-scatter and all-gather: 0.75 again (L40S TP > 1 fit rows 3.8% (+1%); 0.7: 5.4%, 0.8:
+/// 5.5%; the test rows 4.6% (-3%); output file overwritten).
 pub const PCIE_SERVER_BUSBW_SHARE: f64 = 0.75;
 
 /// Host time the GPU waits for at each fp32 grouped GEMM that transformers' `grouped_mm` experts

@@ -391,6 +391,16 @@ pub enum Step {
     },
 }
 
+/// Whether TensorRT-LLM runs a prompt's attention (the context phase) with its FP8 FMHA kernels:
+/// an FP8 KV cache (`Workload::kv_elem_bytes`, the FP8 and NVFP4 checkpoints) on a GPU with an FP8
+/// tensor path from Hopper on. TensorRT-LLM enables FP8 context FMHA with an FP8 KV cache on
+/// Hopper (`use_fp8_context_fmha`, the TensorRT backend's plugin option; the PyTorch backend's
+/// TRTLLM attention likewise): from memory of v0.17 / v1.0, not re-read here. Decode attention
+/// (XQA) already reads the FP8 cache as such; it is memory-bound and not changed.
+pub fn trtllm_fp8_context_fmha(w: &Workload, gpu: &crate::hardware::Gpu) -> bool {
+    w.stack == Stack::Trtllm && w.kv_elem_bytes() == 1.0 && gpu.peak.fp8.is_some() && matches!(gpu.arch, crate::hardware::Arch::Hopper)
+}
+
 impl CostModel<'_> {
     /// One collective of `bytes` (nccl-tests buffer size) on `group`.
     pub fn comm_step(&self, pc: &ParallelConfig, op: CollectiveOp, group: Group, bytes: f64, overlap: Overlap) -> CommStep {
@@ -530,7 +540,10 @@ impl CostModel<'_> {
                     kernel(c, 1.0)
                 }
                 OpKind::ScanMatmul { m, n, k, count } => kernel(self.gemm_time(*m, *n, *k, *count, crate::hardware::Dtype::Bf16), 1.0),
-                OpKind::Attention { .. } => kernel(self.attention_time(op), 1.0),
+                OpKind::Attention { q_len, backward, .. } => {
+                    let fp8 = !*backward && *q_len > 1 && trtllm_fp8_context_fmha(w, &self.system.gpu);
+                    kernel(self.attention_time_at(op, if fp8 { super::FP8_ATTENTION_SPEEDUP } else { 1.0 }), 1.0)
+                }
                 OpKind::Memory { bytes, kernels } if stack.hf() && w.mode != Mode::Decode => {
                     kernel(self.memory_time(*bytes / super::fitted::fitted().hf_memory_efficiency, *kernels), *kernels as f64)
                 }

@@ -634,6 +634,12 @@ impl<'a> CostModel<'a> {
     /// shape the fraction is quoted at), times wave quantization of 128-query tiles over the SMs;
     /// or the bytes it must move at the achieved HBM bandwidth, whichever is longer.
     pub fn attention_time(&self, op: &Op) -> OpCost {
+        self.attention_time_at(op, 1.0)
+    }
+
+    /// [`CostModel::attention_time`] with the compute part `tensor_speedup` times faster than the
+    /// bf16 level (an FP8 kernel: [`FP8_ATTENTION_SPEEDUP`]).
+    pub fn attention_time_at(&self, op: &Op, tensor_speedup: f64) -> OpCost {
         let OpKind::Attention { batch_heads, q_len, kv_len, head_dim_qk, head_dim_v, causal, backward, kv_bytes, window } = op.kind else {
             unreachable!("attention_time on {}", op.name)
         };
@@ -645,7 +651,7 @@ impl<'a> CostModel<'a> {
             if let OpKind::Attention { window, .. } = &mut full.kind {
                 *window = None;
             }
-            let (compute, memory) = self.attention_parts(&full);
+            let (compute, memory) = self.attention_parts(&full, tensor_speedup);
             let tiles = crate::workload::causal_tiles(q_len, kv_len, Some(win.window)) / crate::workload::causal_tiles(q_len, kv_len, None);
             let keys = (win.window + q_len - 1).min(kv_len) as f64 / kv_len.max(1) as f64;
             let q_o = (batch_heads * q_len * (head_dim_qk + head_dim_v)) as f64 * 2.0;
@@ -658,13 +664,13 @@ impl<'a> CostModel<'a> {
             let bound = if win.share >= 0.5 { b_band } else { b_full };
             return OpCost { time: time + self.kernel_overhead.value, bound };
         }
-        let (compute, memory) = self.attention_parts(op);
+        let (compute, memory) = self.attention_parts(op, tensor_speedup);
         let (time, bound) = if compute >= memory { (compute, Bound::Compute) } else { (memory, Bound::Memory) };
         OpCost { time: time + self.kernel_overhead.value, bound }
     }
 
-    /// [`CostModel::attention_time`]'s compute and memory times of a call without a window.
-    fn attention_parts(&self, op: &Op) -> (Seconds, Seconds) {
+    /// [`CostModel::attention_time_at`]'s compute and memory times of a call without a window.
+    fn attention_parts(&self, op: &Op, tensor_speedup: f64) -> (Seconds, Seconds) {
         let OpKind::Attention { batch_heads, q_len, kv_len, head_dim_qk, head_dim_v, causal, backward, kv_bytes, .. } = op.kind else {
             unreachable!("attention_time on {}", op.name)
         };
@@ -696,7 +702,7 @@ impl<'a> CostModel<'a> {
         let tiles = batch_heads * q_len.div_ceil(128);
         let sms = gpu.sm_count.value as u64;
         let wave = tiles as f64 / (tiles.div_ceil(sms) * sms) as f64;
-        let compute = Flops::new(op.flops()) / (gpu.peak.bf16.value * (eff * wave));
+        let compute = Flops::new(op.flops()) / (gpu.peak.bf16.value * (eff * wave * tensor_speedup));
         // Q in, O out, K and V read once per KV head; backward reads and writes about twice that.
         let q_o = (batch_heads * q_len * (head_dim_qk + head_dim_v)) as f64 * 2.0;
         let bytes = Bytes::new((q_o + kv_bytes) * if backward { 2.0 } else { 1.0 });
@@ -768,6 +774,12 @@ impl<'a> CostModel<'a> {
         p.collectives.iter().filter(|c| c.op == op && c.intra_node == want_intra && c.n_ranks == shape.size).map(|c| (c.latency, c.busbw)).next()
     }
 }
+
+/// How much faster an FP8 flash-attention kernel runs than the same kernel in bf16/fp16 on Hopper:
+/// FlashAttention-3 reaches "up to 740 TFLOPs/s (75% utilization)" in FP16 and "close to 1.2
+/// PFLOPs/s" in FP8 on an H100 SXM5 (Shah et al. 2024, arXiv:2407.08608, abstract): 1.2 / 0.74.
+/// Priced for TensorRT-LLM's FP8 context FMHA (`cost::lower`), whose own kernels were not timed.
+pub const FP8_ATTENTION_SPEEDUP: f64 = 1.2 / 0.74;
 
 /// NVLS all-reduce algorithm bandwidth as a fraction of one direction of a GPU's NVLink: 8x H100
 /// reach 480.16 GB/s bus bandwidth at 8 GiB with NVLS (github NVIDIA/dgxc-benchmarking @ 841f5466 :
