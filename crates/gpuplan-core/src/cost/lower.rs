@@ -40,9 +40,12 @@ pub fn cpu_dispatch(stack: Stack, pass: Pass) -> Seconds {
 /// over the three depths, medians of 20 steps) over its CUDA kernel launches per layer (the torch
 /// profiler's `cudaLaunchKernel` count at 2 and 4 layers): forward 2,147 us / 48 launches = 44.7
 /// us (Llama), 2,571 / 64 = 40.2 (Qwen3); backward 1,949 / 93 = 21.0, 3,440 / 121 = 28.4. The
-/// constants are the two families' means. Not fitted on any run record: the same call's real
-/// shapes (Qwen3-1.7B and Llama-3.2-1B at 1 x 2048, fp32 + autocast) took 6.2 and 4.5 ms of host
-/// per layer, against 6.4 and 4.4 ms from the slopes.
+/// constants are the two families' means (`summary.txt`, scripts/hf_train_host_summary.py). The
+/// MoE families' layers came out at 34-35 us per forward launch and 19-25 per backward launch.
+/// Not fitted on any run record. The same call's real shapes (Qwen3-1.7B, Llama-3.2-1B at 1 x 2048,
+/// fp32 + autocast) launched 65 and 50 kernels per layer forward, 122 and 95 backward (the small
+/// models' counts), in 5.9 and 4.45 ms of host per layer (forward + backward host over the layer
+/// count, the head included); these constants give 5.70 and 4.33 ms.
 pub const HF_EAGER_TRAIN_LAUNCH_US: [f64; 2] = [42.4, 24.7];
 
 /// CUDA kernel launches per dense decoder layer of `hf-eager` training, `[forward, backward]`, as
