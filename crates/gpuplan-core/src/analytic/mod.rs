@@ -493,6 +493,20 @@ pub fn used_numbers(s: &Scenario) -> Vec<UsedNumber> {
         value: format!("{:.0}", s.system.host_power_per_node.value.value()),
         source: s.system.host_power_per_node.source.clone(),
     });
+    if w.stack == crate::workload::Stack::HfEager && w.mode == Mode::Train {
+        // The host time of eager HF training (`cost::lower::hf_eager_train_layer_host`).
+        use crate::cost::lower::{HF_EAGER_TRAIN_LAUNCH_US as US, HF_EAGER_TRAIN_LAYER_LAUNCHES as L, HF_EAGER_TRAIN_QK_NORM_LAUNCHES as Q};
+        used.push(UsedNumber {
+            name: "hf_eager_train_host".into(),
+            value: format!(
+                "{} us per forward launch, {} per backward; a dense layer {}+{} launches (QK-norm +{}+{})",
+                US[0], US[1], L[0], L[1], Q[0], Q[1]
+            ),
+            source: crate::hardware::Source::Measured(
+                "lent H100 host (nvidia-h100-x1, torch 2.11, transformers 5.17), 2026-11-24, scenarios/workloads/hf_train_host_probe.py; calibration/runs/raw/hf-train-host-h100-2026-11-24/".into(),
+            ),
+        });
+    }
     if s.model.moe.is_some() && w.stack.hf() && w.mode != Mode::Decode {
         // How transformers' grouped expert GEMMs and permutations are priced (`cost::grouped`).
         used.push(match cost.moe_kernels() {

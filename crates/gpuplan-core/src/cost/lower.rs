@@ -28,6 +28,64 @@ pub fn cpu_dispatch(stack: Stack, pass: Pass) -> Seconds {
     }
 }
 
+/// Host time per kernel launch of `hf-eager` training (transformers' modeling code under
+/// `torch.autocast`, the autograd engine, `AdamW(fused=True)`), forward (and recompute) and
+/// backward, in us: measured on the lent H100's host (nvidia-h100-x1, Intel Xeon, 16 vCPUs, torch
+/// 2.11.0+cu130, transformers 5.17.0; 2026-11-24 19:54 UTC, device clock) by
+/// scenarios/workloads/hf_train_host_probe.py, raw data and summary in
+/// calibration/runs/raw/hf-train-host-h100-2026-11-24/: one eager training step of the Llama-3.2-1B
+/// and Qwen3-1.7B families (their configs, small dims, batch 1 x 16 tokens so that the GPU work is
+/// tiny) at 2, 4 and 8 decoder layers, fp32 master weights under bf16 autocast as
+/// scenarios/workloads/hf_train.py runs them. Each pass's host time per layer (least-squares slope
+/// over the three depths, medians of 20 steps) over its CUDA kernel launches per layer (the torch
+/// profiler's `cudaLaunchKernel` count at 2 and 4 layers): forward 2,147 us / 48 launches = 44.7
+/// us (Llama), 2,571 / 64 = 40.2 (Qwen3); backward 1,949 / 93 = 21.0, 3,440 / 121 = 28.4. The
+/// constants are the two families' means (`summary.txt`, scripts/hf_train_host_summary.py). The
+/// MoE families' layers came out at 34-35 us per forward launch and 19-25 per backward launch.
+/// Not fitted on any run record. The same call's real shapes (Qwen3-1.7B, Llama-3.2-1B at 1 x 2048,
+/// fp32 + autocast) launched 65 and 50 kernels per layer forward, 122 and 95 backward (the small
+/// models' counts), in 5.9 and 4.45 ms of host per layer (forward + backward host over the layer
+/// count, the head included); these constants give 5.70 and 4.33 ms.
+pub const HF_EAGER_TRAIN_LAUNCH_US: [f64; 2] = [42.4, 24.7];
+
+/// CUDA kernel launches per dense decoder layer of `hf-eager` training, `[forward, backward]`, as
+/// transformers 5.17's modeling code and PyTorch 2.11's autograd issue them under bf16 autocast
+/// with fp32 master weights: counted by the torch profiler (`cudaLaunchKernel` calls, the
+/// difference between 4 and 2 layers over 2) in the same call as [`HF_EAGER_TRAIN_LAUNCH_US`]. A
+/// Llama layer (two RMSNorms of about 8 launches each, seven linears each behind autocast's weight
+/// cast, rotary embedding on q and k, SDPA, SwiGLU, two residual adds): 48 and 93.
+pub const HF_EAGER_TRAIN_LAYER_LAUNCHES: [f64; 2] = [48.0, 93.0];
+
+/// What Qwen3's QK-norm (two more RMSNorms, on q and k per head) adds to
+/// [`HF_EAGER_TRAIN_LAYER_LAUNCHES`]: Qwen3-1.7B's layer counted 64 and 121 in the same profile.
+pub const HF_EAGER_TRAIN_QK_NORM_LAUNCHES: [f64; 2] = [16.0, 28.0];
+
+/// Host time of one dense decoder layer of `hf-eager` training, `[forward (and each recompute),
+/// backward]`: the layer's counted launches ([`HF_EAGER_TRAIN_LAYER_LAUNCHES`], with
+/// [`HF_EAGER_TRAIN_QK_NORM_LAUNCHES`] where the layer has a `qk_norm`) at
+/// [`HF_EAGER_TRAIN_LAUNCH_US`]. `None` outside `hf-eager` training, and for lists that are not a
+/// dense layer (embedding, head, MoE layers: those take [`hf_eager_train_dispatch`] per kernel of
+/// the op list, their launches varying with the routing).
+pub fn hf_eager_train_layer_host(w: &Workload, ops: &[Op]) -> Option<[Seconds; 2]> {
+    if w.stack != Stack::HfEager || w.mode != Mode::Train {
+        return None;
+    }
+    let has = |name: &str| ops.iter().any(|o| o.name == name);
+    if !has("input_norm") || has("router") {
+        return None;
+    }
+    let qk = if has("qk_norm") { 1.0 } else { 0.0 };
+    Some([0, 1].map(|p| Seconds::us((HF_EAGER_TRAIN_LAYER_LAUNCHES[p] + qk * HF_EAGER_TRAIN_QK_NORM_LAUNCHES[p]) * HF_EAGER_TRAIN_LAUNCH_US[p])))
+}
+
+/// Host time to launch one kernel of `hf-eager` training in `pass` ([`HF_EAGER_TRAIN_LAUNCH_US`]).
+pub fn hf_eager_train_dispatch(pass: Pass) -> Seconds {
+    match pass {
+        Pass::Forward | Pass::Recompute => Seconds::us(HF_EAGER_TRAIN_LAUNCH_US[0]),
+        Pass::Backward => Seconds::us(HF_EAGER_TRAIN_LAUNCH_US[1]),
+    }
+}
+
 /// Defined with the other fitted constants in `cost::fitted`.
 pub use super::fitted::DTENSOR_LINEAR_US;
 
@@ -428,14 +486,19 @@ impl CostModel<'_> {
         let stack = w.stack;
         let mut out = Vec::with_capacity(ops.len());
         let hf_host = hf_inference_host(self, w, ops);
-        let launches_in_list: f64 = ops
-            .iter()
-            .map(|o| match o.kind {
-                OpKind::Memory { kernels, .. } => kernels as f64,
-                OpKind::Comm { .. } => 0.0,
-                _ => 1.0,
-            })
-            .sum();
+        let launches_of = |o: &Op| match o.kind {
+            OpKind::Memory { kernels, .. } => kernels as f64,
+            OpKind::Comm { .. } => 0.0,
+            _ => 1.0,
+        };
+        let launches_in_list: f64 = ops.iter().map(launches_of).sum();
+        // hf-eager training of a dense layer: the layer's counted host time per pass, spread over
+        // the list's kernels of that pass (recomputed ops re-run the forward's launches).
+        let train_layer_host = hf_eager_train_layer_host(w, ops).map(|host| {
+            let fwd: f64 = ops.iter().filter(|o| o.pass != Pass::Backward).map(launches_of).sum();
+            let bwd: f64 = ops.iter().filter(|o| o.pass == Pass::Backward).map(launches_of).sum();
+            [host[0] / fwd.max(1.0), host[1] / bwd.max(1.0)]
+        });
         // Megatron training under CUDA graphs: the whole iteration, or (partial) a layer's
         // attention block and its MoE router, replayed without host launches.
         let graphs = if stack == Stack::Megatron && w.mode == Mode::Train { options.cuda_graphs } else { TrainGraphs::None };
@@ -459,7 +522,12 @@ impl CostModel<'_> {
             let dispatch = match hf_host {
                 Some((cpu, _)) => cpu / launches_in_list.max(1.0),
                 None if graphed => Seconds::ZERO,
-                None => cpu_dispatch(stack, op.pass),
+                None => match train_layer_host {
+                    Some([fwd, _]) if op.pass != Pass::Backward => fwd,
+                    Some([_, bwd]) => bwd,
+                    None if stack == Stack::HfEager && w.mode == Mode::Train => hf_eager_train_dispatch(op.pass),
+                    None => cpu_dispatch(stack, op.pass),
+                },
             };
             let stall = match hf_host {
                 Some((_, stall)) if i == 0 => stall,
