@@ -206,7 +206,7 @@ pub struct ModelFile {
 }
 
 /// A host probe taken in a run's own period: the quantities of
-/// [`HostProbe`](crate::hardware::profile::HostProbe) by the same definitions, measured in the
+/// [`HostProbe`] by the same definitions, measured in the
 /// run's process (see [`RunRecord::host_probe`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RunHostProbe {
