@@ -153,17 +153,7 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
     match family {
         Family::Llama | Family::Mistral | Family::Qwen2 | Family::Qwen3 => {}
         Family::Mixtral => {
-            moe = Some(MoeWire {
-                n_experts: c.count_u32("num_local_experts")?,
-                top_k: c.count_u32("num_experts_per_tok")?,
-                expert_ffn_hidden_size: ffn,
-                n_shared_experts: 0,
-                shared_expert_ffn_hidden_size: 0,
-                first_dense_layers: 0,
-                layer_step: None,
-                expert_groups: None,
-                group_top_k: None,
-            });
+            moe = Some(every_layer_routed(c, ffn)?);
         }
         Family::GptOss => {
             // transformers 5.24.0 `GptOssConfig` / `modeling_gpt_oss.py`: every layer MoE
@@ -173,17 +163,7 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
             // per head, and sliding-window layers: `sliding_window` (default 128) on the layers
             // `layer_types` marks (default: even layers sliding, odd ones full).
             head_dim = Some(head_dim.unwrap_or(64));
-            moe = Some(MoeWire {
-                n_experts: c.count_u32("num_local_experts")?,
-                top_k: c.count_u32("num_experts_per_tok")?,
-                expert_ffn_hidden_size: ffn,
-                n_shared_experts: 0,
-                shared_expert_ffn_hidden_size: 0,
-                first_dense_layers: 0,
-                layer_step: None,
-                expert_groups: None,
-                group_top_k: None,
-            });
+            moe = Some(every_layer_routed(c, ffn)?);
             let sliding_window = match c.obj.get("sliding_window") {
                 // An explicit null: no layer slides (`GptOssAttention.sliding_window` None).
                 Some(Value::Null) => None,
@@ -417,6 +397,22 @@ fn hybrid_from_keys(c: &Keys) -> Result<HybridWire, ConfigError> {
         n_groups: either("n_groups", "mamba_n_groups", 8)?,
         conv_kernel: either("conv_kernel", "mamba_d_conv", 4)?,
         chunk_size: either("chunk_size", "mamba_chunk_size", 128)?,
+    })
+}
+
+/// Every layer MoE with routed experts only (Mixtral, GPT-OSS): `num_local_experts` experts of
+/// width `ffn`, `num_experts_per_tok` per token, no shared or dense layers, no expert groups.
+fn every_layer_routed(c: &Keys, ffn: u64) -> Result<MoeWire, ConfigError> {
+    Ok(MoeWire {
+        n_experts: c.count_u32("num_local_experts")?,
+        top_k: c.count_u32("num_experts_per_tok")?,
+        expert_ffn_hidden_size: ffn,
+        n_shared_experts: 0,
+        shared_expert_ffn_hidden_size: 0,
+        first_dense_layers: 0,
+        layer_step: None,
+        expert_groups: None,
+        group_top_k: None,
     })
 }
 
