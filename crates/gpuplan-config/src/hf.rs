@@ -632,6 +632,9 @@ mod tests {
         assert_eq!(m.ffn_hidden, 96, "dense layers take intermediate_size_mlp");
         assert_eq!((0..4).map(|i| m.is_moe_layer(i)).collect::<Vec<_>>(), vec![false, true, false, true]);
         assert!(m.qk_norm, "use_qk_norm defaults to true");
+        // Llama4Router: sigmoid of the top-k logits, no renormalization, no scaling, no bias.
+        let r = moe.router;
+        assert_eq!((r.score, r.norm_topk_prob, r.routed_scaling_factor, r.expert_bias), (gpuplan_core::model::RouterScore::Sigmoid, false, 1.0, false));
         // An explicit `moe_layers` that is the default pattern is accepted; another is refused.
         let with = |layers: &str| LLAMA4.replace(r#""interleave_moe_layer_step": 2,"#, &format!(r#""interleave_moe_layer_step": 2, "moe_layers": {layers},"#));
         assert!(load(&with("[1, 3]")).is_ok());
