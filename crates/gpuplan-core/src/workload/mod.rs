@@ -1304,6 +1304,13 @@ impl<'a> Builder<'a> {
     /// top-k. Megatron's expert-bias update (`_update_router_expert_bias` in Megatron-Core 0.16.1
     /// `finalize_model_grads.py`: one stacked update of layers x experts floats per step) is not
     /// priced; transformers does not update the bias in training.
+    ///
+    /// Megatron stays one kernel although most Megatron-Bridge 0.6.2 recipes set
+    /// `moe_router_fusion = False` (Megatron-Core's default; e.g. `recipes/qwen/h100/qwen3_moe.py`,
+    /// `recipes/nemotronh/gb200/nemotron_3_nano.py`), whose unfused `topk_routing_with_score_function`
+    /// launches several: the published rows' predictions are unchanged, and pricing those kernels
+    /// (their host cost sits under the recipes' `moe_router` CUDA-graph scope where they set it)
+    /// is left to the joint refit of the Megatron constants.
     fn router_topk(&mut self, moe: &crate::model::Moe, t: u64) {
         let te = (t * moe.n_experts as u64) as f64;
         if self.w.stack.fused() {
