@@ -18,6 +18,7 @@ mod lora;
 mod measure;
 mod megatron_args;
 mod megatron_memory;
+mod moe_router;
 mod per_rank;
 mod pipeline;
 mod plan;

@@ -6,8 +6,8 @@
 //! keys are those of the model's `transformers` configuration class (`LlamaConfig`, `Qwen3MoeConfig`,
 //! ...): `tie_word_embeddings` false, `num_key_value_heads` = `num_attention_heads`, `head_dim` =
 //! `hidden_size / num_attention_heads`, no attention bias. What a config.json says that gpuplan does
-//! not model (sliding windows other than GPT-OSS's, Llama-4's chunked attention and NoPE layers, RoPE scaling, router
-//! details, DeepSeek's multi-token-prediction layers) is ignored; a layout it cannot represent (a
+//! not model (sliding windows other than GPT-OSS's, Llama-4's chunked attention and NoPE layers, RoPE scaling,
+//! DeepSeek's multi-token-prediction layers) is ignored; a layout it cannot represent (a
 //! list of dense layers other than every n-th) is an error, never a silent approximation. MoE on
 //! every n-th layer (Llama-4's `interleave_moe_layer_step`, Qwen2-MoE's `decoder_sparse_step`)
 //! is `moe.layer_step`; Llama-4's language model is read from its `text_config`.
@@ -224,6 +224,12 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
                 layer_step: Some(to_u32(c, "interleave_moe_layer_step", step)?),
                 expert_groups: None,
                 group_top_k: None,
+                // `Llama4Router`: top-k of the logits, sigmoid of those (the others -inf, 0); no
+                // renormalization, no scaling, no key for it (transformers 5.17.0).
+                router_score: Some("sigmoid".into()),
+                norm_topk_prob: Some(false),
+                routed_scaling_factor: None,
+                expert_bias: None,
             });
         }
         Family::Qwen2Moe | Family::Qwen3Moe => {
@@ -246,6 +252,13 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
                 layer_step: Some(to_u32(c, "decoder_sparse_step", step)?),
                 expert_groups: None,
                 group_top_k: None,
+                // `Qwen3MoeTopKRouter` / Qwen2-MoE: softmax, top-k, divided by the sum when
+                // `norm_topk_prob` (default false in `Qwen3MoeConfig` and `Qwen2MoeConfig` 5.17.0;
+                // Qwen3-30B-A3B's config.json sets true).
+                router_score: Some("softmax".into()),
+                norm_topk_prob: Some(norm_topk_prob(c, false)?),
+                routed_scaling_factor: None,
+                expert_bias: None,
             });
         }
         Family::DeepSeek => {
@@ -258,6 +271,7 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
             let expert = c.count("moe_intermediate_size")?;
             let n_shared = c.opt_count("n_shared_experts")?.unwrap_or(0);
             let first_dense = c.opt_count("first_k_dense_replace")?.unwrap_or(0);
+            let v3 = model_type == "deepseek_v3";
             moe = Some(MoeWire {
                 n_experts: c.count_u32("n_routed_experts")?,
                 top_k: c.count_u32("num_experts_per_tok")?,
@@ -269,6 +283,21 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
                 // DeepSeek-V3 `n_group` 8 / `topk_group` 4: node-limited routing.
                 expert_groups: c.opt_count("n_group")?.map(|g| to_u32(c, "n_group", g)).transpose()?,
                 group_top_k: c.opt_count("topk_group")?.map(|k| to_u32(c, "topk_group", k)).transpose()?,
+                // transformers 5.17.0: `DeepseekV2Moe` softmax (`DeepseekV2Config` `norm_topk_prob`
+                // false, `routed_scaling_factor` 1.0, `topk_method` "greedy"); `DeepseekV3TopkRouter`
+                // sigmoid plus `e_score_correction_bias` for the choice ("noaux_tc"), divided by the
+                // sum when `norm_topk_prob` (default true), times `routed_scaling_factor` (default 2.5).
+                router_score: Some(scoring_func(c, if v3 { "sigmoid" } else { "softmax" })?),
+                norm_topk_prob: Some(norm_topk_prob(c, v3)?),
+                routed_scaling_factor: Some(routed_scaling_factor(c, if v3 { 2.5 } else { 1.0 })?),
+                expert_bias: Some(match c.get("topk_method") {
+                    None => v3,
+                    Some(Value::String(m)) => m == "noaux_tc",
+                    Some(v) => {
+                        return Err(ConfigError::invalid(c.path, "topk_method", v, "is not a string")
+                            .with_hint("DeepSeek-V3 \"noaux_tc\" (expert bias), DeepSeek-V2 \"greedy\" or \"group_limited_greedy\""))
+                    }
+                }),
             });
             let qk_nope = c.count("qk_nope_head_dim")?;
             let qk_rope = c.count("qk_rope_head_dim")?;
@@ -315,6 +344,13 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
                     layer_step: None,
                     expert_groups: None,
                     group_top_k: None,
+                    // `NemotronHTopkRouter` (transformers 5.17.0): sigmoid plus
+                    // `e_score_correction_bias` for the choice, divided by the sum when
+                    // `norm_topk_prob` (default true), times `routed_scaling_factor` (default 1.0).
+                    router_score: Some("sigmoid".into()),
+                    norm_topk_prob: Some(norm_topk_prob(c, true)?),
+                    routed_scaling_factor: Some(routed_scaling_factor(c, 1.0)?),
+                    expert_bias: Some(true),
                 });
             }
         }
@@ -413,7 +449,46 @@ fn every_layer_routed(c: &Keys, ffn: u64) -> Result<MoeWire, ConfigError> {
         layer_step: None,
         expert_groups: None,
         group_top_k: None,
+        // Mixtral: softmax, top-k, the k weights divided by their sum (`MixtralTopKRouter`, always);
+        // GPT-OSS: top-k of the logits, softmax over those k (`GptOssTopKRouter`), the same weights.
+        // transformers 5.17.0; neither reads a key for it.
+        router_score: Some("softmax".into()),
+        norm_topk_prob: Some(true),
+        routed_scaling_factor: None,
+        expert_bias: None,
     })
+}
+
+/// `scoring_func` (DeepSeek), checked here so that the error names the config.json key.
+fn scoring_func(c: &Keys, default: &str) -> Result<String, ConfigError> {
+    match c.get("scoring_func") {
+        None => Ok(default.to_string()),
+        Some(Value::String(s)) if s == "softmax" || s == "sigmoid" => Ok(s.clone()),
+        Some(v) => Err(ConfigError::invalid(c.path, "scoring_func", v, "is not a known router score function")
+            .with_hint("one of: softmax, sigmoid (DeepSeek-V2 softmax, DeepSeek-V3 sigmoid)")),
+    }
+}
+
+/// `norm_topk_prob`, with the family's default where absent.
+fn norm_topk_prob(c: &Keys, default: bool) -> Result<bool, ConfigError> {
+    match c.get("norm_topk_prob") {
+        None => Ok(default),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(v) => Err(ConfigError::invalid(c.path, "norm_topk_prob", v, "is not true or false")
+            .with_hint("true: the k routed weights are divided by their sum (Qwen3-30B-A3B, DeepSeek-V3)")),
+    }
+}
+
+/// `routed_scaling_factor`, with the family's default where absent; positive.
+fn routed_scaling_factor(c: &Keys, default: f64) -> Result<f64, ConfigError> {
+    match c.get("routed_scaling_factor") {
+        None => Ok(default),
+        Some(v) => match v.as_f64() {
+            Some(f) if f.is_finite() && f > 0.0 => Ok(f),
+            _ => Err(ConfigError::invalid(c.path, "routed_scaling_factor", v, "must be a positive number")
+                .with_hint("the routed weights' multiplier after the top-k: 1 for none, DeepSeek-V3 2.5")),
+        },
+    }
 }
 
 fn to_u32(c: &Keys, key: &str, v: u64) -> Result<u32, ConfigError> {
@@ -557,6 +632,9 @@ mod tests {
         assert_eq!(m.ffn_hidden, 96, "dense layers take intermediate_size_mlp");
         assert_eq!((0..4).map(|i| m.is_moe_layer(i)).collect::<Vec<_>>(), vec![false, true, false, true]);
         assert!(m.qk_norm, "use_qk_norm defaults to true");
+        // Llama4Router: sigmoid of the top-k logits, no renormalization, no scaling, no bias.
+        let r = moe.router;
+        assert_eq!((r.score, r.norm_topk_prob, r.routed_scaling_factor, r.expert_bias), (gpuplan_core::model::RouterScore::Sigmoid, false, 1.0, false));
         // An explicit `moe_layers` that is the default pattern is accepted; another is refused.
         let with = |layers: &str| LLAMA4.replace(r#""interleave_moe_layer_step": 2,"#, &format!(r#""interleave_moe_layer_step": 2, "moe_layers": {layers},"#));
         assert!(load(&with("[1, 3]")).is_ok());

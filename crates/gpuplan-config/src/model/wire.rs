@@ -6,7 +6,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::{ConfigError, Problems};
-use gpuplan_core::model::{Block, FfnKind, Hybrid, Mamba2, Mla, Model, Moe, NormKind, Position, SlidingWindow};
+use gpuplan_core::model::{Block, FfnKind, Hybrid, Mamba2, Mla, Model, Moe, NormKind, Position, Router, RouterScore, SlidingWindow};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -123,7 +123,24 @@ pub struct MoeWire {
     pub expert_groups: Option<u32>,
     #[serde(default)]
     pub group_top_k: Option<u32>,
+    /// The router's score function: "softmax" (default) or "sigmoid" (Hugging Face
+    /// `scoring_func`, Megatron `moe_router_score_function`).
+    #[serde(default)]
+    pub router_score: Option<String>,
+    /// Renormalize the k chosen weights to sum to 1 (Hugging Face `norm_topk_prob`; default false).
+    #[serde(default)]
+    pub norm_topk_prob: Option<bool>,
+    /// The weights' multiplier after the top-k (Hugging Face `routed_scaling_factor`, Megatron
+    /// `moe_router_topk_scaling_factor`; default 1).
+    #[serde(default)]
+    pub routed_scaling_factor: Option<f64>,
+    /// Auxiliary-loss-free per-expert bias on the choice scores (DeepSeek-V3 `noaux_tc`, Megatron
+    /// `moe_router_enable_expert_bias`; default false).
+    #[serde(default)]
+    pub expert_bias: Option<bool>,
 }
+
+pub const ROUTER_SCORE_HINT: &str = "one of: softmax, sigmoid (Hugging Face `scoring_func`, Megatron `moe_router_score_function`)";
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -225,7 +242,26 @@ pub fn model_from_wire(path: &Path, w: &ModelWire) -> Result<Model, ConfigError>
                     .with_hint("set both `moe.expert_groups` and `moe.group_top_k` (group-limited routing), or neither")
             }),
         }
+        let score = match m.router_score.as_deref() {
+            None | Some("softmax") => RouterScore::Softmax,
+            Some("sigmoid") => RouterScore::Sigmoid,
+            Some(other) => {
+                p.push(ConfigError::invalid(path, "moe.router_score", other, "is not known").with_hint(ROUTER_SCORE_HINT));
+                RouterScore::Softmax
+            }
+        };
+        let scale = m.routed_scaling_factor.unwrap_or(1.0);
+        p.check(scale.is_finite() && scale > 0.0, || {
+            ConfigError::invalid(path, "moe.routed_scaling_factor", scale, "must be a positive number")
+                .with_hint("the routed weights' multiplier after the top-k: 1 for none, DeepSeek-V3 2.5")
+        });
+        let expert_bias = m.expert_bias.unwrap_or(false);
+        p.check(!expert_bias || score == RouterScore::Sigmoid, || {
+            ConfigError::invalid(path, "moe.expert_bias", true, "needs `moe.router_score = \"sigmoid\"`")
+                .with_hint("the auxiliary-loss-free bias is added to sigmoid scores (DeepSeek-V3; Megatron-Core allows it with sigmoid only)")
+        });
         Moe {
+            router: Router { score, norm_topk_prob: m.norm_topk_prob.unwrap_or(false), routed_scaling_factor: scale, expert_bias },
             n_experts: m.n_experts,
             top_k: m.top_k,
             expert_ffn_hidden: m.expert_ffn_hidden_size,

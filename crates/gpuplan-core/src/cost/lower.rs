@@ -876,6 +876,7 @@ mod tests {
             layer_step: 1,
             expert_groups: groups.0,
             group_top_k: groups.1,
+            router: crate::model::Router::SOFTMAX_TOPK,
         }
     }
 

@@ -55,6 +55,61 @@ pub struct Moe {
     /// `moe_router_num_groups` / `moe_router_group_topk`). 0 = no groups.
     pub expert_groups: u32,
     pub group_top_k: u32,
+    /// How the router turns its logits into the routed experts' weights ([`Router`]).
+    pub router: Router,
+}
+
+/// The router's score function (Megatron-Core 0.16.1 `moe_router_score_function`; Hugging Face
+/// `scoring_func`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouterScore {
+    /// Softmax over the experts' logits (Mixtral, Qwen3-MoE, GPT-OSS over its top-k logits).
+    Softmax,
+    /// An independent sigmoid per expert (DeepSeek-V3, Nemotron-3 MoE, Llama-4).
+    Sigmoid,
+}
+
+impl RouterScore {
+    pub fn name(self) -> &'static str {
+        match self {
+            RouterScore::Softmax => "softmax",
+            RouterScore::Sigmoid => "sigmoid",
+        }
+    }
+}
+
+/// The top-k normalization variant of an MoE router: what transformers 5.17.0's routers
+/// (`MixtralTopKRouter`, `Qwen3MoeTopKRouter`, `DeepseekV3TopkRouter`, `GptOssTopKRouter`,
+/// `Llama4Router`, `NemotronHTopkRouter`) and Megatron-Core 0.16.1's
+/// `moe_utils.topk_routing_with_score_function` compute after the router's linear:
+/// score (softmax or sigmoid), add the expert bias for the choice only (sigmoid), take the top-k,
+/// divide the k weights by their sum (`norm_topk_prob`), multiply by `routed_scaling_factor`.
+/// Each step is a kernel over tokens x experts (score, bias, top-k) or tokens x k (the sum and
+/// division, the scaling) in eager PyTorch; Transformer Engine's
+/// `fused_topk_with_score_function` (`moe_router_fusion`) does them all in one kernel.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Router {
+    pub score: RouterScore,
+    /// Renormalize the k chosen weights to sum to 1 (Hugging Face `norm_topk_prob`). Megatron-Core
+    /// renormalizes always with sigmoid (top-k > 1) and, with softmax, when
+    /// `moe_router_pre_softmax` is off (softmax over the k chosen logits: the same weights, as
+    /// GPT-OSS's router computes them).
+    pub norm_topk_prob: bool,
+    /// The weights' multiplier after the top-k (Hugging Face `routed_scaling_factor`, Megatron
+    /// `moe_router_topk_scaling_factor`; DeepSeek-V3 2.5). 1 = none.
+    pub routed_scaling_factor: f64,
+    /// A per-expert bias added to the scores for the choice only, updated from the expert loads
+    /// outside the gradient (DeepSeek-V3's auxiliary-loss-free balancing: Hugging Face
+    /// `e_score_correction_bias` with `topk_method` "noaux_tc"; Megatron
+    /// `moe_router_enable_expert_bias`).
+    pub expert_bias: bool,
+}
+
+impl Router {
+    /// Softmax over the experts, top-k, no renormalization, no scaling, no bias: the defaults of
+    /// transformers' `Qwen3MoeConfig` (`norm_topk_prob` false) and of Megatron-Core's router
+    /// (`moe_router_score_function` "softmax", `moe_router_topk_scaling_factor` None).
+    pub const SOFTMAX_TOPK: Router = Router { score: RouterScore::Softmax, norm_topk_prob: false, routed_scaling_factor: 1.0, expert_bias: false };
 }
 
 /// Sliding-window (local) attention on some layers (GPT-OSS: every other layer, window 128;
@@ -529,6 +584,7 @@ pub(crate) mod tests {
             layer_step: 1,
             expert_groups: 0,
             group_top_k: 0,
+            router: Router::SOFTMAX_TOPK,
         });
         let p = m.params();
         assert_eq!(p.dense_ffn, 0.0);
@@ -551,6 +607,7 @@ pub(crate) mod tests {
             layer_step: 2,
             expert_groups: 0,
             group_top_k: 0,
+            router: Router::SOFTMAX_TOPK,
         });
         // transformers' Llama-4: moe_layers = range(step - 1, n_layers, step) = 1, 3, 5.
         assert_eq!((0..7).filter(|&i| m.is_moe_layer(i)).collect::<Vec<_>>(), vec![1, 3, 5]);

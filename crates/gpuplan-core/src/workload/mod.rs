@@ -1281,6 +1281,58 @@ impl<'a> Builder<'a> {
         self.adapter(LoraTarget::Fc2, width, m.hidden);
     }
 
+    /// The router after its linear: score, top-k and the top-k normalization variant
+    /// ([`crate::model::Router`]). Fused stacks run it as one kernel over tokens x experts
+    /// (Transformer Engine's `fused_topk_with_score_function` under Megatron's
+    /// `moe_router_fusion`; torch.compile; the serving engines' fused top-k kernels). Eager
+    /// PyTorch launches one kernel per step, as transformers 5.17.0's routers do:
+    /// - `router_softmax_topk`: the score (softmax or sigmoid) and `torch.topk` over tokens x
+    ///   experts;
+    /// - `router_expert_bias`: the bias added to the scores for the choice (`scores +
+    ///   e_score_correction_bias`, tokens x experts);
+    /// - `router_group_limit`: group-limited choice (`DeepseekV3TopkRouter`): the top-2 per group,
+    ///   their sum, the top groups, the zeroed mask, its scatter, its expansion to tokens x
+    ///   experts, the `masked_fill` of the scores and the `gather` of the k weights: 8 kernels,
+    ///   moving the scores about four times (read for the group top-2, the mask written, the
+    ///   scores read and written by the fill; the group-sized tensors are ignored);
+    /// - `router_topk_norm`: the k weights' sum and the division by it (`norm_topk_prob`, k > 1);
+    /// - `router_scale`: the multiply by `routed_scaling_factor` (when it is not 1).
+    ///
+    /// GPT-OSS's top-k of the logits then softmax over the k is priced as softmax, top-k and the
+    /// renormalization (the same weights; one kernel more than it launches), Llama-4's scatter
+    /// of the top-k logits into a tokens x experts tensor before its sigmoid as the score and the
+    /// top-k. Megatron's expert-bias update (`_update_router_expert_bias` in Megatron-Core 0.16.1
+    /// `finalize_model_grads.py`: one stacked update of layers x experts floats per step) is not
+    /// priced; transformers does not update the bias in training.
+    ///
+    /// Megatron stays one kernel although most Megatron-Bridge 0.6.2 recipes set
+    /// `moe_router_fusion = False` (Megatron-Core's default; e.g. `recipes/qwen/h100/qwen3_moe.py`,
+    /// `recipes/nemotronh/gb200/nemotron_3_nano.py`), whose unfused `topk_routing_with_score_function`
+    /// launches several: the published rows' predictions are unchanged, and pricing those kernels
+    /// (their host cost sits under the recipes' `moe_router` CUDA-graph scope where they set it)
+    /// is left to the joint refit of the Megatron constants.
+    fn router_topk(&mut self, moe: &crate::model::Moe, t: u64) {
+        let te = (t * moe.n_experts as u64) as f64;
+        if self.w.stack.fused() {
+            self.memory("router_softmax_topk", te, 1.0, 1.0, 1);
+            return;
+        }
+        let (r, tk) = (moe.router, (t * moe.top_k as u64) as f64);
+        self.memory("router_softmax_topk", te, 1.0, 1.0, 2);
+        if r.expert_bias {
+            self.memory("router_expert_bias", te, 1.0, 1.0, 1);
+        }
+        if moe.expert_groups > 0 {
+            self.push("router_group_limit", OpKind::Memory { bytes: te * self.act * 4.0, kernels: 8 });
+        }
+        if r.norm_topk_prob && moe.top_k > 1 {
+            self.memory("router_topk_norm", tk, 1.0, 1.0, 2);
+        }
+        if r.routed_scaling_factor != 1.0 {
+            self.memory("router_scale", tk, 1.0, 1.0, 1);
+        }
+    }
+
     fn moe_ffn(&mut self) {
         let m = self.model;
         let moe = m.moe.as_ref().expect("moe layer of a dense model");
@@ -1288,7 +1340,7 @@ impl<'a> Builder<'a> {
         // Tokens routed from this rank: SP-split when TP > 1 (Megatron requires SP with MoE + TP).
         let t = self.sp_tokens();
         self.gemm("router", t, moe.n_experts as u64, m.hidden);
-        self.memory("router_softmax_topk", (t * moe.n_experts as u64) as f64, 1.0, 1.0, 4);
+        self.router_topk(moe, t);
         let routed = t * moe.top_k as u64;
         // What the dispatcher moves over the EP group, one way (the combine moves it back).
         let (ep, k) = (pc.ep as f64, moe.top_k as f64);
