@@ -326,8 +326,12 @@ pub struct CostModel<'a> {
     attention_shape: Option<(AttentionCurves, Source)>,
     /// The attention kernel priced ([`CostModel::for_stack`]; FlashAttention-2 unless set).
     attention_kernel: AttentionKernel,
-    /// Whether the fused attention's small calls lose level ([`fused_small_call_factor`]): under
-    /// the megatron stack only. The hf stacks' SDPA cuDNN calls are the measured kernel too, but
+    /// Whether the fused attention's small calls lose level ([`fused_small_call_factor`],
+    /// [`fused_short_causal_factor`]): under the megatron stack and TensorRT-LLM's context FMHA
+    /// (trtllm). A context iteration of 17 x 467-token prompts priced the FMHA at the long-call
+    /// level, 0.074 ms per Llama-3.1-8B layer (412 TFLOP/s causal) where a measured flash kernel at
+    /// that shape takes 0.327 ms (93 TFLOP/s, H100, calibration/runs/raw/context-iteration-h100-2026-11-24/)
+    /// and the measured cuDNN short-causal table gives ~250 TFLOP/s. The hf stacks' SDPA cuDNN calls are the measured kernel too, but
     /// their host and memory constants (`fitted::HF_*`) were fitted without the factor; applying it
     /// there waits for their refit.
     fused_small_calls: bool,
@@ -428,7 +432,7 @@ impl<'a> CostModel<'a> {
     /// The same model pricing attention with the kernel `stack` runs ([`AttentionKernel::of`]).
     pub fn for_stack(mut self, stack: crate::workload::Stack) -> Self {
         self.attention_kernel = AttentionKernel::of(stack);
-        self.fused_small_calls = stack == crate::workload::Stack::Megatron;
+        self.fused_small_calls = matches!(stack, crate::workload::Stack::Megatron | crate::workload::Stack::Trtllm);
         if stack.hf() && sdpa_picks_cudnn(self.system.gpu.arch) {
             self.attention_kernel = AttentionKernel::Fused;
         }
