@@ -38,10 +38,16 @@ const SLACK_PP: f64 = 2.0;
 // to it; the other five rose (offline test +0.6, online +0.6 to +1.5 points: the online rows'
 // 70B TP 4 prefill lost the sequence-parallel collectives' extra latencies and was already too
 // fast, docs/trtllm-residuals.md section 7) and stay at their old values, within the slack.
+// Re-measured on branch wt-ctx5 (2026-11-24): the context FMHA priced at the measured short-causal
+// level on prompts under 1,024 tokens (cost::CostModel::fused_short_causal): fit 6.30 offline /
+// 15.51 TTFT / 15.02 ITL, test 11.24 / 15.43 / 16.04 (before: 6.15 / 15.85 / 15.33, 10.97 / 16.63 /
+// 15.88). The test TTFT bound is tightened to it; the others stay (offline fit +0.15 and test +0.27
+// points, ITL test +0.16: the FP8 offline rows with short prompts were already slow-biased), within
+// the slack.
 const FIT_OFFLINE: f64 = 6.15;
 const TEST_OFFLINE: f64 = 10.37;
 const FIT_TTFT: f64 = 15.23;
-const TEST_TTFT: f64 = 15.51;
+const TEST_TTFT: f64 = 15.43;
 const FIT_ITL: f64 = 14.16;
 const TEST_ITL: f64 = 14.36;
 
