@@ -331,6 +331,15 @@ pub struct CostModel<'a> {
     /// their host and memory constants (`fitted::HF_*`) were fitted without the factor; applying it
     /// there waits for their refit.
     fused_small_calls: bool,
+    /// Whether a causal call on sequences shorter than the work-based tables' calls is priced at
+    /// the measured short-causal level ([`fused_short_causal_factor`]): the megatron stack's packed
+    /// documents and TensorRT-LLM's context FMHA (trtllm). Without it a context iteration of
+    /// 17 x 467-token prompts priced the FMHA at the long-call level: 0.074 ms per Llama-3.1-8B
+    /// layer (412 TFLOP/s causal), where SDPA's flash kernel at that shape took 0.327 ms (93
+    /// TFLOP/s) on the H100 (calibration/runs/raw/context-iteration-h100-2026-11-24/); the table
+    /// gives 0.155 ms. TensorRT-LLM's own kernel was not timed (the engine does not run on the
+    /// device machine); the table is the measured fused kernel nearest to it.
+    fused_short_causal: bool,
 }
 
 impl<'a> CostModel<'a> {
@@ -422,6 +431,7 @@ impl<'a> CostModel<'a> {
             attention_shape,
             attention_kernel: AttentionKernel::Flash,
             fused_small_calls: false,
+            fused_short_causal: false,
         }
     }
 
@@ -429,6 +439,7 @@ impl<'a> CostModel<'a> {
     pub fn for_stack(mut self, stack: crate::workload::Stack) -> Self {
         self.attention_kernel = AttentionKernel::of(stack);
         self.fused_small_calls = stack == crate::workload::Stack::Megatron;
+        self.fused_short_causal = matches!(stack, crate::workload::Stack::Megatron | crate::workload::Stack::Trtllm);
         if stack.hf() && sdpa_picks_cudnn(self.system.gpu.arch) {
             self.attention_kernel = AttentionKernel::Fused;
         }
@@ -687,7 +698,13 @@ impl<'a> CostModel<'a> {
             // A call with less work than the reference reaches less of the level.
             let forward_flops = if backward { op.flops() / 2.5 } else { op.flops() };
             eff *= fused_small_call_factor(forward_flops, causal, backward);
-        } else if self.fused_small_calls && self.attention_kernel == AttentionKernel::Fused && causal && q_len == kv_len && q_len > 1 {
+        } else if self.fused_short_causal
+            && self.attention_kernel == AttentionKernel::Fused
+            && causal
+            && q_len == kv_len
+            && q_len > 1
+            && q_len < FUSED_SMALL_CALL_MIN_SIDE
+        {
             // Short causal sequences (packed documents) below the work-based tables: the level
             // measured at the sequence's length (whole 128 x 128 score tiles, short key ranges).
             eff *= fused_short_causal_factor(q_len, backward);
