@@ -157,6 +157,11 @@
 //! | fit | 81 | 8.26% | +0.5% | 6.41% (-0.1%) | 11.57% (+1.4%) |
 //! | test | 61 | 7.34% | +0.0% | 5.81% (+2.5%) | 8.55% (-1.9%) |
 //!
+//! Then Megatron-Core's non-interleaved 1F1B schedule exchanging with its neighbours blocking
+//! (`analytic::step_breakdown`: two exchanges per micro-batch at vp 1; the constants re-checked on
+//! a narrowed grid, optimum unchanged): fit 8.20% (+0.4%), test 7.13% (-0.2%), MoE test 8.18%
+//! (-2.3%); test DGX-B200 10.01% -> 9.24%.
+//!
 //! Bound = current + 1 percentage point. Lower a bound when a change improves the numbers; the
 //! issue's target is 8% MAPE on the test split.
 
@@ -165,8 +170,8 @@ use std::process::Command;
 const CSV: &str = "tests/data/published/megatron_bridge_training_dev.csv";
 
 /// MAPE (percent) of the fit and test splits measured when the bounds were set, and the slack.
-const FIT_MAPE_NOW: f64 = 8.26;
-const TEST_MAPE_NOW: f64 = 7.34;
+const FIT_MAPE_NOW: f64 = 8.20;
+const TEST_MAPE_NOW: f64 = 7.13;
 /// The same for the dense rows (`summary[].kinds.dense`).
 const FIT_DENSE_MAPE_NOW: f64 = 6.41;
 const TEST_DENSE_MAPE_NOW: f64 = 5.81;
@@ -293,8 +298,12 @@ const LORA_ROW_MAX: f64 = 0.205;
 /// +3.41%, both bounds tightened.
 /// Session 11's merge of wt-prec4, wt-clock4, wt-moe4 and wt-models4, then the joint refit of the
 /// three constants on the fit rows (0.8, 0.575, 4,500 us): 8.55% / -1.92%.
-const MOE_TEST_MAPE_NOW: f64 = 8.55;
-const MOE_TEST_BIAS_NOW: f64 = 1.92;
+/// Then Megatron-Core's non-interleaved 1F1B exchanging with its neighbours blocking (every
+/// micro-batch's two exchanges on the critical path at vp 1): 8.18% / -2.30%, the bias bound
+/// loosened by 0.38 points: the over-predicted DeepSeek-V3 PP 16 rows on DGX-B200/B300 come down
+/// (+14.6% -> +11.7% on row 84), which lowers the MAPE and moves the mean further below zero.
+const MOE_TEST_MAPE_NOW: f64 = 8.18;
+const MOE_TEST_BIAS_NOW: f64 = 2.30;
 
 #[test]
 fn moe_rows_stay_within_their_bounds_and_grow_with_the_micro_batch() {

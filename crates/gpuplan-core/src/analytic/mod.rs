@@ -224,7 +224,14 @@ fn step_breakdown(s: &Scenario, cost: &CostModel, stages: &[StageTimes], n_micro
                     None => (sum - per_stage[slowest]) / pc.vp as f64,
                     Some(shares) => per_stage.iter().zip(&shares).map(|(t, f)| *t * *f).sum::<Seconds>(),
                 };
-                bd.pp_p2p = p2p * (2 * (pc.pp - 1)) as f64;
+                // Megatron-Core's non-interleaved 1F1B (`forward_backward_pipelining_without_interleaving`)
+                // exchanges with its neighbours blocking (`send_forward_recv_backward` and
+                // `send_backward_recv_forward` wait on their requests; `overlap_p2p_comm` is for the
+                // interleaved schedule only; megatron-core's schedules.py and p2p_communication.py,
+                // from memory), so each micro-batch's two exchanges sit on the stage's critical
+                // path; the interleaved schedule overlaps them with the next chunk's compute.
+                let steady = if pc.vp == 1 { 2 * n_micro } else { 0 };
+                bd.pp_p2p = p2p * (2 * u64::from(pc.pp - 1) + steady) as f64;
             }
             let (dp, opt) = data_parallel_and_optimizer(cost, s, stages, n_micro);
             bd.dp_comm = dp;
