@@ -152,8 +152,9 @@ fn to_sim(steps: Vec<Step>, slow: f64) -> Vec<SimStep> {
 enum Waiter {
     /// The device's current step waits for this flow.
     Device(u32),
-    /// A pipeline send: arrival satisfies a task's input on `dst`.
-    P2p { dst: u32, key: TaskKey },
+    /// A pipeline send: arrival satisfies a task's input on `dst`; a blocking one (the
+    /// non-interleaved schedule) also holds `src`'s next task until it lands.
+    P2p { src: u32, dst: u32, key: TaskKey, blocking: bool },
     /// The device's DP stream (buckets run one after another).
     DpStream(u32),
     /// ZeRO-3 layer gather for (device, sequence number).
@@ -289,6 +290,9 @@ struct Device {
     /// ZeRO 1/2: the first forward starts after the first parameter all-gather bucket, and ends
     /// after the last (its layers use the gathered parameters as they go).
     param_gate: bool,
+    /// Blocking pipeline sends still in flight: Megatron-Core's non-interleaved 1F1B waits on its
+    /// neighbour exchanges before the next task (`analytic::step_breakdown` says the same).
+    sends_in_flight: u32,
     param_total: u32,
     /// A first-forward task whose end waits for the last parameter bucket.
     param_end_wait: Option<TaskKey>,
@@ -320,6 +324,7 @@ impl Device {
             cpu: SimTime(0),
             arrived: Vec::new(),
             param_gate: !dp_queue.is_empty(),
+            sends_in_flight: 0,
             param_total: dp_queue.len() as u32,
             param_end_wait: None,
             dp_queue,
@@ -859,10 +864,14 @@ impl Sim {
     fn wake(&mut self, w: Waiter) {
         match w {
             Waiter::Device(d) => self.step_done(d),
-            Waiter::P2p { dst, key } => {
+            Waiter::P2p { src, dst, key, blocking } => {
                 self.devices[dst as usize].arrived.push(key);
                 let now = self.now;
                 self.push(now, Event::TryStart(dst));
+                if blocking {
+                    self.devices[src as usize].sends_in_flight -= 1;
+                    self.push(now, Event::TryStart(src));
+                }
             }
             Waiter::DpStream(d) => {
                 let now = self.now;
@@ -1054,13 +1063,18 @@ impl Sim {
                 None => dst_stage,
             };
             let dkey = TaskKey { pass: key.pass, micro: key.micro, vstage: v };
+            let blocking = self.vp == 1 && dst != d && self.p2p.is_some();
+            if blocking {
+                self.devices[d as usize].sends_in_flight += 1;
+            }
+            let waiter = Waiter::P2p { src: d, dst, key: dkey, blocking };
             match self.p2p.clone() {
                 // The per-rank engine caps a send at the slower of the two ends' links.
                 Some(c) if dst != d && self.topo.is_some() => {
                     let cap = self.link_rate(d, &c).min(self.link_rate(dst, &c));
-                    self.start_flow_capped(d, &c, 1.0, true, Waiter::P2p { dst, key: dkey }, "p2p", "send", cap, NO_COLL)
+                    self.start_flow_capped(d, &c, 1.0, true, waiter, "p2p", "send", cap, NO_COLL)
                 }
-                Some(c) if dst != d => self.start_flow(d, &c, 1.0, true, Waiter::P2p { dst, key: dkey }, "p2p", "send"),
+                Some(c) if dst != d => self.start_flow(d, &c, 1.0, true, waiter, "p2p", "send"),
                 _ => {
                     self.devices[dst as usize].arrived.push(dkey);
                     self.push(now, Event::TryStart(dst));
@@ -1094,7 +1108,7 @@ impl Sim {
             self.run_dp(d);
             return;
         };
-        if dev.param_gate {
+        if dev.param_gate || dev.sends_in_flight > 0 {
             return;
         }
         let needs_input = match key.pass {
