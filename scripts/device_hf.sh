@@ -199,6 +199,13 @@ read -r -d '' TABLE <<'EOF'
 137 h100 decode  llama-3.2-3b             16 16384 0 none generate 40 10 40
 138 h100 decode  tinyllama-1.1b           8  8192  0 none generate 60 10 35
 139 h100 decode  llama-3.2-1b             1  512   0 none loop     60 10 35
+140 h200 train   qwen3-1.7b               1  2048  1 none eager    10 3  30
+141 h200 train   llama-3.2-1b             1  2048  1 none eager    10 3  30
+142 h200 train   tinyllama-1.1b           1  2048  1 none eager    10 3  30
+143 h200 train   qwen3-1.7b               1  1024  1 none eager    10 3  30
+144 h200 train   llama-3.2-3b             1  2048  1 none eager    10 3  35
+145 h200 train   qwen3-1.7b               2  2048  1 none eager    10 3  35
+146 h200 train   llama-3.2-1b             1  1024  1 none eager    10 3  30
 EOF
 
 split_of() {  # id config

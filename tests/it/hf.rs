@@ -222,6 +222,19 @@ fn sixth_post_fit_decode_runs_follow_their_own_host_probe() {
     assert!(slow(&profile) < -15.0 && slow(&v).abs() < 8.0, "slow-period bias: profile {:.1}%, own probe {:.1}%", slow(&profile), slow(&v));
 }
 
+/// Seven host-bound hf-eager training runs on the lent H200 (calibration/runs/hf/postfit-7.jsonl,
+/// hf-140..146, 2026-11-24 20:56 UTC device clock, one call of scripts/device_hf.sh; all `test`):
+/// Qwen3-1.7B, Llama-3.2-1B/3B and TinyLlama at micro-batch 1-2. The per-launch host time was
+/// measured on the H100's host; at that host's speed they came out 12-65% slow (37.9%); scaled by
+/// the H200 profile's measured op dispatch over the H100's (`cost::lower::hf_eager_train_host_scale`,
+/// 6.78 / 10.27 us) 7.1%. The scaling was built after these runs came back (a mechanism from the
+/// profiles' measured numbers, nothing fitted), so their step time is not fully held out. Power is
+/// 15.2% (+8..+32% at the smallest steps: the busy GPU's power at these small kernels, as hf-072's).
+#[test]
+fn seventh_post_fit_runs_take_their_nodes_host_speed() {
+    post_fit_set_within("calibration/runs/hf/postfit-7.jsonl", "post-fit 7", 7, &[("step_time", 8.5), ("peak_memory", 5.0), ("power", 16.5)]);
+}
+
 /// A record's host probe that is partly there or not a number is an error naming the key, not a
 /// silent fallback to the profile.
 #[test]

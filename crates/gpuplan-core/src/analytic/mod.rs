@@ -506,8 +506,15 @@ pub fn used_numbers(s: &Scenario) -> Vec<UsedNumber> {
         used.push(UsedNumber {
             name: "hf_eager_train_host".into(),
             value: format!(
-                "{} us per forward launch, {} per backward; a dense layer {}+{} launches (QK-norm +{}+{})",
-                US[0], US[1], L[0], L[1], Q[0], Q[1]
+                "{} us per forward launch, {} per backward; a dense layer {}+{} launches (QK-norm +{}+{}); x {:.3} for this node's host (profile op dispatch over {} us)",
+                US[0],
+                US[1],
+                L[0],
+                L[1],
+                Q[0],
+                Q[1],
+                crate::cost::lower::hf_eager_train_host_scale(&cost),
+                crate::cost::lower::HF_EAGER_TRAIN_REFERENCE_OP_DISPATCH_US
             ),
             source: crate::hardware::Source::Measured(
                 "lent H100 host (nvidia-h100-x1, torch 2.11, transformers 5.17), 2026-11-24, scenarios/workloads/hf_train_host_probe.py; calibration/runs/raw/hf-train-host-h100-2026-11-24/".into(),

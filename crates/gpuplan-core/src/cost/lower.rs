@@ -60,13 +60,29 @@ pub const HF_EAGER_TRAIN_LAYER_LAUNCHES: [f64; 2] = [48.0, 93.0];
 /// [`HF_EAGER_TRAIN_LAYER_LAUNCHES`]: Qwen3-1.7B's layer counted 64 and 121 in the same profile.
 pub const HF_EAGER_TRAIN_QK_NORM_LAUNCHES: [f64; 2] = [16.0, 28.0];
 
+/// The host speed [`HF_EAGER_TRAIN_LAUNCH_US`] was measured at: one dispatcher op from Python on
+/// the lent H100's host, `op_dispatch_us` of calibration/profiles/h100-sxm-1x/host.toml (`calibrate
+/// --host`, same host kind, 2026-11-24 08:16Z; the launch constants' own call did not time it). A
+/// node whose profile measured its own `op_dispatch` pays the launches scaled by the ratio
+/// ([`hf_eager_train_host_scale`]): the per-launch time is Python, dispatcher and launch work on
+/// one CPU thread, as the probe's op is. Checked on the lent H200 (its profile's 6.78 us): the
+/// host-bound post-fit 7 runs, calibration/runs/hf/postfit-7.jsonl.
+pub const HF_EAGER_TRAIN_REFERENCE_OP_DISPATCH_US: f64 = 10.273;
+
+/// How much slower (> 1) or faster this node's host runs eager training's launches than the host
+/// [`HF_EAGER_TRAIN_LAUNCH_US`] was measured on: the profile's measured `op_dispatch` over
+/// [`HF_EAGER_TRAIN_REFERENCE_OP_DISPATCH_US`]; 1 without a host probe in the profile.
+pub fn hf_eager_train_host_scale(cost: &CostModel) -> f64 {
+    cost.profile.and_then(|p| p.host.as_ref()).map_or(1.0, |h| h.op_dispatch.as_us() / HF_EAGER_TRAIN_REFERENCE_OP_DISPATCH_US)
+}
+
 /// Host time of one dense decoder layer of `hf-eager` training, `[forward (and each recompute),
 /// backward]`: the layer's counted launches ([`HF_EAGER_TRAIN_LAYER_LAUNCHES`], with
 /// [`HF_EAGER_TRAIN_QK_NORM_LAUNCHES`] where the layer has a `qk_norm`) at
 /// [`HF_EAGER_TRAIN_LAUNCH_US`]. `None` outside `hf-eager` training, and for lists that are not a
 /// dense layer (embedding, head, MoE layers: those take [`hf_eager_train_dispatch`] per kernel of
 /// the op list, their launches varying with the routing).
-pub fn hf_eager_train_layer_host(w: &Workload, ops: &[Op]) -> Option<[Seconds; 2]> {
+pub fn hf_eager_train_layer_host(cost: &CostModel, w: &Workload, ops: &[Op]) -> Option<[Seconds; 2]> {
     if w.stack != Stack::HfEager || w.mode != Mode::Train {
         return None;
     }
@@ -75,15 +91,18 @@ pub fn hf_eager_train_layer_host(w: &Workload, ops: &[Op]) -> Option<[Seconds; 2
         return None;
     }
     let qk = if has("qk_norm") { 1.0 } else { 0.0 };
-    Some([0, 1].map(|p| Seconds::us((HF_EAGER_TRAIN_LAYER_LAUNCHES[p] + qk * HF_EAGER_TRAIN_QK_NORM_LAUNCHES[p]) * HF_EAGER_TRAIN_LAUNCH_US[p])))
+    let scale = hf_eager_train_host_scale(cost);
+    Some([0, 1].map(|p| Seconds::us((HF_EAGER_TRAIN_LAYER_LAUNCHES[p] + qk * HF_EAGER_TRAIN_QK_NORM_LAUNCHES[p]) * HF_EAGER_TRAIN_LAUNCH_US[p] * scale)))
 }
 
-/// Host time to launch one kernel of `hf-eager` training in `pass` ([`HF_EAGER_TRAIN_LAUNCH_US`]).
-pub fn hf_eager_train_dispatch(pass: Pass) -> Seconds {
-    match pass {
-        Pass::Forward | Pass::Recompute => Seconds::us(HF_EAGER_TRAIN_LAUNCH_US[0]),
-        Pass::Backward => Seconds::us(HF_EAGER_TRAIN_LAUNCH_US[1]),
-    }
+/// Host time to launch one kernel of `hf-eager` training in `pass` ([`HF_EAGER_TRAIN_LAUNCH_US`]
+/// at this node's host speed, [`hf_eager_train_host_scale`]).
+pub fn hf_eager_train_dispatch(cost: &CostModel, pass: Pass) -> Seconds {
+    let us = match pass {
+        Pass::Forward | Pass::Recompute => HF_EAGER_TRAIN_LAUNCH_US[0],
+        Pass::Backward => HF_EAGER_TRAIN_LAUNCH_US[1],
+    };
+    Seconds::us(us * hf_eager_train_host_scale(cost))
 }
 
 /// Defined with the other fitted constants in `cost::fitted`.
@@ -494,7 +513,7 @@ impl CostModel<'_> {
         let launches_in_list: f64 = ops.iter().map(launches_of).sum();
         // hf-eager training of a dense layer: the layer's counted host time per pass, spread over
         // the list's kernels of that pass (recomputed ops re-run the forward's launches).
-        let train_layer_host = hf_eager_train_layer_host(w, ops).map(|host| {
+        let train_layer_host = hf_eager_train_layer_host(self, w, ops).map(|host| {
             let fwd: f64 = ops.iter().filter(|o| o.pass != Pass::Backward).map(launches_of).sum();
             let bwd: f64 = ops.iter().filter(|o| o.pass == Pass::Backward).map(launches_of).sum();
             [host[0] / fwd.max(1.0), host[1] / bwd.max(1.0)]
@@ -525,7 +544,7 @@ impl CostModel<'_> {
                 None => match train_layer_host {
                     Some([fwd, _]) if op.pass != Pass::Backward => fwd,
                     Some([_, bwd]) => bwd,
-                    None if stack == Stack::HfEager && w.mode == Mode::Train => hf_eager_train_dispatch(op.pass),
+                    None if stack == Stack::HfEager && w.mode == Mode::Train => hf_eager_train_dispatch(self, op.pass),
                     None => cpu_dispatch(stack, op.pass),
                 },
             };
