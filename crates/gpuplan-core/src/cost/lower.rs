@@ -91,8 +91,8 @@ pub fn hf_eager_train_layer_host(cost: &CostModel, w: &Workload, ops: &[Op]) -> 
         return None;
     }
     let qk = if has("qk_norm") { 1.0 } else { 0.0 };
-    let scale = hf_eager_train_host_scale(cost);
-    Some([0, 1].map(|p| Seconds::us((HF_EAGER_TRAIN_LAYER_LAUNCHES[p] + qk * HF_EAGER_TRAIN_QK_NORM_LAUNCHES[p]) * HF_EAGER_TRAIN_LAUNCH_US[p] * scale)))
+    let launches = |p: usize| HF_EAGER_TRAIN_LAYER_LAUNCHES[p] + qk * HF_EAGER_TRAIN_QK_NORM_LAUNCHES[p];
+    Some([hf_eager_train_dispatch(cost, Pass::Forward) * launches(0), hf_eager_train_dispatch(cost, Pass::Backward) * launches(1)])
 }
 
 /// Host time to launch one kernel of `hf-eager` training in `pass` ([`HF_EAGER_TRAIN_LAUNCH_US`]

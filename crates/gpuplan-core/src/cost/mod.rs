@@ -654,6 +654,7 @@ impl<'a> CostModel<'a> {
         let OpKind::Attention { batch_heads, q_len, kv_len, head_dim_qk, head_dim_v, causal, backward, kv_bytes, window } = op.kind else {
             unreachable!("attention_time on {}", op.name)
         };
+        let one = |c: Seconds, m: Seconds| if c >= m { (c, Bound::Compute) } else { (m, Bound::Memory) };
         if let Some(win) = window.filter(|_| causal) {
             // Sliding-window layers (the op's `window.share` of them): the full causal call's
             // efficiency per score tile, on the tiles inside the band only
@@ -668,7 +669,6 @@ impl<'a> CostModel<'a> {
             let q_o = (batch_heads * q_len * (head_dim_qk + head_dim_v)) as f64 * 2.0;
             let scale = if backward { 2.0 } else { 1.0 };
             let banded_memory = Bytes::new((q_o + kv_bytes * keys) * scale) / self.hbm.value;
-            let one = |c: Seconds, m: Seconds| if c >= m { (c, Bound::Compute) } else { (m, Bound::Memory) };
             let (t_full, b_full) = one(compute, memory);
             let (t_band, b_band) = one(compute * tiles, banded_memory);
             let time = t_full * (1.0 - win.share) + t_band * win.share;
@@ -676,7 +676,7 @@ impl<'a> CostModel<'a> {
             return OpCost { time: time + self.kernel_overhead.value, bound };
         }
         let (compute, memory) = self.attention_parts(op, tensor_speedup);
-        let (time, bound) = if compute >= memory { (compute, Bound::Compute) } else { (memory, Bound::Memory) };
+        let (time, bound) = one(compute, memory);
         OpCost { time: time + self.kernel_overhead.value, bound }
     }
 

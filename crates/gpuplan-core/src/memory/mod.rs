@@ -565,11 +565,7 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
         // per-layer window, transformers' `DynamicSlidingWindowLayer` holds `sliding_window - 1`
         // tokens and the step's new one): this stage's attention layers at the model's share of
         // cached (token, layer) pairs.
-        let per_seq = (w.kv_len + w.q_len()) as f64;
-        let window_share = match model.n_attention_layers() {
-            0 => 1.0,
-            n => model.kv_cached_layer_tokens(per_seq) / (n as f64 * per_seq).max(1.0),
-        };
+        let window_share = model.kv_cached_share((w.kv_len + w.q_len()) as f64);
         let mut kv = kv_tokens * layers_here * window_share * model.kv_elements_per_token_per_layer() / kv_shard * w.kv_elem_bytes() / pc.cp as f64;
         // DynamicCache's torch.cat per token: whole sets of the cache that the caching allocator
         // keeps but cannot reuse. It frees them and retries when a cudaMalloc fails, so they never

@@ -364,6 +364,16 @@ impl Model {
         full + sliding
     }
 
+    /// The share of a plain KV cache's (token, layer) pairs that a window-keeping cache holds for
+    /// one sequence of `tokens` ([`Model::kv_cached_layer_tokens`] over every attention layer's
+    /// tokens): 1 without sliding layers.
+    pub fn kv_cached_share(&self, tokens: f64) -> f64 {
+        match self.n_attention_layers() {
+            0 => 1.0,
+            n => self.kv_cached_layer_tokens(tokens) / (n as f64 * tokens).max(1.0),
+        }
+    }
+
     fn ffn_params(&self, width: u64) -> f64 {
         let h = self.hidden as f64;
         let f = width as f64;

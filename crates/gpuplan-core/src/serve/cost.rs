@@ -784,10 +784,7 @@ pub fn kv_room_sized(s: &Scenario, token_budget: u64, max_batch: u64, fraction: 
     // cache here counts a token on every attention layer (the engines' separate pools per window
     // size are not modelled), so the plan's bytes are scaled back to every layer: conservative,
     // fewer sequences fit than the engines' window pools allow.
-    let windowed = match s.model.n_attention_layers() {
-        0 => 1.0,
-        n => s.model.kv_cached_layer_tokens(1024.0) / (n as f64 * 1024.0),
-    };
+    let windowed = s.model.kv_cached_share(1024.0);
     let per_token = probe(1, 1023).kv_cache.value() / 1024.0 / windowed;
     // One iteration of `token_budget` tokens: its transients; logits for `max_batch` rows.
     let it = probe(token_budget.max(1), 0);

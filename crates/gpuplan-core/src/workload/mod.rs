@@ -1357,6 +1357,13 @@ impl<'a> Builder<'a> {
         let load = if comm_op == CollectiveOp::AllGather { 1.0 } else { self.w.expert_load() };
         let a2a_bytes = dispatch_bytes * load * m.hidden as f64 * self.act;
         let combine_op = if comm_op == CollectiveOp::AllGather { CollectiveOp::ReduceScatter } else { CollectiveOp::AllToAll };
+        // Outside the hf stacks, the permutations around the experts: padded to capacity, the
+        // permuted buffer holds `factor` x the routed rows (zeros in the padding; dropped rows are
+        // not counted, how many depends on the routing); DeepEP permutes the rows the busiest rank
+        // received.
+        let permutation = self.megatron_permutation(moe);
+        let permuted_rows = routed as f64 * self.w.moe_capacity.filter(|c| c.pad).map_or(1.0, |c| c.factor);
+        let received_rows = dispatch_bytes * self.w.expert_load();
         if pc.ep > 1 {
             self.push("ep_dispatch", OpKind::Comm { op: comm_op, group: Group::Ep, bytes: a2a_bytes });
         }
@@ -1370,10 +1377,8 @@ impl<'a> Builder<'a> {
             // gathered rows (read and write them), before the up projection.
             self.push("sentinel_mask", OpKind::Memory { bytes: (routed * m.hidden) as f64 * self.act * 2.0, kernels: 1 });
         } else {
-            // Padded to capacity, the permuted buffer holds `factor` x the routed rows (zeros in
-            // the padding); dropped rows are not counted (how many depends on the routing).
-            let rows = routed as f64 * self.w.moe_capacity.filter(|c| c.pad).map_or(1.0, |c| c.factor);
-            match self.megatron_permutation(moe) {
+            let rows = permuted_rows;
+            match permutation {
                 MegatronPermutation::Other => self.memory("permute", rows * m.hidden as f64, 1.0, 1.0, 2),
                 MegatronPermutation::Separate { sort } => {
                     self.memory("permute", rows * m.hidden as f64, 1.0, 1.0, 2);
@@ -1382,8 +1387,7 @@ impl<'a> Builder<'a> {
                     }
                 }
                 MegatronPermutation::Received => {
-                    let received = dispatch_bytes * self.w.expert_load();
-                    self.push("permute", OpKind::Memory { bytes: (received + rows) * m.hidden as f64 * self.act, kernels: 1 });
+                    self.push("permute", OpKind::Memory { bytes: (received_rows + rows) * m.hidden as f64 * self.act, kernels: 1 });
                 }
                 // Kept as a zero-byte marker: the dispatcher's sync (`cost::lower::drains_launch_queue`)
                 // sits at the permutation.
@@ -1435,8 +1439,8 @@ impl<'a> Builder<'a> {
             let rows = (routed * m.hidden) as f64 * self.act;
             self.push("unpermute", OpKind::Memory { bytes: rows * 5.0 + (t * m.hidden) as f64 * self.act, kernels: 3 });
         } else {
-            let rows = routed as f64 * self.w.moe_capacity.filter(|c| c.pad).map_or(1.0, |c| c.factor);
-            match self.megatron_permutation(moe) {
+            let rows = permuted_rows;
+            match permutation {
                 MegatronPermutation::Other => self.memory("unpermute", rows * m.hidden as f64, 1.0, 1.0, 2),
                 MegatronPermutation::Separate { sort } => {
                     if sort {
@@ -1449,8 +1453,7 @@ impl<'a> Builder<'a> {
                     self.push("unpermute", OpKind::Memory { bytes, kernels: 1 });
                 }
                 MegatronPermutation::Received => {
-                    let received = dispatch_bytes * self.w.expert_load();
-                    self.push("unpermute", OpKind::Memory { bytes: (received + rows) * m.hidden as f64 * self.act, kernels: 1 });
+                    self.push("unpermute", OpKind::Memory { bytes: (received_rows + rows) * m.hidden as f64 * self.act, kernels: 1 });
                 }
                 MegatronPermutation::InDispatch => {}
             }
