@@ -472,7 +472,16 @@ fn megatron_dense_buffers(s: &Scenario, stage: u32) -> Option<MegatronDenseBuffe
     let head = memory::embedding_and_head_on_rank(m, pc, stage) - embedding;
     let counts = parallelism::stage_kind_counts(&m.layer_kinds(), pc, stage);
     let whole: f64 = crate::model::LayerKind::ALL.iter().map(|k| counts[k.index()] as f64 * m.layer_params(*k).1).sum();
-    Some(MegatronDenseBuffers { embedding, unquantized: head + whole })
+    // The final norm, before the LM head (`memory::params_on_rank`).
+    let final_norm = if stage == pc.pp - 1 {
+        match m.norm {
+            crate::model::NormKind::RmsNorm => m.hidden as f64,
+            crate::model::NormKind::LayerNorm => 2.0 * m.hidden as f64,
+        }
+    } else {
+        0.0
+    };
+    Some(MegatronDenseBuffers { embedding, unquantized: head + whole + final_norm })
 }
 
 pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
