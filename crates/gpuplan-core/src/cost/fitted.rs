@@ -64,7 +64,9 @@ pub const OVERLAP_COST: f64 = 1.0;
 /// (bias +0.5%; dense 6.4%, MoE 11.6%), test 7.34% (bias +0.0%; dense 5.8%, MoE 8.6%). The surface
 /// is flat: (0.70, 0.525, 4,000 us) and (0.75, 0.55, 4,500 us) are within 0.01 points on the fit
 /// rows (8.261% and 8.263% against 8.256%), and the first would give test 6.41%; the fit optimum is
-/// kept, not chosen on the test rows.
+/// kept, not chosen on the test rows. Re-checked on the same narrowed grid after Megatron-Core's
+/// distributed-optimizer buffers (`step::megatron_dense_buffers`, wt-b200dense): optimum unchanged,
+/// fit 8.196% (test 7.09%).
 pub const MEGATRON_OVERLAP_COST: f64 = 0.8;
 
 /// Fraction of the stream (memcpy) HBM rate that the `megatron` stack's memory-bound kernels reach
