@@ -218,6 +218,17 @@ read -r -d '' TABLE <<'EOF'
 156 h100 decode  llama-3.2-3b             1  32768 0 none generate 60 10 35
 157 h100 decode  qwen3-1.7b               2  1024  0 none loop     60 10 35
 158 h100 decode  llama-3.2-1b             8  512   0 none generate 60 10 35
+159 h200 decode  llama-3.2-1b             2  8192  0 none loop     60 10 35
+160 h200 decode  llama-3.2-3b             4  2048  0 none generate 60 10 35
+161 h200 decode  qwen3-1.7b               8  8192  0 none loop     60 10 35
+162 h200 decode  tinyllama-1.1b           4  1024  0 none generate 60 10 35
+163 h200 decode  llama-3.2-1b             8  16384 0 none generate 60 10 35
+164 h200 decode  llama-3.2-3b             2  16384 0 none loop     60 10 35
+165 h200 decode  qwen3-1.7b               1  16384 0 none generate 60 10 35
+166 h200 decode  llama-3.2-3b             8  4096  0 none loop     60 10 35
+167 h200 decode  tinyllama-1.1b           2  2048  0 none loop     60 10 35
+168 h200 decode  llama-3.2-1b             1  1024  0 none generate 60 10 35
+169 h200 decode  qwen3-1.7b               16 2048  0 none loop     60 10 35
 EOF
 
 split_of() {  # id config
