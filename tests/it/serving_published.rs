@@ -127,7 +127,10 @@ fn rtx_pro_rows_pipeline_their_stages() {
 // (bias -2.82%); with the context FMHA at the measured short-causal level (cost::CostModel::
 // fused_short_causal) test is 4.96% (bias -3.24%): its four 128/128 rows' 128-token prompts get the
 // table's 128-token level (0.12 of the long call's) and their predictions fall 1.7-2.7 points. Fit 3.80%.
-const L40S_TP_NOW: &[(&str, f64)] = &[("fit", 3.5), ("test", 3.0)];
+// Tightened on branch wt-trta100 (2026-11-24): fit 3.5 -> 3.2. The TensorRT-engine flow's whole
+// embedding on every TP rank (serve::cost::tensorrt_engine_embedding_bytes) gives the 70B TP 4/8
+// replicas 1.6-1.8 GB less cache: fit 3.80% -> 3.18% (bias +0.5%); test 4.96% -> 4.98% (bias -3.3%).
+const L40S_TP_NOW: &[(&str, f64)] = &[("fit", 3.2), ("test", 3.0)];
 
 #[test]
 fn l40s_tensor_parallel_rows_pay_the_pcie_servers_link() {
