@@ -167,6 +167,12 @@ pub const MEGATRON_EXPERT_GEMM_HOST_US: f64 = 28.0;
 /// ITL 16.6 -> 15.3%), while the offline fit rows are best at 5 us (9.78%; 10.07% at 10). The
 /// online rows' TTFT and ITL are low at every load for reasons of their own (docs/trtllm-residuals.md
 /// sections 4 and 6), so the joint optimum runs off the grid; it stays 10 us.
+/// Re-swept again (branch wt-trta100, same script, output in
+/// calibration/runs/serving-trtllm/fit_trtllm_seq-output-trta100.txt) once the TensorRT-engine
+/// flow's KV cache lost its replicated embedding (`serve::cost::tensorrt_engine_embedding_bytes`)
+/// and the A100's GEMMs their clock headroom above the published matmul ceiling: offline fit rows
+/// best at 4 us (9.24%; 9.68% at 10), the three metrics' mean still falling through 15 us (13.90%;
+/// 13.92% at 10). Left at 10 us for the joint refit.
 pub const TRTLLM_HOST_US: [f64; 3] = [2000.0, 10.0, 0.0];
 
 /// Triton's front-end time per request, microseconds (`serve::RunOptions::frontend_s`): the
