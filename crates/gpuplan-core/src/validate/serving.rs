@@ -275,17 +275,26 @@ pub fn score_all(cases: Vec<Case>, deployments: Vec<Deployment>) -> (Vec<Scored>
     (scored, not)
 }
 
-/// `d` served through Triton's TensorRT-LLM backend, which streams every generated token as its
-/// own response: each `trtllm` pool whose host time is the stack's default pays
-/// `cost::fitted::TRITON_STREAM_SEQ_US` more per sequence and iteration, serially (on top of the
-/// engine's own per-sequence term, `TRTLLM_HOST_US`). A pool given its own host time keeps it.
+/// `d` as the online rows ran it: TensorRT-LLM v0.14 engines served through Triton's
+/// TensorRT-LLM backend, which streams every generated token as its own response. Each `trtllm`
+/// pool whose host time is the stack's default pays `cost::fitted::TRITON_STREAM_SEQ_US` more per
+/// sequence and iteration, serially (on top of the engine's own per-sequence term,
+/// `TRTLLM_HOST_US`); a pool given its own host time keeps it. Each `trtllm` pool whose token
+/// budget is the engine default (`serve::engines::TRTLLM`) runs with the budget fitted for those
+/// engines, `cost::fitted::TRITON_MAX_NUM_TOKENS`, which the rows do not state.
 pub fn streamed_through_triton(d: &Deployment) -> Deployment {
     let f = crate::cost::fitted::fitted();
     let mut d = d.clone();
     for p in &mut d.pools {
-        if p.scenario.workload.stack == crate::workload::Stack::Trtllm && p.sched.host_us.is_none() {
+        if p.scenario.workload.stack != crate::workload::Stack::Trtllm {
+            continue;
+        }
+        if p.sched.host_us.is_none() {
             let [it, seq, layer] = f.trtllm_host_us;
             p.sched.host_us = Some([it, seq + f.triton_stream_seq_us, layer, 0.0]);
+        }
+        if p.sched.token_budget == crate::serve::engines::TRTLLM.token_budget {
+            p.sched.token_budget = f.triton_max_num_tokens as u32;
         }
     }
     d
