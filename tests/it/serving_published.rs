@@ -44,11 +44,18 @@ const SLACK_PP: f64 = 2.0;
 // 15.88). The test TTFT bound is tightened to it; the others stay (offline fit +0.15 and test +0.27
 // points, ITL test +0.16: the FP8 offline rows with short prompts were already slow-biased), within
 // the slack.
+// Re-measured on branch wt-trtonl (2026-11-24): the online rows' mean ITL pooled over every gap
+// as vLLM's benchmark_serving.py computes it (no change at fixed lengths) and the v0.14 engines'
+// max_num_tokens fitted on the online fit rows (cost::fitted::TRITON_MAX_NUM_TOKENS = 16,384):
+// fit 6.30 offline / 15.54 TTFT / 13.45 ITL, test 11.24 / 14.96 / 15.73 (before: 6.30 / 15.51 /
+// 15.02, 11.24 / 15.43 / 16.04). The fit ITL and test TTFT bounds are tightened to them; the
+// others stay (fit TTFT +0.03 points, within the slack; test ITL, 15.73, is above its 14.36 but
+// within the slack and lower than before this branch).
 const FIT_OFFLINE: f64 = 6.15;
 const TEST_OFFLINE: f64 = 10.37;
 const FIT_TTFT: f64 = 15.23;
-const TEST_TTFT: f64 = 15.43;
-const FIT_ITL: f64 = 14.16;
+const TEST_TTFT: f64 = 14.96;
+const FIT_ITL: f64 = 13.45;
 const TEST_ITL: f64 = 14.36;
 
 fn validate(extra: &[&str]) -> (i32, serde_json::Value, String) {
@@ -375,4 +382,55 @@ fn tensorrt_engine_flow_keeps_the_whole_embedding_on_every_tp_rank() {
         let lost = pytorch - engine;
         assert!((lost - 0.9 * table * share).abs() < 1e3, "TP {tp}: the cache lost {lost} bytes");
     }
+}
+
+/// The v0.14 engines behind the online rows run with the fitted token budget
+/// (`cost::fitted::TRITON_MAX_NUM_TOKENS`, 16,384), which the published QPS INF rows identify: at
+/// 467/16 their mean ITL is about the time of an iteration that carries prompts. With it the H200
+/// INF 467/16 ITL rows are within 12% (8B -4%, 70B -11%); at the engine default of 8,192 (17
+/// prompts an iteration, a decode-only tail of a quarter of the gaps) they are more than 20% short.
+/// Only the online rows read it: every offline row's prediction is the same under both.
+#[test]
+fn the_online_engines_token_budget_is_what_the_inf_rows_show() {
+    let run = |constants: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpuplan"));
+        cmd.current_dir(env!("CARGO_MANIFEST_DIR")).args([
+            "validate",
+            "--serving",
+            CSV,
+            "--stack",
+            "trtllm",
+            "--json",
+            "--only-system",
+            "hgx-h200",
+            "--split",
+            "fit",
+        ]);
+        if let Some(c) = constants {
+            cmd.env("GPUPLAN_FIT_CONSTANTS", c);
+        }
+        let out = cmd.output().expect("run gpuplan validate --serving");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut rows: Vec<serde_json::Value> = v["rows"].as_array().unwrap().clone();
+        rows.sort_by(|a, b| a["dev_row"].as_str().cmp(&b["dev_row"].as_str()));
+        rows
+    };
+    let (fitted, default) = (run(None), run(Some("triton_max_num_tokens=8192")));
+    assert_eq!(fitted.len(), default.len());
+    let mut inf_itl = 0;
+    let mut offline = 0;
+    for (a, b) in fitted.iter().zip(&default) {
+        assert_eq!(a["dev_row"], b["dev_row"]);
+        if a["metric"] == "offline_output_tps" {
+            offline += 1;
+            assert_eq!(a["predicted"], b["predicted"], "offline row {} moved", a["dev_row"]);
+        } else if a["metric"] == "mean_itl" && a["output_len"] == 16 && a["load"].as_str().unwrap().starts_with("offline") {
+            inf_itl += 1;
+            let (ea, eb) = (a["error"].as_f64().unwrap(), b["error"].as_f64().unwrap());
+            assert!(ea.abs() < 0.12, "row {} at the fitted budget: {ea:+.3}", a["dev_row"]);
+            assert!(eb < -0.20, "row {} at 8,192: {eb:+.3}", a["dev_row"]);
+        }
+    }
+    assert!(inf_itl == 2 && offline >= 40, "{inf_itl} INF 467/16 ITL rows, {offline} offline rows");
 }
