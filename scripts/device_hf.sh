@@ -206,6 +206,9 @@ read -r -d '' TABLE <<'EOF'
 144 h200 train   llama-3.2-3b             1  2048  1 none eager    10 3  35
 145 h200 train   qwen3-1.7b               2  2048  1 none eager    10 3  35
 146 h200 train   llama-3.2-1b             1  1024  1 none eager    10 3  30
+170 h100 train   qwen3-1.7b               1  2048  1 none eager    30 5  40
+171 h100 train   qwen3-1.7b               1  1024  1 none eager    40 5  40
+172 h100 train   llama-3.2-1b             1  1024  1 none eager    40 5  35
 EOF
 
 split_of() {  # id config
