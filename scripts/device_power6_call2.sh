@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# wt-power6 device call 2 (nvidia-h200): post-fit 9, hf-173..179, host-bound hf-eager training on the
+# wt-power6 device call 2 (nvidia-h200): hf-173..179 (recorded as post-fit 10, postfit-10.jsonl), host-bound hf-eager training on the
 # H200 measured after the power rule (host-bound hf steps: launch floors idle, L2-resident traffic,
 # dense GEMMs' FLOP share) was fixed; nothing is fitted on them.
 set -u

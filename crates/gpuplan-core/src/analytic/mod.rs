@@ -324,7 +324,7 @@ fn step_breakdown(s: &Scenario, cost: &CostModel, stages: &[StageTimes], n_micro
 /// GPU-bound training keeps the whole kernel time as activity: there the power cap decides the
 /// clock the step time was fitted at, and the same rules moved the reference loop's measured set
 /// (calibration/runs/h200.jsonl) off (step 9.2% -> 10.4% on its fit split with all steps;
-/// `torch-*` steps with host exposure, power 6.4% -> 6.8%): calibration/runs/hf/FIT.md, ninth pass.
+/// `torch-*` steps with host exposure, power 6.4% -> 6.8%): calibration/runs/hf/FIT.md, tenth pass.
 fn activity(bd: &Breakdown, w: &workload::Workload) -> Activity {
     let host_bound = bd.cpu_launch > bd.compute + bd.memory;
     let starved = w.stack.hf() && w.mode != Mode::Decode && bd.cpu_launch > Seconds::ZERO;
