@@ -162,6 +162,12 @@
 //! a narrowed grid, optimum unchanged): fit 8.20% (+0.4%), test 7.13% (-0.2%), MoE test 8.18%
 //! (-2.3%); test DGX-B200 10.01% -> 9.24%.
 //!
+//! Then Megatron-Core's distributed-optimizer buffers (`step::megatron_dense_buffers`, wt-b200dense:
+//! the word embedding's bucket is the last reduced and the first gathered, exposed whole; bf16
+//! parameters gathered at 2 B under per-tensor `fp8_param_gather`; the constants re-checked on a
+//! narrowed grid, optimum unchanged): fit 8.20% (+0.4%; dense 6.40%), test 7.09% (-0.2%; dense 5.73%),
+//! MoE unchanged; test DGX-B200 9.24% -> 9.12% (row 159 +14.9% -> +14.2%).
+//!
 //! Bound = current + 1 percentage point. Lower a bound when a change improves the numbers; the
 //! issue's target is 8% MAPE on the test split.
 
@@ -171,10 +177,10 @@ const CSV: &str = "tests/data/published/megatron_bridge_training_dev.csv";
 
 /// MAPE (percent) of the fit and test splits measured when the bounds were set, and the slack.
 const FIT_MAPE_NOW: f64 = 8.20;
-const TEST_MAPE_NOW: f64 = 7.13;
+const TEST_MAPE_NOW: f64 = 7.09;
 /// The same for the dense rows (`summary[].kinds.dense`).
-const FIT_DENSE_MAPE_NOW: f64 = 6.41;
-const TEST_DENSE_MAPE_NOW: f64 = 5.81;
+const FIT_DENSE_MAPE_NOW: f64 = 6.40;
+const TEST_DENSE_MAPE_NOW: f64 = 5.73;
 const SLACK_PP: f64 = 1.0;
 /// Unexpressible rows when the bounds were set (none: every complete row maps), and incomplete rows
 /// (a property of the data).

@@ -64,7 +64,9 @@ pub const OVERLAP_COST: f64 = 1.0;
 /// (bias +0.5%; dense 6.4%, MoE 11.6%), test 7.34% (bias +0.0%; dense 5.8%, MoE 8.6%). The surface
 /// is flat: (0.70, 0.525, 4,000 us) and (0.75, 0.55, 4,500 us) are within 0.01 points on the fit
 /// rows (8.261% and 8.263% against 8.256%), and the first would give test 6.41%; the fit optimum is
-/// kept, not chosen on the test rows.
+/// kept, not chosen on the test rows. Re-checked on the same narrowed grid after Megatron-Core's
+/// distributed-optimizer buffers (`step::megatron_dense_buffers`, wt-b200dense): optimum unchanged,
+/// fit 8.196% (test 7.09%).
 pub const MEGATRON_OVERLAP_COST: f64 = 0.8;
 
 /// Fraction of the stream (memcpy) HBM rate that the `megatron` stack's memory-bound kernels reach
@@ -165,6 +167,12 @@ pub const MEGATRON_EXPERT_GEMM_HOST_US: f64 = 28.0;
 /// ITL 16.6 -> 15.3%), while the offline fit rows are best at 5 us (9.78%; 10.07% at 10). The
 /// online rows' TTFT and ITL are low at every load for reasons of their own (docs/trtllm-residuals.md
 /// sections 4 and 6), so the joint optimum runs off the grid; it stays 10 us.
+/// Re-swept again (branch wt-trta100, same script, output in
+/// calibration/runs/serving-trtllm/fit_trtllm_seq-output-trta100.txt) once the TensorRT-engine
+/// flow's KV cache lost its replicated embedding (`serve::cost::tensorrt_engine_embedding_bytes`)
+/// and the A100's GEMMs their clock headroom above the published matmul ceiling: offline fit rows
+/// best at 4 us (9.24%; 9.68% at 10), the three metrics' mean still falling through 15 us (13.90%;
+/// 13.92% at 10). Left at 10 us for the joint refit.
 pub const TRTLLM_HOST_US: [f64; 3] = [2000.0, 10.0, 0.0];
 
 /// Triton's front-end time per request, microseconds (`serve::RunOptions::frontend_s`): the
