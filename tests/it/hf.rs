@@ -341,6 +341,32 @@ fn a_run_with_an_in_process_probe_is_scored_against_its_own_peak() {
     assert!(m["measured_from"].as_str().unwrap().contains("may be the in-process host probe's"), "{m}");
 }
 
+/// `DECODE_NON_ALLOCATOR` is what its doc says: the median of the NVML peak less
+/// `max_memory_reserved` over the hf decode runs without an in-process probe whose NVML peak is
+/// not below their reserved peak (28 runs, H100 and H200).
+#[test]
+fn decode_non_allocator_is_the_median_of_the_no_probe_decode_runs() {
+    let mut d = Vec::new();
+    for f in ["hf", "postfit", "postfit-2", "postfit-3", "postfit-4", "postfit-5"] {
+        for line in std::fs::read_to_string(format!("calibration/runs/hf/{f}.jsonl")).unwrap().lines() {
+            let r: serde_json::Value = serde_json::from_str(line).unwrap();
+            let probe = r["job"]["reported"].as_object().unwrap().keys().any(|k| k.starts_with("host_probe_"));
+            if r["status"] != "ok" || r["scenario"]["mode"] != "decode" || probe {
+                continue;
+            }
+            let (nvml, reserved) =
+                (r["metrics"]["peak_mem_bytes_per_gpu_nvml"][0].as_f64().unwrap(), r["metrics"]["peak_mem_reserved_bytes_per_rank"][0].as_f64().unwrap());
+            if nvml >= reserved {
+                d.push(nvml - reserved);
+            }
+        }
+    }
+    d.sort_by(f64::total_cmp);
+    assert_eq!(d.len(), 28, "{d:?}");
+    let median = (d[13] + d[14]) / 2.0;
+    assert_eq!(median, gpuplan::record::DECODE_NON_ALLOCATOR.value(), "{d:?}");
+}
+
 /// A record's run-end memory facts (hf_train.py's `run_end_*`) that are half there or not bytes
 /// are an error naming the key, not a silent fallback to the measured constant.
 #[test]
