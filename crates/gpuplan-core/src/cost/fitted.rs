@@ -173,7 +173,7 @@ pub const MEGATRON_EXPERT_GEMM_HOST_US: f64 = 28.0;
 /// (`workload::TRTLLM_STATIC_FP8_QUANTIZE_BYTES`): the 180 offline fit rows are best at 6 us (9.96%;
 /// 10.08% at 10, 10.74% at 0; flat within 0.02 points from 5 to 8). An H100 measurement of the
 /// decode iteration at the 128/128 rows' batch of 2,000 (calibration/runs/raw/decode-fp8-h100-2026-11-24/,
-/// docs/trtllm-residuals.md section 9) leaves almost nothing of the published iteration to host time, so
+/// docs/trtllm-residuals.md section 11) leaves almost nothing of the published iteration to host time, so
 /// 10 us x 2,000 sequences (20 ms of a 63 ms iteration) was the v0.17 FP8 rows' large-batch shortfall;
 /// what the fit keeps (6 us) also holds the DGX-A100 BF16 rows down (section 2).
 pub const TRTLLM_HOST_US: [f64; 3] = [2000.0, 6.0, 0.0];
