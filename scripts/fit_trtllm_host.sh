@@ -11,7 +11,7 @@ set -euo pipefail
 BIN=${1:-target/release/gpuplan}
 CSV=tests/data/published/trtllm_inference_dev.csv
 score() {
-  GPUPLAN_FIT_CONSTANTS="trtllm_host_us=$1,$2,$3;triton_frontend_us=$4" "$BIN" validate --serving "$CSV" --split fit --stack trtllm --json 2>/dev/null |
+  GPUPLAN_FIT_CONSTANTS="trtllm_host_us=$1,$2,$3;triton_stream_seq_us=0;triton_frontend_us=$4" "$BIN" validate --serving "$CSV" --split fit --stack trtllm --json 2>/dev/null |
     python3 -c 'import json,sys; v=json.load(sys.stdin); m={s["metric"]:s["all"]["mape_pct"] for s in v["summary"] if s["split"]=="fit" and s["all"]}; print("%.2f %.2f %.2f %.2f" % (sum(m.values())/len(m), m["offline_output_tps"], m["mean_ttft"], m["mean_itl"]))'
 }
 it=0; seq=0; layer=0; fe=0

@@ -13,7 +13,7 @@ echo "# $(date -u +%F) $(git rev-parse --short HEAD) $BIN"
 echo "## 1. TensorRT-LLM's serial host time per sequence (cost::fitted::TRTLLM_HOST_US[1], shipped 10 us), fit split"
 for seq in 10 5 0; do
   echo -n "trtllm_host_us=2000,$seq,0: "
-  GPUPLAN_FIT_CONSTANTS="trtllm_host_us=2000,$seq,0" "$BIN" validate --serving "$CSV" --split fit --stack trtllm --json 2>/dev/null | summary fit
+  GPUPLAN_FIT_CONSTANTS="trtllm_host_us=2000,$seq,0;triton_stream_seq_us=0" "$BIN" validate --serving "$CSV" --split fit --stack trtllm --json 2>/dev/null | summary fit
 done
 echo "## 2. Triton online rows at QPS INF (500 requests queued at once), H100, BF16, 202/214: the engine's batch and token limits"
 echo "##    measured (dev rows 613/614, 523/524): 8B TTFT 1657 ms ITL 21 ms; 70B TP4 TTFT 4482 ms ITL 50 ms"

@@ -51,8 +51,13 @@ const SLACK_PP: f64 = 2.0;
 // 15.02, 11.24 / 15.43 / 16.04). The fit ITL and test TTFT bounds are tightened to them; the
 // others stay (fit TTFT +0.03 points, within the slack; test ITL, 15.73, is above its 14.36 but
 // within the slack and lower than before this branch).
-const FIT_OFFLINE: f64 = 6.15;
-const TEST_OFFLINE: f64 = 10.37;
+// Re-measured on branch wt-trthop (2026-11-24): TensorRT-LLM's FP8 activation quantize at the
+// checkpoint's static scale (one kernel, 3 B per element) and the C++ batch manager's per-sequence
+// term refitted on the offline fit rows (10 -> 6 us, the online rows' total held by Triton's
+// stream term): offline fit 6.30 -> 5.10, test 11.24 -> 7.33; online unchanged (15.51 / 15.02,
+// 15.43 / 16.04). Both offline bounds are tightened to it.
+const FIT_OFFLINE: f64 = 5.10;
+const TEST_OFFLINE: f64 = 7.33;
 const FIT_TTFT: f64 = 15.23;
 const TEST_TTFT: f64 = 14.96;
 const FIT_ITL: f64 = 13.45;
@@ -189,9 +194,12 @@ fn a_rows_mapping_is_pinned() {
     assert!(e.reason.contains("no system in catalog"), "{}", e.reason);
 }
 
-/// Triton's per-token streaming (`cost::fitted::TRITON_STREAM_SEQ_US`, shipped 0; a knob through
-/// `GPUPLAN_FIT_CONSTANTS`) is paid by the online rows only: set, it lengthens every online H200
-/// fit row's ITL and their TTFT as a whole, and leaves every offline row's prediction exactly as it was.
+/// Triton's per-token streaming (`cost::fitted::TRITON_STREAM_SEQ_US`, 4 us: the rest of the 10 us
+/// per sequence the online rows were fitted with once the engine's own term went to 6 us; a knob
+/// through `GPUPLAN_FIT_CONSTANTS`) is paid by the online rows only: raised, it lengthens every
+/// online H200 fit row's ITL and their TTFT as a whole, and leaves every offline row's prediction
+/// exactly as it was. The split itself moved no online prediction: with the engine's term back at
+/// 10 us and no streaming term, every online row predicts the same, and the offline rows are slower.
 #[test]
 fn triton_streaming_time_reaches_the_online_rows_only() {
     let run = |constants: Option<&str>| {
@@ -223,7 +231,21 @@ fn triton_streaming_time_reaches_the_online_rows_only() {
         rows.sort_by(|a, b| a.0.cmp(&b.0));
         rows
     };
-    let (base, streamed) = (run(None), run(Some("triton_stream_seq_us=20")));
+    // 24 us of streaming on the engine's 6: the 30 us per sequence this test has always compared
+    // with (single rows' mean ITL is not monotonic in it at every value: row 664 dips 0.04% at 26).
+    let (base, streamed) = (run(None), run(Some("triton_stream_seq_us=24")));
+    let unsplit = run(Some("trtllm_host_us=2000,10,0;triton_stream_seq_us=0"));
+    let mut slower = 0;
+    for ((id, metric, a), (_, _, b)) in base.iter().zip(&unsplit) {
+        if metric == "offline_output_tps" {
+            // The v0.17 rows' eager iterations pay the engine's term; v1.0's graph replays do not.
+            assert!(b <= a, "offline row {id}: {a} tokens/s with the engine's 6 us, {b} with 10 us");
+            slower += usize::from(b < a);
+        } else {
+            assert_eq!(a, b, "online row {id} ({metric}) moved with the split");
+        }
+    }
+    assert!(slower >= 20, "{slower} offline rows slower at 10 us");
     assert_eq!(base.len(), streamed.len());
     let (mut itl, mut offline, mut ttft) = (0, 0, (0.0, 0.0));
     for ((id, metric, a), (id2, _, b)) in base.iter().zip(&streamed) {

@@ -173,7 +173,18 @@ pub const MEGATRON_EXPERT_GEMM_HOST_US: f64 = 28.0;
 /// and the A100's GEMMs their clock headroom above the published matmul ceiling: offline fit rows
 /// best at 4 us (9.24%; 9.68% at 10), the three metrics' mean still falling through 15 us (13.90%;
 /// 13.92% at 10). Left at 10 us for the joint refit.
-pub const TRTLLM_HOST_US: [f64; 3] = [2000.0, 10.0, 0.0];
+/// Per-sequence term refitted on the offline rows alone (branch wt-trthop, 2026-11-24,
+/// scripts/fit_trtllm_engine_seq.sh, output in
+/// calibration/runs/serving-trtllm/fit_trtllm_engine_seq-output.txt), with the online rows'
+/// per-sequence total held at the 10 us they were fitted with ([`TRITON_STREAM_SEQ_US`] = 10 - X, so
+/// no online prediction moves), after the static-scale FP8 quantize
+/// (`workload::TRTLLM_STATIC_FP8_QUANTIZE_BYTES`): the 180 offline fit rows are best at 6 us (9.96%;
+/// 10.08% at 10, 10.74% at 0; flat within 0.02 points from 5 to 8). An H100 measurement of the
+/// decode iteration at the 128/128 rows' batch of 2,000 (calibration/runs/raw/decode-fp8-h100-2026-11-24/,
+/// docs/trtllm-residuals.md section 11) leaves almost nothing of the published iteration to host time, so
+/// 10 us x 2,000 sequences (20 ms of a 63 ms iteration) was the v0.17 FP8 rows' large-batch shortfall;
+/// what the fit keeps (6 us) also holds the DGX-A100 BF16 rows down (section 2).
+pub const TRTLLM_HOST_US: [f64; 3] = [2000.0, 6.0, 0.0];
 
 /// Triton's front-end time per request, microseconds (`serve::RunOptions::frontend_s`): the
 /// TensorRT-LLM backend's ensemble around the engine (the Python preprocessing model that
@@ -198,7 +209,10 @@ pub const TRITON_FRONTEND_US: f64 = 4000.0;
 /// (docs/trtllm-residuals.md, section 4), decide the fitted per-sequence total, and it does not
 /// carry over to other lengths. So it is not shipped: 0, with [`TRTLLM_HOST_US`] as it was,
 /// which is the same model as before (the knob remains, `GPUPLAN_FIT_CONSTANTS=triton_stream_seq_us=X`).
-pub const TRITON_STREAM_SEQ_US: f64 = 0.0;
+/// Branch wt-trthop: the engine's term refitted on the offline rows to 6 us ([`TRTLLM_HOST_US`]); this
+/// one takes the rest of the 10 us per sequence the online rows were fitted with, 4 us, so that the
+/// online rows' per-sequence total, and every online prediction, stays as it was. Not a fit of its own.
+pub const TRITON_STREAM_SEQ_US: f64 = 4.0;
 
 /// The token budget per iteration (`max_num_tokens`) of the TensorRT-LLM v0.14 engines behind the
 /// online rows (Triton), which the rows do not state ("batch/scheduler settings not published";

@@ -341,6 +341,15 @@ pub fn quantize_bytes(precision: Dtype, recipe: Fp8Recipe, train: bool) -> Optio
     })
 }
 
+/// Bytes per element that TensorRT-LLM's FP8 activation quantize moves: it reads the bf16 input
+/// (2 B) and writes its FP8 copy (1 B), one kernel, no amax pass. The performance overview's FP8
+/// rows run NVIDIA ModelOpt checkpoints (`nvidia/*-FP8`, `hf_quant_config.json`: `quant_algo` FP8,
+/// `kv_cache_quant_algo` FP8), whose linear layers carry a calibrated static `input_scale`, and
+/// TensorRT-LLM quantizes with it (v0.17 `quantization/functional.py` `quantize_per_tensor`, v1.0
+/// `_torch/modules/linear.py` `FP8QDQLinearMethod`: `static_quantize_e4m3_per_tensor`; from
+/// memory, not re-read here). Measured on the H100: calibration/runs/raw/decode-fp8-h100-2026-11-24/.
+pub const TRTLLM_STATIC_FP8_QUANTIZE_BYTES: f64 = 2.0 + 1.0;
+
 /// Bytes per element of one quantized copy of a tensor, its block scales included: FP8 1 B
 /// (per-tensor or per-row scales are negligible), blockwise FP8 plus one fp32 scale per 128, MXFP8
 /// plus one E8M0 scale per 32, NVFP4 0.5 B plus one E4M3 scale per 16. `None` for a precision that
@@ -866,6 +875,13 @@ impl<'a> Builder<'a> {
     /// so they are not cast.
     fn quantize_input(&mut self, name: &'static str, elems: f64) {
         if stays_bf16(name) {
+            return;
+        }
+        if self.w.stack == Stack::Trtllm && self.w.precision == Dtype::Fp8 {
+            // TensorRT-LLM runs FP8 checkpoints with static per-tensor activation scales (the
+            // ModelOpt checkpoints' calibrated `input_scale`), so no amax pass: one kernel reads
+            // the bf16 input and writes it in FP8 (`TRTLLM_STATIC_FP8_QUANTIZE_BYTES`).
+            self.push("quantize", OpKind::Memory { bytes: elems * TRTLLM_STATIC_FP8_QUANTIZE_BYTES, kernels: 1 });
             return;
         }
         if self.torchao_fp8() {
@@ -2284,6 +2300,31 @@ mod tests {
         assert_eq!(attn(Stack::TorchCompile, Mode::Train), (true, None));
         // One query per sequence: no mask, causal = attend to everything cached.
         assert_eq!(attn(Stack::HfCompile, Mode::Decode), (true, None));
+    }
+
+    #[test]
+    fn trtllm_fp8_quantizes_each_gemm_input_with_its_static_scale() {
+        let m = gpt3_175b();
+        let mut w = train(1, Stack::Trtllm);
+        (w.mode, w.batch, w.kv_len, w.precision) = (Mode::Decode, 256, 1024, Dtype::Fp8);
+        let fwd = forward_ops(&m, &single(), &w).dense_layer;
+        let (t, h, f) = (256.0, m.hidden as f64, m.ffn_hidden as f64);
+        let q: Vec<(f64, u32)> = fwd
+            .iter()
+            .filter(|o| o.name == "quantize")
+            .map(|o| match o.kind {
+                OpKind::Memory { bytes, kernels } => (bytes, kernels),
+                _ => unreachable!(),
+            })
+            .collect();
+        // qkv, out, up (and gate, one GEMM) and down inputs: read bf16, write FP8, one kernel each;
+        // no amax pass (the checkpoint's calibrated input scale).
+        assert_eq!(q, vec![(3.0 * t * h, 1), (3.0 * t * h, 1), (3.0 * t * h, 1), (3.0 * t * f, 1)]);
+        // Training stacks keep their current-scaling amax pass (2 + 2 + 1 B, two kernels).
+        let mut mg = train(2048, Stack::Megatron);
+        mg.precision = Dtype::Fp8;
+        let first = forward_ops(&m, &single(), &mg).dense_layer.into_iter().find(|o| o.name == "quantize").unwrap();
+        assert!(matches!(first.kind, OpKind::Memory { kernels: 2, .. }), "{first:?}");
     }
 
     #[test]
