@@ -364,7 +364,11 @@ fn a_short_prompt_context_iteration_prices_its_parts_as_measured() {
 /// published sustained matmul rate (calibration/systems/a100-sxm-80g.toml, [MAMF]) bring them to
 /// 12.1% (+9.2%) / 15.8% (+15.2%) (2026-11-24). Mixtral (+14..+26% by TP) and the 70B TP 8 rows
 /// with long caches (+25..+29%) carry most of what is left (docs/trtllm-residuals.md section 9).
-const A100_NOW: &[(&str, f64)] = &[("fit", 12.1), ("test", 15.8)];
+/// Merged with wt-trthop (the C++ batch manager's per-sequence term refitted on the offline fit rows,
+/// 10 -> 6 us: the Hopper FP8 rows' large-batch shortfall was that term, section 11) they read
+/// 12.4% (+10.2%) / 18.0% (+17.7%): the bound loosens by 2.2 points on the test split, because the
+/// 10 us had been holding these rows down (section 2), not pricing the A100's own costs.
+const A100_NOW: &[(&str, f64)] = &[("fit", 12.4), ("test", 18.0)];
 
 #[test]
 fn dgx_a100_rows_stay_within_their_bounds() {
