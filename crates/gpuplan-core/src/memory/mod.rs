@@ -1084,4 +1084,25 @@ mod tests {
         let states = |p: &MemoryPlan| (p.weights + p.gradients + p.optimizer).value();
         assert!(states(&tuned) < 0.12 * states(&full), "{} vs {}", states(&tuned), states(&full));
     }
+
+    #[test]
+    fn hf_grouped_experts_peak_holds_its_hidden_sized_locals_and_what_the_allocator_strands() {
+        // Qwen3-MoE-s at 8 x 4096 tokens: 262,144 routed rows of hidden 2048, experts 768 wide.
+        let (t, h, f) = (32768.0, 2048.0, 768.0);
+        let rows = t * 8.0;
+        let bf16 = hf_grouped_experts_peak(t, h, 64, 8, f, false);
+        // The gathered rows, the masked down output, the weighted rows and their gather back:
+        // 8 B per row and hidden unit, plus the ids and the router's outputs (under 1%).
+        let hidden_sized = 8.0 * rows * h;
+        assert!(bf16.allocated >= hidden_sized && bf16.allocated < 1.01 * hidden_sized, "{bf16:?}");
+        // fp32 routed weights (Mixtral, DeepSeek): the last two are fp32, 12 B.
+        let fp32 = hf_grouped_experts_peak(t, h, 64, 8, f, true);
+        assert!(fp32.allocated >= 12.0 * rows * h && fp32.allocated < 1.01 * 12.0 * rows * h, "{fp32:?}");
+        // Narrow experts: the two gate/up-sized blocks (3,072 B a row each) freed midway cannot
+        // serve the hidden-sized (4,096 B) requests that follow, so they stay reserved on top.
+        assert!((bf16.reserved - bf16.allocated - 2.0 * rows * 2.0 * f * 2.0).abs() < 0.01 * bf16.allocated, "{bf16:?}");
+        // Wide experts (Mixtral's 5,632): the freed blocks serve the later requests.
+        let wide = hf_grouped_experts_peak(t, h, 8, 2, 5632.0, true);
+        assert!(wide.reserved - wide.allocated < 0.01 * wide.allocated, "{wide:?}");
+    }
 }
