@@ -139,4 +139,10 @@ fn bad_router_values_exit_2_naming_file_key_and_value() {
         assert_eq!(code, Some(2), "{to}: {err}");
         assert!(err.contains(&bad.display().to_string()) && err.contains(key) && err.contains(value) && err.contains("hint:"), "{to}: {err}");
     }
+    // The routed weights' dtype is fp32 or bf16, nothing else.
+    let qwen = Path::new(ROOT).join("models/qwen3-30b-a3b.toml");
+    let bad = mutated(qwen.to_str().unwrap(), "routing_weights_dtype = \"bf16\"", "routing_weights_dtype = \"fp16\"", "bad-toml-weights-dtype");
+    let (code, err) = gpuplan_check(&bad);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("moe.routing_weights_dtype") && err.contains("fp16") && err.contains("hint:"), "{err}");
 }
