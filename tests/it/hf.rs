@@ -52,7 +52,7 @@ fn hf_test_split_stays_within_its_bounds() {
         // and prefill: 3.7 and 7.5% with the grouped GEMMs priced from the profiles' `calibrate
         // --moe` tables (wt-moecal, FIT.md "Fourth pass"; were 5.5, 10.7%), bounds 4.5 and 8.5%.
         // Then 3.5 -> 2.1% and 7.3 -> 2.5% with the sentinel `masked_fill`s at the probe's
-        // measured non-vectorized elementwise rate (wt-hfmoe, FIT.md "Ninth pass"): 3.0 and 3.5%.
+        // measured non-vectorized elementwise rate (wt-hfmoe, FIT.md "Eleventh pass"): 3.0 and 3.5%.
         ("dense train/prefill", "step_time", 5.0, |s| !is_moe(s) && mode(s) != "decode"),
         // Decode stays at 18.7% (bound 20): one shape measured 54-89 ms per token in different
         // periods of one H100 host, loop and generate() alike (FIT.md "Fifth pass", wt-torch3).
@@ -66,7 +66,9 @@ fn hf_test_split_stays_within_its_bounds() {
         // Decode memory 5.3 -> 1.9% with the tied LM head's cached block and no generic
         // fragmentation share in hf decode (FIT.md "Sixth pass", wt-torch4; nothing fitted).
         ("decode", "peak_memory", 2.5, |s| mode(s) == "decode"),
-        ("all", "power", 6.0, |_| true),
+        // Power 5.2 -> 4.6% with host-bound hf training's power rule (FIT.md "Tenth pass",
+        // wt-power6: hf-006 +11.8 -> +6.3%, hf-009 +16.5 -> +12.5%); bound 6 -> 5%.
+        ("all", "power", 5.0, |_| true),
         // Decode power: 9.5 -> 5.6% with launch floors idle in host-bound hf decode (FIT.md
         // "Fifth pass"; nothing fitted).
         ("decode", "power", 6.5, |s| mode(s) == "decode"),
@@ -100,10 +102,11 @@ fn post_fit_set_within(file: &str, label: &str, runs: usize, bounds: &[(&str, f6
 fn post_fit_runs_stay_within_their_bounds() {
     // Power 14.4 -> 10.4% with decode power's launch floors (wt-torch3); bound 16 -> 11%. Step
     // 9.2 -> 6.4% and power 10.4 -> 6.7% with hf-eager training's measured host time (wt-torch5:
-    // hf-072, a host-bound Qwen3-1.7B step, -35 -> +1.8%); bounds 11 -> 7 and 11 -> 7.5%.
-    // Memory 4.5 -> 3.5% with the MoE prefill's experts path replayed through the caching
-    // allocator (wt-hfmoe: hf-071 +17.4 -> -5.4%); bound 6 -> 4.5%.
-    let v = post_fit_set_within("calibration/runs/hf/postfit.jsonl", "post-fit", 12, &[("step_time", 7.0), ("peak_memory", 4.5), ("power", 7.5)]);
+    // hf-072, a host-bound Qwen3-1.7B step, -35 -> +1.8%); bounds 11 -> 7 and 11 -> 7.5%. Power
+    // 6.7 -> 6.2% with host-bound hf training's power rule (wt-power6: hf-072 +23.4 -> +16.7%);
+    // bound 7.5 -> 6.5%. Memory 4.5 -> 3.5% with the MoE prefill's experts path replayed through
+    // the caching allocator (wt-hfmoe: hf-071 +17.4 -> -5.4%); bound 6 -> 4.5%.
+    let v = post_fit_set_within("calibration/runs/hf/postfit.jsonl", "post-fit", 12, &[("step_time", 7.0), ("peak_memory", 4.5), ("power", 6.5)]);
     let runs = v["runs"].as_array().unwrap();
     let r = runs.iter().find(|r| r["run_id"] == "hf-072").unwrap();
     let step = r["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == "step_time").unwrap();
@@ -236,11 +239,112 @@ fn sixth_post_fit_decode_runs_follow_their_own_host_probe() {
 /// measured on the H100's host; at that host's speed they came out 12-65% slow (37.9%); scaled by
 /// the H200 profile's measured op dispatch over the H100's (`cost::lower::hf_eager_train_host_scale`,
 /// 6.78 / 10.27 us) 7.1%. The scaling was built after these runs came back (a mechanism from the
-/// profiles' measured numbers, nothing fitted), so their step time is not fully held out. Power is
-/// 15.2% (+8..+32% at the smallest steps: the busy GPU's power at these small kernels, as hf-072's).
+/// profiles' measured numbers, nothing fitted), so their step time is not fully held out. Power
+/// was 15.2% (+8..+32% at the smallest steps); 7.1% with the power rule of host-bound hf steps
+/// (FIT.md "Tenth pass", wt-power6: launch floors idle, L2-resident bytes, dense GEMMs' FLOP share,
+/// each measured on the lent H100's small-kernel probe; built after these runs, nothing fitted).
 #[test]
 fn seventh_post_fit_runs_take_their_nodes_host_speed() {
-    post_fit_set_within("calibration/runs/hf/postfit-7.jsonl", "post-fit 7", 7, &[("step_time", 8.5), ("peak_memory", 5.0), ("power", 16.5)]);
+    post_fit_set_within("calibration/runs/hf/postfit-7.jsonl", "post-fit 7", 7, &[("step_time", 8.5), ("peak_memory", 5.0), ("power", 7.5)]);
+}
+
+/// Seven hf-eager training runs on the lent H200 measured after the host-bound power rule was fixed
+/// (calibration/runs/hf/postfit-10.jsonl, hf-173..179, 2026-11-24 21:41-21:44 UTC device clock, one
+/// call of scripts/device_power6_call2.sh; all `test`, nothing fitted on them). This node's host
+/// ran the steps slower than the H200 profile's (step -2..-32%, 17.2%), so the predicted power
+/// spreads the step's energy over too short a step: power 46.6% before the rule, 29.0% with it. The
+/// GPU's excess energy per step over idle, which the host's speed does not change (hf-170 on a
+/// faster H100 host drew 50.5 J over idle per step where hf-072 drew 50.4 J), is predicted +4..+26%
+/// (+4..+64% before): `post_fit_10_excess_energy_per_step`.
+#[test]
+fn tenth_post_fit_runs_stay_within_their_bounds() {
+    post_fit_set_within("calibration/runs/hf/postfit-10.jsonl", "post-fit 10", 7, &[("step_time", 18.0), ("peak_memory", 3.0), ("power", 30.0)]);
+}
+
+/// The energy over idle per step (predicted power less the profile's idle, times the predicted
+/// step; against the measured) of post-fit 10's runs: within +30% each, +18% on average (they were
+/// +4..+64%, mean +39%, before the host-bound power rule). The step-time miss of this node's host
+/// does not enter it.
+#[test]
+fn post_fit_10_excess_energy_per_step() {
+    let v = validate("calibration/runs/hf/postfit-10.jsonl", "all");
+    let idle = 121.85652100840339; // calibration/profiles/h200-sxm-2x/profile.toml [power] idle_w
+    let metric = |r: &serde_json::Value, name: &str| {
+        let m = r["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == name).unwrap();
+        (m["predicted"].as_f64().unwrap(), m["measured"].as_f64().unwrap())
+    };
+    let mut errs = Vec::new();
+    for r in v["runs"].as_array().unwrap() {
+        let ((tp, tm), (pp, pm)) = (metric(r, "step_time"), metric(r, "power"));
+        let err = ((pp - idle) * tp) / ((pm - idle) * tm) - 1.0;
+        println!("{}: excess energy per step {:+.1}%", r["run_id"], err * 100.0);
+        assert!((-0.05..0.30).contains(&err), "{}: {err}", r["run_id"]);
+        errs.push(err);
+    }
+    let mean = errs.iter().sum::<f64>() / errs.len() as f64;
+    assert!(errs.len() == 7 && mean < 0.20, "mean {mean}");
+}
+
+/// The records of `file` with the host speedometer's keys taken out, validated: the prediction
+/// from the run's probes alone.
+fn without_speedometer(file: &str, tag: &str) -> serde_json::Value {
+    let dir = std::env::temp_dir().join(format!("gpuplan-it-speedo-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut text = String::new();
+    for line in std::fs::read_to_string(file).unwrap().lines() {
+        let mut r: serde_json::Value = serde_json::from_str(line).unwrap();
+        let rep = r["job"]["reported"].as_object_mut().unwrap();
+        assert!(rep.remove("host_probe_speedo_us").is_some() && rep.remove("host_steps_speedo_us").is_some(), "{file}: a run without its speedometer");
+        text.push_str(&format!("{r}\n"));
+    }
+    let f = dir.join("runs.jsonl");
+    std::fs::write(&f, text).unwrap();
+    let v = validate(f.to_str().unwrap(), "all");
+    std::fs::remove_dir_all(&dir).ok();
+    v
+}
+
+/// Post-fit 8 and 9 (calibration/runs/hf/postfit-8.jsonl: hf-147..156, lent H100, 2026-11-24
+/// 21:24-21:29 UTC device clock; postfit-9.jsonl: hf-159..167, lent H200, 21:35-21:41; all
+/// `test`, decode shapes not measured before): each run took its host probe before and after and
+/// timed the host's speedometer after every step (hf_train.py --host-probe), and `validate` scales
+/// the probed host by the speedometer's steps-over-probes ratio ^ HOST_SPEEDO_ELASTICITY
+/// (FIT.md "Ninth pass"). Post-fit 9 ran after the elasticity was fixed (held out): 12.6% from the
+/// probes alone, 9.3% with the speedometer. Post-fit 8 came back before it was chosen (7.1 ->
+/// 5.6%; 7.0% under the elasticity of 1 fixed before the runs). Memory: the TinyLlama runs' NVML
+/// peak is the after-probe's (-21%, as in post-fit 6).
+#[test]
+fn eighth_and_ninth_post_fit_decode_runs_follow_the_host_speedometer() {
+    let v8 = post_fit_set_within("calibration/runs/hf/postfit-8.jsonl", "post-fit 8", 10, &[("step_time", 6.5), ("peak_memory", 8.5), ("power", 10.0)]);
+    let v9 = post_fit_set_within("calibration/runs/hf/postfit-9.jsonl", "post-fit 9", 9, &[("step_time", 10.0), ("peak_memory", 9.0), ("power", 2.5)]);
+    for (v, file, tag) in [(&v8, "calibration/runs/hf/postfit-8.jsonl", "8"), (&v9, "calibration/runs/hf/postfit-9.jsonl", "9")] {
+        let with = mape(v, "step_time", |_| true).0;
+        let without = mape(&without_speedometer(file, tag), "step_time", |_| true).0;
+        println!("post-fit {tag} decode step: {without:.1}% from the probes alone, {with:.1}% with the speedometer");
+        assert!(with + 1.0 < without, "post-fit {tag}: speedometer {with:.1}% vs probes alone {without:.1}%");
+    }
+}
+
+/// A record with one of the two speedometer keys, or a speedometer that is not positive, is not
+/// predicted, with an error naming the key (no silent fallback to the probes alone).
+#[test]
+fn a_broken_host_speedometer_is_an_error_naming_the_key() {
+    let dir = std::env::temp_dir().join(format!("gpuplan-it-speedo-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let line = std::fs::read_to_string("calibration/runs/hf/postfit-8.jsonl").unwrap().lines().next().unwrap().to_string();
+    let check = |edit: &dyn Fn(&mut serde_json::Value), key: &str, says: &str| {
+        let mut r: serde_json::Value = serde_json::from_str(&line).unwrap();
+        edit(&mut r);
+        let f = dir.join("bad.jsonl");
+        std::fs::write(&f, format!("{r}\n")).unwrap();
+        let (code, out, err) = gpuplan(&["validate", "--runs", f.to_str().unwrap()]);
+        let text = format!("{out}{err}");
+        // validate reports a record it cannot predict in its table and goes on with the others.
+        assert!(text.contains("cannot predict") && text.contains(key) && text.contains(says), "{code}: {text}");
+    };
+    check(&|r| drop(r["job"]["reported"].as_object_mut().unwrap().remove("host_steps_speedo_us")), "host_steps_speedo_us", "missing");
+    check(&|r| r["job"]["reported"]["host_probe_speedo_us"] = serde_json::json!("0"), "host_probe_speedo_us", "positive");
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// A record's host probe that is partly there or not a number is an error naming the key, not a
@@ -508,7 +612,7 @@ fn hf_decode_memory_follows_the_tokens_generated() {
 /// H200, 2026-11-24, all test): step time 5.8% (train) and 10.2% (prefill) after wt-moecal, from
 /// 8.9 and 13.8% (calibration/runs/hf/moecal-before-after.txt); 4.7 and 6.6% with wt-hfmoe's
 /// sentinel fills at the probe's measured rate, and peak memory 7.1 -> 3.7% with the experts
-/// path replayed through the caching allocator (calibration/runs/hf/FIT.md "Ninth pass").
+/// path replayed through the caching allocator (calibration/runs/hf/FIT.md "Eleventh pass").
 #[test]
 fn post_fit_moe_runs_stay_within_their_bounds() {
     let v = validate("calibration/runs/hf/postfit-moe.jsonl", "all");
