@@ -36,25 +36,26 @@ fn mutated(file: &str, from: &str, to: &str, tag: &str) -> PathBuf {
 
 #[test]
 fn each_familys_router_variant_is_read_from_its_config_json() {
-    let r = |score, norm, scale, bias| Router { score, norm_topk_prob: norm, routed_scaling_factor: scale, expert_bias: bias };
+    let r = |score, norm, scale, bias, fp32| Router { score, norm_topk_prob: norm, routed_scaling_factor: scale, expert_bias: bias, weights_fp32: fp32 };
     // MixtralTopKRouter: softmax, top-2, always renormalized (no key).
-    assert_eq!(router_of(&fixture("mistralai--Mixtral-8x7B-v0.1")), r(RouterScore::Softmax, true, 1.0, false));
+    assert_eq!(router_of(&fixture("mistralai--Mixtral-8x7B-v0.1")), r(RouterScore::Softmax, true, 1.0, false, true));
     // Qwen3-30B-A3B's config.json sets norm_topk_prob true (Qwen3MoeConfig's default is false).
     let qwen = fixture("Qwen--Qwen3-30B-A3B");
-    assert_eq!(router_of(&qwen), r(RouterScore::Softmax, true, 1.0, false));
+    assert_eq!(router_of(&qwen), r(RouterScore::Softmax, true, 1.0, false, false));
     let qwen_default = mutated(&qwen, "\"norm_topk_prob\": true,", "", "qwen-default");
-    assert_eq!(router_of(qwen_default.to_str().unwrap()), r(RouterScore::Softmax, false, 1.0, false));
+    assert_eq!(router_of(qwen_default.to_str().unwrap()), r(RouterScore::Softmax, false, 1.0, false, false));
     // DeepSeek-V3: scoring_func sigmoid, noaux_tc (the expert bias), norm_topk_prob, 2.5.
-    assert_eq!(router_of(&fixture("deepseek-ai--DeepSeek-V3")), r(RouterScore::Sigmoid, true, 2.5, true));
+    assert_eq!(router_of(&fixture("deepseek-ai--DeepSeek-V3")), r(RouterScore::Sigmoid, true, 2.5, true, true));
     // GPT-OSS: softmax over the top-k logits = softmax, top-k, renormalized.
-    assert_eq!(router_of(&fixture("transformers-5.24.0--GptOssConfig")), r(RouterScore::Softmax, true, 1.0, false));
+    assert_eq!(router_of(&fixture("transformers-5.24.0--GptOssConfig")), r(RouterScore::Softmax, true, 1.0, false, false));
     // The catalog files say the same (and Llama-4's sigmoid on its top-1, Nemotron-3 Nano's).
     let toml = |n: &str| router_of(Path::new(ROOT).join("models").join(format!("{n}.toml")).to_str().unwrap());
-    assert_eq!(toml("deepseek-v3"), r(RouterScore::Sigmoid, true, 2.5, true));
-    assert_eq!(toml("llama-4-maverick"), r(RouterScore::Sigmoid, false, 1.0, false));
-    assert_eq!(toml("nemotron-3-nano-30b-a3b"), r(RouterScore::Sigmoid, true, 2.5, true));
-    for n in ["mixtral-8x22b", "qwen3-235b-a22b", "gpt-oss-20b"] {
-        assert_eq!(toml(n), r(RouterScore::Softmax, true, 1.0, false), "{n}");
+    assert_eq!(toml("deepseek-v3"), r(RouterScore::Sigmoid, true, 2.5, true, true));
+    assert_eq!(toml("llama-4-maverick"), r(RouterScore::Sigmoid, false, 1.0, false, false));
+    assert_eq!(toml("nemotron-3-nano-30b-a3b"), r(RouterScore::Sigmoid, true, 2.5, true, true));
+    // Mixtral's router hands the experts fp32 weights, Qwen3-MoE's and GPT-OSS's bf16 ones.
+    for (n, fp32) in [("mixtral-8x22b", true), ("qwen3-235b-a22b", false), ("gpt-oss-20b", false)] {
+        assert_eq!(toml(n), r(RouterScore::Softmax, true, 1.0, false, fp32), "{n}");
     }
 }
 
@@ -138,4 +139,10 @@ fn bad_router_values_exit_2_naming_file_key_and_value() {
         assert_eq!(code, Some(2), "{to}: {err}");
         assert!(err.contains(&bad.display().to_string()) && err.contains(key) && err.contains(value) && err.contains("hint:"), "{to}: {err}");
     }
+    // The routed weights' dtype is fp32 or bf16, nothing else.
+    let qwen = Path::new(ROOT).join("models/qwen3-30b-a3b.toml");
+    let bad = mutated(qwen.to_str().unwrap(), "routing_weights_dtype = \"bf16\"", "routing_weights_dtype = \"fp16\"", "bad-toml-weights-dtype");
+    let (code, err) = gpuplan_check(&bad);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("moe.routing_weights_dtype") && err.contains("fp16") && err.contains("hint:"), "{err}");
 }

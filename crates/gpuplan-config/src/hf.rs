@@ -153,7 +153,7 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
     match family {
         Family::Llama | Family::Mistral | Family::Qwen2 | Family::Qwen3 => {}
         Family::Mixtral => {
-            moe = Some(every_layer_routed(c, ffn)?);
+            moe = Some(every_layer_routed(c, ffn, "fp32")?);
         }
         Family::GptOss => {
             // transformers 5.24.0 `GptOssConfig` / `modeling_gpt_oss.py`: every layer MoE
@@ -163,7 +163,7 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
             // per head, and sliding-window layers: `sliding_window` (default 128) on the layers
             // `layer_types` marks (default: even layers sliding, odd ones full).
             head_dim = Some(head_dim.unwrap_or(64));
-            moe = Some(every_layer_routed(c, ffn)?);
+            moe = Some(every_layer_routed(c, ffn, "bf16")?);
             let sliding_window = match c.obj.get("sliding_window") {
                 // An explicit null: no layer slides (`GptOssAttention.sliding_window` None).
                 Some(Value::Null) => None,
@@ -230,6 +230,8 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
                 norm_topk_prob: Some(false),
                 routed_scaling_factor: None,
                 expert_bias: None,
+                // `Llama4Router` casts the sigmoid back to the logits' dtype.
+                routing_weights_dtype: Some("bf16".into()),
             });
         }
         Family::Qwen2Moe | Family::Qwen3Moe => {
@@ -259,6 +261,8 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
                 norm_topk_prob: Some(norm_topk_prob(c, false)?),
                 routed_scaling_factor: None,
                 expert_bias: None,
+                // Both cast the top-k weights back to the logits' dtype (`.to(router_logits.dtype)`).
+                routing_weights_dtype: Some("bf16".into()),
             });
         }
         Family::DeepSeek => {
@@ -298,6 +302,8 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
                             .with_hint("DeepSeek-V3 \"noaux_tc\" (expert bias), DeepSeek-V2 \"greedy\" or \"group_limited_greedy\""))
                     }
                 }),
+                // Both routers score an fp32 linear and return fp32 weights.
+                routing_weights_dtype: Some("fp32".into()),
             });
             let qk_nope = c.count("qk_nope_head_dim")?;
             let qk_rope = c.count("qk_rope_head_dim")?;
@@ -351,6 +357,8 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
                     norm_topk_prob: Some(norm_topk_prob(c, true)?),
                     routed_scaling_factor: Some(routed_scaling_factor(c, 1.0)?),
                     expert_bias: Some(true),
+                    // fp32 linear, fp32 weights.
+                    routing_weights_dtype: Some("fp32".into()),
                 });
             }
         }
@@ -438,7 +446,9 @@ fn hybrid_from_keys(c: &Keys) -> Result<HybridWire, ConfigError> {
 
 /// Every layer MoE with routed experts only (Mixtral, GPT-OSS): `num_local_experts` experts of
 /// width `ffn`, `num_experts_per_tok` per token, no shared or dense layers, no expert groups.
-fn every_layer_routed(c: &Keys, ffn: u64) -> Result<MoeWire, ConfigError> {
+/// `weights_dtype`: the routed weights' dtype (`MixtralTopKRouter` returns its fp32 softmax
+/// values; `GptOssTopKRouter` takes the softmax in the logits' dtype).
+fn every_layer_routed(c: &Keys, ffn: u64, weights_dtype: &str) -> Result<MoeWire, ConfigError> {
     Ok(MoeWire {
         n_experts: c.count_u32("num_local_experts")?,
         top_k: c.count_u32("num_experts_per_tok")?,
@@ -456,6 +466,7 @@ fn every_layer_routed(c: &Keys, ffn: u64) -> Result<MoeWire, ConfigError> {
         norm_topk_prob: Some(true),
         routed_scaling_factor: None,
         expert_bias: None,
+        routing_weights_dtype: Some(weights_dtype.into()),
     })
 }
 

@@ -138,6 +138,10 @@ pub struct MoeWire {
     /// `moe_router_enable_expert_bias`; default false).
     #[serde(default)]
     pub expert_bias: Option<bool>,
+    /// The dtype the routed weights reach the experts in: "fp32" (default: Mixtral, DeepSeek) or
+    /// "bf16" (transformers' Qwen2/3-MoE, Llama-4 and GPT-OSS routers cast them back).
+    #[serde(default)]
+    pub routing_weights_dtype: Option<String>,
 }
 
 pub const ROUTER_SCORE_HINT: &str = "one of: softmax, sigmoid (Hugging Face `scoring_func`, Megatron `moe_router_score_function`)";
@@ -260,8 +264,19 @@ pub fn model_from_wire(path: &Path, w: &ModelWire) -> Result<Model, ConfigError>
             ConfigError::invalid(path, "moe.expert_bias", true, "needs `moe.router_score = \"sigmoid\"`")
                 .with_hint("the auxiliary-loss-free bias is added to sigmoid scores (DeepSeek-V3; Megatron-Core allows it with sigmoid only)")
         });
+        let weights_fp32 = match m.routing_weights_dtype.as_deref() {
+            None | Some("fp32") => true,
+            Some("bf16") => false,
+            Some(other) => {
+                p.push(
+                    ConfigError::invalid(path, "moe.routing_weights_dtype", other, "is not known")
+                        .with_hint("one of: fp32 (Mixtral's and DeepSeek's routers), bf16 (Qwen2/3-MoE's, which cast the weights to the logits' dtype)"),
+                );
+                true
+            }
+        };
         Moe {
-            router: Router { score, norm_topk_prob: m.norm_topk_prob.unwrap_or(false), routed_scaling_factor: scale, expert_bias },
+            router: Router { score, norm_topk_prob: m.norm_topk_prob.unwrap_or(false), routed_scaling_factor: scale, expert_bias, weights_fp32 },
             n_experts: m.n_experts,
             top_k: m.top_k,
             expert_ffn_hidden: m.expert_ffn_hidden_size,

@@ -339,13 +339,22 @@ fn hf_measured_grouped(cost: &CostModel, fp32: bool, wgrad: bool, m: u64, n: u64
 
 /// The probe's index kernels that transformers' `grouped_mm` path runs for an `hf-*` MoE memory
 /// op, whose bytes the workload counts as the probe does: `permute` the gather of the routed rows;
-/// `unpermute` the routing-weight multiply, the gather back to token order and the top-k sum.
-/// Others (`route_index`, `router_softmax_topk`, the sentinel fills) keep the memory rule.
+/// `unpermute` the routing-weight multiply, the gather back to token order and the top-k sum;
+/// `sentinel_mask`, the `masked_fill` of a [rows, width] tensor by the [rows, 1] sentinel mask,
+/// at the routing-weight multiply's measured rate: both are ATen's non-vectorized
+/// `elementwise_kernel<128, 4>` (`gpu_kernel_impl_nocast`, taken for a broadcast operand) over a
+/// bf16 tensor of the same shape, read and written once. That kernel is bound by the SMs' issue
+/// rate, not HBM: the probe's multiply moves 4.3 GB in 2,712 us on the H100 and 2,596 us on the
+/// H200 (1.58 and 1.65 TB/s, against 3.35 and 4.8 TB/s of HBM; `moe.csv`, 64 experts, 65,536
+/// tokens, top-8), and the H100 kernel profile of a Qwen3-MoE-s prefill measured the 18 fills at
+/// 25.8 ms for 35.4 GB (1.37 TB/s; calibration/runs/hf/profile/moe-prefill-qwen3-h100.csv).
+/// Others (`route_index`, `router_softmax_topk`, the sentinel clones) keep the memory rule.
 pub fn hf_index_kernels(name: &str) -> Option<&'static [crate::hardware::profile::MoeIndexKernel]> {
     use crate::hardware::profile::MoeIndexKernel as K;
     match name {
         "permute" => Some(&[K::GatherRows]),
         "unpermute" => Some(&[K::WeightRows, K::UnpermuteGather, K::TopkSum]),
+        "sentinel_mask" => Some(&[K::WeightRows]),
         _ => None,
     }
 }

@@ -11,6 +11,9 @@ use crate::parallelism::{ParallelConfig, Schedule};
 use crate::units::Bytes;
 use crate::workload::{Mode, Recompute, RecomputeModule, Stack, Workload};
 
+mod caching;
+pub use caching::CachingAllocator;
+
 /// Memory of one GPU by component.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MemoryPlan {
@@ -117,6 +120,76 @@ pub struct StackMemory {
 
 /// Per-stack bytes per parameter. Megatron (Korthikanti et al. 2022 sec. 2; Megatron-LM
 /// distributed optimizer docs): bf16 params 2, fp32 main grads 4, fp32 master + Adam m, v 12.
+/// The allocated and reserved peaks of one forward of transformers' default MoE experts path
+/// (`integrations/moe.py` `grouped_mm_experts_forward`, transformers 5.17.0, read from the wheel's
+/// source) under `torch.inference_mode`, beyond its input: the router's outputs it is handed
+/// (`router_logits` kept alive by the caller's `_`, the top-k indices and weights), then its
+/// locals in the order the function makes and drops them: the sort (`expert_ids_g`, `perm`), the
+/// gathered rows `hidden_states[perm // k]`, the sorted weights, `histc`'s int input and counts,
+/// the sentinel mask; the gate/up grouped GEMM's output and its out-of-place `masked_fill` (the
+/// first freed on rebinding), the activation of the gate half and its product with the up half
+/// (`_default_apply_gate`), the down GEMM's output and its `masked_fill`, the routing-weight
+/// multiply (in fp32 when the weights are, [`Router::weights_fp32`](crate::model::Router)), the
+/// inverse permutation, the gather back to token order, and the top-k sum (cast to bf16 when
+/// fp32). Every local stays allocated until the function returns, so the peak holds the
+/// gathered rows, the masked down output and the weighted rows twice: 8 B per routed row and
+/// hidden unit in bf16, 12 B in fp32. The caching allocator's replay ([`CachingAllocator`])
+/// gives what it reserves on top: the gate/up-sized blocks freed midway cannot serve the
+/// later, hidden-sized requests.
+pub fn hf_grouped_experts_peak(tokens: f64, hidden: f64, experts: u32, top_k: u32, expert_ffn: f64, weights_fp32: bool) -> ExpertsPeak {
+    let t = tokens.ceil();
+    let s = t * top_k as f64;
+    let e = experts as f64;
+    let r = if weights_fp32 { 4.0 } else { 2.0 };
+    let mut a = CachingAllocator::new();
+    let _logits = a.alloc(t * e * r);
+    let _indices = a.alloc(t * top_k as f64 * 8.0);
+    let _weights = a.alloc(t * top_k as f64 * r);
+    let ids = a.alloc(s * 8.0);
+    let perm = a.alloc(s * 8.0);
+    let div = a.alloc(s * 8.0);
+    let rows = a.alloc(s * hidden * 2.0);
+    a.free(div);
+    let weights_g = a.alloc(s * r);
+    let histc_in = a.alloc(s * 4.0);
+    let counts = a.alloc(e * 4.0);
+    let offsets = a.alloc(e * 4.0);
+    let sentinel = a.alloc(s);
+    let gate_up = a.alloc(s * 2.0 * expert_ffn * 2.0);
+    let gate_up_masked = a.alloc(s * 2.0 * expert_ffn * 2.0);
+    a.free(gate_up);
+    let act = a.alloc(s * expert_ffn * 2.0);
+    let gated = a.alloc(s * expert_ffn * 2.0);
+    a.free(act);
+    a.free(gate_up_masked);
+    let down = a.alloc(s * hidden * 2.0);
+    a.free(gated);
+    let down_masked = a.alloc(s * hidden * 2.0);
+    a.free(down);
+    let weighted = a.alloc(s * hidden * r);
+    let inv_perm = a.alloc(s * 8.0);
+    let arange = a.alloc(s * 8.0);
+    a.free(arange);
+    let restored = a.alloc(s * hidden * r);
+    a.free(weighted);
+    let summed = a.alloc(t * hidden * r);
+    if weights_fp32 {
+        let _out = a.alloc(t * hidden * 2.0);
+        a.free(summed);
+    }
+    for h in [ids, perm, rows, weights_g, histc_in, counts, offsets, sentinel, down_masked, inv_perm, restored] {
+        a.free(h);
+    }
+    ExpertsPeak { allocated: a.peak_allocated as f64, reserved: a.peak_reserved as f64 }
+}
+
+/// [`hf_grouped_experts_peak`]'s result, bytes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ExpertsPeak {
+    pub allocated: f64,
+    pub reserved: f64,
+}
+
 /// PyTorch AMP (torch.amp docs): fp32 params 4, fp32 grads 4, Adam m, v 8, and autocast's cached
 /// bf16 weight casts 2 during forward/backward. The fragmentation fractions are engineering
 /// estimates until fitted on measured runs (calibration/runs).
@@ -581,16 +654,28 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
         kv += mamba_state;
         let widest = model.ffn_hidden.max(model.moe.as_ref().map_or(0, |m| m.expert_ffn_hidden)) as f64 / pc.tp as f64;
         let mut transient = tokens * (3.0 * widest + 4.0 * model.hidden as f64) * 2.0;
+        // What the caching allocator holds beyond the allocated peak because of the experts
+        // path's pattern of requests (below); added to the plan's fragmentation.
+        let mut experts_cached = 0.0;
         if let (true, Some(moe)) = (w.stack.hf(), &model.moe) {
-            // transformers' grouped_mm experts path keeps its locals until the experts' forward
-            // returns, for every routed (token, expert) row: the gathered input (2 B per hidden
-            // unit), the gate/up output (4 B per expert unit), the activation and its product
-            // (4), the down projection's output (2), and, after the routing weights' fp32
-            // multiply, the weighted rows and their gather back to token order (4 + 4); the peak
-            // is that of the MoE layer or of the widest dense part, whichever is larger.
-            let routed = tokens * moe.top_k as f64 / pc.ep as f64;
-            transient = transient
-                .max(tokens * 4.0 * model.hidden as f64 * 2.0 + routed * (12.0 * model.hidden as f64 + 8.0 * moe.expert_ffn_hidden as f64 / pc.etp as f64));
+            // The MoE layer's peak: the residual stream's four [tokens, hidden] bf16 tensors
+            // (the model's `inputs_embeds`, the layer's input, its residual and the normed input
+            // of the MLP) and transformers' grouped_mm experts forward, replayed through the
+            // caching allocator; the peak is that of the MoE layer or of the widest dense part,
+            // whichever is larger.
+            let e = hf_grouped_experts_peak(
+                tokens / pc.ep as f64,
+                model.hidden as f64,
+                moe.n_experts,
+                moe.top_k,
+                moe.expert_ffn_hidden as f64 / pc.etp as f64,
+                moe.router.weights_fp32,
+            );
+            let moe_peak = tokens * 4.0 * model.hidden as f64 * 2.0 + e.allocated;
+            if moe_peak >= transient {
+                transient = moe_peak;
+                experts_cached = e.reserved - e.allocated;
+            }
         }
         let logits = w.sequences() as f64 * model.vocab as f64 / pc.tp as f64 * 4.0;
         let base = weights + kv + transient + logits;
@@ -599,7 +684,7 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
         // less allocated peaks less those is 0.02 GiB or under at batch 1-4
         // (calibration/runs/hf/FIT.md, sixth pass), so no share of the rest on top.
         let fragmentation = if w.stack.hf() && w.mode == Mode::Decode { 0.0 } else { sm.fragmentation };
-        let live = base * (1.0 + fragmentation) + runtime.value();
+        let live = base * (1.0 + fragmentation) + experts_cached + runtime.value();
         let stranded = stranded.min((capacity.value() - live).max(0.0));
         let cached_head = if w.stack.hf() && w.mode == Mode::Decode && model.tied_embeddings {
             // The cache's tensors come from the large pool (and out of the free head block first)
@@ -619,7 +704,7 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
             kv_cache: Bytes::new(kv + stranded),
             transient: Bytes::ZERO,
             runtime,
-            fragmentation: Bytes::new(base * fragmentation + cached_head),
+            fragmentation: Bytes::new(base * fragmentation + experts_cached + cached_head),
             capacity,
             stage,
         };
@@ -998,5 +1083,26 @@ mod tests {
         // 2 + 4 + 12 = 18 B per parameter in full fine-tuning vs ~2 under LoRA.
         let states = |p: &MemoryPlan| (p.weights + p.gradients + p.optimizer).value();
         assert!(states(&tuned) < 0.12 * states(&full), "{} vs {}", states(&tuned), states(&full));
+    }
+
+    #[test]
+    fn hf_grouped_experts_peak_holds_its_hidden_sized_locals_and_what_the_allocator_strands() {
+        // Qwen3-MoE-s at 8 x 4096 tokens: 262,144 routed rows of hidden 2048, experts 768 wide.
+        let (t, h, f) = (32768.0, 2048.0, 768.0);
+        let rows = t * 8.0;
+        let bf16 = hf_grouped_experts_peak(t, h, 64, 8, f, false);
+        // The gathered rows, the masked down output, the weighted rows and their gather back:
+        // 8 B per row and hidden unit, plus the ids and the router's outputs (under 1%).
+        let hidden_sized = 8.0 * rows * h;
+        assert!(bf16.allocated >= hidden_sized && bf16.allocated < 1.01 * hidden_sized, "{bf16:?}");
+        // fp32 routed weights (Mixtral, DeepSeek): the last two are fp32, 12 B.
+        let fp32 = hf_grouped_experts_peak(t, h, 64, 8, f, true);
+        assert!(fp32.allocated >= 12.0 * rows * h && fp32.allocated < 1.01 * 12.0 * rows * h, "{fp32:?}");
+        // Narrow experts: the two gate/up-sized blocks (3,072 B a row each) freed midway cannot
+        // serve the hidden-sized (4,096 B) requests that follow, so they stay reserved on top.
+        assert!((bf16.reserved - bf16.allocated - 2.0 * rows * 2.0 * f * 2.0).abs() < 0.01 * bf16.allocated, "{bf16:?}");
+        // Wide experts (Mixtral's 5,632): the freed blocks serve the later requests.
+        let wide = hf_grouped_experts_peak(t, h, 8, 2, 5632.0, true);
+        assert!(wide.reserved - wide.allocated < 0.01 * wide.allocated, "{wide:?}");
     }
 }

@@ -103,13 +103,22 @@ pub struct Router {
     /// `e_score_correction_bias` with `topk_method` "noaux_tc"; Megatron
     /// `moe_router_enable_expert_bias`).
     pub expert_bias: bool,
+    /// The routed weights reach the experts in fp32 (4 B), not in the activations' bf16 (2 B).
+    /// transformers 5.17.0: `MixtralTopKRouter` returns its fp32 softmax values, and
+    /// `DeepseekV3TopkRouter` / `DeepseekV2TopkRouter` / `NemotronHTopkRouter` score an fp32
+    /// linear; `Qwen3MoeTopKRouter` and Qwen2-MoE's cast the weights back to the logits' dtype
+    /// (`.to(router_logits.dtype)`), as `Llama4Router` and `GptOssTopKRouter` keep them. The
+    /// experts' weighted rows then take the wider dtype (`grouped_mm_experts_forward`:
+    /// `proj_out * sample_weights_g`), which the `hf-*` memory plan counts.
+    pub weights_fp32: bool,
 }
 
 impl Router {
     /// Softmax over the experts, top-k, no renormalization, no scaling, no bias: the defaults of
     /// transformers' `Qwen3MoeConfig` (`norm_topk_prob` false) and of Megatron-Core's router
     /// (`moe_router_score_function` "softmax", `moe_router_topk_scaling_factor` None).
-    pub const SOFTMAX_TOPK: Router = Router { score: RouterScore::Softmax, norm_topk_prob: false, routed_scaling_factor: 1.0, expert_bias: false };
+    pub const SOFTMAX_TOPK: Router =
+        Router { score: RouterScore::Softmax, norm_topk_prob: false, routed_scaling_factor: 1.0, expert_bias: false, weights_fp32: true };
 }
 
 /// Sliding-window (local) attention on some layers (GPT-OSS: every other layer, window 128;

@@ -1435,14 +1435,17 @@ impl<'a> Builder<'a> {
         self.expert_adapter(LoraTarget::Fc1, per_expert, m.hidden, up, local_experts);
         if self.w.stack.hf() {
             // `proj_out.masked_fill(sentinel_mask, 0.0)` after each grouped GEMM: out of place, a
-            // copy of the output (ATen's clone) and the fill over it, 8 B per element.
-            self.push("sentinel_mask", OpKind::Memory { bytes: (routed * up) as f64 * self.act * 4.0, kernels: 2 });
+            // copy of the output (ATen's clone, a device-to-device memcpy) and the fill over it
+            // (read and write each element; `cost::lower::hf_index_kernels` prices the fill).
+            self.push("sentinel_copy", OpKind::Memory { bytes: (routed * up) as f64 * self.act * 2.0, kernels: 1 });
+            self.push("sentinel_mask", OpKind::Memory { bytes: (routed * up) as f64 * self.act * 2.0, kernels: 1 });
         }
         self.memory("expert_act", (per_expert * local_experts * f) as f64, 2.0, 1.0, 2);
         self.quantize_input("expert_down", (per_expert * local_experts * f) as f64);
         self.push("expert_down", OpKind::Gemm { m: per_expert, n: m.hidden, k: f, count: local_experts });
         if self.w.stack.hf() {
-            self.push("sentinel_mask", OpKind::Memory { bytes: (routed * m.hidden) as f64 * self.act * 4.0, kernels: 2 });
+            self.push("sentinel_copy", OpKind::Memory { bytes: (routed * m.hidden) as f64 * self.act * 2.0, kernels: 1 });
+            self.push("sentinel_mask", OpKind::Memory { bytes: (routed * m.hidden) as f64 * self.act * 2.0, kernels: 1 });
         }
         self.expert_adapter(LoraTarget::Fc2, per_expert, f, m.hidden, local_experts);
         if pc.etp > 1 {
