@@ -239,6 +239,16 @@ read -r -d '' TABLE <<'EOF'
 177 h200 train   qwen3-1.7b               1  512   1 none eager    20 5  35
 178 h200 train   tinyllama-1.1b           2  1024  1 none eager    20 5  30
 179 h200 train   llama-3.2-1b             2  2048  1 none eager    20 5  30
+180 h200 train   qwen3-1.7b               1  2048  1 none eager    20 5  38
+181 h200 train   llama-3.2-1b             1  2048  1 none eager    20 5  34
+182 h200 train   tinyllama-1.1b           1  2048  1 none eager    20 5  34
+183 h200 train   llama-3.2-3b             1  1536  1 none eager    20 5  38
+184 h200 train   qwen3-1.7b               2  1024  1 none eager    20 5  38
+185 h200 train   llama-3.2-1b             2  1024  1 none eager    20 5  34
+186 h200 train   tinyllama-1.1b           1  1536  1 none eager    20 5  34
+187 h200 train   llama-3.2-3b             2  1024  1 none eager    20 5  38
+188 h200 train   qwen3-1.7b               1  1024  1 none eager    20 5  38
+189 h200 train   llama-3.2-1b             1  1024  1 none eager    20 5  34
 EOF
 
 split_of() {  # id config
@@ -269,6 +279,8 @@ measure_one() {
     train)
       sa+=(--micro-batch "$b" --grad-accum "$ga" --global-batch $(( b * ga )) --seq "$s" --recompute "$rc")
       wa+=(--micro-batch "$b" --grad-accum "$ga" --seq "$s" --recompute "$rc")
+      # Rows 180 on take the host probe and speedometer in the run's own period (hf_train.py --host-probe).
+      (( 10#${rid#hf-} >= 180 )) 2>/dev/null && wa+=(--host-probe)
       case $variant in
         eager) true_stack="hf-eager: fp32 master params + bf16 autocast, fused AdamW" ;;
         compile) stack=torch-compile; wa+=(--compile); true_stack="hf-compile: torch.compile(model), fp32 master params + bf16 autocast, fused AdamW" ;;

@@ -35,11 +35,11 @@ Output (the format of train_llama.py, which `gpuplan measure` parses):
   summary rank=0 world=1 mode=<m> params=<n> steps=<n> median_step_time_s=<s> max_mem_alloc_bytes=<b> max_mem_reserved_bytes=<b>
 
   config host_probe_plan_us=<us> host_probe_layer_us=<us> host_probe_fixed_us=<us> host_probe_op_dispatch_us=<us>
-                        (decode with --host-probe: the host probe taken in the run's own period, the mean
-                        of the probe before the model is built and after the timed steps; the
+                        (decode or train with --host-probe: the host probe taken in the run's own period,
+                        the mean of the probe before the model is built and after the timed steps; the
                         `host_probe_before_*` and `host_probe_after_*` facts are the two probes)
   config host_probe_speedo_us=<us> host_steps_speedo_us=<us>
-                        (decode with --host-probe: the host's speedometer, `speedo()`, a fixed pure-Python
+                        (decode or train with --host-probe: the host's speedometer, `speedo()`, a fixed pure-Python
                         loop; in each probe the median of three medians of 5 calls (start, middle, end;
                         the fact is the two probes' mean), and once after every timed step (outside the
                         step's time, printed as `speedo step=<n> speedo_us=<us>`; the fact is the median
@@ -90,9 +90,10 @@ def parse_args(argv=None):
     p.add_argument("--device", default="cuda", help="cuda (measured runs) or cpu (a syntax check only)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--host-probe", action="store_true",
-                   help="decode: time the host probe of `gpuplan calibrate --host` (a short form, see run_host_probe) "
+                   help="decode, train: time the host probe of `gpuplan calibrate --host` (a short form, see run_host_probe) "
                         "before building the model and again after the timed steps, and report both and their mean "
-                        "as `config host_probe_*` facts")
+                        "as `config host_probe_*` facts; and the host's speedometer after every timed step, outside "
+                        "its time (`config host_steps_speedo_us`)")
     p.add_argument("--profile", type=int, default=0,
                    help="decode loop: run this many more steps under torch.profiler after the timed ones and print its "
                         "table (by self CPU time); those steps print no step line")
@@ -225,7 +226,10 @@ def run(a, torch):
         dtype = torch.float32 if a.param_dtype == "fp32" else torch.bfloat16
     else:
         dtype = torch.bfloat16
-    probe_before = safe_host_probe(torch, dev) if a.host_probe and a.mode == "decode" and dev.cuda else None
+    probe_before = safe_host_probe(torch, dev) if a.host_probe and a.mode in ("decode", "train") and dev.cuda else None
+    if a.mode == "train":
+        # The probe's tensors are freed (run_host_probe empties the cache): the run's peak is its own.
+        dev.reset_peak()
     model, cfg, tfv = build(a, torch, dev, dtype)
     n_params = sum(p.numel() for p in model.parameters())
     vocab = cfg.vocab_size
@@ -233,6 +237,9 @@ def run(a, torch):
     if a.mode == "train":
         stack = "hf-" + ("compile-fp8" + ("-rowwise" if a.fp8_recipe == "rowwise" else "") if a.fp8 else ("compile" if a.compile else "eager"))
         train(a, torch, dev, model, vocab, n_params, tfv, stack)
+        if probe_before is not None:
+            del model
+            probe_after_and_report(torch, dev, probe_before)
     else:
         stack = "hf-" + ("compile" if a.compile else "eager")
         model.eval()
@@ -246,20 +253,26 @@ def run(a, torch):
             if probe_before is not None:
                 run_end_memory(torch, dev)
                 del model
-                import gc
-                gc.collect()
-                torch.cuda.empty_cache()
-                # New KV lengths: the first probe's plans are in cuDNN's cache for this process.
-                probe_after = safe_host_probe(torch, dev, kv_shift=1000)
-                if probe_after is None:
-                    return
-                out = {}
-                for k in probe_before:
-                    out[f"host_probe_before_{k}"] = f"{probe_before[k]:.3f}"
-                    out[f"host_probe_after_{k}"] = f"{probe_after[k]:.3f}"
-                    if k != "wall_s":
-                        out[f"host_probe_{k}"] = f"{(probe_before[k] + probe_after[k]) / 2:.3f}"
-                print("config " + " ".join(f"{k}={v}" for k, v in out.items()), flush=True)
+                probe_after_and_report(torch, dev, probe_before)
+
+
+def probe_after_and_report(torch, dev, probe_before):
+    """The second host probe, after the timed steps (the caller has dropped its model, the
+    optimizer is out of scope), and the `config host_probe_*` facts of both."""
+    import gc
+    gc.collect()
+    torch.cuda.empty_cache()
+    # New KV lengths: the first probe's plans are in cuDNN's cache for this process.
+    probe_after = safe_host_probe(torch, dev, kv_shift=1000)
+    if probe_after is None:
+        return
+    out = {}
+    for k in probe_before:
+        out[f"host_probe_before_{k}"] = f"{probe_before[k]:.3f}"
+        out[f"host_probe_after_{k}"] = f"{probe_after[k]:.3f}"
+        if k != "wall_s":
+            out[f"host_probe_{k}"] = f"{(probe_before[k] + probe_after[k]) / 2:.3f}"
+    print("config " + " ".join(f"{k}={v}" for k, v in out.items()), flush=True)
 
 
 def run_end_memory(torch, dev):
@@ -416,6 +429,7 @@ def train(a, torch, dev, model, vocab, n_params, tfv, stack):
     autocast = torch.autocast(dev.device.type, dtype=torch.bfloat16) if a.param_dtype == "fp32" else _null()
     tokens = a.micro_batch * a.seq * a.grad_accum
     times = []
+    speeds = []  # speedo() after each timed step (--host-probe), outside the step's time
 
     def one():
         for _ in range(a.grad_accum):
@@ -436,8 +450,12 @@ def train(a, torch, dev, model, vocab, n_params, tfv, stack):
             dt = time.perf_counter() - t0
             times.append(dt)
             report(dev, step, dt, tokens)
+            if a.host_probe:
+                speeds.append(speedo())
+                print(f"speedo step={step} speedo_us={speeds[-1]:.1f}", flush=True)
         if a.kernel_profile:
             kernel_profile(a, torch, dev, one)
+    report_steps_speedo(speeds)
     summary(a, dev, n_params, times)
 
 
@@ -554,11 +572,17 @@ def decode(a, torch, dev, model, cfg, vocab, n_params):
                            do_sample=False, logits_processor=LogitsProcessorList([clock]), generation_config=gc)
             dev.sync()
     print(f"config cache_len_start={start_len} cache_len_end={cache.get_seq_length()}", flush=True)
+    report_steps_speedo(speeds)
+    summary(a, dev, n_params, times)
+
+
+def report_steps_speedo(speeds):
+    """`config host_steps_speedo_us`: the median speedometer over the timed steps after the first
+    third (at most 10 skipped), where there are any."""
     if speeds:
         import statistics
         skip = min(10, len(speeds) // 3)
         print(f"config host_steps_speedo_us={statistics.median(speeds[skip:]):.3f}", flush=True)
-    summary(a, dev, n_params, times)
 
 
 def kernel_profile(a, torch, dev, one, steps=2):

@@ -290,6 +290,74 @@ fn post_fit_10_excess_energy_per_step() {
     assert!(errs.len() == 7 && mean < 0.20, "mean {mean}");
 }
 
+/// Nine host-bound hf-eager training runs on the lent H200 measured with their own host probe
+/// (calibration/runs/hf/postfit-11.jsonl, hf-180..188, 2026-11-24 22:12-22:18 UTC device clock,
+/// one call of scripts/device_trainhost.sh; all `test`, nothing fitted on them): hf_train.py
+/// `--host-probe` timed the probe before the model was built and after the timed steps and the
+/// host's speedometer after every step, and `validate` prices the training launches at the run's
+/// probed op dispatch (x the speedometer's steps-over-probes ratio ^ HOST_SPEEDO_ELASTICITY) over
+/// the H100 reference's, as it does decode's host (FIT.md "Twelfth pass"). The probes said this
+/// node's host dispatched at 7.9-11.1 us (the H200 profile's 6.78): step 20.3% with the profile's
+/// host, 9.6% from the probes alone, 7.3% with the speedometer; power 39.0 -> 19.1%.
+#[test]
+fn eleventh_post_fit_training_runs_follow_their_own_host_probe() {
+    let file = "calibration/runs/hf/postfit-11.jsonl";
+    let v = post_fit_set_within(file, "post-fit 11", 9, &[("step_time", 8.0), ("peak_memory", 5.0), ("power", 20.0)]);
+    let (code, out, err) = gpuplan(&["validate", "--runs", file, "--profile-host", "--json"]);
+    assert!(code == 0 || code == 1, "{err}");
+    let profile: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let with = mape(&v, "step_time", |_| true).0;
+    let alone = mape(&without_speedometer(file, "11"), "step_time", |_| true).0;
+    let without = mape(&profile, "step_time", |_| true).0;
+    println!("post-fit 11 step: {without:.1}% with the profile's host, {alone:.1}% from the probes alone, {with:.1}% with the speedometer");
+    assert!(without > 15.0 && alone + 5.0 < without && with + 1.0 < alone, "profile {without:.1}%, probes {alone:.1}%, speedometer {with:.1}%");
+    let power = |v: &serde_json::Value| mape(v, "power", |_| true).0;
+    assert!(power(&v) + 10.0 < power(&profile), "power: own probe {:.1}% vs profile {:.1}%", power(&v), power(&profile));
+}
+
+/// A training record's own host probe reaches the hf-eager launch host time exactly as decode's:
+/// the probed op dispatch in place of the profile's, times the speedometer's steps-over-probes
+/// ratio ^ HOST_SPEEDO_ELASTICITY (`RunHostProbe::applied_to`, `cost::lower::hf_eager_train_host_scale`).
+/// On one post-fit 11 record: a probe at the profile's op dispatch and an even speedometer predicts
+/// the profile's step; a speedometer 1.6x the probes' predicts what a probe at 1.6^0.444 x the
+/// profile's dispatch does, and a longer step.
+#[test]
+fn a_training_runs_probe_scales_its_launch_host_time_like_decode() {
+    const PROFILE_OP_DISPATCH_US: f64 = 6.778; // calibration/profiles/h200-sxm-2x/host.toml op_dispatch_us
+    const HOST_SPEEDO_ELASTICITY: f64 = 0.444; // gpuplan_core::record::HOST_SPEEDO_ELASTICITY
+    let dir = std::env::temp_dir().join(format!("gpuplan-it-train-probe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let line = std::fs::read_to_string("calibration/runs/hf/postfit-11.jsonl").unwrap().lines().next().unwrap().to_string();
+    let step = |op_us: f64, probe_speedo: f64, steps_speedo: f64, profile_host: bool| -> f64 {
+        let mut r: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(r["scenario"]["mode"], "train");
+        let rep = &mut r["job"]["reported"];
+        rep["host_probe_op_dispatch_us"] = serde_json::json!(format!("{op_us}"));
+        rep["host_probe_speedo_us"] = serde_json::json!(format!("{probe_speedo}"));
+        rep["host_steps_speedo_us"] = serde_json::json!(format!("{steps_speedo}"));
+        let f = dir.join("run.jsonl");
+        std::fs::write(&f, format!("{r}\n")).unwrap();
+        let mut args = vec!["validate", "--runs", f.to_str().unwrap(), "--json"];
+        if profile_host {
+            args.push("--profile-host");
+        }
+        let (code, out, err) = gpuplan(&args);
+        assert!(code == 0 || code == 1, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let m = v["runs"][0]["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == "step_time").unwrap().clone();
+        m["predicted"].as_f64().unwrap()
+    };
+    let profile = step(9.0, 1000.0, 1000.0, true);
+    let at_profile = step(PROFILE_OP_DISPATCH_US, 1000.0, 1000.0, false);
+    assert!((at_profile / profile - 1.0).abs() < 1e-6, "probe at the profile's dispatch {at_profile} vs profile {profile}");
+    let v = 1.6f64.powf(HOST_SPEEDO_ELASTICITY);
+    let slow_speedo = step(PROFILE_OP_DISPATCH_US, 1000.0, 1600.0, false);
+    let slow_probe = step(PROFILE_OP_DISPATCH_US * v, 1000.0, 1000.0, false);
+    assert!((slow_speedo / slow_probe - 1.0).abs() < 1e-6, "speedometer {slow_speedo} vs probe {slow_probe}");
+    assert!(slow_speedo > profile * 1.05, "a 1.6x slower host during the steps: {slow_speedo} vs {profile}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// The records of `file` with the host speedometer's keys taken out, validated: the prediction
 /// from the run's probes alone.
 fn without_speedometer(file: &str, tag: &str) -> serde_json::Value {

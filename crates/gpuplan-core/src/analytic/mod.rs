@@ -570,7 +570,7 @@ pub fn used_numbers(s: &Scenario) -> Vec<UsedNumber> {
         used.push(UsedNumber {
             name: "hf_eager_train_host".into(),
             value: format!(
-                "{} us per forward launch, {} per backward; a dense layer {}+{} launches (QK-norm +{}+{}); x {:.3} for this node's host (profile op dispatch over {} us)",
+                "{} us per forward launch, {} per backward; a dense layer {}+{} launches (QK-norm +{}+{}); x {:.3} for this node's host ({} op dispatch over {} us)",
                 US[0],
                 US[1],
                 L[0],
@@ -578,6 +578,12 @@ pub fn used_numbers(s: &Scenario) -> Vec<UsedNumber> {
                 Q[0],
                 Q[1],
                 crate::cost::lower::hf_eager_train_host_scale(&cost),
+                // A run record's own host probe (`RunHostProbe::applied_to`) marks the host in period.
+                if s.profile.as_ref().and_then(|p| p.host.as_ref()).is_some_and(|h| h.in_period) {
+                    "the run's own probed (and speedometer-scaled)"
+                } else {
+                    "the profile's"
+                },
                 crate::cost::lower::HF_EAGER_TRAIN_REFERENCE_OP_DISPATCH_US
             ),
             source: crate::hardware::Source::Measured(
