@@ -7,7 +7,7 @@ the GPU's excess energy per step over the profile's idle power (predicted / meas
 
   python3 scripts/hf_train_probe_table.py [--gpuplan target/debug/gpuplan] [--idle-w W] RUNS.jsonl
 
-Prints a Markdown table (calibration/runs/hf/FIT.md "Eleventh pass")."""
+Prints a Markdown table (calibration/runs/hf/FIT.md "Twelfth pass")."""
 import argparse
 import json
 import os
