@@ -118,6 +118,25 @@ pub const DTENSOR_LINEAR_US: [f64; 2] = [225.0, 50.0];
 /// 3,500 us; on that of session 11: 4,500 us (see [`MEGATRON_OVERLAP_COST`]).
 pub const MOE_DISPATCH_SYNC_US: f64 = 4500.0;
 
+/// Host time per MoE layer and forward pass of Megatron-Core's eager MoE layer that runs *before*
+/// the dispatcher's sync, as launch-side host time beside the GPU's queued work (where
+/// [`MOE_DISPATCH_SYNC_US`] is what the GPU waits for after it): the host reaches the
+/// device-to-host sync only after running the layer's Python up to it (the transformer layer, the
+/// attention block or its CUDA-graph replay, the router and the dispatcher's preprocess, DeepEP's
+/// `get_dispatch_layout` and `FusedDispatch.forward` in megatron-core 0.16.1
+/// `transformer/moe/fused_a2a.py`, whose "CPU will wait for GPU's signal to arrive"), while the
+/// GPU still runs what the host queued since the previous sync (the previous layer's experts and
+/// combine, this layer's attention). So it costs the step only where the host is the longer of
+/// the two: a host-bound layer at micro-batch 1 pays it, a GPU-bound one at micro-batch 4-8 hides
+/// it (the micro-batch trend of Qwen3-30B-A3B on 8 B200s, dev rows 88 / 72: 423 and 614 ms per
+/// micro-batch, 2.75x the tokens at 4x the micro-batch). Placed on the last kernel before the
+/// sync (`cost::lower::moe_host_before_drain`). Fitted jointly with [`MOE_DISPATCH_SYNC_US`],
+/// [`MEGATRON_OVERLAP_COST`] and [`MEGATRON_MEMORY_EFFICIENCY`] on the fit split of
+/// tests/data/published/megatron_bridge_training_dev.csv (scripts/fit_megatron_published.sh,
+/// `HOST_GRID`; output in calibration/runs/fit_megatron_published-wt-b200moe.txt). 0 reproduces
+/// the model before it (every host microsecond of the layer a stall after the drain).
+pub const MOE_LAYER_HOST_US: f64 = 0.0;
+
 /// Host time per local expert of one grouped expert GEMM (`expert_up`, `expert_down` and their
 /// data- and weight-gradient GEMMs) that Megatron-Core's eager MoE layer spends on it, where no
 /// CUDA graph replays the experts: Transformer Engine's `GroupedLinear` (megatron-core's
@@ -304,6 +323,8 @@ pub struct Fitted {
     pub megatron_memory_efficiency: f64,
     /// See [`MOE_DISPATCH_SYNC_US`].
     pub moe_dispatch_sync_us: f64,
+    /// See [`MOE_LAYER_HOST_US`].
+    pub moe_layer_host_us: f64,
     /// See [`MEGATRON_EXPERT_GEMM_HOST_US`].
     pub megatron_expert_gemm_host_us: f64,
     /// See [`TRTLLM_HOST_US`].
@@ -336,6 +357,7 @@ pub const SHIPPED: Fitted = Fitted {
     megatron_overlap_cost: MEGATRON_OVERLAP_COST,
     megatron_memory_efficiency: MEGATRON_MEMORY_EFFICIENCY,
     moe_dispatch_sync_us: MOE_DISPATCH_SYNC_US,
+    moe_layer_host_us: MOE_LAYER_HOST_US,
     megatron_expert_gemm_host_us: MEGATRON_EXPERT_GEMM_HOST_US,
     trtllm_host_us: TRTLLM_HOST_US,
     triton_frontend_us: TRITON_FRONTEND_US,
@@ -361,7 +383,7 @@ pub fn fitted() -> Fitted {
     *INSTALLED.get().unwrap_or(&SHIPPED)
 }
 
-/// Parse `KEY=V[,V];...` over `f` (`dtensor_linear_us=A,B`, `overlap_cost=X`, `megatron_overlap_cost=X`, `megatron_memory_efficiency=X`, `moe_dispatch_sync_us=X`,
+/// Parse `KEY=V[,V];...` over `f` (`dtensor_linear_us=A,B`, `overlap_cost=X`, `megatron_overlap_cost=X`, `megatron_memory_efficiency=X`, `moe_dispatch_sync_us=X`, `moe_layer_host_us=X`,
 /// `trtllm_host_us=ITER,SEQ,LAYER`, `triton_frontend_us=X`, `trtllm_pytorch_seq_us=X`).
 pub fn parse(text: &str, mut f: Fitted) -> Result<Fitted, String> {
     for item in text.split(';').map(str::trim).filter(|s| !s.is_empty()) {
@@ -374,6 +396,7 @@ pub fn parse(text: &str, mut f: Fitted) -> Result<Fitted, String> {
             ("megatron_overlap_cost", [x]) => f.megatron_overlap_cost = *x,
             ("megatron_memory_efficiency", [x]) if *x > 0.0 => f.megatron_memory_efficiency = *x,
             ("moe_dispatch_sync_us", [x]) => f.moe_dispatch_sync_us = *x,
+            ("moe_layer_host_us", [x]) if *x >= 0.0 => f.moe_layer_host_us = *x,
             ("megatron_expert_gemm_host_us", [x]) if *x >= 0.0 => f.megatron_expert_gemm_host_us = *x,
             ("trtllm_host_us", [a, b, c]) => f.trtllm_host_us = [*a, *b, *c],
             ("triton_frontend_us", [x]) => f.triton_frontend_us = *x,
@@ -408,6 +431,8 @@ mod tests {
         assert_eq!(parse("pcie_server_busbw_share=0.5", base).unwrap().pcie_server_busbw_share, 0.5);
         assert_eq!(parse("triton_stream_seq_us=12", base).unwrap().triton_stream_seq_us, 12.0);
         assert!(parse("triton_stream_seq_us=-1", base).is_err());
+        assert_eq!(parse("moe_layer_host_us=2500", base).unwrap().moe_layer_host_us, 2500.0);
+        assert!(parse("moe_layer_host_us=-1", base).is_err());
         assert_eq!(parse("", base).unwrap(), base);
         assert!(parse("overlap_cost=1,2", base).is_err());
         assert!(parse("overlap=1", base).is_err());
