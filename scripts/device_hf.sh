@@ -206,6 +206,29 @@ read -r -d '' TABLE <<'EOF'
 144 h200 train   llama-3.2-3b             1  2048  1 none eager    10 3  35
 145 h200 train   qwen3-1.7b               2  2048  1 none eager    10 3  35
 146 h200 train   llama-3.2-1b             1  1024  1 none eager    10 3  30
+147 h100 decode  llama-3.2-1b             2  8192  0 none loop     60 10 35
+148 h100 decode  llama-3.2-3b             4  2048  0 none generate 60 10 35
+149 h100 decode  qwen3-1.7b               8  8192  0 none loop     60 10 35
+150 h100 decode  tinyllama-1.1b           4  1024  0 none generate 60 10 35
+151 h100 decode  llama-3.2-1b             16 1024  0 none generate 60 10 35
+152 h100 decode  llama-3.2-3b             2  16384 0 none loop     60 10 35
+153 h100 decode  qwen3-1.7b               1  16384 0 none generate 60 10 35
+154 h100 decode  llama-3.2-1b             32 2048  0 none loop     60 10 35
+155 h100 decode  tinyllama-1.1b           2  2048  0 none loop     60 10 35
+156 h100 decode  llama-3.2-3b             1  32768 0 none generate 60 10 35
+157 h100 decode  qwen3-1.7b               2  1024  0 none loop     60 10 35
+158 h100 decode  llama-3.2-1b             8  512   0 none generate 60 10 35
+159 h200 decode  llama-3.2-1b             2  8192  0 none loop     60 10 35
+160 h200 decode  llama-3.2-3b             4  2048  0 none generate 60 10 35
+161 h200 decode  qwen3-1.7b               8  8192  0 none loop     60 10 35
+162 h200 decode  tinyllama-1.1b           4  1024  0 none generate 60 10 35
+163 h200 decode  llama-3.2-1b             8  16384 0 none generate 60 10 35
+164 h200 decode  llama-3.2-3b             2  16384 0 none loop     60 10 35
+165 h200 decode  qwen3-1.7b               1  16384 0 none generate 60 10 35
+166 h200 decode  llama-3.2-3b             8  4096  0 none loop     60 10 35
+167 h200 decode  tinyllama-1.1b           2  2048  0 none loop     60 10 35
+168 h200 decode  llama-3.2-1b             1  1024  0 none generate 60 10 35
+169 h200 decode  qwen3-1.7b               16 2048  0 none loop     60 10 35
 EOF
 
 split_of() {  # id config

@@ -38,6 +38,13 @@ Output (the format of train_llama.py, which `gpuplan measure` parses):
                         (decode with --host-probe: the host probe taken in the run's own period, the mean
                         of the probe before the model is built and after the timed steps; the
                         `host_probe_before_*` and `host_probe_after_*` facts are the two probes)
+  config host_probe_speedo_us=<us> host_steps_speedo_us=<us>
+                        (decode with --host-probe: the host's speedometer, `speedo()`, a fixed pure-Python
+                        loop; in each probe the median of three medians of 5 calls (start, middle, end;
+                        the fact is the two probes' mean), and once after every timed step (outside the
+                        step's time, printed as `speedo step=<n> speedo_us=<us>`; the fact is the median
+                        over the steps after the first third, at most 10): a run whose host changes speed
+                        between the probes and the steps, or within the steps, says by how much)
 
 Out of GPU memory prints `gpuplan-workload: oom rank=0 <message>` and exits 3. Step times are host wall
 clock between torch.cuda.synchronize() calls.
@@ -267,6 +274,26 @@ PROBE_SDPA_SHAPES = [(1, 32, 8, 64, 512), (1, 24, 8, 128, 4096), (1, 16, 8, 128,
                      (64, 32, 8, 64, 4096), (1, 32, 8, 128, 4096), (1, 32, 32, 64, 4096)]
 
 
+SPEEDO_N = 20000
+
+
+def speedo():
+    """The host's speedometer: host microseconds of a fixed pure-Python loop (20,000 integer
+    multiply-adds, ~1 ms), no torch call. In the host's slow periods it slows with the cuDNN plan
+    build and the decode step's Python (calibration/runs/hf/raw/host-regime-h100-2026-11-24/: the
+    same loop, 956-970 us in fast windows and 1,110-1,302 in slow ones)."""
+    t0 = time.perf_counter()
+    s = 0
+    for i in range(SPEEDO_N):
+        s += i * i
+    return (time.perf_counter() - t0) * 1e6
+
+
+def speedo_median(n=5):
+    import statistics
+    return statistics.median(speedo() for _ in range(n))
+
+
 def run_host_probe(torch, dev, n_sdpa=8, n_steps=40, kv_shift=0):
     """A short form of host_probe.py (the probe `gpuplan calibrate --host` fits the host profile
     from), taken in this process: the same four quantities by the same definitions, with fewer calls.
@@ -278,6 +305,7 @@ def run_host_probe(torch, dev, n_sdpa=8, n_steps=40, kv_shift=0):
                       synchronized) per decoder layer: the slope between 2 and 10 layers
       fixed_us        the same line's intercept
       op_dispatch_us  torch.add of two [16,16] bf16 tensors, no sync
+      speedo_us       `speedo()`, the median of 5 calls at the probe's start, middle and end each
       wall_s          the probe's own wall time
     Each SDPA shape: n_sdpa calls after one warm-up, one round, KV lengths from the shape's start +
     kv_shift (a second probe in one process needs lengths the first did not build plans for); each
@@ -291,6 +319,7 @@ def run_host_probe(torch, dev, n_sdpa=8, n_steps=40, kv_shift=0):
     t_start = time.perf_counter()
     d0 = dev.device
     plans = []
+    speeds = [speedo_median()]
     with torch.inference_mode():
         for (b, hq, hkv, d, kv0) in PROBE_SDPA_SHAPES:
             kv0 += kv_shift
@@ -316,6 +345,7 @@ def run_host_probe(torch, dev, n_sdpa=8, n_steps=40, kv_shift=0):
             us_same = host_us(same, n_sdpa, rounds=1, warmup=1, sync_each=True)
             plans.append(us_new - us_same)
             del q, kmax, vmax, ks, vs
+        speeds.append(speedo_median())
         steps = {}
         for layers in (2, 10):
             cfg = LlamaConfig(hidden_size=256, intermediate_size=512, num_hidden_layers=layers, num_attention_heads=4,
@@ -338,9 +368,10 @@ def run_host_probe(torch, dev, n_sdpa=8, n_steps=40, kv_shift=0):
         op = host_us(lambda: torch.add(x, y), 5000, rounds=1, warmup=100)
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
+    speeds.append(speedo_median())
     layer = (steps[10] - steps[2]) / 8
     return {"plan_us": statistics.median(plans), "layer_us": layer, "fixed_us": steps[2] - 2 * layer,
-            "op_dispatch_us": op, "wall_s": time.perf_counter() - t_start}
+            "op_dispatch_us": op, "speedo_us": statistics.median(speeds), "wall_s": time.perf_counter() - t_start}
 
 
 def train(a, torch, dev, model, vocab, n_params, tfv, stack):
@@ -436,6 +467,7 @@ def decode(a, torch, dev, model, cfg, vocab, n_params):
     cache = filled_cache(a, torch, dev, model, cfg)
     start_len = cache.get_seq_length()
     times = []
+    speeds = []  # speedo() after each timed step (--host-probe), outside the step's time
     with torch.inference_mode(), sdpa_context(a, torch):
         if a.decode_api == "loop":
             fwd = torch.compile(model) if a.compile else model
@@ -450,6 +482,9 @@ def decode(a, torch, dev, model, cfg, vocab, n_params):
                 del out
                 times.append(dt)
                 report(dev, step, dt, a.batch)
+                if a.host_probe:
+                    speeds.append(speedo())
+                    print(f"speedo step={step} speedo_us={speeds[-1]:.1f}", flush=True)
             if a.profile:
                 from torch.profiler import ProfilerActivity, profile
                 acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.cuda else [])
@@ -474,6 +509,10 @@ def decode(a, torch, dev, model, cfg, vocab, n_params):
                     self.last = now
                     times.append(dt)
                     report(dev, len(times), dt, a.batch)
+                    if a.host_probe:
+                        speeds.append(speedo())
+                        print(f"speedo step={len(times)} speedo_us={speeds[-1]:.1f}", flush=True)
+                        self.last = time.perf_counter()
                     return scores
 
             clock = StepClock()
@@ -489,6 +528,10 @@ def decode(a, torch, dev, model, cfg, vocab, n_params):
                            do_sample=False, logits_processor=LogitsProcessorList([clock]), generation_config=gc)
             dev.sync()
     print(f"config cache_len_start={start_len} cache_len_end={cache.get_seq_length()}", flush=True)
+    if speeds:
+        import statistics
+        skip = min(10, len(speeds) // 3)
+        print(f"config host_steps_speedo_us={statistics.median(speeds[skip:]):.3f}", flush=True)
     summary(a, dev, n_params, times)
 
 

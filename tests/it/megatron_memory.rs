@@ -268,3 +268,57 @@ fn mxfp8_parameters_are_copied_out_of_the_gathered_buffer_every_step() {
     };
     assert_eq!(optimizer(&plain("mxfp8")), optimizer(&plain("tensorwise")));
 }
+
+/// Megatron-Core's distributed optimizer keeps one buffer per parameter dtype and fills its buckets
+/// in reverse parameter order (`step::megatron_dense_buffers`): the word embedding, a parameter far
+/// larger than a bucket, ends the last bucket, whose reduce-scatter waits for the end of backward
+/// and whose all-gather the first forward waits for; under per-tensor `fp8_param_gather` the linear
+/// weights are gathered at 1 B and the embedding, LM head and norms at 2 B.
+#[test]
+fn distributed_optimizer_buckets_end_with_the_embedding_and_gather_bf16_parameters_at_2_bytes() {
+    // Dev row 159's layout: Nemotron-4 15B (256k vocabulary, untied head) on 64 B200s, DP 64.
+    let run = |pp: i64| {
+        let par = ParallelWire { tp: Some(1), pp: Some(pp), zero: Some(1), ..Default::default() };
+        let w = WorkloadWire {
+            fp8_param_gather: Some(true),
+            grad_reduce_dtype: Some("bf16".into()),
+            seq: Some(4096),
+            micro_batch: Some(2),
+            global_batch: Some(256),
+            ..fp8("tensorwise")
+        };
+        scenario("nemotron-4-15b", "dgx-b200", 64, par, w)
+    };
+    let s = run(1);
+    let cost = gpuplan::analytic::price(&s).unwrap().cost;
+    let plan = gpuplan::analytic::dp_plan(&cost, &s, 0);
+    let embedding = s.model.params().embedding / s.parallel.tp as f64;
+    assert!(embedding > 1.5e9, "256k x 6144: {embedding}");
+    let (grads, params) = (plan.grad_list(), plan.param_list());
+    let (last_grad, first_gather) = (grads.last().unwrap(), params.last().unwrap());
+    // Ring reduce-scatter / all-gather over 64 ranks: each rank moves 63/64 of the bytes.
+    let ring = 63.0 / 64.0;
+    assert!((last_grad.wire_bytes - ring * 2.0 * embedding).abs() < 1.0, "{}", last_grad.wire_bytes);
+    assert!((first_gather.wire_bytes - ring * 2.0 * embedding).abs() < 1.0, "{}", first_gather.wire_bytes);
+    // Every other bucket holds max(40M, 1M x 64) = 64M parameters or fewer.
+    assert!(grads[..grads.len() - 1].iter().all(|b| b.wire_bytes <= ring * 2.0 * 64e6 + 1.0));
+    // All of the stage's parameters are reduced (bf16 gradients) and gathered: quantized linear
+    // weights at 1 B, the embedding, head and norms at 2 B.
+    let (dense, _) = memory::params_on_rank(&s.model, &s.parallel, 0, 0);
+    // Nemotron-4 uses LayerNorm (weight and bias): two per layer and the final one.
+    let norms = (2 * s.model.n_layers + 1) as f64 * 2.0 * s.model.hidden as f64;
+    assert_eq!(s.model.n_layers as f64 * s.model.layer_params(LayerKind::Dense).1 + 2.0 * s.model.hidden as f64, norms);
+    let bf16 = memory::embedding_and_head_on_rank(&s.model, &s.parallel, 0) + norms;
+    let sum = |v: &[gpuplan::cost::lower::CommStep]| v.iter().map(|b| b.wire_bytes).sum::<f64>();
+    assert!((sum(&grads) - ring * 2.0 * dense).abs() / sum(&grads) < 1e-9);
+    assert!((sum(&params) - ring * ((dense - bf16) + 2.0 * bf16)).abs() / sum(&params) < 1e-9, "{} {}", sum(&params), ring * ((dense - bf16) + 2.0 * bf16));
+    // The exposed end of the step: with 2 micro-batches the buckets before the last hide behind the
+    // last backward, so the embedding's reduce-scatter and gather are what the DP part costs at least.
+    let dp = gpuplan::analytic::predict(&s).unwrap().breakdown.dp_comm;
+    assert!(dp >= last_grad.time() + first_gather.time(), "{dp:?}");
+    // A later pipeline stage holds no embedding: its last bucket is a body bucket.
+    let later = run(2);
+    let cost = gpuplan::analytic::price(&later).unwrap().cost;
+    let last = gpuplan::analytic::dp_plan(&cost, &later, 1).grad_list().last().unwrap().wire_bytes;
+    assert!(last <= ring * 2.0 * 64e6 + 1.0, "{last}");
+}

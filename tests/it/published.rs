@@ -162,18 +162,18 @@
 //! a narrowed grid, optimum unchanged): fit 8.20% (+0.4%), test 7.13% (-0.2%), MoE test 8.18%
 //! (-2.3%); test DGX-B200 10.01% -> 9.24%.
 //!
+//! Then Megatron-Core's distributed-optimizer buffers (`step::megatron_dense_buffers`, wt-b200dense:
+//! the word embedding's bucket is the last reduced and the first gathered, exposed whole; bf16
+//! parameters gathered at 2 B under per-tensor `fp8_param_gather`; the constants re-checked on a
+//! narrowed grid, optimum unchanged): fit 8.20% (+0.4%; dense 6.40%), test 7.09% (-0.2%; dense 5.73%),
+//! MoE unchanged; test DGX-B200 9.24% -> 9.12% (row 159 +14.9% -> +14.2%).
+//!
 //! Then (issues 17/18, wt-b200moe) the eager MoE layer's host time before the dispatcher's sync,
-//! launch-side beside the GPU's queued work (`cost::fitted::MOE_LAYER_HOST_US`), and the joint
-//! refit of the four constants on the fit rows (calibration/runs/fit_megatron_published-wt-b200moe.txt):
-//! (0.65, 0.50, 3,000 us, 2,000 us):
-//!
-//! | split | rows | MAPE | bias | dense MAPE (bias) | MoE MAPE (bias) |
-//! | --- | --- | --- | --- | --- | --- |
-//! | fit | 81 | 7.93% | -0.5% | 6.61% (-2.5%) | 10.29% (+3.0%) |
-//! | test | 61 | 5.74% | -0.4% | 5.59% (+0.4%) | 5.86% (-1.0%) |
-//!
-//! The fit dense bound moved up 0.20 points with it (the refit's memory efficiency 0.575 -> 0.50
-//! slows the dense rows; fit dense bias -0.1% -> -2.5%); the others moved down.
+//! launch-side beside the GPU's queued work (`cost::fitted::MOE_LAYER_HOST_US`), fitted with the
+//! stall after the sync on the fit rows, the shared overlap and memory efficiency held
+//! (calibration/runs/fit_megatron_published-wt-b200moe.txt): (3,750 us, 1,500 us). Dense rows
+//! unchanged; fit 8.08% (+1.1%; MoE 11.09%), test 6.61% (+1.2%; MoE 7.31% / +0.18%); test DGX-B200
+//! 9.12% -> 7.88% (+0.9%).
 //!
 //! Bound = current + 1 percentage point. Lower a bound when a change improves the numbers; the
 //! issue's target is 8% MAPE on the test split.
@@ -183,11 +183,11 @@ use std::process::Command;
 const CSV: &str = "tests/data/published/megatron_bridge_training_dev.csv";
 
 /// MAPE (percent) of the fit and test splits measured when the bounds were set, and the slack.
-const FIT_MAPE_NOW: f64 = 7.93;
-const TEST_MAPE_NOW: f64 = 5.74;
+const FIT_MAPE_NOW: f64 = 8.08;
+const TEST_MAPE_NOW: f64 = 6.61;
 /// The same for the dense rows (`summary[].kinds.dense`).
-const FIT_DENSE_MAPE_NOW: f64 = 6.61;
-const TEST_DENSE_MAPE_NOW: f64 = 5.59;
+const FIT_DENSE_MAPE_NOW: f64 = 6.40;
+const TEST_DENSE_MAPE_NOW: f64 = 5.73;
 const SLACK_PP: f64 = 1.0;
 /// Unexpressible rows when the bounds were set (none: every complete row maps), and incomplete rows
 /// (a property of the data).
@@ -281,12 +281,7 @@ fn lora_rows_are_scored_with_their_recipes_adapters() {
 }
 
 /// LoRA rows' MAPE (fraction) when the bounds were set, and the largest row error allowed.
-/// Loosened from 0.060 (main was at 0.067) to 0.0815 by the four-constant joint refit (wt-b200moe):
-/// its memory efficiency 0.575 -> 0.50 slows these dense rows by about 4 points each, moving the
-/// H100 rows further below (142-144: -6.6..-8.4% -> -11.3..-12.5%) and the GB200 rows closer
-/// (23/24: +9.8/+13.3% -> +5.5/+9.4%); the lead's joint refit after the dense branches merge moves
-/// it again.
-const LORA_MAPE_NOW: f64 = 0.0815;
+const LORA_MAPE_NOW: f64 = 0.060;
 const LORA_ROW_MAX: f64 = 0.205;
 
 /// MoE rows alone (issue 18), test split: MAPE and |bias| when the bounds were set (see the module
@@ -320,10 +315,10 @@ const LORA_ROW_MAX: f64 = 0.205;
 /// micro-batch's two exchanges on the critical path at vp 1): 8.18% / -2.30%, the bias bound
 /// loosened by 0.38 points: the over-predicted DeepSeek-V3 PP 16 rows on DGX-B200/B300 come down
 /// (+14.6% -> +11.7% on row 84), which lowers the MAPE and moves the mean further below zero.
-/// Then the eager MoE layer's host time before the dispatcher's sync and the four-constant joint
-/// refit (wt-b200moe): 5.86% / -1.02%, both bounds tightened.
-const MOE_TEST_MAPE_NOW: f64 = 5.86;
-const MOE_TEST_BIAS_NOW: f64 = 1.02;
+/// Then the eager MoE layer's host time before the dispatcher's sync, fitted with the stall after
+/// it (wt-b200moe): 7.31% / +0.18%, both bounds tightened.
+const MOE_TEST_MAPE_NOW: f64 = 7.31;
+const MOE_TEST_BIAS_NOW: f64 = 0.18;
 
 #[test]
 fn moe_rows_stay_within_their_bounds_and_grow_with_the_micro_batch() {
@@ -347,7 +342,7 @@ fn moe_rows_stay_within_their_bounds_and_grow_with_the_micro_batch() {
     // 5,000 us; 1.95x at session 9's joint refit (4,000 us; lower bound loosened from 2.0 to 1.9:
     // the trend is still under-predicted, see issue 18's notes); 2.39x with the per-expert launches
     // and the drain (wt-moe3): lower bound 2.2; 2.33x with the permutations by dispatcher and their measured copy share (wt-moe4);
-    // 2.43x with the 1F1B exchanges; 2.58x with the layer's host time before the sync running beside
+    // 2.43x with the 1F1B exchanges; 2.65x with the layer's host time before the sync running beside
     // the GPU's queued work (wt-b200moe): lower bound 2.5.
     assert!((2.5..3.3).contains(&predicted), "predicted micro-batch 4 / 1 = {predicted:.2}, measured {measured:.2}");
 }

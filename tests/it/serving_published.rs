@@ -44,11 +44,18 @@ const SLACK_PP: f64 = 2.0;
 // 15.88). The test TTFT bound is tightened to it; the others stay (offline fit +0.15 and test +0.27
 // points, ITL test +0.16: the FP8 offline rows with short prompts were already slow-biased), within
 // the slack.
+// Re-measured on branch wt-trtonl (2026-11-24): the online rows' mean ITL pooled over every gap
+// as vLLM's benchmark_serving.py computes it (no change at fixed lengths) and the v0.14 engines'
+// max_num_tokens fitted on the online fit rows (cost::fitted::TRITON_MAX_NUM_TOKENS = 16,384):
+// fit 6.30 offline / 15.54 TTFT / 13.45 ITL, test 11.24 / 14.96 / 15.73 (before: 6.30 / 15.51 /
+// 15.02, 11.24 / 15.43 / 16.04). The fit ITL and test TTFT bounds are tightened to them; the
+// others stay (fit TTFT +0.03 points, within the slack; test ITL, 15.73, is above its 14.36 but
+// within the slack and lower than before this branch).
 const FIT_OFFLINE: f64 = 6.15;
 const TEST_OFFLINE: f64 = 10.37;
 const FIT_TTFT: f64 = 15.23;
-const TEST_TTFT: f64 = 15.43;
-const FIT_ITL: f64 = 14.16;
+const TEST_TTFT: f64 = 14.96;
+const FIT_ITL: f64 = 13.45;
 const TEST_ITL: f64 = 14.36;
 
 fn validate(extra: &[&str]) -> (i32, serde_json::Value, String) {
@@ -127,7 +134,10 @@ fn rtx_pro_rows_pipeline_their_stages() {
 // (bias -2.82%); with the context FMHA at the measured short-causal level (cost::CostModel::
 // fused_short_causal) test is 4.96% (bias -3.24%): its four 128/128 rows' 128-token prompts get the
 // table's 128-token level (0.12 of the long call's) and their predictions fall 1.7-2.7 points. Fit 3.80%.
-const L40S_TP_NOW: &[(&str, f64)] = &[("fit", 3.5), ("test", 3.0)];
+// Tightened on branch wt-trta100 (2026-11-24): fit 3.5 -> 3.2. The TensorRT-engine flow's whole
+// embedding on every TP rank (serve::cost::tensorrt_engine_embedding_bytes) gives the 70B TP 4/8
+// replicas 1.6-1.8 GB less cache: fit 3.80% -> 3.18% (bias +0.5%); test 4.96% -> 4.98% (bias -3.3%).
+const L40S_TP_NOW: &[(&str, f64)] = &[("fit", 3.2), ("test", 3.0)];
 
 #[test]
 fn l40s_tensor_parallel_rows_pay_the_pcie_servers_link() {
@@ -323,4 +333,104 @@ fn a_short_prompt_context_iteration_prices_its_parts_as_measured() {
     }
     let attn = per_layer_ms("attention");
     assert!(attn > 1.5 * 0.074 && attn < 0.327, "context FMHA {attn:.4} ms per layer");
+}
+
+/// DGX-A100 offline rows (v0.17 TensorRT engines, FP16, Llama-3.1 8B / 70B at TP 1-8 and the
+/// held-out Mistral 7B and Mixtral 8x7B): (split, MAPE % when set). Before branch wt-trta100 they
+/// were 14.4% (+13.2%) fit / 17.8% (+17.4%) test; the engine flow's whole embedding on every TP
+/// rank (`serve::cost::tensorrt_engine_embedding_bytes`) and the A100's GEMM ceiling at its
+/// published sustained matmul rate (calibration/systems/a100-sxm-80g.toml, [MAMF]) bring them to
+/// 12.1% (+9.2%) / 15.8% (+15.2%) (2026-11-24). Mixtral (+14..+26% by TP) and the 70B TP 8 rows
+/// with long caches (+25..+29%) carry most of what is left (docs/trtllm-residuals.md section 9).
+const A100_NOW: &[(&str, f64)] = &[("fit", 12.1), ("test", 15.8)];
+
+#[test]
+fn dgx_a100_rows_stay_within_their_bounds() {
+    let (code, v, err) = validate(&["--only-system", "dgx-a100", "--scenario-kind", "offline"]);
+    assert_eq!(code, 0, "{err}");
+    let summary = v["summary"].as_array().unwrap();
+    for &(split, now) in A100_NOW {
+        let s = summary.iter().find(|s| s["split"] == split && s["metric"] == "offline_output_tps").unwrap_or_else(|| panic!("no {split}: {v:#}"));
+        let mape = s["all"]["mape_pct"].as_f64().unwrap();
+        println!("DGX-A100 {split} offline: MAPE {mape:.2}% (n={})", s["all"]["n"]);
+        assert!(mape <= now + SLACK_PP, "DGX-A100 {split}: MAPE {mape:.2}% > {now}% + {SLACK_PP}");
+    }
+}
+
+/// TensorRT-LLM's TensorRT-engine flow (the v0.17 rows: no CUDA graphs) keeps the whole input
+/// embedding on every tensor-parallel rank (its checkpoints' `use_parallel_embedding` defaults to
+/// False), so its KV cache is sized after `vocab x hidden x 2 B x (1 - 1/tp)` more than the memory
+/// plan's sharded weights; the PyTorch backend (CUDA graphs) shards it. Llama-3.1 70B at TP 2 on
+/// A100s: 128,256 x 8,192 x 2 B / 2 = 1.05 GB more per GPU, of which the cache loses
+/// `kv_cache_free_gpu_mem_fraction` (0.9).
+#[test]
+fn tensorrt_engine_flow_keeps_the_whole_embedding_on_every_tp_rank() {
+    let cache = |graphs: &str, tp: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["serve", "--model", "llama-3.1-70b", "--system", "dgx-a100", "--gpus", tp, "--tp", tp, "--precision", "bf16", "--stack", "trtllm"])
+            .args(["--qps", "1", "--duration-s", "2", "--input-len", "128", "--output-len", "16", "--cuda-graphs", graphs, "--json"])
+            .output()
+            .expect("run gpuplan serve");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["deployment"]["pools"][0]["kv_cache_bytes_per_gpu"].as_f64().unwrap()
+    };
+    let table = 128_256.0 * 8_192.0 * 2.0;
+    for (tp, share) in [("2", 0.5), ("4", 0.75)] {
+        let (engine, pytorch) = (cache("off", tp), cache("decode", tp));
+        let lost = pytorch - engine;
+        assert!((lost - 0.9 * table * share).abs() < 1e3, "TP {tp}: the cache lost {lost} bytes");
+    }
+}
+
+/// The v0.14 engines behind the online rows run with the fitted token budget
+/// (`cost::fitted::TRITON_MAX_NUM_TOKENS`, 16,384), which the published QPS INF rows identify: at
+/// 467/16 their mean ITL is about the time of an iteration that carries prompts. With it the H200
+/// INF 467/16 ITL rows are within 12% (8B -4%, 70B -11%); at the engine default of 8,192 (17
+/// prompts an iteration, a decode-only tail of a quarter of the gaps) they are more than 20% short.
+/// Only the online rows read it: every offline row's prediction is the same under both.
+#[test]
+fn the_online_engines_token_budget_is_what_the_inf_rows_show() {
+    let run = |constants: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpuplan"));
+        cmd.current_dir(env!("CARGO_MANIFEST_DIR")).args([
+            "validate",
+            "--serving",
+            CSV,
+            "--stack",
+            "trtllm",
+            "--json",
+            "--only-system",
+            "hgx-h200",
+            "--split",
+            "fit",
+        ]);
+        if let Some(c) = constants {
+            cmd.env("GPUPLAN_FIT_CONSTANTS", c);
+        }
+        let out = cmd.output().expect("run gpuplan validate --serving");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut rows: Vec<serde_json::Value> = v["rows"].as_array().unwrap().clone();
+        rows.sort_by(|a, b| a["dev_row"].as_str().cmp(&b["dev_row"].as_str()));
+        rows
+    };
+    let (fitted, default) = (run(None), run(Some("triton_max_num_tokens=8192")));
+    assert_eq!(fitted.len(), default.len());
+    let mut inf_itl = 0;
+    let mut offline = 0;
+    for (a, b) in fitted.iter().zip(&default) {
+        assert_eq!(a["dev_row"], b["dev_row"]);
+        if a["metric"] == "offline_output_tps" {
+            offline += 1;
+            assert_eq!(a["predicted"], b["predicted"], "offline row {} moved", a["dev_row"]);
+        } else if a["metric"] == "mean_itl" && a["output_len"] == 16 && a["load"].as_str().unwrap().starts_with("offline") {
+            inf_itl += 1;
+            let (ea, eb) = (a["error"].as_f64().unwrap(), b["error"].as_f64().unwrap());
+            assert!(ea.abs() < 0.12, "row {} at the fitted budget: {ea:+.3}", a["dev_row"]);
+            assert!(eb < -0.20, "row {} at 8,192: {eb:+.3}", a["dev_row"]);
+        }
+    }
+    assert!(inf_itl == 2 && offline >= 40, "{inf_itl} INF 467/16 ITL rows, {offline} offline rows");
 }

@@ -156,7 +156,7 @@ pub fn scenario_with_host(r: &RunRecord, calibration: Option<&str>, run_host_pro
         let where_ = Path::new(r.run_id.as_deref().unwrap_or("(run record)"));
         let probe = r.host_probe().map_err(|e| {
             ConfigError::invalid(where_, "job.reported", "host_probe_*", e)
-                .with_hint("a record's host probe is the four `host_probe_*_us` facts of scenarios/workloads/hf_train.py --host-probe")
+                .with_hint("a record's host probe is the four `host_probe_*_us` facts, and its speedometer the two `host_probe_speedo_us` and `host_steps_speedo_us`, of scenarios/workloads/hf_train.py --host-probe")
         })?;
         if let (Some(p), Some(host)) = (probe, s.profile.as_mut().and_then(|pr| pr.host.as_mut())) {
             *host = p.applied_to(host);

@@ -214,11 +214,32 @@ pub struct RunHostProbe {
     pub hf_decode_layer: Seconds,
     pub hf_decode_fixed: Seconds,
     pub op_dispatch: Seconds,
+    /// The host's speedometer (hf_train.py's `speedo()`, a fixed pure-Python loop) over the timed
+    /// steps against the same loop in the probes: `host_steps_speedo_us / host_probe_speedo_us`,
+    /// where the job reported both (runs from hf-147 on). Above 1 the host ran slower during the
+    /// steps than while it was probed.
+    pub steps_over_probe: Option<f64>,
 }
+
+/// How a decode step's host time follows the host's speedometer (hf_train.py's `speedo()`, a
+/// fixed pure-Python loop): the step scales as (speedometer ratio)^this. Fitted on the host-regime
+/// diagnostic (lent H100, 2026-11-24, scripts/device_host_regime.sh,
+/// calibration/runs/hf/raw/host-regime-h100-2026-11-24/host-regime.csv), whose processes time the
+/// same loop between real decode steps: per process, the median step of the rows whose loop ran
+/// under 1,050 us (fast) and of those at 1,300 us or more (slow), ln(step ratio) / ln(loop ratio):
+/// Llama-3.2-1B b1 kv512 0.444 (49.6 -> 62.7 ms at 957 -> 1,623 us), TinyLlama b1 kv4096 0.410
+/// (50.3 -> 62.6 at 954 -> 1,626), Qwen3-1.7B b4 kv2048 0.576 (57.9 -> 79.0 at 946 -> 1,622); the
+/// median. Below 1: the pure-Python loop slows by more than the step (binned the same way, the
+/// probe's plan build 0.61-0.68 and its flash-forced step 0.50-0.65, each timed beside the loop).
+/// Chosen after post-fit 8 (hf-147..156) came back, which had been scored under an elasticity of 1
+/// fixed before it ran (calibration/runs/hf/FIT.md "Ninth pass"); post-fit 9 was measured after.
+pub const HOST_SPEEDO_ELASTICITY: f64 = 0.444;
 
 impl RunHostProbe {
     /// The `job.reported` keys it is read from.
     pub const KEYS: [&'static str; 4] = ["host_probe_plan_us", "host_probe_layer_us", "host_probe_fixed_us", "host_probe_op_dispatch_us"];
+    /// The speedometer's keys (both or neither): the probes' and the timed steps'.
+    pub const SPEEDO_KEYS: [&'static str; 2] = ["host_probe_speedo_us", "host_steps_speedo_us"];
 
     /// The node's host profile as the host ran in the run's period: the probe's plan build and op
     /// dispatch in place of the profile's, and the profile's per-layer and fixed decode host times
@@ -226,18 +247,28 @@ impl RunHostProbe {
     /// 10 layers (`fixed + 10 x layer`) over the profile's. The step, not the probe's slope and
     /// intercept themselves: those are a difference of two short timings and scatter by +-40% from
     /// probe to probe (calibration/runs/hf/raw/postfit-6/), the 10-layer step by far less.
+    ///
+    /// Where the job also timed the host's speedometer ([`Self::steps_over_probe`]), every one of
+    /// those host times is scaled by the ratio to the power [`HOST_SPEEDO_ELASTICITY`]: the host
+    /// runs whole periods slower or faster, switching within seconds (hf-122: 53 -> 85 -> 52 ms), and
+    /// the probes a few seconds before and after the steps need not share the steps' period.
     pub fn applied_to(&self, profile: &HostProbe) -> HostProbe {
         let step = |fixed: Seconds, layer: Seconds| fixed + layer * 10.0;
         let prof = step(profile.hf_decode_fixed, profile.hf_decode_layer);
         let k = if prof > Seconds::ZERO { step(self.hf_decode_fixed, self.hf_decode_layer) / prof } else { 1.0 };
+        let v = self.steps_over_probe.map_or(1.0, |r| r.powf(HOST_SPEEDO_ELASTICITY));
+        let speedo = match self.steps_over_probe {
+            Some(r) => format!("; the steps' host speedometer {r:.3}x the probes', every host time x {v:.3} (^{HOST_SPEEDO_ELASTICITY})"),
+            None => String::new(),
+        };
         HostProbe {
-            provenance: format!("{}; in this run's period (its own host probe, job.reported.host_probe_*): cuDNN plan build and op dispatch as probed, decode host times x {k:.3}", profile.provenance),
-            hf_decode_layer: profile.hf_decode_layer * k,
-            hf_decode_fixed: profile.hf_decode_fixed * k,
-            hf_generate_layer: profile.hf_generate_layer * k,
-            hf_generate_fixed: profile.hf_generate_fixed * k,
-            sdpa_cudnn_plan: self.sdpa_cudnn_plan,
-            op_dispatch: self.op_dispatch,
+            provenance: format!("{}; in this run's period (its own host probe, job.reported.host_probe_*): cuDNN plan build and op dispatch as probed, decode host times x {k:.3}{speedo}", profile.provenance),
+            hf_decode_layer: profile.hf_decode_layer * (k * v),
+            hf_decode_fixed: profile.hf_decode_fixed * (k * v),
+            hf_generate_layer: profile.hf_generate_layer * (k * v),
+            hf_generate_fixed: profile.hf_generate_fixed * (k * v),
+            sdpa_cudnn_plan: self.sdpa_cudnn_plan * v,
+            op_dispatch: self.op_dispatch * v,
             in_period: true,
         }
     }
@@ -284,11 +315,29 @@ impl RunRecord {
                 _ => Err(format!("`job.reported.{k}` = `{v}` is not a number of microseconds")),
             }
         };
+        let [probe_k, steps_k] = RunHostProbe::SPEEDO_KEYS;
+        let steps_over_probe = match (rep.contains_key(probe_k), rep.contains_key(steps_k)) {
+            (false, false) => None,
+            (true, true) => {
+                let (p, s) = (us(probe_k)?, us(steps_k)?);
+                for (k, x) in [(probe_k, p), (steps_k, s)] {
+                    if x <= Seconds::ZERO {
+                        return Err(format!("`job.reported.{k}` = `{}` must be a positive number of microseconds", rep[k]));
+                    }
+                }
+                Some(s / p)
+            }
+            (has_probe, _) => {
+                let missing = if has_probe { steps_k } else { probe_k };
+                return Err(format!("`job.reported.{missing}` is missing (the record has the other speedometer key; hf_train.py --host-probe writes both)"));
+            }
+        };
         Ok(Some(RunHostProbe {
             sdpa_cudnn_plan: us("host_probe_plan_us")?,
             hf_decode_layer: us("host_probe_layer_us")?,
             hf_decode_fixed: us("host_probe_fixed_us")?,
             op_dispatch: us("host_probe_op_dispatch_us")?,
+            steps_over_probe,
         }))
     }
     /// Ran to the end and gave step times.
@@ -322,6 +371,7 @@ mod tests {
             hf_decode_layer: Seconds::us(900.0),
             hf_decode_fixed: Seconds::us(500.0),
             op_dispatch: Seconds::us(7.0),
+            steps_over_probe: None,
         };
         let h = run.applied_to(&profile);
         let k = 9500.0 / 7000.0;
@@ -331,5 +381,13 @@ mod tests {
         assert!((h.hf_decode_layer / Seconds::us(600.0 * k) - 1.0).abs() < 1e-12);
         assert!((h.hf_decode_fixed / Seconds::us(1000.0 * k) - 1.0).abs() < 1e-12);
         assert!((h.hf_generate_fixed / Seconds::us(300.0 * k) - 1.0).abs() < 1e-12);
+        // The steps' speedometer 1.6x the probes': every host time x 1.6^HOST_SPEEDO_ELASTICITY.
+        let slow = RunHostProbe { steps_over_probe: Some(1.6), ..run }.applied_to(&profile);
+        let v = 1.6f64.powf(HOST_SPEEDO_ELASTICITY);
+        assert!(v > 1.2 && v < 1.3, "{v}");
+        assert!((slow.sdpa_cudnn_plan / Seconds::us(40000.0 * v) - 1.0).abs() < 1e-12);
+        assert!((slow.op_dispatch / Seconds::us(7.0 * v) - 1.0).abs() < 1e-12);
+        assert!((slow.hf_decode_layer / Seconds::us(600.0 * k * v) - 1.0).abs() < 1e-12);
+        assert!((slow.hf_generate_layer / Seconds::us(50.0 * k * v) - 1.0).abs() < 1e-12);
     }
 }

@@ -437,6 +437,53 @@ fn mxfp8_param_copy(cost: &CostModel, s: &Scenario, stage: u32) -> Seconds {
     cost.memory_time((dense + experts) * MXFP8_PARAM_COPY_BYTES, (4 * layers) as u32).time
 }
 
+/// How Megatron-Core's distributed optimizer lays out one stage's dense parameters in its
+/// gradient and parameter buffers, where that differs from equal buckets of one dtype.
+///
+/// `_ParamAndGradBuffer` (megatron/core/distributed/param_and_grad_buffer.py, megatron-core
+/// 0.11-0.16, from memory) takes the parameters in reverse order (the order backward produces their
+/// gradients) and closes a bucket once it holds `megatron_bucket_params` or more, so a parameter
+/// larger than a bucket ends one of its own, and the word embedding, the first parameter of the
+/// model, is in the last bucket. That bucket's gradients are ready only when backward ends, so its
+/// reduce-scatter is exposed whole; under `overlap_param_gather` the first forward's first module
+/// (the embedding) waits for its all-gather, the first one dispatched after the optimizer step
+/// (`DistributedDataParallel` forward pre-hooks; the first bucket group's gather starts in
+/// `zero_grad`/`start_param_sync`). Megatron keeps one buffer per (parameter dtype, gradient
+/// dtype) (`DistributedDataParallel.__init__`, `_allocate_buffers_for_parameters`): under
+/// `fp8_param_gather` with a per-tensor FP8 recipe the linear weights sit in a uint8 buffer and are
+/// gathered at 1 B, while the embedding, the LM head, the norms and the router stay bf16
+/// (Transformer Engine quantizes only its linear layers' weights; `fp8_model_init` does not cover
+/// Megatron's `VocabParallelEmbedding` or its output layer) and are gathered at 2 B. `None` outside
+/// Megatron training of every parameter (LoRA trains adapters only) or without a distributed
+/// optimizer.
+struct MegatronDenseBuffers {
+    /// Word-embedding parameters on this rank (stage 0): the last bucket.
+    embedding: f64,
+    /// Other parameters that are not quantized: the LM head, norms, routers.
+    unquantized: f64,
+}
+
+fn megatron_dense_buffers(s: &Scenario, stage: u32) -> Option<MegatronDenseBuffers> {
+    let (w, pc, m) = (&s.workload, &s.parallel, &s.model);
+    if w.stack != Stack::Megatron || w.mode != Mode::Train || w.lora.is_some() || !matches!(pc.zero, 1 | 2) {
+        return None;
+    }
+    let embedding = if stage == 0 { m.params().embedding / pc.tp as f64 } else { 0.0 };
+    let head = memory::embedding_and_head_on_rank(m, pc, stage) - embedding;
+    let counts = parallelism::stage_kind_counts(&m.layer_kinds(), pc, stage);
+    let whole: f64 = crate::model::LayerKind::ALL.iter().map(|k| counts[k.index()] as f64 * m.layer_params(*k).1).sum();
+    // The final norm, before the LM head (`memory::params_on_rank`).
+    let final_norm = if stage == pc.pp - 1 {
+        match m.norm {
+            crate::model::NormKind::RmsNorm => m.hidden as f64,
+            crate::model::NormKind::LayerNorm => 2.0 * m.hidden as f64,
+        }
+    } else {
+        0.0
+    };
+    Some(MegatronDenseBuffers { embedding, unquantized: head + whole + final_norm })
+}
+
 pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
     let pc = &s.parallel;
     let sm = stack_memory(s.workload.stack);
@@ -470,9 +517,28 @@ pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
         }
         1 | 2 => {
             for (g, size, n) in groups {
-                if size > 1 {
-                    plan.grad.extend(buckets(cost, s, CollectiveOp::ReduceScatter, g, n, grad_bytes, grad_bytes));
-                    plan.param.extend(buckets(cost, s, CollectiveOp::AllGather, g, n, param_bytes, grad_bytes));
+                if size <= 1 {
+                    continue;
+                }
+                match megatron_dense_buffers(s, stage).filter(|_| g == Group::Dp) {
+                    Some(MegatronDenseBuffers { embedding, unquantized }) => {
+                        // Megatron-Core's buffers (`megatron_dense_buffers`): the body's buckets,
+                        // quantized weights gathered at their bytes and the rest in bf16, then the
+                        // word embedding's bucket, the last one reduced and the first one gathered.
+                        let body = (n - embedding - unquantized).max(0.0);
+                        plan.grad.extend(buckets(cost, s, CollectiveOp::ReduceScatter, g, body + unquantized, grad_bytes, grad_bytes));
+                        plan.param.extend(buckets(cost, s, CollectiveOp::AllGather, g, body, param_bytes, grad_bytes));
+                        plan.param.extend(buckets(cost, s, CollectiveOp::AllGather, g, unquantized, sm.param, grad_bytes));
+                        if embedding > 0.0 {
+                            let one = |op, bytes: f64| Buckets { step: cost.comm_step(pc, op, g, embedding * bytes, Overlap::Blocking), count: 1 };
+                            plan.grad.push(one(CollectiveOp::ReduceScatter, grad_bytes));
+                            plan.param.push(one(CollectiveOp::AllGather, sm.param));
+                        }
+                    }
+                    None => {
+                        plan.grad.extend(buckets(cost, s, CollectiveOp::ReduceScatter, g, n, grad_bytes, grad_bytes));
+                        plan.param.extend(buckets(cost, s, CollectiveOp::AllGather, g, n, param_bytes, grad_bytes));
+                    }
                 }
             }
             if !plan.param.is_empty() {

@@ -64,16 +64,19 @@ pub const OVERLAP_COST: f64 = 1.0;
 /// (bias +0.5%; dense 6.4%, MoE 11.6%), test 7.34% (bias +0.0%; dense 5.8%, MoE 8.6%). The surface
 /// is flat: (0.70, 0.525, 4,000 us) and (0.75, 0.55, 4,500 us) are within 0.01 points on the fit
 /// rows (8.261% and 8.263% against 8.256%), and the first would give test 6.41%; the fit optimum is
-/// kept, not chosen on the test rows.
+/// kept, not chosen on the test rows. Re-checked on the same narrowed grid after Megatron-Core's
+/// distributed-optimizer buffers (`step::megatron_dense_buffers`, wt-b200dense): optimum unchanged,
+/// fit 8.196% (test 7.09%).
 /// With a fourth constant, [`MOE_LAYER_HOST_US`] (branch wt-b200moe, issues 17/18: the eager MoE
 /// layer's host time before the dispatcher's sync runs beside the GPU's queued work), same fit rows
 /// and criterion (calibration/runs/fit_megatron_published-wt-b200moe.txt): with this constant and
 /// [`MEGATRON_MEMORY_EFFICIENCY`] held, the MoE pair's optimum (sync 3,000-4,500 by 250 x host
-/// 0-3,000 by 500) is (3,750 us, 1,500 us), fit 8.09% (bias +1.1%; dense 6.4%, MoE 11.1%), test
-/// 6.65% (bias +1.2%; dense 5.8%, MoE 7.3%), shipped; the four together find (0.65, 0.50, 3,000 us,
-/// 2,000 us), fit 7.93%, test 5.74%, but the lower memory efficiency slows every dense Megatron
-/// prediction (fit dense bias -0.1% -> -2.5%; the Megatron-LM reference rows, nothing fitted on
-/// them, 7.5% -> 9.1% MAPE), so the shared pair is left to the joint refit at merge.
+/// 0-3,000 by 500) is (3,750 us, 1,500 us), fit 8.08% (bias +1.1%; dense 6.4%, MoE 11.1%), test
+/// 6.61% (bias +1.2%; dense 5.7%, MoE 7.3%), shipped (the same optimum before and after
+/// wt-b200dense's merge). The four together (on the tree before that merge) find (0.65, 0.50,
+/// 3,000 us, 2,000 us), fit 7.93%, test 5.74%, but the lower memory efficiency slows every dense
+/// Megatron prediction (fit dense bias -0.1% -> -2.5%; the Megatron-LM reference rows, nothing
+/// fitted on them, 7.5% -> 9.1% MAPE), so the shared pair is left to the joint refit at merge.
 pub const MEGATRON_OVERLAP_COST: f64 = 0.8;
 
 /// Fraction of the stream (memcpy) HBM rate that the `megatron` stack's memory-bound kernels reach
@@ -201,6 +204,12 @@ pub const MEGATRON_EXPERT_GEMM_HOST_US: f64 = 28.0;
 /// ITL 16.6 -> 15.3%), while the offline fit rows are best at 5 us (9.78%; 10.07% at 10). The
 /// online rows' TTFT and ITL are low at every load for reasons of their own (docs/trtllm-residuals.md
 /// sections 4 and 6), so the joint optimum runs off the grid; it stays 10 us.
+/// Re-swept again (branch wt-trta100, same script, output in
+/// calibration/runs/serving-trtllm/fit_trtllm_seq-output-trta100.txt) once the TensorRT-engine
+/// flow's KV cache lost its replicated embedding (`serve::cost::tensorrt_engine_embedding_bytes`)
+/// and the A100's GEMMs their clock headroom above the published matmul ceiling: offline fit rows
+/// best at 4 us (9.24%; 9.68% at 10), the three metrics' mean still falling through 15 us (13.90%;
+/// 13.92% at 10). Left at 10 us for the joint refit.
 pub const TRTLLM_HOST_US: [f64; 3] = [2000.0, 10.0, 0.0];
 
 /// Triton's front-end time per request, microseconds (`serve::RunOptions::frontend_s`): the
@@ -227,6 +236,25 @@ pub const TRITON_FRONTEND_US: f64 = 4000.0;
 /// carry over to other lengths. So it is not shipped: 0, with [`TRTLLM_HOST_US`] as it was,
 /// which is the same model as before (the knob remains, `GPUPLAN_FIT_CONSTANTS=triton_stream_seq_us=X`).
 pub const TRITON_STREAM_SEQ_US: f64 = 0.0;
+
+/// The token budget per iteration (`max_num_tokens`) of the TensorRT-LLM v0.14 engines behind the
+/// online rows (Triton), which the rows do not state ("batch/scheduler settings not published";
+/// the engine default, 8,192, is `serve::engines::TRTLLM`'s). The published columns identify it
+/// at QPS INF (all 500 requests sent at once; docs/trtllm-residuals.md section 10): at 467/16 the
+/// mean TTFT is about half the run's duration and the mean ITL is about the time of an iteration
+/// that carries prompts, which holds when about 35 prompts of 467 tokens (~16k tokens) run per
+/// iteration and not at 17 (8k): at 8k the decode-only tail after the last prompt is a quarter of
+/// every request's gaps, and the model's INF ITL came out 25-30% short. Fitted on the 48 online fit
+/// rows' TTFT and ITL (tests/data/published/trtllm_split.md; 8B and 70B, H100 and H200, 467/16 and
+/// 467/256, QPS 2-INF) over 8,192 / 12,288 / 16,384 / 20,480 / 24,576 / 32,768
+/// (scripts/fit_triton_max_num_tokens.sh, output in
+/// calibration/runs/serving-trtllm/fit_triton_max_num_tokens-output.txt): the mean of the two fit
+/// MAPEs falls from 16.04% at 8,192 to 15.29% at 16,384 and is flat beyond (15.23-15.27%, within
+/// 0.06 points), while the INF ITL rows, the ones the budget binds on, are closest at 16,384
+/// (-4..-13%, against -25..-30% at 8,192 and -9..-19% at 32,768); 16,384, the smallest value on the
+/// plateau, is shipped. Only `validate::serving`'s online rows use it
+/// (`validate::serving::streamed_through_triton`); `serve` keeps the engine default.
+pub const TRITON_MAX_NUM_TOKENS: f64 = 16384.0;
 
 /// TensorRT-LLM's PyTorch backend (v1.0, the rows that replay CUDA graphs): host time per
 /// sequence in an iteration, serial with the GPU, microseconds (`serve::cost::HostOverhead::
@@ -352,6 +380,8 @@ pub struct Fitted {
     pub trtllm_pytorch_seq_us: f64,
     /// See [`TRITON_STREAM_SEQ_US`].
     pub triton_stream_seq_us: f64,
+    /// See [`TRITON_MAX_NUM_TOKENS`].
+    pub triton_max_num_tokens: f64,
     /// See [`HF_GROUPED_MM_FALLBACK_US`].
     pub hf_grouped_mm_fallback_us: [f64; 2],
     /// See [`HF_GROUPED_MM_RESIDUAL_US`].
@@ -380,6 +410,7 @@ pub const SHIPPED: Fitted = Fitted {
     triton_frontend_us: TRITON_FRONTEND_US,
     trtllm_pytorch_seq_us: TRTLLM_PYTORCH_SEQ_US,
     triton_stream_seq_us: TRITON_STREAM_SEQ_US,
+    triton_max_num_tokens: TRITON_MAX_NUM_TOKENS,
     hf_grouped_mm_fallback_us: HF_GROUPED_MM_FALLBACK_US,
     hf_grouped_mm_residual_us: HF_GROUPED_MM_RESIDUAL_US,
     hf_sdpa_plan_share: HF_SDPA_PLAN_SHARE,
@@ -419,6 +450,7 @@ pub fn parse(text: &str, mut f: Fitted) -> Result<Fitted, String> {
             ("triton_frontend_us", [x]) => f.triton_frontend_us = *x,
             ("trtllm_pytorch_seq_us", [x]) => f.trtllm_pytorch_seq_us = *x,
             ("triton_stream_seq_us", [x]) if *x >= 0.0 => f.triton_stream_seq_us = *x,
+            ("triton_max_num_tokens", [x]) if *x >= 1.0 && *x <= u32::MAX as f64 => f.triton_max_num_tokens = x.round(),
             ("hf_grouped_mm_fallback_us", [a, b]) => f.hf_grouped_mm_fallback_us = [*a, *b],
             ("hf_grouped_mm_residual_us", [x]) => f.hf_grouped_mm_residual_us = *x,
             ("hf_sdpa_plan_share", [x]) => f.hf_sdpa_plan_share = *x,
@@ -448,6 +480,8 @@ mod tests {
         assert_eq!(parse("pcie_server_busbw_share=0.5", base).unwrap().pcie_server_busbw_share, 0.5);
         assert_eq!(parse("triton_stream_seq_us=12", base).unwrap().triton_stream_seq_us, 12.0);
         assert!(parse("triton_stream_seq_us=-1", base).is_err());
+        assert_eq!(parse("triton_max_num_tokens=8192", base).unwrap().triton_max_num_tokens, 8192.0);
+        assert!(parse("triton_max_num_tokens=0", base).is_err());
         assert_eq!(parse("moe_layer_host_us=2500", base).unwrap().moe_layer_host_us, 2500.0);
         assert!(parse("moe_layer_host_us=-1", base).is_err());
         assert_eq!(parse("", base).unwrap(), base);

@@ -773,6 +773,31 @@ pub fn kv_room(s: &Scenario, token_budget: u64, max_batch: u64, utilization: f64
 /// [`kv_room`] with the engine's way of sizing the cache: `fraction` of HBM less the rest
 /// (`OfTotal`, vLLM), or `fraction` of what the rest leaves free (`OfFree`, TensorRT-LLM).
 pub fn kv_room_sized(s: &Scenario, token_budget: u64, max_batch: u64, fraction: f64, sizing: super::engines::KvSizing) -> KvRoom {
+    kv_room_with(s, token_budget, max_batch, fraction, sizing, 0.0)
+}
+
+/// Bytes per GPU that TensorRT-LLM's TensorRT-engine flow (the v0.17 rows: `trtllm-bench build`,
+/// no CUDA graphs) holds beyond the memory plan's sharded weights: the whole input embedding
+/// table on every tensor-parallel rank. Its checkpoint converter shards the embedding only with
+/// `use_parallel_embedding` (`PretrainedConfig.use_parallel_embedding`, default `False`; the
+/// converters' `--use_parallel_embedding` help reads "By default embedding parallelism is
+/// disabled"; TensorRT-LLM v0.17 `tensorrt_llm/models/modeling_utils.py` and
+/// `examples/llama/convert_checkpoint.py`, from memory, not re-read here), so each rank keeps
+/// `vocab x hidden` in 16 bits (ModelOpt leaves the embedding unquantized), where the plan counts
+/// `1 / tp` of it (`memory::embedding_and_head_on_rank`). The PyTorch backend (v1.0, the rows
+/// that replay CUDA graphs) shards it over TP (its Llama `Embedding` is built with
+/// `TensorParallelMode.COLUMN`, from memory) and holds none of this. Counted on the replica's
+/// peak GPU: exact at pp = 1 (every TensorRT-engine row), an upper bound at pp > 1, where only
+/// the first stage holds the embedding. Llama-3.1 70B: 2.1 GB per GPU against 1.05 GB sharded at
+/// TP 2, 0.26 GB at TP 8.
+pub fn tensorrt_engine_embedding_bytes(s: &Scenario) -> f64 {
+    let tp = s.parallel.tp.max(1) as f64;
+    s.model.params().embedding * (1.0 - 1.0 / tp) * 2.0
+}
+
+/// [`kv_room_sized`] with `extra_bytes` per GPU held outside the memory plan (placed before the
+/// cache is sized, as the engine's own weights are: [`tensorrt_engine_embedding_bytes`]).
+pub fn kv_room_with(s: &Scenario, token_budget: u64, max_batch: u64, fraction: f64, sizing: super::engines::KvSizing, extra_bytes: f64) -> KvRoom {
     let utilization = fraction;
     let cap = s.system.gpu.hbm_capacity.value;
     let probe = |batch: u64, kv_len: u64| {
@@ -790,7 +815,7 @@ pub fn kv_room_sized(s: &Scenario, token_budget: u64, max_batch: u64, fraction: 
     let it = probe(token_budget.max(1), 0);
     let logits = it.logits.value() * max_batch.min(token_budget.max(1)) as f64 / token_budget.max(1) as f64;
     let frac = crate::memory::stack_memory(s.workload.stack).fragmentation;
-    let other = (it.weights.value() + it.activations.value() + logits) * (1.0 + frac) + it.runtime.value();
+    let other = (it.weights.value() + extra_bytes + it.activations.value() + logits) * (1.0 + frac) + it.runtime.value();
     let cache = match sizing {
         super::engines::KvSizing::OfTotal => (cap.value() * utilization - other).max(0.0) / (1.0 + frac),
         super::engines::KvSizing::OfFree => (cap.value() - other).max(0.0) * utilization / (1.0 + frac),

@@ -62,7 +62,12 @@ impl<'a> PoolState<'a> {
         }
         let cost = iteration_cost(p)?;
         // The transients are one micro-batch's: sized at the configured limits.
-        let room = cost::kv_room_sized(&p.scenario, p.sched.token_budget as u64, p.sched.max_batch as u64, p.sched.gpu_memory_utilization, p.sched.kv_sizing);
+        // TensorRT-LLM without CUDA graphs is its TensorRT-engine flow: every TP rank holds the
+        // whole embedding table (`cost::tensorrt_engine_embedding_bytes`).
+        let engine_flow = p.scenario.workload.stack == crate::workload::Stack::Trtllm && p.sched.cuda_graphs.is_none();
+        let extra = if engine_flow { cost::tensorrt_engine_embedding_bytes(&p.scenario) } else { 0.0 };
+        let room =
+            cost::kv_room_with(&p.scenario, p.sched.token_budget as u64, p.sched.max_batch as u64, p.sched.gpu_memory_utilization, p.sched.kv_sizing, extra);
         // With pipelined micro-batches the limits hold per micro-batch: the replica's scheduler
         // runs up to `microbatches` times as many sequences and tokens per period.
         // Under attention DP (`Pool::attention_dp_ranks`) each rank has its own limits and its own

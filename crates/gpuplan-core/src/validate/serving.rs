@@ -16,6 +16,7 @@ use super::published::{stats, NotScored, SkipKind, Skipped, Stats};
 use crate::serve::arrivals::{Arrival, Rng};
 use crate::serve::stats::{summarize, Summary};
 use crate::serve::{simulate, Deployment, RunOptions};
+use crate::serve::{RequestRecord, ServeResult};
 
 /// What a row measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -24,7 +25,9 @@ pub enum Metric {
     OfflineOutputTput,
     /// Online mean time to first token, seconds (the CSV's ms are converted when compared).
     MeanTtft,
-    /// Online mean inter-token latency (the first token excluded), seconds.
+    /// Online mean inter-token latency (the first token excluded), in the CSV's ms: every gap
+    /// between two streamed tokens of every request pooled ([`pooled_itl_s`], as the benchmark
+    /// client computes it).
     MeanItl,
 }
 
@@ -47,12 +50,51 @@ impl Metric {
         Metric::ALL.into_iter().find(|m| m.name() == s)
     }
     /// The metric of a run, in the CSV's unit.
-    pub fn of(self, s: &Summary) -> f64 {
+    pub fn of(self, r: &RunMetrics) -> f64 {
         match self {
-            Metric::OfflineOutputTput => s.output_token_throughput,
-            Metric::MeanTtft => s.ttft.mean * 1e3,
-            Metric::MeanItl => s.tpot.mean * 1e3,
+            Metric::OfflineOutputTput => r.summary.output_token_throughput,
+            Metric::MeanTtft => r.summary.ttft.mean * 1e3,
+            Metric::MeanItl => r.pooled_itl_s * 1e3,
         }
+    }
+}
+
+/// What the rows read off one simulated run: its summary, and the mean inter-token latency as the
+/// benchmark client of the online rows computes it ([`pooled_itl_s`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunMetrics {
+    pub summary: Summary,
+    pub pooled_itl_s: f64,
+}
+
+impl RunMetrics {
+    pub fn of(r: &ServeResult) -> RunMetrics {
+        RunMetrics { summary: summarize(r), pooled_itl_s: pooled_itl_s(r.requests.iter()) }
+    }
+}
+
+/// Mean inter-token latency with every gap between two consecutive tokens of every finished
+/// request pooled: sum over requests of (last token - first token) over sum of (output tokens -
+/// 1), seconds (NaN when no request has two tokens).
+///
+/// This is the "Mean ITL" that vLLM's `benchmarks/benchmark_serving.py` prints (read in the
+/// vllm 0.6.3 sdist, PyPI, sha256 03e69029...a9c5, 2026-11-24): `calculate_metrics` extends one
+/// list, `itls += outputs[i].itl`, with each request's gaps between streamed chunks (the first
+/// chunk's time is its TTFT, not a gap) and prints `np.mean(itls)`; its per-request average is
+/// the separate "Mean TPOT" (`(latency - ttft) / (output_len - 1)`, the [`Summary::tpot`] here).
+/// The v0.14 online rows' columns (request throughput, mean TTFT, mean ITL, total token and
+/// output token throughput) are the lines that script prints, and its `tensorrt-llm` backend
+/// streams from Triton's `generate_stream` endpoint one response per token; so the rows are
+/// read as that client's output (the rows do not name their client: docs/trtllm-residuals.md
+/// section 10). With equal output lengths both means are the same; with unequal ones the pooled
+/// mean weights each request by its gaps.
+pub fn pooled_itl_s<'a>(requests: impl Iterator<Item = &'a RequestRecord>) -> f64 {
+    let (gap_s, gaps) =
+        requests.filter(|x| x.finished() && x.output_len > 1).fold((0.0, 0u64), |(t, n), x| (t + (x.finish - x.first_token), n + (x.output_len - 1) as u64));
+    if gaps == 0 {
+        f64::NAN
+    } else {
+        gap_s / gaps as f64
     }
 }
 
@@ -183,7 +225,7 @@ pub fn score_all(cases: Vec<Case>, deployments: Vec<Deployment>) -> (Vec<Scored>
             firsts.len() - 1
         });
     }
-    let summaries: Vec<Result<Summary, String>> = firsts
+    let summaries: Vec<Result<RunMetrics, String>> = firsts
         .par_iter()
         .map(|&i| {
             let c = &cases[i];
@@ -198,15 +240,15 @@ pub fn score_all(cases: Vec<Case>, deployments: Vec<Deployment>) -> (Vec<Scored>
             } else {
                 &deployments[i]
             };
-            simulate(d, &arr, &opts).map(|r| summarize(&r)).map_err(|e| e.to_string())
+            simulate(d, &arr, &opts).map(|r| RunMetrics::of(&r)).map_err(|e| e.to_string())
         })
         .collect();
     let mut scored = Vec::new();
     let mut not = Vec::new();
     for c in cases {
         match &summaries[keys[&c.run_key()]] {
-            Ok(s) if s.completed > 0 && s.rejected == 0 => {
-                let predicted = c.metric.of(s);
+            Ok(r) if r.summary.completed > 0 && r.summary.rejected == 0 => {
+                let (predicted, s) = (c.metric.of(r), &r.summary);
                 scored.push(Scored {
                     error: predicted / c.measured - 1.0,
                     predicted,
@@ -216,7 +258,7 @@ pub fn score_all(cases: Vec<Case>, deployments: Vec<Deployment>) -> (Vec<Scored>
                     case: c,
                 });
             }
-            Ok(s) => not.push(NotScored {
+            Ok(RunMetrics { summary: s, .. }) => not.push(NotScored {
                 id: c.id.clone(),
                 split: c.split.clone(),
                 describe: c.describe.clone(),
@@ -233,17 +275,26 @@ pub fn score_all(cases: Vec<Case>, deployments: Vec<Deployment>) -> (Vec<Scored>
     (scored, not)
 }
 
-/// `d` served through Triton's TensorRT-LLM backend, which streams every generated token as its
-/// own response: each `trtllm` pool whose host time is the stack's default pays
-/// `cost::fitted::TRITON_STREAM_SEQ_US` more per sequence and iteration, serially (on top of the
-/// engine's own per-sequence term, `TRTLLM_HOST_US`). A pool given its own host time keeps it.
+/// `d` as the online rows ran it: TensorRT-LLM v0.14 engines served through Triton's
+/// TensorRT-LLM backend, which streams every generated token as its own response. Each `trtllm`
+/// pool whose host time is the stack's default pays `cost::fitted::TRITON_STREAM_SEQ_US` more per
+/// sequence and iteration, serially (on top of the engine's own per-sequence term,
+/// `TRTLLM_HOST_US`); a pool given its own host time keeps it. Each `trtllm` pool whose token
+/// budget is the engine default (`serve::engines::TRTLLM`) runs with the budget fitted for those
+/// engines, `cost::fitted::TRITON_MAX_NUM_TOKENS`, which the rows do not state.
 pub fn streamed_through_triton(d: &Deployment) -> Deployment {
     let f = crate::cost::fitted::fitted();
     let mut d = d.clone();
     for p in &mut d.pools {
-        if p.scenario.workload.stack == crate::workload::Stack::Trtllm && p.sched.host_us.is_none() {
+        if p.scenario.workload.stack != crate::workload::Stack::Trtllm {
+            continue;
+        }
+        if p.sched.host_us.is_none() {
             let [it, seq, layer] = f.trtllm_host_us;
             p.sched.host_us = Some([it, seq + f.triton_stream_seq_us, layer, 0.0]);
+        }
+        if p.sched.token_budget == crate::serve::engines::TRTLLM.token_budget {
+            p.sched.token_budget = f.triton_max_num_tokens as u32;
         }
     }
     d
@@ -331,6 +382,23 @@ mod tests {
         assert!((rate / 4.0 - 1.0).abs() < 0.06, "{rate}");
         let o = Load::Offline { requests: 3 }.arrivals(5, 6, 0);
         assert!(o.iter().all(|x| x.at == 0.0 && x.input_len == 5 && x.output_len == 6) && o.len() == 3);
+    }
+
+    fn req(first_token: f64, finish: f64, output_len: u32) -> RequestRecord {
+        RequestRecord { arrival: 0.0, input_len: 10, output_len, scheduled: 0.0, first_token, finish, preemptions: 0, rejected: false }
+    }
+
+    #[test]
+    fn mean_itl_pools_every_gap_as_benchmark_serving_does() {
+        // Two requests: 3 gaps of 10 ms, and 1 gap of 50 ms. benchmark_serving's np.mean over the
+        // pooled gaps is 80 / 4 = 20 ms; the per-request mean (TPOT) would be (10 + 50) / 2 = 30.
+        let rs = [req(0.1, 0.13, 4), req(0.2, 0.25, 2), req(0.3, 0.3, 1), req(0.4, f64::INFINITY, 9)];
+        assert!((pooled_itl_s(rs.iter()) - 0.020).abs() < 1e-12, "{}", pooled_itl_s(rs.iter()));
+        // Equal lengths: the pooled mean is the per-request mean.
+        let eq = [req(0.0, 0.3, 4), req(0.0, 0.6, 4)];
+        assert!((pooled_itl_s(eq.iter()) - 0.15).abs() < 1e-12);
+        // No request with two tokens: undefined, not zero.
+        assert!(pooled_itl_s([req(0.1, 0.1, 1)].iter()).is_nan());
     }
 
     #[test]
