@@ -229,6 +229,16 @@ read -r -d '' TABLE <<'EOF'
 167 h200 decode  tinyllama-1.1b           2  2048  0 none loop     60 10 35
 168 h200 decode  llama-3.2-1b             1  1024  0 none generate 60 10 35
 169 h200 decode  qwen3-1.7b               16 2048  0 none loop     60 10 35
+170 h100 train   qwen3-1.7b               1  2048  1 none eager    30 5  40
+171 h100 train   qwen3-1.7b               1  1024  1 none eager    40 5  40
+172 h100 train   llama-3.2-1b             1  1024  1 none eager    40 5  35
+173 h200 train   qwen3-1.7b               1  1536  1 none eager    20 5  35
+174 h200 train   llama-3.2-1b             1  1536  1 none eager    20 5  30
+175 h200 train   tinyllama-1.1b           1  1024  1 none eager    20 5  30
+176 h200 train   llama-3.2-3b             1  1024  1 none eager    20 5  35
+177 h200 train   qwen3-1.7b               1  512   1 none eager    20 5  35
+178 h200 train   tinyllama-1.1b           2  1024  1 none eager    20 5  30
+179 h200 train   llama-3.2-1b             2  2048  1 none eager    20 5  30
 EOF
 
 split_of() {  # id config

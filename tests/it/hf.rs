@@ -62,7 +62,9 @@ fn hf_test_split_stays_within_its_bounds() {
         // Decode memory 5.3 -> 1.9% with the tied LM head's cached block and no generic
         // fragmentation share in hf decode (FIT.md "Sixth pass", wt-torch4; nothing fitted).
         ("decode", "peak_memory", 2.5, |s| mode(s) == "decode"),
-        ("all", "power", 6.0, |_| true),
+        // Power 5.2 -> 4.6% with host-bound hf training's power rule (FIT.md "Tenth pass",
+        // wt-power6: hf-006 +11.8 -> +6.3%, hf-009 +16.5 -> +12.5%); bound 6 -> 5%.
+        ("all", "power", 5.0, |_| true),
         // Decode power: 9.5 -> 5.6% with launch floors idle in host-bound hf decode (FIT.md
         // "Fifth pass"; nothing fitted).
         ("decode", "power", 6.5, |s| mode(s) == "decode"),
@@ -96,8 +98,10 @@ fn post_fit_set_within(file: &str, label: &str, runs: usize, bounds: &[(&str, f6
 fn post_fit_runs_stay_within_their_bounds() {
     // Power 14.4 -> 10.4% with decode power's launch floors (wt-torch3); bound 16 -> 11%. Step
     // 9.2 -> 6.4% and power 10.4 -> 6.7% with hf-eager training's measured host time (wt-torch5:
-    // hf-072, a host-bound Qwen3-1.7B step, -35 -> +1.8%); bounds 11 -> 7 and 11 -> 7.5%.
-    let v = post_fit_set_within("calibration/runs/hf/postfit.jsonl", "post-fit", 12, &[("step_time", 7.0), ("peak_memory", 6.0), ("power", 7.5)]);
+    // hf-072, a host-bound Qwen3-1.7B step, -35 -> +1.8%); bounds 11 -> 7 and 11 -> 7.5%. Power
+    // 6.7 -> 6.2% with host-bound hf training's power rule (wt-power6: hf-072 +23.4 -> +16.7%);
+    // bound 7.5 -> 6.5%.
+    let v = post_fit_set_within("calibration/runs/hf/postfit.jsonl", "post-fit", 12, &[("step_time", 7.0), ("peak_memory", 6.0), ("power", 6.5)]);
     let runs = v["runs"].as_array().unwrap();
     let r = runs.iter().find(|r| r["run_id"] == "hf-072").unwrap();
     let step = r["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == "step_time").unwrap();
@@ -228,11 +232,50 @@ fn sixth_post_fit_decode_runs_follow_their_own_host_probe() {
 /// measured on the H100's host; at that host's speed they came out 12-65% slow (37.9%); scaled by
 /// the H200 profile's measured op dispatch over the H100's (`cost::lower::hf_eager_train_host_scale`,
 /// 6.78 / 10.27 us) 7.1%. The scaling was built after these runs came back (a mechanism from the
-/// profiles' measured numbers, nothing fitted), so their step time is not fully held out. Power is
-/// 15.2% (+8..+32% at the smallest steps: the busy GPU's power at these small kernels, as hf-072's).
+/// profiles' measured numbers, nothing fitted), so their step time is not fully held out. Power
+/// was 15.2% (+8..+32% at the smallest steps); 7.1% with the power rule of host-bound hf steps
+/// (FIT.md "Tenth pass", wt-power6: launch floors idle, L2-resident bytes, dense GEMMs' FLOP share,
+/// each measured on the lent H100's small-kernel probe; built after these runs, nothing fitted).
 #[test]
 fn seventh_post_fit_runs_take_their_nodes_host_speed() {
-    post_fit_set_within("calibration/runs/hf/postfit-7.jsonl", "post-fit 7", 7, &[("step_time", 8.5), ("peak_memory", 5.0), ("power", 16.5)]);
+    post_fit_set_within("calibration/runs/hf/postfit-7.jsonl", "post-fit 7", 7, &[("step_time", 8.5), ("peak_memory", 5.0), ("power", 7.5)]);
+}
+
+/// Seven hf-eager training runs on the lent H200 measured after the host-bound power rule was fixed
+/// (calibration/runs/hf/postfit-10.jsonl, hf-173..179, 2026-11-24 21:41-21:44 UTC device clock, one
+/// call of scripts/device_power6_call2.sh; all `test`, nothing fitted on them). This node's host
+/// ran the steps slower than the H200 profile's (step -2..-32%, 17.2%), so the predicted power
+/// spreads the step's energy over too short a step: power 46.6% before the rule, 29.0% with it. The
+/// GPU's excess energy per step over idle, which the host's speed does not change (hf-170 on a
+/// faster H100 host drew 50.5 J over idle per step where hf-072 drew 50.4 J), is predicted +4..+26%
+/// (+4..+64% before): `post_fit_10_excess_energy_per_step`.
+#[test]
+fn tenth_post_fit_runs_stay_within_their_bounds() {
+    post_fit_set_within("calibration/runs/hf/postfit-10.jsonl", "post-fit 10", 7, &[("step_time", 18.0), ("peak_memory", 3.0), ("power", 30.0)]);
+}
+
+/// The energy over idle per step (predicted power less the profile's idle, times the predicted
+/// step; against the measured) of post-fit 10's runs: within +30% each, +18% on average (they were
+/// +4..+64%, mean +39%, before the host-bound power rule). The step-time miss of this node's host
+/// does not enter it.
+#[test]
+fn post_fit_10_excess_energy_per_step() {
+    let v = validate("calibration/runs/hf/postfit-10.jsonl", "all");
+    let idle = 121.85652100840339; // calibration/profiles/h200-sxm-2x/profile.toml [power] idle_w
+    let metric = |r: &serde_json::Value, name: &str| {
+        let m = r["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == name).unwrap();
+        (m["predicted"].as_f64().unwrap(), m["measured"].as_f64().unwrap())
+    };
+    let mut errs = Vec::new();
+    for r in v["runs"].as_array().unwrap() {
+        let ((tp, tm), (pp, pm)) = (metric(r, "step_time"), metric(r, "power"));
+        let err = ((pp - idle) * tp) / ((pm - idle) * tm) - 1.0;
+        println!("{}: excess energy per step {:+.1}%", r["run_id"], err * 100.0);
+        assert!((-0.05..0.30).contains(&err), "{}: {err}", r["run_id"]);
+        errs.push(err);
+    }
+    let mean = errs.iter().sum::<f64>() / errs.len() as f64;
+    assert!(errs.len() == 7 && mean < 0.20, "mean {mean}");
 }
 
 /// The records of `file` with the host speedometer's keys taken out, validated: the prediction

@@ -98,3 +98,91 @@ fn fp8_gemms_settle_lower_than_bf16_at_the_same_cap() {
     let ratio = f(fp8, "sm_mhz_median") / f(bf16, "sm_mhz_median");
     assert!((0.88..0.94).contains(&ratio), "{ratio}");
 }
+
+/// The small-kernel probe (scripts/power_small_kernels_probe.py, lent H100 80GB HBM3, 2026-11-24
+/// 21:32 UTC; calibration/runs/raw/power-small-kernels-h100-2026-11-24/, `analysis.txt`): streams
+/// of elementwise adds and small GEMMs launched from Python with host gaps, power from NVML's energy
+/// counter per phase. What a host-bound step's kernels draw (`power` module doc).
+const SMALL: &str = "calibration/runs/raw/power-small-kernels-h100-2026-11-24/small_kernels.json";
+
+/// The H100 as gpuplan's H100 profile has it (calibration/profiles/h100-sxm-1x: stream rate,
+/// per-launch floor, power phases), with the probe's own idle power.
+fn profiled_h100(idle: f64) -> (Gpu, f64, f64) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("calibration/profiles/h100-sxm-1x");
+    let p = gpuplan::config::profile::load_profile(&dir).unwrap();
+    let pw = p.power.clone().unwrap();
+    let m = |what: &str| Source::Measured(format!("calibration/profiles/h100-sxm-1x: {what}"));
+    let mut g = load_system("dgx-h100").unwrap().gpu;
+    g.tdp = Sourced::new(pw.power_limit, m("power limit"));
+    g.max_clock = Sourced::new(pw.max_clock, m("max SM clock"));
+    g.efficiency.sustained_gemm_clock = Sourced::new(pw.gemm_clock, m("GEMM clock"));
+    g.efficiency.hbm_load_power = Sourced::new(pw.hbm_load, m("HBM-load power"));
+    g.idle_power = Sourced::new(Watts::new(idle), Source::Measured(format!("{SMALL}: idle phase")));
+    (g, p.stream.unwrap().bandwidth.value(), p.kernel_launch.unwrap().value())
+}
+
+#[test]
+fn small_adds_draw_their_bytes_power_with_floors_idle_and_l2_traffic_at_its_share() {
+    let d: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(SMALL)).unwrap()).unwrap();
+    let idle = f(phase(&d, "idle"), "energy_power_w");
+    let (gpu, stream, floor) = profiled_h100(idle);
+    let l2 = load_system("dgx-h100").unwrap().gpu.l2_cache.unwrap().value.value();
+    for mib in [1, 4, 16, 64] {
+        for gap in [0, 5, 20] {
+            let p = phase(&d, &format!("add_{mib}MiB_gap{gap}"));
+            let (period, bytes) = (f(p, "launch_period_us") * 1e-6, f(p, "bytes_per_kernel"));
+            let bytes_time = (bytes / stream).min(period);
+            let in_l2 = bytes <= 0.5 * l2;
+            // One launch period as gpuplan's host-bound rule takes it: the floor idle, the bytes'
+            // time as memory (in L2 when a launch's bytes fit in half of it).
+            let a = Activity {
+                memory: Seconds::new(bytes_time),
+                memory_l2: Seconds::new(if in_l2 { bytes_time } else { 0.0 }),
+                idle: Seconds::new(period - bytes_time),
+                ..Default::default()
+            };
+            let model = solve(&gpu, &a).gpu_power.value();
+            let measured = f(p, "energy_power_w");
+            let err = (model - idle) / (measured - idle) - 1.0;
+            // The excess over idle: L2-resident phases within 25% (-20..+15%: the share is their
+            // mean), HBM-bound ones within 12% (+1..+10%). The priced time with the floor as
+            // memory gives 2.4-10x the measured excess at 1 and 4 MiB (asserted below).
+            let tol = if in_l2 { 0.25 } else { 0.12 };
+            assert!(err.abs() < tol, "add {mib} MiB gap {gap}: model {model:.1} W, measured {measured:.1} W ({:+.0}%)", err * 100.0);
+            let priced = Activity {
+                memory: Seconds::new((bytes / stream + floor).min(period)),
+                idle: Seconds::new(period - (bytes / stream + floor).min(period)),
+                ..Default::default()
+            };
+            let before = solve(&gpu, &priced).gpu_power.value();
+            if mib <= 4 {
+                assert!((before - idle) > 2.0 * (measured - idle), "add {mib} MiB gap {gap}: priced time gives {before:.1} W");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_small_gemm_at_the_top_clock_draws_the_tensor_law_times_its_flop_share() {
+    let d: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(SMALL)).unwrap()).unwrap();
+    let idle = f(phase(&d, "idle"), "energy_power_w");
+    let (gpu, _, _) = profiled_h100(idle);
+    let big = phase(&d, "gemm_8192x8192x8192_gap0");
+    let p = phase(&d, "gemm_1024x2048x2048_gap20");
+    // Host gaps keep it under the cap: it ran at the top clock.
+    assert!(f(p, "sm_clock_mhz") > 0.98 * gpu.max_clock.value.as_mhz());
+    let (busy, period) = (f(p, "gpu_busy_share"), f(p, "launch_period_us") * 1e-6);
+    // Its FLOP rate per MHz over the large GEMM's.
+    let share = (f(p, "tflop_per_s") / busy / f(p, "sm_clock_mhz")) / (f(big, "tflop_per_s") / f(big, "sm_clock_mhz"));
+    assert!((0.6..0.8).contains(&share), "{share}");
+    // The kernel's time as compute at the sustained clock (the model divides it by the speedup).
+    let speedup = gpu.max_clock.value.as_mhz() / gpu.efficiency.sustained_gemm_clock.value.as_mhz();
+    let compute = Seconds::new(busy * period * speedup);
+    let idle_t = Seconds::new((1.0 - busy) * period);
+    let with_share = solve(&gpu, &Activity { compute, tensor_idle: compute * (1.0 - share), idle: idle_t, ..Default::default() });
+    let law_alone = solve(&gpu, &Activity { compute, idle: idle_t, ..Default::default() });
+    let measured = f(p, "energy_power_w") - idle;
+    let excess = |s: &gpuplan::power::PowerState| s.gpu_power.value() - idle;
+    assert!(!with_share.capped && (excess(&with_share) / measured - 1.0).abs() < 0.06, "{:.1} W vs {measured:.1} W", excess(&with_share));
+    assert!(excess(&law_alone) / measured > 1.3, "the law alone: {:.1} W vs {measured:.1} W", excess(&law_alone));
+}

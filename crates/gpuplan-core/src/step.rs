@@ -43,6 +43,16 @@ pub struct Breakdown {
     /// rather than streaming HBM. Not a part of the step of its own (it is in `memory`); the power
     /// model counts it as idle in decode (`analytic::activity`). Zero from the DES.
     pub launch_floor: Seconds,
+    /// Of `memory`, the bytes' own time (launch floors excluded) of memory-bound kernels whose bytes
+    /// per launch fit in half the GPU's L2: traffic that stays in L2 and draws less than an HBM
+    /// stream (`power::L2_RESIDENT_POWER_SHARE`). Not a part of the step of its own; the power
+    /// model reads it where the GPU waits on the host (`analytic::activity`). Zero from the DES.
+    pub memory_l2: Seconds,
+    /// Of `compute`, the dense bf16 GEMMs' time times the share of the large GEMM's FLOP rate they
+    /// do not reach (`analytic::gemm_tensor_idle`): tensor work the priced time does not carry,
+    /// which draws no GEMM power. Not a part of the step of its own; read by the power model as
+    /// `memory_l2` is. Zero from the DES.
+    pub tensor_idle: Seconds,
 }
 
 impl Breakdown {
@@ -73,6 +83,8 @@ impl Breakdown {
             &mut self.pp_p2p,
             &mut self.cpu_launch,
             &mut self.launch_floor,
+            &mut self.memory_l2,
+            &mut self.tensor_idle,
         ] {
             *s = *s * k;
         }
@@ -89,6 +101,8 @@ impl Breakdown {
         self.optimizer += o.optimizer;
         self.cpu_launch += o.cpu_launch;
         self.launch_floor += o.launch_floor;
+        self.memory_l2 += o.memory_l2;
+        self.tensor_idle += o.tensor_idle;
     }
 }
 

@@ -472,6 +472,11 @@ impl<'a> CostModel<'a> {
         self.kernel_overhead.value
     }
 
+    /// The HBM stream rate memory-bound kernels are priced at (`memory_time`).
+    pub fn stream_bandwidth(&self) -> crate::units::BytesPerSec {
+        self.hbm.value
+    }
+
     pub fn peak(&self, dtype: Dtype) -> Option<FlopsPerSec> {
         self.system.gpu.peak.get(dtype).map(|s| s.value)
     }

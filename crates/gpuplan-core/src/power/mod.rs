@@ -21,6 +21,18 @@
 //! measured per burst) and then pulls the clock down, so a long gap buys the next burst only its
 //! first milliseconds.
 
+//!
+//! Where the GPU waits on the host (host-bound eager steps of the `hf-*` stacks), each kernel runs
+//! as the host reaches it, and a kernel's priced time is not what it draws power for. Measured on
+//! the lent H100 (scripts/power_small_kernels_probe.py, calibration/runs/raw/
+//! power-small-kernels-h100-2026-11-24/analysis.txt): a stream of small elementwise adds draws the
+//! excess over idle of its bytes' time at the stream rate, not of its priced time with the
+//! per-launch floor (the floor is idle); bytes that stay in L2 draw `L2_RESIDENT_POWER_SHARE` of an
+//! HBM stream's excess; and a small GEMM at the top clock draws the tensor law's power times its
+//! FLOP rate over the large GEMM's at the same clock (1024 x 2048 x 2048 with 20 us host gaps at
+//! 1978 MHz: 270 W over idle measured, 264 W by the law times its FLOP share 0.69, 385 W by the
+//! law alone). `Activity::memory_l2` and `Activity::tensor_idle` carry those parts.
+
 use crate::hardware::Gpu;
 use crate::units::{Hertz, Seconds, Watts};
 
@@ -32,6 +44,17 @@ use crate::units::{Hertz, Seconds, Watts};
 /// 1508-1980 MHz against 1410-1500 measured, so it is refuted on Hopper. `calibrate`'s power sweep
 /// replaces the constants it multiplies.
 pub const GAMMA: f64 = 2.0;
+
+/// Share of the HBM-stream power excess over idle that memory-bound traffic staying in L2 draws
+/// per second of its bytes' time at the stream rate (the rate `cost` prices memory-bound kernels
+/// at). Measured on the lent H100 (NVIDIA H100 80GB HBM3, driver 580.159.04, 2026-11-24 21:32 UTC,
+/// scripts/power_small_kernels_probe.py, read by scripts/power_small_kernels_analysis.py:
+/// calibration/runs/raw/power-small-kernels-h100-2026-11-24/analysis.txt): elementwise bf16 adds
+/// of 1 and 4 MiB tensors (3 and 12 MiB per launch) back to back and with 5 and 20 us host gaps,
+/// six phases: 0.39-0.56 of the bytes' time at `hbm_load_w`, mean 0.447. Adds of 16 MiB tensors
+/// (48 MiB per launch, about the 50 MiB L2) drew 0.90-0.91 and of 64 MiB 0.97-0.99: the line is
+/// drawn at half the L2 (`analytic`). Not fitted to any run record.
+pub const L2_RESIDENT_POWER_SHARE: f64 = 0.447;
 
 /// Time one GPU spends in each kind of activity during a step, priced at the sustained clock.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -45,6 +68,12 @@ pub struct Activity {
     /// Idle in stretches longer than the limiter's window (a pipeline's fill and drain): it draws
     /// idle power but lends the compute nothing (module doc).
     pub long_idle: Seconds,
+    /// Of `memory`, the bytes' time of traffic that stays in L2: it draws
+    /// `L2_RESIDENT_POWER_SHARE` of the HBM-bound excess (module doc).
+    pub memory_l2: Seconds,
+    /// Of `compute`, time its tensor units do not work (GEMMs below the large GEMM's FLOP rate):
+    /// it draws no tensor power (module doc).
+    pub tensor_idle: Seconds,
 }
 
 impl Activity {
@@ -73,7 +102,10 @@ fn average_power(gpu: &Gpu, a: &Activity, speedup: f64) -> Watts {
     let tensor_excess = (gpu.tdp.value - idle) * speedup.powf(GAMMA);
     let hbm_excess = (gpu.efficiency.hbm_load_power.value - idle).max(Watts::ZERO);
     let busy = |t: Seconds| t / total;
-    idle + tensor_excess * busy(a.compute / speedup) + hbm_excess * busy(a.memory) + hbm_excess * (0.5 * busy(a.comm))
+    let tensor = (a.compute - a.tensor_idle.min(a.compute)) / speedup;
+    let l2 = a.memory_l2.min(a.memory);
+    let memory = busy(a.memory - l2) + L2_RESIDENT_POWER_SHARE * busy(l2);
+    idle + tensor_excess * busy(tensor) + hbm_excess * memory + hbm_excess * (0.5 * busy(a.comm))
 }
 
 /// The clock and power a GPU settles at for this activity mix: the clock from the activity the
