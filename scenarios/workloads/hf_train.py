@@ -45,6 +45,12 @@ Output (the format of train_llama.py, which `gpuplan measure` parses):
                         step's time, printed as `speedo step=<n> speedo_us=<us>`; the fact is the median
                         over the steps after the first third, at most 10): a run whose host changes speed
                         between the probes and the steps, or within the steps, says by how much)
+  config run_end_reserved_bytes=<b> run_end_nvml_used_bytes=<b>
+                        (decode with --host-probe: torch.cuda.memory_reserved() and the GPU's NVML memory
+                        used just before the after-probe, the job's cache still held; `run_end_nvml_error=`
+                        in place of the second where NVML cannot be read. `gpuplan validate` scores such a
+                        run's peak memory as max_mem_reserved_bytes + (used - reserved): NVML's peak holds
+                        the after-probe's allocations too)
 
 Out of GPU memory prints `gpuplan-workload: oom rank=0 <message>` and exits 3. Step times are host wall
 clock between torch.cuda.synchronize() calls.
@@ -238,6 +244,7 @@ def run(a, torch):
             facts(a, torch, model, tfv, stack + "-" + a.decode_api, n_params)
             decode(a, torch, dev, model, cfg, vocab, n_params)
             if probe_before is not None:
+                run_end_memory(torch, dev)
                 del model
                 import gc
                 gc.collect()
@@ -253,6 +260,25 @@ def run(a, torch):
                     if k != "wall_s":
                         out[f"host_probe_{k}"] = f"{(probe_before[k] + probe_after[k]) / 2:.3f}"
                 print("config " + " ".join(f"{k}={v}" for k, v in out.items()), flush=True)
+
+
+def run_end_memory(torch, dev):
+    """The job's memory just before the after-probe, the model and its cache's blocks still held:
+    `config run_end_reserved_bytes=<torch.cuda.memory_reserved()> run_end_nvml_used_bytes=<NVML
+    memory used>` (`torch.cuda.device_memory_used`, NVML through pynvml, the GPU's whole use as
+    `gpuplan measure` samples it), or `run_end_nvml_error=<exception>` in place of the second where
+    NVML cannot be read here. Their difference is what the process holds outside PyTorch's
+    allocator (CUDA context, kernel modules, library handles). `gpuplan validate` scores a run that
+    took the in-process probe against max_memory_reserved + that difference: the NVML peak
+    `measure` samples holds the after-probe's allocations too (its batch-64 SDPA shapes, about
+    2.96 GiB reserved, above a small batch-1 job's own peak)."""
+    torch.cuda.synchronize()
+    out = {"run_end_reserved_bytes": torch.cuda.memory_reserved(dev.device)}
+    try:
+        out["run_end_nvml_used_bytes"] = torch.cuda.device_memory_used(dev.device)
+    except Exception as e:  # noqa: BLE001 - no NVML here must not lose the run
+        out["run_end_nvml_error"] = type(e).__name__
+    print("config " + " ".join(f"{k}={v}" for k, v in out.items()), flush=True)
 
 
 def safe_host_probe(torch, dev, kv_shift=0):

@@ -120,6 +120,54 @@ fn step_regex_and_megatron() {
     let _ = std::fs::remove_file(&out);
 }
 
+/// hf_train.py --host-probe prints the job's memory just before its after-probe
+/// (`config run_end_reserved_bytes=.. run_end_nvml_used_bytes=..`); `measure` keeps the facts and
+/// `validate` scores the run's peak memory as its own reserved peak plus what the process held
+/// outside the allocator (used - reserved at the run's end), not as NVML's peak, which holds the
+/// after-probe's allocations. The log is hf-150's as recorded, with that line added
+/// (tests/data/measure/README.md says which values are not measured).
+#[test]
+fn run_end_memory_line_scores_the_jobs_own_peak() {
+    let out = tmp("run-end.jsonl");
+    let log = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/measure/hf-150-run-end.log");
+    let args = [
+        "--model",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/workloads/hf_configs/tinyllama-1.1b.json"),
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "1",
+        "--mode",
+        "decode",
+        "--batch",
+        "4",
+        "--kv-len",
+        "1024",
+        "--stack",
+        "torch-eager",
+        "--run-id",
+        "fx-150",
+        "--split",
+        "test",
+    ];
+    let (code, recs) = measure(&out, &args, &format!("cat '{log}'"));
+    assert_eq!(code, 0);
+    let r = &recs[0];
+    assert_eq!(r.status, "ok");
+    assert_eq!(r.metrics.peak_mem_reserved_bytes_per_rank, vec![Some(2403336192.0)]);
+    assert_eq!(r.job.reported.get("run_end_reserved_bytes").map(String::as_str), Some("2403336192"));
+    assert_eq!(r.job.reported.get("run_end_nvml_used_bytes").map(String::as_str), Some("3144482816"));
+    assert!(r.job.reported.contains_key("host_probe_plan_us"));
+    let v = bin().args(["validate", "--runs"]).arg(&out).arg("--json").output().unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&v.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&v.stderr)));
+    let mem = j["runs"][0]["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == "peak_memory").expect("peak memory scored").clone();
+    // 2,403,336,192 reserved + (3,144,482,816 - 2,403,336,192) outside the allocator.
+    assert!((mem["measured"].as_f64().unwrap() - 3144482816.0 / 1073741824.0).abs() < 1e-9, "{mem}");
+    let from = mem["measured_from"].as_str().unwrap();
+    assert!(from.contains("max_memory_reserved 2.238 GiB") && from.contains("0.690 GiB") && from.contains("run_end"), "{from}");
+    let _ = std::fs::remove_file(&out);
+}
+
 #[test]
 fn record_round_trip_and_version() {
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/calibration/runs/h200.jsonl")).unwrap();

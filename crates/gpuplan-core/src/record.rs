@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::hardware::profile::HostProbe;
-use crate::units::Seconds;
+use crate::units::{Bytes, Seconds};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -274,6 +274,55 @@ impl RunHostProbe {
     }
 }
 
+/// The memory a decode process holds on its GPU outside PyTorch's caching allocator: the CUDA
+/// context, loaded kernel modules, and the cuBLAS/cuDNN handles' own memory, which NVML's `memory
+/// used` counts and `torch.cuda.max_memory_reserved` does not. Measured, not fitted: 698.8 MiB,
+/// the median of the NVML peak less `max_memory_reserved` over the 28 hf decode runs without an
+/// in-process host probe whose NVML peak is not below their reserved peak (calibration/runs/hf/:
+/// hf.jsonl hf-020..030 but -023 and -025, hf-054..056; postfit.jsonl hf-067..069; postfit-2
+/// hf-081; postfit-3 hf-089..093; postfit-4 hf-108, -109, -111..113; postfit-5 hf-114, -115;
+/// lent H100 and H200, driver 580.159, torch 2.11.0+cu130, 2026-11-24; range 696.8-700.8 MiB).
+/// Runs whose job also took the host probe hold 4-8 MiB more (702.8-706.8 MiB in post-fit 6, 8
+/// and 9 where their NVML peak is their own: the probe's kernels stay loaded). The hf training
+/// runs hold 0.75 GiB, prefill 0.68: this value is for decode, the one mode hf_train.py probes in.
+/// Used by [`RunRecord::scored_peak_memory`] for a record with a probe that did not time its own
+/// (`RUN_END_KEYS`).
+pub const DECODE_NON_ALLOCATOR: Bytes = Bytes::new(732_758_016.0);
+
+/// Which measured value a run's peak memory is scored against ([`RunRecord::scored_peak_memory`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PeakSource {
+    /// The busiest GPU's NVML peak: every record whose job took no in-process host probe.
+    Nvml,
+    /// The job's own allocator peak (the largest `max_memory_reserved` of its ranks) plus its
+    /// memory outside the allocator: the job's own NVML used less `memory_reserved` read just
+    /// before its after-probe (`own`, `job.reported.run_end_*`), else [`DECODE_NON_ALLOCATOR`].
+    Reserved { reserved: Bytes, non_allocator: Bytes, own: bool },
+    /// The job took an in-process probe but recorded no reserved peak: the NVML peak, which may
+    /// be the probe's.
+    NvmlProbeUnchecked,
+}
+
+impl PeakSource {
+    /// What the run was scored against, for `validate`'s output; `None` for the NVML peak of a
+    /// record without a probe (the rule every older record is scored by).
+    pub fn describe(&self) -> Option<String> {
+        let gib = |b: Bytes| b.as_gib();
+        match *self {
+            PeakSource::Nvml => None,
+            PeakSource::Reserved { reserved, non_allocator, own } => Some(format!(
+                "the job's own peak: max_memory_reserved {:.3} GiB + {:.3} GiB outside the allocator ({}); the NVML peak is not used: the job's in-process host probe ran on the same GPU",
+                gib(reserved),
+                gib(non_allocator),
+                if own { "the job's NVML used less memory_reserved before its after-probe, job.reported.run_end_*" } else { "DECODE_NON_ALLOCATOR, measured on hf decode runs without a probe" }
+            )),
+            PeakSource::NvmlProbeUnchecked => {
+                Some("the NVML peak, which may be the in-process host probe's: the record has no max_memory_reserved to score the job's own peak by".into())
+            }
+        }
+    }
+}
+
 impl RunRecord {
     /// The stack (and, for torchao float8, the precision) of a record whose job reported a Hugging
     /// Face transformers stack (`job.reported.hf_stack`, written by scenarios/workloads/hf_train.py):
@@ -339,6 +388,63 @@ impl RunRecord {
             op_dispatch: us("host_probe_op_dispatch_us")?,
             steps_over_probe,
         }))
+    }
+    /// The `job.reported` keys hf_train.py --host-probe (decode) prints just before its
+    /// after-probe, with the model and its cache still held: `torch.cuda.memory_reserved()` and
+    /// the GPU's NVML `memory used` (`torch.cuda.device_memory_used()`); or, where NVML could not
+    /// be read there, `run_end_nvml_error` in place of the second.
+    pub const RUN_END_KEYS: [&'static str; 2] = ["run_end_reserved_bytes", "run_end_nvml_used_bytes"];
+
+    /// Whether the job took a host probe in its own process (any `job.reported.host_probe_*`
+    /// key, an error of the probe's included): the probe's tensors then share the GPU and the
+    /// NVML peak with the job's.
+    pub fn took_in_process_probe(&self) -> bool {
+        self.job.reported.keys().any(|k| k.starts_with("host_probe_"))
+    }
+
+    /// The peak memory a run is scored against, and which value that is. A record without an
+    /// in-process probe: the busiest GPU's NVML peak (context and allocator cache included), as
+    /// always. A record with one: NVML saw the probe's allocations too (the after-probe's batch-64
+    /// SDPA shapes hold about 2.96 GiB, more than a small batch-1 decode job), so the job's own
+    /// peak is its allocator's (`max_memory_reserved`, read before the after-probe) plus what it
+    /// holds outside the allocator ([`PeakSource::Reserved`]); without a reserved peak, NVML's with
+    /// a note. `Ok(None)` when nothing was measured; an error names a `run_end_*` key that is
+    /// missing beside the other or is not a number of bytes.
+    pub fn scored_peak_memory(&self) -> Result<Option<(Bytes, PeakSource)>, String> {
+        let max = |v: &[Option<f64>]| v.iter().flatten().copied().filter(|x| x.is_finite()).fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x))));
+        let nvml = max(&self.metrics.peak_mem_bytes_per_gpu_nvml).map(Bytes::new);
+        if !self.took_in_process_probe() {
+            return Ok(nvml.map(|b| (b, PeakSource::Nvml)));
+        }
+        let Some(reserved) = max(&self.metrics.peak_mem_reserved_bytes_per_rank).filter(|x| *x > 0.0).map(Bytes::new) else {
+            return Ok(nvml.map(|b| (b, PeakSource::NvmlProbeUnchecked)));
+        };
+        let rep = &self.job.reported;
+        let bytes = |k: &str| -> Result<Option<f64>, String> {
+            match rep.get(k) {
+                None => Ok(None),
+                Some(v) => match v.parse::<f64>() {
+                    Ok(x) if x.is_finite() && x > 0.0 => Ok(Some(x)),
+                    _ => Err(format!("`job.reported.{k}` = `{v}` is not a positive number of bytes")),
+                },
+            }
+        };
+        let [reserved_k, used_k] = Self::RUN_END_KEYS;
+        let non_allocator = match (bytes(reserved_k)?, bytes(used_k)?) {
+            (Some(r), Some(u)) if u > r => Some(Bytes::new(u - r)),
+            (Some(r), Some(u)) => {
+                return Err(format!("`job.reported.{used_k}` = {u} is not above `job.reported.{reserved_k}` = {r}: NVML's memory used holds the allocator's reserved memory and the CUDA context"));
+            }
+            (None, None) => None,
+            (Some(_), None) if rep.contains_key("run_end_nvml_error") => None,
+            (has_reserved, _) => {
+                let missing = if has_reserved.is_some() { used_k } else { reserved_k };
+                return Err(format!("`job.reported.{missing}` is missing (the record has the other `run_end_*` key; hf_train.py --host-probe writes both, or `run_end_nvml_error`)"));
+            }
+        };
+        let own = non_allocator.is_some();
+        let non_allocator = non_allocator.unwrap_or(DECODE_NON_ALLOCATOR);
+        Ok(Some((reserved + non_allocator, PeakSource::Reserved { reserved, non_allocator, own })))
     }
     /// Ran to the end and gave step times.
     pub fn is_ok(&self) -> bool {

@@ -39,10 +39,10 @@ impl Metric {
         let m = &r.metrics;
         match self {
             Metric::StepTime => m.step_time_s_median,
-            // The busiest GPU's peak as NVML saw it (context and allocator cache included).
-            Metric::PeakMemory => {
-                m.peak_mem_bytes_per_gpu_nvml.iter().flatten().copied().fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x)))).map(|b| b / GIB)
-            }
+            // The busiest GPU's peak as NVML saw it (context and allocator cache included); for a
+            // job that took a host probe in its own process, the job's own peak
+            // (`RunRecord::scored_peak_memory`).
+            Metric::PeakMemory => r.scored_peak_memory().ok().flatten().map(|(b, _)| b.value() / GIB),
             Metric::Power => {
                 let v: Vec<f64> = m.avg_power_w_per_gpu.iter().flatten().copied().collect();
                 (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
@@ -74,14 +74,25 @@ pub struct Scored {
     /// not to fit is wrong too.
     pub oom_agrees: bool,
     pub problem: Option<String>,
+    /// Which measured value the peak memory is, where it is not the NVML peak
+    /// (`PeakSource::describe`: records whose job took an in-process host probe).
+    pub memory_from: Option<String>,
 }
 
 pub fn score(r: &RunRecord, p: Result<&Prediction, String>) -> Scored {
     let describe = describe(r);
     let run_id = r.run_id.clone().unwrap_or_else(|| "?".into());
     let split = r.split.clone().unwrap_or_else(|| "-".into());
+    let peak = if r.is_ok() { r.scored_peak_memory() } else { Ok(None) };
+    let memory_from = peak.as_ref().ok().and_then(|p| p.as_ref()).and_then(|(_, src)| src.describe());
+    let p = match peak {
+        Err(e) => Err(format!("its peak memory: {e}")),
+        Ok(_) => p,
+    };
     match p {
-        Err(e) => Scored { run_id, split, status: r.status.clone(), describe, values: vec![], predicted_fits: None, oom_agrees: false, problem: Some(e) },
+        Err(e) => {
+            Scored { run_id, split, status: r.status.clone(), describe, values: vec![], predicted_fits: None, oom_agrees: false, problem: Some(e), memory_from }
+        }
         Ok(p) => {
             let fits = p.memory.fits();
             let values = if r.is_ok() {
@@ -93,7 +104,7 @@ pub fn score(r: &RunRecord, p: Result<&Prediction, String>) -> Scored {
                 vec![]
             };
             let oom_agrees = if r.is_oom() { !fits } else { !r.is_ok() || fits };
-            Scored { run_id, split, status: r.status.clone(), describe, values, predicted_fits: Some(fits), oom_agrees, problem: None }
+            Scored { run_id, split, status: r.status.clone(), describe, values, predicted_fits: Some(fits), oom_agrees, problem: None, memory_from }
         }
     }
 }

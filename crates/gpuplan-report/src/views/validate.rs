@@ -22,6 +22,11 @@ pub fn table(scored: &[Scored], summaries: &[Summary]) -> String {
             (None, "oom") => format!("out of memory; predicted {}", if s.oom_agrees { "not to fit (right)" } else { "to fit (WRONG)" }),
             (None, other) => other.to_string(),
         };
+        let status = match &s.memory_from {
+            Some(from) if status.is_empty() => format!("memory measured as {from}"),
+            Some(from) => format!("{status}; memory measured as {from}"),
+            None => status,
+        };
         let _ = writeln!(
             o,
             "{:<10} {:<5} {:<52} {:>22} {:>22} {:>20} {status}",
@@ -59,7 +64,15 @@ pub fn json(scored: &[Scored], summaries: &[Summary]) -> serde_json::Value {
         "runs": scored.iter().map(|s| serde_json::json!({
             "run_id": s.run_id, "split": s.split, "status": s.status, "scenario": s.describe,
             "predicted_fits": s.predicted_fits, "oom_agrees": s.oom_agrees, "problem": s.problem,
-            "metrics": s.values.iter().map(|(m, p, x, e)| serde_json::json!({"metric": m.name(), "unit": m.unit(), "predicted": p, "measured": x, "error_pct": e})).collect::<Vec<_>>(),
+            "metrics": s.values.iter().map(|(m, p, x, e)| {
+                let mut v = serde_json::json!({"metric": m.name(), "unit": m.unit(), "predicted": p, "measured": x, "error_pct": e});
+                // Only where the measured peak is not NVML's (a job with an in-process host probe):
+                // every other record's JSON is as it was.
+                if let (Metric::PeakMemory, Some(from)) = (m, &s.memory_from) {
+                    v["measured_from"] = serde_json::json!(from);
+                }
+                v
+            }).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
         "summary": summaries.iter().map(|sm| serde_json::json!({
             "split": sm.split,
