@@ -145,9 +145,9 @@ pub const MOE_DISPATCH_SYNC_US: f64 = 3750.0;
 /// the two: a host-bound layer at micro-batch 1 pays it, a GPU-bound one at micro-batch 4-8 hides
 /// it (the micro-batch trend of Qwen3-30B-A3B on 8 B200s, dev rows 88 / 72: 423 and 614 ms per
 /// micro-batch, 2.75x the tokens at 4x the micro-batch). Placed on the last kernel before the
-/// sync (`cost::lower::moe_host_before_drain`). Fitted jointly with [`MOE_DISPATCH_SYNC_US`],
-/// [`MEGATRON_OVERLAP_COST`] and [`MEGATRON_MEMORY_EFFICIENCY`] on the fit split of
-/// tests/data/published/megatron_bridge_training_dev.csv (scripts/fit_megatron_published.sh,
+/// sync (`cost::lower::moe_host_before_drain`). Fitted with [`MOE_DISPATCH_SYNC_US`] on the fit
+/// split of tests/data/published/megatron_bridge_training_dev.csv, [`MEGATRON_OVERLAP_COST`] and
+/// [`MEGATRON_MEMORY_EFFICIENCY`] held (scripts/fit_megatron_published.sh,
 /// `HOST_GRID`; output in calibration/runs/fit_megatron_published-wt-b200moe.txt; the grids and
 /// optimum at [`MEGATRON_OVERLAP_COST`]): 1,500 us, with the stall after the drain 3,750 us (so the
 /// layer's host time is 5.25 ms, 29% of it able to hide). 0 reproduces the model before it (every

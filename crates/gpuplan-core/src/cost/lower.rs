@@ -546,12 +546,12 @@ impl CostModel<'_> {
         // Megatron training under CUDA graphs: the whole iteration, or (partial) a layer's
         // attention block and its MoE router, replayed without host launches.
         let graphs = if stack == Stack::Megatron && w.mode == Mode::Train { options.cuda_graphs } else { TrainGraphs::None };
+        // The MoE layer's host time up to the dispatcher's sync, launched before the drain.
+        let before_drain = moe_host_before_drain(options, w, ops);
         // The attention block: in forward the ops before the layer's `post_attention_norm`; in
         // backward, which runs the layer in reverse, the ops after its gradient; recomputed ops
         // (before the backward ops in a list) before a recomputed `post_attention_norm`, or all of
         // them where it is not recomputed (core attention, MLA's up-projections, the norms).
-        // The MoE layer's host time up to the dispatcher's sync, launched before the drain.
-        let before_drain = moe_host_before_drain(options, w, ops);
         let attention_end = ops.iter().position(|o| o.name == "post_attention_norm" && o.pass != Pass::Backward);
         let attention_start_bwd = ops.iter().position(|o| o.name == "post_attention_norm" && o.pass == Pass::Backward);
         for (i, op) in ops.iter().enumerate() {
