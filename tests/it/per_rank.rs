@@ -474,10 +474,12 @@ fn an_ep_all_to_all_across_nodes_crosses_the_spine_only_without_pxn() {
     // GPU on that rail and leaves through its NIC: it stays on the rail's leaf, off the uplinks.
     let (base, faulted) = (per_rank(&across, RankFaults::default()), per_rank(&across, hit.clone()));
     assert_eq!(faulted.distribution.p50.value(), base.distribution.p50.value());
-    // Without PXN, GPU k's messages to every rail leave through NIC k and cross the spines.
+    // Without PXN, GPU k's messages to every rail leave through NIC k and cross the spines. (1.9%
+    // here: the eager MoE layer's host time before the dispatcher's sync runs beside the combine,
+    // `cost::fitted::MOE_LAYER_HOST_US`, so part of a slower combine hides; above 2% before.)
     let (base, faulted) = (per_rank_no_pxn(&across, RankFaults::default()), per_rank_no_pxn(&across, hit));
     assert!(
-        faulted.distribution.p50.value() > base.distribution.p50.value() * 1.02,
+        faulted.distribution.p50.value() > base.distribution.p50.value() * 1.01,
         "{} vs {}",
         faulted.distribution.p50.value(),
         base.distribution.p50.value()

@@ -168,6 +168,13 @@
 //! narrowed grid, optimum unchanged): fit 8.20% (+0.4%; dense 6.40%), test 7.09% (-0.2%; dense 5.73%),
 //! MoE unchanged; test DGX-B200 9.24% -> 9.12% (row 159 +14.9% -> +14.2%).
 //!
+//! Then (issues 17/18, wt-b200moe) the eager MoE layer's host time before the dispatcher's sync,
+//! launch-side beside the GPU's queued work (`cost::fitted::MOE_LAYER_HOST_US`), fitted with the
+//! stall after the sync on the fit rows, the shared overlap and memory efficiency held
+//! (calibration/runs/fit_megatron_published-wt-b200moe.txt): (3,750 us, 1,500 us). Dense rows
+//! unchanged; fit 8.08% (+1.1%; MoE 11.09%), test 6.61% (+1.2%; MoE 7.31% / +0.18%); test DGX-B200
+//! 9.12% -> 7.88% (+0.9%).
+//!
 //! Bound = current + 1 percentage point. Lower a bound when a change improves the numbers; the
 //! issue's target is 8% MAPE on the test split.
 
@@ -176,8 +183,8 @@ use std::process::Command;
 const CSV: &str = "tests/data/published/megatron_bridge_training_dev.csv";
 
 /// MAPE (percent) of the fit and test splits measured when the bounds were set, and the slack.
-const FIT_MAPE_NOW: f64 = 8.20;
-const TEST_MAPE_NOW: f64 = 7.09;
+const FIT_MAPE_NOW: f64 = 8.08;
+const TEST_MAPE_NOW: f64 = 6.61;
 /// The same for the dense rows (`summary[].kinds.dense`).
 const FIT_DENSE_MAPE_NOW: f64 = 6.40;
 const TEST_DENSE_MAPE_NOW: f64 = 5.73;
@@ -308,8 +315,10 @@ const LORA_ROW_MAX: f64 = 0.205;
 /// micro-batch's two exchanges on the critical path at vp 1): 8.18% / -2.30%, the bias bound
 /// loosened by 0.38 points: the over-predicted DeepSeek-V3 PP 16 rows on DGX-B200/B300 come down
 /// (+14.6% -> +11.7% on row 84), which lowers the MAPE and moves the mean further below zero.
-const MOE_TEST_MAPE_NOW: f64 = 8.18;
-const MOE_TEST_BIAS_NOW: f64 = 2.30;
+/// Then the eager MoE layer's host time before the dispatcher's sync, fitted with the stall after
+/// it (wt-b200moe): 7.31% / +0.18%, both bounds tightened.
+const MOE_TEST_MAPE_NOW: f64 = 7.31;
+const MOE_TEST_BIAS_NOW: f64 = 0.18;
 
 #[test]
 fn moe_rows_stay_within_their_bounds_and_grow_with_the_micro_batch() {
@@ -332,8 +341,10 @@ fn moe_rows_stay_within_their_bounds_and_grow_with_the_micro_batch() {
     // 2.41x when the sync was fitted on the MoE rows alone (6,500 us); 2.11x at the joint fit's
     // 5,000 us; 1.95x at session 9's joint refit (4,000 us; lower bound loosened from 2.0 to 1.9:
     // the trend is still under-predicted, see issue 18's notes); 2.39x with the per-expert launches
-    // and the drain (wt-moe3): lower bound 2.2; 2.33x with the permutations by dispatcher and their measured copy share (wt-moe4).
-    assert!((2.2..3.3).contains(&predicted), "predicted micro-batch 4 / 1 = {predicted:.2}, measured {measured:.2}");
+    // and the drain (wt-moe3): lower bound 2.2; 2.33x with the permutations by dispatcher and their measured copy share (wt-moe4);
+    // 2.43x with the 1F1B exchanges; 2.65x with the layer's host time before the sync running beside
+    // the GPU's queued work (wt-b200moe): lower bound 2.5.
+    assert!((2.5..3.3).contains(&predicted), "predicted micro-batch 4 / 1 = {predicted:.2}, measured {measured:.2}");
 }
 
 #[test]

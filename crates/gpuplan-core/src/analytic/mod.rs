@@ -647,4 +647,33 @@ mod tests {
         assert!((p - 0.785).abs() < 1e-9, "{p}");
         assert!((w.span(s(0.12)).value() - 0.01 * 45.0).abs() < 1e-12);
     }
+
+    /// The eager MoE layer's host time before the dispatcher's sync (`cost::fitted::MOE_LAYER_HOST_US`,
+    /// launch-side time on the last kernel before the draining permutation) runs beside the GPU's
+    /// queued work: a cycle from one drain to the next costs the longer of the host and the GPU,
+    /// not their sum. Layer: permute (drains) -> experts -> [next layer] attention -> router (host
+    /// time before the sync).
+    #[test]
+    fn host_time_before_the_sync_hides_under_the_queued_gpu_work() {
+        let kernel = |name, ms: f64, cpu_us: f64| Step::Kernel {
+            name,
+            time: Seconds::ms(ms),
+            bound: Bound::Compute,
+            cpu: Seconds::us(cpu_us),
+            launches: 1.0,
+            host_sync: Seconds::ZERO,
+        };
+        let cycle = |gpu_ms: f64, host_ms: f64| {
+            let steps = [kernel("permute", 0.1, 6.0), kernel("experts", gpu_ms, 6.0), kernel("attention", 0.5, 6.0), kernel("router", 0.05, 1e3 * host_ms)];
+            drained_span(&steps, 0).value() * 1e3
+        };
+        // Host-bound (micro-batch 1): the host's 3 ms set the cycle; the GPU's 1.65 ms run beside it.
+        let host_bound = cycle(1.0, 3.0);
+        assert!((host_bound - (0.018 + 3.0 + 0.05)).abs() < 0.01, "{host_bound}");
+        // GPU-bound (micro-batch 4): the same 3 ms of host hide under 4.65 ms of GPU work.
+        let gpu_bound = cycle(4.0, 3.0);
+        assert!((gpu_bound - (0.006 + 4.65)).abs() < 0.01, "{gpu_bound}");
+        // So 4x the expert work costs 1.6 ms more, not 3 ms.
+        assert!(gpu_bound - host_bound < 1.7);
+    }
 }

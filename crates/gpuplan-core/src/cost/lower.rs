@@ -146,13 +146,38 @@ fn dtensor_dispatch(pc: &ParallelConfig, w: &Workload, op: &Op) -> Seconds {
 /// training step, at the token permutation); zero for other stacks, modes and ops (the rows it is
 /// fitted on are training; inference engines run MoE from CUDA graphs without the sync), and when
 /// every expert's input is padded to its capacity (`MoeCapacity::pad`: the token counts are
-/// constants, megatron-core 0.16.1 `MoEAlltoAllTokenDispatcher.preprocess`).
+/// constants, megatron-core 0.16.1 `MoEAlltoAllTokenDispatcher.preprocess`). The layer's host
+/// time before the sync (`cost::fitted::MOE_LAYER_HOST_US`) is launch-side time instead
+/// ([`moe_host_before_drain`]).
 fn moe_dispatch_sync(options: &Options, w: &Workload, op: &Op) -> Seconds {
     if drains_launch_queue(options, w, op) {
         Seconds::us(super::fitted::fitted().moe_dispatch_sync_us)
     } else {
         Seconds::ZERO
     }
+}
+
+/// Which of `ops` carry the eager MoE layer's host time up to the dispatcher's sync
+/// (`cost::fitted::MOE_LAYER_HOST_US`): for each op that drains the launch queue
+/// ([`drains_launch_queue`]), the last kernel before it in the list (the router's top-k). In
+/// Megatron-Core 0.16.1 the host reaches the sync only after running the layer's Python up to it
+/// (the transformer layer, the attention block or its CUDA-graph replay, the router, the
+/// dispatcher's preprocess and DeepEP's `get_dispatch_layout`, `FusedDispatch.forward`), while the
+/// GPU still works through what the host queued since the last sync (the previous layer's experts
+/// and combine, this layer's attention). So that host time runs beside the GPU's queued work, as
+/// launch time before the drain, and the GPU waits for it only where the host is the longer of
+/// the two (analytic `drained_span`; the DES's host cursor); what the host does between the sync
+/// and its next launch is the stall ([`moe_dispatch_sync`]).
+fn moe_host_before_drain(options: &Options, w: &Workload, ops: &[Op]) -> Vec<usize> {
+    let mut out = Vec::new();
+    for (j, op) in ops.iter().enumerate() {
+        if drains_launch_queue(options, w, op) {
+            if let Some(i) = (0..j).rev().find(|&i| !matches!(ops[i].kind, OpKind::Comm { .. })) {
+                out.push(i);
+            }
+        }
+    }
+    out
 }
 
 /// Whether `op` drains the launch queue under Megatron-Core's dropless MoE dispatcher: the
@@ -530,6 +555,8 @@ impl CostModel<'_> {
         // Megatron training under CUDA graphs: the whole iteration, or (partial) a layer's
         // attention block and its MoE router, replayed without host launches.
         let graphs = if stack == Stack::Megatron && w.mode == Mode::Train { options.cuda_graphs } else { TrainGraphs::None };
+        // The MoE layer's host time up to the dispatcher's sync, launched before the drain.
+        let before_drain = moe_host_before_drain(options, w, ops);
         // The attention block: in forward the ops before the layer's `post_attention_norm`; in
         // backward, which runs the layer in reverse, the ops after its gradient; recomputed ops
         // (before the backward ops in a list) before a recomputed `post_attention_norm`, or all of
@@ -678,6 +705,12 @@ impl CostModel<'_> {
                     }
                     Step::Comm { name: op.name, comm }
                 }
+            };
+            let step = match step {
+                Step::Kernel { name, time, bound, cpu, launches, host_sync } if before_drain.contains(&i) => {
+                    Step::Kernel { name, time, bound, cpu: cpu + Seconds::us(super::fitted::fitted().moe_layer_host_us), launches, host_sync }
+                }
+                step => step,
             };
             out.push(step);
         }
