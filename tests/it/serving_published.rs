@@ -56,12 +56,25 @@ const SLACK_PP: f64 = 2.0;
 // term refitted on the offline fit rows (10 -> 6 us, the online rows' total held by Triton's
 // stream term): offline fit 6.30 -> 5.10, test 11.24 -> 7.33; online unchanged (15.51 / 15.02,
 // 15.43 / 16.04). Both offline bounds are tightened to it.
-const FIT_OFFLINE: f64 = 5.10;
-const TEST_OFFLINE: f64 = 7.33;
-const FIT_TTFT: f64 = 15.23;
-const TEST_TTFT: f64 = 14.96;
-const FIT_ITL: f64 = 13.45;
-const TEST_ITL: f64 = 14.36;
+// Re-measured on branch wt-ctx70 (2026-11-24): on Hopper an unmeasured GEMM shape takes its
+// neighbours' measured efficiencies with only tile padding and the K ramp re-priced
+// (cost::CostModel::stream_k_transfer), which slows the 70B TP 4 shard's GEMMs at a few hundred
+// rows to what the H100 measured: fit 6.33 offline / 12.68 TTFT / 11.90 ITL, test 11.25 / 11.51 /
+// 17.38 (before: 6.32 / 15.54 / 13.45, 11.10 / 14.96 / 15.73). TTFT fit and test and ITL fit are
+// tightened to them. The test ITL bound is LOOSENED, 14.36 -> 17.38: its 70B TP 4 rows at 32 QPS and
+// INF go from +7 / +14% to +18 / +28%. Those are the 202/214 test configurations, whose request set
+// has variable lengths (docs/trtllm-residuals.md sections 6 and 10) while validate runs the fixed
+// means; with slower context iterations the fixed-length INF run's ITL rises further above the
+// published one (section 12). The offline bounds stay (+0.01 / +0.15 points, within the slack).
+// Merged (session 12, wt-trthop with wt-ctx70): fit 5.11 offline / 12.68 TTFT / 11.90 ITL, test
+// 7.50 / 11.51 / 17.38; the test offline bound follows the merged tree (7.33 -> 7.50: wt-ctx70's
+// slower unmeasured Hopper GEMM shapes move the H200 FP8 rows by 0.2 points).
+const FIT_OFFLINE: f64 = 5.11;
+const TEST_OFFLINE: f64 = 7.50;
+const FIT_TTFT: f64 = 12.68;
+const TEST_TTFT: f64 = 11.51;
+const FIT_ITL: f64 = 11.90;
+const TEST_ITL: f64 = 17.38;
 
 fn validate(extra: &[&str]) -> (i32, serde_json::Value, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
@@ -355,6 +368,49 @@ fn a_short_prompt_context_iteration_prices_its_parts_as_measured() {
     }
     let attn = per_layer_ms("attention");
     assert!(attn > 1.5 * 0.074 && attn < 0.327, "context FMHA {attn:.4} ms per layer");
+}
+
+/// A TensorRT-LLM context iteration of one and of four 467-token prompts (Llama-3.1-70B at TP 4,
+/// dgx-h100, bf16: the online rows at 2-8 QPS) against the 80-layer stack of the TP 4 shard timed on
+/// the H100 (calibration/runs/raw/small-context-h100-2026-11-24/small_ctx.json,
+/// scripts/small_context_probe.py; per-op events, 1,695 / 1,530 MHz). Before branch wt-ctx70 the
+/// o, gate+up and down GEMMs at M = 467 were priced at 0.66-0.70 of the measured times (a neighbour's
+/// ratio to the wave model carried its wave dip to shapes without one) and qkv at M = 1,868 at 1.54.
+#[test]
+fn a_few_short_prompts_price_the_tp4_shards_gemms_as_measured() {
+    let raw: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/calibration/runs/raw/small-context-h100-2026-11-24/small_ctx.json")).unwrap(),
+    )
+    .unwrap();
+    let dir = std::env::temp_dir().join(format!("gpuplan-it-ctx70-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (batch, m, tol) in [(1u64, 467u64, 0.10), (4, 1868, 0.16)] {
+        let trace = dir.join(format!("trace-{batch}.json"));
+        let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["simulate", "--model", "llama-3.1-70b", "--system", "dgx-h100", "--gpus", "4", "--tp", "4", "--precision", "bf16"])
+            .args(["--stack", "trtllm", "--mode", "prefill", "--batch", &batch.to_string(), "--seq", "467", "--trace"])
+            .arg(&trace)
+            .output()
+            .expect("run gpuplan simulate");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let t: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+        let stack = raw["results"].as_array().unwrap().iter().find(|r| r["name"] == format!("stack_70b_tp4_m{m}")).unwrap();
+        for (name, key) in [("qkv_proj", "qkv"), ("out_proj", "o"), ("up_proj", "gate_up"), ("down_proj", "down")] {
+            let d: Vec<f64> = t["traceEvents"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e["ph"] == "X" && e["tid"] == 0 && e["name"] == name)
+                .map(|e| e["dur"].as_f64().unwrap())
+                .collect();
+            assert_eq!(d.len(), 80, "{name}");
+            let priced_us = d.iter().sum::<f64>() / 80.0;
+            let measured_us = stack["events"]["per_layer_s"][key].as_f64().unwrap() * 1e6;
+            assert!((priced_us / measured_us - 1.0).abs() < tol, "M = {m} {name}: priced {priced_us:.1} us vs measured {measured_us:.1} us");
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// DGX-A100 offline rows (v0.17 TensorRT engines, FP16, Llama-3.1 8B / 70B at TP 1-8 and the

@@ -313,6 +313,10 @@ struct Correction {
     log_n: f64,
     log_k: f64,
     ratio: f64,
+    /// Measured efficiency / [`stream_k_shape_factor`] x the efficiency ceiling: the ratio against
+    /// the model without wave quantization, which [`CostModel::stream_k_transfer`] carries to
+    /// unmeasured shapes on Hopper.
+    ratio_stream_k: f64,
 }
 
 pub struct CostModel<'a> {
@@ -397,8 +401,17 @@ impl<'a> CostModel<'a> {
                     .filter_map(|g| {
                         let peak = src.peak.get(g.dtype)?.value;
                         let modelled = gemm_shape_factor(src.arch, src.sm_count.value as u64, g.m, g.n, g.k, 1) * gemm_max.value;
+                        let stream_k = stream_k_shape_factor(src.arch, g.m, g.n, g.k) * gemm_max.value;
                         let lg = |x: u64| (x.max(1) as f64).ln();
-                        Some(Correction { dtype: g.dtype, log_m: lg(g.m), log_n: lg(g.n), log_k: lg(g.k), ratio: (g.achieved / peak) / modelled })
+                        let measured = g.achieved / peak;
+                        Some(Correction {
+                            dtype: g.dtype,
+                            log_m: lg(g.m),
+                            log_n: lg(g.n),
+                            log_k: lg(g.k),
+                            ratio: measured / modelled,
+                            ratio_stream_k: measured / stream_k,
+                        })
                     })
                     .collect()
             }
@@ -552,10 +565,23 @@ impl<'a> CostModel<'a> {
     /// wave model's dips between measured row counts are not there (an 8B model's 768-token
     /// prefill ran 13% faster than the model priced it, its 512- and 2048-row GEMMs measured,
     /// calibration/runs/serve/FIT.md).
+    ///
+    /// Elsewhere on Hopper (one GEMM, a profile with GEMM shapes) the nearest measured shapes'
+    /// efficiencies are carried over with only the tile padding and the K ramp re-priced
+    /// ([`CostModel::stream_k_transfer`]): a measured shape's ratio to the wave model also holds
+    /// that model's wave dip at the measured M, which is not the dip (or its absence) at another N.
+    /// The 70B TP 4 shard's gate+up at M = 467 (N = 14336, K = 8192) took the 1.52 ratio of the
+    /// (512, 10240, 8192) point, where two waves of 160 tiles model 0.61, and was priced at the
+    /// ceiling, 0.70 of its time measured on the H100 (docs/trtllm-residuals.md section 12).
     pub fn gemm_efficiency(&self, m: u64, n: u64, k: u64, count: u64, dtype: Dtype) -> f64 {
         if count == 1 {
             if let Some(e) = self.bracketed(m, n, k, dtype) {
                 return e.min(1.0);
+            }
+            if self.system.gpu.arch == Arch::Hopper {
+                if let Some(e) = self.stream_k_transfer(m, n, k, dtype) {
+                    return e.min(1.0);
+                }
             }
         }
         let base = self.gemm_model(m, n, k, count) * self.gemm_max.value;
@@ -588,13 +614,29 @@ impl<'a> CostModel<'a> {
         Some((eff(lo).ln() * (1.0 - t) + eff(hi).ln() * t).exp())
     }
 
+    /// The efficiency of an unmeasured shape from the three nearest measured ones (the neighbours and
+    /// inverse-distance weights of [`CostModel::profile_correction`]), each one's measured efficiency
+    /// relative to [`stream_k_shape_factor`] (tile padding and K ramp, no waves); `None` without
+    /// measured shapes.
+    fn stream_k_transfer(&self, m: u64, n: u64, k: u64, dtype: Dtype) -> Option<f64> {
+        let ratio = self.nearest_mean(m, n, k, dtype, |c| c.ratio_stream_k)?;
+        Some(ratio * stream_k_shape_factor(self.system.gpu.arch, m, n, k) * self.gemm_max.value)
+    }
+
     /// Measured / modelled efficiency near this shape (inverse-distance weights in log space over
     /// the three nearest measured shapes of the dtype, bf16 when the dtype was not measured).
     fn profile_correction(&self, m: u64, n: u64, k: u64, dtype: Dtype) -> f64 {
+        self.nearest_mean(m, n, k, dtype, |c| c.ratio).unwrap_or(1.0)
+    }
+
+    /// `value` of the nearest measured shape when it is this one, else its inverse-distance mean
+    /// (in log M, N, K) over the three nearest shapes of the dtype (bf16 when the dtype was not
+    /// measured); `None` without measured shapes.
+    fn nearest_mean(&self, m: u64, n: u64, k: u64, dtype: Dtype, value: impl Fn(&Correction) -> f64) -> Option<f64> {
         let same: Vec<&Correction> = self.corrections.iter().filter(|c| c.dtype == dtype).collect();
         let points = if same.is_empty() { self.corrections.iter().filter(|c| c.dtype == Dtype::Bf16).collect() } else { same };
         if points.is_empty() {
-            return 1.0;
+            return None;
         }
         let lg = |x: u64| (x.max(1) as f64).ln();
         let (lm, ln, lk) = (lg(m), lg(n), lg(k));
@@ -602,15 +644,15 @@ impl<'a> CostModel<'a> {
         for c in points {
             let d = (c.log_m - lm).powi(2) + (c.log_n - ln).powi(2) + (c.log_k - lk).powi(2);
             if d < near[2].0 {
-                near[2] = (d, c.ratio);
+                near[2] = (d, value(c));
                 near.sort_by(|a, b| a.0.total_cmp(&b.0));
             }
         }
         if near[0].0 < 1e-12 {
-            return near[0].1;
+            return Some(near[0].1);
         }
         let (wsum, vsum) = near.iter().filter(|x| x.0.is_finite()).fold((0.0, 0.0), |(w, v), (d, r)| (w + 1.0 / d, v + r / d));
-        vsum / wsum
+        Some(vsum / wsum)
     }
 
     pub fn gemm_time(&self, m: u64, n: u64, k: u64, count: u64, dtype: Dtype) -> OpCost {
@@ -855,6 +897,24 @@ pub fn gemm_shape_factor(arch: Arch, sms: u64, m: u64, n: u64, k: u64, count: u6
         wave_eff * pad * (k_split / (k_split + K_RAMP))
     };
     raw(m, n, k, count) / raw(REFERENCE_GEMM, REFERENCE_GEMM, REFERENCE_GEMM, 1)
+}
+
+/// [`gemm_shape_factor`] without wave quantization or split-K: tile padding x K ramp relative to
+/// the 8192^3 reference. Hopper's cuBLAS spreads a partial last wave over the SMs (stream-K), so
+/// what is left of the shape between measured shapes is the padding of the last row / column tile
+/// and the K ramp.
+pub fn stream_k_shape_factor(arch: Arch, m: u64, n: u64, k: u64) -> f64 {
+    if m == 0 || n == 0 || k == 0 {
+        return 1.0;
+    }
+    let raw = |m: u64, n: u64, k: u64| {
+        let (big_m, big_n) = tile(arch);
+        let fit = |dim: u64, big: u64| if dim >= big { big } else { dim.next_power_of_two().max(16) };
+        let (tm, tn) = (fit(m, big_m), fit(n, big_n));
+        let pad = (m * n) as f64 / ((m.div_ceil(tm) * tm) * (n.div_ceil(tn) * tn)) as f64;
+        pad * (k as f64 / (k as f64 + K_RAMP))
+    };
+    raw(m, n, k) / raw(REFERENCE_GEMM, REFERENCE_GEMM, REFERENCE_GEMM)
 }
 
 fn largest_gemm(p: &Profile, dtype: Dtype) -> Option<&crate::hardware::profile::GemmPoint> {
