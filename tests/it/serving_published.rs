@@ -76,6 +76,31 @@ const TEST_TTFT: f64 = 11.51;
 const FIT_ITL: f64 = 11.90;
 const TEST_ITL: f64 = 17.38;
 
+/// `validate --serving --json` on the H200 fit rows, with `GPUPLAN_FIT_CONSTANTS` set to
+/// `constants` when given.
+fn h200_fit_rows(constants: Option<&str>) -> serde_json::Value {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpuplan"));
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR")).args([
+        "validate",
+        "--serving",
+        CSV,
+        "--stack",
+        "trtllm",
+        "--json",
+        "--only-system",
+        "hgx-h200",
+        "--split",
+        "fit",
+    ]);
+    if let Some(c) = constants {
+        cmd.env("GPUPLAN_FIT_CONSTANTS", c);
+    }
+    let out = cmd.output().expect("run gpuplan validate --serving");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v
+}
+
 fn validate(extra: &[&str]) -> (i32, serde_json::Value, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
         .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -216,25 +241,7 @@ fn a_rows_mapping_is_pinned() {
 #[test]
 fn triton_streaming_time_reaches_the_online_rows_only() {
     let run = |constants: Option<&str>| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpuplan"));
-        cmd.current_dir(env!("CARGO_MANIFEST_DIR")).args([
-            "validate",
-            "--serving",
-            CSV,
-            "--stack",
-            "trtllm",
-            "--json",
-            "--only-system",
-            "hgx-h200",
-            "--split",
-            "fit",
-        ]);
-        if let Some(c) = constants {
-            cmd.env("GPUPLAN_FIT_CONSTANTS", c);
-        }
-        let out = cmd.output().expect("run gpuplan validate --serving");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let v = h200_fit_rows(constants);
         let mut rows: Vec<(String, String, f64)> = v["rows"]
             .as_array()
             .unwrap()
@@ -475,25 +482,7 @@ fn tensorrt_engine_flow_keeps_the_whole_embedding_on_every_tp_rank() {
 #[test]
 fn the_online_engines_token_budget_is_what_the_inf_rows_show() {
     let run = |constants: Option<&str>| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpuplan"));
-        cmd.current_dir(env!("CARGO_MANIFEST_DIR")).args([
-            "validate",
-            "--serving",
-            CSV,
-            "--stack",
-            "trtllm",
-            "--json",
-            "--only-system",
-            "hgx-h200",
-            "--split",
-            "fit",
-        ]);
-        if let Some(c) = constants {
-            cmd.env("GPUPLAN_FIT_CONSTANTS", c);
-        }
-        let out = cmd.output().expect("run gpuplan validate --serving");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let v = h200_fit_rows(constants);
         let mut rows: Vec<serde_json::Value> = v["rows"].as_array().unwrap().clone();
         rows.sort_by(|a, b| a["dev_row"].as_str().cmp(&b["dev_row"].as_str()));
         rows
