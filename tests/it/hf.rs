@@ -69,8 +69,10 @@ fn hf_test_split_stays_within_its_bounds() {
         // fragmentation share in hf decode (FIT.md "Sixth pass", wt-torch4; nothing fitted).
         ("decode", "peak_memory", 2.5, |s| mode(s) == "decode"),
         // Power 5.2 -> 4.6% with host-bound hf training's power rule (FIT.md "Tenth pass",
-        // wt-power6: hf-006 +11.8 -> +6.3%, hf-009 +16.5 -> +12.5%); bound 6 -> 5%.
-        ("all", "power", 5.0, |_| true),
+        // wt-power6: hf-006 +11.8 -> +6.3%, hf-009 +16.5 -> +12.5%); bound 6 -> 5%. 4.9 -> 4.2%
+        // with the stretch of HF_MEMORY_EFFICIENCY drawing no HBM power in host-bound steps (FIT.md
+        // "Thirteenth pass", wt-power7: hf-006 -> -2.6%, hf-009 -> +0.9%); bound 5 -> 4.5%.
+        ("all", "power", 4.5, |_| true),
         // Decode power: 9.5 -> 5.6% with launch floors idle in host-bound hf decode (FIT.md
         // "Fifth pass"; nothing fitted).
         ("decode", "power", 6.5, |s| mode(s) == "decode"),
@@ -108,7 +110,7 @@ fn post_fit_runs_stay_within_their_bounds() {
     // 6.7 -> 6.2% with host-bound hf training's power rule (wt-power6: hf-072 +23.4 -> +16.7%);
     // bound 7.5 -> 6.5%. Memory 4.5 -> 3.5% with the MoE prefill's experts path replayed through
     // the caching allocator (wt-hfmoe: hf-071 +17.4 -> -5.4%); bound 6 -> 4.5%.
-    let v = post_fit_set_within("calibration/runs/hf/postfit.jsonl", "post-fit", 12, &[("step_time", 7.0), ("peak_memory", 4.5), ("power", 6.5)]);
+    let v = post_fit_set_within("calibration/runs/hf/postfit.jsonl", "post-fit", 12, &[("step_time", 7.0), ("peak_memory", 4.5), ("power", 5.5)]);
     let runs = v["runs"].as_array().unwrap();
     let r = runs.iter().find(|r| r["run_id"] == "hf-072").unwrap();
     let step = r["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == "step_time").unwrap();
@@ -250,7 +252,7 @@ fn sixth_post_fit_decode_runs_follow_their_own_host_probe() {
 /// each measured on the lent H100's small-kernel probe; built after these runs, nothing fitted).
 #[test]
 fn seventh_post_fit_runs_take_their_nodes_host_speed() {
-    post_fit_set_within("calibration/runs/hf/postfit-7.jsonl", "post-fit 7", 7, &[("step_time", 8.5), ("peak_memory", 5.0), ("power", 7.5)]);
+    post_fit_set_within("calibration/runs/hf/postfit-7.jsonl", "post-fit 7", 7, &[("step_time", 8.5), ("peak_memory", 5.0), ("power", 3.0)]);
 }
 
 /// Seven hf-eager training runs on the lent H200 measured after the host-bound power rule was fixed
@@ -263,13 +265,14 @@ fn seventh_post_fit_runs_take_their_nodes_host_speed() {
 /// (+4..+64% before): `post_fit_10_excess_energy_per_step`.
 #[test]
 fn tenth_post_fit_runs_stay_within_their_bounds() {
-    post_fit_set_within("calibration/runs/hf/postfit-10.jsonl", "post-fit 10", 7, &[("step_time", 18.0), ("peak_memory", 3.0), ("power", 30.0)]);
+    post_fit_set_within("calibration/runs/hf/postfit-10.jsonl", "post-fit 10", 7, &[("step_time", 18.0), ("peak_memory", 3.0), ("power", 18.0)]);
 }
 
 /// The energy over idle per step (predicted power less the profile's idle, times the predicted
-/// step; against the measured) of post-fit 10's runs: within +30% each, +18% on average (they were
-/// +4..+64%, mean +39%, before the host-bound power rule). The step-time miss of this node's host
-/// does not enter it.
+/// step; against the measured) of post-fit 10's runs: within -8..+10% each, under 6% on average
+/// (+4..+64%, mean +39%, before the host-bound power rule; +4..+26%, mean +17%, with it; -5.7..+6.2%,
+/// mean +3.0%, once the stretch of `HF_MEMORY_EFFICIENCY` draws no HBM power: FIT.md "Thirteenth
+/// pass"). The step-time miss of this node's host does not enter it.
 #[test]
 fn post_fit_10_excess_energy_per_step() {
     let v = validate("calibration/runs/hf/postfit-10.jsonl", "all");
@@ -283,11 +286,11 @@ fn post_fit_10_excess_energy_per_step() {
         let ((tp, tm), (pp, pm)) = (metric(r, "step_time"), metric(r, "power"));
         let err = ((pp - idle) * tp) / ((pm - idle) * tm) - 1.0;
         println!("{}: excess energy per step {:+.1}%", r["run_id"], err * 100.0);
-        assert!((-0.05..0.30).contains(&err), "{}: {err}", r["run_id"]);
+        assert!((-0.08..0.10).contains(&err), "{}: {err}", r["run_id"]);
         errs.push(err);
     }
     let mean = errs.iter().sum::<f64>() / errs.len() as f64;
-    assert!(errs.len() == 7 && mean < 0.20, "mean {mean}");
+    assert!(errs.len() == 7 && mean.abs() < 0.06, "mean {mean}");
 }
 
 /// Nine host-bound hf-eager training runs on the lent H200 measured with their own host probe
@@ -302,7 +305,7 @@ fn post_fit_10_excess_energy_per_step() {
 #[test]
 fn eleventh_post_fit_training_runs_follow_their_own_host_probe() {
     let file = "calibration/runs/hf/postfit-11.jsonl";
-    let v = post_fit_set_within(file, "post-fit 11", 9, &[("step_time", 8.0), ("peak_memory", 5.0), ("power", 20.0)]);
+    let v = post_fit_set_within(file, "post-fit 11", 9, &[("step_time", 8.0), ("peak_memory", 5.0), ("power", 9.0)]);
     let (code, out, err) = gpuplan(&["validate", "--runs", file, "--profile-host", "--json"]);
     assert!(code == 0 || code == 1, "{err}");
     let profile: serde_json::Value = serde_json::from_str(&out).unwrap();

@@ -186,3 +186,32 @@ fn a_small_gemm_at_the_top_clock_draws_the_tensor_law_times_its_flop_share() {
     assert!(!with_share.capped && (excess(&with_share) / measured - 1.0).abs() < 0.06, "{:.1} W vs {measured:.1} W", excess(&with_share));
     assert!(excess(&law_alone) / measured > 1.3, "the law alone: {:.1} W vs {measured:.1} W", excess(&law_alone));
 }
+
+/// The parts probe on the lent H200 (scripts/power7_parts_probe.py, one device call 2026-11-24
+/// 22:34 UTC, NVIDIA H200 at 700 W, driver 580.159.04, torch 2.11.0+cu130;
+/// calibration/runs/raw/power7-parts-h200-2026-11-24/parts.json): a fused fp32 AdamW step over
+/// Qwen3-1.7B's and Llama-3.2-1B's tensors (28 B per parameter: param r/w, grad, m and v r/w) and
+/// autocast's bf16 casts of their weight matrices (6 B per parameter), each looped with 20 ms host
+/// sleeps, draw the HBM copy loop's energy per byte (the H200 profile's `hbm_load_w` less idle over
+/// its stream rate) within 16%, not that energy over `HF_MEMORY_EFFICIENCY` (0.66), the rate the
+/// hf stacks' memory ops are priced at: the stretch draws no HBM power (FIT.md, thirteenth pass).
+#[test]
+fn streamed_parts_draw_the_copy_loops_energy_per_byte() {
+    const HBM_LOAD_W: f64 = 650.6801333333337; // calibration/profiles/h200-sxm-2x/profile.toml [power]
+    const IDLE_W: f64 = 121.85652100840339; // same file
+    const STREAM_GB_PER_S: f64 = 4294.202315992086; // same file [stream]
+    const HF_MEMORY_EFFICIENCY: f64 = 0.66; // gpuplan_core::cost::fitted::HF_MEMORY_EFFICIENCY
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("calibration/runs/raw/power7-parts-h200-2026-11-24/parts.json");
+    let d: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(d["gpu"], "NVIDIA H200");
+    let copy_j_per_gb = (HBM_LOAD_W - IDLE_W) / STREAM_GB_PER_S;
+    for name in ["qwen3-1.7b_adamw_fused", "llama-3.2-1b_adamw_fused", "qwen3-1.7b_bf16_casts", "llama-3.2-1b_bf16_casts"] {
+        let p = phase(&d, name);
+        assert_eq!(f(p, "sm_clock_mhz"), 1980.0, "{name}: uncapped");
+        let j_per_gb = f(p, "excess_j_per_iter") / (f(p, "bytes") / 1e9);
+        let ratio = j_per_gb / copy_j_per_gb;
+        println!("{name}: {j_per_gb:.4} J/GB over idle, {ratio:.2} of the copy loop's");
+        assert!((0.80..1.20).contains(&ratio), "{name}: {ratio}");
+        assert!(1.0 / HF_MEMORY_EFFICIENCY / ratio > 1.25, "{name}: the stretched charge is not over");
+    }
+}

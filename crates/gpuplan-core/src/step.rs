@@ -53,6 +53,13 @@ pub struct Breakdown {
     /// which draws no GEMM power. Not a part of the step of its own; read by the power model as
     /// `memory_l2` is. Zero from the DES.
     pub tensor_idle: Seconds,
+    /// Of `memory`, the part of the `hf-*` stacks' training and prefill memory-bound kernels' time
+    /// that their bytes at the stream rate do not fill: their priced bytes' time less the bytes at
+    /// the stream rate (`cost::fitted::HF_MEMORY_EFFICIENCY` stretches it for what the op lists
+    /// miss). It draws no HBM power where the GPU waits on the host (`analytic::activity`;
+    /// calibration/runs/hf/FIT.md, thirteenth pass). Not a part of the step of its own. Zero from
+    /// the DES.
+    pub memory_unstreamed: Seconds,
 }
 
 impl Breakdown {
@@ -85,6 +92,7 @@ impl Breakdown {
             &mut self.launch_floor,
             &mut self.memory_l2,
             &mut self.tensor_idle,
+            &mut self.memory_unstreamed,
         ] {
             *s = *s * k;
         }
@@ -102,6 +110,7 @@ impl Breakdown {
         self.cpu_launch += o.cpu_launch;
         self.launch_floor += o.launch_floor;
         self.memory_l2 += o.memory_l2;
+        self.memory_unstreamed += o.memory_unstreamed;
         self.tensor_idle += o.tensor_idle;
     }
 }

@@ -362,6 +362,19 @@ fn hf_measured_grouped(cost: &CostModel, fp32: bool, wgrad: bool, m: u64, n: u64
     }
 }
 
+/// The share of a memory-bound op's priced bytes' time (its time less the per-launch floor) that
+/// is its bytes at the stream rate: `HF_MEMORY_EFFICIENCY` for the `hf-*` stacks' training and
+/// prefill memory ops (priced at their bytes over that share of the stream rate, `lower`), 1 for
+/// every other op. The power model reads it (`Breakdown::memory_unstreamed`).
+pub fn memory_stream_share(cost: &CostModel, w: &Workload, op: &Op) -> f64 {
+    match op.kind {
+        OpKind::Memory { .. } if w.stack.hf() && w.mode != Mode::Decode && !(hf_index_kernels(op.name).is_some() && cost.moe_kernels().is_some()) => {
+            super::fitted::fitted().hf_memory_efficiency
+        }
+        _ => 1.0,
+    }
+}
+
 /// The probe's index kernels that transformers' `grouped_mm` path runs for an `hf-*` MoE memory
 /// op, whose bytes the workload counts as the probe does: `permute` the gather of the routed rows;
 /// `unpermute` the routing-weight multiply, the gather back to token order and the top-k sum;

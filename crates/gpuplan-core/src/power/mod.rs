@@ -31,7 +31,13 @@
 //! HBM stream's excess; and a small GEMM at the top clock draws the tensor law's power times its
 //! FLOP rate over the large GEMM's at the same clock (1024 x 2048 x 2048 with 20 us host gaps at
 //! 1978 MHz: 270 W over idle measured, 264 W by the law times its FLOP share 0.69, 385 W by the
-//! law alone). `Activity::memory_l2` and `Activity::tensor_idle` carry those parts.
+//! law alone). `Activity::memory_l2` and `Activity::tensor_idle` carry those parts. A streaming
+//! part of such a step draws the HBM copy loop's energy per byte, whatever its own rate: on the
+//! lent H200 (scripts/power7_parts_probe.py, calibration/runs/raw/power7-parts-h200-2026-11-24/)
+//! the fused fp32 AdamW step over Qwen3-1.7B's and Llama-3.2-1B's tensors drew 1.07 and 0.99 of it
+//! and autocast's bf16 weight casts 0.85 and 1.04, so the time the `hf-*` stacks' memory ops are
+//! priced at beyond their bytes at the stream rate (`HF_MEMORY_EFFICIENCY`) counts as idle there
+//! (`Breakdown::memory_unstreamed`, `analytic::activity`).
 
 use crate::hardware::Gpu;
 use crate::units::{Hertz, Seconds, Watts};
