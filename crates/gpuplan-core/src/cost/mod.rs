@@ -568,7 +568,7 @@ impl<'a> CostModel<'a> {
     ///
     /// Elsewhere on Hopper (one GEMM, a profile with GEMM shapes) the nearest measured shapes'
     /// efficiencies are carried over with only the tile padding and the K ramp re-priced
-    /// ([`CostModel::stream_k_transfer`]): a measured shape's ratio to the wave model also holds
+    /// (`CostModel::stream_k_transfer`): a measured shape's ratio to the wave model also holds
     /// that model's wave dip at the measured M, which is not the dip (or its absence) at another N.
     /// The 70B TP 4 shard's gate+up at M = 467 (N = 14336, K = 8192) took the 1.52 ratio of the
     /// (512, 10240, 8192) point, where two waves of 160 tiles model 0.61, and was priced at the
