@@ -409,7 +409,8 @@ fn eighth_and_ninth_post_fit_decode_runs_follow_the_host_speedometer() {
 /// probe and speedometer as from the profile's host; (2) the measured power less that predicted
 /// excess (over the measured step) leaves the same ~116.5 W on every run of GPU-d5d2360d, batch 1 to
 /// 32 and KV 1K to 32K alike, 10 W under the H100 profile's idle (126.68 W, GPU-569a4e5c), while
-/// post-fit 6's card (GPU-010b2149) leaves ~131 W: a per-card offset no shape term can carry.
+/// post-fit 6's card (GPU-010b2149) leaves ~131 W: a per-card offset no shape term can carry; four
+/// of post-fit 8's runs drew less than the profile's idle itself.
 #[test]
 fn post_fit_8_decode_power_miss_is_its_cards_idle() {
     let idle = 126.67572188079865; // calibration/profiles/h100-sxm-1x/profile.toml [power] idle_w
@@ -446,6 +447,19 @@ fn post_fit_8_decode_power_miss_is_its_cards_idle() {
         w.sort_by(f64::total_cmp);
         (w[w.len() / 2], w[0], w[w.len() - 1])
     };
+    // Four runs drew less than the profile's idle itself (120.1-124.3 W): no energy over idle
+    // per step, which cannot be negative, reaches that.
+    let (code, out, err) = gpuplan(&["validate", "--runs", "calibration/runs/hf/postfit-8.jsonl", "--json"]);
+    assert!(code == 0 || code == 1, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let under = v["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["metrics"].as_array().unwrap().iter())
+        .filter(|m| m["metric"] == "power" && m["measured"].as_f64().unwrap() < idle)
+        .count();
+    assert_eq!(under, 4, "post-fit 8 runs measured under the profile's idle");
     let (median8, lo8, hi8) = card(&own);
     println!("post-fit 8 (GPU-d5d2360d) implied idle: median {median8:.1} W, {lo8:.1}..{hi8:.1}");
     assert!(hi8 - lo8 < 5.0, "post-fit 8's implied idle spreads {lo8:.1}..{hi8:.1} W: not one offset");
