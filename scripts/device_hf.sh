@@ -249,6 +249,12 @@ read -r -d '' TABLE <<'EOF'
 187 h200 train   llama-3.2-3b             2  1024  1 none eager    20 5  38
 188 h200 train   qwen3-1.7b               1  1024  1 none eager    20 5  38
 189 h200 train   llama-3.2-1b             1  1024  1 none eager    20 5  34
+190 h100 decode  llama-3.2-1b             4  4096  0 none loop     60 10 35
+191 h100 decode  llama-3.2-3b             2  8192  0 none generate 60 10 40
+192 h100 decode  qwen3-1.7b               2  4096  0 none loop     60 10 35
+193 h100 decode  tinyllama-1.1b           8  2048  0 none generate 60 10 35
+194 h100 decode  llama-3.2-1b             8  16384 0 none loop     60 10 35
+195 h100 decode  llama-3.2-3b             1  8192  0 none loop     60 10 35
 EOF
 
 split_of() {  # id config

@@ -51,6 +51,14 @@ Output (the format of train_llama.py, which `gpuplan measure` parses):
                         in place of the second where NVML cannot be read. `gpuplan validate` scores such a
                         run's peak memory as max_mem_reserved_bytes + (used - reserved): NVML's peak holds
                         the after-probe's allocations too)
+  config idle_w=<W> idle_energy_s=<s>
+                        (any mode with --host-probe or --idle-power: the GPU's own idle power with this
+                        process's CUDA context open and nothing running, after a synchronize and before
+                        the model is built or any probe runs: NVML's total energy counter
+                        (nvmlDeviceGetTotalEnergyConsumption, mJ) read twice `idle_energy_s` (~2 s)
+                        apart, the energy over the host-clock interval; `idle_error=<exception>` in
+                        its place where NVML cannot be read. `gpuplan validate` prices the run's idle
+                        term at it in place of the calibration profile's `idle_w`)
 
 Out of GPU memory prints `gpuplan-workload: oom rank=0 <message>` and exits 3. Step times are host wall
 clock between torch.cuda.synchronize() calls.
@@ -94,6 +102,9 @@ def parse_args(argv=None):
                         "before building the model and again after the timed steps, and report both and their mean "
                         "as `config host_probe_*` facts; and the host's speedometer after every timed step, outside "
                         "its time (`config host_steps_speedo_us`)")
+    p.add_argument("--idle-power", action="store_true",
+                   help="any mode: measure the GPU's idle power (NVML energy counter over ~2 s, context open, nothing "
+                        "running) before the model is built and print `config idle_w=`; implied by --host-probe")
     p.add_argument("--profile", type=int, default=0,
                    help="decode loop: run this many more steps under torch.profiler after the timed ones and print its "
                         "table (by self CPU time); those steps print no step line")
@@ -226,6 +237,8 @@ def run(a, torch):
         dtype = torch.float32 if a.param_dtype == "fp32" else torch.bfloat16
     else:
         dtype = torch.bfloat16
+    if (a.host_probe or a.idle_power) and dev.cuda:
+        measure_idle(torch, dev)
     probe_before = safe_host_probe(torch, dev) if a.host_probe and a.mode in ("decode", "train") and dev.cuda else None
     if a.mode == "train":
         # The probe's tensors are freed (run_host_probe empties the cache): the run's peak is its own.
@@ -292,6 +305,37 @@ def run_end_memory(torch, dev):
     except Exception as e:  # noqa: BLE001 - no NVML here must not lose the run
         out["run_end_nvml_error"] = type(e).__name__
     print("config " + " ".join(f"{k}={v}" for k, v in out.items()), flush=True)
+
+
+IDLE_WINDOW_S = 2.0  # NVML's energy counter moves in steps of tens of ms: 2 s keeps that under 1-2%
+
+
+def measure_idle(torch, dev, window_s=IDLE_WINDOW_S):
+    """`config idle_w=<W> idle_energy_s=<s>`: the GPU's power with this process's CUDA context open
+    and nothing running, from NVML's total energy counter (mJ since the driver loaded) read before
+    and after `window_s` of sleep that follows a synchronize, over the host-clock interval between
+    the two reads. The handle is torch's own (`torch.cuda._get_pynvml_handler`, which maps the
+    CUDA index to NVML's under CUDA_VISIBLE_DEVICES; else NVML's index of the current device, right
+    where CUDA_DEVICE_ORDER=PCI_BUS_ID and all GPUs are visible, as the drivers run it). `config idle_error=<exception>` where NVML or
+    the counter cannot be read: the run goes on and `validate` prices it at the profile's idle."""
+    try:
+        import pynvml
+        try:
+            h = torch.cuda._get_pynvml_handler(dev.device)
+        except Exception:  # noqa: BLE001 - an older torch: NVML's index of the current device
+            pynvml.nvmlInit()
+            h = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+        torch.cuda.synchronize(dev.device)
+        time.sleep(0.2)  # let the context's own launch work drain from the counter
+        e0, t0 = pynvml.nvmlDeviceGetTotalEnergyConsumption(h), time.perf_counter()
+        time.sleep(window_s)
+        e1, t1 = pynvml.nvmlDeviceGetTotalEnergyConsumption(h), time.perf_counter()
+        dt = t1 - t0
+        if e1 <= e0 or dt <= 0:
+            raise ValueError(f"energy counter did not advance ({e0} -> {e1} mJ)")
+        print(f"config idle_w={(e1 - e0) / 1000.0 / dt:.3f} idle_energy_s={dt:.3f}", flush=True)
+    except Exception as e:  # noqa: BLE001 - no NVML here must not lose the run
+        print(f"config idle_error={type(e).__name__}", flush=True)
 
 
 def safe_host_probe(torch, dev, kv_shift=0):
