@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use super::{write_atomic, Outcome};
-use crate::config::record::scenario_with_host as record_scenario;
+use crate::config::record::{apply_run_idle, scenario_with_host as record_scenario};
 use crate::measure::record::{read_all, RunRecord};
 use crate::report::views::validate::{csv_text, json, plot, table};
 use crate::validate::{score, summarize, Metric, Scored, Summary};
@@ -28,6 +28,11 @@ pub struct ValidateArgs {
     /// replaces the profile's plan build, decode layer and step and op dispatch times
     #[arg(long)]
     pub profile_host: bool,
+    /// Price power at the calibration profile's (or datasheet's) idle even for records that
+    /// measured their own card's idle (`job.reported.idle_w`, hf_train.py --host-probe); by
+    /// default such a record's idle replaces the profile's in the power model's idle term
+    #[arg(long)]
+    pub profile_idle: bool,
     /// Only runs of this split: fit, test or all
     #[arg(long, default_value = "all")]
     pub split: String,
@@ -87,14 +92,27 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<Outcome> {
     let scored: Vec<Scored> = records
         .iter()
         .map(|r| {
-            let prediction = record_scenario(r, args.calibration.as_deref(), !args.profile_host).map_err(|e| e.to_string()).and_then(|s| {
+            let mut own_idle = None;
+            let prediction = record_scenario(r, args.calibration.as_deref(), !args.profile_host).map_err(|e| e.to_string()).and_then(|mut s| {
+                own_idle = apply_run_idle(&mut s, r).map_err(|e| e.to_string())?;
+                if args.profile_idle {
+                    s.options.run_idle = None;
+                }
                 if args.engine == "des" {
                     crate::sim::simulate(&s, &Default::default()).map(|x| x.prediction).map_err(|e| e.to_string())
                 } else {
                     crate::analytic::predict(&s).map_err(|e| e.to_string())
                 }
             });
-            score(r, prediction.as_ref().map_err(Clone::clone))
+            let mut scored = score(r, prediction.as_ref().map_err(Clone::clone));
+            scored.power_idle_from = own_idle.map(|w| {
+                if args.profile_idle {
+                    format!("the profile's idle_w (--profile-idle; the run's own {:.1} W unused)", w.value())
+                } else {
+                    format!("the run's own {:.1} W (job.reported.idle_w)", w.value())
+                }
+            });
+            scored
         })
         .collect();
     let mut splits: Vec<String> = scored.iter().map(|s| s.split.clone()).collect();

@@ -165,6 +165,29 @@ pub fn scenario_with_host(r: &RunRecord, calibration: Option<&str>, run_host_pro
     Ok(s)
 }
 
+/// Price the run's power at its own card's idle (`RunRecord::own_idle_power`, the job's
+/// `config idle_w=`) in place of the profile's or datasheet's `idle_w`: sets
+/// `options.run_idle` (the power model's idle term only). Returns the watts used, `None` for a
+/// record without them (the scenario is left as it was); an error names the bad key.
+pub fn apply_run_idle(s: &mut gpuplan_core::scenario::Scenario, r: &RunRecord) -> Result<Option<gpuplan_core::units::Watts>, ConfigError> {
+    let where_ = Path::new(r.run_id.as_deref().unwrap_or("(run record)"));
+    let own = r.own_idle_power().map_err(|e| {
+        ConfigError::invalid(where_, "job.reported", "idle_w", e)
+            .with_hint("a record's own idle is the `idle_w` and `idle_energy_s` facts of scenarios/workloads/hf_train.py --host-probe; `validate --profile-idle` prices the profile's instead")
+    })?;
+    let Some((w, secs)) = own else {
+        return Ok(None);
+    };
+    let card = r.machine.gpu_uuids.first().map_or_else(|| "its GPU".to_string(), |u| format!("GPU {u}"));
+    let src = format!(
+        "run {}'s own idle: NVML energy counter over {:.2} s with its CUDA context open, before the model (job.reported.idle_w, {card}, scenarios/workloads/hf_train.py)",
+        r.run_id.as_deref().unwrap_or("?"),
+        secs.value()
+    );
+    s.options.run_idle = Some(gpuplan_core::hardware::Sourced::new(w, gpuplan_core::hardware::Source::Measured(src)));
+    Ok(Some(w))
+}
+
 /// The stack (and precision) a record is predicted under: see `RunRecord::hf_stack`.
 pub fn record_stack(r: &RunRecord) -> Option<(&'static str, Option<&'static str>)> {
     r.hf_stack()

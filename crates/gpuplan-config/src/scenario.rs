@@ -991,6 +991,8 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         cuda_graphs,
         moe_ep_overlap,
         moe_shared_expert_overlap,
+        // Only a run record's own measurement sets it (`record::apply_run_idle`).
+        run_idle: None,
     };
     p.finish()?;
     let name = w.name.clone().unwrap_or_else(|| format!("{}-{}-{}gpu", model.name, system.name, gpus));

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::hardware::profile::HostProbe;
-use crate::units::{Bytes, Seconds};
+use crate::units::{Bytes, Seconds, Watts};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -394,6 +394,30 @@ impl RunRecord {
     /// the GPU's NVML `memory used` (`torch.cuda.device_memory_used()`); or, where NVML could not
     /// be read there, `run_end_nvml_error` in place of the second.
     pub const RUN_END_KEYS: [&'static str; 2] = ["run_end_reserved_bytes", "run_end_nvml_used_bytes"];
+
+    /// The `job.reported` keys of the job's own idle power (scenarios/workloads/hf_train.py
+    /// --host-probe or --idle-power: NVML's energy counter over `idle_energy_s` seconds of sleep with
+    /// the CUDA context open, before the model is built).
+    pub const IDLE_KEYS: [&'static str; 2] = ["idle_w", "idle_energy_s"];
+
+    /// The idle power the job measured on its own GPU (`job.reported.idle_w`), with the seconds it
+    /// was averaged over. `Ok(None)` for a record without it (every record before post-fit 12, and
+    /// a job whose NVML could not be read: `idle_error`); an error names a key that is not a
+    /// positive number of watts (or seconds), or the seconds missing beside the watts.
+    pub fn own_idle_power(&self) -> Result<Option<(Watts, Seconds)>, String> {
+        let rep = &self.job.reported;
+        let [w_k, s_k] = Self::IDLE_KEYS;
+        let Some(w) = rep.get(w_k) else {
+            return Ok(None);
+        };
+        let pos = |k: &str, v: &str, unit: &str| match v.parse::<f64>() {
+            Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+            _ => Err(format!("`job.reported.{k}` = `{v}` is not a positive number of {unit}")),
+        };
+        let watts = pos(w_k, w, "watts")?;
+        let secs = rep.get(s_k).ok_or_else(|| format!("`job.reported.{s_k}` is missing beside `job.reported.{w_k}` (hf_train.py writes both)"))?;
+        Ok(Some((Watts::new(watts), Seconds::new(pos(s_k, secs, "seconds")?))))
+    }
 
     /// Whether the job took a host probe in its own process (any `job.reported.host_probe_*`
     /// key, an error of the probe's included): the probe's tensors then share the GPU and the

@@ -2,9 +2,10 @@
 //! Built by `config::scenario` from a scenario file and flags; read by both engines.
 
 use crate::hardware::profile::Profile;
-use crate::hardware::System;
+use crate::hardware::{Sourced, System};
 use crate::model::Model;
 use crate::parallelism::ParallelConfig;
+use crate::units::Watts;
 use crate::workload::Workload;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -26,11 +27,16 @@ pub struct Options {
     /// the alltoall dispatcher's all-to-alls (fc1 and the activation beside the dispatch, fc2
     /// beside the combine; their gradients likewise; `cost::lower::shared_expert_overlap`).
     pub moe_shared_expert_overlap: bool,
+    /// The GPU's idle power as the run itself measured it (`validate` of a run record whose job
+    /// printed `config idle_w=`: scenarios/workloads/hf_train.py --host-probe): the power model's
+    /// idle term (`power::solve_with_idle`) in place of the profile's or the datasheet's; the
+    /// excess terms keep their anchors. `None`: the GPU's own `idle_power`.
+    pub run_idle: Option<Sourced<Watts>>,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { tp_comm_overlap: false, dp_overlap: true, cuda_graphs: TrainGraphs::None, moe_ep_overlap: false, moe_shared_expert_overlap: false }
+        Options { tp_comm_overlap: false, dp_overlap: true, cuda_graphs: TrainGraphs::None, moe_ep_overlap: false, moe_shared_expert_overlap: false, run_idle: None }
     }
 }
 

@@ -404,7 +404,7 @@ pub fn price(s: &Scenario) -> Result<Priced<'_>, PredictError> {
     let ops = forward_ops(&s.model, &s.parallel, &s.workload);
     let parts = part_times(&cost, s, &ops, 1.0);
     let at_sustained: Vec<StageTimes> = (0..s.parallel.pp).map(|st| stage_times(s, &parts, st)).collect();
-    let power = power::solve(&power_gpu(s), &activity(&step_breakdown(s, &cost, &at_sustained, n_micro), &s.workload));
+    let power = power::solve_with_idle(&power_gpu(s), &activity(&step_breakdown(s, &cost, &at_sustained, n_micro), &s.workload), s.options.run_idle.as_ref().map(|i| i.value));
     Ok(Priced { cost, ops, power, n_micro })
 }
 
@@ -574,6 +574,9 @@ pub fn used_numbers(s: &Scenario) -> Vec<UsedNumber> {
     let g = power_gpu(s);
     used.push(UsedNumber { name: "tdp_w".into(), value: format!("{:.0}", g.tdp.value.value()), source: g.tdp.source.clone() });
     used.push(UsedNumber { name: "idle_w".into(), value: format!("{:.0}", g.idle_power.value.value()), source: g.idle_power.source.clone() });
+    if let Some(i) = &s.options.run_idle {
+        used.push(UsedNumber { name: "run_idle_w".into(), value: format!("{:.1}", i.value.value()), source: i.source.clone() });
+    }
     used.push(UsedNumber {
         name: "sustained_gemm_clock_mhz".into(),
         value: format!("{:.0}", g.efficiency.sustained_gemm_clock.value.as_mhz()),

@@ -99,10 +99,12 @@ pub struct PowerState {
     pub capped: bool,
 }
 
-fn average_power(gpu: &Gpu, a: &Activity, speedup: f64) -> Watts {
+/// `base`: the idle term, the GPU's `idle_power` unless the run measured its own card's
+/// ([`solve_with_idle`]); the excess terms are priced over the GPU's `idle_power` either way.
+fn average_power(gpu: &Gpu, a: &Activity, speedup: f64, base: Watts) -> Watts {
     let total = a.total_at(speedup);
     if total.value() <= 0.0 {
-        return gpu.idle_power.value;
+        return base;
     }
     let idle = gpu.idle_power.value;
     let tensor_excess = (gpu.tdp.value - idle) * speedup.powf(GAMMA);
@@ -111,20 +113,29 @@ fn average_power(gpu: &Gpu, a: &Activity, speedup: f64) -> Watts {
     let tensor = (a.compute - a.tensor_idle.min(a.compute)) / speedup;
     let l2 = a.memory_l2.min(a.memory);
     let memory = busy(a.memory - l2) + L2_RESIDENT_POWER_SHARE * busy(l2);
-    idle + tensor_excess * busy(tensor) + hbm_excess * memory + hbm_excess * (0.5 * busy(a.comm))
+    base + tensor_excess * busy(tensor) + hbm_excess * memory + hbm_excess * (0.5 * busy(a.comm))
 }
 
 /// The clock and power a GPU settles at for this activity mix: the clock from the activity the
 /// limiter averages over (all but `long_idle`), the power averaged over the whole step.
 pub fn solve(gpu: &Gpu, a: &Activity) -> PowerState {
+    solve_with_idle(gpu, a, None)
+}
+
+/// [`solve`] with the idle term at `own_idle` where given: the idle power the run's own card
+/// measured with its context open (cards of one model idle 116-138 W, calibration/runs/hf/FIT.md
+/// "Fourteenth pass"). Only the idle term moves: the excess of compute, HBM and communication over
+/// idle keeps the GPU's `idle_power` as its anchor (what the profile's loads were measured over).
+pub fn solve_with_idle(gpu: &Gpu, a: &Activity, own_idle: Option<Watts>) -> PowerState {
+    let base = own_idle.unwrap_or(gpu.idle_power.value);
     let f_s = gpu.efficiency.sustained_gemm_clock.value;
     let f_max = gpu.max_clock.value;
     let max_speedup = (f_max / f_s).max(1.0);
     let tdp = gpu.tdp.value;
     let windowed = Activity { long_idle: Seconds::ZERO, ..*a };
-    let at = |s: f64| average_power(gpu, &windowed, s);
+    let at = |s: f64| average_power(gpu, &windowed, s, base);
     if at(max_speedup) <= tdp {
-        return PowerState { speedup: max_speedup, clock: f_max, gpu_power: average_power(gpu, a, max_speedup), capped: false };
+        return PowerState { speedup: max_speedup, clock: f_max, gpu_power: average_power(gpu, a, max_speedup, base), capped: false };
     }
     // Power rises with the clock: bisect for the clock that meets TDP.
     let (mut lo, mut hi) = (1.0, max_speedup);
@@ -136,5 +147,5 @@ pub fn solve(gpu: &Gpu, a: &Activity) -> PowerState {
             hi = mid;
         }
     }
-    PowerState { speedup: lo, clock: f_s * lo, gpu_power: average_power(gpu, a, lo).min(tdp), capped: true }
+    PowerState { speedup: lo, clock: f_s * lo, gpu_power: average_power(gpu, a, lo, base).min(tdp), capped: true }
 }

@@ -77,6 +77,10 @@ pub struct Scored {
     /// Which measured value the peak memory is, where it is not the NVML peak
     /// (`PeakSource::describe`: records whose job took an in-process host probe).
     pub memory_from: Option<String>,
+    /// Which idle power the predicted power's idle term took, where the record measured its own
+    /// card's (`job.reported.idle_w`): the run's own, or the profile's under `--profile-idle`.
+    /// `None` for every other record (priced at the profile's or datasheet's `idle_w`, as always).
+    pub power_idle_from: Option<String>,
 }
 
 pub fn score(r: &RunRecord, p: Result<&Prediction, String>) -> Scored {
@@ -91,7 +95,7 @@ pub fn score(r: &RunRecord, p: Result<&Prediction, String>) -> Scored {
     };
     match p {
         Err(e) => {
-            Scored { run_id, split, status: r.status.clone(), describe, values: vec![], predicted_fits: None, oom_agrees: false, problem: Some(e), memory_from }
+            Scored { run_id, split, status: r.status.clone(), describe, values: vec![], predicted_fits: None, oom_agrees: false, problem: Some(e), memory_from, power_idle_from: None }
         }
         Ok(p) => {
             let fits = p.memory.fits();
@@ -104,7 +108,7 @@ pub fn score(r: &RunRecord, p: Result<&Prediction, String>) -> Scored {
                 vec![]
             };
             let oom_agrees = if r.is_oom() { !fits } else { !r.is_ok() || fits };
-            Scored { run_id, split, status: r.status.clone(), describe, values, predicted_fits: Some(fits), oom_agrees, problem: None, memory_from }
+            Scored { run_id, split, status: r.status.clone(), describe, values, predicted_fits: Some(fits), oom_agrees, problem: None, memory_from, power_idle_from: None }
         }
     }
 }

@@ -27,6 +27,11 @@ pub fn table(scored: &[Scored], summaries: &[Summary]) -> String {
             Some(from) => format!("{status}; memory measured as {from}"),
             None => status,
         };
+        let status = match &s.power_idle_from {
+            Some(from) if status.is_empty() => format!("power idle: {from}"),
+            Some(from) => format!("{status}; power idle: {from}"),
+            None => status,
+        };
         let _ = writeln!(
             o,
             "{:<10} {:<5} {:<52} {:>22} {:>22} {:>20} {status}",
@@ -70,6 +75,10 @@ pub fn json(scored: &[Scored], summaries: &[Summary]) -> serde_json::Value {
                 // every other record's JSON is as it was.
                 if let (Metric::PeakMemory, Some(from)) = (m, &s.memory_from) {
                     v["measured_from"] = serde_json::json!(from);
+                }
+                // Only where the record measured its own card's idle (`job.reported.idle_w`).
+                if let (Metric::Power, Some(from)) = (m, &s.power_idle_from) {
+                    v["idle_from"] = serde_json::json!(from);
                 }
                 v
             }).collect::<Vec<_>>(),
