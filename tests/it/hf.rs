@@ -1135,3 +1135,75 @@ fn hf_moe_prefill_allocated_peak_follows_the_experts_path() {
     let gib = (1u64 << 30) as f64;
     assert!(cached[1] > cached[0] + 1.0 * gib, "Qwen3-MoE's experts path strands more than Mixtral's: {cached:?}");
 }
+
+/// Post-fit 12 (calibration/runs/hf/postfit-12.jsonl: hf-190..195, lent H100 GPU-a7ad7376,
+/// 2026-11-24 23:07-23:11 UTC device clock, one call of scripts/device_idle.sh; all `test`,
+/// nothing fitted): host-bound hf-eager decode whose jobs measured their own card's idle with the
+/// CUDA context open before the model was built (hf_train.py --host-probe, `config idle_w=`,
+/// NVML's energy counter over 2.0 s: 116.1-118.6 W, against the H100 profile's `[power] idle_w`,
+/// 126.75 W, measured on another card). `validate` prices the power model's idle term at it (FIT.md
+/// "Fifteenth pass"): power 7.0% (every run over, +5..+9%) at the profile's idle
+/// (`--profile-idle`), 0.6% at the card's own.
+#[test]
+fn twelfth_post_fit_decode_power_takes_its_cards_own_idle() {
+    const PROFILE_IDLE_W: f64 = 126.75391666666661; // calibration/profiles/h100-sxm-1x/profile.toml [power] idle_w (power::solve's)
+    let file = "calibration/runs/hf/postfit-12.jsonl";
+    let own = post_fit_set_within(file, "post-fit 12", 6, &[("step_time", 7.0), ("peak_memory", 5.0), ("power", 1.0)]);
+    let (code, out, err) = gpuplan(&["validate", "--runs", file, "--profile-idle", "--json"]);
+    assert!(code == 0 || code == 1, "{err}");
+    let profile: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let (p_own, p_profile) = (mape(&own, "power", |_| true).0, mape(&profile, "power", |_| true).0);
+    println!("post-fit 12 power: {p_profile:.1}% at the profile's idle, {p_own:.1}% at the card's own");
+    assert!(p_profile > 5.0 && p_own + 4.0 < p_profile, "own {p_own:.1}% vs profile {p_profile:.1}%");
+    let power = |v: &serde_json::Value, id: &str| -> serde_json::Value {
+        let r = v["runs"].as_array().unwrap().iter().find(|r| r["run_id"] == id).unwrap();
+        r["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == "power").unwrap().clone()
+    };
+    for line in std::fs::read_to_string(file).unwrap().lines() {
+        let r: serde_json::Value = serde_json::from_str(line).unwrap();
+        let id = r["run_id"].as_str().unwrap();
+        let idle: f64 = r["job"]["reported"]["idle_w"].as_str().unwrap().parse().unwrap();
+        assert!((110.0..125.0).contains(&idle), "{id}: idle {idle}");
+        let (o, p) = (power(&own, id), power(&profile, id));
+        // Only the idle term moves (host-bound decode is far under the power cap): the two
+        // predictions differ by the profile's idle less the card's, to rounding.
+        let shift = p["predicted"].as_f64().unwrap() - o["predicted"].as_f64().unwrap();
+        assert!((shift - (PROFILE_IDLE_W - idle)).abs() < 1e-6, "{id}: {shift} vs {}", PROFILE_IDLE_W - idle);
+        assert_eq!(o["idle_from"].as_str().unwrap(), format!("the run's own {idle:.1} W (job.reported.idle_w)"), "{id}");
+        assert!(p["idle_from"].as_str().unwrap().contains("--profile-idle"), "{id}: {p}");
+    }
+}
+
+/// A record without the idle facts (every record before post-fit 12) is priced at the profile's
+/// idle and says nothing of it: hf-190 with `idle_w` and `idle_energy_s` removed predicts what
+/// `--profile-idle` does, and its JSON carries no `idle_from`. Idle facts half there or not watts
+/// are an error naming the key, not a silent fallback to the profile's idle.
+#[test]
+fn a_record_without_its_own_idle_scores_at_the_profiles_and_a_broken_one_names_the_key() {
+    let base = record("calibration/runs/hf/postfit-12.jsonl", "hf-190");
+    let mut bare = base.clone();
+    for k in ["idle_w", "idle_energy_s"] {
+        bare["job"]["reported"].as_object_mut().unwrap().remove(k).unwrap();
+    }
+    let (v, _) = validate_records("idle-bare", &[bare]);
+    let dir = std::env::temp_dir().join(format!("gpuplan-it-idle-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("hf-190.jsonl");
+    std::fs::write(&f, format!("{base}\n")).unwrap();
+    let (code, out, err) = gpuplan(&["validate", "--runs", f.to_str().unwrap(), "--profile-idle", "--json"]);
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(code == 0 || code == 1, "{err}");
+    let profile: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let pw = |v: &serde_json::Value| v["runs"][0]["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == "power").unwrap().clone();
+    assert_eq!(pw(&v)["predicted"], pw(&profile)["predicted"]);
+    assert!(pw(&v).get("idle_from").is_none(), "{}", pw(&v));
+    let check = |tag: &str, edit: &dyn Fn(&mut serde_json::Value), key: &str, says: &str| {
+        let mut r = base.clone();
+        edit(&mut r);
+        let (_, table) = validate_records(tag, &[r]);
+        assert!(table.contains("cannot predict") && table.contains(key) && table.contains(says), "{table}");
+    };
+    check("idle-half", &|r| drop(r["job"]["reported"].as_object_mut().unwrap().remove("idle_energy_s")), "idle_energy_s", "missing");
+    check("idle-nan", &|r| r["job"]["reported"]["idle_w"] = serde_json::json!("lots"), "idle_w", "`lots`");
+    check("idle-zero", &|r| r["job"]["reported"]["idle_w"] = serde_json::json!("0"), "idle_w", "positive");
+}

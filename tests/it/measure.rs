@@ -168,6 +168,48 @@ fn run_end_memory_line_scores_the_jobs_own_peak() {
     let _ = std::fs::remove_file(&out);
 }
 
+/// hf_train.py --host-probe measures its card's idle power before building the model
+/// (`config idle_w=.. idle_energy_s=..`, NVML's energy counter with the context open); `measure`
+/// keeps the facts and `validate` prices the run's power idle term at them and says so. The log is
+/// hf-190's verbatim (post-fit 12, lent H100; tests/data/measure/README.md).
+#[test]
+fn idle_power_line_is_kept_and_prices_the_runs_idle() {
+    let out = tmp("idle.jsonl");
+    let log = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/measure/hf-190-idle.log");
+    let args = [
+        "--model",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/workloads/hf_configs/llama-3.2-1b.json"),
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "1",
+        "--mode",
+        "decode",
+        "--batch",
+        "4",
+        "--kv-len",
+        "4096",
+        "--stack",
+        "torch-eager",
+        "--run-id",
+        "fx-190",
+        "--split",
+        "test",
+    ];
+    let (code, recs) = measure(&out, &args, &format!("cat '{log}'"));
+    assert_eq!(code, 0);
+    let r = &recs[0];
+    assert_eq!(r.status, "ok");
+    assert_eq!(r.job.reported.get("idle_w").map(String::as_str), Some("116.078"));
+    assert_eq!(r.job.reported.get("idle_energy_s").map(String::as_str), Some("2.003"));
+    let (w, s) = r.own_idle_power().unwrap().expect("the record's own idle");
+    assert!((w.value() - 116.078).abs() < 1e-9 && (s.value() - 2.003).abs() < 1e-9, "{w:?} {s:?}");
+    let v = bin().args(["validate", "--runs"]).arg(&out).output().unwrap();
+    let table = String::from_utf8_lossy(&v.stdout);
+    assert!(table.contains("fx-190") && table.contains("power idle: the run's own 116.1 W (job.reported.idle_w)"), "{table}{}", String::from_utf8_lossy(&v.stderr));
+    let _ = std::fs::remove_file(&out);
+}
+
 #[test]
 fn record_round_trip_and_version() {
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/calibration/runs/h200.jsonl")).unwrap();
