@@ -206,7 +206,11 @@ fn idle_power_line_is_kept_and_prices_the_runs_idle() {
     assert!((w.value() - 116.078).abs() < 1e-9 && (s.value() - 2.003).abs() < 1e-9, "{w:?} {s:?}");
     let v = bin().args(["validate", "--runs"]).arg(&out).output().unwrap();
     let table = String::from_utf8_lossy(&v.stdout);
-    assert!(table.contains("fx-190") && table.contains("power idle: the run's own 116.1 W (job.reported.idle_w)"), "{table}{}", String::from_utf8_lossy(&v.stderr));
+    assert!(
+        table.contains("fx-190") && table.contains("power idle: the run's own 116.1 W (job.reported.idle_w)"),
+        "{table}{}",
+        String::from_utf8_lossy(&v.stderr)
+    );
     let _ = std::fs::remove_file(&out);
 }
 

@@ -36,7 +36,14 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { tp_comm_overlap: false, dp_overlap: true, cuda_graphs: TrainGraphs::None, moe_ep_overlap: false, moe_shared_expert_overlap: false, run_idle: None }
+        Options {
+            tp_comm_overlap: false,
+            dp_overlap: true,
+            cuda_graphs: TrainGraphs::None,
+            moe_ep_overlap: false,
+            moe_shared_expert_overlap: false,
+            run_idle: None,
+        }
     }
 }
 

@@ -404,7 +404,11 @@ pub fn price(s: &Scenario) -> Result<Priced<'_>, PredictError> {
     let ops = forward_ops(&s.model, &s.parallel, &s.workload);
     let parts = part_times(&cost, s, &ops, 1.0);
     let at_sustained: Vec<StageTimes> = (0..s.parallel.pp).map(|st| stage_times(s, &parts, st)).collect();
-    let power = power::solve_with_idle(&power_gpu(s), &activity(&step_breakdown(s, &cost, &at_sustained, n_micro), &s.workload), s.options.run_idle.as_ref().map(|i| i.value));
+    let power = power::solve_with_idle(
+        &power_gpu(s),
+        &activity(&step_breakdown(s, &cost, &at_sustained, n_micro), &s.workload),
+        s.options.run_idle.as_ref().map(|i| i.value),
+    );
     Ok(Priced { cost, ops, power, n_micro })
 }
 

@@ -94,9 +94,18 @@ pub fn score(r: &RunRecord, p: Result<&Prediction, String>) -> Scored {
         Ok(_) => p,
     };
     match p {
-        Err(e) => {
-            Scored { run_id, split, status: r.status.clone(), describe, values: vec![], predicted_fits: None, oom_agrees: false, problem: Some(e), memory_from, power_idle_from: None }
-        }
+        Err(e) => Scored {
+            run_id,
+            split,
+            status: r.status.clone(),
+            describe,
+            values: vec![],
+            predicted_fits: None,
+            oom_agrees: false,
+            problem: Some(e),
+            memory_from,
+            power_idle_from: None,
+        },
         Ok(p) => {
             let fits = p.memory.fits();
             let values = if r.is_ok() {
@@ -108,7 +117,18 @@ pub fn score(r: &RunRecord, p: Result<&Prediction, String>) -> Scored {
                 vec![]
             };
             let oom_agrees = if r.is_oom() { !fits } else { !r.is_ok() || fits };
-            Scored { run_id, split, status: r.status.clone(), describe, values, predicted_fits: Some(fits), oom_agrees, problem: None, memory_from, power_idle_from: None }
+            Scored {
+                run_id,
+                split,
+                status: r.status.clone(),
+                describe,
+                values,
+                predicted_fits: Some(fits),
+                oom_agrees,
+                problem: None,
+                memory_from,
+                power_idle_from: None,
+            }
         }
     }
 }
