@@ -120,6 +120,33 @@ fn step_regex_and_megatron() {
     let _ = std::fs::remove_file(&out);
 }
 
+/// `measure` of a recorded HF decode log (batch 4 on one H100, `torch-eager`, split test) with the
+/// model config `config` of scenarios/workloads/hf_configs and the KV length `kv`.
+fn measure_hf_decode(out: &Path, log: &str, config: &str, kv: &str, run_id: &str) -> (i32, Vec<RunRecord>) {
+    let model = format!("{}/scenarios/workloads/hf_configs/{config}", env!("CARGO_MANIFEST_DIR"));
+    let args = [
+        "--model",
+        &model,
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "1",
+        "--mode",
+        "decode",
+        "--batch",
+        "4",
+        "--kv-len",
+        kv,
+        "--stack",
+        "torch-eager",
+        "--run-id",
+        run_id,
+        "--split",
+        "test",
+    ];
+    measure(out, &args, &format!("cat '{log}'"))
+}
+
 /// hf_train.py --host-probe prints the job's memory just before its after-probe
 /// (`config run_end_reserved_bytes=.. run_end_nvml_used_bytes=..`); `measure` keeps the facts and
 /// `validate` scores the run's peak memory as its own reserved peak plus what the process held
@@ -130,27 +157,7 @@ fn step_regex_and_megatron() {
 fn run_end_memory_line_scores_the_jobs_own_peak() {
     let out = tmp("run-end.jsonl");
     let log = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/measure/hf-150-run-end.log");
-    let args = [
-        "--model",
-        concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/workloads/hf_configs/tinyllama-1.1b.json"),
-        "--system",
-        "dgx-h100",
-        "--gpus",
-        "1",
-        "--mode",
-        "decode",
-        "--batch",
-        "4",
-        "--kv-len",
-        "1024",
-        "--stack",
-        "torch-eager",
-        "--run-id",
-        "fx-150",
-        "--split",
-        "test",
-    ];
-    let (code, recs) = measure(&out, &args, &format!("cat '{log}'"));
+    let (code, recs) = measure_hf_decode(&out, log, "tinyllama-1.1b.json", "1024", "fx-150");
     assert_eq!(code, 0);
     let r = &recs[0];
     assert_eq!(r.status, "ok");
@@ -176,27 +183,7 @@ fn run_end_memory_line_scores_the_jobs_own_peak() {
 fn idle_power_line_is_kept_and_prices_the_runs_idle() {
     let out = tmp("idle.jsonl");
     let log = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/measure/hf-190-idle.log");
-    let args = [
-        "--model",
-        concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/workloads/hf_configs/llama-3.2-1b.json"),
-        "--system",
-        "dgx-h100",
-        "--gpus",
-        "1",
-        "--mode",
-        "decode",
-        "--batch",
-        "4",
-        "--kv-len",
-        "4096",
-        "--stack",
-        "torch-eager",
-        "--run-id",
-        "fx-190",
-        "--split",
-        "test",
-    ];
-    let (code, recs) = measure(&out, &args, &format!("cat '{log}'"));
+    let (code, recs) = measure_hf_decode(&out, log, "llama-3.2-1b.json", "4096", "fx-190");
     assert_eq!(code, 0);
     let r = &recs[0];
     assert_eq!(r.status, "ok");
