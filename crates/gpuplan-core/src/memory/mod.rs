@@ -118,8 +118,6 @@ pub struct StackMemory {
     pub fragmentation: f64,
 }
 
-/// Per-stack bytes per parameter. Megatron (Korthikanti et al. 2022 sec. 2; Megatron-LM
-/// distributed optimizer docs): bf16 params 2, fp32 main grads 4, fp32 master + Adam m, v 12.
 /// The allocated and reserved peaks of one forward of transformers' default MoE experts path
 /// (`integrations/moe.py` `grouped_mm_experts_forward`, transformers 5.17.0, read from the wheel's
 /// source) under `torch.inference_mode`, beyond its input: the router's outputs it is handed
@@ -190,6 +188,8 @@ pub struct ExpertsPeak {
     pub reserved: f64,
 }
 
+/// Per-stack bytes per parameter. Megatron (Korthikanti et al. 2022 sec. 2; Megatron-LM
+/// distributed optimizer docs): bf16 params 2, fp32 main grads 4, fp32 master + Adam m, v 12.
 /// PyTorch AMP (torch.amp docs): fp32 params 4, fp32 grads 4, Adam m, v 8, and autocast's cached
 /// bf16 weight casts 2 during forward/backward. The fragmentation fractions are engineering
 /// estimates until fitted on measured runs (calibration/runs).
