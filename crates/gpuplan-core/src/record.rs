@@ -365,19 +365,11 @@ impl RunRecord {
             }
         };
         let [probe_k, steps_k] = RunHostProbe::SPEEDO_KEYS;
-        let steps_over_probe = match (rep.contains_key(probe_k), rep.contains_key(steps_k)) {
-            (false, false) => None,
-            (true, true) => {
-                let (p, s) = (us(probe_k)?, us(steps_k)?);
-                for (k, x) in [(probe_k, p), (steps_k, s)] {
-                    if x <= Seconds::ZERO {
-                        return Err(format!("`job.reported.{k}` = `{}` must be a positive number of microseconds", rep[k]));
-                    }
-                }
-                Some(s / p)
-            }
-            (has_probe, _) => {
-                let missing = if has_probe { steps_k } else { probe_k };
+        let steps_over_probe = match (self.reported_positive(probe_k, "microseconds")?, self.reported_positive(steps_k, "microseconds")?) {
+            (None, None) => None,
+            (Some(probe), Some(steps)) => Some(steps / probe),
+            (probe, _) => {
+                let missing = if probe.is_some() { steps_k } else { probe_k };
                 return Err(format!("`job.reported.{missing}` is missing (the record has the other speedometer key; hf_train.py --host-probe writes both)"));
             }
         };
@@ -405,18 +397,26 @@ impl RunRecord {
     /// a job whose NVML could not be read: `idle_error`); an error names a key that is not a
     /// positive number of watts (or seconds), or the seconds missing beside the watts.
     pub fn own_idle_power(&self) -> Result<Option<(Watts, Seconds)>, String> {
-        let rep = &self.job.reported;
         let [w_k, s_k] = Self::IDLE_KEYS;
-        let Some(w) = rep.get(w_k) else {
+        let Some(watts) = self.reported_positive(w_k, "watts")? else {
             return Ok(None);
         };
-        let pos = |k: &str, v: &str, unit: &str| match v.parse::<f64>() {
-            Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
-            _ => Err(format!("`job.reported.{k}` = `{v}` is not a positive number of {unit}")),
-        };
-        let watts = pos(w_k, w, "watts")?;
-        let secs = rep.get(s_k).ok_or_else(|| format!("`job.reported.{s_k}` is missing beside `job.reported.{w_k}` (hf_train.py writes both)"))?;
-        Ok(Some((Watts::new(watts), Seconds::new(pos(s_k, secs, "seconds")?))))
+        let secs = self
+            .reported_positive(s_k, "seconds")?
+            .ok_or_else(|| format!("`job.reported.{s_k}` is missing beside `job.reported.{w_k}` (hf_train.py writes both)"))?;
+        Ok(Some((Watts::new(watts), Seconds::new(secs))))
+    }
+
+    /// `job.reported.{key}` as a positive number of `unit`: `Ok(None)` when the job did not report
+    /// it, an error naming the key and the value when it is not a finite number above zero.
+    fn reported_positive(&self, key: &str, unit: &str) -> Result<Option<f64>, String> {
+        match self.job.reported.get(key) {
+            None => Ok(None),
+            Some(v) => match v.parse::<f64>() {
+                Ok(x) if x.is_finite() && x > 0.0 => Ok(Some(x)),
+                _ => Err(format!("`job.reported.{key}` = `{v}` is not a positive number of {unit}")),
+            },
+        }
     }
 
     /// Whether the job took a host probe in its own process (any `job.reported.host_probe_*`
@@ -444,15 +444,7 @@ impl RunRecord {
             return Ok(nvml.map(|b| (b, PeakSource::NvmlProbeUnchecked)));
         };
         let rep = &self.job.reported;
-        let bytes = |k: &str| -> Result<Option<f64>, String> {
-            match rep.get(k) {
-                None => Ok(None),
-                Some(v) => match v.parse::<f64>() {
-                    Ok(x) if x.is_finite() && x > 0.0 => Ok(Some(x)),
-                    _ => Err(format!("`job.reported.{k}` = `{v}` is not a positive number of bytes")),
-                },
-            }
-        };
+        let bytes = |k: &str| self.reported_positive(k, "bytes");
         let [reserved_k, used_k] = Self::RUN_END_KEYS;
         let non_allocator = match (bytes(reserved_k)?, bytes(used_k)?) {
             (Some(r), Some(u)) if u > r => Some(Bytes::new(u - r)),

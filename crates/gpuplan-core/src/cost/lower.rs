@@ -368,11 +368,15 @@ fn hf_measured_grouped(cost: &CostModel, fp32: bool, wgrad: bool, m: u64, n: u64
 /// every other op. The power model reads it (`Breakdown::memory_unstreamed`).
 pub fn memory_stream_share(cost: &CostModel, w: &Workload, op: &Op) -> f64 {
     match op.kind {
-        OpKind::Memory { .. } if w.stack.hf() && w.mode != Mode::Decode && !(hf_index_kernels(op.name).is_some() && cost.moe_kernels().is_some()) => {
-            super::fitted::fitted().hf_memory_efficiency
-        }
+        OpKind::Memory { .. } if w.stack.hf() && w.mode != Mode::Decode && !hf_measured_index(cost, w, op) => super::fitted::fitted().hf_memory_efficiency,
         _ => 1.0,
     }
+}
+
+/// Whether an `hf-*` training or prefill memory op is priced from the profile's measured index
+/// kernels (`CostModel::moe_index_time`, [`hf_index_kernels`]) rather than by the memory rule.
+fn hf_measured_index(cost: &CostModel, w: &Workload, op: &Op) -> bool {
+    w.stack.hf() && w.mode != Mode::Decode && hf_index_kernels(op.name).is_some() && cost.moe_kernels().is_some()
 }
 
 /// The probe's index kernels that transformers' `grouped_mm` path runs for an `hf-*` MoE memory
@@ -643,7 +647,7 @@ impl CostModel<'_> {
                         None => kernel(self.gemm_time(*m, *n, *k, *count, gemm_dtype(w, op)), 1.0),
                     }
                 }
-                OpKind::Memory { bytes, .. } if stack.hf() && w.mode != Mode::Decode && hf_index_kernels(op.name).is_some() && self.moe_kernels().is_some() => {
+                OpKind::Memory { bytes, .. } if hf_measured_index(self, w, op) => {
                     let kernels = hf_index_kernels(op.name).unwrap_or(&[]);
                     match self.moe_index_time(kernels, *bytes) {
                         Some(time) => Step::Kernel {

@@ -93,19 +93,8 @@ pub fn score(r: &RunRecord, p: Result<&Prediction, String>) -> Scored {
         Err(e) => Err(format!("its peak memory: {e}")),
         Ok(_) => p,
     };
-    match p {
-        Err(e) => Scored {
-            run_id,
-            split,
-            status: r.status.clone(),
-            describe,
-            values: vec![],
-            predicted_fits: None,
-            oom_agrees: false,
-            problem: Some(e),
-            memory_from,
-            power_idle_from: None,
-        },
+    let (values, predicted_fits, oom_agrees, problem) = match p {
+        Err(e) => (vec![], None, false, Some(e)),
         Ok(p) => {
             let fits = p.memory.fits();
             let values = if r.is_ok() {
@@ -117,20 +106,10 @@ pub fn score(r: &RunRecord, p: Result<&Prediction, String>) -> Scored {
                 vec![]
             };
             let oom_agrees = if r.is_oom() { !fits } else { !r.is_ok() || fits };
-            Scored {
-                run_id,
-                split,
-                status: r.status.clone(),
-                describe,
-                values,
-                predicted_fits: Some(fits),
-                oom_agrees,
-                problem: None,
-                memory_from,
-                power_idle_from: None,
-            }
+            (values, Some(fits), oom_agrees, None)
         }
-    }
+    };
+    Scored { run_id, split, status: r.status.clone(), describe, values, predicted_fits, oom_agrees, problem, memory_from, power_idle_from: None }
 }
 
 fn describe(r: &RunRecord) -> String {
