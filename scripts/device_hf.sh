@@ -283,8 +283,9 @@ read -r -d '' TABLE <<'EOF'
 220 h200 decode  qwen3-1.7b               1  32768 0 none loop     60 10 25
 221 h200 decode  tinyllama-1.1b           32 4096  0 none generate 40 10 25
 222 h200 train   mixtral-s-e16k4-w2816    4  2048  1 none eager    8  3  35
+225 h200 train   llama-3.2-1b             1  8192  1 none fp8      10 3  110
 223 h200 train   tinyllama-1.1b           4  4096  1 none compile  8  3  90
-224 h200 train   llama-3.2-1b             4  2048  1 none fp8row   8  3  170
+224 h200 train   llama-3.2-1b             4  2048  1 none fp8row   8  3  120
 EOF
 
 split_of() {  # id config
