@@ -220,16 +220,19 @@ pub fn read_rows(path: &Path) -> Result<Vec<RowWire>, ConfigError> {
 pub fn system_of(gpu: &str) -> Option<&'static str> {
     let lower = gpu.to_lowercase();
     let system = SYSTEMS.iter().find(|(k, _)| lower.contains(&k.to_lowercase())).map(|(_, s)| *s)?;
-    let card = name_tokens(gpu).iter().any(|t| t == "pcie" || t == "nvl");
+    let card = lower.split(|c: char| !c.is_ascii_alphanumeric()).any(|t| t == "pcie" || t == "nvl");
     (!card || system.ends_with("-pcie-8x")).then_some(system)
 }
 
-/// gpuplan's precision of a row's precision cell.
+/// gpuplan's precision of a row's precision cell (any case). `NVFP4` is the tables' FP4 (ModelOpt's
+/// NVFP4 checkpoints); `MXFP4` (gpt-oss's own expert format: 32 values per 8-bit power-of-two
+/// scale, 4.25 bits, where NVFP4 has 16 per FP8 scale, 4.5 bits) is priced as FP4, its weights
+/// 6% heavier than they are.
 pub fn precision_of(p: &str) -> Option<&'static str> {
-    Some(match p {
+    Some(match p.trim().to_uppercase().as_str() {
         "BF16" | "FP16" => "bf16",
         "FP8" => "fp8",
-        "FP4" => "fp4",
+        "FP4" | "NVFP4" | "MXFP4" => "fp4",
         _ => return None,
     })
 }
@@ -284,7 +287,7 @@ pub fn map_row(r: &RowWire, has_system: &dyn Fn(&str) -> bool) -> Result<Case, S
         "" | "-" => None,
         e => Some(int_cell("ep", e)?),
     };
-    let layout = moe_layout(moe, pytorch_backend(&r.doc_version), tp, ep);
+    let layout = moe_layout(moe, pytorch_backend(&r.doc_version), tp, pp, ep);
     if let Some(e) = layout.ep.filter(|e| *e == 0 || tp % e != 0) {
         return Err(Skipped::new(Incomplete, format!("`ep` = {e} does not divide `tp` = {tp}")));
     }
@@ -365,11 +368,17 @@ impl MoeLayout {
 ///   GPU count where the cell is empty (the dev rows: "EP size for MoE not printed per cell").
 ///   One GPU (`tp` 1) is plain: no DP to spread over, the experts on it.
 /// - A dense model: neither.
-pub fn moe_layout(moe: bool, pytorch: bool, tp: u32, ep: Option<u32>) -> MoeLayout {
+/// - A pipelined MoE row (PP > 1, as the v1.0 table runs Llama 3.3 70B on the RTX Pro 6000
+///   servers, which have no NVLink): no attention DP (gpuplan models attention DP without PP
+///   only), the experts of each stage over its `tp` GPUs by EP (the row's `ep`, else `tp`).
+///
+/// An `ep` below the GPUs splits each expert over the rest (`config::deploy`: etp = GPUs / ep).
+pub fn moe_layout(moe: bool, pytorch: bool, tp: u32, pp: u32, ep: Option<u32>) -> MoeLayout {
     match (moe, pytorch) {
         (false, _) => MoeLayout { ep: None, attention_dp: false },
         (true, false) => MoeLayout { ep, attention_dp: false },
         (true, true) if tp <= 1 => MoeLayout { ep: None, attention_dp: false },
+        (true, true) if pp > 1 => MoeLayout { ep: Some(ep.unwrap_or(tp)), attention_dp: false },
         (true, true) => MoeLayout { ep: Some(ep.unwrap_or(tp)), attention_dp: true },
     }
 }
@@ -391,5 +400,147 @@ mod tests {
         assert_eq!(system_of("A100-SXM4-80GB"), Some("dgx-a100"));
         assert_eq!(system_of("MI300X"), None);
         assert_eq!(precision_of("FP16"), Some("bf16"));
+        // Case, the tables' name forms, the superchips before the GPUs their names hold.
+        assert_eq!(system_of("H200 141GB HBM3e"), Some("hgx-h200"));
+        assert_eq!(system_of("GH200 480GB"), Some("gh200-480gb-1x"));
+        assert_eq!(system_of("B200 180GB"), Some("dgx-b200"));
+        assert_eq!(system_of("GB200 NVL72"), Some("gb200-nvl72"));
+        assert_eq!(system_of("GB300 NVL72"), Some("gb300-nvl72"));
+        assert_eq!(system_of("B300"), Some("dgx-b300"));
+        assert_eq!(system_of("RTX 6000 Pro Blackwell Server Edition"), Some("rtx-pro-6000-bse-pcie-8x"));
+        assert_eq!(system_of("RTX PRO 6000 Blackwell Server Edition"), Some("rtx-pro-6000-bse-pcie-8x"));
+        assert_eq!(system_of("l40s"), Some("l40s-pcie-8x"));
+        // A PCIe or NVL card is not its SXM system.
+        for card in ["H100 PCIe", "H100 NVL", "H200 NVL", "A100-PCIE-80GB"] {
+            assert_eq!(system_of(card), None, "{card}");
+        }
+    }
+
+    #[test]
+    fn name_tokens_normalise_case_separators_and_versions() {
+        assert_eq!(name_tokens("LLaMA v3.1 405B"), ["llama", "3.1", "405b"]);
+        assert_eq!(name_tokens("Llama-3.1-405B-Instruct-FP8"), ["llama", "3.1", "405b", "instruct", "fp", "8"]);
+        assert_eq!(name_tokens("Qwen3-235B-A22B"), ["qwen", "3", "235b", "a22b"]);
+        assert_eq!(name_tokens("Mixtral 8x22B v0.1"), ["mixtral", "8x22b", "0.1"]);
+        assert_eq!(name_tokens("meta_llama3.1_8b"), ["meta", "llama", "3.1", "8b"]);
+        assert_eq!(name_tokens("DeepSeek-R1-0528"), ["deepseek", "r", "1", "0528"]);
+    }
+
+    #[test]
+    fn every_name_form_of_the_tables_maps_to_its_catalog_model() {
+        let cases: &[(&str, &str, bool)] = &[
+            // As the tables print them (v0.14, v0.17, v1.0) and their usual variants.
+            ("LLaMA 3.1 70B", "llama-3.1-70b", false),
+            ("LLaMA v3.1 70B", "llama-3.1-70b", false),
+            ("Llama 3.3 70B", "llama-3.1-70b", false),
+            ("Llama-3.3-70B-Instruct-FP8", "llama-3.1-70b", false),
+            ("LLaMA v3.1 8B", "llama-3.1-8b", false),
+            ("Llama 3.1 8B", "llama-3.1-8b", false),
+            ("LLaMA v3.1 405B", "llama-3.1-405b", false),
+            ("Llama 3.1 405B", "llama-3.1-405b", false),
+            ("Llama 3.1 405B FP8", "llama-3.1-405b", false),
+            ("nvidia/Llama-3.1-405B-Instruct-FP4", "llama-3.1-405b", false),
+            ("LLAMA 3 70B", "llama-3-70b", false),
+            ("Mistral 7B", "mistral-7b", false),
+            ("Mixtral 8x7B", "mixtral-8x7b", true),
+            ("Mixtral 8x22B", "mixtral-8x22b", true),
+            ("Mixtral 8x22B v0.1", "mixtral-8x22b", true),
+            ("Mixtral-8x22B-Instruct-v0.1", "mixtral-8x22b", true),
+            ("Qwen3 235B A22B", "qwen3-235b-a22b", true),
+            ("Qwen3-235B-A22B", "qwen3-235b-a22b", true),
+            ("Qwen3-235B-A22B-FP8", "qwen3-235b-a22b", true),
+            ("Qwen3 30B A3B", "qwen3-30b-a3b", true),
+            ("qwen3_30b_a3b", "qwen3-30b-a3b", true),
+            ("DeepSeek R1", "deepseek-v3", true),
+            ("DeepSeek-R1-0528", "deepseek-v3", true),
+            ("nvidia/DeepSeek-R1-0528-FP4", "deepseek-v3", true),
+            ("DeepSeek V3", "deepseek-v3", true),
+            ("DeepSeek-V3-0324", "deepseek-v3", true),
+            ("Llama 4 Maverick", "llama-4-maverick", true),
+            ("Llama-4-Maverick-17B-128E-Instruct-FP8", "llama-4-maverick", true),
+            ("Llama 4 Scout", "llama-4-scout", true),
+            ("Llama-4-Scout-17B-16E-Instruct", "llama-4-scout", true),
+            ("gpt-oss-120b", "gpt-oss-120b", true),
+            ("GPT-OSS 20B", "gpt-oss-20b", true),
+            ("DeepSeek-R1-Distill-Llama-70B", "llama-3.1-70b", false),
+        ];
+        for &(name, model, moe) in cases {
+            let got = model_of(name).map(|(_, m, e)| (m, e));
+            assert_eq!(got, Some((model, moe)), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_name_never_matches_a_model_it_only_resembles() {
+        // Another size, another generation, another family, a distilled model: no match, or the
+        // right one, never the near one.
+        for name in [
+            "Llama 3.1 80B",
+            "Llama 3.2 1B",
+            "Llama 3.2 3B",
+            "Llama 3.1 70",
+            "Llama 4 Behemoth",
+            "Qwen3 32B",
+            "Qwen3 235",
+            "Qwen2.5 72B",
+            "Mixtral 8x7",
+            "Mistral Small 24B",
+            "DeepSeek V2",
+            "DeepSeek V3.2",
+            "DeepSeek-R1-Distill-Qwen-32B",
+            "gpt-oss-200b",
+            "Nemotron 70B",
+        ] {
+            assert_eq!(model_of(name), None, "{name}");
+        }
+        assert_eq!(model_of("Llama 3.1 8B").unwrap().1, "llama-3.1-8b");
+        assert_eq!(model_of("Llama 3.1 80B"), None);
+        assert_eq!(model_of("Qwen3 30B A3B").unwrap().1, "qwen3-30b-a3b");
+        assert_eq!(model_of("Qwen3 235B A22B").unwrap().1, "qwen3-235b-a22b");
+        assert_eq!(model_of("Mistral 7B").unwrap().1, "mistral-7b");
+        assert_eq!(model_of("Mixtral 8x7B").unwrap().1, "mixtral-8x7b");
+        assert_eq!(model_of("Llama 3 8B").unwrap().1, "llama-3-8b");
+        assert_eq!(model_of("Llama 3.1 8B").unwrap().1, "llama-3.1-8b");
+        // The longest pattern wins: `deepseek r1 distill llama 8b`, not `llama 3.1 8b`'s rivals.
+        assert_eq!(model_of("DeepSeek-R1-Distill-Llama-8B").unwrap().1, "llama-3.1-8b");
+    }
+
+    #[test]
+    fn no_two_patterns_of_one_length_claim_one_name_for_two_models() {
+        // Every pattern, read as a name, maps to its own model (a tie between two models would
+        // make model_of refuse it).
+        for &(pattern, model, _) in MODELS {
+            assert_eq!(model_of(pattern).map(|m| m.1), Some(model), "{pattern}");
+        }
+    }
+
+    #[test]
+    fn lengths_the_request_table_lacks_take_the_nearest_listed_total() {
+        assert_eq!(offline_requests(128, 128), 30000);
+        assert_eq!(offline_requests(20000, 2000), 1000);
+        // 1024/1024 = 2,048 tokens: nearest 1000/1000 (2,000) -> 3,000.
+        assert_eq!(offline_requests(1024, 1024), 3000);
+        // 8192/1024 = 9,216: nearest 5000/500 (5,500) -> 1,500.
+        assert_eq!(offline_requests(8192, 1024), 1500);
+        // 128/8 = 136: nearest 128/128 (256) -> 30,000.
+        assert_eq!(offline_requests(128, 8), 30000);
+        // 1000/3000 = 4,000: 128/4096 (4,224) -> 1,500.
+        assert_eq!(offline_requests(1000, 3000), 1500);
+    }
+
+    #[test]
+    fn moe_layouts_follow_the_backend() {
+        // TensorRT engines (v0.14, v0.17): expert TP, or the printed EP.
+        assert_eq!(moe_layout(true, false, 8, 1, None), MoeLayout { ep: None, attention_dp: false });
+        assert_eq!(moe_layout(true, false, 8, 1, Some(2)), MoeLayout { ep: Some(2), attention_dp: false });
+        // PyTorch backend (v1.0): attention DP over the GPUs, EP = the GPUs unless printed.
+        assert_eq!(moe_layout(true, true, 8, 1, None), MoeLayout { ep: Some(8), attention_dp: true });
+        assert_eq!(moe_layout(true, true, 8, 1, Some(4)), MoeLayout { ep: Some(4), attention_dp: true });
+        assert_eq!(moe_layout(true, true, 1, 1, None), MoeLayout { ep: None, attention_dp: false });
+        assert_eq!(moe_layout(true, true, 2, 4, None), MoeLayout { ep: Some(2), attention_dp: false });
+        // Dense models: neither.
+        assert_eq!(moe_layout(false, true, 8, 1, Some(8)), MoeLayout { ep: None, attention_dp: false });
+        assert!(pytorch_backend("perf-overview (doc states NEW for v1.0)") && pytorch_backend("v1.0") && pytorch_backend("1.1.0"));
+        assert!(!pytorch_backend("v0.17") && !pytorch_backend("v0.14.0") && !pytorch_backend(""));
     }
 }
