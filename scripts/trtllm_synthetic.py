@@ -85,28 +85,39 @@ def rows(out):
 
 def table(path):
     d = json.load(open(path))
+    # (model, "system table precision") -> {gpus: predicted}; v1.0 MoE rows at EP = the GPUs (no printed ep).
     pred = defaultdict(dict)
+    cols = set()
     for r in d["rows"]:
-        if r["metric"] != "offline_output_tps" or r["ep"] not in (None, r["tp"]) and r["attention_dp"]:
-            continue
-        if r["ep"] is not None and not r["attention_dp"]:
+        if r["metric"] != "offline_output_tps" or (r["attention_dp"] and r["ep"] != r["tp"]):
             continue
         ver = r["scenario"].split()[0]
-        pred[(r["model"], ver, r["precision"])][(r["system"], r["tp"])] = r["predicted"]
-    systems = sorted({k for v in pred.values() for k in v})
-    print("| model | table | precision | " + " | ".join(f"{s} x{n}" for s, n in systems) + " |")
-    print("|---|---|---|" + "---|" * len(systems))
-    for (m, ver, p), v in sorted(pred.items()):
-        cells = [f"{v[k]:,.0f}" if k in v else "" for k in systems]
-        print(f"| {m} | {ver} | {p} | " + " | ".join(cells) + " |")
+        col = (r["system"], ver, r["precision"])
+        cols.add(col)
+        pred[(r["model"], col)][r["tp"]] = r["predicted"]
+    cols = sorted(cols, key=lambda c: (c[1], c[0], c[2]))
+    models = sorted({m for m, _ in pred})
+    node = lambda system: {"gb200-nvl72": 4, "gh200-480gb-1x": 1}.get(system, 8)
+    for title, pick in (
+        ("fewest GPUs that fit (of 1, 2, 4, 8)", lambda v, c: min(v)),
+        ("one whole node (8 GPUs; GB200 4, GH200 1)", lambda v, c: node(c[0]) if node(c[0]) in v else None),
+    ):
+        print(f"\n**{title}**: output tokens/s of the whole group, `GPUs: tokens/s`; blank = refused\n")
+        print("| model | " + " | ".join(f"{s} {v} {p}" for s, v, p in cols) + " |")
+        print("|---|" + "---:|" * len(cols))
+        for m in models:
+            cells = []
+            for c in cols:
+                v = pred.get((m, c), {})
+                g = pick(v, c) if v else None
+                cells.append(f"{g}: {v[g]:,.0f}" if g else "")
+            print(f"| {m} | " + " | ".join(cells) + " |")
     print()
     refused = defaultdict(list)
     for n in d["not_scored"]:
-        refused[n["reason"]].append(n["row"])
+        refused[n["reason"].split(":")[0] + ": " + n["reason"].split(":")[1][:40]].append(n["row"])
     for reason, rs in sorted(refused.items(), key=lambda x: -len(x[1])):
         print(f"- {len(rs)} refused: {reason}")
-        for r in rs[:3]:
-            print(f"    e.g. {r}")
 
 
 if __name__ == "__main__":

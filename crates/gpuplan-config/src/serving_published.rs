@@ -192,9 +192,14 @@ pub const OFFLINE_REQUESTS: &[((u32, u32), u32)] = &[
 /// (`isl + osl`; a tie takes the larger count). The page's table sets its counts by the sequence
 /// length it lists beside them (`$seq_len` = input + output, from memory): 30,000 at 256 tokens,
 /// 3,000 from 2,000 to 2,500, 1,500 from 3,000 to 5,500, 1,000 at 22,000, which this rule
-/// continues. The count sets only the share of the run spent ramping up and draining the batch
-/// (a few percent of a run of thousands of requests; the mean batch between is the same), so a
-/// count off by a factor of two moves a prediction by about that share, not by the factor.
+/// continues. Where the engine holds far fewer sequences than the run has requests (every dense
+/// row), the count sets only the share of the run spent ramping up and draining the batch:
+/// 1,500, 3,000 or 6,000 requests move Llama 3.1 70B and 405B FP8 on 8 H200 at 1000/1000 by
+/// under 4% (14,351 / 14,534 / 14,989 and 3,607 / 3,672 / 3,728 tokens/s predicted). Where the
+/// instance could hold the whole run at once (an attention-DP MoE instance of light experts,
+/// 2,048 sequences per rank), the count is the batch and moves the throughput with it: gpt-oss-120b
+/// FP4 on 8 B200 predicts 182,868 / 259,341 / 329,995 tokens/s (docs/trtllm-residuals.md
+/// section 14). An unlisted pair is then as uncertain as its count.
 pub fn offline_requests(isl: u32, osl: u32) -> u32 {
     if let Some(&(_, n)) = OFFLINE_REQUESTS.iter().find(|(k, _)| *k == (isl, osl)) {
         return n;
@@ -287,7 +292,14 @@ pub fn map_row(r: &RowWire, has_system: &dyn Fn(&str) -> bool) -> Result<Case, S
         "" | "-" => None,
         e => Some(int_cell("ep", e)?),
     };
-    let layout = moe_layout(moe, pytorch_backend(&r.doc_version), tp, pp, ep);
+    let pytorch = pytorch_backend(&r.doc_version);
+    // A PyTorch-backend MoE row may print its attention-DP ranks as GPUs beyond TP x PP (`tp` 1,
+    // `num_gpus` 8): the instance is then those GPUs. (No dev row has num_gpus other than tp x pp.)
+    let tp = match r.num_gpus.trim().parse::<u32>() {
+        Ok(g) if moe && pytorch && pp == 1 && g > tp && g % tp == 0 => g,
+        _ => tp,
+    };
+    let layout = moe_layout(moe, pytorch, tp, pp, ep);
     if let Some(e) = layout.ep.filter(|e| *e == 0 || tp % e != 0) {
         return Err(Skipped::new(Incomplete, format!("`ep` = {e} does not divide `tp` = {tp}")));
     }

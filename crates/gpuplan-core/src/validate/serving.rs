@@ -155,7 +155,8 @@ pub struct Case {
     /// gpuplan precision (bf16, fp8, fp4).
     pub precision: String,
     /// The row's TP size: its GPUs per pipeline stage (under attention DP, the attention-DP
-    /// ranks, each running attention at TP 1).
+    /// ranks, each running attention at TP 1: the row's `tp`, or its `num_gpus` where a
+    /// PyTorch-backend MoE row prints more GPUs than TP).
     pub tp: u32,
     pub pp: u32,
     /// MoE expert parallelism (`None`: the experts split by TP).
