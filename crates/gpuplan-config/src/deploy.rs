@@ -234,7 +234,7 @@ hint: serve colocated (leave out --prefill-gpus), or leave out --attention-dp"
                 // that splits each expert over the rest, as TensorRT-LLM's `Mapping` does
                 // (moe_tp_size = tp_size / moe_ep_size when only the EP size is given, from
                 // memory of tensorrt_llm/mapping.py).
-                etp: ep.filter(|&e| attention_dp && e < tp * dp && (tp * dp) % e == 0).map(|e| ((tp * dp) / e) as i64),
+                etp: ep.filter(|&e| attention_dp && e < tp * dp && (tp * dp).is_multiple_of(e)).map(|e| ((tp * dp) / e) as i64),
                 // The serving engines reduce a tensor-parallel layer's partial sums with one
                 // all-reduce after the attention output and one after the MLP (TensorRT-LLM's
                 // `AllReduce` plugin / op, vLLM's and SGLang's `tensor_model_parallel_all_reduce`),

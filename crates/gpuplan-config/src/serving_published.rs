@@ -100,6 +100,9 @@ pub const MODELS: &[(&str, &str, bool)] = &[
     ("llama 3.1 405b", "llama-3.1-405b", false),
     ("llama 3 70b", "llama-3-70b", false),
     ("llama 3 8b", "llama-3-8b", false),
+    ("llama 2 7b", "llama-2-7b", false),
+    ("llama 2 13b", "llama-2-13b", false),
+    ("llama 2 70b", "llama-2-70b", false),
     ("deepseek r1 distill llama 70b", "llama-3.1-70b", false),
     ("deepseek r1 distill llama 8b", "llama-3.1-8b", false),
     ("llama 4 maverick", "llama-4-maverick", true),
@@ -265,6 +268,13 @@ pub fn map_row(r: &RowWire, has_system: &dyn Fn(&str) -> bool) -> Result<Case, S
         return Err(Skipped::new(Unexpressible, format!("model `{}` has no catalog model (config::serving_published::MODELS)", r.model)));
     };
     let Some(system) = system_of(&r.gpu) else {
+        let lower = r.gpu.to_lowercase();
+        if let Some((k, sxm)) = SYSTEMS.iter().find(|(k, _)| lower.contains(&k.to_lowercase())) {
+            return Err(Skipped::new(
+                Unsupported,
+                format!("GPU `{}` is a PCIe or NVL card; the catalog's {k} system `{sxm}` is SXM (other clocks, power and links): no system in catalog", r.gpu),
+            ));
+        }
         return Err(Skipped::new(Unsupported, format!("GPU `{}` is not in the GPU table (config::serving_published::SYSTEMS)", r.gpu)));
     };
     if !has_system(system) {
@@ -453,6 +463,8 @@ mod tests {
             ("Llama 3.1 405B FP8", "llama-3.1-405b", false),
             ("nvidia/Llama-3.1-405B-Instruct-FP4", "llama-3.1-405b", false),
             ("LLAMA 3 70B", "llama-3-70b", false),
+            ("LLaMA v2 70B", "llama-2-70b", false),
+            ("Llama-2-7b-hf", "llama-2-7b", false),
             ("Mistral 7B", "mistral-7b", false),
             ("Mixtral 8x7B", "mixtral-8x7b", true),
             ("Mixtral 8x22B", "mixtral-8x22b", true),
@@ -502,6 +514,9 @@ mod tests {
             "DeepSeek-R1-Distill-Qwen-32B",
             "gpt-oss-200b",
             "Nemotron 70B",
+            "Llama 2 34B",
+            // Two models tie for the longest pattern: refused, not a guess.
+            "Llama 2 7B vs Llama 3.1 8B",
         ] {
             assert_eq!(model_of(name), None, "{name}");
         }
