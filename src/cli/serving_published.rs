@@ -67,13 +67,20 @@ fn parse_serving_bound(s: &str) -> anyhow::Result<(Metric, f64)> {
 
 /// The deployment `serve` runs for a case: one replica of the row's TP x PP, the stack's engine
 /// defaults (the load is made by `validate::serving`, the `qps` here only satisfies the resolver).
-fn serve_wire(c: &Case, stack: &str) -> ServeWire {
+/// Under attention DP (`config::serving_published::moe_layout`) the replica is one instance of
+/// the row's `tp` GPUs as attention-DP ranks at TP 1, its experts over `ep` of them
+/// (`--attention-dp --tp 1 --dp TP --ep EP`).
+pub fn serve_wire(c: &Case, stack: &str) -> ServeWire {
+    let (tp, dp) = if c.attention_dp { (1, Some(c.tp as i64)) } else { (c.tp, None) };
     ServeWire {
         model: Some(c.model.clone()),
         system: Some(c.system.clone()),
         gpus: Some((c.tp * c.pp) as i64),
-        tp: Some(c.tp as i64),
+        tp: Some(tp as i64),
         pp: Some(c.pp as i64),
+        ep: c.ep.map(|e| e as i64),
+        dp,
+        attention_dp: c.attention_dp.then_some(true),
         precision: Some(c.precision.clone()),
         stack: Some(stack.to_string()),
         traffic: TrafficWire {
@@ -112,13 +119,18 @@ pub fn score_file_filtered(file: &Path, split: &str, stack: &str, system: Option
         .filter(|r| (split == "all" || r.split == split) && system.is_none_or(|s| crate::config::serving_published::system_of(&r.gpu) == Some(s)) && of_kind(r))
         .collect();
     anyhow::ensure!(!rows.is_empty(), "no rows of split `{split}` in `{}`", file.display());
+    Ok(score_rows(&rows, stack))
+}
+
+/// Map, simulate and score `rows` (every one: no split or system filter) with `stack`.
+pub fn score_rows(rows: &[crate::config::serving_published::RowWire], stack: &str) -> Report {
     let systems = crate::config::list_names("calibration/systems");
     let has_system = |s: &str| systems.iter().any(|n| n == s);
     let mut cases = Vec::new();
     let mut deployments = Vec::new();
     let mut not_scored = Vec::new();
     let run = RunFlags { bin_s: 1e9, ..RunFlags::default() };
-    for r in &rows {
+    for r in rows {
         let mapped = map_row(r, &has_system).and_then(|c| {
             deploy::resolve(&serve_wire(&c, stack), None, &run)
                 .map(|d| (c, d.deployment))
@@ -134,5 +146,5 @@ pub fn score_file_filtered(file: &Path, split: &str, stack: &str, system: Option
     }
     let (scored, more) = score_all(cases, deployments);
     not_scored.extend(more);
-    Ok(report(scored, not_scored))
+    report(scored, not_scored)
 }

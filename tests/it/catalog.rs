@@ -111,6 +111,12 @@ fn known_disagreement(name: &str) -> Option<(Instead, &'static str)> {
             Instead::Exact(nemotron_h_params(8192.0, 32768.0, 64.0, 256.0, 256.0, [54.0, 10.0, 54.0])),
             "NVIDIA names the model by its size only (56B)",
         ),
+        // L (h (h + 2 kv) + h^2 + 17 x 3 h f + 16 h + 2h) + 2 V h + h with L=48, h=5120, kv=1024,
+        // f=8192 (16 routed experts and the shared one, the router's 16 x h), V=202048
+        "llama-4-scout" => (
+            Instead::Exact(48.0 * (5120.0 * (5120.0 + 2048.0) + 5120f64.powi(2) + 17.0 * 3.0 * 5120.0 * 8192.0 + 16.0 * 5120.0 + 2.0 * 5120.0) + 2.0 * 202048.0 * 5120.0 + 5120.0),
+            "Meta's model card counts 109B with the vision encoder; the language model (text_config) is 107.77B",
+        ),
         _ => return None,
     })
 }
@@ -228,6 +234,22 @@ fn llama_4_maverick_alternates_moe_and_dense_layers_to_400b_total() {
     let c = gpuplan::parallelism::stage_kind_counts(&m.layer_kinds(), &s.parallel, 1);
     use gpuplan::model::LayerKind::{Dense, Moe};
     assert_eq!((c[Dense.index()], c[Moe.index()]), (12, 12));
+}
+
+#[test]
+fn llama_4_scout_is_48_moe_layers_of_16_experts_to_109b_total() {
+    let m = load("llama-4-scout");
+    // Every layer MoE (interleave_moe_layer_step 1): 16 experts + a shared one of 3 x 5120 x 8192.
+    assert_eq!((m.n_moe_layers(), m.n_dense_layers()), (48, 0));
+    let p = m.params();
+    let expert = 3.0 * 5120.0 * 8192.0;
+    assert_eq!(p.experts, 48.0 * 16.0 * expert);
+    assert_eq!(p.shared_experts, 48.0 * expert);
+    // Meta: 109B total with the vision encoder (language model here, 107.8B), 17B active.
+    let total = p.total() / 1e9;
+    assert!((107.0..109.0).contains(&total), "{total}");
+    let active = m.active_params() / 1e9;
+    assert!((active / 17.0 - 1.0).abs() < 0.02, "active {active}B vs the published 17B");
 }
 
 #[test]

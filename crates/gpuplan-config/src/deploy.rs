@@ -230,6 +230,11 @@ hint: serve colocated (leave out --prefill-gpus), or leave out --attention-dp"
                 pp: Some(pp as i64),
                 dp: attention_dp.then_some(dp as i64),
                 ep: ep.map(|e| e as i64),
+                // Under attention DP the experts span the instance's tp x dp GPUs: an `ep` below
+                // that splits each expert over the rest, as TensorRT-LLM's `Mapping` does
+                // (moe_tp_size = tp_size / moe_ep_size when only the EP size is given, from
+                // memory of tensorrt_llm/mapping.py).
+                etp: ep.filter(|&e| attention_dp && e < tp * dp && (tp * dp).is_multiple_of(e)).map(|e| ((tp * dp) / e) as i64),
                 // The serving engines reduce a tensor-parallel layer's partial sums with one
                 // all-reduce after the attention output and one after the MLP (TensorRT-LLM's
                 // `AllReduce` plugin / op, vLLM's and SGLang's `tensor_model_parallel_all_reduce`),

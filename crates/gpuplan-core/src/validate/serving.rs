@@ -154,8 +154,16 @@ pub struct Case {
     pub system: String,
     /// gpuplan precision (bf16, fp8, fp4).
     pub precision: String,
+    /// The row's TP size: its GPUs per pipeline stage (under attention DP, the attention-DP
+    /// ranks, each running attention at TP 1: the row's `tp`, or its `num_gpus` where a
+    /// PyTorch-backend MoE row prints more GPUs than TP).
     pub tp: u32,
     pub pp: u32,
+    /// MoE expert parallelism (`None`: the experts split by TP).
+    pub ep: Option<u32>,
+    /// Attention DP over the `tp` GPUs around expert-parallel MoE (TensorRT-LLM's
+    /// `enable_attention_dp`).
+    pub attention_dp: bool,
     pub input_len: u32,
     pub output_len: u32,
     pub load: Load,
@@ -180,12 +188,14 @@ impl Case {
     /// Rows that share one simulation: the same configuration under the same load.
     pub fn run_key(&self) -> String {
         format!(
-            "{}|{}|{}|{}|{}|{}|{}|{:?}|{}|{}|{}|{:?}",
+            "{}|{}|{}|{}|{}|{:?}|{}|{}|{}|{:?}|{}|{}|{}|{:?}",
             self.model,
             self.system,
             self.precision,
             self.tp,
             self.pp,
+            self.ep,
+            self.attention_dp,
             self.input_len,
             self.output_len,
             self.load,

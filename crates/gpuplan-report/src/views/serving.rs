@@ -103,6 +103,7 @@ pub fn to_json(r: &Report, split: &str, stack: &str) -> serde_json::Value {
         "rows": r.scored.iter().map(|x| serde_json::json!({
             "dev_row": x.case.id, "split": x.case.split, "config_id": x.case.config_id, "metric": x.case.metric.name(), "unit": x.case.metric.unit(),
             "system": x.case.system, "model": x.case.model, "moe": x.case.moe, "precision": x.case.precision, "tp": x.case.tp, "pp": x.case.pp,
+            "ep": x.case.ep, "attention_dp": x.case.attention_dp,
             "input_len": x.case.input_len, "output_len": x.case.output_len, "load": x.case.load.describe(), "scenario": x.case.describe,
             "measured": x.case.measured, "predicted": x.predicted, "error": x.error,
             "mean_batch": x.mean_batch, "max_kv_occupancy": x.max_kv_occupancy, "preempted": x.preempted,
