@@ -10,6 +10,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use super::published_recipes::perf_recipe;
 use super::scenario::{OptionsWire, ParallelWire, ScenarioWire, WorkloadWire};
 use super::{read_file, ConfigError};
 use gpuplan_core::validate::published::{Case, SkipKind, Skipped};
@@ -52,8 +53,16 @@ pub struct RowWire {
     pub raw_row: String,
 }
 
-/// Published model names (upper case, `-` as `_`, parenthetical dropped) -> (catalog model, family,
-/// MoE). The prototype's `MODELS`.
+/// Published model names -> (catalog model, family, MoE). The prototype's `MODELS`, and the other
+/// models of the same performance summaries (NeMo 24.07-26.08, Megatron-Bridge
+/// `docs/performance-summary.md`) in each form the tables print them, from memory of those tables
+/// and of the Megatron-Bridge perf recipes' names (`perf_recipes/<family>/<gpu>/*.py`: llama31_405b,
+/// qwen3_235b_a22b, gpt_oss_120b / gpt_oss_20b, nemotronh_56b, nemotron_3_nano, kimi_k2). A name
+/// matches when its [`compact_name`] equals an entry's: case, `-`, `_`, `.` and spaces do not count
+/// (`Llama3.1-405B` = `LLAMA31_405B`); tests/it/published.rs checks that no two entries of different
+/// models share a compact form. `family` keys the recipe rules of `map_row` (`deepseek`: MTP;
+/// `qwen3`: the MXFP8 full-iteration graphs; `llama3`: the FSDP rows' offload); models of
+/// [`PERF_RECIPES`] take their settings from that table instead.
 pub const MODELS: &[(&str, &str, &str, bool)] = &[
     ("LLAMA3_8B", "llama-3-8b", "llama3", false),
     ("LLAMA3_70B", "llama-3-70b", "llama3", false),
@@ -71,7 +80,78 @@ pub const MODELS: &[(&str, &str, &str, bool)] = &[
     ("QWEN3_30B_A3B", "qwen3-30b-a3b", "qwen3", true),
     ("MIXTRAL_8X7B", "mixtral-8x7b", "mixtral", true),
     ("MIXTRAL_8X22B", "mixtral-8x22b", "mixtral", true),
+    // The same tables' other models (wt-mbmap, 2026-11-25).
+    ("NEMOTRON3_8B", "nemotron-3-8b", "nemotron", false),
+    ("NEMOTRON3_22B", "nemotron-3-22b", "nemotron", false),
+    ("NEMOTRON4_15B", "nemotron-4-15b", "nemotron", false),
+    ("NEMOTRON4_340B", "nemotron-4-340b", "nemotron", false),
+    ("LLAMA31_8B", "llama-3.1-8b", "llama3", false),
+    ("LLAMA31_70B", "llama-3.1-70b", "llama3", false),
+    ("LLAMA31_405B", "llama-3.1-405b", "llama31_405b", false),
+    ("LLAMA3_405B", "llama-3.1-405b", "llama31_405b", false),
+    ("LLAMA4_E16", "llama-4-scout", "llama4", true),
+    ("LLAMA4_SCOUT", "llama-4-scout", "llama4", true),
+    ("LLAMA4_SCOUT_17B_16E", "llama-4-scout", "llama4", true),
+    ("LLAMA4_E128", "llama-4-maverick", "llama4", true),
+    ("LLAMA4_MAVERICK", "llama-4-maverick", "llama4", true),
+    ("LLAMA4_MAVERICK_17B_128E", "llama-4-maverick", "llama4", true),
+    ("QWEN3_8B", "qwen3-8b", "qwen3", false),
+    ("QWEN3_235B_A22B", "qwen3-235b-a22b", "qwen3", true),
+    ("QWEN3_235B", "qwen3-235b-a22b", "qwen3", true),
+    ("QWEN3_30B", "qwen3-30b-a3b", "qwen3", true),
+    ("GPT_OSS_120B", "gpt-oss-120b", "gpt_oss", true),
+    ("GPT_OSS_20B", "gpt-oss-20b", "gpt_oss", true),
+    ("NEMOTRONH_8B", "nemotron-h-8b", "nemotronh", false),
+    ("NEMOTRONH_47B", "nemotron-h-47b", "nemotronh", false),
+    ("NEMOTRONH_56B", "nemotron-h-56b", "nemotronh", false),
+    ("NEMOTRON3_NANO", "nemotron-3-nano-30b-a3b", "nemotron3_nano", true),
+    ("NEMOTRON3_NANO_30B_A3B", "nemotron-3-nano-30b-a3b", "nemotron3_nano", true),
+    ("NEMOTRON_NANO_3", "nemotron-3-nano-30b-a3b", "nemotron3_nano", true),
+    ("KIMI_K2", "kimi-k2", "kimi", true),
+    ("KIMI_K2_1T", "kimi-k2", "kimi", true),
+    ("DEEPSEEK_V3_671B", "deepseek-v3", "deepseek", true),
 ];
+
+/// Models of the same tables that gpuplan cannot express: (compact-name prefix, why). A row of
+/// one is refused with the reason (not "no catalog model").
+pub const UNEXPRESSIBLE_MODELS: &[(&str, &str)] = &[
+    (
+        "QWEN3NEXT",
+        "Qwen3-Next's hybrid layers (Gated DeltaNet linear attention on 3 of every 4 layers, output-gated attention on the 4th; megatron-bridge 0.3.1 Qwen3NextModelProvider: experimental_attention_variant = gated_delta_net, linear_attention_freq 4) are not modelled: gpuplan's hybrid layers are Mamba-2 only (`[hybrid]`)",
+    ),
+    (
+        "NEMOTRON3SUPER",
+        "Nemotron 3 Super's latent MoE (experts in a projected latent space: fc1_latent_proj / fc2_latent_proj, megatron-bridge 0.6.2 nemotron_h_bridge.py `moe_latent_size`) is not modelled",
+    ),
+    ("NEMOTRON3ULTRA", "Nemotron 3 Ultra's latent MoE (megatron-bridge 0.6.2 nemotron_h_bridge.py `moe_latent_size`) is not modelled"),
+    ("QWEN3VL", "a vision-language model: the vision encoder and its image tokens are not modelled (gpuplan models the language model only)"),
+    ("QWEN35VL", "a vision-language model: the vision encoder and its image tokens are not modelled (gpuplan models the language model only)"),
+    ("QWEN35", "Qwen3.5's hybrid Gated DeltaNet attention is not modelled: gpuplan's hybrid layers are Mamba-2 only"),
+    ("GLM5", "GLM-5's DeepSeek sparse attention (the DSA indexer, megatron-bridge 0.6.2 models/glm_moe_dsa) is not modelled"),
+    ("DEEPSEEKV4", "DeepSeek-V4's attention (megatron-bridge 0.6.2 perf_recipes/deepseek/*/deepseek_v4.py) has no catalog model: its architecture is not in gpuplan's model schema"),
+    ("WAN", "a video diffusion transformer, not a language model"),
+];
+
+/// A published model name's matching key: upper case, letters and digits only
+/// (`'Llama3.1-405B'` -> `LLAMA31405B`, `'GPT-OSS 120B'` -> `GPTOSS120B`).
+pub fn compact_name(name: &str) -> String {
+    name.chars().filter(char::is_ascii_alphanumeric).map(|c| c.to_ascii_uppercase()).collect()
+}
+
+/// The catalog model, family and MoE flag of a published model name (its parenthetical variant
+/// dropped, [`norm_model`]), or why it has none.
+pub fn catalog_model(name: &str) -> Result<(&'static str, &'static str, bool), String> {
+    let key = compact_name(&norm_model(name).0);
+    if let Some(&(_, model, family, moe)) = MODELS.iter().find(|m| compact_name(m.0) == key) {
+        return Ok((model, family, moe));
+    }
+    if let Some((_, why)) = UNEXPRESSIBLE_MODELS.iter().find(|(prefix, _)| key.starts_with(prefix)) {
+        return Err(format!("model `{}`: {why}", name.trim()));
+    }
+    let mut known: Vec<_> = MODELS.iter().map(|m| m.0).collect();
+    known.dedup();
+    Err(format!("model `{}` has no catalog model (published names mapped: {})", name.trim(), known.join(", ")))
+}
 
 /// Published system names -> catalog systems.
 pub const SYSTEMS: &[(&str, &str)] =
@@ -143,6 +223,11 @@ pub const RECIPE_DEFAULTS: &[(&str, &str, &str)] = &[
         "moe_ep_overlap",
         "on for the MoE rows with full-iteration CUDA graphs (RECIPE_DEFAULTS `cuda_graphs`) whose layout Megatron overlaps (pp 1, or a virtual pipeline); off otherwise",
         "Megatron-Bridge 0.6.2 perf recipes: _enable_hybridep_full_iteration_mxfp8 (perf_recipes/qwen/common.py) and _enable_deepseek_full_iteration_mxfp8 (perf_recipes/deepseek/common.py) set comm_overlap overlap_moe_expert_parallel_comm = True and delay_wgrad_compute = True, with moe_hybridep_num_sms = 32; their BF16/FP8-CS and partial-graph configs leave it off (the H100 Qwen3 base recipe's is commented out); megatron-core 0.16.1 asserts a virtual pipeline for it when pp > 1. The same helpers and the Qwen3 H100 base recipe set moe_shared_expert_overlap = False, so no row overlaps its shared experts (`moe_shared_expert_overlap` stays off)",
+    ),
+    (
+        "perf_recipes",
+        "Llama 3.1 405B, Qwen3-235B-A22B, GPT-OSS-120B/20B, Kimi K2, Nemotron 3 Nano, Nemotron-H 56B: the recompute modules, CUDA graphs (full only from NeMo 26.06, partial before), MoE dispatcher (26.x rows; alltoall before) and FSDP activation offload of the model's perf recipe on the row's system and precision (`published_recipes::PERF_RECIPES`); other new models (Llama 4, Qwen3 8B, Llama 3.1 8B/70B, Nemotron-H 8B/47B) the family rules above",
+        "megatron-bridge 0.6.2 perf_recipes/{llama/*/llama31.py, qwen/*/qwen3_moe.py, gpt_oss/*/gpt_oss.py, kimi/*/kimi_k2.py, nemotronh/*/nemotronh.py}, summarized by scripts/extract_perf_recipes.py (tests/data/published/megatron_bridge_0.6.2_perf_recipes.csv)",
     ),
     ("sft", "SFT rows as training on packed SQuAD (`packed_doc_len` = SQUAD_PACKED_DOC_TOKENS)", "SFT rows are packed sequences (SQuAD packed to 4096 on the 24.07 page; Megatron-Bridge 0.6.2 `default_squad_config`): attention within each document"),
     (
@@ -245,13 +330,8 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
     if r.config_complete != "yes" {
         return Err(Skipped::new(Incomplete, format!("config_complete = '{}'", r.config_complete)));
     }
-    let (base, variant) = norm_model(&r.model);
-    let Some(&(_, model, family, moe)) = MODELS.iter().find(|m| m.0 == base) else {
-        return Err(Skipped::new(
-            Unexpressible,
-            format!("model `{}` has no catalog model (published names mapped: {})", r.model, MODELS.iter().map(|m| m.0).collect::<Vec<_>>().join(", ")),
-        ));
-    };
+    let (_, variant) = norm_model(&r.model);
+    let (model, family, moe) = catalog_model(&r.model).map_err(|why| Skipped::new(Unexpressible, why))?;
     let Some(&(_, system)) = SYSTEMS.iter().find(|s| s.0 == r.system) else {
         return Err(Skipped::new(Unsupported, format!("system `{}` is not mapped", r.system)));
     };
@@ -271,19 +351,34 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
     let from_26_06 = nemo_release(&r.container).is_some_and(|v| v >= (26, 6));
     let blackwell = system != "dgx-h100";
     let mxfp8 = matches!(r.precision.as_str(), "MXFP8" | "FP8-MX");
-    let cuda_graphs = match (moe, blackwell) {
-        (true, true) if from_26_06 && mxfp8 && (family == "qwen3" || system != "dgx-b200") => Some("full"),
-        (true, true) => Some("partial"),
+    // The models with Megatron-Bridge 0.6.2 perf recipes beyond the dev set's take their recipe's
+    // settings (RECIPE_DEFAULTS `perf_recipes`); the full-iteration graphs only from 26.06, as below.
+    let perf = precision_of(r).and_then(|(_, recipe, _)| perf_recipe(model, system, recipe, n));
+    let cuda_graphs = match (perf, moe, blackwell) {
+        (Some(p), _, _) => match p.cuda_graphs {
+            "full" if from_26_06 => Some("full"),
+            "full" | "partial" => Some("partial"),
+            _ => None,
+        },
+        (None, true, true) if from_26_06 && mxfp8 && (family == "qwen3" || system != "dgx-b200") => Some("full"),
+        (None, true, true) => Some("partial"),
         _ => None,
     };
     let from_26 = nemo_release(&r.container).is_some_and(|v| v >= (26, 0));
     let deepep_gpu = matches!(system, "dgx-h100" | "dgx-b200" | "dgx-b300");
     // Before 26.06 the GB200/GB300 rows run HybridEP, the one flex backend for NVL72 (selected on the
-    // fit rows; RECIPE_DEFAULTS `moe_dispatcher`).
-    let moe_dispatcher = (moe && from_26).then_some("flex");
+    // fit rows; RECIPE_DEFAULTS `moe_dispatcher`). A perf recipe's own choice for the 26.x rows.
+    let moe_dispatcher = match perf {
+        Some(p) => (moe && from_26 && p.dispatcher != "alltoall").then_some("flex"),
+        None => (moe && from_26).then_some("flex"),
+    };
     // Its kernels (RECIPE_DEFAULTS `moe_dispatcher`): HybridEP in the 26.06 perf recipes and on
     // GB200/GB300, DeepEP on the other systems before.
-    let moe_flex_backend = moe_dispatcher.map(|_| if from_26_06 || !deepep_gpu { "hybridep" } else { "deepep" });
+    let moe_flex_backend = moe_dispatcher.map(|_| match perf {
+        Some(p) => p.dispatcher,
+        None if from_26_06 || !deepep_gpu => "hybridep",
+        None => "deepep",
+    });
     // The full-iteration recipes overlap the EP all-to-alls (RECIPE_DEFAULTS `moe_ep_overlap`);
     // Megatron refuses the overlap at pp > 1 without a virtual pipeline.
     let moe_ep_overlap = cuda_graphs == Some("full") && ep > 1 && (pp == 1 || vp > 1);
@@ -330,7 +425,13 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
     // Fine-tuning rows train on SQuAD packed to the row's sequence (see `SQUAD_PACKED_DOC_TOKENS`).
     let packed_doc_len = matches!(r.task.as_str(), "SFT" | "LoRA").then_some(SQUAD_PACKED_DOC_TOKENS.min(seq) as i64);
     let fp8_recipe = fp8_recipe_of(precision, recipe);
-    let mem = memory_recipe(&r.container, family, system, precision, recipe, fsdp > 0, lora.is_some());
+    let mut mem = memory_recipe(&r.container, family, system, precision, recipe, fsdp > 0, lora.is_some());
+    // A perf recipe's recompute and offload (RECIPE_DEFAULTS `perf_recipes`), for the releases whose
+    // memory options `memory_recipe` reads (25.x and 26.x), the offload on Megatron-FSDP rows only.
+    if let Some(p) = perf.filter(|_| nemo_release(&r.container).is_some_and(|v| v >= (25, 0))) {
+        mem.recompute_modules = p.recompute_modules.to_vec();
+        mem.cpu_offload_layers = if fsdp > 0 { p.cpu_offload_layers } else { 0 };
+    }
     let i = |x: u64| Some(x as i64);
     let wire = ScenarioWire {
         name: Some(format!("published dev_row {}", r.dev_row)),
