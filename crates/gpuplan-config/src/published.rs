@@ -450,7 +450,7 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
                 (Some(l), false) if !l.distributed_optimizer => 0,
                 (_, false) => 1,
             }),
-            sp: lora.as_ref().map(|l| l.tp_overlap && tp > 1),
+            sp: lora.as_ref().map(|l| l.sequence_parallel && tp > 1),
             ..Default::default()
         },
         workload: WorkloadWire {
@@ -600,8 +600,10 @@ pub struct LoraRecipe {
     pub targets: Vec<&'static str>,
     /// Megatron's distributed optimizer (over the adapters' states): zero 1 instead of 0.
     pub distributed_optimizer: bool,
-    /// Sequence parallelism and userbuffers' TP communication overlap when tp > 1.
+    /// Userbuffers' TP communication overlap when tp > 1.
     pub tp_overlap: bool,
+    /// Sequence parallelism when tp > 1.
+    pub sequence_parallel: bool,
     pub source: &'static str,
 }
 
@@ -615,6 +617,10 @@ pub struct LoraRecipe {
 ///   `sequence_parallel = True` with `CommOverlapConfig(tp_comm_overlap=True)`; the Blackwell
 ///   configs run TP 1 with `tp_comm_overlap=False`. The dataset is `_peft_common`'s SQuAD with
 ///   offline packing (`recipes/common.py`), padded to the packed size (`pad_to_max_length`).
+/// - Llama 3.1 405B (no perf recipe): the base recipe `llama31_405b_peft_32gpu_h100_bf16_config`
+///   (`recipes/llama/h100/llama3.py`, TP 4 PP 8 VP 8): `dim = 16`, alpha 32, `target_modules =
+///   ["linear_qkv"]`, `use_distributed_optimizer = False`, `sequence_parallel = True` with
+///   `CommOverlapConfig(tp_comm_overlap=False)`.
 /// - Other models on Megatron-Bridge releases: `LoRA`'s defaults, `dim = 32` on `target_modules =
 ///   ["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"]` (`peft/lora.py`), no distributed
 ///   optimizer and sequence parallelism off (megatron-bridge 0.3.1 `recipes/llama/llama3.py`).
@@ -628,7 +634,18 @@ pub fn lora_recipe(container: &str, model: &str) -> LoraRecipe {
             targets: vec!["linear_qkv"],
             distributed_optimizer: false,
             tp_overlap: false,
+            sequence_parallel: false,
             source: "NeMo 1 default attention_qkv, adapter_dim 32",
+        };
+    }
+    if model == "llama-3.1-405b" {
+        return LoraRecipe {
+            rank: 16,
+            targets: vec!["linear_qkv"],
+            distributed_optimizer: false,
+            tp_overlap: false,
+            sequence_parallel: true,
+            source: "Megatron-Bridge 0.6.2 recipes/llama/h100/llama3.py llama31_405b_peft_32gpu_h100_bf16_config: dim 16 on linear_qkv, no distributed optimizer, sequence parallel without TP comm overlap",
         };
     }
     if model == "llama-3-70b" {
@@ -637,6 +654,7 @@ pub fn lora_recipe(container: &str, model: &str) -> LoraRecipe {
             targets: vec!["linear_qkv"],
             distributed_optimizer: true,
             tp_overlap: true,
+            sequence_parallel: true,
             source: "Megatron-Bridge 0.6.2 perf recipes llama3_70b_peft_8gpu_*: dim 16 on linear_qkv, distributed optimizer",
         }
     } else {
@@ -645,6 +663,7 @@ pub fn lora_recipe(container: &str, model: &str) -> LoraRecipe {
             targets: vec!["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"],
             distributed_optimizer: false,
             tp_overlap: false,
+            sequence_parallel: false,
             source: "Megatron-Bridge LoRA defaults: dim 32, all linear layers",
         }
     }
