@@ -693,4 +693,28 @@ mod tests {
         assert_eq!(nemo_release("NeMo 25.11"), Some((25, 11)));
         assert_eq!(nemo_release("archive"), None);
     }
+
+    #[test]
+    fn compact_names_drop_case_and_separators_only() {
+        assert_eq!(compact_name("Llama3.1-405B"), "LLAMA31405B");
+        assert_eq!(compact_name("LLAMA31_405B"), "LLAMA31405B");
+        assert_eq!(compact_name("GPT-OSS 120B"), "GPTOSS120B");
+        assert_eq!(compact_name("Nemotron-H 56B"), compact_name("NemotronH_56B"));
+        // Digits stay: Llama 3 8B and Llama 3.1 8B differ, as do Qwen3 30B-A3B and 235B-A22B.
+        assert_ne!(compact_name("LLAMA3_8B"), compact_name("LLAMA31_8B"));
+        assert_ne!(compact_name("NEMOTRON_8B"), compact_name("NEMOTRONH_8B"));
+        // The parenthetical variant is not part of the name (norm_model keeps it apart).
+        assert_eq!(norm_model("QWEN3_235B_A22B (tokendrop)"), ("QWEN3_235B_A22B".into(), "tokendrop".into()));
+        assert_eq!(catalog_model("QWEN3_235B_A22B (tokendrop)").map(|m| m.0), Ok("qwen3-235b-a22b"));
+    }
+
+    #[test]
+    fn unexpressible_models_are_refused_with_their_reason() {
+        let e = catalog_model("Nemotron3_Super").unwrap_err();
+        assert!(e.contains("latent MoE"), "{e}");
+        let e = catalog_model("Qwen3-VL-30B-A3B").unwrap_err();
+        assert!(e.contains("vision"), "{e}");
+        // A known model is never caught by a refusal prefix.
+        assert!(catalog_model("Qwen3_30B_a3B").is_ok());
+    }
 }
