@@ -20,6 +20,7 @@
 //!   (`models/{gpt_oss,kimi,qwen,nemotronh}/*_bridge.py`).
 //! - `cpu_offload_layers`: `cpu_offloading_num_layers` where `cpu_offloading = True` (Llama 3.1 405B
 //!   BF16 Megatron-FSDP on B300 and GB300).
+//!
 //! Nemotron 3 Nano's GB200/GB300 MXFP8 configs are built by `_build_nemotron_3_nano_<gpu>_mxfp8`
 //! (read by hand: HybridEP, TE graphs of attn, mamba, moe_router and moe_preprocess, no recompute).
 
