@@ -98,7 +98,10 @@ for task in ("SFT", "LoRA"):
     row("NeMo 26.06", task, "DGX-B200", "GPT-OSS-120B", 8 if task == "LoRA" else 16, "BF16", 32, 1, 4096, 1, 1, 1, "", 8, note="plausible layout")
     row("NeMo 26.06", task, "DGX-H100", "Qwen3_8B", 8, "BF16", 32, 1, 4096, 1, 1, 1, "", 1, note="plausible layout")
 # Models gpuplan refuses, to show the reasons.
-for name in ("Qwen3_Next_80B_a3B", "Nemotron3_Super", "Qwen3-VL-235B-A22B", "DeepSeekV4_Flash", "GLM5", "QWEN3_235B_A22B (tokendrop)"):
+# Token-drop rows (capacity factor 1.0, padded; alltoall), as the 25.09 page prints them.
+row("NeMo 25.09", "Pre-Training", "DGX-GB200", "QWEN3_235B_A22B (tokendrop)", 64, "BF16", 2048, 1, 4096, 1, 8, 1, "", 8, note="tokendrop")
+row("NeMo 26.06", "Pre-Training", "DGX-B200", "Qwen3_30B_a3B (tokendrop)", 8, "MXFP8", 512, 1, 4096, 1, 1, 1, "", 8, note="tokendrop")
+for name in ("Qwen3_Next_80B_a3B", "Nemotron3_Super", "Qwen3-VL-235B-A22B", "DeepSeekV4_Flash", "GLM5"):
     row("NeMo 26.06", "Pre-Training", "DGX-GB200", name, 64, "BF16", 1024, 1, 4096, 1, 2, 1, "", 32, note="expected refusal")
 
 w = csv.DictWriter(sys.stdout, fieldnames=header, lineterminator="\n")

@@ -194,3 +194,24 @@ fn perf_recipe_models_are_catalog_models_with_published_names() {
         assert!(!has_perf_recipes(dev), "{dev}");
     }
 }
+
+#[test]
+fn tokendrop_rows_run_the_bridge_token_drop_settings() {
+    // Megatron-Bridge 0.6.2 `apply_moe_token_drop`: capacity factor 1.0, padded, alltoall only.
+    let r = row("NeMo 26.06", "DGX-B200", "Qwen3_30B_a3B (tokendrop)", "MXFP8", [8, 1, 1, 1, 1, 8, 1, 512, 4096], "");
+    let m = map_row(&r).unwrap_or_else(|e| panic!("refused: {}", e.reason));
+    let w = &m.wire.workload;
+    assert_eq!((w.moe_capacity_factor, w.moe_pad_to_capacity), (Some(1.0), Some(true)));
+    assert_eq!((&w.moe_dispatcher, &w.moe_flex_backend), (&None, &None));
+    // The same row dropless runs the 26.06 full-iteration HybridEP recipe; token dropping cannot.
+    assert_eq!(m.wire.options.cuda_graphs.as_deref(), Some("partial"));
+    let dropless = map_row(&row("NeMo 26.06", "DGX-B200", "Qwen3_30B_a3B", "MXFP8", [8, 1, 1, 1, 1, 8, 1, 512, 4096], "")).unwrap();
+    assert_eq!(dropless.wire.options.cuda_graphs.as_deref(), Some("full"));
+    assert_eq!(dropless.wire.workload.moe_capacity_factor, None);
+    let s = gpuplan::config::scenario::build(&m.wire, None).unwrap();
+    let per_gpu = gpuplan::analytic::predict(&s).unwrap().tokens_per_s / 8.0;
+    assert!(per_gpu.is_finite() && per_gpu > 1000.0, "{per_gpu}");
+    // A dense model's "(tokendrop)" has nothing to drop: the variant changes nothing.
+    let dense = map_row(&row("NeMo 26.06", "DGX-B200", "LLAMA3_8B (tokendrop)", "BF16", [8, 1, 1, 1, 1, 1, 1, 128, 8192], "")).unwrap();
+    assert_eq!(dense.wire.workload.moe_capacity_factor, None);
+}

@@ -225,6 +225,11 @@ pub const RECIPE_DEFAULTS: &[(&str, &str, &str)] = &[
         "Megatron-Bridge 0.6.2 perf recipes: _enable_hybridep_full_iteration_mxfp8 (perf_recipes/qwen/common.py) and _enable_deepseek_full_iteration_mxfp8 (perf_recipes/deepseek/common.py) set comm_overlap overlap_moe_expert_parallel_comm = True and delay_wgrad_compute = True, with moe_hybridep_num_sms = 32; their BF16/FP8-CS and partial-graph configs leave it off (the H100 Qwen3 base recipe's is commented out); megatron-core 0.16.1 asserts a virtual pipeline for it when pp > 1. The same helpers and the Qwen3 H100 base recipe set moe_shared_expert_overlap = False, so no row overlaps its shared experts (`moe_shared_expert_overlap` stays off)",
     ),
     (
+        "tokendrop",
+        "MoE rows whose model name says tokendrop: capacity factor 1.0 with each expert's input padded to its capacity (`TOKENDROP_CAPACITY_FACTOR`), the alltoall dispatcher, no full-iteration graphs",
+        "Megatron-Bridge 0.6.2 training/utils/moe_token_drop.py apply_moe_token_drop (defaults 1.0 and pad = True; asserts the alltoall dispatcher); the perf scripts' token-drop switch calls it (from memory)",
+    ),
+    (
         "perf_recipes",
         "Llama 3.1 405B, Qwen3-235B-A22B, GPT-OSS-120B/20B, Kimi K2, Nemotron 3 Nano, Nemotron-H 56B: the recompute modules, CUDA graphs (full only from NeMo 26.06, partial before), MoE dispatcher (26.x rows; alltoall before) and FSDP activation offload of the model's perf recipe on the row's system and precision (`published_recipes::PERF_RECIPES`); other new models (Llama 4, Qwen3 8B, Llama 3.1 8B/70B, Nemotron-H 8B/47B) the family rules above",
         "megatron-bridge 0.6.2 perf_recipes/{llama/*/llama31.py, qwen/*/qwen3_moe.py, gpt_oss/*/gpt_oss.py, kimi/*/kimi_k2.py, nemotronh/*/nemotronh.py}, summarized by scripts/extract_perf_recipes.py (tests/data/published/megatron_bridge_0.6.2_perf_recipes.csv)",
@@ -341,9 +346,8 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
     let (mbs, gbs, seq) = (int_cell("mbs", &r.mbs, 0)?, int_cell("gbs", &r.gbs, 0)?, int_cell("seq_len", &r.seq_len, 0)?);
     let fsdp = int_cell("fsdp", &r.fsdp, 0)?;
     let mut reasons = Vec::new();
-    if variant.to_lowercase().contains("tokendrop") {
-        reasons.push("token dropping (capacity factor) is not modelled: gpuplan MoE is dropless".to_string());
-    }
+    // Token-drop rows run Megatron-Bridge's `apply_moe_token_drop` (RECIPE_DEFAULTS `tokendrop`).
+    let tokendrop = moe && variant.to_lowercase().contains("tokendrop");
     // DeepSeek-V3 with its MTP module: the 25.11 page labels it; the 26.x rows' model
     // FLOPs/token, 260 G, equal the 25.11 'w/ MTP' row's, not the 'w/o MTP' rows' 249.5 G.
     let mtp = variant.contains("w/ MTP") || (family == "deepseek" && variant.is_empty() && r.container.starts_with("NeMo 26"));
@@ -355,6 +359,8 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
     // settings (RECIPE_DEFAULTS `perf_recipes`); the full-iteration graphs only from 26.06, as below.
     let perf = precision_of(r).and_then(|(_, recipe, _)| perf_recipe(model, system, recipe, n));
     let cuda_graphs = match (perf, moe, blackwell) {
+        // The full-iteration recipes run HybridEP, which token dropping cannot (alltoall only).
+        _ if tokendrop && moe && blackwell => Some("partial"),
         (Some(p), _, _) => match p.cuda_graphs {
             "full" if from_26_06 => Some("full"),
             "full" | "partial" => Some("partial"),
@@ -369,6 +375,7 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
     // Before 26.06 the GB200/GB300 rows run HybridEP, the one flex backend for NVL72 (selected on the
     // fit rows; RECIPE_DEFAULTS `moe_dispatcher`). A perf recipe's own choice for the 26.x rows.
     let moe_dispatcher = match perf {
+        _ if tokendrop => None,
         Some(p) => (moe && from_26 && p.dispatcher != "alltoall").then_some("flex"),
         None => (moe && from_26).then_some("flex"),
     };
@@ -472,6 +479,8 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
             lora_targets: lora.as_ref().map(|l| l.targets.iter().map(|t| t.to_string()).collect()),
             moe_dispatcher: moe_dispatcher.map(str::to_string),
             moe_flex_backend: moe_flex_backend.map(str::to_string),
+            moe_capacity_factor: tokendrop.then_some(TOKENDROP_CAPACITY_FACTOR),
+            moe_pad_to_capacity: tokendrop.then_some(true),
             mtp_layers: mtp.then_some(1),
             packed_doc_len,
             ..Default::default()
@@ -583,6 +592,14 @@ pub fn memory_recipe(container: &str, family: &str, system: &str, precision: &st
 /// measured). Sensitivity (predict, Llama-2 7B SFT on 8 H100, row 139's layout): 17,928 / 17,942 /
 /// 17,819 tokens/s/GPU at 150 / 190 / 400-token documents, 15,916 unpacked.
 pub const SQUAD_PACKED_DOC_TOKENS: u64 = 190;
+
+/// The expert capacity factor of the published "tokendrop" rows, with each expert's input padded
+/// to its capacity: Megatron-Bridge 0.6.2 `training/utils/moe_token_drop.py` `apply_moe_token_drop`
+/// (defaults `moe_expert_capacity_factor = 1.0`, `moe_pad_expert_input_to_capacity = True`; it
+/// asserts the alltoall dispatcher), which the perf scripts' token-drop option calls (from memory:
+/// the scripts are not in the wheel). Padded to capacity, every expert runs capacity tokens whatever
+/// the routing, and the dispatcher needs no host sync.
+pub const TOKENDROP_CAPACITY_FACTOR: f64 = 1.0;
 
 /// Whether the NVFP4 rows overlap their TP communication (TE userbuffers): no. Megatron-Bridge
 /// 0.6.2's `perf_recipes/llama/{b200,gb200}/llama3.py` `llama3_70b_pretrain_64gpu_{b200,gb200}_nvfp4_config`

@@ -199,11 +199,15 @@ pub const PERF_RECIPES: &[PerfRecipe] = &[
 ];
 
 /// The perf recipe of `model` on `system` at a row's precision recipe (`precision_of`'s second
-/// field), or `None` when the model has none there. Of several GPU counts, the one nearest `gpus`
-/// (the settings differ by count only for Qwen3-235B-A22B MXFP8/NVFP4 on B200 and B300, whose
+/// field), or `None` when the model has none on that system. Of several GPU counts, the one nearest
+/// `gpus` (the settings differ by count only for Qwen3-235B-A22B MXFP8/NVFP4 on B200 and B300, whose
 /// 64-GPU configs run without the 256-GPU configs' full-iteration graphs). Blockwise FP8 reads the
-/// `fp8sc` recipe where there is one, else `fp8cs`, as delayed scaling does.
-pub fn perf_recipe(model: &str, system: &str, recipe: &str, gpus: u64) -> Option<&'static PerfRecipe> {
+/// `fp8sc` recipe where there is one, else `fp8cs`, as delayed scaling does. A precision the model
+/// has no recipe for on that system (a table row of a release whose recipe the wheel no longer
+/// holds) reads the same system's BF16 recipe, else its first of FP8-CS, MXFP8, NVFP4, with
+/// full-iteration graphs read as partial: the full-iteration helpers are MXFP8/NVFP4-specific
+/// (`_enable_hybridep_full_iteration_mxfp8`, `_apply_gpt_oss_120b_full_iter_fp8mx_configs`).
+pub fn perf_recipe(model: &str, system: &str, recipe: &str, gpus: u64) -> Option<PerfRecipe> {
     let class = match recipe {
         "bf16" => "bf16",
         "nvfp4" => "nvfp4",
@@ -214,7 +218,11 @@ pub fn perf_recipe(model: &str, system: &str, recipe: &str, gpus: u64) -> Option
     let pick = |class: &str| {
         PERF_RECIPES.iter().filter(|p| p.model == model && p.system == system && p.precision == class).min_by_key(|p| (p.gpus.abs_diff(gpus), p.gpus))
     };
-    pick(class).or_else(|| (class == "fp8sc").then(|| pick("fp8cs")).flatten())
+    if let Some(p) = pick(class).or_else(|| (class == "fp8sc").then(|| pick("fp8cs")).flatten()) {
+        return Some(*p);
+    }
+    let other = ["bf16", "fp8cs", "fp8mx", "nvfp4"].iter().find_map(|c| pick(c))?;
+    Some(PerfRecipe { cuda_graphs: if other.cuda_graphs == "full" { "partial" } else { other.cuda_graphs }, ..*other })
 }
 
 /// Whether `model` has perf recipes in [`PERF_RECIPES`] (its rows then take their settings from
@@ -236,6 +244,15 @@ mod tests {
         assert_eq!(perf_recipe("kimi-k2", "dgx-h100", "fp8-blockwise", 1024).unwrap().precision, "fp8sc");
         assert_eq!(perf_recipe("gpt-oss-120b", "dgx-h100", "fp8-blockwise", 64).unwrap().precision, "fp8cs");
         assert!(perf_recipe("llama-3-70b", "dgx-h100", "bf16", 64).is_none());
+        // No FP8-CS recipe for GPT-OSS-120B on B200: its BF16 recipe's settings.
+        let p = perf_recipe("gpt-oss-120b", "dgx-b200", "fp8-current", 64).unwrap();
+        assert_eq!((p.precision, p.recompute_modules), ("bf16", &["layernorm", "moe_act"][..]));
+        // A system without any recipe of the model gives none.
+        assert!(perf_recipe("gpt-oss-20b", "dgx-h100", "bf16", 8).is_none());
+        // GPT-OSS-120B NVFP4 on GB300 (no NVFP4 recipe) borrows the BF16 recipe's partial graphs,
+        // not the MXFP8 recipe's full iteration.
+        let p = perf_recipe("gpt-oss-120b", "gb300-nvl72", "nvfp4", 64).unwrap();
+        assert_eq!((p.precision, p.cuda_graphs), ("bf16", "partial"));
         let p = perf_recipe("llama-3.1-405b", "gb300-nvl72", "bf16", 256).unwrap();
         assert_eq!(p.cpu_offload_layers, 40);
     }
