@@ -157,6 +157,38 @@ pub fn catalog_model(name: &str) -> Result<(&'static str, &'static str, bool), S
 pub const SYSTEMS: &[(&str, &str)] =
     &[("DGX-H100", "dgx-h100"), ("DGX-B200", "dgx-b200"), ("DGX-GB200", "gb200-nvl72"), ("DGX-B300", "dgx-b300"), ("DGX-GB300", "gb300-nvl72")];
 
+/// Other spellings of the published systems (compact form, [`compact_name`]) -> catalog systems: the
+/// dev set prints only [`SYSTEMS`]' names; these are the forms other pages of the same summaries may
+/// use (from memory), matched after them. DGX-H200 is HGX H200's catalog node (same GPUs, NVLink and
+/// NICs; `calibration/systems/hgx-h200.toml`); DGX-A100 is `dgx-a100`.
+pub const SYSTEM_ALIASES: &[(&str, &str)] = &[
+    ("H100", "dgx-h100"),
+    ("DGXH10080GB", "dgx-h100"),
+    ("H200", "hgx-h200"),
+    ("DGXH200", "hgx-h200"),
+    ("B200", "dgx-b200"),
+    ("B300", "dgx-b300"),
+    ("GB200", "gb200-nvl72"),
+    ("GB200NVL72", "gb200-nvl72"),
+    ("DGXGB200NVL72", "gb200-nvl72"),
+    ("GB300", "gb300-nvl72"),
+    ("GB300NVL72", "gb300-nvl72"),
+    ("DGXGB300NVL72", "gb300-nvl72"),
+    ("A100", "dgx-a100"),
+    ("DGXA100", "dgx-a100"),
+];
+
+/// The catalog system of a published system name: [`SYSTEMS`] as printed, else
+/// [`SYSTEM_ALIASES`] on the name's compact form (`DGX H100` = `DGX-H100`).
+pub fn catalog_system(name: &str) -> Option<&'static str> {
+    let name = name.trim();
+    if let Some(&(_, s)) = SYSTEMS.iter().find(|s| s.0 == name) {
+        return Some(s);
+    }
+    let key = compact_name(name);
+    SYSTEMS.iter().find(|s| compact_name(s.0) == key).or_else(|| SYSTEM_ALIASES.iter().find(|s| s.0 == key)).map(|s| s.1)
+}
+
 /// Defaults applied where a row is silent: (what, value, source). The published pages state none
 /// of these; the sources are the Megatron-Bridge / NeMo recipes as the prototype's author knew them
 /// ("from memory" where they could not be re-read).
@@ -337,7 +369,7 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
     }
     let (_, variant) = norm_model(&r.model);
     let (model, family, moe) = catalog_model(&r.model).map_err(|why| Skipped::new(Unexpressible, why))?;
-    let Some(&(_, system)) = SYSTEMS.iter().find(|s| s.0 == r.system) else {
+    let Some(system) = catalog_system(&r.system) else {
         return Err(Skipped::new(Unsupported, format!("system `{}` is not mapped", r.system)));
     };
     let n = int_cell("num_gpus", &r.num_gpus, 0)?;
@@ -353,7 +385,7 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
     let mtp = variant.contains("w/ MTP") || (family == "deepseek" && variant.is_empty() && r.container.starts_with("NeMo 26"));
     // The MoE recipes' CUDA graphs and dispatcher (RECIPE_DEFAULTS `cuda_graphs`, `moe_dispatcher`).
     let from_26_06 = nemo_release(&r.container).is_some_and(|v| v >= (26, 6));
-    let blackwell = system != "dgx-h100";
+    let blackwell = matches!(system, "dgx-b200" | "dgx-b300" | "gb200-nvl72" | "gb300-nvl72");
     let mxfp8 = matches!(r.precision.as_str(), "MXFP8" | "FP8-MX");
     // The models with Megatron-Bridge 0.6.2 perf recipes beyond the dev set's take their recipe's
     // settings (RECIPE_DEFAULTS `perf_recipes`); the full-iteration graphs only from 26.06, as below.
@@ -371,7 +403,7 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
         _ => None,
     };
     let from_26 = nemo_release(&r.container).is_some_and(|v| v >= (26, 0));
-    let deepep_gpu = matches!(system, "dgx-h100" | "dgx-b200" | "dgx-b300");
+    let deepep_gpu = matches!(system, "dgx-h100" | "hgx-h200" | "dgx-a100" | "dgx-b200" | "dgx-b300");
     // Before 26.06 the GB200/GB300 rows run HybridEP, the one flex backend for NVL72 (selected on the
     // fit rows; RECIPE_DEFAULTS `moe_dispatcher`). A perf recipe's own choice for the 26.x rows.
     let moe_dispatcher = match perf {
@@ -392,8 +424,8 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
     let Some((precision, recipe, prec_slice)) = precision_of(r) else {
         return Err(Skipped::new(Incomplete, "precision not stated"));
     };
-    if precision == "fp4" && system == "dgx-h100" {
-        reasons.push("NVFP4 on H100: no FP4 tensor cores".to_string());
+    if precision == "fp4" && !blackwell {
+        reasons.push(format!("NVFP4 on {system}: no FP4 tensor cores"));
     }
     if !reasons.is_empty() {
         return Err(Skipped::new(Unexpressible, reasons.join("; ")));
@@ -417,10 +449,11 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
             notes.push(format!("published GA {published_ga} != gbs/(mbs*dp) = {ga}"));
         }
     }
-    if r.task == "SFT" {
+    let task = task_kind(&r.task);
+    if task == "SFT" {
         notes.push(format!("SFT on packed SQuAD: attention within {SQUAD_PACKED_DOC_TOKENS}-token documents"));
     }
-    let lora = (r.task == "LoRA").then(|| lora_recipe(&r.container, model));
+    let lora = (task == "LoRA").then(|| lora_recipe(&r.container, model));
     if let Some(l) = &lora {
         notes.push(format!(
             "LoRA rank {} on {} ({}); packed SQuAD: attention within {SQUAD_PACKED_DOC_TOKENS}-token documents",
@@ -430,7 +463,7 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
         ));
     }
     // Fine-tuning rows train on SQuAD packed to the row's sequence (see `SQUAD_PACKED_DOC_TOKENS`).
-    let packed_doc_len = matches!(r.task.as_str(), "SFT" | "LoRA").then_some(SQUAD_PACKED_DOC_TOKENS.min(seq) as i64);
+    let packed_doc_len = matches!(task, "SFT" | "LoRA").then_some(SQUAD_PACKED_DOC_TOKENS.min(seq) as i64);
     let fp8_recipe = fp8_recipe_of(precision, recipe);
     let mut mem = memory_recipe(&r.container, family, system, precision, recipe, fsdp > 0, lora.is_some());
     // A perf recipe's recompute and offload (RECIPE_DEFAULTS `perf_recipes`), for the releases whose
@@ -686,6 +719,21 @@ pub fn lora_recipe(container: &str, model: &str) -> LoraRecipe {
     }
 }
 
+/// A row's task as the mapping reads it: `SFT` (supervised fine-tuning: `SFT`, `Fine-Tuning`,
+/// `Finetuning`), `LoRA` (`LoRA`, `PEFT`), else pre-training (`Pre-Training`, `Pretraining`, ...).
+/// The dev set prints `SFT` and `LoRA`; the other spellings are the same tables' other forms, from
+/// memory.
+pub fn task_kind(task: &str) -> &'static str {
+    let t = task.to_ascii_lowercase();
+    if t.contains("lora") || t.contains("peft") {
+        "LoRA"
+    } else if t.contains("sft") || t.contains("fine") {
+        "SFT"
+    } else {
+        "Pre-Training"
+    }
+}
+
 /// `NeMo 26.06.01` -> `(26, 6)`; `None` for a container that is not a NeMo release.
 fn nemo_release(container: &str) -> Option<(u32, u32)> {
     let mut parts = container.strip_prefix("NeMo ")?.split('.');
@@ -723,6 +771,31 @@ mod tests {
         // The parenthetical variant is not part of the name (norm_model keeps it apart).
         assert_eq!(norm_model("QWEN3_235B_A22B (tokendrop)"), ("QWEN3_235B_A22B".into(), "tokendrop".into()));
         assert_eq!(catalog_model("QWEN3_235B_A22B (tokendrop)").map(|m| m.0), Ok("qwen3-235b-a22b"));
+    }
+
+    #[test]
+    fn system_spellings_map_to_their_nodes() {
+        assert_eq!(catalog_system("DGX-GB200"), Some("gb200-nvl72"));
+        assert_eq!(catalog_system("DGX GB300"), Some("gb300-nvl72"));
+        assert_eq!(catalog_system("GB200 NVL72"), Some("gb200-nvl72"));
+        assert_eq!(catalog_system("B200"), Some("dgx-b200"));
+        assert_eq!(catalog_system("DGX-H200"), Some("hgx-h200"));
+        assert_eq!(catalog_system("DGX-H100"), Some("dgx-h100"));
+        assert_eq!(catalog_system("MI300X"), None);
+    }
+
+    #[test]
+    fn task_spellings_read_as_their_task() {
+        for (t, k) in [
+            ("SFT", "SFT"),
+            ("Fine-Tuning", "SFT"),
+            ("LoRA", "LoRA"),
+            ("PEFT (LoRA)", "LoRA"),
+            ("Pre-Training", "Pre-Training"),
+            ("Pretraining", "Pre-Training"),
+        ] {
+            assert_eq!(task_kind(t), k, "{t}");
+        }
     }
 
     #[test]
