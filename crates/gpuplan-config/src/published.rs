@@ -62,7 +62,7 @@ pub struct RowWire {
 /// (`Llama3.1-405B` = `LLAMA31_405B`); tests/it/published.rs checks that no two entries of different
 /// models share a compact form. `family` keys the recipe rules of `map_row` (`deepseek`: MTP;
 /// `qwen3`: the MXFP8 full-iteration graphs; `llama3`: the FSDP rows' offload); models of
-/// [`PERF_RECIPES`] take their settings from that table instead.
+/// [`crate::published_recipes::PERF_RECIPES`] take their settings from that table instead.
 pub const MODELS: &[(&str, &str, &str, bool)] = &[
     ("LLAMA3_8B", "llama-3-8b", "llama3", false),
     ("LLAMA3_70B", "llama-3-70b", "llama3", false),
