@@ -325,7 +325,10 @@ pub fn precision_of(row: &RowWire) -> Option<(&'static str, &'static str, &'stat
         _ if p == "FP8-CS" || p.starts_with("FP8 (page: per-tensor") => ("fp8", "fp8-current", "fp8"),
         "FP8" => match row.container.as_str() {
             "NeMo 24.07" => ("fp8", "fp8-delayed (NeMo 24.07 TE default, from memory)", "fp8"),
-            "NeMo 25.02" => ("fp8", "fp8 (recipe not stated; NeMo 2.0 perf scripts defaulted to delayed scaling, from memory)", "fp8"),
+            // NeMo 2.0's perf scripts ran from NeMo 24.09 on (24.09, 24.12 and 25.02 pages).
+            c if c == "NeMo 25.02" || nemo_release(c).is_some_and(|v| v > (24, 7) && v < (25, 2)) => {
+                ("fp8", "fp8 (recipe not stated; NeMo 2.0 perf scripts defaulted to delayed scaling, from memory)", "fp8")
+            }
             _ => ("fp8", "fp8-current (Bridge perf configs' fp8_cs, from memory)", "fp8"),
         },
         _ => return None,
@@ -757,6 +760,12 @@ mod tests {
         assert_eq!(nemo_release("NeMo 26.06.01"), Some((26, 6)));
         assert_eq!(nemo_release("NeMo 25.11"), Some((25, 11)));
         assert_eq!(nemo_release("archive"), None);
+        // An unqualified FP8 reads as its release's default recipe.
+        let fp8 = |container: &str| precision_of(&RowWire { precision: "FP8".into(), container: container.into(), ..Default::default() }).unwrap().1;
+        assert!(fp8("NeMo 24.07").starts_with("fp8-delayed"));
+        assert!(fp8("NeMo 24.12").contains("NeMo 2.0"));
+        assert!(fp8("NeMo 25.02").contains("NeMo 2.0"));
+        assert!(fp8("NeMo 25.04").starts_with("fp8-current"));
     }
 
     #[test]
