@@ -25,6 +25,7 @@ mod plan;
 mod portable;
 mod power;
 mod published;
+mod published_models;
 mod reference;
 mod report;
 mod serve;

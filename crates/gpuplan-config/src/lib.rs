@@ -14,6 +14,7 @@ pub mod moe;
 pub mod prediction;
 pub mod profile;
 pub mod published;
+pub mod published_recipes;
 pub mod record;
 pub mod reliability;
 pub mod scenario;

@@ -10,6 +10,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use super::published_recipes::perf_recipe;
 use super::scenario::{OptionsWire, ParallelWire, ScenarioWire, WorkloadWire};
 use super::{read_file, ConfigError};
 use gpuplan_core::validate::published::{Case, SkipKind, Skipped};
@@ -52,8 +53,16 @@ pub struct RowWire {
     pub raw_row: String,
 }
 
-/// Published model names (upper case, `-` as `_`, parenthetical dropped) -> (catalog model, family,
-/// MoE). The prototype's `MODELS`.
+/// Published model names -> (catalog model, family, MoE). The prototype's `MODELS`, and the other
+/// models of the same performance summaries (NeMo 24.07-26.08, Megatron-Bridge
+/// `docs/performance-summary.md`) in each form the tables print them, from memory of those tables
+/// and of the Megatron-Bridge perf recipes' names (`perf_recipes/<family>/<gpu>/*.py`: llama31_405b,
+/// qwen3_235b_a22b, gpt_oss_120b / gpt_oss_20b, nemotronh_56b, nemotron_3_nano, kimi_k2). A name
+/// matches when its [`compact_name`] equals an entry's: case, `-`, `_`, `.` and spaces do not count
+/// (`Llama3.1-405B` = `LLAMA31_405B`); tests/it/published.rs checks that no two entries of different
+/// models share a compact form. `family` keys the recipe rules of `map_row` (`deepseek`: MTP;
+/// `qwen3`: the MXFP8 full-iteration graphs; `llama3`: the FSDP rows' offload); models of
+/// [`crate::published_recipes::PERF_RECIPES`] take their settings from that table instead.
 pub const MODELS: &[(&str, &str, &str, bool)] = &[
     ("LLAMA3_8B", "llama-3-8b", "llama3", false),
     ("LLAMA3_70B", "llama-3-70b", "llama3", false),
@@ -71,11 +80,114 @@ pub const MODELS: &[(&str, &str, &str, bool)] = &[
     ("QWEN3_30B_A3B", "qwen3-30b-a3b", "qwen3", true),
     ("MIXTRAL_8X7B", "mixtral-8x7b", "mixtral", true),
     ("MIXTRAL_8X22B", "mixtral-8x22b", "mixtral", true),
+    // The same tables' other models (wt-mbmap, 2026-11-25).
+    ("NEMOTRON3_8B", "nemotron-3-8b", "nemotron", false),
+    ("NEMOTRON3_22B", "nemotron-3-22b", "nemotron", false),
+    ("NEMOTRON4_15B", "nemotron-4-15b", "nemotron", false),
+    ("NEMOTRON4_340B", "nemotron-4-340b", "nemotron", false),
+    ("LLAMA31_8B", "llama-3.1-8b", "llama3", false),
+    ("LLAMA31_70B", "llama-3.1-70b", "llama3", false),
+    ("LLAMA31_405B", "llama-3.1-405b", "llama31_405b", false),
+    ("LLAMA3_405B", "llama-3.1-405b", "llama31_405b", false),
+    ("LLAMA4_E16", "llama-4-scout", "llama4", true),
+    ("LLAMA4_SCOUT", "llama-4-scout", "llama4", true),
+    ("LLAMA4_SCOUT_17B_16E", "llama-4-scout", "llama4", true),
+    ("LLAMA4_E128", "llama-4-maverick", "llama4", true),
+    ("LLAMA4_MAVERICK", "llama-4-maverick", "llama4", true),
+    ("LLAMA4_MAVERICK_17B_128E", "llama-4-maverick", "llama4", true),
+    ("QWEN3_8B", "qwen3-8b", "qwen3", false),
+    ("QWEN3_235B_A22B", "qwen3-235b-a22b", "qwen3", true),
+    ("QWEN3_235B", "qwen3-235b-a22b", "qwen3", true),
+    ("QWEN3_30B", "qwen3-30b-a3b", "qwen3", true),
+    ("GPT_OSS_120B", "gpt-oss-120b", "gpt_oss", true),
+    ("GPT_OSS_20B", "gpt-oss-20b", "gpt_oss", true),
+    ("NEMOTRONH_8B", "nemotron-h-8b", "nemotronh", false),
+    ("NEMOTRONH_47B", "nemotron-h-47b", "nemotronh", false),
+    ("NEMOTRONH_56B", "nemotron-h-56b", "nemotronh", false),
+    ("NEMOTRON3_NANO", "nemotron-3-nano-30b-a3b", "nemotron3_nano", true),
+    ("NEMOTRON3_NANO_30B_A3B", "nemotron-3-nano-30b-a3b", "nemotron3_nano", true),
+    ("NEMOTRON_NANO_3", "nemotron-3-nano-30b-a3b", "nemotron3_nano", true),
+    ("KIMI_K2", "kimi-k2", "kimi", true),
+    ("KIMI_K2_1T", "kimi-k2", "kimi", true),
+    ("DEEPSEEK_V3_671B", "deepseek-v3", "deepseek", true),
 ];
+
+/// Models of the same tables that gpuplan cannot express: (compact-name prefix, why). A row of
+/// one is refused with the reason (not "no catalog model").
+pub const UNEXPRESSIBLE_MODELS: &[(&str, &str)] = &[
+    (
+        "QWEN3NEXT",
+        "Qwen3-Next's hybrid layers (Gated DeltaNet linear attention on 3 of every 4 layers, output-gated attention on the 4th; megatron-bridge 0.3.1 Qwen3NextModelProvider: experimental_attention_variant = gated_delta_net, linear_attention_freq 4) are not modelled: gpuplan's hybrid layers are Mamba-2 only (`[hybrid]`)",
+    ),
+    (
+        "NEMOTRON3SUPER",
+        "Nemotron 3 Super's latent MoE (experts in a projected latent space: fc1_latent_proj / fc2_latent_proj, megatron-bridge 0.6.2 nemotron_h_bridge.py `moe_latent_size`) is not modelled",
+    ),
+    ("NEMOTRON3ULTRA", "Nemotron 3 Ultra's latent MoE (megatron-bridge 0.6.2 nemotron_h_bridge.py `moe_latent_size`) is not modelled"),
+    ("QWEN3VL", "a vision-language model: the vision encoder and its image tokens are not modelled (gpuplan models the language model only)"),
+    ("QWEN35VL", "a vision-language model: the vision encoder and its image tokens are not modelled (gpuplan models the language model only)"),
+    ("QWEN35", "Qwen3.5's hybrid Gated DeltaNet attention is not modelled: gpuplan's hybrid layers are Mamba-2 only"),
+    ("GLM5", "GLM-5's DeepSeek sparse attention (the DSA indexer, megatron-bridge 0.6.2 models/glm_moe_dsa) is not modelled"),
+    ("DEEPSEEKV4", "DeepSeek-V4's attention (megatron-bridge 0.6.2 perf_recipes/deepseek/*/deepseek_v4.py) has no catalog model: its architecture is not in gpuplan's model schema"),
+    ("WAN", "a video diffusion transformer, not a language model"),
+];
+
+/// A published model name's matching key: upper case, letters and digits only
+/// (`'Llama3.1-405B'` -> `LLAMA31405B`, `'GPT-OSS 120B'` -> `GPTOSS120B`).
+pub fn compact_name(name: &str) -> String {
+    name.chars().filter(char::is_ascii_alphanumeric).map(|c| c.to_ascii_uppercase()).collect()
+}
+
+/// The catalog model, family and MoE flag of a published model name (its parenthetical variant
+/// dropped, [`norm_model`]), or why it has none.
+pub fn catalog_model(name: &str) -> Result<(&'static str, &'static str, bool), String> {
+    let key = compact_name(&norm_model(name).0);
+    if let Some(&(_, model, family, moe)) = MODELS.iter().find(|m| compact_name(m.0) == key) {
+        return Ok((model, family, moe));
+    }
+    if let Some((_, why)) = UNEXPRESSIBLE_MODELS.iter().find(|(prefix, _)| key.starts_with(prefix)) {
+        return Err(format!("model `{}`: {why}", name.trim()));
+    }
+    let mut known: Vec<_> = MODELS.iter().map(|m| m.0).collect();
+    known.dedup();
+    Err(format!("model `{}` has no catalog model (published names mapped: {})", name.trim(), known.join(", ")))
+}
 
 /// Published system names -> catalog systems.
 pub const SYSTEMS: &[(&str, &str)] =
     &[("DGX-H100", "dgx-h100"), ("DGX-B200", "dgx-b200"), ("DGX-GB200", "gb200-nvl72"), ("DGX-B300", "dgx-b300"), ("DGX-GB300", "gb300-nvl72")];
+
+/// Other spellings of the published systems (compact form, [`compact_name`]) -> catalog systems: the
+/// dev set prints only [`SYSTEMS`]' names; these are the forms other pages of the same summaries may
+/// use (from memory), matched after them. DGX-H200 is HGX H200's catalog node (same GPUs, NVLink and
+/// NICs; `calibration/systems/hgx-h200.toml`); DGX-A100 is `dgx-a100`.
+pub const SYSTEM_ALIASES: &[(&str, &str)] = &[
+    ("H100", "dgx-h100"),
+    ("DGXH10080GB", "dgx-h100"),
+    ("H200", "hgx-h200"),
+    ("DGXH200", "hgx-h200"),
+    ("B200", "dgx-b200"),
+    ("B300", "dgx-b300"),
+    ("GB200", "gb200-nvl72"),
+    ("GB200NVL72", "gb200-nvl72"),
+    ("DGXGB200NVL72", "gb200-nvl72"),
+    ("GB300", "gb300-nvl72"),
+    ("GB300NVL72", "gb300-nvl72"),
+    ("DGXGB300NVL72", "gb300-nvl72"),
+    ("A100", "dgx-a100"),
+    ("DGXA100", "dgx-a100"),
+];
+
+/// The catalog system of a published system name: [`SYSTEMS`] as printed, else
+/// [`SYSTEM_ALIASES`] on the name's compact form (`DGX H100` = `DGX-H100`).
+pub fn catalog_system(name: &str) -> Option<&'static str> {
+    let name = name.trim();
+    if let Some(&(_, s)) = SYSTEMS.iter().find(|s| s.0 == name) {
+        return Some(s);
+    }
+    let key = compact_name(name);
+    SYSTEMS.iter().find(|s| compact_name(s.0) == key).or_else(|| SYSTEM_ALIASES.iter().find(|s| s.0 == key)).map(|s| s.1)
+}
 
 /// Defaults applied where a row is silent: (what, value, source). The published pages state none
 /// of these; the sources are the Megatron-Bridge / NeMo recipes as the prototype's author knew them
@@ -144,6 +256,16 @@ pub const RECIPE_DEFAULTS: &[(&str, &str, &str)] = &[
         "on for the MoE rows with full-iteration CUDA graphs (RECIPE_DEFAULTS `cuda_graphs`) whose layout Megatron overlaps (pp 1, or a virtual pipeline); off otherwise",
         "Megatron-Bridge 0.6.2 perf recipes: _enable_hybridep_full_iteration_mxfp8 (perf_recipes/qwen/common.py) and _enable_deepseek_full_iteration_mxfp8 (perf_recipes/deepseek/common.py) set comm_overlap overlap_moe_expert_parallel_comm = True and delay_wgrad_compute = True, with moe_hybridep_num_sms = 32; their BF16/FP8-CS and partial-graph configs leave it off (the H100 Qwen3 base recipe's is commented out); megatron-core 0.16.1 asserts a virtual pipeline for it when pp > 1. The same helpers and the Qwen3 H100 base recipe set moe_shared_expert_overlap = False, so no row overlaps its shared experts (`moe_shared_expert_overlap` stays off)",
     ),
+    (
+        "tokendrop",
+        "MoE rows whose model name says tokendrop: capacity factor 1.0 with each expert's input padded to its capacity (`TOKENDROP_CAPACITY_FACTOR`), the alltoall dispatcher, no full-iteration graphs",
+        "Megatron-Bridge 0.6.2 training/utils/moe_token_drop.py apply_moe_token_drop (defaults 1.0 and pad = True; asserts the alltoall dispatcher); the perf scripts' token-drop switch calls it (from memory)",
+    ),
+    (
+        "perf_recipes",
+        "Llama 3.1 405B, Qwen3-235B-A22B, GPT-OSS-120B/20B, Kimi K2, Nemotron 3 Nano, Nemotron-H 56B: the recompute modules, CUDA graphs (full only from NeMo 26.06, partial before), MoE dispatcher (26.x rows; alltoall before) and FSDP activation offload of the model's perf recipe on the row's system and precision (`published_recipes::PERF_RECIPES`); other new models (Llama 4, Qwen3 8B, Llama 3.1 8B/70B, Nemotron-H 8B/47B) the family rules above",
+        "megatron-bridge 0.6.2 perf_recipes/{llama/*/llama31.py, qwen/*/qwen3_moe.py, gpt_oss/*/gpt_oss.py, kimi/*/kimi_k2.py, nemotronh/*/nemotronh.py}, summarized by scripts/extract_perf_recipes.py (tests/data/published/megatron_bridge_0.6.2_perf_recipes.csv)",
+    ),
     ("sft", "SFT rows as training on packed SQuAD (`packed_doc_len` = SQUAD_PACKED_DOC_TOKENS)", "SFT rows are packed sequences (SQuAD packed to 4096 on the 24.07 page; Megatron-Bridge 0.6.2 `default_squad_config`): attention within each document"),
     (
         "lora",
@@ -203,7 +325,10 @@ pub fn precision_of(row: &RowWire) -> Option<(&'static str, &'static str, &'stat
         _ if p == "FP8-CS" || p.starts_with("FP8 (page: per-tensor") => ("fp8", "fp8-current", "fp8"),
         "FP8" => match row.container.as_str() {
             "NeMo 24.07" => ("fp8", "fp8-delayed (NeMo 24.07 TE default, from memory)", "fp8"),
-            "NeMo 25.02" => ("fp8", "fp8 (recipe not stated; NeMo 2.0 perf scripts defaulted to delayed scaling, from memory)", "fp8"),
+            // NeMo 2.0's perf scripts ran from NeMo 24.09 on (24.09, 24.12 and 25.02 pages).
+            c if c == "NeMo 25.02" || nemo_release(c).is_some_and(|v| v > (24, 7) && v < (25, 2)) => {
+                ("fp8", "fp8 (recipe not stated; NeMo 2.0 perf scripts defaulted to delayed scaling, from memory)", "fp8")
+            }
             _ => ("fp8", "fp8-current (Bridge perf configs' fp8_cs, from memory)", "fp8"),
         },
         _ => return None,
@@ -245,14 +370,9 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
     if r.config_complete != "yes" {
         return Err(Skipped::new(Incomplete, format!("config_complete = '{}'", r.config_complete)));
     }
-    let (base, variant) = norm_model(&r.model);
-    let Some(&(_, model, family, moe)) = MODELS.iter().find(|m| m.0 == base) else {
-        return Err(Skipped::new(
-            Unexpressible,
-            format!("model `{}` has no catalog model (published names mapped: {})", r.model, MODELS.iter().map(|m| m.0).collect::<Vec<_>>().join(", ")),
-        ));
-    };
-    let Some(&(_, system)) = SYSTEMS.iter().find(|s| s.0 == r.system) else {
+    let (_, variant) = norm_model(&r.model);
+    let (model, family, moe) = catalog_model(&r.model).map_err(|why| Skipped::new(Unexpressible, why))?;
+    let Some(system) = catalog_system(&r.system) else {
         return Err(Skipped::new(Unsupported, format!("system `{}` is not mapped", r.system)));
     };
     let n = int_cell("num_gpus", &r.num_gpus, 0)?;
@@ -261,37 +381,54 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
     let (mbs, gbs, seq) = (int_cell("mbs", &r.mbs, 0)?, int_cell("gbs", &r.gbs, 0)?, int_cell("seq_len", &r.seq_len, 0)?);
     let fsdp = int_cell("fsdp", &r.fsdp, 0)?;
     let mut reasons = Vec::new();
-    if variant.to_lowercase().contains("tokendrop") {
-        reasons.push("token dropping (capacity factor) is not modelled: gpuplan MoE is dropless".to_string());
-    }
+    // Token-drop rows run Megatron-Bridge's `apply_moe_token_drop` (RECIPE_DEFAULTS `tokendrop`).
+    let tokendrop = moe && variant.to_lowercase().contains("tokendrop");
     // DeepSeek-V3 with its MTP module: the 25.11 page labels it; the 26.x rows' model
     // FLOPs/token, 260 G, equal the 25.11 'w/ MTP' row's, not the 'w/o MTP' rows' 249.5 G.
     let mtp = variant.contains("w/ MTP") || (family == "deepseek" && variant.is_empty() && r.container.starts_with("NeMo 26"));
     // The MoE recipes' CUDA graphs and dispatcher (RECIPE_DEFAULTS `cuda_graphs`, `moe_dispatcher`).
     let from_26_06 = nemo_release(&r.container).is_some_and(|v| v >= (26, 6));
-    let blackwell = system != "dgx-h100";
+    let blackwell = matches!(system, "dgx-b200" | "dgx-b300" | "gb200-nvl72" | "gb300-nvl72");
     let mxfp8 = matches!(r.precision.as_str(), "MXFP8" | "FP8-MX");
-    let cuda_graphs = match (moe, blackwell) {
-        (true, true) if from_26_06 && mxfp8 && (family == "qwen3" || system != "dgx-b200") => Some("full"),
-        (true, true) => Some("partial"),
+    // The models with Megatron-Bridge 0.6.2 perf recipes beyond the dev set's take their recipe's
+    // settings (RECIPE_DEFAULTS `perf_recipes`); the full-iteration graphs only from 26.06, as below.
+    let perf = precision_of(r).and_then(|(_, recipe, _)| perf_recipe(model, system, recipe, n));
+    let cuda_graphs = match (perf, moe, blackwell) {
+        // The full-iteration recipes run HybridEP, which token dropping cannot (alltoall only).
+        _ if tokendrop && moe && blackwell => Some("partial"),
+        (Some(p), _, _) => match p.cuda_graphs {
+            "full" if from_26_06 => Some("full"),
+            "full" | "partial" => Some("partial"),
+            _ => None,
+        },
+        (None, true, true) if from_26_06 && mxfp8 && (family == "qwen3" || system != "dgx-b200") => Some("full"),
+        (None, true, true) => Some("partial"),
         _ => None,
     };
     let from_26 = nemo_release(&r.container).is_some_and(|v| v >= (26, 0));
-    let deepep_gpu = matches!(system, "dgx-h100" | "dgx-b200" | "dgx-b300");
+    let deepep_gpu = matches!(system, "dgx-h100" | "hgx-h200" | "dgx-a100" | "dgx-b200" | "dgx-b300");
     // Before 26.06 the GB200/GB300 rows run HybridEP, the one flex backend for NVL72 (selected on the
-    // fit rows; RECIPE_DEFAULTS `moe_dispatcher`).
-    let moe_dispatcher = (moe && from_26).then_some("flex");
+    // fit rows; RECIPE_DEFAULTS `moe_dispatcher`). A perf recipe's own choice for the 26.x rows.
+    let moe_dispatcher = match perf {
+        _ if tokendrop => None,
+        Some(p) => (moe && from_26 && p.dispatcher != "alltoall").then_some("flex"),
+        None => (moe && from_26).then_some("flex"),
+    };
     // Its kernels (RECIPE_DEFAULTS `moe_dispatcher`): HybridEP in the 26.06 perf recipes and on
     // GB200/GB300, DeepEP on the other systems before.
-    let moe_flex_backend = moe_dispatcher.map(|_| if from_26_06 || !deepep_gpu { "hybridep" } else { "deepep" });
+    let moe_flex_backend = moe_dispatcher.map(|_| match perf {
+        Some(p) => p.dispatcher,
+        None if from_26_06 || !deepep_gpu => "hybridep",
+        None => "deepep",
+    });
     // The full-iteration recipes overlap the EP all-to-alls (RECIPE_DEFAULTS `moe_ep_overlap`);
     // Megatron refuses the overlap at pp > 1 without a virtual pipeline.
     let moe_ep_overlap = cuda_graphs == Some("full") && ep > 1 && (pp == 1 || vp > 1);
     let Some((precision, recipe, prec_slice)) = precision_of(r) else {
         return Err(Skipped::new(Incomplete, "precision not stated"));
     };
-    if precision == "fp4" && system == "dgx-h100" {
-        reasons.push("NVFP4 on H100: no FP4 tensor cores".to_string());
+    if precision == "fp4" && !blackwell {
+        reasons.push(format!("NVFP4 on {system}: no FP4 tensor cores"));
     }
     if !reasons.is_empty() {
         return Err(Skipped::new(Unexpressible, reasons.join("; ")));
@@ -315,10 +452,11 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
             notes.push(format!("published GA {published_ga} != gbs/(mbs*dp) = {ga}"));
         }
     }
-    if r.task == "SFT" {
+    let task = task_kind(&r.task);
+    if task == "SFT" {
         notes.push(format!("SFT on packed SQuAD: attention within {SQUAD_PACKED_DOC_TOKENS}-token documents"));
     }
-    let lora = (r.task == "LoRA").then(|| lora_recipe(&r.container, model));
+    let lora = (task == "LoRA").then(|| lora_recipe(&r.container, model));
     if let Some(l) = &lora {
         notes.push(format!(
             "LoRA rank {} on {} ({}); packed SQuAD: attention within {SQUAD_PACKED_DOC_TOKENS}-token documents",
@@ -328,9 +466,15 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
         ));
     }
     // Fine-tuning rows train on SQuAD packed to the row's sequence (see `SQUAD_PACKED_DOC_TOKENS`).
-    let packed_doc_len = matches!(r.task.as_str(), "SFT" | "LoRA").then_some(SQUAD_PACKED_DOC_TOKENS.min(seq) as i64);
+    let packed_doc_len = matches!(task, "SFT" | "LoRA").then_some(SQUAD_PACKED_DOC_TOKENS.min(seq) as i64);
     let fp8_recipe = fp8_recipe_of(precision, recipe);
-    let mem = memory_recipe(&r.container, family, system, precision, recipe, fsdp > 0, lora.is_some());
+    let mut mem = memory_recipe(&r.container, family, system, precision, recipe, fsdp > 0, lora.is_some());
+    // A perf recipe's recompute and offload (RECIPE_DEFAULTS `perf_recipes`), for the releases whose
+    // memory options `memory_recipe` reads (25.x and 26.x), the offload on Megatron-FSDP rows only.
+    if let Some(p) = perf.filter(|_| nemo_release(&r.container).is_some_and(|v| v >= (25, 0))) {
+        mem.recompute_modules = p.recompute_modules.to_vec();
+        mem.cpu_offload_layers = if fsdp > 0 { p.cpu_offload_layers } else { 0 };
+    }
     let i = |x: u64| Some(x as i64);
     let wire = ScenarioWire {
         name: Some(format!("published dev_row {}", r.dev_row)),
@@ -349,7 +493,7 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
                 (Some(l), false) if !l.distributed_optimizer => 0,
                 (_, false) => 1,
             }),
-            sp: lora.as_ref().map(|l| l.tp_overlap && tp > 1),
+            sp: lora.as_ref().map(|l| l.sequence_parallel && tp > 1),
             ..Default::default()
         },
         workload: WorkloadWire {
@@ -371,6 +515,8 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
             lora_targets: lora.as_ref().map(|l| l.targets.iter().map(|t| t.to_string()).collect()),
             moe_dispatcher: moe_dispatcher.map(str::to_string),
             moe_flex_backend: moe_flex_backend.map(str::to_string),
+            moe_capacity_factor: tokendrop.then_some(TOKENDROP_CAPACITY_FACTOR),
+            moe_pad_to_capacity: tokendrop.then_some(true),
             mtp_layers: mtp.then_some(1),
             packed_doc_len,
             ..Default::default()
@@ -483,6 +629,14 @@ pub fn memory_recipe(container: &str, family: &str, system: &str, precision: &st
 /// 17,819 tokens/s/GPU at 150 / 190 / 400-token documents, 15,916 unpacked.
 pub const SQUAD_PACKED_DOC_TOKENS: u64 = 190;
 
+/// The expert capacity factor of the published "tokendrop" rows, with each expert's input padded
+/// to its capacity: Megatron-Bridge 0.6.2 `training/utils/moe_token_drop.py` `apply_moe_token_drop`
+/// (defaults `moe_expert_capacity_factor = 1.0`, `moe_pad_expert_input_to_capacity = True`; it
+/// asserts the alltoall dispatcher), which the perf scripts' token-drop option calls (from memory:
+/// the scripts are not in the wheel). Padded to capacity, every expert runs capacity tokens whatever
+/// the routing, and the dispatcher needs no host sync.
+pub const TOKENDROP_CAPACITY_FACTOR: f64 = 1.0;
+
 /// Whether the NVFP4 rows overlap their TP communication (TE userbuffers): no. Megatron-Bridge
 /// 0.6.2's `perf_recipes/llama/{b200,gb200}/llama3.py` `llama3_70b_pretrain_64gpu_{b200,gb200}_nvfp4_config`
 /// (TP 2, sequence parallel, the only NVFP4 layouts with TP > 1 in the perf recipes; the published
@@ -499,8 +653,10 @@ pub struct LoraRecipe {
     pub targets: Vec<&'static str>,
     /// Megatron's distributed optimizer (over the adapters' states): zero 1 instead of 0.
     pub distributed_optimizer: bool,
-    /// Sequence parallelism and userbuffers' TP communication overlap when tp > 1.
+    /// Userbuffers' TP communication overlap when tp > 1.
     pub tp_overlap: bool,
+    /// Sequence parallelism when tp > 1.
+    pub sequence_parallel: bool,
     pub source: &'static str,
 }
 
@@ -514,6 +670,10 @@ pub struct LoraRecipe {
 ///   `sequence_parallel = True` with `CommOverlapConfig(tp_comm_overlap=True)`; the Blackwell
 ///   configs run TP 1 with `tp_comm_overlap=False`. The dataset is `_peft_common`'s SQuAD with
 ///   offline packing (`recipes/common.py`), padded to the packed size (`pad_to_max_length`).
+/// - Llama 3.1 405B (no perf recipe): the base recipe `llama31_405b_peft_32gpu_h100_bf16_config`
+///   (`recipes/llama/h100/llama3.py`, TP 4 PP 8 VP 8): `dim = 16`, alpha 32, `target_modules =
+///   ["linear_qkv"]`, `use_distributed_optimizer = False`, `sequence_parallel = True` with
+///   `CommOverlapConfig(tp_comm_overlap=False)`.
 /// - Other models on Megatron-Bridge releases: `LoRA`'s defaults, `dim = 32` on `target_modules =
 ///   ["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"]` (`peft/lora.py`), no distributed
 ///   optimizer and sequence parallelism off (megatron-bridge 0.3.1 `recipes/llama/llama3.py`).
@@ -527,7 +687,18 @@ pub fn lora_recipe(container: &str, model: &str) -> LoraRecipe {
             targets: vec!["linear_qkv"],
             distributed_optimizer: false,
             tp_overlap: false,
+            sequence_parallel: false,
             source: "NeMo 1 default attention_qkv, adapter_dim 32",
+        };
+    }
+    if model == "llama-3.1-405b" {
+        return LoraRecipe {
+            rank: 16,
+            targets: vec!["linear_qkv"],
+            distributed_optimizer: false,
+            tp_overlap: false,
+            sequence_parallel: true,
+            source: "Megatron-Bridge 0.6.2 recipes/llama/h100/llama3.py llama31_405b_peft_32gpu_h100_bf16_config: dim 16 on linear_qkv, no distributed optimizer, sequence parallel without TP comm overlap",
         };
     }
     if model == "llama-3-70b" {
@@ -536,6 +707,7 @@ pub fn lora_recipe(container: &str, model: &str) -> LoraRecipe {
             targets: vec!["linear_qkv"],
             distributed_optimizer: true,
             tp_overlap: true,
+            sequence_parallel: true,
             source: "Megatron-Bridge 0.6.2 perf recipes llama3_70b_peft_8gpu_*: dim 16 on linear_qkv, distributed optimizer",
         }
     } else {
@@ -544,8 +716,24 @@ pub fn lora_recipe(container: &str, model: &str) -> LoraRecipe {
             targets: vec!["linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"],
             distributed_optimizer: false,
             tp_overlap: false,
+            sequence_parallel: false,
             source: "Megatron-Bridge LoRA defaults: dim 32, all linear layers",
         }
+    }
+}
+
+/// A row's task as the mapping reads it: `SFT` (supervised fine-tuning: `SFT`, `Fine-Tuning`,
+/// `Finetuning`), `LoRA` (`LoRA`, `PEFT`), else pre-training (`Pre-Training`, `Pretraining`, ...).
+/// The dev set prints `SFT` and `LoRA`; the other spellings are the same tables' other forms, from
+/// memory.
+pub fn task_kind(task: &str) -> &'static str {
+    let t = task.to_ascii_lowercase();
+    if t.contains("lora") || t.contains("peft") {
+        "LoRA"
+    } else if t.contains("sft") || t.contains("fine") {
+        "SFT"
+    } else {
+        "Pre-Training"
     }
 }
 
@@ -572,5 +760,60 @@ mod tests {
         assert_eq!(nemo_release("NeMo 26.06.01"), Some((26, 6)));
         assert_eq!(nemo_release("NeMo 25.11"), Some((25, 11)));
         assert_eq!(nemo_release("archive"), None);
+        // An unqualified FP8 reads as its release's default recipe.
+        let fp8 = |container: &str| precision_of(&RowWire { precision: "FP8".into(), container: container.into(), ..Default::default() }).unwrap().1;
+        assert!(fp8("NeMo 24.07").starts_with("fp8-delayed"));
+        assert!(fp8("NeMo 24.12").contains("NeMo 2.0"));
+        assert!(fp8("NeMo 25.02").contains("NeMo 2.0"));
+        assert!(fp8("NeMo 25.04").starts_with("fp8-current"));
+    }
+
+    #[test]
+    fn compact_names_drop_case_and_separators_only() {
+        assert_eq!(compact_name("Llama3.1-405B"), "LLAMA31405B");
+        assert_eq!(compact_name("LLAMA31_405B"), "LLAMA31405B");
+        assert_eq!(compact_name("GPT-OSS 120B"), "GPTOSS120B");
+        assert_eq!(compact_name("Nemotron-H 56B"), compact_name("NemotronH_56B"));
+        // Digits stay: Llama 3 8B and Llama 3.1 8B differ, as do Qwen3 30B-A3B and 235B-A22B.
+        assert_ne!(compact_name("LLAMA3_8B"), compact_name("LLAMA31_8B"));
+        assert_ne!(compact_name("NEMOTRON_8B"), compact_name("NEMOTRONH_8B"));
+        // The parenthetical variant is not part of the name (norm_model keeps it apart).
+        assert_eq!(norm_model("QWEN3_235B_A22B (tokendrop)"), ("QWEN3_235B_A22B".into(), "tokendrop".into()));
+        assert_eq!(catalog_model("QWEN3_235B_A22B (tokendrop)").map(|m| m.0), Ok("qwen3-235b-a22b"));
+    }
+
+    #[test]
+    fn system_spellings_map_to_their_nodes() {
+        assert_eq!(catalog_system("DGX-GB200"), Some("gb200-nvl72"));
+        assert_eq!(catalog_system("DGX GB300"), Some("gb300-nvl72"));
+        assert_eq!(catalog_system("GB200 NVL72"), Some("gb200-nvl72"));
+        assert_eq!(catalog_system("B200"), Some("dgx-b200"));
+        assert_eq!(catalog_system("DGX-H200"), Some("hgx-h200"));
+        assert_eq!(catalog_system("DGX-H100"), Some("dgx-h100"));
+        assert_eq!(catalog_system("MI300X"), None);
+    }
+
+    #[test]
+    fn task_spellings_read_as_their_task() {
+        for (t, k) in [
+            ("SFT", "SFT"),
+            ("Fine-Tuning", "SFT"),
+            ("LoRA", "LoRA"),
+            ("PEFT (LoRA)", "LoRA"),
+            ("Pre-Training", "Pre-Training"),
+            ("Pretraining", "Pre-Training"),
+        ] {
+            assert_eq!(task_kind(t), k, "{t}");
+        }
+    }
+
+    #[test]
+    fn unexpressible_models_are_refused_with_their_reason() {
+        let e = catalog_model("Nemotron3_Super").unwrap_err();
+        assert!(e.contains("latent MoE"), "{e}");
+        let e = catalog_model("Qwen3-VL-30B-A3B").unwrap_err();
+        assert!(e.contains("vision"), "{e}");
+        // A known model is never caught by a refusal prefix.
+        assert!(catalog_model("Qwen3_30B_a3B").is_ok());
     }
 }

@@ -379,18 +379,22 @@ fn pipeline_split(p: &mut Problems, path: &Path, pw: &ParallelWire, model: &Mode
 ///   (16,1), (8,2) and (4,4) `E+4|4 x14|1+L`; the performance configs at PP 8 x VP 4 use
 ///   `Et|(tt|)*30mL`. All of these are [`Fill::FrontFilled`]: ceil(61 / (pp*vp)) on every virtual
 ///   stage, the shortfall off the last (loss, MTP) and then the first (embedding). At other
-///   (pp, vp) the same rule is an extrapolation.
+///   (pp, vp) the same rule is an extrapolation. Kimi K2 (61 layers) likewise: megatron-bridge 0.6.2
+///   `recipes/kimi/h100/kimi_k2.py` `_get_kimi_k2_pipeline_layout` holds the same table (read).
 /// - Llama-3.1 405B (126 layers): the recipes set `account_for_embedding_in_pipeline_split` and
 ///   `account_for_loss_in_pipeline_split` (126 + 2 = 128 splits evenly over PP 8/16 x VP 4/8;
 ///   from memory of Megatron-Bridge `llama31_405b` / NeMo 2 `llama31_405b.py`). Wherever those
 ///   flags are defined, [`Fill::Balanced`] gives the same split, and it also covers the (pp, vp)
-///   where they are not (where Megatron would refuse).
+///   where they are not (where Megatron would refuse). Qwen3-235B-A22B (94 layers) likewise:
+///   megatron-bridge 0.6.2 `recipes/qwen/h100/qwen3_moe.py` `qwen3_235b_a22b_pretrain_256gpu_h100_bf16_config`,
+///   the base of every Qwen3-235B perf recipe, sets both flags (94 + 2 = 96 over PP 8 x VP 3/4,
+///   PP 4 x VP 12; read).
 /// - Every other model: [`Fill::Even`], Megatron's default (an uneven interleaved split is refused
 ///   unless an option gives it; with vp = 1 gpuplan keeps its balanced split).
 pub fn recipe_fill(model: &Model) -> Fill {
-    if model.name.starts_with("deepseek-v3") {
+    if model.name.starts_with("deepseek-v3") || model.name.starts_with("kimi-k2") {
         Fill::FrontFilled
-    } else if model.name.starts_with("llama-3.1-405b") {
+    } else if model.name.starts_with("llama-3.1-405b") || model.name.starts_with("qwen3-235b-a22b") {
         Fill::Balanced
     } else {
         Fill::Even
