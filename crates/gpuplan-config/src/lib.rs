@@ -19,6 +19,7 @@ pub mod reliability;
 pub mod scenario;
 pub mod serve;
 pub mod serving_published;
+pub mod torchtitan_published;
 pub mod system;
 
 use std::fmt;
