@@ -18,7 +18,13 @@ pub fn is_torchtitan_file(file: &Path) -> anyhow::Result<bool> {
 }
 
 /// Map, predict and score the rows of `file`; `split`, `json` and the bounds are validate's flags.
-pub fn run(file: &Path, args: &super::published::PublishedArgs, split: &str, json: bool, max_mape: &[(crate::validate::Metric, f64)]) -> anyhow::Result<Outcome> {
+pub fn run(
+    file: &Path,
+    args: &super::published::PublishedArgs,
+    split: &str,
+    json: bool,
+    max_mape: &[(crate::validate::Metric, f64)],
+) -> anyhow::Result<Outcome> {
     use crate::validate::Metric;
     anyhow::ensure!(matches!(split, "fit" | "test" | "all"), "`--split` = `{split}` is not known\nhint: fit, test or all");
     if let Some((m, _)) = max_mape.iter().find(|(m, _)| !matches!(m, Metric::StepTime | Metric::PeakMemory)) {

@@ -43,7 +43,8 @@ fn torchtitan_rows_stay_within_their_bounds() {
     let (code, v, err) = validate(&[]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(v["suite"], "torchtitan", "the file kind is read from its header");
-    for (split, tps_now, mem_now, rows, mem_rows) in [("fit", FIT_MAPE_NOW, FIT_MEMORY_MAPE_NOW, 23, 11), ("test", TEST_MAPE_NOW, TEST_MEMORY_MAPE_NOW, 15, 9)] {
+    for (split, tps_now, mem_now, rows, mem_rows) in [("fit", FIT_MAPE_NOW, FIT_MEMORY_MAPE_NOW, 23, 11), ("test", TEST_MAPE_NOW, TEST_MEMORY_MAPE_NOW, 15, 9)]
+    {
         let s = summary(&v, split);
         let (t, m) = (&s["tokens_per_s_per_gpu"]["all"], &s["memory_gib"]["all"]);
         let (tps, mem) = (t["mape_pct"].as_f64().unwrap(), m["mape_pct"].as_f64().unwrap());
@@ -145,4 +146,44 @@ fn an_inconsistent_torchtitan_row_is_refused_with_its_reason() {
     let mut r = rows[0].clone();
     r.model = "Llama 4 Scout".into();
     assert!(map_row(&r).unwrap_err().reason.contains("no catalog model"));
+}
+
+/// FSDP under PyTorch's pipelining (`step::DpPlan::per_step`): on a torch stack at pp > 1 each layer
+/// is gathered once per step and its gradients reduced once, so the exposed FSDP time does not grow
+/// with the micro-batches; memory holds the stage's gathered parameters and unsharded gradients.
+/// Megatron's FSDP and the torch stacks at pp 1 keep gathering per micro-batch.
+#[test]
+fn fsdp_under_pipelining_gathers_once_per_step() {
+    use gpuplan::config::scenario::{build, ParallelWire, ScenarioWire, WorkloadWire};
+    let scenario = |stack: &str, pp: i64, micro: i64| {
+        let dp = 8;
+        let w = ScenarioWire {
+            model: Some("llama-3-8b".into()),
+            system: Some("dgx-h100".into()),
+            gpus: Some(pp * dp),
+            parallelism: ParallelWire { pp: Some(pp), dp: Some(dp), zero: Some(3), ..Default::default() },
+            workload: WorkloadWire {
+                seq: Some(2048),
+                micro_batch: Some(1),
+                global_batch: Some(micro * dp),
+                recompute: Some("full".into()),
+                stack: Some(stack.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        gpuplan::analytic::predict(&build(&w, None).unwrap()).unwrap()
+    };
+    let dp_comm = |stack: &str, pp: i64, micro: i64| scenario(stack, pp, micro).breakdown.dp_comm.value();
+    let (few, many) = (dp_comm("torch-compile", 2, 4), dp_comm("torch-compile", 2, 16));
+    assert!(few > 0.0 && (many - few).abs() <= 0.05 * few, "torch pp 2: FSDP time {few} s at 4 micro-batches, {many} s at 16");
+    let (few, many) = (dp_comm("torch-compile", 1, 4), dp_comm("torch-compile", 1, 16));
+    assert!(many > 3.0 * few, "torch pp 1 gathers per micro-batch: {few} s at 4, {many} s at 16");
+    let (few, many) = (dp_comm("megatron", 2, 4), dp_comm("megatron", 2, 16));
+    assert!(many > 3.0 * few, "megatron FSDP gathers per micro-batch: {few} s at 4, {many} s at 16");
+    // The stage's parameters stay gathered (fp32 on the torch stacks) with unsharded fp32 gradients:
+    // 8 B a parameter of the stage, about 4e9 parameters x 8 B = 32 GB for Llama-3 8B, beside the
+    // two layers' gathers at pp 1.
+    let transient = |pp: i64| scenario("torch-compile", pp, 4).memory.transient.as_gib();
+    assert!(transient(2) > transient(1) + 25.0, "pp 2 {} GiB, pp 1 {} GiB", transient(2), transient(1));
 }

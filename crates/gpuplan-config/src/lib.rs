@@ -19,8 +19,8 @@ pub mod reliability;
 pub mod scenario;
 pub mod serve;
 pub mod serving_published;
-pub mod torchtitan_published;
 pub mod system;
+pub mod torchtitan_published;
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -392,7 +392,9 @@ pub fn gpu_by_driver_name(driver_name: &str) -> Option<Gpu> {
     // Two parts of one model (H100 SXM 80 GB HBM3 and 96 GB HBM2e) are told apart by the memory
     // size both names carry (`80GB`).
     let size = |s: &str| -> Option<String> {
-        s.split(|c: char| !c.is_ascii_alphanumeric()).find(|t| t.len() > 2 && t.ends_with("GB") && t[..t.len() - 2].chars().all(|c| c.is_ascii_digit())).map(str::to_string)
+        s.split(|c: char| !c.is_ascii_alphanumeric())
+            .find(|t| t.len() > 2 && t.ends_with("GB") && t[..t.len() - 2].chars().all(|c| c.is_ascii_digit()))
+            .map(str::to_string)
     };
     let matches: Vec<Gpu> = match (matches.len(), size(driver_name)) {
         (n, Some(gb)) if n > 1 => matches.into_iter().filter(|g| size(&g.display_name).as_deref() == Some(gb.as_str())).collect(),

@@ -168,23 +168,25 @@ fn even_layout(layers: u64, stages: u64) -> Vec<i64> {
     (0..stages).map(|s| (layers / stages + u64::from(s < layers % stages)) as i64).collect()
 }
 
-/// The technique tags of a row (the groups `by technique` reports).
-fn technique_tags(r: &RowWire, compile: bool, tp: u64, pp: u64, cp: u64, async_tp: bool, precision: &str, recipe: Option<&str>, recompute: &str) -> Vec<String> {
-    let mut t = vec![if compile { "torch.compile" } else { "eager" }.to_string(), "FSDP".to_string()];
-    if tp > 1 {
-        t.push(if async_tp { "TP async" } else { "TP" }.into());
+/// The technique tags of a mapped row (the groups `by technique` reports), read from its scenario.
+fn technique_tags(w: &ScenarioWire) -> Vec<String> {
+    let (p, wl) = (&w.parallelism, &w.workload);
+    let above_one = |x: Option<i64>| x.is_some_and(|x| x > 1);
+    let mut t = vec![if wl.stack.as_deref() == Some("torch-compile") { "torch.compile" } else { "eager" }.to_string(), "FSDP".to_string()];
+    if above_one(p.tp) {
+        t.push(if w.options.tp_comm_overlap == Some(true) { "TP async" } else { "TP" }.into());
     }
-    if pp > 1 {
-        t.push(if r.techniques.contains("Interleaved") { "PP interleaved 1F1B" } else { "PP 1F1B" }.into());
+    if above_one(p.pp) {
+        t.push(if p.schedule.as_deref() == Some("interleaved") { "PP interleaved 1F1B" } else { "PP 1F1B" }.into());
     }
-    if cp > 1 {
+    if above_one(p.cp) {
         t.push("CP".into());
     }
-    t.push(match (precision, recipe) {
-        ("fp8", Some(rc)) => format!("float8 {rc}"),
+    t.push(match wl.fp8_recipe.as_deref() {
+        Some(rc) if wl.precision.as_deref() == Some("fp8") => format!("float8 {rc}"),
         _ => "bf16".into(),
     });
-    t.push(format!("AC {recompute}"));
+    t.push(format!("AC {}", wl.recompute.as_deref().unwrap_or("none")));
     t
 }
 
@@ -289,7 +291,7 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
         options: OptionsWire { tp_comm_overlap: Some(async_tp && tp > 1), ..Default::default() },
         ..Default::default()
     };
-    let techniques = technique_tags(r, compile, tp, pp, cp, async_tp, precision, recipe, recompute);
+    let techniques = technique_tags(&wire);
     let describe = format!(
         "{system} {model} {n} GPUs fsdp{fsdp} tp{tp} pp{pp}{} cp{cp} lbs{local} seq{seq} {} {}{} ac-{recompute}",
         if interleaved { "x2" } else { "" },
@@ -338,7 +340,9 @@ mod tests {
         assert_eq!(precision_of("mxfp8"), None);
         assert_eq!(even_layout(126, 8), vec![16, 16, 16, 16, 16, 16, 15, 15]);
         assert_eq!(even_layout(126, 16).iter().sum::<i64>(), 126);
-        assert!(is_torchtitan_header("dev_row,split,source,table,gpu_system,model,num_gpus,fsdp,tp,pp,cp,local_batch,global_batch,seq_len,activation_checkpointing,techniques"));
+        assert!(is_torchtitan_header(
+            "dev_row,split,source,table,gpu_system,model,num_gpus,fsdp,tp,pp,cp,local_batch,global_batch,seq_len,activation_checkpointing,techniques"
+        ));
         assert!(!is_torchtitan_header("dev_row,config_id,split,source_family,source,container,task,system,model"));
     }
 }

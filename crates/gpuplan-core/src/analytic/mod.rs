@@ -451,12 +451,12 @@ fn data_parallel_and_optimizer(cost: &CostModel, s: &Scenario, stages: &[StageTi
                 let hidden = (g.time() * layers - fwd_wait * layers).max(Seconds::ZERO).min(fwd_one);
                 (gather + reduce, hidden)
             } else {
-            let bwd_wait = (g.time() + r.time() - b_layer).max(Seconds::ZERO);
-            let copies = plan.gather_copy * 2.0 + plan.reduce_copy;
-            let per_micro = (fwd_wait + bwd_wait + copies) * layers + g.time() * 2.0;
-            let comm = (g.time() * 2.0 + r.time()) * layers;
-            let hidden = (comm - (fwd_wait + bwd_wait) * layers).max(Seconds::ZERO).min((fwd_one + bwd_one) * 1.0);
-            (per_micro * n_micro as f64, hidden * n_micro as f64)
+                let bwd_wait = (g.time() + r.time() - b_layer).max(Seconds::ZERO);
+                let copies = plan.gather_copy * 2.0 + plan.reduce_copy;
+                let per_micro = (fwd_wait + bwd_wait + copies) * layers + g.time() * 2.0;
+                let comm = (g.time() * 2.0 + r.time()) * layers;
+                let hidden = (comm - (fwd_wait + bwd_wait) * layers).max(Seconds::ZERO).min((fwd_one + bwd_one) * 1.0);
+                (per_micro * n_micro as f64, hidden * n_micro as f64)
             }
         } else if s.options.dp_overlap {
             // Buckets reduce during the last micro-batch's backward; the last bucket is exposed.

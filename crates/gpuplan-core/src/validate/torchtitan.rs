@@ -167,7 +167,11 @@ mod tests {
     #[test]
     fn splits_tags_and_memory_are_summarized_apart() {
         let r = report(
-            vec![row("0", "fit", 0.1, Some(0.2), &["eager", "FSDP"]), row("1", "test", -0.3, None, &["torch.compile", "FSDP"]), row("2", "fit", -0.1, Some(-0.4), &["torch.compile", "FSDP"])],
+            vec![
+                row("0", "fit", 0.1, Some(0.2), &["eager", "FSDP"]),
+                row("1", "test", -0.3, None, &["torch.compile", "FSDP"]),
+                row("2", "fit", -0.1, Some(-0.4), &["torch.compile", "FSDP"]),
+            ],
             vec![],
         );
         assert_eq!(r.scored[0].scored.case.id, "1", "worst first");

@@ -65,10 +65,17 @@ pub fn table(r: &TitanReport, file: &Path, split: &str, worst: usize) -> String 
         count(SkipKind::Unsupported),
         count(SkipKind::Unexpressible)
     );
-    let _ = writeln!(o, "metrics: tokens/s/GPU, and memory GiB per GPU where published (predicted peak vs the published max over GPUs); error = predicted / measured - 1");
+    let _ = writeln!(
+        o,
+        "metrics: tokens/s/GPU, and memory GiB per GPU where published (predicted peak vs the published max over GPUs); error = predicted / measured - 1"
+    );
     let _ = writeln!(o, "columns: n, MAPE, bias, median predicted/measured; a row counts under each of its technique tags");
     let _ = writeln!(o, "systems: {}", SYSTEMS.iter().map(|(a, b)| format!("`{a}` -> {b}")).collect::<Vec<_>>().join(", "));
-    let _ = writeln!(o, "mapping (docs/published-analysis.md, torchtitan section): {}", TORCHTITAN_DEFAULTS.iter().map(|d| format!("{} = {}", d.0, d.1)).collect::<Vec<_>>().join("; "));
+    let _ = writeln!(
+        o,
+        "mapping (docs/published-analysis.md, torchtitan section): {}",
+        TORCHTITAN_DEFAULTS.iter().map(|d| format!("{} = {}", d.0, d.1)).collect::<Vec<_>>().join("; ")
+    );
     let _ = writeln!(o);
     for sp in splits_shown(split) {
         let Some(s) = r.summary(sp) else { continue };
