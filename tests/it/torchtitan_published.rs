@@ -151,7 +151,7 @@ fn an_inconsistent_torchtitan_row_is_refused_with_its_reason() {
 /// FSDP under PyTorch's pipelining (`step::DpPlan::per_step`): on a torch stack at pp > 1 each layer
 /// is gathered once per step and its gradients reduced once, so the exposed FSDP time does not grow
 /// with the micro-batches; memory holds the stage's gathered parameters and unsharded gradients.
-/// Megatron's FSDP and the torch stacks at pp 1 keep gathering per micro-batch.
+/// Megatron's FSDP and the torch stacks at pp 1 keep gathering per micro-batch. Both engines.
 #[test]
 fn fsdp_under_pipelining_gathers_once_per_step() {
     use gpuplan::config::scenario::{build, ParallelWire, ScenarioWire, WorkloadWire};
@@ -172,9 +172,11 @@ fn fsdp_under_pipelining_gathers_once_per_step() {
             },
             ..Default::default()
         };
-        gpuplan::analytic::predict(&build(&w, None).unwrap()).unwrap()
+        let s = build(&w, None).unwrap();
+        let p = gpuplan::analytic::predict(&s).unwrap();
+        (s, p)
     };
-    let dp_comm = |stack: &str, pp: i64, micro: i64| scenario(stack, pp, micro).breakdown.dp_comm.value();
+    let dp_comm = |stack: &str, pp: i64, micro: i64| scenario(stack, pp, micro).1.breakdown.dp_comm.value();
     let (few, many) = (dp_comm("torch-compile", 2, 4), dp_comm("torch-compile", 2, 16));
     assert!(few > 0.0 && (many - few).abs() <= 0.05 * few, "torch pp 2: FSDP time {few} s at 4 micro-batches, {many} s at 16");
     let (few, many) = (dp_comm("torch-compile", 1, 4), dp_comm("torch-compile", 1, 16));
@@ -184,6 +186,17 @@ fn fsdp_under_pipelining_gathers_once_per_step() {
     // The stage's parameters stay gathered (fp32 on the torch stacks) with unsharded fp32 gradients:
     // 8 B a parameter of the stage, about 4e9 parameters x 8 B = 32 GB for Llama-3 8B, beside the
     // two layers' gathers at pp 1.
-    let transient = |pp: i64| scenario("torch-compile", pp, 4).memory.transient.as_gib();
+    let transient = |pp: i64| scenario("torch-compile", pp, 4).1.memory.transient.as_gib();
     assert!(transient(2) > transient(1) + 25.0, "pp 2 {} GiB, pp 1 {} GiB", transient(2), transient(1));
+    // The DES runs the same rule: its step agrees with the closed form, where per-micro-batch
+    // gathers took it far above.
+    let (s, p) = scenario("torch-compile", 2, 16);
+    let d = gpuplan::sim::simulate(&s, &Default::default()).unwrap().prediction;
+    let gap = d.step_time.value() / p.step_time.value() - 1.0;
+    assert!(gap.abs() < 0.05, "DES {} s, analytic {} s", d.step_time.value(), p.step_time.value());
+    // The per-rank engine equals the representative one here (nothing is asymmetric).
+    use gpuplan::sim::per_rank::{simulate_per_rank, PerRankOptions};
+    let r = simulate_per_rank(&s, &PerRankOptions { steps: 1, ..Default::default() }).unwrap();
+    let gap = r.prediction.step_time.value() / d.step_time.value() - 1.0;
+    assert!(gap.abs() < 1e-3, "per-rank {} s, DES {} s", r.prediction.step_time.value(), d.step_time.value());
 }
