@@ -59,7 +59,8 @@ pub fn read_rows(path: &Path) -> Result<Vec<RowWire>, ConfigError> {
     super::published::read_dev_rows(path, |r: &mut RowWire| (&mut r.dev_row, &mut r.split))
 }
 
-/// Published model names -> catalog models.
+/// Published model names -> catalog models, where the name alone does not give it (see
+/// [`catalog_model`]).
 pub const MODELS: &[(&str, &str)] = &[
     ("Llama 3.1 8B", "llama-3.1-8b"),
     ("Llama 3.1 70B", "llama-3.1-70b"),
@@ -68,8 +69,36 @@ pub const MODELS: &[(&str, &str)] = &[
     ("Llama 3 70B", "llama-3-70b"),
 ];
 
-/// What a row's `gpu_system` text says (a substring) -> catalog system. First match wins.
-pub const SYSTEMS: &[(&str, &str)] = &[("HBM2e", "grand-teton-h100"), ("H200", "hgx-h200"), ("A100", "dgx-a100")];
+/// The catalog model a published name means: the table above, else the name lower-cased with
+/// spaces as `-` (`Llama3 8b` and `Llama 3 8B` -> `llama-3-8b`, `Qwen3 8B` -> `qwen3-8b`) where the
+/// catalog has that model.
+pub fn catalog_model(name: &str) -> Option<String> {
+    let name = name.trim();
+    if let Some(m) = MODELS.iter().find(|m| m.0.eq_ignore_ascii_case(name)) {
+        return Some(m.1.to_string());
+    }
+    let mut key = name.to_lowercase().split_whitespace().collect::<Vec<_>>().join("-");
+    // torchtitan writes `Llama3 70b` for Llama 3 70B.
+    if let Some(rest) = key.strip_prefix("llama").filter(|r| r.starts_with(|c: char| c.is_ascii_digit())) {
+        key = format!("llama-{rest}");
+    }
+    // A name, never a path.
+    (!key.contains(['/', '\\']) && super::model::load_model(&key).is_ok()).then_some(key)
+}
+
+/// What a row's `gpu_system` text says (a substring) -> catalog system, first match first: the
+/// Grand Teton 96 GB HBM2e H100 before any other H100, the NVL72 racks before their GPUs.
+pub const SYSTEMS: &[(&str, &str)] = &[
+    ("HBM2e", "grand-teton-h100"),
+    ("Grand Teton", "grand-teton-h100"),
+    ("GB300", "gb300-nvl72"),
+    ("GB200", "gb200-nvl72"),
+    ("B300", "dgx-b300"),
+    ("B200", "dgx-b200"),
+    ("H200", "hgx-h200"),
+    ("H100", "dgx-h100"),
+    ("A100", "dgx-a100"),
+];
 
 /// The sequence length torchtitan's Llama 3 train configs set where a row does not state one
 /// (`train_configs/llama3_8b.toml`, `llama3_70b.toml`, `llama3_405b.toml`: `[training] seq_len = 8192`;
@@ -194,14 +223,18 @@ fn technique_tags(w: &ScenarioWire) -> Vec<String> {
 /// check refuses is reported by the caller, which builds the scenario).
 pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
     use SkipKind::*;
-    let Some(&(_, model)) = MODELS.iter().find(|m| m.0 == r.model.trim()) else {
+    let Some(model) = catalog_model(&r.model) else {
         return Err(Skipped::new(
             Unexpressible,
-            format!("model `{}` has no catalog model (mapped: {})", r.model, MODELS.iter().map(|m| m.0).collect::<Vec<_>>().join(", ")),
+            format!("model `{}` has no catalog model (mapped: {}, or a models/ name)", r.model, MODELS.iter().map(|m| m.0).collect::<Vec<_>>().join(", ")),
         ));
     };
+    let model = model.as_str();
     let Some(&(_, system)) = SYSTEMS.iter().find(|s| r.gpu_system.contains(s.0)) else {
-        return Err(Skipped::new(Unsupported, format!("system `{}` is not mapped", r.gpu_system)));
+        return Err(Skipped::new(
+            Unsupported,
+            format!("system `{}` is not mapped (a `gpu_system` naming one of: {})", r.gpu_system, SYSTEMS.iter().map(|s| s.0).collect::<Vec<_>>().join(", ")),
+        ));
     };
     let n = int_cell("num_gpus", &r.num_gpus)?.unwrap_or(0);
     let fsdp = int_cell("fsdp", &r.fsdp)?.unwrap_or(1);
@@ -338,6 +371,15 @@ mod tests {
         assert_eq!(precision_of("FP8 (Float8 nn.Linear) + BF16"), Some(("fp8", Some("tensorwise"))));
         assert_eq!(precision_of("float8 rowwise"), Some(("fp8", Some("rowwise"))));
         assert_eq!(precision_of("mxfp8"), None);
+        assert_eq!(catalog_model("Llama3 70b").as_deref(), Some("llama-3-70b"));
+        assert_eq!(catalog_model("Llama 3.1 405B").as_deref(), Some("llama-3.1-405b"));
+        assert_eq!(catalog_model("Qwen3 8B").as_deref(), Some("qwen3-8b"));
+        assert_eq!(catalog_model("Llama 4 Scout"), None);
+        let system = |t: &str| SYSTEMS.iter().find(|s| t.contains(s.0)).map(|s| s.1);
+        assert_eq!(system("Grand Teton: 8x H100 per host; H100 SXM with 96GB HBM2e"), Some("grand-teton-h100"));
+        assert_eq!(system("8x H200 per host"), Some("hgx-h200"));
+        assert_eq!(system("GB200 NVL72"), Some("gb200-nvl72"));
+        assert_eq!(system("DGX H100 (80 GB HBM3)"), Some("dgx-h100"));
         assert_eq!(even_layout(126, 8), vec![16, 16, 16, 16, 16, 16, 15, 15]);
         assert_eq!(even_layout(126, 16).iter().sum::<i64>(), 126);
         assert!(is_torchtitan_header(
