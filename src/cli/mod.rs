@@ -14,6 +14,7 @@ pub mod report;
 pub mod serve;
 pub mod serving_published;
 pub mod simulate;
+pub mod torchtitan_published;
 pub mod validate;
 
 use std::process::ExitCode;

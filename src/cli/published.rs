@@ -11,8 +11,10 @@ use crate::validate::published::{predict_all, report, score, NotScored, Report, 
 
 #[derive(clap::Args, Debug, Default)]
 pub struct PublishedArgs {
-    /// Score published Megatron-Bridge/NeMo rows (a CSV as tests/data/published/) instead of
-    /// --runs: tokens/s/GPU MAPE and bias per slice and split; a bare --max-mape PCT bounds it
+    /// Score published training rows instead of --runs: Megatron-Bridge/NeMo rows (a CSV as
+    /// tests/data/published/megatron_bridge_training_dev.csv) or torchtitan's (a header with
+    /// `techniques`, as torchtitan_training_dev.csv; memory too): tokens/s/GPU MAPE and bias per
+    /// split; a bare --max-mape PCT bounds it (torchtitan: peak_memory=PCT bounds memory)
     #[arg(long, value_name = "FILE.csv")]
     pub published: Option<PathBuf>,
     /// With --published: fail (exit 1) when the selection's |signed bias| exceeds PCT

@@ -70,6 +70,9 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<Outcome> {
         return super::serving_published::run(file, &args.published, &args.split, args.json, &args.max_mape);
     }
     if let Some(file) = &args.published.published {
+        if super::torchtitan_published::is_torchtitan_file(file)? {
+            return super::torchtitan_published::run(file, &args.published, &args.split, args.json, &args.max_mape);
+        }
         return super::published::run(file, &args.published, &args.split, args.json, &args.max_mape);
     }
     anyhow::ensure!(matches!(args.engine.as_str(), "analytic" | "des"), "`--engine` = `{}` is not known\nhint: analytic or des", args.engine);

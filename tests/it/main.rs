@@ -33,4 +33,5 @@ mod serve_engine;
 mod serving_published;
 mod sim;
 mod sliding_window;
+mod torchtitan_published;
 mod validation;

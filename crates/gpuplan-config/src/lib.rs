@@ -21,6 +21,7 @@ pub mod scenario;
 pub mod serve;
 pub mod serving_published;
 pub mod system;
+pub mod torchtitan_published;
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -373,7 +373,8 @@ pub fn system_from_wire(path: &Path, w: &SystemWire) -> Result<System, ConfigErr
 }
 
 /// The catalog GPU a driver name (`NVIDIA H200`, `NVIDIA H100 80GB HBM3`) describes: the one whose
-/// display name carries the same model token (H200, H100, B200, GB200, A100), if exactly one does.
+/// display name carries the same model token (H200, H100, B200, GB200, A100), if exactly one does
+/// (or exactly one of them also carries the driver name's memory size, `80GB`).
 pub fn gpu_by_driver_name(driver_name: &str) -> Option<Gpu> {
     let token = |s: &str| -> Option<String> {
         s.split(|c: char| !c.is_ascii_alphanumeric())
@@ -388,6 +389,17 @@ pub fn gpu_by_driver_name(driver_name: &str) -> Option<Gpu> {
     let want = token(driver_name)?;
     let matches: Vec<Gpu> =
         super::list_names(DIR).iter().filter_map(|n| load_gpu(n).ok()).filter(|g| token(&g.display_name).as_deref() == Some(want.as_str())).collect();
+    // Two parts of one model (H100 SXM 80 GB HBM3 and 96 GB HBM2e) are told apart by the memory
+    // size both names carry (`80GB`).
+    let size = |s: &str| -> Option<String> {
+        s.split(|c: char| !c.is_ascii_alphanumeric())
+            .find(|t| t.len() > 2 && t.ends_with("GB") && t[..t.len() - 2].chars().all(|c| c.is_ascii_digit()))
+            .map(str::to_string)
+    };
+    let matches: Vec<Gpu> = match (matches.len(), size(driver_name)) {
+        (n, Some(gb)) if n > 1 => matches.into_iter().filter(|g| size(&g.display_name).as_deref() == Some(gb.as_str())).collect(),
+        _ => matches,
+    };
     if matches.len() == 1 {
         matches.into_iter().next()
     } else {

@@ -394,6 +394,14 @@ pub struct DpPlan {
     /// its gradients' reduce-scatter after its backward, per micro-batch.
     pub layer_gather: Option<CommStep>,
     pub layer_reduce: Option<CommStep>,
+    /// FSDP under PyTorch's pipelining (the torch stacks at pp > 1, as torchtitan runs FSDP2 with
+    /// PP): each layer is gathered once per step, at the first micro-batch's forward, and kept
+    /// (torchtitan's `reshard_after_forward` is off with PP), and its gradients accumulate
+    /// unsharded and are reduce-scattered once, after the stage's last backward
+    /// (`torch.distributed.pipelining`'s stage `backward_maybe_with_nosync`: gradient sync and
+    /// resharding off until the last backward; from memory, not re-read here). Otherwise per
+    /// micro-batch, as above.
+    pub per_step: bool,
     /// FSDP's copies on the compute stream around them (PyTorch FSDP2 copy-out of the gathered
     /// flat buffer into the layer's parameters, copy-in of the gradients before the
     /// reduce-scatter): memory-bound, read + write of the layer's parameters or gradients.
@@ -582,6 +590,7 @@ pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
                 };
                 plan.layer_gather = Some(cost.comm_step(pc, CollectiveOp::AllGather, Group::Dp, gathered, Overlap::Blocking));
                 plan.layer_reduce = Some(cost.comm_step(pc, CollectiveOp::ReduceScatter, Group::Dp, per_layer * grad_bytes, Overlap::Blocking));
+                plan.per_step = fsdp_per_step(s);
                 if s.workload.stack != Stack::Megatron {
                     plan.gather_copy = cost.memory_time(2.0 * per_layer * param_bytes, 1).time;
                     plan.reduce_copy = cost.memory_time(2.0 * per_layer * grad_bytes, 1).time;
@@ -590,6 +599,12 @@ pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
         }
     }
     plan
+}
+
+/// Whether FSDP gathers and reduces once per step (`DpPlan::per_step`): the torch stacks'
+/// FSDP training at pp > 1.
+pub fn fsdp_per_step(s: &Scenario) -> bool {
+    s.workload.stack.torch() && s.workload.mode == Mode::Train && s.parallel.pp > 1 && s.parallel.zero == 3
 }
 
 /// What limits the step most: compute, HBM, NVLink (`pcie` on a PCIe node), the scale-out network,

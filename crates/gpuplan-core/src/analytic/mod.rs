@@ -442,12 +442,22 @@ fn data_parallel_and_optimizer(cost: &CostModel, s: &Scenario, stages: &[StageTi
             let layers = parallelism::stage_layer_counts(s.model.n_layers, pc)[stage] as f64;
             let (f_layer, b_layer) = (fwd_one / layers, bwd_one / layers);
             let fwd_wait = (g.time() - f_layer).max(Seconds::ZERO);
-            let bwd_wait = (g.time() + r.time() - b_layer).max(Seconds::ZERO);
-            let copies = plan.gather_copy * 2.0 + plan.reduce_copy;
-            let per_micro = (fwd_wait + bwd_wait + copies) * layers + g.time() * 2.0;
-            let comm = (g.time() * 2.0 + r.time()) * layers;
-            let hidden = (comm - (fwd_wait + bwd_wait) * layers).max(Seconds::ZERO).min((fwd_one + bwd_one) * 1.0);
-            (per_micro * n_micro as f64, hidden * n_micro as f64)
+            if plan.per_step {
+                // Gathered once, beside the first micro-batch's forward (the first layer's gather
+                // exposed), kept to the end; every layer's gradients reduce-scattered after the
+                // last backward, nothing left to overlap them with on this stage.
+                let gather = fwd_wait * layers + g.time() + plan.gather_copy * layers;
+                let reduce = (r.time() + plan.reduce_copy) * layers;
+                let hidden = (g.time() * layers - fwd_wait * layers).max(Seconds::ZERO).min(fwd_one);
+                (gather + reduce, hidden)
+            } else {
+                let bwd_wait = (g.time() + r.time() - b_layer).max(Seconds::ZERO);
+                let copies = plan.gather_copy * 2.0 + plan.reduce_copy;
+                let per_micro = (fwd_wait + bwd_wait + copies) * layers + g.time() * 2.0;
+                let comm = (g.time() * 2.0 + r.time()) * layers;
+                let hidden = (comm - (fwd_wait + bwd_wait) * layers).max(Seconds::ZERO).min((fwd_one + bwd_one) * 1.0);
+                (per_micro * n_micro as f64, hidden * n_micro as f64)
+            }
         } else if s.options.dp_overlap {
             // Buckets reduce during the last micro-batch's backward; the last bucket is exposed.
             // Megatron's interleaved schedule reduces (and gathers) each model chunk's buckets on

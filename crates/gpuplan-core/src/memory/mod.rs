@@ -824,7 +824,12 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     // torchao float8 under compile keeps an fp8 copy of each linear's weight (1 B) for the
     // data-gradient GEMM instead of autocast's bf16 one.
     let mut transient = cached * if torchao_fp8(w) { 1.0 } else { sm.autocast_cache };
-    if pc.zero == 3 && pc.dp > 1 {
+    if pc.zero == 3 && pc.dp > 1 && w.stack.torch() && w.mode == Mode::Train && pc.pp > 1 {
+        // FSDP under PyTorch's pipelining (`step::DpPlan::per_step`): the stage's layers stay
+        // gathered through the step and their gradients accumulate unsharded until the last
+        // backward.
+        transient += (dense + experts) * (sm.param + sm.grad);
+    } else if pc.zero == 3 && pc.dp > 1 {
         // FSDP: the current and the prefetched layer gathered in full.
         let per_layer = (dense + experts) / layers.max(1.0);
         transient += 2.0 * per_layer * sm.param;

@@ -919,7 +919,10 @@ impl Sim {
         let now = self.now;
         let dev = &mut self.devices[d as usize];
         dev.dp_drain = SimTime(now.0 - dev.last_task_end.0);
-        let opt = SimTime::from_seconds(dev.plan.optimizer);
+        // FSDP under PyTorch's pipelining copies each layer's gradients in before its reduce,
+        // after the last backward: counted with the step's tail.
+        let copies = if dev.plan.per_step { dev.plan.reduce_copy * dev.gathers_total as f64 } else { Seconds::ZERO };
+        let opt = SimTime::from_seconds(dev.plan.optimizer + copies);
         dev.optimizer_time = opt;
         let end = SimTime(now.0 + opt.0);
         dev.done_at = Some(end);
@@ -955,6 +958,12 @@ impl Sim {
             self.devices[d as usize].running = Some((key, idx + 1));
             // Gradients are complete only in the last micro-batch's backward.
             if matches!(step, SimStep::GradsReady) && key.pass == Pass::Bwd && key.micro + 1 != self.m {
+                continue;
+            }
+            // FSDP under PyTorch's pipelining (`DpPlan::per_step`): each layer is gathered (and
+            // copied out) in the first micro-batch's forward only.
+            let gathered_once = matches!(step, SimStep::FsdpGather | SimStep::Kernel { name: "fsdp_copy_out", .. });
+            if gathered_once && key.pass == Pass::Fwd && key.micro > 0 && self.devices[d as usize].plan.per_step {
                 continue;
             }
             match step {
@@ -1105,6 +1114,10 @@ impl Sim {
             // Whatever gradients are left go out now.
             let rest: Vec<CommStep> = dev.grad_buckets.drain(..).collect();
             dev.dp_queue.extend(rest);
+            // FSDP under PyTorch's pipelining: every layer's gradients are reduce-scattered now.
+            if let (true, Some(r)) = (dev.plan.per_step, dev.plan.layer_reduce.clone()) {
+                dev.dp_queue.extend(std::iter::repeat_n(r, dev.gathers_total as usize));
+            }
             self.run_dp(d);
             return;
         };
@@ -1238,6 +1251,16 @@ fn schedule(kind: Schedule, pp: u32, vp: u32, m: u32, d: u32) -> Vec<TaskKey> {
     out
 }
 
+/// The FSDP layer gathers a device runs per step: two per layer and micro-batch (forward and
+/// backward), or one per layer under `DpPlan::per_step` (in the first forward).
+fn fsdp_gathers(fsdp: bool, plan: &DpPlan, m: u32, layers: u64) -> u64 {
+    match (fsdp, plan.per_step) {
+        (false, _) => 0,
+        (true, false) => 2 * m as u64 * layers,
+        (true, true) => layers,
+    }
+}
+
 /// Build a virtual stage's forward and backward step lists.
 fn chunk_lists(s: &Scenario, pr: &Priced, plan: &DpPlan, v: u32, n_v: u32, slow: f64, fsdp: bool, train: bool) -> (Vec<SimStep>, Vec<SimStep>) {
     let copy = |name, t: Seconds| SimStep::Kernel {
@@ -1272,15 +1295,17 @@ fn chunk_lists(s: &Scenario, pr: &Priced, plan: &DpPlan, v: u32, n_v: u32, slow:
         fwd.extend(lower(ops));
         if train {
             let mut b = Vec::new();
-            if fsdp {
+            // Under `DpPlan::per_step` the layer stays gathered and its gradients are reduced once
+            // the device's last task ends.
+            if fsdp && !plan.per_step {
                 b.push(SimStep::FsdpGather);
                 b.push(copy("fsdp_copy_out", plan.gather_copy));
             }
             b.extend(lower(&back_ops(ops)));
-            if fsdp {
+            if fsdp && !plan.per_step {
                 b.push(copy("fsdp_copy_in", plan.reduce_copy));
                 b.push(SimStep::FsdpReduce);
-            } else {
+            } else if !fsdp {
                 b.push(SimStep::GradsReady);
             }
             bwd_layers.push(b);
@@ -1391,7 +1416,7 @@ pub fn simulate_with_progress(s: &Scenario, opts: &SimOptions, progress: &mut dy
         lists.push((0..vp).map(|c| chunk_lists(s, &pr, &plan, c * pp + d, n_v, slow, fsdp, train)).collect::<Vec<_>>());
         let layers = stage_layer_counts(s.model.n_layers, pc)[d as usize].max(1);
         // Every virtual stage on this device adds its layers' gradients.
-        let gathers_total = if fsdp { 2 * m as u64 * layers } else { 0 };
+        let gathers_total = fsdp_gathers(fsdp, &plan, m, layers);
         let tasks =
             if train { schedule(pc.schedule, pp, vp, m, d) } else { (0..vp).map(|c| TaskKey { pass: Pass::Fwd, micro: 0, vstage: c * pp + d }).collect() };
         devices.push(Device::new(tasks, plan, layers, gathers_total));

@@ -24,7 +24,7 @@
 use rayon::prelude::*;
 
 use super::ranks::{self, Classes, FaultError, Layout, Placement, RankFactors, RankFaults};
-use super::{chunk_lists, schedule, shape, stage_caps, Device, Pass, Sim, SimStep, SimTime, TaskKey, Topo, NIC, NVLINK};
+use super::{chunk_lists, fsdp_gathers, schedule, shape, stage_caps, Device, Pass, Sim, SimStep, SimTime, TaskKey, Topo, NIC, NVLINK};
 use crate::cost::lower::CommStep;
 use crate::parallelism::stage_layer_counts;
 use crate::scenario::Scenario;
@@ -267,7 +267,7 @@ impl<'a> Prepared<'a> {
                 lists.len() - 1
             };
             list_of.push(idx);
-            let gathers_total = if self.fsdp { 2 * self.m as u64 * self.layers[stage as usize] } else { 0 };
+            let gathers_total = fsdp_gathers(self.fsdp, &self.plans[stage as usize], self.m, self.layers[stage as usize]);
             devices.push(Device::new(self.tasks[stage as usize].clone(), self.plans[stage as usize].clone(), self.layers[stage as usize], gathers_total));
             let caps = self.caps[stage as usize];
             capacity.push(caps[NVLINK].max(1.0) * c.nvlink[k]);

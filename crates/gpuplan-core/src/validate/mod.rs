@@ -3,6 +3,7 @@
 
 pub mod published;
 pub mod serving;
+pub mod torchtitan;
 
 use crate::record::RunRecord;
 use crate::step::Prediction;

@@ -8,4 +8,5 @@ pub mod plan;
 pub mod published;
 pub mod serve;
 pub mod serving;
+pub mod torchtitan;
 pub mod validate;
