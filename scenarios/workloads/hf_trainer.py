@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""gpuplan HF Trainer workload: a Hugging Face transformers model built from a config.json with random
+weights, trained by `transformers.Trainer` on random fixed-length token sequences (no downloads), the
+way an HF user trains: `TrainingArguments(bf16=True, ...)` with the library's defaults for everything
+the command line does not set (optimizer, `max_grad_norm` = 1.0, data loader, logging).
+
+The model is `AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")` in fp32 on the GPU;
+`bf16=True` runs the forward and backward under bf16 autocast (fp32 master params), as hf_train.py's
+default. What the Trainer adds to hf_train.py's loop is what this script exists to measure: gradient
+clipping (`max_grad_norm`, default 1.0: `torch.nn.utils.clip_grad_norm_` over every gradient each
+step), the learning-rate scheduler, the data loader and collator, accelerate's wrappers, and the
+Trainer's own per-step Python (callbacks, loss bookkeeping).
+
+Output:
+  config k=v ...     facts (hf_stack, hf_loop=trainer, optim, max_grad_norm, versions, shapes)
+  Trainer's own tqdm progress bar and its final metrics dict (`train_runtime`, `train_steps_per_second`),
+                     which `gpuplan measure` parses (log format `hf-trainer`), as it would a user's job
+  trainer_cb n=<step> t_s=<host seconds since the previous step end>
+                     a TrainerCallback's host clock at every on_step_end (no synchronisation: the
+                     Trainer's loop does not synchronise per step either); not parsed by measure
+  summary rank=0 world=1 mode=train ... max_mem_alloc_bytes=<b> max_mem_reserved_bytes=<b>
+
+Usage: python3 hf_trainer.py --config CFG.json --micro-batch 2 --seq 2048 --steps 40
+       [--max-grad-norm 1.0] [--recompute full] [--compile]
+"""
+import argparse
+import os
+import sys
+import time
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", required=True)
+    p.add_argument("--micro-batch", type=int, default=1)
+    p.add_argument("--grad-accum", type=int, default=1)
+    p.add_argument("--seq", type=int, default=2048)
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--max-grad-norm", type=float, default=None,
+                   help="TrainingArguments.max_grad_norm (default: the library's, 1.0); 0 turns clipping off")
+    p.add_argument("--recompute", choices=["none", "full"], default="none",
+                   help="full: gradient_checkpointing=True (every decoder layer)")
+    p.add_argument("--compile", action="store_true", help="TrainingArguments(torch_compile=True)")
+    p.add_argument("--seed", type=int, default=0)
+    return p.parse_args()
+
+
+def main():
+    a = parse_args()
+    import torch
+    import transformers
+    from transformers import AutoConfig, AutoModelForCausalLM, Trainer, TrainerCallback, TrainingArguments
+
+    torch.manual_seed(a.seed)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    cfg = AutoConfig.from_pretrained(a.config)
+    model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa", torch_dtype=torch.float32)
+    n_params = sum(p.numel() for p in model.parameters())
+    vocab = cfg.vocab_size
+    n_seq = a.micro_batch * a.grad_accum * (a.steps + 2)
+    g = torch.Generator().manual_seed(a.seed + 1)
+    data = torch.randint(0, vocab, (n_seq, a.seq), generator=g)
+
+    class Tokens(torch.utils.data.Dataset):
+        def __len__(self):
+            return n_seq
+
+        def __getitem__(self, i):
+            return {"input_ids": data[i], "labels": data[i]}
+
+    kw = dict(
+        output_dir="/tmp/hf_trainer_out",
+        per_device_train_batch_size=a.micro_batch,
+        gradient_accumulation_steps=a.grad_accum,
+        max_steps=a.steps,
+        bf16=True,
+        report_to="none",
+        save_strategy="no",
+        disable_tqdm=False,
+        seed=a.seed,
+        gradient_checkpointing=a.recompute == "full",
+        torch_compile=a.compile,
+    )
+    if a.max_grad_norm is not None:
+        kw["max_grad_norm"] = a.max_grad_norm
+    args = TrainingArguments(**kw)
+
+    class Clock(TrainerCallback):
+        def __init__(self):
+            self.t = None
+
+        def on_step_end(self, args, state, control, **k):
+            now = time.perf_counter()
+            if self.t is not None:
+                print(f"trainer_cb n={state.global_step} t_s={now - self.t:.6f}", flush=True)
+            self.t = now
+
+    facts = {
+        "hf_stack": "hf-compile" if a.compile else "hf-eager", "hf_loop": "trainer", "model_type": cfg.model_type,
+        "config_file": os.path.basename(a.config), "params": n_params, "mode": "train",
+        "micro_batch": a.micro_batch, "grad_accum": a.grad_accum, "seq": a.seq, "recompute": a.recompute,
+        "optim": str(args.optim).split(".")[-1], "max_grad_norm": args.max_grad_norm,
+        "lr_scheduler": str(args.lr_scheduler_type).split(".")[-1], "dataloader_num_workers": args.dataloader_num_workers,
+        "transformers": transformers.__version__, "torch": torch.__version__,
+        "gpu": torch.cuda.get_device_name().replace(" ", "_"), "cuda": torch.version.cuda,
+        "compile": int(a.compile), "fp8": 0, "attn_impl": "sdpa", "experts_impl": "none",
+    }
+    print("config " + " ".join(f"{k}={v}" for k, v in facts.items()), flush=True)
+    trainer = Trainer(model=model, args=args, train_dataset=Tokens(), callbacks=[Clock()])
+    torch.cuda.reset_peak_memory_stats()
+    out = trainer.train()
+    torch.cuda.synchronize()
+    print(out.metrics, flush=True)
+    print(
+        f"summary rank=0 world=1 mode=train params={n_params} steps={a.steps} "
+        f"max_mem_alloc_bytes={torch.cuda.max_memory_allocated()} max_mem_reserved_bytes={torch.cuda.max_memory_reserved()}",
+        flush=True,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
