@@ -420,6 +420,54 @@ fn a_few_short_prompts_price_the_tp4_shards_gemms_as_measured() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// A TP 8 shard's decode GEMMs near the ridge, at the top clock the power model gives a decode step
+/// of Llama-3.1 70B on 8 H100s (1,980 MHz): the clock shortens their compute, not their bytes. Each
+/// is priced at no less than its weights, activations and output at the profile's HBM rate plus the
+/// kernel overhead (`CostModel::clocked`); before, the o projection at M = 256 was priced at 5.7 us,
+/// under its own 8.1 us of bytes. The o projection (1024 -> 8192, FP8) is within 10% of what
+/// cuBLASLt took on the lent H100 at 1,980 MHz (calibration/runs/raw/tpshard-h100-2026-11-25/).
+#[test]
+fn tp8_shard_gemms_near_the_ridge_keep_their_bytes_time_at_the_top_clock() {
+    let raw: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/calibration/runs/raw/tpshard-h100-2026-11-25/tpshard_probe.json")).unwrap(),
+    )
+    .unwrap();
+    let dir = std::env::temp_dir().join(format!("gpuplan-it-tpshard-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("trace.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuplan"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["simulate", "--model", "llama-3.1-70b", "--system", "dgx-h100", "--gpus", "8", "--tp", "8", "--sp", "false", "--precision", "fp8"])
+        .args(["--stack", "trtllm", "--mode", "decode", "--batch", "256", "--kv-len", "128", "--trace"])
+        .arg(&trace)
+        .output()
+        .expect("run gpuplan simulate");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("at 1980 MHz"), "{}", String::from_utf8_lossy(&out.stdout));
+    let t: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let priced_us = |name: &str| {
+        let d: Vec<f64> = t["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["tid"] == 0 && e["name"] == name)
+            .map(|e| e["dur"].as_f64().unwrap())
+            .collect();
+        d.iter().sum::<f64>() / d.len() as f64
+    };
+    // h100-sxm-1x: HBM copy 3006 GB/s, kernel launch 3.8 us (its profile.toml); (k, n) of the shard.
+    let (hbm, overhead_us) = (3006e9, 3.8);
+    for (name, k, n) in [("qkv_proj", 8192.0, 1280.0), ("out_proj", 1024.0, 8192.0), ("up_proj", 8192.0, 7168.0), ("down_proj", 3584.0, 8192.0)] {
+        let bytes_us = ((256.0 * k + k * n) + 256.0 * n * 2.0) / hbm * 1e6 + overhead_us;
+        assert!(priced_us(name) >= bytes_us - 0.1, "{name}: priced {:.2} us under its bytes' {bytes_us:.2} us", priced_us(name));
+    }
+    let measured = raw["results"].as_array().unwrap().iter().find(|r| r["phase"] == "gemm_fp8_70b_tp8_o_m256").unwrap();
+    assert!(measured["sm_mhz_median"].as_f64().unwrap() >= 1965.0);
+    let measured_us = measured["call_us"].as_f64().unwrap();
+    assert!((priced_us("out_proj") / measured_us - 1.0).abs() < 0.10, "priced {:.2} us vs measured {measured_us:.2} us", priced_us("out_proj"));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// DGX-A100 offline rows (v0.17 TensorRT engines, FP16, Llama-3.1 8B / 70B at TP 1-8 and the
 /// held-out Mistral 7B and Mixtral 8x7B): (split, MAPE % when set). Before branch wt-trta100 they
 /// were 14.4% (+13.2%) fit / 17.8% (+17.4%) test; the engine flow's whole embedding on every TP

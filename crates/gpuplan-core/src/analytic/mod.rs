@@ -699,6 +699,7 @@ mod tests {
             cpu: Seconds::us(cpu_us),
             launches: 1.0,
             host_sync: Seconds::ZERO,
+            fixed: Seconds::ZERO,
         };
         let cycle = |gpu_ms: f64, host_ms: f64| {
             let steps = [kernel("permute", 0.1, 6.0), kernel("experts", gpu_ms, 6.0), kernel("attention", 0.5, 6.0), kernel("router", 0.05, 1e3 * host_ms)];

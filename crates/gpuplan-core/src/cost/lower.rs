@@ -505,6 +505,11 @@ pub enum Step {
     /// to launch it (the framework's per-op dispatch).
     /// `host_sync`: host time that cannot run ahead of the GPU (the GPU waits for it in full):
     /// DTensor's dispatch of a tensor-parallel linear layer, see [`DTENSOR_LINEAR_US`].
+    /// `fixed`: of `time`, the part the clock does not shorten (`OpCost::fixed`: a compute-bound
+    /// kernel's overhead and memory floor near the ridge; all of a memory-bound kernel's). `time`
+    /// already holds it at the lowering's speedup; the serving engine, which lowers at the
+    /// sustained clock and applies the solved clock to its sums, keeps it unshortened
+    /// (`serve::cost::Parts::compute_fixed`). The power model counts the whole kernel as compute.
     Kernel {
         name: &'static str,
         time: Seconds,
@@ -512,6 +517,7 @@ pub enum Step {
         cpu: Seconds,
         launches: f64,
         host_sync: Seconds,
+        fixed: Seconds,
     },
     Comm {
         name: &'static str,
@@ -610,13 +616,13 @@ impl CostModel<'_> {
             // its own host cost, where no CUDA graph replays them.
             let per_expert = if graphed || hf_host.is_some() { None } else { megatron_per_expert_launches(w, ops, i) };
             let kernel = |c: super::OpCost, launches: f64| {
-                let time = if c.bound == Bound::Compute { c.time / speedup } else { c.time };
+                let time = c.at(speedup);
                 let (cpu, launches) = match (per_expert, &op.kind) {
                     (Some(n), OpKind::Gemm { .. }) => (Seconds::us(super::fitted::fitted().megatron_expert_gemm_host_us) * n as f64, n as f64),
                     (Some(n), _) => (Seconds::us(MEGATRON_EXPERT_QUANTIZE_HOST_US) * n as f64, launches * n as f64),
                     (None, _) => (dispatch * launches, launches),
                 };
-                Step::Kernel { name: op.name, time, bound: c.bound, cpu, launches, host_sync }
+                Step::Kernel { name: op.name, time, bound: c.bound, cpu, launches, host_sync, fixed: c.fixed }
             };
             let step = match &op.kind {
                 OpKind::Gemm { m, n, k, count } if hf_grouped_expert(w, op) && self.moe_kernels().is_some() => {
@@ -631,18 +637,36 @@ impl CostModel<'_> {
                             // per call beyond the probe's idle-GPU measurement (fitted).
                             let c = self.gemm_time(*m, *n, *k, *count, crate::hardware::Dtype::Tf32);
                             let stall = (measured - c.time).max(Seconds::ZERO) + Seconds::us(super::fitted::fitted().hf_grouped_mm_residual_us);
-                            let time = if c.bound == Bound::Compute { c.time / speedup } else { c.time };
-                            Step::Kernel { name: op.name, time, bound: c.bound, cpu: dispatch, launches: *count as f64, host_sync: host_sync + stall }
+                            let time = c.at(speedup);
+                            Step::Kernel {
+                                name: op.name,
+                                time,
+                                bound: c.bound,
+                                cpu: dispatch,
+                                launches: *count as f64,
+                                host_sync: host_sync + stall,
+                                fixed: c.fixed,
+                            }
                         }
                         Some(time) => {
                             let bound = self.gemm_time(*m, *n, *k, *count, crate::hardware::Dtype::Bf16).bound;
-                            Step::Kernel { name: op.name, time, bound, cpu: dispatch, launches: 1.0, host_sync }
+                            // Measured wall time: counted by its bound as before (the clock is the probe's).
+                            let fixed = if bound == Bound::Compute { Seconds::ZERO } else { time };
+                            Step::Kernel { name: op.name, time, bound, cpu: dispatch, launches: 1.0, host_sync, fixed }
                         }
                         None if fp32 => {
                             let c = self.gemm_time(*m, *n, *k, *count, crate::hardware::Dtype::Tf32);
-                            let time = if c.bound == Bound::Compute { c.time / speedup } else { c.time };
+                            let time = c.at(speedup);
                             let host_sync = host_sync + hf_fallback_stall(*count, time);
-                            Step::Kernel { name: op.name, time, bound: c.bound, cpu: dispatch * *count as f64, launches: *count as f64, host_sync }
+                            Step::Kernel {
+                                name: op.name,
+                                time,
+                                bound: c.bound,
+                                cpu: dispatch * *count as f64,
+                                launches: *count as f64,
+                                host_sync,
+                                fixed: c.fixed,
+                            }
                         }
                         None => kernel(self.gemm_time(*m, *n, *k, *count, gemm_dtype(w, op)), 1.0),
                     }
@@ -657,15 +681,16 @@ impl CostModel<'_> {
                             cpu: dispatch * kernels.len() as f64,
                             launches: kernels.len() as f64,
                             host_sync,
+                            fixed: time,
                         },
                         None => kernel(self.memory_time(*bytes / super::fitted::fitted().hf_memory_efficiency, kernels.len() as u32), kernels.len() as f64),
                     }
                 }
                 OpKind::Gemm { m, n, k, count } if hf_fp32_grouped_mm(w, op) => {
                     let c = self.gemm_time(*m, *n, *k, *count, crate::hardware::Dtype::Tf32);
-                    let time = if c.bound == Bound::Compute { c.time / speedup } else { c.time };
+                    let time = c.at(speedup);
                     let host_sync = host_sync + hf_fallback_stall(*count, time);
-                    Step::Kernel { name: op.name, time, bound: c.bound, cpu: dispatch * *count as f64, launches: *count as f64, host_sync }
+                    Step::Kernel { name: op.name, time, bound: c.bound, cpu: dispatch * *count as f64, launches: *count as f64, host_sync, fixed: c.fixed }
                 }
                 OpKind::Gemm { m, n, k, count } => {
                     let dt = gemm_dtype(w, op);
@@ -724,8 +749,8 @@ impl CostModel<'_> {
                 }
             };
             let step = match step {
-                Step::Kernel { name, time, bound, cpu, launches, host_sync } if before_drain.contains(&i) => {
-                    Step::Kernel { name, time, bound, cpu: cpu + Seconds::us(super::fitted::fitted().moe_layer_host_us), launches, host_sync }
+                Step::Kernel { name, time, bound, cpu, launches, host_sync, fixed } if before_drain.contains(&i) => {
+                    Step::Kernel { name, time, bound, cpu: cpu + Seconds::us(super::fitted::fitted().moe_layer_host_us), launches, host_sync, fixed }
                 }
                 step => step,
             };
@@ -907,8 +932,10 @@ fn userbuffers(steps: &mut Vec<Step>, ops: &[Op], sms: f64) {
                     } else {
                         set_overlap(&mut steps[idx], 1.0 / UB_PIPELINE_SPLITS);
                         let taken = if ops[gemm].name == "out_proj" { UB_PIPELINE_SMS[0] } else { UB_PIPELINE_SMS[1] };
-                        if let Step::Kernel { time, .. } = &mut steps[gemm] {
-                            *time = *time * (sms / (sms - taken).max(1.0));
+                        if let Step::Kernel { time, fixed, .. } = &mut steps[gemm] {
+                            let slower = sms / (sms - taken).max(1.0);
+                            *time = *time * slower;
+                            *fixed = *fixed * slower;
                         }
                     }
                 }
@@ -976,7 +1003,15 @@ mod tests {
     }
 
     fn kernel(ms: f64) -> Step {
-        Step::Kernel { name: "expert_up", time: Seconds::ms(ms), bound: Bound::Compute, cpu: Seconds::ZERO, launches: 1.0, host_sync: Seconds::ZERO }
+        Step::Kernel {
+            name: "expert_up",
+            time: Seconds::ms(ms),
+            bound: Bound::Compute,
+            cpu: Seconds::ZERO,
+            launches: 1.0,
+            host_sync: Seconds::ZERO,
+            fixed: Seconds::ZERO,
+        }
     }
 
     fn comm_time(steps: &[Step]) -> Seconds {
@@ -1013,6 +1048,7 @@ mod tests {
             cpu: Seconds::ZERO,
             launches: 1.0,
             host_sync: Seconds::ZERO,
+            fixed: Seconds::ZERO,
         };
         // 1 ms of all-to-all (1e8 bytes at 100 GB/s plus 17 us of latency) beside 5 ms of shared GEMMs:
         // hidden but for the SM share.

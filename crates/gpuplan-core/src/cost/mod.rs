@@ -24,8 +24,23 @@ pub enum Bound {
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct OpCost {
+    /// Time at the sustained clock (`efficiency.sustained_gemm_clock`).
     pub time: Seconds,
     pub bound: Bound,
+    /// Of `time`, the part a faster SM clock does not shorten: all of a memory-bound op's; of a
+    /// compute-bound op's, its kernel overhead and the memory floor it meets before the top clock
+    /// ([`CostModel::clocked`]). [`OpCost::at`] prices the op at another clock.
+    pub fixed: Seconds,
+}
+
+impl OpCost {
+    /// The time at `speedup` x the sustained clock: the clock-bound part shortens, `fixed` does not.
+    pub fn at(&self, speedup: f64) -> Seconds {
+        match self.bound {
+            Bound::Compute => self.fixed + (self.time - self.fixed) / speedup,
+            Bound::Memory => self.time,
+        }
+    }
 }
 
 /// One number a prediction used, with its origin.
@@ -335,6 +350,9 @@ pub struct CostModel<'a> {
     /// their host and memory constants (`fitted::HF_*`) were fitted without the factor; applying it
     /// there waits for their refit.
     fused_small_calls: bool,
+    /// The top SM clock's period over the sustained clock's (<= 1): the profile's measured clocks
+    /// where it has them (as `analytic::power_gpu` gives the power model), else the GPU file's.
+    top_clock_period: f64,
     /// Whether a causal call on sequences shorter than the work-based tables' calls is priced at
     /// the measured short-causal level ([`fused_short_causal_factor`]): the megatron stack's packed
     /// documents and TensorRT-LLM's context FMHA (trtllm). Without it a context iteration of
@@ -434,6 +452,13 @@ impl<'a> CostModel<'a> {
             };
             Some((curves, source))
         });
+        let native_power = profile.filter(|p| matches!(profile_relation(gpu, p), Relation::Same)).and_then(|p| p.power.as_ref());
+        let (sustained, top) = match native_power {
+            Some(pw) if pw.gemm_clock.value() > 0.0 => (pw.gemm_clock.min(pw.max_clock), pw.max_clock),
+            Some(pw) => (gpu.efficiency.sustained_gemm_clock.value.min(pw.max_clock), pw.max_clock),
+            None => (gpu.efficiency.sustained_gemm_clock.value, gpu.max_clock.value),
+        };
+        let top_clock_period = if top.value() > 0.0 { (sustained / top).clamp(0.0, 1.0) } else { 1.0 };
         CostModel {
             system,
             profile,
@@ -441,6 +466,7 @@ impl<'a> CostModel<'a> {
             gemm_max,
             hbm,
             kernel_overhead,
+            top_clock_period,
             attention_shape,
             attention_kernel: AttentionKernel::Flash,
             fused_small_calls: false,
@@ -669,8 +695,33 @@ impl<'a> CostModel<'a> {
         };
         let bytes = Bytes::new((m * k + k * n) as f64 * elem * count as f64 + (m * n * count) as f64 * 2.0);
         let memory = bytes / self.hbm.value;
-        let (time, bound) = if compute >= memory { (compute, Bound::Compute) } else { (memory, Bound::Memory) };
-        OpCost { time: time + self.kernel_overhead.value, bound }
+        self.clocked(compute, memory)
+    }
+
+    /// An op of `compute` time at the sustained clock and `memory` time at the stream rate, plus
+    /// the kernel overhead: bound by the longer at the sustained clock. A compute-bound op is
+    /// priced exactly at the sustained clock (compute + overhead) and at the top clock (the longer
+    /// of compute shortened by the clock and memory, + overhead), linear in the clock period in
+    /// between: `fixed` holds the overhead, which the SM clock does not shorten, and the share of
+    /// the memory time that a GEMM near the ridge meets before the top clock (the power model
+    /// still counts the whole op as compute: what it draws was not measured). Without it a
+    /// compute-bound op was shortened by the whole speedup, below its own bytes' time: a decode
+    /// step of Llama-3.1 70B at TP 8 (1,980 MHz solved) priced the shard's o projection at M = 256
+    /// (1024 -> 8192, FP8) at 5.7 us, under the 8.1 us its weights and output take to stream, where
+    /// cuBLASLt took 7.6 us at 1,980 MHz on the H100. Over the probe's 276 FP8 shard GEMMs
+    /// (Llama-3.1 70B TP 1-8, 405B TP 4/8, Mixtral 8x22B TP 2-8; M = 16-16384) the mean
+    /// |measured / priced - 1| at the measured clock goes from 8.9% to 7.3%, at M = 256-1024 from
+    /// 13.6% to 8.5%; over the 74 bf16 ones from 10.1% to 8.9% (calibration/runs/raw/
+    /// tpshard-h100-2026-11-25/, scripts/compare_tpshard_probe.py; docs/trtllm-residuals.md
+    /// section 14). Nothing fitted: the clocks are the profile's (or the GPU file's).
+    pub fn clocked(&self, compute: Seconds, memory: Seconds) -> OpCost {
+        let overhead = self.kernel_overhead.value;
+        if compute < memory {
+            return OpCost { time: memory + overhead, bound: Bound::Memory, fixed: memory + overhead };
+        }
+        let u = self.top_clock_period;
+        let floor = if u < 1.0 { ((compute * u).max(memory) - compute * u) / (1.0 - u) } else { Seconds::ZERO };
+        OpCost { time: compute + overhead, bound: Bound::Compute, fixed: floor + overhead }
     }
 
     /// The experts' grouped GEMM on one rank (`expert_up`, `expert_down` and their gradients:
@@ -720,11 +771,12 @@ impl<'a> CostModel<'a> {
             let (t_band, b_band) = one(compute * tiles, banded_memory);
             let time = t_full * (1.0 - win.share) + t_band * win.share;
             let bound = if win.share >= 0.5 { b_band } else { b_full };
-            return OpCost { time: time + self.kernel_overhead.value, bound };
+            let time = time + self.kernel_overhead.value;
+            let fixed = if bound == Bound::Compute { self.kernel_overhead.value } else { time };
+            return OpCost { time, bound, fixed };
         }
         let (compute, memory) = self.attention_parts(op, tensor_speedup);
-        let (time, bound) = one(compute, memory);
-        OpCost { time: time + self.kernel_overhead.value, bound }
+        self.clocked(compute, memory)
     }
 
     /// [`CostModel::attention_time_at`]'s compute and memory times of a call without a window.
@@ -776,7 +828,7 @@ impl<'a> CostModel<'a> {
 
     pub fn memory_time(&self, bytes: f64, kernels: u32) -> OpCost {
         let time = Bytes::new(bytes) / self.hbm.value + self.kernel_overhead.value * kernels as f64;
-        OpCost { time, bound: Bound::Memory }
+        OpCost { time, bound: Bound::Memory, fixed: time }
     }
 
     /// What the links offer a group of this shape: ring bus bandwidth over its slowest link class

@@ -34,6 +34,9 @@ use crate::workload::{forward_ops, Mode, Op, OpKind, Workload};
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Parts {
     pub compute: f64,
+    /// Of `compute`, the part a faster clock does not shorten (the compute-bound kernels'
+    /// `Step::Kernel::fixed`). The power model still counts it as compute.
+    pub compute_fixed: f64,
     pub memory: f64,
     pub comm: f64,
     pub cpu: f64,
@@ -42,12 +45,14 @@ pub struct Parts {
 impl Parts {
     fn add(&mut self, o: &Parts, k: f64) {
         self.compute += o.compute * k;
+        self.compute_fixed += o.compute_fixed * k;
         self.memory += o.memory * k;
         self.comm += o.comm * k;
         self.cpu += o.cpu * k;
     }
     fn gpu(&self, speedup: f64) -> f64 {
-        self.compute / speedup + self.memory + self.comm
+        let fixed = self.compute_fixed.min(self.compute);
+        fixed + (self.compute - fixed) / speedup + self.memory + self.comm
     }
 }
 
@@ -426,7 +431,14 @@ fn parts_of(cost: &CostModel, s: &Scenario, w: &Workload, ops: &[Op]) -> Parts {
     let steps = cost.lower(&s.model, &s.parallel, &s.options, w, ops, 1.0);
     // No host_sync: it is priced for tensor-parallel training only.
     let (compute, memory, cpu, _, comm) = exposed_time(&steps);
-    Parts { compute: compute.value(), memory: memory.value(), comm: comm.iter().map(|(_, t)| t.value()).sum(), cpu: cpu.value() }
+    let compute_fixed = steps
+        .iter()
+        .map(|st| match st {
+            crate::cost::lower::Step::Kernel { time, bound: crate::cost::Bound::Compute, fixed, .. } => fixed.min(*time).value(),
+            _ => 0.0,
+        })
+        .sum();
+    Parts { compute: compute.value(), compute_fixed, memory: memory.value(), comm: comm.iter().map(|(_, t)| t.value()).sum(), cpu: cpu.value() }
 }
 
 impl<'a> IterCost<'a> {

@@ -132,7 +132,7 @@ fn to_sim(steps: Vec<Step>, slow: f64) -> Vec<SimStep> {
     steps
         .into_iter()
         .map(|s| match s {
-            Step::Kernel { name, time, bound, cpu, launches, host_sync } => SimStep::Kernel {
+            Step::Kernel { name, time, bound, cpu, launches, host_sync, .. } => SimStep::Kernel {
                 name,
                 time: SimTime::from_seconds(time / slow),
                 bound,
