@@ -144,7 +144,7 @@ fn an_inconsistent_torchtitan_row_is_refused_with_its_reason() {
     let e = map_row(&r).unwrap_err();
     assert!(e.reason.contains("fsdp x tp x pp x cp"), "{}", e.reason);
     let mut r = rows[0].clone();
-    r.model = "Llama 4 Scout".into();
+    r.model = "Falcon 180B".into();
     assert!(map_row(&r).unwrap_err().reason.contains("no catalog model"));
 }
 

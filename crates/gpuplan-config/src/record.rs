@@ -221,7 +221,7 @@ pub fn scenario_wire(r: &RunRecord, calibration: Option<&str>) -> ScenarioWire {
             precision: record_stack(r).map_or_else(|| s.precision.clone(), |(_, p)| p.map(str::to_string).or_else(|| s.precision.clone())),
             recompute: s.recompute.clone(),
             stack: record_stack(r).map_or_else(|| s.stack.clone(), |(st, _)| Some(st.to_string())),
-            fp8_recipe: record_stack(r).and_then(|(_, p)| p).map(|_| "tensorwise".to_string()),
+            fp8_recipe: r.hf_fp8_recipe().map(str::to_string),
             decode_tokens: r.decode_tokens().filter(|_| s.mode == "decode").and_then(int),
             attention_dp: None,
             ..Default::default()

@@ -331,15 +331,25 @@ impl RunRecord {
     /// left as measured. `hf-eager`, `hf-eager-loop`, `hf-eager-generate` -> `hf-eager`;
     /// `hf-compile` -> `hf-compile`; `hf-compile-fp8` (torchao `convert_to_float8_training`,
     /// tensorwise dynamic scaling, under `torch.compile`) -> `hf-compile` at precision fp8 with the
-    /// tensorwise recipe. `None` for any other record.
+    /// tensorwise recipe; `hf-compile-fp8-rowwise` (hf_train.py `--fp8-recipe rowwise`) likewise with
+    /// the rowwise recipe ([`Self::hf_fp8_recipe`]). `None` for any other record.
     pub fn hf_stack(&self) -> Option<(&'static str, Option<&'static str>)> {
         let hf = self.job.reported.get("hf_stack")?;
         Some(match hf.as_str() {
-            "hf-compile-fp8" => ("hf-compile", Some("fp8")),
+            "hf-compile-fp8" | "hf-compile-fp8-rowwise" => ("hf-compile", Some("fp8")),
             s if s.starts_with("hf-compile") => ("hf-compile", None),
             s if s.starts_with("hf-eager") => ("hf-eager", None),
             _ => return None,
         })
+    }
+    /// The torchao float8 recipe of a record whose job reported an `hf-compile-fp8*` stack:
+    /// `rowwise` for `hf-compile-fp8-rowwise`, else `tensorwise`; `None` for any other record.
+    pub fn hf_fp8_recipe(&self) -> Option<&'static str> {
+        match self.job.reported.get("hf_stack")?.as_str() {
+            "hf-compile-fp8-rowwise" => Some("rowwise"),
+            "hf-compile-fp8" => Some("tensorwise"),
+            _ => None,
+        }
     }
     /// Tokens each sequence generated in a decode run, from the cache lengths its job reported
     /// (`cache_len_end - cache_len_start`, scenarios/workloads/hf_train.py); `None` when it
@@ -511,5 +521,32 @@ mod tests {
         assert!((slow.op_dispatch / Seconds::us(7.0 * v) - 1.0).abs() < 1e-12);
         assert!((slow.hf_decode_layer / Seconds::us(600.0 * k * v) - 1.0).abs() < 1e-12);
         assert!((slow.hf_generate_layer / Seconds::us(50.0 * k * v) - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_float8_record_keeps_its_recipe() {
+        let rec = |stack: &str| {
+            let mut r = RunRecord {
+                schema_version: SCHEMA_VERSION,
+                run_id: None,
+                split: None,
+                status: "ok".into(),
+                exit_code: Some(0),
+                signal: None,
+                scenario: Scenario::default(),
+                metrics: Metrics::default(),
+                machine: Machine::default(),
+                job: Job::default(),
+                note: None,
+                serve: None,
+            };
+            r.job.reported.insert("hf_stack".into(), stack.into());
+            r
+        };
+        assert_eq!(rec("hf-compile-fp8-rowwise").hf_stack(), Some(("hf-compile", Some("fp8"))));
+        assert_eq!(rec("hf-compile-fp8-rowwise").hf_fp8_recipe(), Some("rowwise"));
+        assert_eq!(rec("hf-compile-fp8").hf_fp8_recipe(), Some("tensorwise"));
+        assert_eq!(rec("hf-compile").hf_fp8_recipe(), None);
+        assert_eq!(rec("hf-eager").hf_stack(), Some(("hf-eager", None)));
     }
 }

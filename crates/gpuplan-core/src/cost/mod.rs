@@ -713,7 +713,7 @@ impl<'a> CostModel<'a> {
     /// |measured / priced - 1| at the measured clock goes from 8.9% to 7.3%, at M = 256-1024 from
     /// 13.6% to 8.5%; over the 74 bf16 ones from 10.1% to 8.9% (calibration/runs/raw/
     /// tpshard-h100-2026-11-25/, scripts/compare_tpshard_probe.py; docs/trtllm-residuals.md
-    /// section 14). Nothing fitted: the clocks are the profile's (or the GPU file's).
+    /// section 15). Nothing fitted: the clocks are the profile's (or the GPU file's).
     pub fn clocked(&self, compute: Seconds, memory: Seconds) -> OpCost {
         let overhead = self.kernel_overhead.value;
         if compute < memory {
