@@ -28,6 +28,9 @@ cat "$OUT/env.txt"
 
 # id loop config mb seq steps warmup est_s [max_grad_norm]
 # hft-000 / hft-010: the smoke config (host-bound: the step is the loop's host time), Trainer vs loop
+# Rows 000-010 ran on the lent H200 (2026-11-25 00:16 UTC); rows 011-019 on the lent H100 with the
+# Trainer's post-backward sections timed (hf_trainer.py's `trainer_cb ... clip_ms= optimizer_ms= ...`).
+ROWS=${ROWS:-000-010}
 read -r -d '' TABLE <<'T'
 000 trainer smoke-llama     1 128  60 10 30
 010 loop    smoke-llama     1 128  60 10 25
@@ -40,10 +43,20 @@ read -r -d '' TABLE <<'T'
 007 loop    llama-3.2-3b    1 2048 30 5 40
 008 trainer qwen3-1.7b      2 2048 30 5 50
 009 loop    qwen3-1.7b      2 2048 30 5 40
+011 trainer smoke-llama     1 128  60 10 30
+012 trainer tinyllama-1.1b  4 2048 30 5 45
+013 loop    tinyllama-1.1b  4 2048 30 5 35
+014 trainer tinyllama-1.1b  1 2048 30 5 40
+015 loop    tinyllama-1.1b  1 2048 30 5 30
+016 trainer llama-3.2-3b    1 2048 30 5 50
+017 loop    llama-3.2-3b    1 2048 30 5 40
+018 trainer qwen3-1.7b      1 4096 30 5 50
+019 loop    qwen3-1.7b      1 4096 30 5 40
 T
 
 while read -r id loop cfg mb seq steps warm est mgn; do
   [[ -z ${id:-} ]] && continue
+  (( 10#$id < 10#${ROWS%-*} || 10#$id > 10#${ROWS#*-} )) && continue
   now=$(( $(date +%s) - T0 ))
   if (( now + est > BUDGET_S )); then echo "skip hft-$id: ${est}s does not fit (${now}s used)"; continue; fi
   to=$(( est * 3 )); (( to > BUDGET_S + 40 - now )) && to=$(( BUDGET_S + 40 - now ))

@@ -15,9 +15,10 @@ Output:
   config k=v ...     facts (hf_stack, hf_loop=trainer, optim, max_grad_norm, versions, shapes)
   Trainer's own tqdm progress bar and its final metrics dict (`train_runtime`, `train_steps_per_second`),
                      which `gpuplan measure` parses (log format `hf-trainer`), as it would a user's job
-  trainer_cb n=<step> t_s=<host seconds since the previous step end>
-                     a TrainerCallback's host clock at every on_step_end (no synchronisation: the
-                     Trainer's loop does not synchronise per step either); not parsed by measure
+  trainer_cb n=<step> t_s=<host seconds since the previous step end> pre_opt_to_end_ms=<ms>
+             clip_ms=<ms> optimizer_ms=<ms> scheduler_ms=<ms> zero_grad_ms=<ms>
+                     a TrainerCallback's host clock at every on_step_end, and the host wall time of
+                     the post-backward sections (wrapped calls; none synchronises); not parsed by measure
   summary rank=0 world=1 mode=train ... max_mem_alloc_bytes=<b> max_mem_reserved_bytes=<b>
 
 Usage: python3 hf_trainer.py --config CFG.json --micro-batch 2 --seq 2048 --steps 40
@@ -86,14 +87,39 @@ def main():
         kw["max_grad_norm"] = a.max_grad_norm
     args = TrainingArguments(**kw)
 
+    # Host wall time of the Trainer's post-backward sections, per step (no profiler): each wrapped
+    # call's duration, summed per step and printed with the step's host clock at on_step_end. None of
+    # these calls synchronises with the GPU (fused AdamW, foreach clipping, zero_grad(set_to_none),
+    # the scheduler), so each is the host's own time; the Trainer's NaN check on the step's loss,
+    # between the backward and these, does.
+    sections = {}
+
+    def timed(obj, name, key):
+        f = getattr(obj, name)
+
+        def w(*x, **k):
+            t0 = time.perf_counter()
+            try:
+                return f(*x, **k)
+            finally:
+                sections[key] = sections.get(key, 0.0) + time.perf_counter() - t0
+        setattr(obj, name, w)
+
     class Clock(TrainerCallback):
         def __init__(self):
             self.t = None
+            self.bwd_end = None
+
+        def on_pre_optimizer_step(self, args, state, control, **k):
+            sections["pre_opt_at"] = time.perf_counter()
 
         def on_step_end(self, args, state, control, **k):
             now = time.perf_counter()
             if self.t is not None:
-                print(f"trainer_cb n={state.global_step} t_s={now - self.t:.6f}", flush=True)
+                parts = " ".join(f"{k}_ms={v * 1e3:.3f}" for k, v in sorted(sections.items()) if not k.endswith("_at"))
+                tail = (now - sections["pre_opt_at"]) * 1e3 if "pre_opt_at" in sections else float("nan")
+                print(f"trainer_cb n={state.global_step} t_s={now - self.t:.6f} pre_opt_to_end_ms={tail:.3f} {parts}", flush=True)
+            sections.clear()
             self.t = now
 
     facts = {
@@ -107,7 +133,13 @@ def main():
         "compile": int(a.compile), "fp8": 0, "attn_impl": "sdpa", "experts_impl": "none",
     }
     print("config " + " ".join(f"{k}={v}" for k, v in facts.items()), flush=True)
+    import accelerate
+    timed(accelerate.Accelerator, "clip_grad_norm_", "clip")
     trainer = Trainer(model=model, args=args, train_dataset=Tokens(), callbacks=[Clock()])
+    trainer.create_optimizer_and_scheduler(num_training_steps=a.steps)
+    timed(trainer.optimizer, "step", "optimizer")
+    timed(trainer.lr_scheduler, "step", "scheduler")
+    timed(trainer.model, "zero_grad", "zero_grad")
     torch.cuda.reset_peak_memory_stats()
     out = trainer.train()
     torch.cuda.synchronize()

@@ -260,6 +260,14 @@ pub struct ScenarioArgs {
     /// Overlap TP communication with GEMMs (Megatron --tp-comm-overlap)
     #[arg(long)]
     pub tp_comm_overlap: Option<bool>,
+    /// Training with an hf-* stack: the loop around the model, plain (a PyTorch loop, default) or hf-trainer
+    /// (transformers.Trainer at its defaults: its per-step NaN check leaves the GPU idle while the host clips,
+    /// steps the optimizer and zeroes the gradients)
+    #[arg(long)]
+    pub train_loop: Option<String>,
+    /// With --train-loop hf-trainer: TrainingArguments.max_grad_norm (default 1.0; 0 turns clipping off)
+    #[arg(long, allow_negative_numbers = true)]
+    pub max_grad_norm: Option<f64>,
     /// Megatron training's CUDA graphs: none (default), partial (attention and MoE router: Megatron-Bridge
     /// cuda_graph_impl transformer_engine), full (the whole iteration: cuda_graph_impl full_iteration)
     #[arg(long)]
@@ -351,6 +359,8 @@ impl ScenarioArgs {
                 decode_tokens: self.decode_tokens,
                 attention_dp: self.attention_dp.then_some(true),
                 packed_doc_len: self.packed_doc_len,
+                train_loop: self.train_loop.clone(),
+                max_grad_norm: self.max_grad_norm,
             },
             options: OptionsWire {
                 tp_comm_overlap: self.tp_comm_overlap,
@@ -481,6 +491,8 @@ impl ScenarioArgs {
         f(self.cp_comm.is_some(), "cp-comm");
         f(self.tp_comm_overlap.is_some(), "tp-comm-overlap");
         f(self.train_cuda_graphs.is_some(), "train-cuda-graphs");
+        f(self.train_loop.is_some(), "train-loop");
+        f(self.max_grad_norm.is_some(), "max-grad-norm");
         f(self.moe_ep_overlap.is_some(), "moe-ep-overlap");
         f(self.moe_shared_expert_overlap.is_some(), "moe-shared-expert-overlap");
         f(self.from_megatron_args.is_some(), "from-megatron-args");

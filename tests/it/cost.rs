@@ -192,6 +192,7 @@ fn megatron_tp_overlap_pairs_each_collective_with_its_gemm() {
         decode_tokens: 1,
         attention_dp: None,
         packed_doc_len: None,
+        train_loop: Default::default(),
         fp8_non_tn: false,
     };
     let op = |name, kind| Op { name, kind, pass: Pass::Forward, backward: Backward::Mirror };

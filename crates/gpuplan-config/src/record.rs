@@ -224,6 +224,8 @@ pub fn scenario_wire(r: &RunRecord, calibration: Option<&str>) -> ScenarioWire {
             fp8_recipe: r.hf_fp8_recipe().map(str::to_string),
             decode_tokens: r.decode_tokens().filter(|_| s.mode == "decode").and_then(int),
             attention_dp: None,
+            train_loop: r.hf_trainer().then(|| "hf-trainer".to_string()),
+            max_grad_norm: r.hf_trainer().then(|| r.job.reported.get("max_grad_norm").and_then(|v| v.parse::<f64>().ok())).flatten(),
             ..Default::default()
         },
         options: OptionsWire::default(),

@@ -42,7 +42,7 @@ use gpuplan_core::model::{Model, Position};
 use gpuplan_core::parallelism::{Fill, ParallelConfig, PipelineSplit, Schedule};
 use gpuplan_core::scenario::{Options, Scenario, TrainGraphs};
 use gpuplan_core::workload::{
-    CpComm, FlexBackend, Fp8Recipe, Lora, LoraTarget, MegatronMemory, Mode, MoeDispatcher, Recompute, RecomputeModule, Stack, StateDtype, Workload,
+    CpComm, FlexBackend, Fp8Recipe, Lora, LoraTarget, MegatronMemory, Mode, MoeDispatcher, Recompute, RecomputeModule, Stack, StateDtype, TrainLoop, Workload,
 };
 
 pub const DIR: &str = "scenarios";
@@ -168,6 +168,12 @@ pub struct WorkloadWire {
     /// training: packed sequences (THD, `cu_seqlens`), the mean tokens of one document in a
     /// `seq`-token sequence; attention runs within each document (default: one document)
     pub packed_doc_len: Option<i64>,
+    /// training with an hf-* stack: `plain` (the project's loop, default) or `hf-trainer`
+    /// (`transformers.Trainer` at its defaults)
+    pub train_loop: Option<String>,
+    /// with `train_loop = "hf-trainer"`: `TrainingArguments.max_grad_norm` (default 1.0; 0 turns
+    /// gradient clipping off)
+    pub max_grad_norm: Option<f64>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -249,11 +255,60 @@ pub fn overlay(base: ScenarioWire, over: ScenarioWire) -> ScenarioWire {
             cross_entropy_fusion,
             decode_tokens,
             attention_dp,
-            packed_doc_len
+            packed_doc_len,
+            train_loop,
+            max_grad_norm
         ]
     );
     pick!(b.options, over.options, [tp_comm_overlap, dp_overlap, cuda_graphs, moe_ep_overlap, moe_shared_expert_overlap]);
     b
+}
+
+/// `workload.train_loop` and `workload.max_grad_norm`, checked: the Hugging Face Trainer wraps the
+/// hf-* stacks' models in training only; `max_grad_norm` belongs to it and is not negative.
+fn train_loop_keys(p: &mut Problems, path: &Path, ww: &WorkloadWire, mode: Mode, stack: Stack) -> TrainLoop {
+    let clip = match ww.max_grad_norm {
+        None => true,
+        Some(v) if v.is_finite() && v >= 0.0 => v > 0.0,
+        Some(v) => {
+            p.push(
+                ConfigError::invalid(path, "workload.max_grad_norm", v, "is not a norm (0 or more)")
+                    .with_hint("TrainingArguments.max_grad_norm: 1.0 by default, 0 turns clipping off"),
+            );
+            true
+        }
+    };
+    match ww.train_loop.as_deref() {
+        None | Some("plain") => {
+            if let Some(v) = ww.max_grad_norm {
+                p.push(
+                    ConfigError::invalid(path, "workload.max_grad_norm", v, "applies to the Hugging Face Trainer's loop only")
+                        .with_hint("give `--train-loop hf-trainer` with it, or leave it out"),
+                );
+            }
+            TrainLoop::Plain
+        }
+        Some("hf-trainer") if mode == Mode::Train && stack.hf() => TrainLoop::HfTrainer { clip },
+        Some("hf-trainer") => {
+            let why = if mode != Mode::Train {
+                format!("applies to training; this scenario is {}", mode.name())
+            } else {
+                format!("wraps the hf-* stacks' models; the stack is {}", stack.name())
+            };
+            p.push(
+                ConfigError::invalid(path, "workload.train_loop", "hf-trainer", why)
+                    .with_hint("give `--stack hf-eager` (or hf-compile) and `--mode train`, or leave `--train-loop` out"),
+            );
+            TrainLoop::Plain
+        }
+        Some(other) => {
+            p.push(
+                ConfigError::invalid(path, "workload.train_loop", other, "is not a training loop gpuplan knows")
+                    .with_hint("plain (a PyTorch loop: forward, backward, optimizer) or hf-trainer (transformers.Trainer)"),
+            );
+            TrainLoop::Plain
+        }
+    }
 }
 
 /// `workload.moe_capacity_factor` and `workload.moe_pad_to_capacity` (Megatron's
@@ -870,6 +925,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         }
         Some(n) => Some(pos(&mut p, "workload.packed_doc_len", Some(n), 1)),
     };
+    let train_loop = train_loop_keys(&mut p, &path, ww, mode, stack);
     let cp_comm = match pw.cp_comm.as_deref() {
         None => CpComm::P2p,
         Some(s) => CpComm::parse(s).unwrap_or_else(|| {
@@ -907,6 +963,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         decode_tokens,
         attention_dp,
         packed_doc_len,
+        train_loop,
         // Transformer Engine's layout rule (the megatron stack's quantize kernels).
         fp8_non_tn: stack == Stack::Megatron && system.gpu.arch == gpuplan_core::hardware::Arch::Blackwell,
     };

@@ -342,6 +342,15 @@ impl RunRecord {
             _ => return None,
         })
     }
+    /// Whether the job was a Hugging Face Trainer run of an hf-* stack (its scenario's, or the one
+    /// [`Self::hf_stack`] reads) in training: its log read as
+    /// the Trainer's (`metrics.log_format` `hf-trainer`: its tqdm bar and metrics dict), or its job
+    /// reported `hf_loop=trainer` (scenarios/workloads/hf_trainer.py).
+    pub fn hf_trainer(&self) -> bool {
+        let hf = self.hf_stack().is_some() || self.scenario.stack.as_deref().is_some_and(|s| s.starts_with("hf-"));
+        hf && self.scenario.mode == "train"
+            && (self.metrics.log_format.as_deref() == Some("hf-trainer") || self.job.reported.get("hf_loop").is_some_and(|v| v == "trainer"))
+    }
     /// The torchao float8 recipe of a record whose job reported an `hf-compile-fp8*` stack:
     /// `rowwise` for `hf-compile-fp8-rowwise`, else `tensorwise`; `None` for any other record.
     pub fn hf_fp8_recipe(&self) -> Option<&'static str> {

@@ -60,6 +60,11 @@ pub struct Breakdown {
     /// calibration/runs/hf/FIT.md, thirteenth pass). Not a part of the step of its own. Zero from
     /// the DES.
     pub memory_unstreamed: Seconds,
+    /// Of `cpu_launch`, the training loop's own host time after the backward that the GPU waits
+    /// for (the Hugging Face Trainer's, [`hf_trainer_host`]): idle GPU time, but not the kernel
+    /// starvation of a host-bound step (`analytic::activity` keeps them apart). Not a part of the
+    /// step of its own.
+    pub loop_host: Seconds,
 }
 
 impl Breakdown {
@@ -93,6 +98,7 @@ impl Breakdown {
             &mut self.memory_l2,
             &mut self.tensor_idle,
             &mut self.memory_unstreamed,
+            &mut self.loop_host,
         ] {
             *s = *s * k;
         }
@@ -112,6 +118,7 @@ impl Breakdown {
         self.memory_l2 += o.memory_l2;
         self.memory_unstreamed += o.memory_unstreamed;
         self.tensor_idle += o.tensor_idle;
+        self.loop_host += o.loop_host;
     }
 }
 
@@ -162,6 +169,39 @@ fn optimizer_bytes_per_param(w: &workload::Workload) -> f64 {
         Stack::TorchEager | Stack::TorchCompile | Stack::HfEager | Stack::HfCompile => 4.0 * 4.0 + 3.0 * 4.0 + 4.0 + 4.0,
         // Inference engines take no optimizer step (training with them is refused by `config`).
         Stack::Trtllm | Stack::Vllm | Stack::Sglang => 0.0,
+    }
+}
+
+/// The Hugging Face Trainer's host time after each step's backward, microseconds: `[fixed, per
+/// parameter tensor]`. The Trainer's NaN check of the step's loss (`logging_nan_inf_filter`, on by
+/// default) waits for the backward, so what the host runs next — `clip_grad_norm_` (foreach norm and
+/// scale over every gradient), the optimizer's step (fused AdamW's Python: grouping the tensors),
+/// the scheduler, `model.zero_grad()` (a Python loop over the parameters) and the callbacks — runs
+/// with the GPU idle, where a plain loop runs it beside the backward's kernels. Measured, not
+/// fitted to step times: the host wall time of those calls (`trainer_cb ... clip_ms` plus
+/// `pre_opt_to_end_ms`, medians over steps 6-30; none of the calls synchronises) on the lent H100's
+/// host (16-core Xeon VM, torch 2.11.0, transformers 5.17.0, accelerate 1.15.0, 2026-11-25; runs
+/// hft-011, 012, 014, 016, 018, scenarios/workloads/hf_trainer.py, raw logs in
+/// calibration/runs/hf/raw/trainer-h100-2026-11-25/) against the models' parameter tensors (21,
+/// 201, 201, 254, 310): 1.84 / 8.13 / 7.38 / 10.75 / 10.65 ms; the least-squares line through them
+/// is 1,289 us + 32.74 us per tensor. Checked on the lent H200's paired runs (hft-000..009), whose
+/// sections were not timed.
+pub const HF_TRAINER_HOST_US: [f64; 2] = [1289.0, 32.74];
+
+/// Bytes per parameter of the Hugging Face Trainer's gradient clipping (`max_grad_norm` > 0):
+/// `torch.nn.utils.clip_grad_norm_` reads every fp32 gradient for the norm (4 B) and scales every
+/// one in place (`_foreach_mul_`, read and write: 8 B), whatever the norm.
+pub const HF_TRAINER_CLIP_BYTES_PER_PARAM: f64 = 12.0;
+
+/// The host time the Hugging Face Trainer leaves the GPU idle for after each step's backward
+/// ([`HF_TRAINER_HOST_US`] over the model's parameter tensors); zero in a plain loop.
+pub fn hf_trainer_host(s: &Scenario) -> Seconds {
+    match s.workload.train_loop {
+        workload::TrainLoop::HfTrainer { .. } => {
+            let [fixed, per_tensor] = HF_TRAINER_HOST_US;
+            Seconds::us(fixed + per_tensor * s.model.hf_param_tensors() as f64)
+        }
+        workload::TrainLoop::Plain => Seconds::ZERO,
     }
 }
 
@@ -409,6 +449,9 @@ pub struct DpPlan {
     pub reduce_copy: Seconds,
     /// Optimizer step of the rank's shard: memory-bound.
     pub optimizer: Seconds,
+    /// Host time after the backward that the GPU waits for in full, serial with the step: the
+    /// Hugging Face Trainer's post-backward Python ([`hf_trainer_host`]); zero in any other loop.
+    pub loop_host: Seconds,
 }
 
 impl DpPlan {
@@ -536,7 +579,12 @@ pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
         (sm.grad, sm.param)
     };
     let local = dense / if pc.zero >= 1 { pc.dp as f64 } else { 1.0 } + experts / if pc.zero >= 1 { pc.expert_dp() as f64 } else { 1.0 };
-    let mut plan = DpPlan { optimizer: cost.memory_time(local * optimizer_bytes_per_param(&s.workload), 4).time, ..DpPlan::default() };
+    let clip = if matches!(s.workload.train_loop, workload::TrainLoop::HfTrainer { clip: true }) { HF_TRAINER_CLIP_BYTES_PER_PARAM } else { 0.0 };
+    let mut plan = DpPlan {
+        optimizer: cost.memory_time(local * (optimizer_bytes_per_param(&s.workload) + clip), 4).time,
+        loop_host: hf_trainer_host(s),
+        ..DpPlan::default()
+    };
     let groups = [(Group::Dp, pc.dp, dense), (Group::ExpertDp, pc.expert_dp(), experts)];
     match pc.zero {
         0 => {

@@ -304,6 +304,10 @@ fn step_breakdown(s: &Scenario, cost: &CostModel, stages: &[StageTimes], n_micro
             let (dp, opt) = data_parallel_and_optimizer(cost, s, stages, n_micro);
             bd.dp_comm = dp;
             bd.optimizer = opt;
+            // The training loop's host time after the backward (the HF Trainer's), GPU idle.
+            let loop_host = crate::step::hf_trainer_host(s);
+            bd.cpu_launch += loop_host;
+            bd.loop_host += loop_host;
         }
         Mode::Prefill | Mode::Decode => {
             // One batch flows through the stages in turn.
@@ -345,7 +349,7 @@ fn step_breakdown(s: &Scenario, cost: &CostModel, stages: &[StageTimes], n_micro
 /// `torch-*` steps with host exposure, power 6.4% -> 6.8%): calibration/runs/hf/FIT.md, tenth pass.
 fn activity(bd: &Breakdown, w: &workload::Workload) -> Activity {
     let host_bound = bd.cpu_launch > bd.compute + bd.memory;
-    let starved = w.stack.hf() && w.mode != Mode::Decode && bd.cpu_launch > Seconds::ZERO;
+    let starved = w.stack.hf() && w.mode != Mode::Decode && bd.cpu_launch > bd.loop_host;
     let floor = if (w.stack.hf() && w.mode == Mode::Decode && host_bound) || starved { bd.launch_floor.min(bd.memory) } else { Seconds::ZERO };
     let unstreamed = if starved { bd.memory_unstreamed.min(bd.memory - floor) } else { Seconds::ZERO };
     let (memory_l2, tensor_idle) =

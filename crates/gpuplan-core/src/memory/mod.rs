@@ -937,6 +937,7 @@ mod tests {
             decode_tokens: 1,
             attention_dp: None,
             packed_doc_len: None,
+            train_loop: Default::default(),
             fp8_non_tn: false,
         }
     }

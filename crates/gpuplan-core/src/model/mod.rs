@@ -248,6 +248,37 @@ impl Model {
 
     /// Whether layer `i` (0-based) has a mixture-of-experts FFN: a hybrid model's `E` blocks, or a
     /// transformer's layers after the leading dense ones, every `Moe::layer_step`-th.
+    /// Parameter tensors of the model as Hugging Face transformers builds it
+    /// (`len(list(model.parameters()))`): the embedding, the final norm and an untied LM head; per
+    /// decoder layer its two norms, the attention's projections (q, k, v, o; MLA's q_a, q_a norm,
+    /// q_b, kv_a, kv_a norm, kv_b, o), their biases, QK norms, and the MLP's matrices or, in an MoE
+    /// layer, the router, the experts' two fused tensors (transformers 5.x `gate_up_proj`,
+    /// `down_proj`) and the shared experts' matrices; a Mamba layer's in/out projections, conv
+    /// weight and bias, dt bias, A log, D and norm. The per-tensor host work of optimizers and
+    /// gradient clipping follows it (`step::hf_trainer_host`).
+    pub fn hf_param_tensors(&self) -> u64 {
+        let norm = if self.norm == NormKind::LayerNorm { 2 } else { 1 };
+        let attention = match &self.mla {
+            Some(m) => (if m.q_lora_rank > 0 { 3 } else { 1 }) + 4,
+            None => 4 + if self.qkv_bias { 3 } else { 0 } + if self.linear_bias { 1 } else { 0 } + if self.qk_norm { 2 } else { 0 },
+        };
+        let ffn = self.ffn_matrices() as u64 * if self.linear_bias { 2 } else { 1 };
+        let moe_ffn = self.moe.as_ref().map_or(0, |m| 1 + 2 + if m.n_shared_experts > 0 { self.ffn_matrices() as u64 } else { 0 });
+        let per_layer: u64 = self
+            .layer_kinds()
+            .iter()
+            .map(|k| match k {
+                LayerKind::Dense => 2 * norm + attention + ffn,
+                LayerKind::Moe => 2 * norm + attention + moe_ffn,
+                LayerKind::Attention => norm + attention,
+                LayerKind::Mlp => norm + ffn,
+                LayerKind::MoeMlp => norm + moe_ffn,
+                LayerKind::Mamba => 8,
+            })
+            .sum();
+        per_layer + 1 + norm + if self.tied_embeddings { 0 } else { 1 }
+    }
+
     pub fn is_moe_layer(&self, i: u64) -> bool {
         match (&self.moe, &self.hybrid) {
             (Some(_), Some(hy)) => hy.pattern.get(i as usize) == Some(&Block::Moe),

@@ -924,9 +924,12 @@ impl Sim {
         let copies = if dev.plan.per_step { dev.plan.reduce_copy * dev.gathers_total as f64 } else { Seconds::ZERO };
         let opt = SimTime::from_seconds(dev.plan.optimizer + copies);
         dev.optimizer_time = opt;
-        let end = SimTime(now.0 + opt.0);
+        // The training loop's host time after the backward (the HF Trainer's): the GPU waits.
+        let host = SimTime::from_seconds(dev.plan.loop_host);
+        dev.wait_cpu = SimTime(dev.wait_cpu.0 + host.0);
+        let end = SimTime(now.0 + opt.0 + host.0);
         dev.done_at = Some(end);
-        self.span(d, "compute", "optimizer", now, end);
+        self.span(d, "compute", "optimizer", now, SimTime(now.0 + opt.0));
     }
 
     /// The current step finished one of the things it waited for.
@@ -1461,7 +1464,8 @@ pub fn simulate_with_progress(s: &Scenario, opts: &SimOptions, progress: &mut dy
     let bubble = dv.wait_dep.seconds();
     // What is left of the critical rank's time is waiting on TP/CP/EP collectives and sends.
     let comm = (total - compute - memory - cpu_launch - dp_comm - optimizer - bubble).max(Seconds::ZERO);
-    let bd = Breakdown { compute, memory, tp_comm: comm, pp_bubble: bubble, dp_comm, optimizer, cpu_launch, ..Breakdown::default() };
+    let bd =
+        Breakdown { compute, memory, tp_comm: comm, pp_bubble: bubble, dp_comm, optimizer, cpu_launch, loop_host: dv.plan.loop_host, ..Breakdown::default() };
     let utilization = sim
         .devices
         .iter()

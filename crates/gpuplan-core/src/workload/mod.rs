@@ -376,6 +376,30 @@ pub fn stays_bf16(name: &str) -> bool {
     matches!(name, "router" | "lm_head")
 }
 
+/// The training loop an `hf-*` stack's step runs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TrainLoop {
+    /// A plain PyTorch loop: forward, backward, fused AdamW, `zero_grad(set_to_none=True)`, no
+    /// synchronisation until the step ends (scenarios/workloads/hf_train.py).
+    #[default]
+    Plain,
+    /// `transformers.Trainer` at its defaults (`bf16=True`, `adamw_torch_fused`): it checks each
+    /// step's loss for NaN on the host (`logging_nan_inf_filter`), which waits for the backward, so
+    /// the host's gradient clipping (`max_grad_norm`, default 1.0; `clip` false at 0), optimizer step,
+    /// scheduler, `model.zero_grad()` and callbacks run with the GPU idle
+    /// (`step::hf_trainer_host`), and the clipping's kernels add their GPU work.
+    HfTrainer { clip: bool },
+}
+
+impl TrainLoop {
+    pub fn name(self) -> &'static str {
+        match self {
+            TrainLoop::Plain => "plain",
+            TrainLoop::HfTrainer { .. } => "hf-trainer",
+        }
+    }
+}
+
 /// What is run: mode, batch shape, precision, recompute, stack.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Workload {
@@ -437,6 +461,10 @@ pub struct Workload {
     /// documents of this many tokens on average, and attention runs within each document only.
     /// `None`: one document per sequence.
     pub packed_doc_len: Option<u64>,
+    /// The training loop around an `hf-*` stack's model ([`TrainLoop`]): the project's own loop
+    /// (scenarios/workloads/hf_train.py, what the hf constants were fitted on), or Hugging Face's
+    /// `transformers.Trainer`.
+    pub train_loop: TrainLoop,
     /// Megatron training (Transformer Engine) on a GPU whose FP8 GEMMs take every operand layout,
     /// not only TN (data-centre Blackwell, compute capability 10.x: Transformer Engine 2.9
     /// `pytorch/utils.py` `is_non_tn_fp8_gemm_supported`), so Transformer Engine's per-tensor FP8
@@ -2021,6 +2049,7 @@ mod tests {
             decode_tokens: 1,
             attention_dp: None,
             packed_doc_len: None,
+            train_loop: TrainLoop::Plain,
             fp8_non_tn: false,
         }
     }
