@@ -57,8 +57,9 @@ esac
 cat "$OUTDIR/env.txt"
 
 # id kind mode config mb|batch seq|kv_len grad_accum recompute variant steps warmup est_s
-# variant: eager | compile | fp8 (torchao float8 under torch.compile) | bf16p (bf16 params, no
-# autocast) | loop | generate (decode APIs). est_s: the driver's time estimate (skip guard).
+# variant: eager | compile | fp8 (torchao float8, tensorwise, under torch.compile) | fp8row (the same,
+# torchao's rowwise recipe) | bf16p (bf16 params, no autocast) | loop | generate (decode APIs).
+# est_s: the driver's time estimate (skip guard).
 read -r -d '' TABLE <<'EOF'
 001 h100 train   tinyllama-1.1b           4  2048  1 none eager    10 3  30
 002 h100 train   llama-3.2-1b             2  4096  1 none eager    10 3  30
@@ -255,6 +256,36 @@ read -r -d '' TABLE <<'EOF'
 193 h100 decode  tinyllama-1.1b           8  2048  0 none generate 60 10 35
 194 h100 decode  llama-3.2-1b             8  16384 0 none loop     60 10 35
 195 h100 decode  llama-3.2-3b             1  8192  0 none loop     60 10 35
+196 h100 train   llama-3.2-1b             3  2048  1 none eager    10 3  25
+197 h100 train   tinyllama-1.1b           1  8192  1 none eager    10 3  25
+198 h100 train   qwen3-1.7b               4  1024  1 none eager    10 3  25
+199 h100 train   llama-3.2-3b             1  3072  1 none eager    8  3  30
+200 h100 train   tinyllama-1.1b           1  32768 1 full eager    6  2  35
+201 h100 train   qwen3-1.7b               1  32768 1 full eager    6  2  35
+202 h100 prefill llama-3.2-1b             1  65536 0 none eager    6  2  30
+203 h100 prefill qwen3-1.7b               2  16384 0 none eager    8  3  30
+204 h100 decode  llama-3.2-3b             32 512   0 none loop     40 10 25
+205 h100 decode  tinyllama-1.1b           1  32768 0 none generate 60 10 25
+206 h100 decode  qwen3-1.7b               8  4096  0 none generate 60 10 25
+207 h100 decode  llama-3.2-1b             32 4096  0 none loop     40 10 25
+208 h100 train   qwen3-moe-s-e96k6-w512   4  2048  1 none eager    8  3  35
+210 h100 train   llama-3.2-1b             4  8192  1 none compile  8  3  90
+209 h100 train   llama-3.2-1b             1  8192  1 none fp8      10 3  150
+211 h200 train   llama-3.2-3b             3  2048  1 none eager    8  3  30
+212 h200 train   qwen3-1.7b               1  8192  1 none eager    10 3  30
+213 h200 train   llama-3.2-1b             4  4096  1 none eager    10 3  30
+214 h200 train   qwen3-1.7b               1  32768 1 full eager    6  2  40
+215 h200 train   llama-3.2-3b             1  16384 1 full eager    6  2  40
+216 h200 prefill llama-3.2-3b             1  65536 0 none eager    6  2  30
+217 h200 prefill tinyllama-1.1b           2  32768 0 none eager    8  3  30
+218 h200 decode  llama-3.2-1b             32 32768 0 none generate 40 10 35
+219 h200 decode  llama-3.2-3b             8  512   0 none loop     60 10 25
+220 h200 decode  qwen3-1.7b               1  32768 0 none loop     60 10 25
+221 h200 decode  tinyllama-1.1b           32 4096  0 none generate 40 10 25
+222 h200 train   mixtral-s-e16k4-w2816    4  2048  1 none eager    8  3  35
+225 h200 train   llama-3.2-1b             1  8192  1 none fp8      10 3  110
+223 h200 train   tinyllama-1.1b           4  4096  1 none compile  8  3  90
+224 h200 train   llama-3.2-1b             4  2048  1 none fp8row   8  3  120
 EOF
 
 split_of() {  # id config
@@ -285,12 +316,15 @@ measure_one() {
     train)
       sa+=(--micro-batch "$b" --grad-accum "$ga" --global-batch $(( b * ga )) --seq "$s" --recompute "$rc")
       wa+=(--micro-batch "$b" --grad-accum "$ga" --seq "$s" --recompute "$rc")
-      # Rows 180 on take the host probe and speedometer in the run's own period (hf_train.py --host-probe).
-      (( 10#${rid#hf-} >= 180 )) 2>/dev/null && wa+=(--host-probe)
+      # Rows 180-195 take the host probe and speedometer in the run's own period (hf_train.py
+      # --host-probe). Rows 196 on (post-fit 13) are taken as the project's held-out HF runs are:
+      # no in-process host probe and no idle reading, so they are predicted with the profile's host.
+      (( 10#${rid#hf-} >= 180 && 10#${rid#hf-} < 196 )) 2>/dev/null && wa+=(--host-probe)
       case $variant in
         eager) true_stack="hf-eager: fp32 master params + bf16 autocast, fused AdamW" ;;
         compile) stack=torch-compile; wa+=(--compile); true_stack="hf-compile: torch.compile(model), fp32 master params + bf16 autocast, fused AdamW" ;;
         fp8) stack=torch-compile; prec=fp8; wa+=(--fp8); true_stack="hf-compile-fp8: torchao convert_to_float8_training tensorwise (all nn.Linear but lm_head) under torch.compile, fp32 master params + bf16 autocast, fused AdamW" ;;
+        fp8row) stack=torch-compile; prec=fp8; wa+=(--fp8 --fp8-recipe rowwise); true_stack="hf-compile-fp8-rowwise: torchao convert_to_float8_training rowwise (all nn.Linear but lm_head) under torch.compile, fp32 master params + bf16 autocast, fused AdamW" ;;
         bf16p) wa+=(--param-dtype bf16); true_stack="hf-eager with bf16 params (no fp32 master, no autocast; AdamW states bf16), fused AdamW" ;;
       esac ;;
     prefill)
@@ -298,8 +332,9 @@ measure_one() {
       true_stack="hf-eager prefill: bf16 weights, inference_mode, use_cache=True (DynamicCache), logits_to_keep=1" ;;
     decode)
       sa+=(--batch "$b" --kv-len "$s"); wa+=(--batch "$b" --kv-len "$s" --decode-api "$variant")
-      # Rows 116 on take the host probe in the run's own period (hf_train.py --host-probe).
-      (( 10#${rid#hf-} >= 116 )) 2>/dev/null && wa+=(--host-probe)
+      # Rows 116-195 take the host probe in the run's own period (hf_train.py --host-probe); rows
+      # 196 on do not (post-fit 13, taken as the held-out runs are).
+      (( 10#${rid#hf-} >= 116 && 10#${rid#hf-} < 196 )) 2>/dev/null && wa+=(--host-probe)
       if [[ $variant == generate ]]; then
         true_stack="hf-eager decode via model.generate (greedy, prefilled random DynamicCache, step = one generate iteration read by a syncing LogitsProcessor)"
       else

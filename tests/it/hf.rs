@@ -1207,3 +1207,28 @@ fn a_record_without_its_own_idle_scores_at_the_profiles_and_a_broken_one_names_t
     check("idle-nan", &|r| r["job"]["reported"]["idle_w"] = serde_json::json!("lots"), "idle_w", "`lots`");
     check("idle-zero", &|r| r["job"]["reported"]["idle_w"] = serde_json::json!("0"), "idle_w", "positive");
 }
+
+/// Post-fit 13 (calibration/runs/hf/postfit-13.jsonl: hf-196..208 and hf-210 on the lent H100
+/// GPU-ceb3961e, 2026-11-24 23:55-00:02 UTC; hf-211, 212, 214-216, 218-220, 223, 225 on the lent
+/// H200 GPU-e60fd848, 2026-11-25 00:07-00:13 UTC device clock; scripts/device_postfit13.sh, rows of
+/// scripts/device_hf.sh; all `test`, nothing fitted): runs taken as the project's held-out HF runs
+/// are, with no in-process host probe and no idle reading, so every one is predicted with the
+/// profile's host and idle (FIT.md "Sixteenth pass"). Step 8.0%, memory 5.0%, power 5.2% over 22
+/// runs; both out-of-memory runs (Qwen3-1.7B at 32K with full recompute, the compiled Llama-3.2-1B
+/// at 4 x 8192, on the H100) predicted not to fit.
+#[test]
+fn thirteenth_post_fit_runs_taken_without_a_probe_stay_within_their_bounds() {
+    let file = "calibration/runs/hf/postfit-13.jsonl";
+    for line in std::fs::read_to_string(file).unwrap().lines() {
+        let r: serde_json::Value = serde_json::from_str(line).unwrap();
+        let rep = r["job"]["reported"].as_object().unwrap();
+        assert!(!rep.keys().any(|k| k.starts_with("host_probe") || k.starts_with("idle_")), "{}: carries a probe", r["run_id"]);
+    }
+    let v = post_fit_set_within(file, "post-fit 13", 22, &[("step_time", 8.5), ("peak_memory", 5.5), ("power", 5.5)]);
+    let (code, out, err) = gpuplan(&["validate", "--runs", file, "--profile-host", "--profile-idle", "--json"]);
+    assert!(code == 0 || code == 1, "{err}");
+    let profile: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["runs"], profile["runs"], "with no probe of its own, a record predicts what the profile's host and idle do");
+    let s = v["summary"].as_array().unwrap().last().unwrap();
+    assert_eq!((s["oom_runs"].as_u64(), s["oom_predicted"].as_u64(), s["false_oom"].as_u64()), (Some(2), Some(2), Some(0)), "{s:#}");
+}
