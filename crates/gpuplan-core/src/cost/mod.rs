@@ -545,6 +545,23 @@ impl<'a> CostModel<'a> {
         self.system.gpu.peak.get(dtype).map(|s| s.value)
     }
 
+    /// The fused attention's head-dim factor ([`fused_head_dim_factor`]) a model of query/key head
+    /// dim `d` is priced with, forward at s 2K..64K, with its source; `None` where none applies
+    /// (the flash kernel, or d 128 and wider).
+    pub fn head_dim_number(&self, d: u64) -> Option<UsedNumber> {
+        if self.attention_kernel != AttentionKernel::Fused || fused_head_dim_factor(d, 8192.0, false) == 1.0 {
+            return None;
+        }
+        let (lo, hi) = [2048.0, 65536.0, 8192.0].iter().map(|&s| fused_head_dim_factor(d, s, false)).fold((f64::INFINITY, 0.0f64), |(lo, hi), f| (lo.min(f), hi.max(f)));
+        Some(UsedNumber {
+            name: format!("fused_attention_head_dim_{d}_factor"),
+            value: format!("{lo:.3}..{hi:.3}"),
+            source: Source::Measured(
+                "cuDNN 9.19 fused attention (PyTorch 2.11 SDPA) over d 128, H100 SXM, 2026-11-25, calibration/runs/raw/attention-headdim-h100-2026-11-25/".into(),
+            ),
+        })
+    }
+
     /// The numbers this model uses, with their sources.
     pub fn used_numbers(&self, dtype: Dtype) -> Vec<UsedNumber> {
         let g = &self.system.gpu;
