@@ -174,6 +174,9 @@ pub fn fused_short_causal_factor(s: u64, backward: bool) -> f64 {
     pick(&t[t.len() - 1])
 }
 
+/// One head dim's measured (s, forward factor, backward factor) points, by ascending s.
+type HeadDimRow = [(f64, f64, f64); 6];
+
 /// The fused (cuDNN) attention's level at head dim d relative to d 128, where
 /// `fused_attention_fraction` and the other fused tables are quoted: (d, [(s, forward factor,
 /// backward factor)]). Measured on an H100 SXM (PyTorch 2.11 SDPA left to choose, which ran cuDNN
@@ -186,14 +189,14 @@ pub fn fused_short_causal_factor(s: u64, backward: bool) -> f64 {
 /// the drop is not monotone in d (d 80 is the slowest: its tiles are padded). A head dim not
 /// measured takes the nearest measured one (ties to the larger); above 128 none was measured and
 /// the factor is 1. Between the measured lengths linear in ln s, held outside them.
-const FUSED_ATTENTION_HEAD_DIM: [(u64, [(f64, f64, f64); 6]); 4] = [
+const FUSED_ATTENTION_HEAD_DIM: [(u64, HeadDimRow); 4] = [
     (64, [(2048.0, 0.746, 0.859), (4096.0, 0.754, 0.864), (8192.0, 0.789, 0.818), (16384.0, 0.764, 0.820), (32768.0, 0.759, 0.764), (65536.0, 0.747, 0.766)]),
     (80, [(2048.0, 0.656, 0.766), (4096.0, 0.651, 0.742), (8192.0, 0.656, 0.713), (16384.0, 0.662, 0.669), (32768.0, 0.664, 0.659), (65536.0, 0.644, 0.657)]),
     (96, [(2048.0, 0.802, 0.850), (4096.0, 0.765, 0.850), (8192.0, 0.778, 0.818), (16384.0, 0.789, 0.777), (32768.0, 0.782, 0.756), (65536.0, 0.771, 0.760)]),
     (128, [(2048.0, 1.0, 1.0), (4096.0, 1.0, 1.0), (8192.0, 1.0, 1.0), (16384.0, 1.0, 1.0), (32768.0, 1.0, 1.0), (65536.0, 1.0, 1.0)]),
 ];
 
-/// The fused attention's head-dim factor ([`FUSED_ATTENTION_HEAD_DIM`]) at head dim `d` and
+/// The fused attention's head-dim factor (`FUSED_ATTENTION_HEAD_DIM`) at head dim `d` and
 /// sequence length `s` (s = sqrt(s_q s_kv)), forward or backward: 1 above d 128.
 pub fn fused_head_dim_factor(d: u64, s: f64, backward: bool) -> f64 {
     let t = &FUSED_ATTENTION_HEAD_DIM;
@@ -552,12 +555,14 @@ impl<'a> CostModel<'a> {
         if self.attention_kernel != AttentionKernel::Fused || fused_head_dim_factor(d, 8192.0, false) == 1.0 {
             return None;
         }
-        let (lo, hi) = [2048.0, 65536.0, 8192.0].iter().map(|&s| fused_head_dim_factor(d, s, false)).fold((f64::INFINITY, 0.0f64), |(lo, hi), f| (lo.min(f), hi.max(f)));
+        let (lo, hi) =
+            [2048.0, 65536.0, 8192.0].iter().map(|&s| fused_head_dim_factor(d, s, false)).fold((f64::INFINITY, 0.0f64), |(lo, hi), f| (lo.min(f), hi.max(f)));
         Some(UsedNumber {
             name: format!("fused_attention_head_dim_{d}_factor"),
             value: format!("{lo:.3}..{hi:.3}"),
             source: Source::Measured(
-                "cuDNN 9.19 fused attention (PyTorch 2.11 SDPA) over d 128, H100 SXM, 2026-11-25, calibration/runs/raw/attention-headdim-h100-2026-11-25/".into(),
+                "cuDNN 9.19 fused attention (PyTorch 2.11 SDPA) over d 128, H100 SXM, 2026-11-25, calibration/runs/raw/attention-headdim-h100-2026-11-25/"
+                    .into(),
             ),
         })
     }
