@@ -134,12 +134,6 @@ fn known_disagreement(name: &str) -> Option<(Instead, &'static str)> {
             Instead::Exact(nemotron_h_params(8192.0, 32768.0, 64.0, 256.0, 256.0, [54.0, 10.0, 54.0])),
             "NVIDIA names the model by its size only (56B)",
         ),
-        // L (h (h + 2 kv) + h^2 + 17 x 3 h f + 16 h + 2h) + 2 V h + h with L=48, h=5120, kv=1024,
-        // f=8192 (16 routed experts and the shared one, the router's 16 x h), V=202048
-        "llama-4-scout" => (
-            Instead::Exact(48.0 * (5120.0 * (5120.0 + 2048.0) + 5120f64.powi(2) + 17.0 * 3.0 * 5120.0 * 8192.0 + 16.0 * 5120.0 + 2.0 * 5120.0) + 2.0 * 202048.0 * 5120.0 + 5120.0),
-            "Meta's model card counts 109B with the vision encoder; the language model (text_config) is 107.77B",
-        ),
         _ => return None,
     })
 }

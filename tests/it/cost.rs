@@ -294,3 +294,33 @@ fn grouped_expert_gemm_price_matches_the_measured_h100_grouped_kernel_at_every_m
         assert!((-5.0..=12.0).contains(&med), "M {m}: median gap {med:.1} us");
     }
 }
+
+#[test]
+fn the_fused_kernel_loses_level_at_narrow_heads_and_the_flash_kernel_does_not() {
+    use gpuplan::workload::Stack;
+    let system = load_system("hgx-h200").unwrap();
+    // On Hopper the hf stacks price SDPA's cuDNN kernel (fused); vLLM the flash level.
+    let fused = CostModel::new(&system, None).for_stack(Stack::HfEager);
+    let flash = CostModel::new(&system, None).for_stack(Stack::Vllm);
+    let overhead = fused.kernel_overhead();
+    let rate = |c: &CostModel, s: u64, d: u64| {
+        let op = attention(s, s, d);
+        let t = c.attention_time(&op);
+        assert_eq!(t.bound, Bound::Compute, "{op:?}");
+        op.flops() / (t.time - overhead).value()
+    };
+    for s in [2048, 32768, 65536] {
+        let ratio = rate(&fused, s, 64) / rate(&fused, s, 128);
+        assert!((ratio - fused_head_dim_factor(64, s as f64, false)).abs() < 1e-9, "s {s}: {ratio}");
+        assert!(ratio < 0.8, "measured d 64 over d 128: 0.75-0.79 forward");
+        assert!((rate(&flash, s, 64) / rate(&flash, s, 128) - 1.0).abs() < 1e-9);
+    }
+    // Decode-shaped calls (one query) are left as they were.
+    let one = |c: &CostModel, d: u64| c.attention_time(&attention(1, 32768, d)).time.value();
+    assert!((one(&fused, 64) / one(&flash, 64) - one(&fused, 128) / one(&flash, 128)).abs() < 1e-9);
+    // Said in the numbers used, with its source; not for d 128, nor for the flash kernel.
+    let n = fused.head_dim_number(64).unwrap();
+    assert_eq!((n.name.as_str(), n.value.as_str(), n.source.kind()), ("fused_attention_head_dim_64_factor", "0.746..0.789", "measured"));
+    assert!(n.source.citation().contains("attention-headdim-h100-2026-11-25"));
+    assert!(fused.head_dim_number(128).is_none() && flash.head_dim_number(64).is_none());
+}

@@ -263,10 +263,12 @@ fn seventh_post_fit_runs_take_their_nodes_host_speed() {
 /// spreads the step's energy over too short a step: power 46.6% before the rule, 29.0% with it. The
 /// GPU's excess energy per step over idle, which the host's speed does not change (hf-170 on a
 /// faster H100 host drew 50.5 J over idle per step where hf-072 drew 50.4 J), is predicted +4..+26%
-/// (+4..+64% before): `post_fit_10_excess_energy_per_step`.
+/// (+4..+64% before): `post_fit_10_excess_energy_per_step`. Power bound 18.5% (18.0 until the
+/// fused attention was priced by head dim, `cost::FUSED_ATTENTION_HEAD_DIM`: the d-64 models'
+/// attention kernels run longer inside the same host-bound step, power 18.0 -> 18.2%).
 #[test]
 fn tenth_post_fit_runs_stay_within_their_bounds() {
-    post_fit_set_within("calibration/runs/hf/postfit-10.jsonl", "post-fit 10", 7, &[("step_time", 18.0), ("peak_memory", 3.0), ("power", 18.0)]);
+    post_fit_set_within("calibration/runs/hf/postfit-10.jsonl", "post-fit 10", 7, &[("step_time", 18.0), ("peak_memory", 3.0), ("power", 18.5)]);
 }
 
 /// The energy over idle per step (predicted power less the profile's idle, times the predicted
@@ -302,11 +304,12 @@ fn post_fit_10_excess_energy_per_step() {
 /// probed op dispatch (x the speedometer's steps-over-probes ratio ^ HOST_SPEEDO_ELASTICITY) over
 /// the H100 reference's, as it does decode's host (FIT.md "Twelfth pass"). The probes said this
 /// node's host dispatched at 7.9-11.1 us (the H200 profile's 6.78): step 20.3% with the profile's
-/// host, 9.6% from the probes alone, 7.3% with the speedometer; power 39.0 -> 19.1%.
+/// host, 9.6% from the probes alone, 7.3% with the speedometer; power 39.0 -> 19.1%. Power bound
+/// 9.5% (9.0 until the fused attention was priced by head dim: 9.0 -> 9.4%, as post-fit 10's).
 #[test]
 fn eleventh_post_fit_training_runs_follow_their_own_host_probe() {
     let file = "calibration/runs/hf/postfit-11.jsonl";
-    let v = post_fit_set_within(file, "post-fit 11", 9, &[("step_time", 8.0), ("peak_memory", 5.0), ("power", 9.0)]);
+    let v = post_fit_set_within(file, "post-fit 11", 9, &[("step_time", 8.0), ("peak_memory", 5.0), ("power", 9.5)]);
     let (code, out, err) = gpuplan(&["validate", "--runs", file, "--profile-host", "--json"]);
     assert!(code == 0 || code == 1, "{err}");
     let profile: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -1215,7 +1218,10 @@ fn a_record_without_its_own_idle_scores_at_the_profiles_and_a_broken_one_names_t
 /// are, with no in-process host probe and no idle reading, so every one is predicted with the
 /// profile's host and idle (FIT.md "Sixteenth pass"). Step 8.0%, memory 5.0%, power 5.2% over 22
 /// runs; both out-of-memory runs (Qwen3-1.7B at 32K with full recompute, the compiled Llama-3.2-1B
-/// at 4 x 8192, on the H100) predicted not to fit.
+/// at 4 x 8192, on the H100) predicted not to fit. With the fused attention priced by head dim
+/// (`cost::FUSED_ATTENTION_HEAD_DIM`, FIT.md "Seventeenth pass") step 8.0 -> 6.5%: the 64-wide-head
+/// runs at 32K-64K tokens (hf-200 TinyLlama training at 32K, hf-202 Llama-3.2-1B prefill at 64K),
+/// predicted -10% and -15% before, are within 5%.
 #[test]
 fn thirteenth_post_fit_runs_taken_without_a_probe_stay_within_their_bounds() {
     let file = "calibration/runs/hf/postfit-13.jsonl";
@@ -1224,7 +1230,12 @@ fn thirteenth_post_fit_runs_taken_without_a_probe_stay_within_their_bounds() {
         let rep = r["job"]["reported"].as_object().unwrap();
         assert!(!rep.keys().any(|k| k.starts_with("host_probe") || k.starts_with("idle_")), "{}: carries a probe", r["run_id"]);
     }
-    let v = post_fit_set_within(file, "post-fit 13", 22, &[("step_time", 8.5), ("peak_memory", 5.5), ("power", 5.5)]);
+    let v = post_fit_set_within(file, "post-fit 13", 22, &[("step_time", 7.0), ("peak_memory", 5.5), ("power", 5.5)]);
+    for r in v["runs"].as_array().unwrap().iter().filter(|r| r["run_id"] == "hf-200" || r["run_id"] == "hf-202") {
+        let m = r["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == "step_time").unwrap();
+        let err = m["predicted"].as_f64().unwrap() / m["measured"].as_f64().unwrap() - 1.0;
+        assert!(err.abs() < 0.05, "{}: step {:+.1}%", r["run_id"], err * 100.0);
+    }
     let (code, out, err) = gpuplan(&["validate", "--runs", file, "--profile-host", "--profile-idle", "--json"]);
     assert!(code == 0 || code == 1, "{err}");
     let profile: serde_json::Value = serde_json::from_str(&out).unwrap();

@@ -589,6 +589,8 @@ pub fn used_numbers(s: &Scenario) -> Vec<UsedNumber> {
     let cost = CostModel::new(&s.system, s.profile.as_ref()).for_stack(s.workload.stack);
     let w = &s.workload;
     let mut used = cost.used_numbers(w.precision);
+    let qk_head_dim = s.model.mla.as_ref().map_or(s.model.head_dim, |m| m.qk_nope_head_dim + m.qk_rope_head_dim);
+    used.extend(cost.head_dim_number(qk_head_dim));
     let g = power_gpu(s);
     used.push(UsedNumber { name: "tdp_w".into(), value: format!("{:.0}", g.tdp.value.value()), source: g.tdp.source.clone() });
     used.push(UsedNumber { name: "idle_w".into(), value: format!("{:.0}", g.idle_power.value.value()), source: g.idle_power.source.clone() });

@@ -189,6 +189,60 @@ pub fn fused_short_causal_factor(s: u64, backward: bool) -> f64 {
     pick(&t[t.len() - 1])
 }
 
+/// One head dim's measured (s, forward factor, backward factor) points, by ascending s.
+type HeadDimRow = [(f64, f64, f64); 6];
+
+/// The fused (cuDNN) attention's level at head dim d relative to d 128, where
+/// `fused_attention_fraction` and the other fused tables are quoted: (d, [(s, forward factor,
+/// backward factor)]). Measured on an H100 SXM (PyTorch 2.11 SDPA left to choose, which ran cuDNN
+/// 9.19's fused attention in every row; bf16, causal, 64K tokens per call, s 2K..64K, 8 KV heads
+/// and as many as the query heads, the mean of both; d 64 x 32 heads (Llama-3.2-1B), d 80 x 32
+/// (Phi-2), d 96 x 32 (Phi-3-mini) over d 128 x 16 and 24 heads (Llama-3.2-3B) at the same s;
+/// 2026-11-25, scripts/bench_attention_headdim.py, calibration/runs/raw/attention-headdim-h100-2026-11-25/,
+/// factors.txt there). Measured, not fitted; applied to every GPU as the level is. Smaller head
+/// dims do less work per loaded K/V tile, so the kernel reaches less of the tensor-core peak;
+/// the drop is not monotone in d (d 80 is the slowest: its tiles are padded). A head dim not
+/// measured takes the nearest measured one (ties to the larger); above 128 none was measured and
+/// the factor is 1. Between the measured lengths linear in ln s, held outside them.
+const FUSED_ATTENTION_HEAD_DIM: [(u64, HeadDimRow); 4] = [
+    (64, [(2048.0, 0.746, 0.859), (4096.0, 0.754, 0.864), (8192.0, 0.789, 0.818), (16384.0, 0.764, 0.820), (32768.0, 0.759, 0.764), (65536.0, 0.747, 0.766)]),
+    (80, [(2048.0, 0.656, 0.766), (4096.0, 0.651, 0.742), (8192.0, 0.656, 0.713), (16384.0, 0.662, 0.669), (32768.0, 0.664, 0.659), (65536.0, 0.644, 0.657)]),
+    (96, [(2048.0, 0.802, 0.850), (4096.0, 0.765, 0.850), (8192.0, 0.778, 0.818), (16384.0, 0.789, 0.777), (32768.0, 0.782, 0.756), (65536.0, 0.771, 0.760)]),
+    (128, [(2048.0, 1.0, 1.0), (4096.0, 1.0, 1.0), (8192.0, 1.0, 1.0), (16384.0, 1.0, 1.0), (32768.0, 1.0, 1.0), (65536.0, 1.0, 1.0)]),
+];
+
+/// The fused attention's head-dim factor (`FUSED_ATTENTION_HEAD_DIM`) at head dim `d` and
+/// sequence length `s` (s = sqrt(s_q s_kv)), forward or backward: 1 above d 128.
+pub fn fused_head_dim_factor(d: u64, s: f64, backward: bool) -> f64 {
+    let t = &FUSED_ATTENTION_HEAD_DIM;
+    if d > t[t.len() - 1].0 {
+        return 1.0;
+    }
+    let ld = (d.max(1) as f64).ln();
+    let dist = |h: u64| ((h as f64).ln() - ld).abs();
+    // Ascending head dims: `<=` lets the larger of two equally near ones win.
+    let mut best = &t[0];
+    for row in &t[1..] {
+        if dist(row.0) <= dist(best.0) {
+            best = row;
+        }
+    }
+    let pts = &best.1;
+    let pick = |p: &(f64, f64, f64)| if backward { p.2 } else { p.1 };
+    let x = s.max(1.0);
+    if x <= pts[0].0 {
+        return pick(&pts[0]);
+    }
+    for pair in pts.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        if x <= b.0 {
+            let f = (x.ln() - a.0.ln()) / (b.0.ln() - a.0.ln());
+            return pick(a) + f * (pick(b) - pick(a));
+        }
+    }
+    pick(&pts[pts.len() - 1])
+}
+
 /// Which attention kernel a stack runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttentionKernel {
@@ -520,6 +574,25 @@ impl<'a> CostModel<'a> {
         self.system.gpu.peak.get(dtype).map(|s| s.value)
     }
 
+    /// The fused attention's head-dim factor ([`fused_head_dim_factor`]) a model of query/key head
+    /// dim `d` is priced with, forward at s 2K..64K, with its source; `None` where none applies
+    /// (the flash kernel, or d 128 and wider).
+    pub fn head_dim_number(&self, d: u64) -> Option<UsedNumber> {
+        if self.attention_kernel != AttentionKernel::Fused || fused_head_dim_factor(d, 8192.0, false) == 1.0 {
+            return None;
+        }
+        let (lo, hi) =
+            [2048.0, 65536.0, 8192.0].iter().map(|&s| fused_head_dim_factor(d, s, false)).fold((f64::INFINITY, 0.0f64), |(lo, hi), f| (lo.min(f), hi.max(f)));
+        Some(UsedNumber {
+            name: format!("fused_attention_head_dim_{d}_factor"),
+            value: format!("{lo:.3}..{hi:.3}"),
+            source: Source::Measured(
+                "cuDNN 9.19 fused attention (PyTorch 2.11 SDPA) over d 128, H100 SXM, 2026-11-25, calibration/runs/raw/attention-headdim-h100-2026-11-25/"
+                    .into(),
+            ),
+        })
+    }
+
     /// The numbers this model uses, with their sources.
     pub fn used_numbers(&self, dtype: Dtype) -> Vec<UsedNumber> {
         let g = &self.system.gpu;
@@ -808,6 +881,10 @@ impl<'a> CostModel<'a> {
             // measured at the sequence's length (whole 128 x 128 score tiles, short key ranges).
             eff *= fused_short_causal_factor(q_len, backward);
         }
+        if self.attention_kernel == AttentionKernel::Fused && q_len.min(kv_len) >= FUSED_SMALL_CALL_MIN_SIDE {
+            // The fused level is quoted at head dim 128; narrower heads reach less of it.
+            eff *= fused_head_dim_factor(head_dim_qk, s, backward);
+        }
         if backward {
             eff *= match self.attention_kernel {
                 AttentionKernel::Fused => fused_backward_ratio(s),
@@ -1068,5 +1145,35 @@ mod tests {
         let work = 4.0 * 32.0 * 4096f64.powi(2) * 128.0 / 2.0;
         assert!((fused_small_call_factor(work, true, false) - 406.3 / 608.4).abs() < 0.02);
         assert!(fused_small_call_factor(work, false, false) > fused_small_call_factor(work, true, false));
+    }
+
+    #[test]
+    fn fused_attention_loses_level_at_narrow_head_dims_as_measured() {
+        // d 128 (where the level is quoted) and the unmeasured wider heads keep the level.
+        for s in [1024.0, 8192.0, 131072.0] {
+            for backward in [false, true] {
+                assert_eq!(fused_head_dim_factor(128, s, backward), 1.0);
+                assert_eq!(fused_head_dim_factor(256, s, backward), 1.0);
+                assert_eq!(fused_head_dim_factor(192, s, backward), 1.0);
+            }
+        }
+        // Measured points read back; held outside the measured lengths; between them in ln s.
+        assert_eq!(fused_head_dim_factor(64, 32768.0, false), 0.759);
+        assert_eq!(fused_head_dim_factor(64, 65536.0, true), 0.766);
+        assert_eq!(fused_head_dim_factor(64, 1024.0, false), 0.746);
+        assert_eq!(fused_head_dim_factor(64, 262144.0, true), 0.766);
+        let mid = fused_head_dim_factor(80, (16384f64 * 32768.0).sqrt(), false);
+        assert!((mid - (0.662 + 0.664) / 2.0).abs() < 1e-12);
+        // Unmeasured head dims take the nearest measured one (d 72 -> 80, d 32 -> 64, d 112 -> 128).
+        assert_eq!(fused_head_dim_factor(72, 8192.0, false), 0.656);
+        assert_eq!(fused_head_dim_factor(32, 8192.0, false), 0.789);
+        assert_eq!(fused_head_dim_factor(112, 8192.0, false), 1.0);
+        // Held out: the same kernel forced (`cudnn` rows of attention_headdim.csv, d 64 over d 128,
+        // 32 and 16 heads, mha), timed apart from the default rows the table came from.
+        let forced = [(2048.0, 371.6 / 507.5, 264.6 / 305.4), (8192.0, 440.5 / 557.8, 369.2 / 452.5), (65536.0, 445.4 / 594.9, 412.7 / 530.8)];
+        for (s, fwd, bwd) in forced {
+            assert!((fused_head_dim_factor(64, s, false) - fwd).abs() < 0.04, "forward at {s}");
+            assert!((fused_head_dim_factor(64, s, true) - bwd).abs() < 0.04, "backward at {s}");
+        }
     }
 }
