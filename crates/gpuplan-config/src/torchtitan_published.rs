@@ -374,7 +374,8 @@ mod tests {
         assert_eq!(catalog_model("Llama3 70b").as_deref(), Some("llama-3-70b"));
         assert_eq!(catalog_model("Llama 3.1 405B").as_deref(), Some("llama-3.1-405b"));
         assert_eq!(catalog_model("Qwen3 8B").as_deref(), Some("qwen3-8b"));
-        assert_eq!(catalog_model("Llama 4 Scout"), None);
+        assert_eq!(catalog_model("Llama 4 Scout").as_deref(), Some("llama-4-scout"));
+        assert_eq!(catalog_model("Falcon 180B"), None);
         let system = |t: &str| SYSTEMS.iter().find(|s| t.contains(s.0)).map(|s| s.1);
         assert_eq!(system("Grand Teton: 8x H100 per host; H100 SXM with 96GB HBM2e"), Some("grand-teton-h100"));
         assert_eq!(system("8x H200 per host"), Some("hgx-h200"));
