@@ -29,7 +29,8 @@ cat "$OUT/env.txt"
 # id loop config mb seq steps warmup est_s [max_grad_norm]
 # hft-000 / hft-010: the smoke config (host-bound: the step is the loop's host time), Trainer vs loop
 # Rows 000-010 ran on the lent H200 (2026-11-25 00:16 UTC); rows 011-019 on the lent H100 with the
-# Trainer's post-backward sections timed (hf_trainer.py's `trainer_cb ... clip_ms= optimizer_ms= ...`).
+# Trainer's post-backward sections timed (hf_trainer.py's `trainer_cb ... clip_ms= optimizer_ms= ...`);
+# rows 020-026 on the lent H200 after the Trainer's model (step::HF_TRAINER_HOST_US) was final: post-fit.
 ROWS=${ROWS:-000-010}
 read -r -d '' TABLE <<'T'
 000 trainer smoke-llama     1 128  60 10 30
@@ -52,6 +53,13 @@ read -r -d '' TABLE <<'T'
 017 loop    llama-3.2-3b    1 2048 30 5 40
 018 trainer qwen3-1.7b      1 4096 30 5 50
 019 loop    qwen3-1.7b      1 4096 30 5 40
+020 trainer llama-3.2-1b    2 4096 30 5 45
+021 trainer tinyllama-1.1b  2 4096 30 5 45
+022 trainer qwen3-1.7b      1 2048 30 5 40
+023 trainer llama-3.2-3b    2 2048 30 5 55
+024 trainer llama-3.2-1b    4 2048 30 5 45
+025 loop    llama-3.2-1b    4 2048 30 5 35
+026 trainer tinyllama-1.1b  1 4096 30 5 40
 T
 
 while read -r id loop cfg mb seq steps warm est mgn; do
