@@ -197,6 +197,7 @@ pub fn record_stack(r: &RunRecord) -> Option<(&'static str, Option<&'static str>
 pub fn scenario_wire(r: &RunRecord, calibration: Option<&str>) -> ScenarioWire {
     let s = &r.scenario;
     let int = |x: u64| Some(x as i64);
+    let trainer = r.hf_trainer();
     ScenarioWire {
         name: r.run_id.clone(),
         model: s.model.clone(),
@@ -224,8 +225,8 @@ pub fn scenario_wire(r: &RunRecord, calibration: Option<&str>) -> ScenarioWire {
             fp8_recipe: r.hf_fp8_recipe().map(str::to_string),
             decode_tokens: r.decode_tokens().filter(|_| s.mode == "decode").and_then(int),
             attention_dp: None,
-            train_loop: r.hf_trainer().then(|| "hf-trainer".to_string()),
-            max_grad_norm: r.hf_trainer().then(|| r.job.reported.get("max_grad_norm").and_then(|v| v.parse::<f64>().ok())).flatten(),
+            train_loop: trainer.then(|| "hf-trainer".to_string()),
+            max_grad_norm: r.job.reported.get("max_grad_norm").filter(|_| trainer).and_then(|v| v.parse::<f64>().ok()),
             ..Default::default()
         },
         options: OptionsWire::default(),
