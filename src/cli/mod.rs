@@ -157,6 +157,22 @@ fn install_catalog(flag: &[std::path::PathBuf]) -> anyhow::Result<()> {
 /// command's inputs and `--force`).
 pub use crate::config::files::{canonical_target, check_chart_path, check_outputs, temp_beside, write_atomic, write_atomic_with};
 
+/// `--split`: fit, test or all (the run records' and every published-row file's).
+pub(crate) fn ensure_split(split: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(matches!(split, "fit" | "test" | "all"), "`--split` = `{split}` is not known\nhint: fit, test or all");
+    Ok(())
+}
+
+/// A validation's outcome from the bounds it exceeded (each named on stderr): exit 1 when any.
+pub(crate) fn bounds_outcome(failed: &[String]) -> Outcome {
+    if failed.is_empty() {
+        Outcome::Ok
+    } else {
+        eprintln!("validation bounds exceeded: {}", failed.join("; "));
+        Outcome::Infeasible
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;

@@ -47,7 +47,7 @@ pub struct PublishedArgs {
 /// Map, predict and score the rows of `file`; `split`, `json` and the `--max-mape` bounds are
 /// validate's own flags (a bound's metric must be step_time, the rate's inverse, or bare).
 pub fn run(file: &Path, args: &PublishedArgs, split: &str, json: bool, max_mape: &[(crate::validate::Metric, f64)]) -> anyhow::Result<Outcome> {
-    super::validate::ensure_split(split)?;
+    super::ensure_split(split)?;
     if let Some((m, _)) = max_mape.iter().find(|(m, _)| *m != crate::validate::Metric::StepTime) {
         anyhow::bail!("`--max-mape {}=...` does not apply to --published\nhint: published rows measure tokens/s/GPU only: give `--max-mape PCT`", m.name());
     }
@@ -58,7 +58,7 @@ pub fn run(file: &Path, args: &PublishedArgs, split: &str, json: bool, max_mape:
         print!("{}", table(&r, file, split, args.worst));
     }
     let failed = r.bound_failures(split, max_mape.iter().map(|b| b.1).reduce(f64::min), args.max_bias);
-    Ok(super::validate::bounds_outcome(&failed))
+    Ok(super::bounds_outcome(&failed))
 }
 
 /// Read, map, predict (in parallel) and score every row of `file` in `split` (fit, test or all).

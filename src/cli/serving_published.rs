@@ -23,7 +23,7 @@ pub fn run(
     json: bool,
     max_mape: &[(crate::validate::Metric, f64)],
 ) -> anyhow::Result<Outcome> {
-    super::validate::ensure_split(split)?;
+    super::ensure_split(split)?;
     if let Some((m, _)) = max_mape.iter().find(|(m, _)| *m != crate::validate::Metric::StepTime) {
         anyhow::bail!(
             "`--max-mape {}=...` does not apply to --serving\nhint: give `--max-mape PCT` (every metric) or `--max-serving-mape METRIC=PCT` (offline_output_tps, mean_ttft, mean_itl)",
@@ -46,7 +46,7 @@ pub fn run(
         bounds.push(parse_serving_bound(s)?);
     }
     let failed = r.bound_failures(split, &bounds);
-    Ok(super::validate::bounds_outcome(&failed))
+    Ok(super::bounds_outcome(&failed))
 }
 
 /// The stack `validate --serving` predicts with unless `--stack` names another.

@@ -26,7 +26,7 @@ pub fn run(
     max_mape: &[(crate::validate::Metric, f64)],
 ) -> anyhow::Result<Outcome> {
     use crate::validate::Metric;
-    super::validate::ensure_split(split)?;
+    super::ensure_split(split)?;
     if let Some((m, _)) = max_mape.iter().find(|(m, _)| !matches!(m, Metric::StepTime | Metric::PeakMemory)) {
         anyhow::bail!(
             "`--max-mape {}=...` does not apply to torchtitan rows\nhint: they publish tokens/s/GPU and memory: give `--max-mape PCT` and/or `--max-mape peak_memory=PCT`",
@@ -41,7 +41,7 @@ pub fn run(
     }
     let bound = |want: Metric| max_mape.iter().filter(|(m, _)| *m == want).map(|b| b.1).reduce(f64::min);
     let failed = r.bound_failures(split, bound(Metric::StepTime), args.max_bias, bound(Metric::PeakMemory));
-    Ok(super::validate::bounds_outcome(&failed))
+    Ok(super::bounds_outcome(&failed))
 }
 
 /// Read, map, predict (in parallel) and score every row of `file` in `split` (fit, test or all).

@@ -76,7 +76,7 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<Outcome> {
         return super::published::run(file, &args.published, &args.split, args.json, &args.max_mape);
     }
     anyhow::ensure!(matches!(args.engine.as_str(), "analytic" | "des"), "`--engine` = `{}` is not known\nhint: analytic or des", args.engine);
-    ensure_split(&args.split)?;
+    super::ensure_split(&args.split)?;
     let inputs: Vec<(&str, Option<&std::path::Path>)> = args.runs.iter().map(|p| ("--runs", Some(p.as_path()))).collect();
     super::check_chart_path("--plot", args.plot.as_deref())?;
     super::check_outputs(args.force, &[("--csv", args.csv.as_deref()), ("--plot", args.plot.as_deref())], &inputs)?;
@@ -153,21 +153,5 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<Outcome> {
     if !args.max_mape.is_empty() && overall.oom_predicted < overall.oom_runs {
         failed.push(format!("{} of {} out-of-memory runs predicted to fit", overall.oom_runs - overall.oom_predicted, overall.oom_runs));
     }
-    Ok(bounds_outcome(&failed))
-}
-
-/// `--split`: fit, test or all (the run records' and every published-row file's).
-pub(super) fn ensure_split(split: &str) -> anyhow::Result<()> {
-    anyhow::ensure!(matches!(split, "fit" | "test" | "all"), "`--split` = `{split}` is not known\nhint: fit, test or all");
-    Ok(())
-}
-
-/// A validation's outcome from the bounds it exceeded (each named on stderr): exit 1 when any.
-pub(super) fn bounds_outcome(failed: &[String]) -> Outcome {
-    if failed.is_empty() {
-        Outcome::Ok
-    } else {
-        eprintln!("validation bounds exceeded: {}", failed.join("; "));
-        Outcome::Infeasible
-    }
+    Ok(super::bounds_outcome(&failed))
 }
