@@ -796,15 +796,11 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
             r.unwrap_or(Fp8Recipe::Tensorwise)
         }
     };
-    let recompute = match ww.recompute.as_deref().unwrap_or("none") {
-        "none" => Recompute::None,
-        "selective" => Recompute::Selective,
-        "full" => Recompute::Full,
-        other => {
-            p.push(ConfigError::invalid(&path, "workload.recompute", other, "is not known").with_hint("one of: none, selective, full"));
-            Recompute::None
-        }
-    };
+    let recompute_name = ww.recompute.as_deref().unwrap_or("none");
+    let recompute = Recompute::parse(recompute_name).unwrap_or_else(|| {
+        p.push(ConfigError::invalid(&path, "workload.recompute", recompute_name, "is not known").with_hint(format!("one of: {}", Recompute::NAMES)));
+        Recompute::None
+    });
     let stack = match ww.stack.as_deref() {
         None => Stack::Megatron,
         Some(s) => Stack::parse(s).unwrap_or_else(|| {
@@ -967,6 +963,13 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         // Transformer Engine's layout rule (the megatron stack's quantize kernels).
         fp8_non_tn: stack == Stack::Megatron && system.gpu.arch == gpuplan_core::hardware::Arch::Blackwell,
     };
+    if recompute == Recompute::SelectiveOp {
+        if let Some(why) = gpuplan_core::workload::selective_op_unsupported(&model, &workload) {
+            p.push(ConfigError::invalid(&path, "workload.recompute", recompute.name(), why).with_hint(
+                "torchtitan's per-op policy runs on dense transformers under --stack torch-eager, torch-compile, hf-eager or hf-compile; use --recompute selective or full otherwise",
+            ));
+        }
+    }
     // The hf-* stacks' host time in inference is the node's host probe's: no default.
     if stack.hf() && mode != Mode::Train && profile.as_ref().is_none_or(|pr| pr.host.is_none()) {
         let profile_name = profile.as_ref().map_or("none".to_string(), |pr| pr.name.clone());

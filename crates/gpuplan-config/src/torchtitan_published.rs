@@ -126,8 +126,8 @@ pub const TORCHTITAN_DEFAULTS: &[(&str, &str, &str)] = &[
     ),
     (
         "recompute",
-        "full -> full; selective, selective op, selective layer, per-op SAC, and the H200 rows' default (llama3_8b.toml: selective) -> selective",
-        "gpuplan's selective recompute on the torch stacks re-runs core attention only (Megatron's core_attn); torchtitan's per-op SAC also recomputes every other matmul and the elementwise ops, and layer SAC checkpoints every other block whole: both save more memory and spend more time than gpuplan's selective",
+        "full -> full; selective, selective op, per-op SAC, and the H200 rows' default (llama3_8b.toml: selective, op) -> selective-op; selective layer -> selective (not modelled)",
+        "torchtitan 0.2.0 activation_checkpoint.py `_apply_op_sac` with llama3 parallelize.py `_op_sac_save_list` (re-read): saves the odd aten.mm outputs of each block, SDPA flash/efficient attention, TP reduce-scatters, aten.max; recomputes the rest. llama3_8b.toml's selective_ac_option = \"op\" (from memory; torchtitan 0.3.0 config_registry llama3_8b uses SelectiveAC, re-read). Layer SAC (every 2nd block whole) has no gpuplan setting yet",
     ),
     (
         "precision",
@@ -164,13 +164,23 @@ fn number_cell(s: &str) -> Option<f64> {
     s.trim().replace(',', "").parse().ok()
 }
 
-/// Recompute (gpuplan's) of a row's `activation_checkpointing`, or `None` when unknown.
+/// Recompute (gpuplan's) of a row's `activation_checkpointing`, or `None` when unknown. torchtitan's
+/// `selective` with `selective_ac_option = "op"` is per-op selective checkpointing
+/// (`selective-op`): the rows that say `selective op` or `per-op SAC`, and those that say only
+/// `selective` or cite the 8B config's default, since torchtitan's Llama 3 8B config sets
+/// `selective_ac_option = "op"` (train_configs/llama3_8b.toml, from memory; torchtitan 0.3.0's
+/// `models/llama3/config_registry.py` `llama3_8b` sets `SelectiveAC`, its per-op policy, re-read).
+/// `selective layer` (`selective_ac_option` an integer: every n-th block checkpointed whole,
+/// torchtitan 0.2.0 `_apply_layer_sac`, default "2") is not modelled: it stays on gpuplan's
+/// `selective` (core attention) and says so.
 pub fn recompute_of(ac: &str) -> Option<&'static str> {
     let a = ac.trim().to_lowercase();
     if a == "full" {
         Some("full")
-    } else if a.starts_with("selective") || a == "per-op sac" || a.starts_with("per llama3_8b.toml default") {
+    } else if a == "selective layer" {
         Some("selective")
+    } else if a.starts_with("selective") || a == "per-op sac" || a.starts_with("per llama3_8b.toml default") {
+        Some("selective-op")
     } else if a == "none" {
         Some("none")
     } else {
@@ -281,8 +291,13 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
     if r.techniques.contains("float8 all-gather") {
         notes.push("FSDP float8 all-gather not expressed: gpuplan's torch stacks gather their fp32 master parameters".into());
     }
-    if recompute == "selective" {
-        notes.push(format!("`{}` run as gpuplan's selective recompute (core attention only)", r.activation_checkpointing));
+    match recompute {
+        "selective" => notes.push(format!(
+            "`{}` (every 2nd block checkpointed whole) is not modelled: run as gpuplan's selective recompute (core attention only)",
+            r.activation_checkpointing
+        )),
+        "selective-op" => notes.push(format!("`{}` run as torchtitan's per-op selective checkpointing (selective-op)", r.activation_checkpointing)),
+        _ => {}
     }
     let vp = if interleaved { INTERLEAVED_STAGES_PER_RANK } else { 1 };
     let layers = super::model::load_model(model).map(|m| m.n_layers).map_err(|e| Skipped::new(Unexpressible, format!("model `{model}`: {e}")))?;
@@ -363,7 +378,10 @@ mod tests {
     #[test]
     fn readings_of_the_published_cells() {
         assert_eq!(recompute_of("selective layer"), Some("selective"));
-        assert_eq!(recompute_of("per-op SAC"), Some("selective"));
+        assert_eq!(recompute_of("selective op"), Some("selective-op"));
+        assert_eq!(recompute_of("selective"), Some("selective-op"));
+        assert_eq!(recompute_of("per llama3_8b.toml default (not stated)"), Some("selective-op"));
+        assert_eq!(recompute_of("per-op SAC"), Some("selective-op"));
         assert_eq!(recompute_of("full"), Some("full"));
         assert_eq!(recompute_of("offload"), None);
         assert_eq!(precision_of("None (bfloat16)"), Some(("bf16", None)));

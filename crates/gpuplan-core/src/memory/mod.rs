@@ -376,11 +376,51 @@ pub fn kind_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, k
     } else {
         (attn, ffn)
     };
+    if w.recompute == Recompute::SelectiveOp && kind == LayerKind::Dense {
+        return selective_op_layer_bytes(model, pc, w, tokens, rep);
+    }
     match kind {
         LayerKind::Attention => attn,
         LayerKind::Mlp | LayerKind::MoeMlp => ffn,
         _ => attn + ffn - fp8_saved,
     }
+}
+
+/// What a dense transformer layer keeps between its forward and its backward under torchtitan's
+/// per-op selective checkpointing ([`Recompute::SelectiveOp`]), one micro-batch on one rank: the
+/// block's input (the checkpoint's argument, bf16, sequence-sharded under SP) and the outputs of
+/// the ops the policy saves (`workload::selective_op_saved`): at bf16 the odd `aten.mm`s of the
+/// block in torchtitan's order wq, wk, wv, wo, w1, w3, w2 (q, v, the gate and, for a gated FFN,
+/// the down projection's output, [T, hidden] on every TP rank before its reduce-scatter), flash
+/// attention's output and its fp32 log-sum-exp, and under TP with SP the reduce-scatters'
+/// outputs. Eager PyTorch's `_CachingTorchDispatchMode` caches every saved op's output whether
+/// or not the backward reads it; under `torch.compile` the partitioner keeps only those the
+/// backward reads, so the down projection's output and the FFN's reduce-scatter (the block's
+/// output, the next block's input) are not kept twice. torchao's float8 linears save their bf16
+/// outputs alike (their `aten.mm` is what the policy sees); the amax scalars (`aten.max`) are
+/// negligible.
+fn selective_op_layer_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, tokens: f64, rep: f64) -> f64 {
+    let t = pc.tp as f64;
+    let sp = pc.sp && pc.tp > 1;
+    let heads = model.n_heads as f64 / t;
+    let kv_heads = (model.n_kv_heads as f64 / t).max(1.0);
+    let hd = model.head_dim as f64;
+    let f = model.ffn_hidden as f64 / t;
+    let eager = w.stack.eager();
+    // The input; q (1st mm), v (3rd), the FFN's first linear (5th: w1, the gate; or the plain
+    // FFN's up).
+    let mut bytes = 2.0 * rep + 2.0 * tokens * (heads * hd + kv_heads * hd + f);
+    // w2 is the 7th mm of a gated block (the 6th, recomputed, of a plain one).
+    if eager && model.ffn_kind == FfnKind::Gated {
+        bytes += 2.0 * tokens * model.hidden as f64;
+    }
+    if w.flash_attention {
+        bytes += 2.0 * tokens * heads * hd + 4.0 * tokens * heads;
+    }
+    if sp {
+        bytes += 2.0 * rep * if eager { 2.0 } else { 1.0 };
+    }
+    bytes
 }
 
 /// Bytes per parameter of a weight Transformer Engine keeps quantized under Megatron's
@@ -773,8 +813,17 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
         Recompute::Full => layers * layer_input,
         _ => one_micro_full - offloaded_activation_bytes(model, pc, w, stage),
     };
-    // Under full recompute one layer's activations are rebuilt at a time during backward.
-    let rebuilt = if w.recompute == Recompute::Full { largest_layer } else { 0.0 };
+    // Under full recompute one layer's activations are rebuilt at a time during backward; under
+    // per-op selective checkpointing what the layer did not keep.
+    let rebuilt = match w.recompute {
+        Recompute::Full => largest_layer,
+        Recompute::SelectiveOp => {
+            let all = Workload { recompute: Recompute::None, ..w.clone() };
+            let full = model_kinds.iter().map(|k| kind_activation_bytes(model, pc, &all, *k)).fold(0.0, f64::max);
+            (full - largest_layer).max(0.0)
+        }
+        _ => 0.0,
+    };
     let embedding_out = if stage == 0 { layer_input * if w.dropout { 1.5 } else { 1.0 } } else { 0.0 };
     // Multi-token prediction on the last stage: per module, its layer's activations (of the
     // model's last layer's kind) and what its norms and projection keep (both norms' inputs, the

@@ -62,6 +62,7 @@ pub enum RecomputeKey {
     None,
     Selective,
     Full,
+    SelectiveOp,
 }
 
 impl RecomputeKey {
@@ -70,6 +71,7 @@ impl RecomputeKey {
             Recompute::None => RecomputeKey::None,
             Recompute::Selective => RecomputeKey::Selective,
             Recompute::Full => RecomputeKey::Full,
+            Recompute::SelectiveOp => RecomputeKey::SelectiveOp,
         }
     }
     pub fn get(self) -> Recompute {
@@ -77,6 +79,7 @@ impl RecomputeKey {
             RecomputeKey::None => Recompute::None,
             RecomputeKey::Selective => Recompute::Selective,
             RecomputeKey::Full => Recompute::Full,
+            RecomputeKey::SelectiveOp => Recompute::SelectiveOp,
         }
     }
 }
@@ -162,6 +165,7 @@ impl Candidate {
                     RecomputeKey::None => "none",
                     RecomputeKey::Selective => "sel",
                     RecomputeKey::Full => "full",
+                    RecomputeKey::SelectiveOp => "sel-op",
                 };
                 let _ = write!(o, " z{} rc={} mb{} ga{}", self.zero, rc, self.micro_batch, self.gradient_accumulation());
             }
