@@ -30,6 +30,7 @@ mod reference;
 mod report;
 mod serve;
 mod serve_engine;
+mod selective_op;
 mod serving_published;
 mod sim;
 mod sliding_window;
