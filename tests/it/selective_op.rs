@@ -100,8 +100,23 @@ fn selective_op_outside_dense_torch_training_is_refused() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("workload.recompute") && err.contains("megatron") && err.contains("hint"), "{err}");
     let (code, err) = gpuplan(&[
-        "predict", "--model", "mixtral-8x7b", "--system", "dgx-h100", "--gpus", "8", "--seq", "4096", "--micro-batch", "1", "--global-batch", "8", "--recompute",
-        "selective-op", "--stack", "torch-compile",
+        "predict",
+        "--model",
+        "mixtral-8x7b",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "8",
+        "--seq",
+        "4096",
+        "--micro-batch",
+        "1",
+        "--global-batch",
+        "8",
+        "--recompute",
+        "selective-op",
+        "--stack",
+        "torch-compile",
     ]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("dense transformer"), "{err}");

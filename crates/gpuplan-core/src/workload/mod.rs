@@ -2025,12 +2025,7 @@ fn selective_op_recompute(forward: &[Op], w: &Workload) -> Vec<Op> {
             && ((Some(i) == last_gemm && !forward[i + 1..].iter().any(|o| matches!(o.kind, OpKind::Comm { .. })))
                 || (forward.get(i + 1).is_some_and(|n| n.name == "tp_reduce") && saved[i + 1]))
     };
-    forward
-        .iter()
-        .enumerate()
-        .filter(|&(i, _)| !saved[i] && !dead(i))
-        .map(|(_, op)| Op { pass: Pass::Recompute, ..op.clone() })
-        .collect()
+    forward.iter().enumerate().filter(|&(i, _)| !saved[i] && !dead(i)).map(|(_, op)| Op { pass: Pass::Recompute, ..op.clone() }).collect()
 }
 
 /// The shared experts' activation: the activation op right after the shared experts' up GEMM(s).
