@@ -2016,7 +2016,14 @@ pub fn selective_op_unsupported(model: &Model, w: &Workload) -> Option<String> {
 /// with the saved ops' outputs served from the cache; under `torch.compile` the partitioner
 /// re-runs only what the backward reads, so a GEMM whose output goes only into a saved
 /// reduce-scatter, or only to the block's output (the last linear without TP), is not re-run.
+///
+/// torchtitan wraps the decoder blocks only (`apply_ac` over `model.layers`): the embedding and the
+/// final norm, LM head and loss (op lists without attention) re-run nothing.
 fn selective_op_recompute(forward: &[Op], w: &Workload) -> Vec<Op> {
+    let block = forward.iter().any(|o| matches!(o.kind, OpKind::Attention { .. }) || o.name == "scores");
+    if !block {
+        return Vec::new();
+    }
     let saved = selective_op_saved(forward, w);
     let last_gemm = forward.iter().rposition(|o| matches!(o.kind, OpKind::Gemm { .. }));
     let dead = |i: usize| {
