@@ -61,6 +61,10 @@ fn the_policy_saves_every_other_linear_attention_and_reduce_scatters() {
     assert_eq!(again.iter().filter(|o| o.name == "tp_all_gather").count(), 2, "{:?}", names(&again));
     assert!(!again.iter().any(|o| o.name == "tp_reduce" || o.name == "out_proj"), "{:?}", names(&again));
 
+    // Only the decoder blocks are checkpointed: the embedding and the head re-run nothing.
+    let ops = forward_ops(&s.model, &s.parallel, &s.workload);
+    assert!(recompute_of(&ops.embedding, &s.workload).is_empty() && recompute_of(&ops.head, &s.workload).is_empty());
+
     // torchao float8 linears reach the policy as `aten.mm` too: the same ones are saved.
     let s = scenario("torch-compile", "selective-op", 1, "fp8");
     let layer = forward_ops(&s.model, &s.parallel, &s.workload).layer(LayerKind::Dense).to_vec();
