@@ -388,7 +388,7 @@ pub fn kind_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, k
 
 /// What a dense transformer layer keeps between its forward and its backward under torchtitan's
 /// per-op selective checkpointing ([`Recompute::SelectiveOp`]), one micro-batch on one rank: the
-/// block's input (the checkpoint's argument, bf16, sequence-sharded under SP) and the outputs of
+/// block's input (the checkpoint's argument, sequence-sharded under SP) and the outputs of
 /// the ops the policy saves (`workload::selective_op_saved`): at bf16 the odd `aten.mm`s of the
 /// block in torchtitan's order wq, wk, wv, wo, w1, w3, w2 (q, v, the gate and, for a gated FFN,
 /// the down projection's output, [T, hidden] on every TP rank before its reduce-scatter), flash
@@ -407,9 +407,10 @@ fn selective_op_layer_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, to
     let hd = model.head_dim as f64;
     let f = model.ffn_hidden as f64 / t;
     let eager = w.stack.eager();
-    // The input; q (1st mm), v (3rd), the FFN's first linear (5th: w1, the gate; or the plain
-    // FFN's up).
-    let mut bytes = 2.0 * rep + 2.0 * tokens * (heads * hd + kv_heads * hd + f);
+    // The input (fp32 on the hf stacks' residual stream under autocast, bf16 otherwise); q (1st
+    // mm), v (3rd), the FFN's first linear (5th: w1, the gate; or the plain FFN's up).
+    let input = if w.stack.hf() { 4.0 } else { 2.0 };
+    let mut bytes = input * rep + 2.0 * tokens * (heads * hd + kv_heads * hd + f);
     // w2 is the 7th mm of a gated block (the 6th, recomputed, of a plain one).
     if eager && model.ffn_kind == FfnKind::Gated {
         bytes += 2.0 * tokens * model.hidden as f64;
