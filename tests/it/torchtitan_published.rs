@@ -12,13 +12,16 @@
 //! | test | 15 | 15.27% (+8.8%) | 9 | 66.04% (+50.3%) |
 //!
 //! After the `selective` rows were run as torchtitan's per-op selective checkpointing
-//! (`--recompute selective-op`, wt-opsac, 2026-11-25; before it they ran as Megatron's core-attention
-//! recompute, which frees nothing under flash attention):
+//! (`--recompute selective-op`) and the A100 `selective layer` row as its layer checkpointing
+//! (`layer:2`; wt-opsac, 2026-11-25; before it they ran as Megatron's core-attention recompute,
+//! which frees nothing under flash attention). The test split's throughput moves from 13.66% to
+//! 14.10% with row 35 alone (−5.1% -> −11.7%: it now re-runs every 2nd block; the A100 rows 36
+//! and 37 are −12.4% and −12.0% too):
 //!
 //! | split | rows | tokens/s/GPU MAPE (bias) | memory rows | memory MAPE (bias) |
 //! | --- | --- | --- | --- | --- |
 //! | fit | 23 | 20.99% (+7.9%) | 11 | 18.83% (+10.4%) |
-//! | test | 15 | 13.66% (+6.9%) | 9 | 34.06% (+18.3%) |
+//! | test | 15 | 14.10% (+6.5%) | 9 | 34.06% (+18.3%) |
 //!
 //! The worst rows and the mechanisms they point to are in docs/published-analysis.md (torchtitan
 //! section).
@@ -27,7 +30,7 @@ use std::process::Command;
 
 const CSV: &str = "tests/data/published/torchtitan_training_dev.csv";
 const FIT_MAPE_NOW: f64 = 20.99;
-const TEST_MAPE_NOW: f64 = 13.66;
+const TEST_MAPE_NOW: f64 = 14.10;
 const FIT_MEMORY_MAPE_NOW: f64 = 18.83;
 const TEST_MEMORY_MAPE_NOW: f64 = 34.06;
 const SLACK_PP: f64 = 1.0;
@@ -135,8 +138,8 @@ fn torchtitan_row_mappings_are_pinned() {
     assert_eq!(get("13").wire.parallelism.pipeline_layout.as_ref().map(|l| l.iter().sum::<i64>()), Some(126), "126 layers over 16 stages");
     // asyncTP 2025-06: rowwise Float8, async TP, per-op SAC.
     assert!(line("29").contains("Some(\"fp8\")/Some(\"rowwise\") rc Some(\"selective-op\") Some(\"torch-compile\") overlap Some(true)"), "{}", line("29"));
-    // A100: `selective layer` (every 2nd block whole) is not modelled and stays on core attention.
-    assert!(line("35").contains("rc Some(\"selective\")") && line("36").contains("rc Some(\"selective-op\")"), "{} / {}", line("35"), line("36"));
+    // A100: `selective layer` is layer checkpointing at torchtitan's default option "2".
+    assert!(line("35").contains("rc Some(\"layer:2\")") && line("36").contains("rc Some(\"selective-op\")"), "{} / {}", line("35"), line("36"));
     // H200 and A100 rows on their systems.
     assert!(line("30").starts_with("llama-3.1-8b hgx-h200 Some(32)"), "{}", line("30"));
     assert!(line("37").starts_with("llama-3-70b dgx-a100 Some(64)"), "{}", line("37"));

@@ -798,7 +798,13 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
     };
     let recompute_name = ww.recompute.as_deref().unwrap_or("none");
     let recompute = Recompute::parse(recompute_name).unwrap_or_else(|| {
-        p.push(ConfigError::invalid(&path, "workload.recompute", recompute_name, "is not known").with_hint(format!("one of: {}", Recompute::NAMES)));
+        let e = if recompute_name.starts_with("layer:") {
+            ConfigError::invalid(&path, "workload.recompute", recompute_name, "needs a whole number of layers of at least 1 after `layer:`")
+                .with_hint("`layer:2` checkpoints every 2nd block (torchtitan's selective_ac_option = \"2\")")
+        } else {
+            ConfigError::invalid(&path, "workload.recompute", recompute_name, "is not known").with_hint(format!("one of: {}", Recompute::NAMES))
+        };
+        p.push(e);
         Recompute::None
     });
     let stack = match ww.stack.as_deref() {
@@ -963,6 +969,17 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         // Transformer Engine's layout rule (the megatron stack's quantize kernels).
         fp8_non_tn: stack == Stack::Megatron && system.gpu.arch == gpuplan_core::hardware::Arch::Blackwell,
     };
+    if let (Recompute::Layers(_), false) = (recompute, stack.torch() && mode == Mode::Train) {
+        p.push(
+            ConfigError::invalid(
+                &path,
+                "workload.recompute",
+                recompute.name(),
+                format!("is torchtitan's layer checkpointing for PyTorch training; this scenario is {} {}", stack.name(), mode.name()),
+            )
+            .with_hint("use it with --stack torch-eager, torch-compile, hf-eager or hf-compile in training; Megatron's full recompute is --recompute full"),
+        );
+    }
     if recompute == Recompute::SelectiveOp {
         if let Some(why) = gpuplan_core::workload::selective_op_unsupported(&model, &workload) {
             p.push(ConfigError::invalid(&path, "workload.recompute", recompute.name(), why).with_hint(

@@ -126,8 +126,8 @@ pub const TORCHTITAN_DEFAULTS: &[(&str, &str, &str)] = &[
     ),
     (
         "recompute",
-        "full -> full; selective, selective op, per-op SAC, and the H200 rows' default (llama3_8b.toml: selective, op) -> selective-op; selective layer -> selective (not modelled)",
-        "torchtitan 0.2.0 activation_checkpoint.py `_apply_op_sac` with llama3 parallelize.py `_op_sac_save_list` (re-read): saves the odd aten.mm outputs of each block, SDPA flash/efficient attention, TP reduce-scatters, aten.max; recomputes the rest. llama3_8b.toml's selective_ac_option = \"op\" (from memory; torchtitan 0.3.0 config_registry llama3_8b uses SelectiveAC, re-read). Layer SAC (every 2nd block whole) has no gpuplan setting yet",
+        "full -> full; selective, selective op, per-op SAC, and the H200 rows' default (llama3_8b.toml: selective, op) -> selective-op; selective layer -> layer:2",
+        "torchtitan 0.2.0 activation_checkpoint.py `_apply_op_sac` with llama3 parallelize.py `_op_sac_save_list` (re-read): saves the odd aten.mm outputs of each block, SDPA flash/efficient attention, TP reduce-scatters, aten.max; recomputes the rest. llama3_8b.toml's selective_ac_option = \"op\" (from memory; torchtitan 0.3.0 config_registry llama3_8b uses SelectiveAC, re-read). Layer SAC: `_apply_layer_sac`, every n-th block whole, selective_ac_option default \"2\" (re-read)",
     ),
     (
         "precision",
@@ -170,15 +170,16 @@ fn number_cell(s: &str) -> Option<f64> {
 /// `selective` or cite the 8B config's default, since torchtitan's Llama 3 8B config sets
 /// `selective_ac_option = "op"` (train_configs/llama3_8b.toml, from memory; torchtitan 0.3.0's
 /// `models/llama3/config_registry.py` `llama3_8b` sets `SelectiveAC`, its per-op policy, re-read).
-/// `selective layer` (`selective_ac_option` an integer: every n-th block checkpointed whole,
-/// torchtitan 0.2.0 `_apply_layer_sac`, default "2") is not modelled: it stays on gpuplan's
-/// `selective` (core attention) and says so.
+/// `selective layer` is layer checkpointing (`selective_ac_option` an integer: every n-th block
+/// checkpointed whole, torchtitan 0.2.0 `_apply_layer_sac`) at the option's default, "2"
+/// (`ActivationCheckpoint.selective_ac_option`, torchtitan 0.1.0 `config_manager.py` and 0.2.0
+/// `config/job_config.py`, re-read): `layer:2`.
 pub fn recompute_of(ac: &str) -> Option<&'static str> {
     let a = ac.trim().to_lowercase();
     if a == "full" {
         Some("full")
     } else if a == "selective layer" {
-        Some("selective")
+        Some("layer:2")
     } else if a.starts_with("selective") || a == "per-op sac" || a.starts_with("per llama3_8b.toml default") {
         Some("selective-op")
     } else if a == "none" {
@@ -292,8 +293,8 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
         notes.push("FSDP float8 all-gather not expressed: gpuplan's torch stacks gather their fp32 master parameters".into());
     }
     match recompute {
-        "selective" => notes.push(format!(
-            "`{}` (every 2nd block checkpointed whole) is not modelled: run as gpuplan's selective recompute (core attention only)",
+        "layer:2" => notes.push(format!(
+            "`{}` run as torchtitan's layer checkpointing at its default selective_ac_option = \"2\" (layer:2: every 2nd block whole)",
             r.activation_checkpointing
         )),
         "selective-op" => notes.push(format!("`{}` run as torchtitan's per-op selective checkpointing (selective-op)", r.activation_checkpointing)),
@@ -377,7 +378,7 @@ mod tests {
 
     #[test]
     fn readings_of_the_published_cells() {
-        assert_eq!(recompute_of("selective layer"), Some("selective"));
+        assert_eq!(recompute_of("selective layer"), Some("layer:2"));
         assert_eq!(recompute_of("selective op"), Some("selective-op"));
         assert_eq!(recompute_of("selective"), Some("selective-op"));
         assert_eq!(recompute_of("per llama3_8b.toml default (not stated)"), Some("selective-op"));

@@ -810,14 +810,24 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     let largest_layer = model_kinds.iter().map(|k| kind_activation_bytes(model, pc, w, *k)).fold(0.0, f64::max);
     let sp = pc.sp && pc.tp > 1;
     let layer_input = 2.0 * tokens * model.hidden as f64 / if sp { pc.tp as f64 } else { 1.0 };
+    // Layer checkpointing (`layer:n`): the checkpointed layers keep their input only.
+    let picked = crate::parallelism::picked_kind_counts(&model.layer_kinds(), pc, stage, |i| w.recompute.checkpoints(i));
     let per_micro = match w.recompute {
         Recompute::Full => layers * layer_input,
+        Recompute::Layers(_) => LayerKind::ALL
+            .iter()
+            .map(|k| {
+                let (n, ck) = (counts[k.index()], picked[k.index()]);
+                (n - ck) as f64 * if n > ck { kind_activation_bytes(model, pc, w, *k) } else { 0.0 } + ck as f64 * layer_input
+            })
+            .sum(),
         _ => one_micro_full - offloaded_activation_bytes(model, pc, w, stage),
     };
     // Under full recompute one layer's activations are rebuilt at a time during backward; under
     // per-op selective checkpointing what the layer did not keep.
     let rebuilt = match w.recompute {
         Recompute::Full => largest_layer,
+        Recompute::Layers(_) if picked.iter().sum::<u64>() > 0 => largest_layer,
         Recompute::SelectiveOp => {
             let all = Workload { recompute: Recompute::None, ..w.clone() };
             let full = model_kinds.iter().map(|k| kind_activation_bytes(model, pc, &all, *k)).fold(0.0, f64::max);
@@ -870,7 +880,15 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     // short autocast region, so under full recompute one layer's copies are held at a time.
     // Autocast casts the fp32 weights it finds: under LoRA only the adapters' (the base is bf16).
     let cast = if w.lora.is_some() { train_dense + train_experts } else { dense + experts };
-    let cached = if w.recompute == Recompute::Full { cast / layers.max(1.0) } else { cast };
+    // Under layer checkpointing the checkpointed layers' copies are not cached (one at a time).
+    let cached = match w.recompute {
+        Recompute::Full => cast / layers.max(1.0),
+        Recompute::Layers(_) => {
+            let ck = picked.iter().sum::<u64>() as f64;
+            cast * ((layers - ck).max(0.0) + ck.min(1.0)) / layers.max(1.0)
+        }
+        _ => cast,
+    };
     // torchao float8 under compile keeps an fp8 copy of each linear's weight (1 B) for the
     // data-gradient GEMM instead of autocast's bf16 one.
     let mut transient = cached * if torchao_fp8(w) { 1.0 } else { sm.autocast_cache };

@@ -63,6 +63,7 @@ pub enum RecomputeKey {
     Selective,
     Full,
     SelectiveOp,
+    Layers(u32),
 }
 
 impl RecomputeKey {
@@ -72,6 +73,7 @@ impl RecomputeKey {
             Recompute::Selective => RecomputeKey::Selective,
             Recompute::Full => RecomputeKey::Full,
             Recompute::SelectiveOp => RecomputeKey::SelectiveOp,
+            Recompute::Layers(n) => RecomputeKey::Layers(n),
         }
     }
     pub fn get(self) -> Recompute {
@@ -80,6 +82,7 @@ impl RecomputeKey {
             RecomputeKey::Selective => Recompute::Selective,
             RecomputeKey::Full => Recompute::Full,
             RecomputeKey::SelectiveOp => Recompute::SelectiveOp,
+            RecomputeKey::Layers(n) => Recompute::Layers(n),
         }
     }
 }
@@ -162,10 +165,11 @@ impl Candidate {
         match mode {
             PlanMode::Train => {
                 let rc = match self.recompute {
-                    RecomputeKey::None => "none",
-                    RecomputeKey::Selective => "sel",
-                    RecomputeKey::Full => "full",
-                    RecomputeKey::SelectiveOp => "sel-op",
+                    RecomputeKey::None => "none".to_string(),
+                    RecomputeKey::Selective => "sel".to_string(),
+                    RecomputeKey::Full => "full".to_string(),
+                    RecomputeKey::SelectiveOp => "sel-op".to_string(),
+                    RecomputeKey::Layers(n) => format!("layer{n}"),
                 };
                 let _ = write!(o, " z{} rc={} mb{} ga{}", self.zero, rc, self.micro_batch, self.gradient_accumulation());
             }

@@ -133,7 +133,16 @@ pub fn request(a: &Asked, base: &Scenario, mode: PlanMode) -> Result<Request, St
             }
             vec![Recompute::SelectiveOp]
         }
-        Some(r) => return Err(format!("`--recompute` = `{r}` is not known\nhint: one of: {}", Recompute::NAMES)),
+        Some(r) => match Recompute::parse(r) {
+            Some(rc @ Recompute::Layers(_)) if base.workload.stack.torch() => vec![rc],
+            Some(Recompute::Layers(_)) => {
+                return Err(format!(
+                    "`--recompute` = `{r}` is torchtitan's layer checkpointing for PyTorch training; the stack is {}\nhint: use --stack torch-eager, torch-compile, hf-eager or hf-compile",
+                    base.workload.stack.name()
+                ))
+            }
+            _ => return Err(format!("`--recompute` = `{r}` is not known\nhint: one of: {} (N >= 1)", Recompute::NAMES)),
+        },
     };
     let zero = match a.zero {
         None => vec![0, 1, 2, 3],

@@ -58,16 +58,24 @@ pub enum Recompute {
     /// hybrid models).
     /// Memory: `memory::kind_activation_bytes`; time: [`recompute_of`].
     SelectiveOp,
+    /// torchtitan's layer selective checkpointing (`selective_ac_option = "<n>"`, n >= 1; its
+    /// default "2"): a rank's blocks are counted as `apply_ac` wraps them, and every n-th one
+    /// (count 1-based divisible by n) is checkpointed whole, the others keep everything
+    /// (torchtitan 0.2.0 `torchtitan/distributed/activation_checkpoint.py` `_apply_layer_sac`, a
+    /// process-wide counter). Which blocks: [`Recompute::checkpoints`]; the engines re-run a
+    /// checkpointed block's forward ([`rerun_of`]), `memory` keeps only its input.
+    Layers(u32),
 }
 
 impl Recompute {
-    pub const NAMES: &'static str = "none, selective, full, selective-op";
-    pub fn name(self) -> &'static str {
+    pub const NAMES: &'static str = "none, selective, full, selective-op, layer:N";
+    pub fn name(self) -> String {
         match self {
-            Recompute::None => "none",
-            Recompute::Selective => "selective",
-            Recompute::Full => "full",
-            Recompute::SelectiveOp => "selective-op",
+            Recompute::None => "none".into(),
+            Recompute::Selective => "selective".into(),
+            Recompute::Full => "full".into(),
+            Recompute::SelectiveOp => "selective-op".into(),
+            Recompute::Layers(n) => format!("layer:{n}"),
         }
     }
     pub fn parse(s: &str) -> Option<Recompute> {
@@ -76,7 +84,16 @@ impl Recompute {
             "selective" => Some(Recompute::Selective),
             "full" => Some(Recompute::Full),
             "selective-op" => Some(Recompute::SelectiveOp),
-            _ => None,
+            _ => s.strip_prefix("layer:").and_then(|n| n.parse::<u32>().ok()).filter(|n| *n >= 1).map(Recompute::Layers),
+        }
+    }
+    /// Whether the rank's `i`-th decoder block (0-based, in the order its model chunks hold them)
+    /// is checkpointed whole: every block under full recompute, every n-th under `layer:n`.
+    pub fn checkpoints(self, i: u64) -> bool {
+        match self {
+            Recompute::Full => true,
+            Recompute::Layers(n) => (i + 1).is_multiple_of(n as u64),
+            _ => false,
         }
     }
 }
@@ -1922,7 +1939,8 @@ pub fn backward_of(forward: &[Op]) -> Vec<Op> {
 pub fn recompute_of(forward: &[Op], w: &Workload) -> Vec<Op> {
     let again = |op: &Op| Op { pass: Pass::Recompute, ..op.clone() };
     match w.recompute {
-        Recompute::None => return Vec::new(),
+        // Layer checkpointing re-runs some blocks whole: the engines ask [`rerun_of`] per block.
+        Recompute::None | Recompute::Layers(_) => return Vec::new(),
         Recompute::Full => return forward.iter().map(again).collect(),
         Recompute::SelectiveOp => return selective_op_recompute(forward, w),
         Recompute::Selective => {}
@@ -1991,6 +2009,12 @@ pub fn selective_op_saved(forward: &[Op], w: &Workload) -> Vec<bool> {
             _ => false,
         })
         .collect()
+}
+
+/// A checkpointed block's forward run again before its backward (`layer:n`'s every n-th block,
+/// [`Recompute::checkpoints`]).
+pub fn rerun_of(forward: &[Op]) -> Vec<Op> {
+    forward.iter().map(|op| Op { pass: Pass::Recompute, ..op.clone() }).collect()
 }
 
 /// Why [`Recompute::SelectiveOp`] does not apply to a model and workload, or `None` where it
