@@ -203,9 +203,11 @@ pub struct ScenarioArgs {
     /// mxfp8 (Blackwell only), or rowwise (torchao; --stack torch-compile or hf-compile only)
     #[arg(long)]
     pub fp8_recipe: Option<String>,
-    /// none, selective (Megatron-Core's modules; core attention by default), full, or selective-op
+    /// none, selective (Megatron-Core's modules; core attention by default), full, selective-op
     /// (torchtitan's per-op selective checkpointing: every other linear's output, attention and TP
-    /// reduce-scatters saved, the rest recomputed; dense models under the torch and hf stacks)
+    /// reduce-scatters saved, the rest recomputed; dense models under the torch and hf stacks), or
+    /// layer:N (torchtitan's layer checkpointing: every N-th block of a rank recomputed whole; torch
+    /// and hf stacks)
     #[arg(long)]
     pub recompute: Option<String>,
     /// megatron, torch-eager, torch-compile, hf-eager, hf-compile (transformers models as the library builds them)
