@@ -12,7 +12,9 @@ use crate::units::Bytes;
 use crate::workload::{Mode, Recompute, RecomputeModule, Stack, Workload};
 
 mod caching;
+mod hf_prefill;
 pub use caching::CachingAllocator;
+pub use hf_prefill::hf_prefill_forward_peak;
 
 /// Memory of one GPU by component.
 #[derive(Debug, Clone, PartialEq)]
@@ -136,13 +138,23 @@ pub struct StackMemory {
 /// later, hidden-sized requests.
 pub fn hf_grouped_experts_peak(tokens: f64, hidden: f64, experts: u32, top_k: u32, expert_ffn: f64, weights_fp32: bool) -> ExpertsPeak {
     let t = tokens.ceil();
-    let s = t * top_k as f64;
     let e = experts as f64;
     let r = if weights_fp32 { 4.0 } else { 2.0 };
     let mut a = CachingAllocator::new();
     let _logits = a.alloc(t * e * r);
     let _indices = a.alloc(t * top_k as f64 * 8.0);
     let _weights = a.alloc(t * top_k as f64 * r);
+    let _out = grouped_experts_replay(&mut a, t, hidden, experts, top_k, expert_ffn, weights_fp32);
+    ExpertsPeak { allocated: a.peak_allocated as f64, reserved: a.peak_reserved as f64 }
+}
+
+/// [`hf_grouped_experts_peak`]'s sequence from the sort on, on a shared allocator `a` (the
+/// router's outputs already allocated by the caller); returns the handle of the experts' output,
+/// the other locals freed as the function returns.
+pub(crate) fn grouped_experts_replay(a: &mut CachingAllocator, t: f64, hidden: f64, experts: u32, top_k: u32, expert_ffn: f64, weights_fp32: bool) -> usize {
+    let s = t * top_k as f64;
+    let e = experts as f64;
+    let r = if weights_fp32 { 4.0 } else { 2.0 };
     let ids = a.alloc(s * 8.0);
     let perm = a.alloc(s * 8.0);
     let div = a.alloc(s * 8.0);
@@ -171,14 +183,17 @@ pub fn hf_grouped_experts_peak(tokens: f64, hidden: f64, experts: u32, top_k: u3
     let restored = a.alloc(s * hidden * r);
     a.free(weighted);
     let summed = a.alloc(t * hidden * r);
-    if weights_fp32 {
-        let _out = a.alloc(t * hidden * 2.0);
+    let out = if weights_fp32 {
+        let out = a.alloc(t * hidden * 2.0);
         a.free(summed);
-    }
+        out
+    } else {
+        summed
+    };
     for h in [ids, perm, rows, weights_g, histc_in, counts, offsets, sentinel, down_masked, inv_perm, restored] {
         a.free(h);
     }
-    ExpertsPeak { allocated: a.peak_allocated as f64, reserved: a.peak_reserved as f64 }
+    out
 }
 
 /// [`hf_grouped_experts_peak`]'s result, bytes.
@@ -591,6 +606,23 @@ pub fn plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes) -
         .expect("at least one stage")
 }
 
+/// Whether an inference plan takes its peak from [`hf_prefill_forward_peak`]: an `hf-eager`
+/// prefill from an empty cache on one GPU of a transformer (GQA or MLA attention, RMSNorm, gated
+/// FFN, dense or MoE layers), the forwards that replay was written from and checked against.
+/// Others (hf-compile, whose Inductor graph allocates differently; sliding windows and sinks,
+/// which transformers runs as eager attention; hybrid models; TP/PP/CP/EP) keep the estimate.
+fn hf_prefill_replayed(model: &Model, pc: &ParallelConfig, w: &Workload) -> bool {
+    w.stack == Stack::HfEager
+        && w.mode == Mode::Prefill
+        && w.kv_len == 0
+        && pc.n_gpus() == 1
+        && model.hybrid.is_none()
+        && model.sliding_window.is_none()
+        && !model.attention_sinks
+        && model.norm == NormKind::RmsNorm
+        && model.ffn_kind == FfnKind::Gated
+}
+
 fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes, stage: u32) -> MemoryPlan {
     let sm = stack_memory(w.stack);
     let (dense, experts) = params_on_rank(model, pc, stage, if w.mode == Mode::Train { w.mtp_layers } else { 0 });
@@ -678,12 +710,22 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
             }
         }
         let logits = w.sequences() as f64 * model.vocab as f64 / pc.tp as f64 * 4.0;
+        // An `hf-eager` prefill on one GPU: the whole forward replayed through the caching
+        // allocator (`hf_prefill_forward_peak`) gives the allocated peak above the weights (the KV
+        // cache it fills included) and what the allocator reserves beyond it, in place of the
+        // widest-part estimate above and the generic fragmentation share.
+        let replayed = hf_prefill_replayed(model, pc, w).then(|| hf_prefill_forward_peak(model, tokens));
+        if let Some(p) = replayed {
+            transient = (p.allocated - kv).max(0.0);
+            experts_cached = p.reserved - p.allocated;
+        }
         let base = weights + kv + transient + logits;
         // An `hf-*` decode's allocator holds, beyond what is allocated, the stranded cache sets and
         // the tied head's block (below) and nothing measurable else: the decode runs' reserved
         // less allocated peaks less those is 0.02 GiB or under at batch 1-4
-        // (calibration/runs/hf/FIT.md, sixth pass), so no share of the rest on top.
-        let fragmentation = if w.stack.hf() && w.mode == Mode::Decode { 0.0 } else { sm.fragmentation };
+        // (calibration/runs/hf/FIT.md, sixth pass), so no share of the rest on top. A replayed
+        // prefill's reserved peak is the replay's.
+        let fragmentation = if (w.stack.hf() && w.mode == Mode::Decode) || replayed.is_some() { 0.0 } else { sm.fragmentation };
         let live = base * (1.0 + fragmentation) + experts_cached + runtime.value();
         let stranded = stranded.min((capacity.value() - live).max(0.0));
         let cached_head = if w.stack.hf() && w.mode == Mode::Decode && model.tied_embeddings {

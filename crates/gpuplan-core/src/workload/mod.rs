@@ -1157,11 +1157,37 @@ impl<'a> Builder<'a> {
         }
         // RoPE on q and k (HF: rotate_half, 2 muls, add, for each: ~6 kernels); none without a
         // position embedding (Nemotron-H).
-        if m.position != Position::None {
-            let rope_elems = (t * (heads * qk_dim + kv_heads * qk_dim)) as f64;
-            // Eager RoPE per element: x * cos (r2 w2), rotate_half's neg and cat (r2 w2, r4 w2),
-            // * sin (r2 w2), add (r4 w2): 22 B in 5 kernels (6 with the slices' copies).
-            self.memory_chain("rope", rope_elems, 1.0, 1.0, 22.0, 6);
+        match (&m.mla, self.w.stack.hf()) {
+            (Some(mla), true) if m.position != Position::None => {
+                // transformers' MLA (`DeepseekV3Attention.forward`, 5.17.0) rotates only the rope
+                // parts, the query's `qk_rope_head_dim` per head and the one shared rope key,
+                // with `apply_rotary_pos_emb_interleave` (modeling_deepseek_v3.py lines 350-357):
+                // per element four half-width products (r2 w2 on half: 8 B), a difference and a
+                // sum (r4 w2 on half: 6 B), the `cat` (r2 w2: 4 B): 18 B in 7 kernels.
+                let rope_elems = (t * (heads + 1) * mla.qk_rope_head_dim) as f64;
+                self.memory_chain("rope", rope_elems, 1.0, 1.0, 18.0, 7);
+                if self.w.mode != Mode::Decode {
+                    // Then three copies the fused stacks do not make: `torch.cat((q_pass, q_rot))`
+                    // (line 471), `expand_kv`'s key filled by two `copy_` (k_nope out of
+                    // `kv_b_proj`'s output, the shared rope key broadcast over the heads; lines
+                    // 428-434), and SDPA's output, [b, h, s, v] after a contiguous query, made
+                    // contiguous by `transpose(1, 2).contiguous()` (integrations/sdpa_attention.py
+                    // line 168; `torch.cuda.memory._record_memory_history` shows each as its own
+                    // tensor, calibration/runs/raw/mla-prefill-h100-2026-11-25/): read and write
+                    // each element once.
+                    let qk_elems = (t * heads * qk_dim) as f64;
+                    self.push("mla_query_cat", OpKind::Memory { bytes: qk_elems * self.act * 2.0, kernels: 1 });
+                    self.push("mla_key_fill", OpKind::Memory { bytes: qk_elems * self.act * 2.0, kernels: 2 });
+                    self.push("mla_out_copy", OpKind::Memory { bytes: (t * heads * v_dim) as f64 * self.act * 2.0, kernels: 1 });
+                }
+            }
+            _ if m.position != Position::None => {
+                let rope_elems = (t * (heads * qk_dim + kv_heads * qk_dim)) as f64;
+                // Eager RoPE per element: x * cos (r2 w2), rotate_half's neg and cat (r2 w2, r4 w2),
+                // * sin (r2 w2), add (r4 w2): 22 B in 5 kernels (6 with the slices' copies).
+                self.memory_chain("rope", rope_elems, 1.0, 1.0, 22.0, 6);
+            }
+            _ => {}
         }
         let seqs = self.w.sequences();
         let cp = self.pc.cp as u64;
@@ -1483,8 +1509,20 @@ impl<'a> Builder<'a> {
         if self.w.stack.hf() {
             // The routing weight's multiply (read and write every routed row), the gather back
             // to token order (the same), and the top-k sum (read every routed row, write a token's).
-            let rows = (routed * m.hidden) as f64 * self.act;
-            self.push("unpermute", OpKind::Memory { bytes: rows * 5.0 + (t * m.hidden) as f64 * self.act, kernels: 3 });
+            // With fp32 routed weights (`Router::weights_fp32`: Mixtral, DeepSeek-V3) the product is
+            // fp32 (bf16 rows in, 4 B out), so are the gather and the sum, and the sum is cast back
+            // to bf16 (read 4 B, write 2 B a token's element): measured on the H100
+            // (calibration/runs/raw/mla-prefill-h100-2026-11-25/, DeepSeek-V3-s b4 x 8192) the fp32
+            // multiply takes 2.33 ms per layer against 1.51 ms at the bf16 table's rate for the
+            // same rows, the bytes' ratio 6 / 4.
+            let elems = (routed * m.hidden) as f64;
+            let tokens = (t * m.hidden) as f64;
+            let bytes = if moe.router.weights_fp32 {
+                elems * (2.0 + 4.0) + elems * 8.0 + elems * 4.0 + tokens * 4.0 + tokens * 6.0
+            } else {
+                elems * self.act * 5.0 + tokens * self.act
+            };
+            self.push("unpermute", OpKind::Memory { bytes, kernels: if moe.router.weights_fp32 { 4 } else { 3 } });
         } else {
             let rows = permuted_rows;
             match permutation {
