@@ -628,6 +628,12 @@ pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
             if pc.dp > 1 {
                 let layers = parallelism::stage_layer_counts(s.model.n_layers, pc)[stage as usize].max(1) as f64;
                 let per_layer = (dense + experts) / layers;
+                // The torch stacks gather and reduce in FSDP's dtypes (`Workload::fsdp`: fp32
+                // without a policy, FSDP2's bf16 parameters and its reduce dtype, torchao's float8
+                // weights).
+                let torch = s.workload.stack.torch();
+                let (param_bytes, grad_bytes) =
+                    if torch { (memory::fsdp_gather_bytes(&s.model, pc, &s.workload, stage), s.workload.fsdp.reduce.bytes()) } else { (param_bytes, grad_bytes) };
                 // Under LoRA FSDP still gathers the frozen base weights (bf16) of each layer.
                 let gathered = match &s.workload.lora {
                     None => per_layer * param_bytes,
@@ -639,9 +645,16 @@ pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
                 plan.layer_gather = Some(cost.comm_step(pc, CollectiveOp::AllGather, Group::Dp, gathered, Overlap::Blocking));
                 plan.layer_reduce = Some(cost.comm_step(pc, CollectiveOp::ReduceScatter, Group::Dp, per_layer * grad_bytes, Overlap::Blocking));
                 plan.per_step = fsdp_per_step(s);
-                if s.workload.stack != Stack::Megatron {
-                    plan.gather_copy = cost.memory_time(2.0 * per_layer * param_bytes, 1).time;
-                    plan.reduce_copy = cost.memory_time(2.0 * per_layer * grad_bytes, 1).time;
+                if torch {
+                    // FSDP2's copy-out of the gathered buffer into the layer's parameters (read and
+                    // write), and the copy-in of the gradients into the reduce-scatter buffer (read
+                    // them in the dtype they were computed in, write them in the reduce dtype).
+                    // Under a policy the shard is cast before the gather too (read 4 B, write the
+                    // gathered bytes, 1/dp of the layer).
+                    let computed = if s.workload.fsdp.bf16_params { 2.0 } else { 4.0 };
+                    let cast_in = if param_bytes < 4.0 { per_layer / pc.dp as f64 * (4.0 + param_bytes) } else { 0.0 };
+                    plan.gather_copy = cost.memory_time(2.0 * per_layer * param_bytes + cast_in, 1).time;
+                    plan.reduce_copy = cost.memory_time(per_layer * (computed + grad_bytes), 1).time;
                 }
             }
         }

@@ -521,6 +521,24 @@ pub fn embedding_and_head_on_rank(model: &Model, pc: &ParallelConfig, stage: u32
     n
 }
 
+/// Bytes per parameter, on average over the stage's parameters, of what FSDP all-gathers on a
+/// torch stack (`Workload::fsdp`): fp32 without a policy, bf16 under `param_dtype=bfloat16`, and
+/// under torchao's float8 all-gather the layers' linear weights (the TP-sharded part of
+/// `Model::layer_params`: the attention and FFN projections; torchao converts no grouped experts,
+/// and torchtitan filters the LM head out) at 1 B. Megatron's gathers are priced in `step::dp_plan`.
+pub fn fsdp_gather_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, stage: u32) -> f64 {
+    let f = w.fsdp;
+    let base = f.param_bytes();
+    if !f.float8_all_gather {
+        return base;
+    }
+    let (dense, experts) = params_on_rank(model, pc, stage, 0);
+    let counts = crate::parallelism::stage_kind_counts(&model.layer_kinds(), pc, stage);
+    let linear: f64 = LayerKind::ALL.iter().map(|k| counts[k.index()] as f64 * model.layer_params(*k).0 / pc.tp as f64).sum();
+    let all = (dense + experts).max(1.0);
+    (linear * 1.0 + (all - linear).max(0.0) * base) / all
+}
+
 /// Bytes per weight of a serving engine's quantized checkpoint (FP8 or NVFP4, as NVIDIA ModelOpt
 /// writes them): FP8 one byte (its per-tensor scales are negligible); NVFP4 half a byte plus one
 /// E4M3 scale per 16 weights (the NVFP4 format: 16-element blocks with an FP8 scale each, and a
@@ -822,17 +840,23 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     let cast = if w.lora.is_some() { train_dense + train_experts } else { dense + experts };
     let cached = if w.recompute == Recompute::Full { cast / layers.max(1.0) } else { cast };
     // torchao float8 under compile keeps an fp8 copy of each linear's weight (1 B) for the
-    // data-gradient GEMM instead of autocast's bf16 one.
-    let mut transient = cached * if torchao_fp8(w) { 1.0 } else { sm.autocast_cache };
+    // data-gradient GEMM instead of autocast's bf16 one. Under FSDP2's bf16 policy no autocast
+    // runs (`Workload::fsdp`): the layers compute on the gathered bf16 parameters, which autograd
+    // saves as they are (FSDP2 frees and re-gathers their storage), so nothing is cached.
+    let autocast_cache = if w.fsdp.bf16_params && w.stack.torch() && pc.zero == 3 { 0.0 } else { sm.autocast_cache };
+    let mut transient = cached * if torchao_fp8(w) { 1.0 } else { autocast_cache };
+    // What FSDP gathers (fp32, bf16 under FSDP2's policy, float8 linear weights) and the dtype the
+    // gradients are reduced in (`Workload::fsdp`); Megatron's FSDP gathers its bf16 parameters.
+    let (gathered, reduced) = if w.stack.torch() { (fsdp_gather_bytes(model, pc, w, stage), w.fsdp.reduce.bytes()) } else { (sm.param, sm.grad) };
     if pc.zero == 3 && pc.dp > 1 && w.stack.torch() && w.mode == Mode::Train && pc.pp > 1 {
         // FSDP under PyTorch's pipelining (`step::DpPlan::per_step`): the stage's layers stay
         // gathered through the step and their gradients accumulate unsharded until the last
-        // backward.
-        transient += (dense + experts) * (sm.param + sm.grad);
+        // backward (FSDP2 accumulates them in the reduce dtype, `to_accumulated_grad_if_needed`).
+        transient += (dense + experts) * (gathered + reduced);
     } else if pc.zero == 3 && pc.dp > 1 {
         // FSDP: the current and the prefetched layer gathered in full.
         let per_layer = (dense + experts) / layers.max(1.0);
-        transient += 2.0 * per_layer * sm.param;
+        transient += 2.0 * per_layer * gathered;
     }
     if pc.zero == 0 && pc.dp > 1 && w.stack != Stack::Megatron {
         // DDP's gradient buckets are a second copy of the gradients.
@@ -934,6 +958,7 @@ mod tests {
             mtp_layers: 0,
             cp_comm: crate::workload::CpComm::P2p,
             megatron: Default::default(),
+            fsdp: Default::default(),
             decode_tokens: 1,
             attention_dp: None,
             packed_doc_len: None,
