@@ -12,7 +12,7 @@ use crate::cost::CostModel;
 use crate::hardware::profile::CollectiveOp;
 use crate::hardware::Dtype;
 use crate::memory::{self, stack_memory, MemoryPlan};
-use crate::parallelism::{self, Group, Infeasible};
+use crate::parallelism::{self, Group, Infeasible, ParallelConfig};
 use crate::power::PowerState;
 use crate::scenario::Scenario;
 use crate::units::{Joules, Seconds, Watts};
@@ -221,11 +221,33 @@ pub fn megatron_bucket_params(dp_with_cp: u32) -> f64 {
 /// their time, by stack: `cost::fitted` holds one per stack family (torch DDP/FSDP:
 /// `OVERLAP_COST`, fitted on measured H200 runs; Megatron: `MEGATRON_OVERLAP_COST`, fitted on the
 /// published Megatron-Bridge fit rows). Both engines read it.
-pub fn overlap_cost(stack: Stack) -> f64 {
+///
+/// On the torch stacks the cost is per byte moved, not per second: `OVERLAP_COST` was fitted on
+/// collectives inside one NVLink domain (2 and 4 H200), where NCCL's kernels move the bytes at the
+/// NVLink bus rate, and what they take from the compute beside them (their copy and reduction
+/// traffic through HBM, the SM time of those copies, the power it draws under the cap) scales with
+/// the bytes they move. A data-parallel group that crosses NVLink domains moves its bytes at the
+/// network's bus rate (`nccl::Links::busbw`, one NIC per rank per domain), a fraction of the
+/// NVLink rate (`nccl::Links::intra_busbw`), and costs that fraction per second: 400 Gb/s per GPU
+/// against 450 GB/s NVLink, about 0.1 of `OVERLAP_COST`. `MEGATRON_OVERLAP_COST` was fitted on
+/// rows whose data-parallel groups mostly cross nodes, so it is the per-second figure of such
+/// groups already and is not scaled.
+pub fn overlap_cost(cost: &CostModel, s: &Scenario) -> f64 {
     let f = crate::cost::fitted::fitted();
-    match stack {
+    match s.workload.stack {
         Stack::Megatron => f.megatron_overlap_cost,
-        _ => f.overlap_cost,
+        _ => f.overlap_cost * dp_link_share(cost, s),
+    }
+}
+
+/// The data-parallel group's bus bandwidth as a share of the NVLink bus bandwidth (1 inside one
+/// NVLink domain): what [`overlap_cost`] scales the torch stacks' per-second cost by.
+pub fn dp_link_share(cost: &CostModel, s: &Scenario) -> f64 {
+    let links = cost.links(&parallelism::group_shape(&s.parallel, Group::Dp, &s.system));
+    if links.crosses_network && links.intra_busbw.value() > 0.0 {
+        (links.busbw.value() / links.intra_busbw.value()).min(1.0)
+    } else {
+        1.0
     }
 }
 
@@ -578,7 +600,8 @@ pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
     } else {
         (sm.grad, sm.param)
     };
-    let local = dense / if pc.zero >= 1 { pc.dp as f64 } else { 1.0 } + experts / if pc.zero >= 1 { pc.expert_dp() as f64 } else { 1.0 };
+    let local = dense / if pc.zero >= 1 { memory::fsdp_shards(pc, &s.workload) as f64 } else { 1.0 }
+        + experts / if pc.zero >= 1 { pc.expert_dp() as f64 } else { 1.0 };
     let clip = if matches!(s.workload.train_loop, workload::TrainLoop::HfTrainer { clip: true }) { HF_TRAINER_CLIP_BYTES_PER_PARAM } else { 0.0 };
     let mut plan = DpPlan {
         optimizer: cost.memory_time(local * (optimizer_bytes_per_param(&s.workload) + clip), 4).time,
@@ -625,7 +648,12 @@ pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
             }
         }
         _ => {
-            if pc.dp > 1 {
+            // The torch stacks' FSDP group spans the context-parallel ranks too
+            // (`memory::fsdp_shards`): the same collectives over dp x cp ranks, tp apart.
+            let shards = memory::fsdp_shards(pc, &s.workload);
+            let fsdp_pc = ParallelConfig { dp: shards, cp: if shards == pc.dp { pc.cp } else { 1 }, ..pc.clone() };
+            if shards > 1 {
+                let pc = &fsdp_pc;
                 let layers = parallelism::stage_layer_counts(s.model.n_layers, pc)[stage as usize].max(1) as f64;
                 let per_layer = (dense + experts) / layers;
                 // The torch stacks gather and reduce in FSDP's dtypes (`Workload::fsdp`: fp32
@@ -699,13 +727,5 @@ mod tests {
         assert_eq!(megatron_bucket_params(1), 40e6);
         assert_eq!(megatron_bucket_params(40), 40e6);
         assert_eq!(megatron_bucket_params(128), 128e6);
-    }
-
-    #[test]
-    fn each_stack_family_has_its_own_overlap_cost() {
-        let f = crate::cost::fitted::fitted();
-        assert_eq!(overlap_cost(Stack::Megatron), f.megatron_overlap_cost);
-        assert_eq!(overlap_cost(Stack::TorchEager), f.overlap_cost);
-        assert_eq!(overlap_cost(Stack::HfCompile), f.overlap_cost);
     }
 }

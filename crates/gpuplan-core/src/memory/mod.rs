@@ -521,6 +521,19 @@ pub fn embedding_and_head_on_rank(model: &Model, pc: &ParallelConfig, stage: u32
     n
 }
 
+/// The ranks FSDP (zero 3) shards a torch stack's parameters, gradients and optimizer states over:
+/// the data-parallel ranks and, with context parallelism, the context-parallel ranks too, which
+/// hold the same parameters and whose gradients must be summed anyway (torchtitan 0.1.0
+/// `models/llama3/infra/parallelize.py` applies `fully_shard` over the `dp_shard_cp` mesh,
+/// data-parallel shard x cp, whenever cp > 1). Elsewhere the data-parallel ranks.
+pub fn fsdp_shards(pc: &ParallelConfig, w: &Workload) -> u32 {
+    if w.stack.torch() && pc.zero == 3 {
+        pc.dp * pc.cp
+    } else {
+        pc.dp
+    }
+}
+
 /// Bytes per parameter, on average over the stage's parameters, of what FSDP all-gathers on a
 /// torch stack (`Workload::fsdp`): fp32 without a policy, bf16 under `param_dtype=bfloat16`, and
 /// under torchao's float8 all-gather the layers' linear weights (the TP-sharded part of
@@ -615,7 +628,9 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     // Megatron-Core's distributed optimizer (and its gradient buffers) shard over the data-parallel
     // group with context parallelism (`parallel_state.get_data_parallel_group(with_context_parallel=True)`):
     // the CP ranks hold the same parameters, so they share the shards.
-    let dp = if w.stack == Stack::Megatron { (pc.dp * pc.cp) as f64 } else { pc.dp as f64 };
+    // FSDP on the torch stacks shards over the data-parallel and context-parallel ranks together
+    // (`fsdp_shards`).
+    let dp = if w.stack == Stack::Megatron { (pc.dp * pc.cp) as f64 } else { fsdp_shards(pc, w) as f64 };
     let edp = pc.expert_dp() as f64;
     let shard = |stage_min: u32, n: f64| if pc.zero >= stage_min { n } else { 1.0 };
     let counts = crate::parallelism::stage_kind_counts(&model.layer_kinds(), pc, stage);
@@ -848,12 +863,13 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     // What FSDP gathers (fp32, bf16 under FSDP2's policy, float8 linear weights) and the dtype the
     // gradients are reduced in (`Workload::fsdp`); Megatron's FSDP gathers its bf16 parameters.
     let (gathered, reduced) = if w.stack.torch() { (fsdp_gather_bytes(model, pc, w, stage), w.fsdp.reduce.bytes()) } else { (sm.param, sm.grad) };
-    if pc.zero == 3 && pc.dp > 1 && w.stack.torch() && w.mode == Mode::Train && pc.pp > 1 {
+    let fsdp_ranks = if w.stack.torch() { fsdp_shards(pc, w) } else { pc.dp };
+    if pc.zero == 3 && fsdp_ranks > 1 && w.stack.torch() && w.mode == Mode::Train && pc.pp > 1 {
         // FSDP under PyTorch's pipelining (`step::DpPlan::per_step`): the stage's layers stay
         // gathered through the step and their gradients accumulate unsharded until the last
         // backward (FSDP2 accumulates them in the reduce dtype, `to_accumulated_grad_if_needed`).
         transient += (dense + experts) * (gathered + reduced);
-    } else if pc.zero == 3 && pc.dp > 1 {
+    } else if pc.zero == 3 && fsdp_ranks > 1 {
         // FSDP: the current and the prefetched layer gathered in full.
         let per_layer = (dense + experts) / layers.max(1.0);
         transient += 2.0 * per_layer * gathered;
