@@ -260,7 +260,9 @@ fn fsdp2_mixed_precision_gathers_bf16_and_drops_autocast() {
     assert!((g1 / g0 - 0.5).abs() < 1e-9, "bf16 gathers half the fp32 bytes: {g1} vs {g0}");
     assert!((r1 / r0 - 1.0).abs() < 1e-9 && (r2 / r0 - 0.5).abs() < 1e-9, "reduce fp32 {r1}, bf16 {r2}, no policy {r0}");
     // No autocast: the layer loses its weight casts, memory its cache of bf16 weight copies.
-    let names = |s: &gpuplan::scenario::Scenario| gpuplan::workload::forward_ops(&s.model, &s.parallel, &s.workload).dense_layer.iter().map(|o| o.name).collect::<Vec<_>>();
+    let names = |s: &gpuplan::scenario::Scenario| {
+        gpuplan::workload::forward_ops(&s.model, &s.parallel, &s.workload).dense_layer.iter().map(|o| o.name).collect::<Vec<_>>()
+    };
     assert!(names(&plain).contains(&"weight_cast") && !names(&mp).contains(&"weight_cast"));
     let (m0, m1) = (gpuplan::analytic::predict(&plain).unwrap(), gpuplan::analytic::predict(&mp).unwrap());
     // Llama-3 8B: 8.03e9 parameters; the autocast cache is their bf16 copy (about 15 GiB), which

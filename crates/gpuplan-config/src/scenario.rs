@@ -1158,7 +1158,10 @@ fn fsdp_keys(
             } else {
                 format!("is an FSDP option; this scenario has zero {}", parallel.zero)
             };
-            p.push(ConfigError::invalid(path, key, value, why).with_hint("use it with --stack torch-eager or torch-compile, --mode train and --zero 3, or leave it out"));
+            p.push(
+                ConfigError::invalid(path, key, value, why)
+                    .with_hint("use it with --stack torch-eager or torch-compile, --mode train and --zero 3, or leave it out"),
+            );
         }
     };
     let dtype = |p: &mut Problems, key: &str, flag: &str, s: &str| {
@@ -1180,8 +1183,13 @@ fn fsdp_keys(
         check(p, "workload.fsdp_float8_all_gather", &g);
         if g && !(precision == Dtype::Fp8 && fp8_recipe == Fp8Recipe::Tensorwise) {
             p.push(
-                ConfigError::invalid(path, "workload.fsdp_float8_all_gather", g, format!("gathers torchao's tensorwise float8 weights; this scenario trains in {}", precision.name()))
-                    .with_hint("use it with --precision fp8 --fp8-recipe tensorwise, or leave it out"),
+                ConfigError::invalid(
+                    path,
+                    "workload.fsdp_float8_all_gather",
+                    g,
+                    format!("gathers torchao's tensorwise float8 weights; this scenario trains in {}", precision.name()),
+                )
+                .with_hint("use it with --precision fp8 --fp8-recipe tensorwise, or leave it out"),
             );
         }
         f.float8_all_gather = g;

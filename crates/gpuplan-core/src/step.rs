@@ -600,8 +600,8 @@ pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
     } else {
         (sm.grad, sm.param)
     };
-    let local = dense / if pc.zero >= 1 { memory::fsdp_shards(pc, &s.workload) as f64 } else { 1.0 }
-        + experts / if pc.zero >= 1 { pc.expert_dp() as f64 } else { 1.0 };
+    let local =
+        dense / if pc.zero >= 1 { memory::fsdp_shards(pc, &s.workload) as f64 } else { 1.0 } + experts / if pc.zero >= 1 { pc.expert_dp() as f64 } else { 1.0 };
     let clip = if matches!(s.workload.train_loop, workload::TrainLoop::HfTrainer { clip: true }) { HF_TRAINER_CLIP_BYTES_PER_PARAM } else { 0.0 };
     let mut plan = DpPlan {
         optimizer: cost.memory_time(local * (optimizer_bytes_per_param(&s.workload) + clip), 4).time,
@@ -660,8 +660,11 @@ pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
                 // without a policy, FSDP2's bf16 parameters and its reduce dtype, torchao's float8
                 // weights).
                 let torch = s.workload.stack.torch();
-                let (param_bytes, grad_bytes) =
-                    if torch { (memory::fsdp_gather_bytes(&s.model, pc, &s.workload, stage), s.workload.fsdp.reduce.bytes()) } else { (param_bytes, grad_bytes) };
+                let (param_bytes, grad_bytes) = if torch {
+                    (memory::fsdp_gather_bytes(&s.model, pc, &s.workload, stage), s.workload.fsdp.reduce.bytes())
+                } else {
+                    (param_bytes, grad_bytes)
+                };
                 // Under LoRA FSDP still gathers the frozen base weights (bf16) of each layer.
                 let gathered = match &s.workload.lora {
                     None => per_layer * param_bytes,

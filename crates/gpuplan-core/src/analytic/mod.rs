@@ -13,8 +13,8 @@ use crate::workload::{self, backward_of, forward_ops, recompute_of, Mode, Op};
 
 use crate::step::total_time;
 pub use crate::step::{
-    check_scenario, dp_link_share, dp_plan, finish, n_micro_of, overlap_cost, p2p_step, stage_layers, Breakdown, Buckets, DpPlan, PredictError, Prediction, Priced,
-    BUCKET_BYTES,
+    check_scenario, dp_link_share, dp_plan, finish, n_micro_of, overlap_cost, p2p_step, stage_layers, Breakdown, Buckets, DpPlan, PredictError, Prediction,
+    Priced, BUCKET_BYTES,
 };
 
 /// Defined with the other fitted constants in `cost::fitted`.
