@@ -469,6 +469,16 @@ pub struct DpPlan {
     /// reduce-scatter): memory-bound, read + write of the layer's parameters or gradients.
     pub gather_copy: Seconds,
     pub reduce_copy: Seconds,
+    /// Under `per_step`: the step's gradient accumulation over the stage's unsharded parameters, on
+    /// the compute stream (torch 2.11 `_fsdp_param_group.py` `post_backward` with gradient sync off:
+    /// `accumulate_unsharded_grad_if_needed` adds each micro-batch's bf16 gradient into the fp32
+    /// accumulator, 2 + 4 + 4 B a parameter, after the first micro-batch's `to_accumulated_grad_if_needed`
+    /// cast, 2 + 4 B; without a policy autograd's `AccumulateGrad` adds the fp32 gradients in place,
+    /// 4 + 4 + 4 B, from the second micro-batch on). Included in `optimizer` (once-per-step
+    /// memory traffic on the compute stream, as `mxfp8_param_copy` is), so both engines charge it
+    /// with the step's tail. The same accumulation in the torch stacks' other loops (gradient
+    /// accumulation without pipelining) is not priced.
+    pub accumulate: Seconds,
     /// Optimizer step of the rank's shard: memory-bound.
     pub optimizer: Seconds,
     /// Host time after the backward that the GPU waits for in full, serial with the step: the
@@ -676,6 +686,13 @@ pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
                 plan.layer_gather = Some(cost.comm_step(pc, CollectiveOp::AllGather, Group::Dp, gathered, Overlap::Blocking));
                 plan.layer_reduce = Some(cost.comm_step(pc, CollectiveOp::ReduceScatter, Group::Dp, per_layer * grad_bytes, Overlap::Blocking));
                 plan.per_step = fsdp_per_step(s);
+                if plan.per_step {
+                    let later = (n_micro_of(s).unwrap_or(1) as f64 - 1.0).max(0.0);
+                    let stage = dense + experts;
+                    let bytes = if s.workload.fsdp.bf16_params && grad_bytes > 2.0 { 6.0 + 10.0 * later } else { grad_bytes * 3.0 * later };
+                    plan.accumulate = cost.memory_time(stage * bytes, (layers as u32).max(1)).time;
+                    plan.optimizer += plan.accumulate;
+                }
                 if torch {
                     // FSDP2's copy-out of the gathered buffer into the layer's parameters (read and
                     // write), and the copy-in of the gradients into the reduce-scatter buffer (read
