@@ -536,6 +536,37 @@ pub fn embedding_and_head_on_rank(model: &Model, pc: &ParallelConfig, stage: u32
     n
 }
 
+/// The ranks FSDP (zero 3) shards a torch stack's parameters, gradients and optimizer states over:
+/// the data-parallel ranks and, with context parallelism, the context-parallel ranks too, which
+/// hold the same parameters and whose gradients must be summed anyway (torchtitan 0.1.0
+/// `models/llama3/infra/parallelize.py` applies `fully_shard` over the `dp_shard_cp` mesh,
+/// data-parallel shard x cp, whenever cp > 1). Elsewhere the data-parallel ranks.
+pub fn fsdp_shards(pc: &ParallelConfig, w: &Workload) -> u32 {
+    if w.stack.torch() && pc.zero == 3 {
+        pc.dp * pc.cp
+    } else {
+        pc.dp
+    }
+}
+
+/// Bytes per parameter, on average over the stage's parameters, of what FSDP all-gathers on a
+/// torch stack (`Workload::fsdp`): fp32 without a policy, bf16 under `param_dtype=bfloat16`, and
+/// under torchao's float8 all-gather the layers' linear weights (the TP-sharded part of
+/// `Model::layer_params`: the attention and FFN projections; torchao converts no grouped experts,
+/// and torchtitan filters the LM head out) at 1 B. Megatron's gathers are priced in `step::dp_plan`.
+pub fn fsdp_gather_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, stage: u32) -> f64 {
+    let f = w.fsdp;
+    let base = f.param_bytes();
+    if !f.float8_all_gather {
+        return base;
+    }
+    let (dense, experts) = params_on_rank(model, pc, stage, 0);
+    let counts = crate::parallelism::stage_kind_counts(&model.layer_kinds(), pc, stage);
+    let linear: f64 = LayerKind::ALL.iter().map(|k| counts[k.index()] as f64 * model.layer_params(*k).0 / pc.tp as f64).sum();
+    let all = (dense + experts).max(1.0);
+    (linear * 1.0 + (all - linear).max(0.0) * base) / all
+}
+
 /// Bytes per weight of a serving engine's quantized checkpoint (FP8 or NVFP4, as NVIDIA ModelOpt
 /// writes them): FP8 one byte (its per-tensor scales are negligible); NVFP4 half a byte plus one
 /// E4M3 scale per 16 weights (the NVFP4 format: 16-element blocks with an FP8 scale each, and a
@@ -629,7 +660,9 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     // Megatron-Core's distributed optimizer (and its gradient buffers) shard over the data-parallel
     // group with context parallelism (`parallel_state.get_data_parallel_group(with_context_parallel=True)`):
     // the CP ranks hold the same parameters, so they share the shards.
-    let dp = if w.stack == Stack::Megatron { (pc.dp * pc.cp) as f64 } else { pc.dp as f64 };
+    // FSDP on the torch stacks shards over the data-parallel and context-parallel ranks together
+    // (`fsdp_shards`).
+    let dp = if w.stack == Stack::Megatron { (pc.dp * pc.cp) as f64 } else { fsdp_shards(pc, w) as f64 };
     let edp = pc.expert_dp() as f64;
     let shard = |stage_min: u32, n: f64| if pc.zero >= stage_min { n } else { 1.0 };
     let counts = crate::parallelism::stage_kind_counts(&model.layer_kinds(), pc, stage);
@@ -864,17 +897,24 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     let cast = if w.lora.is_some() { train_dense + train_experts } else { dense + experts };
     let cached = if w.recompute == Recompute::Full { cast / layers.max(1.0) } else { cast };
     // torchao float8 under compile keeps an fp8 copy of each linear's weight (1 B) for the
-    // data-gradient GEMM instead of autocast's bf16 one.
-    let mut transient = cached * if torchao_fp8(w) { 1.0 } else { sm.autocast_cache };
-    if pc.zero == 3 && pc.dp > 1 && w.stack.torch() && w.mode == Mode::Train && pc.pp > 1 {
+    // data-gradient GEMM instead of autocast's bf16 one. Under FSDP2's bf16 policy no autocast
+    // runs (`Workload::fsdp`): the layers compute on the gathered bf16 parameters, which autograd
+    // saves as they are (FSDP2 frees and re-gathers their storage), so nothing is cached.
+    let autocast_cache = if w.fsdp.bf16_params && w.stack.torch() && pc.zero == 3 { 0.0 } else { sm.autocast_cache };
+    let mut transient = cached * if torchao_fp8(w) { 1.0 } else { autocast_cache };
+    // What FSDP gathers (fp32, bf16 under FSDP2's policy, float8 linear weights) and the dtype the
+    // gradients are reduced in (`Workload::fsdp`); Megatron's FSDP gathers its bf16 parameters.
+    let (gathered, reduced) = if w.stack.torch() { (fsdp_gather_bytes(model, pc, w, stage), w.fsdp.reduce.bytes()) } else { (sm.param, sm.grad) };
+    let fsdp_ranks = if w.stack.torch() { fsdp_shards(pc, w) } else { pc.dp };
+    if pc.zero == 3 && fsdp_ranks > 1 && w.stack.torch() && w.mode == Mode::Train && pc.pp > 1 {
         // FSDP under PyTorch's pipelining (`step::DpPlan::per_step`): the stage's layers stay
         // gathered through the step and their gradients accumulate unsharded until the last
-        // backward.
-        transient += (dense + experts) * (sm.param + sm.grad);
-    } else if pc.zero == 3 && pc.dp > 1 {
+        // backward (FSDP2 accumulates them in the reduce dtype, `to_accumulated_grad_if_needed`).
+        transient += (dense + experts) * (gathered + reduced);
+    } else if pc.zero == 3 && fsdp_ranks > 1 {
         // FSDP: the current and the prefetched layer gathered in full.
         let per_layer = (dense + experts) / layers.max(1.0);
-        transient += 2.0 * per_layer * sm.param;
+        transient += 2.0 * per_layer * gathered;
     }
     if pc.zero == 0 && pc.dp > 1 && w.stack != Stack::Megatron {
         // DDP's gradient buckets are a second copy of the gradients.
@@ -976,6 +1016,7 @@ mod tests {
             mtp_layers: 0,
             cp_comm: crate::workload::CpComm::P2p,
             megatron: Default::default(),
+            fsdp: Default::default(),
             decode_tokens: 1,
             attention_dp: None,
             packed_doc_len: None,

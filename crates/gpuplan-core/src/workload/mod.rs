@@ -400,6 +400,52 @@ impl TrainLoop {
     }
 }
 
+/// How FSDP (ZeRO-3) on a torch stack casts what it gathers and reduces: PyTorch FSDP2's
+/// `MixedPrecisionPolicy` and torchao's float8 all-gather (torch 2.11
+/// `torch/distributed/fsdp/_fully_shard/`, read from the 2.11.0 wheel: `FSDPParam.all_gather_inputs`
+/// casts the fp32 shard with `_to_dtype_if_needed(sharded_param_data, self.param_dtype)` before the
+/// all-gather; `foreach_reduce` allocates the reduce-scatter input in `reduce_dtype` and copies the
+/// unsharded gradients into it (`foreach_reduce_scatter_copy_in`); the sharded parameters, their
+/// gradients and the optimizer stay fp32). With `bf16_params` the layers compute on the gathered
+/// bf16 parameters and no autocast runs (torchtitan's `maybe_enable_amp` returns a null context
+/// when FSDP is on: "FSDP handles mixed precision internally", torchtitan 0.1.0
+/// `distributed/utils.py`). The default (no policy) is what the project's reference workload
+/// measured (scenarios/workloads/train_llama.py: `fully_shard` without a policy, fp32 parameters
+/// gathered, bf16 autocast around the forward).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FsdpPrecision {
+    /// `MixedPrecisionPolicy(param_dtype=torch.bfloat16)`: parameters gathered (and computed on)
+    /// in bf16; false: fp32 parameters gathered and cast by autocast.
+    pub bf16_params: bool,
+    /// The gradients' reduce-scatter dtype (`reduce_dtype`; FSDP2's default `None` reduces in the
+    /// gradients' own dtype: bf16 under a bf16 policy, fp32 without one). torchtitan sets float32
+    /// (`training.mixed_precision_reduce`, torchtitan 0.1.0-0.3.0 config).
+    pub reduce: StateDtype,
+    /// torchao's `Float8LinearConfig(enable_fsdp_float8_all_gather=True)` (tensorwise scaling):
+    /// each Float8Linear weight's shard is cast to float8 before the all-gather
+    /// (`WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather`), so those weights cross the wire at
+    /// 1 B; the rest (norms, embedding, the LM head torchtitan filters out) as the policy says.
+    pub float8_all_gather: bool,
+}
+
+impl Default for FsdpPrecision {
+    /// No policy: fp32 parameters gathered, fp32 gradients reduced.
+    fn default() -> FsdpPrecision {
+        FsdpPrecision { bf16_params: false, reduce: StateDtype::Fp32, float8_all_gather: false }
+    }
+}
+
+impl FsdpPrecision {
+    /// Bytes per parameter of what FSDP gathers, float8 aside.
+    pub fn param_bytes(self) -> f64 {
+        if self.bf16_params {
+            2.0
+        } else {
+            4.0
+        }
+    }
+}
+
 /// What is run: mode, batch shape, precision, recompute, stack.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Workload {
@@ -442,6 +488,8 @@ pub struct Workload {
     pub cp_comm: CpComm,
     /// Megatron's per-parameter state dtypes, selective-recompute modules and activation offload.
     pub megatron: MegatronMemory,
+    /// FSDP's gather and reduce dtypes on the torch stacks (meaningful under zero 3).
+    pub fsdp: FsdpPrecision,
     /// Tokens each sequence generates in the decode run whose peak memory is asked for, from
     /// `kv_len` on (1: one step). Only the `hf-*` stacks' DynamicCache depends on it: its
     /// `torch.cat` per token leaves PyTorch's caching allocator blocks it cannot reuse
@@ -1601,9 +1649,11 @@ impl<'a> Builder<'a> {
 
     /// PyTorch autocast keeps fp32 weights and casts each to bf16 once per forward (read 4 B,
     /// write 2 B per parameter); the backward casts the bf16 weight gradient back to fp32 (the
-    /// `backward_of` doubling of memory ops covers it). Megatron keeps bf16 weights: no cast.
+    /// `backward_of` doubling of memory ops covers it). Megatron keeps bf16 weights: no cast; nor
+    /// does FSDP2 under a bf16 policy (`Workload::fsdp`), which casts the shard before the gather
+    /// (`step::dp_plan` prices that) and runs no autocast.
     fn weight_cast(&mut self, moe: bool) {
-        if self.w.mode != Mode::Train || self.w.stack == Stack::Megatron {
+        if self.w.mode != Mode::Train || self.w.stack == Stack::Megatron || (self.w.fsdp.bf16_params && self.pc.zero == 3) {
             return;
         }
         let m = self.model;
@@ -2084,6 +2134,7 @@ mod tests {
             mtp_layers: 0,
             cp_comm: CpComm::P2p,
             megatron: MegatronMemory::default(),
+            fsdp: FsdpPrecision::default(),
             decode_tokens: 1,
             attention_dp: None,
             packed_doc_len: None,
