@@ -443,6 +443,52 @@ impl TrainLoop {
     }
 }
 
+/// How FSDP (ZeRO-3) on a torch stack casts what it gathers and reduces: PyTorch FSDP2's
+/// `MixedPrecisionPolicy` and torchao's float8 all-gather (torch 2.11
+/// `torch/distributed/fsdp/_fully_shard/`, read from the 2.11.0 wheel: `FSDPParam.all_gather_inputs`
+/// casts the fp32 shard with `_to_dtype_if_needed(sharded_param_data, self.param_dtype)` before the
+/// all-gather; `foreach_reduce` allocates the reduce-scatter input in `reduce_dtype` and copies the
+/// unsharded gradients into it (`foreach_reduce_scatter_copy_in`); the sharded parameters, their
+/// gradients and the optimizer stay fp32). With `bf16_params` the layers compute on the gathered
+/// bf16 parameters and no autocast runs (torchtitan's `maybe_enable_amp` returns a null context
+/// when FSDP is on: "FSDP handles mixed precision internally", torchtitan 0.1.0
+/// `distributed/utils.py`). The default (no policy) is what the project's reference workload
+/// measured (scenarios/workloads/train_llama.py: `fully_shard` without a policy, fp32 parameters
+/// gathered, bf16 autocast around the forward).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FsdpPrecision {
+    /// `MixedPrecisionPolicy(param_dtype=torch.bfloat16)`: parameters gathered (and computed on)
+    /// in bf16; false: fp32 parameters gathered and cast by autocast.
+    pub bf16_params: bool,
+    /// The gradients' reduce-scatter dtype (`reduce_dtype`; FSDP2's default `None` reduces in the
+    /// gradients' own dtype: bf16 under a bf16 policy, fp32 without one). torchtitan sets float32
+    /// (`training.mixed_precision_reduce`, torchtitan 0.1.0-0.3.0 config).
+    pub reduce: StateDtype,
+    /// torchao's `Float8LinearConfig(enable_fsdp_float8_all_gather=True)` (tensorwise scaling):
+    /// each Float8Linear weight's shard is cast to float8 before the all-gather
+    /// (`WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather`), so those weights cross the wire at
+    /// 1 B; the rest (norms, embedding, the LM head torchtitan filters out) as the policy says.
+    pub float8_all_gather: bool,
+}
+
+impl Default for FsdpPrecision {
+    /// No policy: fp32 parameters gathered, fp32 gradients reduced.
+    fn default() -> FsdpPrecision {
+        FsdpPrecision { bf16_params: false, reduce: StateDtype::Fp32, float8_all_gather: false }
+    }
+}
+
+impl FsdpPrecision {
+    /// Bytes per parameter of what FSDP gathers, float8 aside.
+    pub fn param_bytes(self) -> f64 {
+        if self.bf16_params {
+            2.0
+        } else {
+            4.0
+        }
+    }
+}
+
 /// What is run: mode, batch shape, precision, recompute, stack.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Workload {
@@ -485,6 +531,8 @@ pub struct Workload {
     pub cp_comm: CpComm,
     /// Megatron's per-parameter state dtypes, selective-recompute modules and activation offload.
     pub megatron: MegatronMemory,
+    /// FSDP's gather and reduce dtypes on the torch stacks (meaningful under zero 3).
+    pub fsdp: FsdpPrecision,
     /// Tokens each sequence generates in the decode run whose peak memory is asked for, from
     /// `kv_len` on (1: one step). Only the `hf-*` stacks' DynamicCache depends on it: its
     /// `torch.cat` per token leaves PyTorch's caching allocator blocks it cannot reuse
@@ -1203,11 +1251,37 @@ impl<'a> Builder<'a> {
         }
         // RoPE on q and k (HF: rotate_half, 2 muls, add, for each: ~6 kernels); none without a
         // position embedding (Nemotron-H).
-        if m.position != Position::None {
-            let rope_elems = (t * (heads * qk_dim + kv_heads * qk_dim)) as f64;
-            // Eager RoPE per element: x * cos (r2 w2), rotate_half's neg and cat (r2 w2, r4 w2),
-            // * sin (r2 w2), add (r4 w2): 22 B in 5 kernels (6 with the slices' copies).
-            self.memory_chain("rope", rope_elems, 1.0, 1.0, 22.0, 6);
+        match (&m.mla, self.w.stack.hf()) {
+            (Some(mla), true) if m.position != Position::None => {
+                // transformers' MLA (`DeepseekV3Attention.forward`, 5.17.0) rotates only the rope
+                // parts, the query's `qk_rope_head_dim` per head and the one shared rope key,
+                // with `apply_rotary_pos_emb_interleave` (modeling_deepseek_v3.py lines 350-357):
+                // per element four half-width products (r2 w2 on half: 8 B), a difference and a
+                // sum (r4 w2 on half: 6 B), the `cat` (r2 w2: 4 B): 18 B in 7 kernels.
+                let rope_elems = (t * (heads + 1) * mla.qk_rope_head_dim) as f64;
+                self.memory_chain("rope", rope_elems, 1.0, 1.0, 18.0, 7);
+                if self.w.mode != Mode::Decode {
+                    // Then three copies the fused stacks do not make: `torch.cat((q_pass, q_rot))`
+                    // (line 471), `expand_kv`'s key filled by two `copy_` (k_nope out of
+                    // `kv_b_proj`'s output, the shared rope key broadcast over the heads; lines
+                    // 428-434), and SDPA's output, [b, h, s, v] after a contiguous query, made
+                    // contiguous by `transpose(1, 2).contiguous()` (integrations/sdpa_attention.py
+                    // line 168; `torch.cuda.memory._record_memory_history` shows each as its own
+                    // tensor, calibration/runs/raw/mla-prefill-h100-2026-11-25/): read and write
+                    // each element once.
+                    let qk_elems = (t * heads * qk_dim) as f64;
+                    self.push("mla_query_cat", OpKind::Memory { bytes: qk_elems * self.act * 2.0, kernels: 1 });
+                    self.push("mla_key_fill", OpKind::Memory { bytes: qk_elems * self.act * 2.0, kernels: 2 });
+                    self.push("mla_out_copy", OpKind::Memory { bytes: (t * heads * v_dim) as f64 * self.act * 2.0, kernels: 1 });
+                }
+            }
+            _ if m.position != Position::None => {
+                let rope_elems = (t * (heads * qk_dim + kv_heads * qk_dim)) as f64;
+                // Eager RoPE per element: x * cos (r2 w2), rotate_half's neg and cat (r2 w2, r4 w2),
+                // * sin (r2 w2), add (r4 w2): 22 B in 5 kernels (6 with the slices' copies).
+                self.memory_chain("rope", rope_elems, 1.0, 1.0, 22.0, 6);
+            }
+            _ => {}
         }
         let seqs = self.w.sequences();
         let cp = self.pc.cp as u64;
@@ -1529,8 +1603,20 @@ impl<'a> Builder<'a> {
         if self.w.stack.hf() {
             // The routing weight's multiply (read and write every routed row), the gather back
             // to token order (the same), and the top-k sum (read every routed row, write a token's).
-            let rows = (routed * m.hidden) as f64 * self.act;
-            self.push("unpermute", OpKind::Memory { bytes: rows * 5.0 + (t * m.hidden) as f64 * self.act, kernels: 3 });
+            // With fp32 routed weights (`Router::weights_fp32`: Mixtral, DeepSeek-V3) the product is
+            // fp32 (bf16 rows in, 4 B out), so are the gather and the sum, and the sum is cast back
+            // to bf16 (read 4 B, write 2 B a token's element): measured on the H100
+            // (calibration/runs/raw/mla-prefill-h100-2026-11-25/, DeepSeek-V3-s b4 x 8192) the fp32
+            // multiply takes 2.33 ms per layer against 1.51 ms at the bf16 table's rate for the
+            // same rows, the bytes' ratio 6 / 4.
+            let elems = (routed * m.hidden) as f64;
+            let tokens = (t * m.hidden) as f64;
+            let bytes = if moe.router.weights_fp32 {
+                elems * (2.0 + 4.0) + elems * 8.0 + elems * 4.0 + tokens * 4.0 + tokens * 6.0
+            } else {
+                elems * self.act * 5.0 + tokens * self.act
+            };
+            self.push("unpermute", OpKind::Memory { bytes, kernels: if moe.router.weights_fp32 { 4 } else { 3 } });
         } else {
             let rows = permuted_rows;
             match permutation {
@@ -1609,9 +1695,11 @@ impl<'a> Builder<'a> {
 
     /// PyTorch autocast keeps fp32 weights and casts each to bf16 once per forward (read 4 B,
     /// write 2 B per parameter); the backward casts the bf16 weight gradient back to fp32 (the
-    /// `backward_of` doubling of memory ops covers it). Megatron keeps bf16 weights: no cast.
+    /// `backward_of` doubling of memory ops covers it). Megatron keeps bf16 weights: no cast; nor
+    /// does FSDP2 under a bf16 policy (`Workload::fsdp`), which casts the shard before the gather
+    /// (`step::dp_plan` prices that) and runs no autocast.
     fn weight_cast(&mut self, moe: bool) {
-        if self.w.mode != Mode::Train || self.w.stack == Stack::Megatron {
+        if self.w.mode != Mode::Train || self.w.stack == Stack::Megatron || (self.w.fsdp.bf16_params && self.pc.zero == 3) {
             return;
         }
         let m = self.model;
@@ -2166,6 +2254,7 @@ mod tests {
             mtp_layers: 0,
             cp_comm: CpComm::P2p,
             megatron: MegatronMemory::default(),
+            fsdp: FsdpPrecision::default(),
             decode_tokens: 1,
             attention_dp: None,
             packed_doc_len: None,
