@@ -250,6 +250,9 @@ pub struct ScenarioArgs {
     /// torch stacks under --zero 3 with --precision fp8 --fp8-recipe tensorwise: torchao's float8 all-gather of the linear weights (enable_fsdp_float8_all_gather)
     #[arg(long)]
     pub fsdp_float8_all_gather: Option<bool>,
+    /// torch-compile or hf-compile training: compile the loss with the model (default true; false: the loss runs eager beside the compiled blocks, keeping eager's fp32 logit copies)
+    #[arg(long)]
+    pub compile_loss: Option<bool>,
     /// Megatron fp8/fp4 training keeps the layers' weights only as quantized tensors (fp8_param_gather; no bf16 copy)
     #[arg(long)]
     pub fp8_param_gather: Option<bool>,
@@ -372,6 +375,7 @@ impl ScenarioArgs {
                 fsdp_param_dtype: self.fsdp_param_dtype.clone(),
                 fsdp_reduce_dtype: self.fsdp_reduce_dtype.clone(),
                 fsdp_float8_all_gather: self.fsdp_float8_all_gather,
+                compile_loss: self.compile_loss,
                 decode_tokens: self.decode_tokens,
                 attention_dp: self.attention_dp.then_some(true),
                 packed_doc_len: self.packed_doc_len,
@@ -506,6 +510,7 @@ impl ScenarioArgs {
         f(self.fsdp_param_dtype.is_some(), "fsdp-param-dtype");
         f(self.fsdp_reduce_dtype.is_some(), "fsdp-reduce-dtype");
         f(self.fsdp_float8_all_gather.is_some(), "fsdp-float8-all-gather");
+        f(self.compile_loss.is_some(), "compile-loss");
         f(self.attention_dp, "attention-dp");
         f(self.cp_comm.is_some(), "cp-comm");
         f(self.tp_comm_overlap.is_some(), "tp-comm-overlap");

@@ -170,6 +170,9 @@ pub struct WorkloadWire {
     /// megatron training: the loss through Transformer Engine's fused cross entropy
     /// (`cross_entropy_loss_fusion`, impl `te`; default false)
     pub cross_entropy_fusion: Option<bool>,
+    /// torch-compile/hf-compile training: the loss compiled with the model (default true) or left
+    /// eager (torchtitan before its loss was compiled; `Workload::compile_loss`)
+    pub compile_loss: Option<bool>,
     /// decode: tokens each sequence generates from `kv_len` on, for the peak memory of the hf-*
     /// stacks' DynamicCache (default 1: one step)
     pub decode_tokens: Option<i64>,
@@ -265,6 +268,7 @@ pub fn overlay(base: ScenarioWire, over: ScenarioWire) -> ScenarioWire {
             recompute_modules,
             cpu_offload_layers,
             cross_entropy_fusion,
+            compile_loss,
             fsdp_param_dtype,
             fsdp_reduce_dtype,
             fsdp_float8_all_gather,
@@ -985,7 +989,19 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         train_loop,
         // Transformer Engine's layout rule (the megatron stack's quantize kernels).
         fp8_non_tn: stack == Stack::Megatron && system.gpu.arch == gpuplan_core::hardware::Arch::Blackwell,
+        compile_loss: ww.compile_loss.unwrap_or(true),
     };
+    if let (Some(c), false) = (ww.compile_loss, stack.torch() && stack.fused() && mode == Mode::Train) {
+        p.push(
+            ConfigError::invalid(
+                &path,
+                "workload.compile_loss",
+                c,
+                format!("applies to torch-compile or hf-compile training; this scenario is {} {}", stack.name(), mode.name()),
+            )
+            .with_hint("leave it out (eager stacks run the loss eager; megatron's fused loss is --cross-entropy-fusion)"),
+        );
+    }
     if let (Recompute::Layers(_), false) = (recompute, stack.torch() && mode == Mode::Train) {
         p.push(
             ConfigError::invalid(

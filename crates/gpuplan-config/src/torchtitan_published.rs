@@ -110,6 +110,13 @@ pub const DEFAULT_SEQ: u64 = 8192;
 /// split points are set; from memory, not re-read here). The published 405B rows state no split.
 pub const INTERLEAVED_STAGES_PER_RANK: u64 = 2;
 
+/// Whether a row's source is a December 2024 table (benchmarks/llama3_h100_202412_torchtitan.md,
+/// docs/performance.md of December 2024), run with torchtitan's `train.py` of then, which kept the
+/// loss eager beside the compiled blocks (`Workload::compile_loss`).
+pub fn eager_loss_era(source: &str) -> bool {
+    source.contains("llama3_h100_202412") || source.contains("Dec 2024")
+}
+
 /// Defaults and readings applied to every row: (what, value, source).
 pub const TORCHTITAN_DEFAULTS: &[(&str, &str, &str)] = &[
     (
@@ -122,6 +129,11 @@ pub const TORCHTITAN_DEFAULTS: &[(&str, &str, &str)] = &[
         "fsdp_precision",
         "fsdp_param_dtype bf16, fsdp_reduce_dtype fp32 (sharded fp32 parameters and optimizer, bf16 gathers and compute, no autocast, fp32 reduce-scatter); fsdp_float8_all_gather where the techniques name the float8 all-gather",
         "torchtitan 0.1.0-0.3.0 `training.mixed_precision_param = bfloat16`, `mixed_precision_reduce = float32` passed to FSDP2's MixedPrecisionPolicy (models/llama3/infra/parallelize.py `apply_fsdp`), and `maybe_enable_amp` returns no autocast under FSDP (distributed/utils.py); `float8.enable_fsdp_float8_all_gather` defaults to false (config_manager.py), so only rows that name it get it",
+    ),
+    (
+        "loss",
+        "compile_loss false on the December 2024 tables' torch.compile rows (eager_loss_era), compiled otherwise",
+        "torchtitan's train.py of late 2024 had `loss_fn = torch.compile(loss_fn)` commented out (\"compiling loss function causes CUDA errors, turning off for now\"; from memory); 0.1.0 (June 2025) `components/loss.py` compiles it with `training.compile` (re-read). The published memory agrees: the Dec 2024 compiled rows hold 5.0-5.4 GiB less than the eager ones where only the blocks' activations differ",
     ),
     ("seq", "8192 where not stated (DEFAULT_SEQ)", "torchtitan train_configs/llama3_{8b,70b,405b}.toml seq_len = 8192 (from memory)"),
     (
@@ -295,6 +307,10 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
         notes.push(format!("{n_micro} micro-batches of 1 per step (pipeline microbatch size 1, from memory)"));
     }
     let float8_all_gather = r.techniques.contains("float8 all-gather") && recipe == Some("tensorwise");
+    let eager_loss = compile && eager_loss_era(&r.source);
+    if eager_loss {
+        notes.push("loss left eager beside the compiled blocks (torchtitan's train.py of December 2024, from memory)".into());
+    }
     match recompute {
         "layer:2" => notes.push(format!(
             "`{}` run as torchtitan's layer checkpointing at its default selective_ac_option = \"2\" (layer:2: every 2nd block whole)",
@@ -341,6 +357,7 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
             fsdp_param_dtype: Some("bf16".into()),
             fsdp_reduce_dtype: Some("fp32".into()),
             fsdp_float8_all_gather: float8_all_gather.then_some(true),
+            compile_loss: eager_loss.then_some(false),
             ..Default::default()
         },
         options: OptionsWire { tp_comm_overlap: Some(async_tp && tp > 1), ..Default::default() },

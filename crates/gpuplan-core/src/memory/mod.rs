@@ -937,7 +937,9 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
             // fp32 vocab-parallel cross-entropy (Korthikanti: 4sbv/t) + its bf16 gradient
             Stack::Megatron => 6.0,
             // bf16 logits + fused fp32 log-softmax statistics + fp32 gradient
-            Stack::TorchCompile | Stack::HfCompile => 8.0,
+            Stack::TorchCompile | Stack::HfCompile if w.compile_loss => 8.0,
+            // The loss left eager beside compiled blocks (`Workload::compile_loss`): as eager's.
+            Stack::TorchCompile | Stack::HfCompile => 14.0,
             // bf16 logits, their .float() copy, the log-softmax output, and the fp32 gradient
             Stack::TorchEager | Stack::HfEager => 14.0,
             // Inference engines do not train (refused by `config`); as the fused stacks.
@@ -1090,6 +1092,7 @@ mod tests {
             packed_doc_len: None,
             train_loop: Default::default(),
             fp8_non_tn: false,
+            compile_loss: true,
         }
     }
 

@@ -533,6 +533,15 @@ pub struct Workload {
     pub megatron: MegatronMemory,
     /// FSDP's gather and reduce dtypes on the torch stacks (meaningful under zero 3).
     pub fsdp: FsdpPrecision,
+    /// Under a compiled torch stack (`torch-compile`, `hf-compile`) in training, whether the loss
+    /// (`cross_entropy(logits.float(), labels)`) is compiled too (true, the default) or runs eager
+    /// beside the compiled blocks. torchtitan compiles it when `compile.components` holds "loss"
+    /// (its default, torchtitan 0.2.0 `config/job_config.py`; 0.1.0 `components/loss.py` compiles it
+    /// when `training.compile` is set, re-read); its December 2024 `train.py` kept the loss eager
+    /// ("compiling loss function causes CUDA errors", the `torch.compile(loss_fn)` line commented
+    /// out; from memory). Eager, the loss keeps the logits' fp32 copy, the log-softmax output and
+    /// the fp32 gradient (`memory`) and runs as eager's kernels (`Builder::output_head`).
+    pub compile_loss: bool,
     /// Tokens each sequence generates in the decode run whose peak memory is asked for, from
     /// `kv_len` on (1: one step). Only the `hf-*` stacks' DynamicCache depends on it: its
     /// `torch.cat` per token leaves PyTorch's caching allocator blocks it cannot reuse
@@ -1817,8 +1826,9 @@ impl<'a> Builder<'a> {
         if w.mode == Mode::Train {
             // Cross-entropy over the vocabulary: upcast, log-softmax, gather (fused in Megatron).
             let elems = (logit_tokens * vocab_shard) as f64;
-            let traffic = if w.stack.fused() { 2.0 + 2.0 } else { 1.0 + 2.0 + 2.0 + 2.0 + 2.0 };
-            self.push("cross_entropy", OpKind::Memory { bytes: elems * ACT_BYTES * traffic, kernels: if w.stack.fused() { 1 } else { 5 } });
+            let fused = w.stack.fused() && (w.compile_loss || !w.stack.torch());
+            let traffic = if fused { 2.0 + 2.0 } else { 1.0 + 2.0 + 2.0 + 2.0 + 2.0 };
+            self.push("cross_entropy", OpKind::Memory { bytes: elems * ACT_BYTES * traffic, kernels: if fused { 1 } else { 5 } });
             if pc.tp > 1 {
                 let bytes = (logit_tokens * 4 * 2) as f64;
                 self.push("tp_loss_all_reduce", OpKind::Comm { op: CollectiveOp::AllReduce, group: Group::Tp, bytes });
@@ -2260,6 +2270,7 @@ mod tests {
             packed_doc_len: None,
             train_loop: TrainLoop::Plain,
             fp8_non_tn: false,
+            compile_loss: true,
         }
     }
 
