@@ -196,3 +196,56 @@ fn layer_checkpointing_outside_torch_training_and_bad_counts_are_refused() {
     let (code, err) = run(&["--recompute", "layer:2", "--stack", "torch-compile"]);
     assert_eq!(code, 0, "{err}");
 }
+
+/// The loss left eager beside compiled blocks (`--compile-loss false`, torchtitan's December 2024
+/// train.py): eager's 14 B a logit instead of 8, and eager's loss kernels.
+#[test]
+fn an_eager_loss_beside_compiled_blocks_keeps_eager_logits() {
+    let build = |compile_loss: Option<bool>| {
+        let w = ScenarioWire {
+            model: Some("llama-3-8b".into()),
+            system: Some("dgx-h100".into()),
+            gpus: Some(8),
+            parallelism: ParallelWire { dp: Some(8), zero: Some(3), ..Default::default() },
+            workload: WorkloadWire {
+                seq: Some(8192),
+                micro_batch: Some(1),
+                global_batch: Some(8),
+                recompute: Some("full".into()),
+                stack: Some("torch-compile".into()),
+                compile_loss,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        gpuplan::analytic::predict(&build(&w, None).unwrap()).unwrap()
+    };
+    let (compiled, eager) = (build(None), build(Some(false)));
+    let ratio = eager.memory.logits.value() / compiled.memory.logits.value();
+    // Each holds 4 B a token and hidden unit beside the logits; the logits part goes 8 -> 14.
+    assert!(ratio > 1.6 && ratio < 14.0 / 8.0, "{ratio}");
+    assert!(eager.step_time > compiled.step_time);
+    let (code, err) = gpuplan(&[
+        "predict",
+        "--model",
+        "llama-3-8b",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "8",
+        "--seq",
+        "4096",
+        "--micro-batch",
+        "1",
+        "--global-batch",
+        "8",
+        "--zero",
+        "3",
+        "--stack",
+        "torch-eager",
+        "--compile-loss",
+        "false",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("workload.compile_loss") && err.contains("hint"), "{err}");
+}
