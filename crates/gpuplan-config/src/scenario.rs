@@ -19,6 +19,7 @@
 //!                                # fp8_param_gather, recompute_modules, cpu_offload_layers,
 //!                                # cross_entropy_fusion; torch stacks under zero 3:
 //!                                # fsdp_param_dtype, fsdp_reduce_dtype, fsdp_float8_all_gather;
+//!                                # compiled torch stacks: compile_loss;
 //!                                # attention_dp (inference engines)
 //! seq = 8192
 //! global_batch = 512
