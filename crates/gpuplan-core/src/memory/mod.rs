@@ -321,11 +321,18 @@ pub fn kind_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, k
         // saved linear input's size.
         ffn_in + tokens * (gated_or_plain(model.ffn_kind, eager) - 2.0 + lin_in) * f
     };
-    // torchao's float8 linears save their input as the fp8 copy they cast (1 B, not 2): the two
-    // norms' outputs, the attention output and the dense FFN's activation output.
+    // torchao's float8 linears under torch.compile save no input at all: `matmul_with_hp_or_float8_args`
+    // saves the high-precision input and weight (torchao 0.18.0 `float8/float8_linear.py`,
+    // `ctx.save_for_backward(input_hp, weight_hp_t)`), and AOTAutograd's min-cut partitioner
+    // rebuilds the bf16 input and its fp8 casts in backward from tensors the layer keeps anyway
+    // (the norm's fp32 input and rsqrt; the gate and up outputs) rather than save them. Measured
+    // (calibration/runs/raw/float8-h100-2026-11-25/saved.csv, transformers Llama, 1B shapes, H100):
+    // per layer the bf16 run saves the two norm outputs (bf16, 2 B) and the down projection's
+    // input (2 B x ffn); the tensorwise and rowwise runs save neither, and no fp8 tensor. The
+    // attention output stays (SDPA's backward reads it).
     let fp8_saved = if torchao_fp8(w) {
-        let dense_ffn = if moe_layer { 0.0 } else { tokens * model.ffn_hidden as f64 / t };
-        2.0 * rep + tokens * heads * v_dim + dense_ffn
+        let dense_ffn = if moe_layer { 0.0 } else { 2.0 * tokens * model.ffn_hidden as f64 / t };
+        2.0 * lin_in * rep + dense_ffn
     } else {
         0.0
     };
@@ -821,9 +828,18 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     // Autocast casts the fp32 weights it finds: under LoRA only the adapters' (the base is bf16).
     let cast = if w.lora.is_some() { train_dense + train_experts } else { dense + experts };
     let cached = if w.recompute == Recompute::Full { cast / layers.max(1.0) } else { cast };
-    // torchao float8 under compile keeps an fp8 copy of each linear's weight (1 B) for the
-    // data-gradient GEMM instead of autocast's bf16 one.
-    let mut transient = cached * if torchao_fp8(w) { 1.0 } else { sm.autocast_cache };
+    // torchao float8 under compile keeps no copy of a converted linear's weight: its backward
+    // casts the fp32 weight (saved as the parameter itself) to fp8 again (measured: saved.csv, no
+    // weight-sized tensor but the parameters). What stays under autocast keeps its bf16 copy: the
+    // LM head (the recipes skip it), the router and the grouped experts (no `nn.Linear`).
+    let cached = if torchao_fp8(w) {
+        let head = if stage == pc.pp - 1 { model.vocab as f64 * model.hidden as f64 / pc.tp as f64 } else { 0.0 };
+        let kept = head + experts;
+        if w.recompute == Recompute::Full { head + experts / layers.max(1.0) } else { kept }
+    } else {
+        cached
+    };
+    let mut transient = cached * sm.autocast_cache;
     if pc.zero == 3 && pc.dp > 1 && w.stack.torch() && w.mode == Mode::Train && pc.pp > 1 {
         // FSDP under PyTorch's pipelining (`step::DpPlan::per_step`): the stage's layers stay
         // gathered through the step and their gradients accumulate unsharded until the last

@@ -867,6 +867,23 @@ fn torchao_cast_bytes(name: &str) -> f64 {
     }
 }
 
+/// The op that rescales a gradient GEMM's output under torchao's rowwise recipe.
+pub const FP8_ROWWISE_SCALE: &str = "fp8_rowwise_scale";
+
+/// HBM bytes per output element that the rescaling of a rowwise gradient GEMM costs, as an
+/// elementwise op at the GPU's stream rate. torchao runs a rowwise GEMM without fast accumulation
+/// (both gradient GEMMs: `Float8LinearConfig` sets `use_fast_accum` for the output GEMM only) on
+/// the tensorwise cuBLAS kernel with unit scales and multiplies the bf16 output by the outer
+/// product of the row and column scales afterwards (torchao 0.18.0 `float8/float8_ops.py`
+/// `addmm_float8_unwrapped`: "The rowwise CUTLASS-based kernel is so slow without fast-accum that
+/// we'd rather use the tensorwise cuBLAS-based kernel and do the scaling manually afterwards";
+/// the same in 0.11.0 and 0.12.0). The pass reads and writes the bf16 output (4 B) but runs
+/// slower than its bytes: measured on the lent H100 (2026-11-25,
+/// calibration/runs/raw/float8-h100-2026-11-25/gemm.csv, `scaled_mm_rowwise_torchao_postscale`
+/// less `scaled_mm_tensorwise`), the median over the 55 gradient-GEMM outputs of 32M elements or
+/// more is 3.22 ps per element, 9.6 B at the H100 profile's 2,995 GB/s stream rate. Not fitted.
+pub const ROWWISE_GRAD_SCALE_BYTES: f64 = 9.6;
+
 impl<'a> Builder<'a> {
     fn tokens(&self) -> u64 {
         self.w.sequences() * self.w.q_len() / self.pc.cp as u64
@@ -1835,7 +1852,8 @@ pub fn backward_of(forward: &[Op]) -> Vec<Op> {
             (_, Backward::Frozen) => {}
             (_, Backward::As(kind)) => out.push(bwd(op.name, kind.clone())),
             (OpKind::Gemm { m, n, k, count }, _) => {
-                if let Some(cast) = i.checked_sub(1).map(|j| forward[j].name).filter(|p| matches!(*p, FP8_CAST | FP8_CAST_ROWWISE)) {
+                let cast = i.checked_sub(1).map(|j| forward[j].name).filter(|p| matches!(*p, FP8_CAST | FP8_CAST_ROWWISE));
+                if let Some(cast) = cast {
                     let bytes = (*m * *n * *count) as f64 * torchao_cast_bytes(cast);
                     out.push(bwd(cast, OpKind::Memory { bytes, kernels: 1 }));
                 }
@@ -1843,6 +1861,12 @@ pub fn backward_of(forward: &[Op]) -> Vec<Op> {
                 // have two data gradients instead; the FLOPs are the same.
                 out.push(bwd(op.name, OpKind::Gemm { m: *m, n: *k, k: *n, count: *count }));
                 out.push(bwd(op.name, OpKind::Gemm { m: *k, n: *n, k: *m, count: *count }));
+                if cast == Some(FP8_CAST_ROWWISE) {
+                    // Both gradient GEMMs' outputs (dX: m x k, dW: k x n) rescaled by their row
+                    // and column scales after the tensorwise kernel (`ROWWISE_GRAD_SCALE_BYTES`).
+                    let elems = ((*m * *k + *k * *n) * *count) as f64;
+                    out.push(bwd(FP8_ROWWISE_SCALE, OpKind::Memory { bytes: elems * ROWWISE_GRAD_SCALE_BYTES, kernels: 2 }));
+                }
             }
             // The gradients of both factors of each SSD matmul.
             (OpKind::ScanMatmul { m, n, k, count }, _) => {
