@@ -1063,6 +1063,31 @@ mod tests {
     }
 
     #[test]
+    fn torchao_float8_under_compile_keeps_no_linear_input_and_no_weight_copy() {
+        let m = gpt3_175b();
+        let p = pc(1, false);
+        let mut w = korthikanti(Recompute::None);
+        (w.stack, w.dropout, w.flash_attention) = (Stack::TorchCompile, false, true);
+        let bf16 = layer_activation_bytes(&m, &p, &w, false);
+        let bf16_plan = plan(&m, &p, &w, Bytes::gib(8000.0));
+        w.precision = Dtype::Fp8;
+        let fp8 = layer_activation_bytes(&m, &p, &w, false);
+        // The two norm outputs (bf16) and the dense FFN's down-projection input (bf16) are rebuilt
+        // in backward, not saved (calibration/runs/raw/float8-h100-2026-11-25/saved.csv).
+        let tokens = (w.sequences() * w.q_len()) as f64;
+        let want = 2.0 * 2.0 * tokens * m.hidden as f64 + 2.0 * tokens * m.ffn_hidden as f64;
+        assert!((bf16 - fp8 - want).abs() < 1e-9 * bf16, "{bf16} {fp8} {want}");
+        // Rowwise keeps the same (measured identical).
+        w.fp8_recipe = crate::workload::Fp8Recipe::Rowwise;
+        assert_eq!(layer_activation_bytes(&m, &p, &w, false), fp8);
+        // Autocast's bf16 weight copies: only the LM head's stays (the recipes skip it).
+        let fp8_plan = plan(&m, &p, &w, Bytes::gib(8000.0));
+        let head = m.vocab as f64 * m.hidden as f64 * 2.0;
+        assert!((fp8_plan.transient.value() - head).abs() < 1e-6 * head, "{}", fp8_plan.transient.value());
+        assert!(bf16_plan.transient.value() > 10.0 * head);
+    }
+
+    #[test]
     fn megatron_fp8_keeps_the_quantized_linear_inputs_not_the_bf16_ones() {
         let m = gpt3_175b();
         let pc =

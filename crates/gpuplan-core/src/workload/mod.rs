@@ -2429,6 +2429,43 @@ mod tests {
     }
 
     #[test]
+    fn torchao_rowwise_rescales_both_gradient_gemm_outputs() {
+        let m = gpt3_175b();
+        let mut w = train(2048, Stack::TorchCompile);
+        w.precision = Dtype::Fp8;
+        w.fp8_recipe = Fp8Recipe::Rowwise;
+        let fwd = forward_ops(&m, &single(), &w).dense_layer;
+        let bwd = backward_of(&fwd);
+        // Every converted GEMM (the one after a rowwise cast, shared casts included): its data
+        // gradient (m x k) and weight gradient (k x n) outputs, ROWWISE_GRAD_SCALE_BYTES each.
+        let want: f64 = fwd
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i > 0 && fwd[i - 1].name == FP8_CAST_ROWWISE)
+            .map(|(_, o)| match o.kind {
+                OpKind::Gemm { m, n, k, count } => ((m * k + k * n) * count) as f64 * ROWWISE_GRAD_SCALE_BYTES,
+                _ => unreachable!(),
+            })
+            .sum();
+        let got: f64 = bwd
+            .iter()
+            .filter(|o| o.name == FP8_ROWWISE_SCALE)
+            .map(|o| match o.kind {
+                OpKind::Memory { bytes, .. } => bytes,
+                _ => unreachable!(),
+            })
+            .sum();
+        assert!(want > 0.0 && (got - want).abs() < 1e-6 * want, "{got} {want}");
+        // Each rescale follows its two gradient GEMMs.
+        let i = bwd.iter().position(|o| o.name == FP8_ROWWISE_SCALE).unwrap();
+        assert!(matches!(bwd[i - 1].kind, OpKind::Gemm { .. }) && matches!(bwd[i - 2].kind, OpKind::Gemm { .. }));
+        // Tensorwise runs the cuBLAS kernel with its scales in the epilogue: no rescale.
+        w.fp8_recipe = Fp8Recipe::Tensorwise;
+        let fwd = forward_ops(&m, &single(), &w).dense_layer;
+        assert!(!backward_of(&fwd).iter().any(|o| o.name == FP8_ROWWISE_SCALE));
+    }
+
+    #[test]
     fn tp_shards_gemm_flops_evenly() {
         let m = gpt3_175b();
         let w = train(2048, Stack::Megatron);
