@@ -835,7 +835,11 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     let cached = if torchao_fp8(w) {
         let head = if stage == pc.pp - 1 { model.vocab as f64 * model.hidden as f64 / pc.tp as f64 } else { 0.0 };
         let kept = head + experts;
-        if w.recompute == Recompute::Full { head + experts / layers.max(1.0) } else { kept }
+        if w.recompute == Recompute::Full {
+            head + experts / layers.max(1.0)
+        } else {
+            kept
+        }
     } else {
         cached
     };
