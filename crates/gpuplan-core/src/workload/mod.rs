@@ -290,8 +290,9 @@ pub enum Fp8Recipe {
     Mxfp8,
     /// torchao's rowwise recipe (`Float8LinearConfig.from_recipe_name("rowwise")`): a scale per
     /// row of each GEMM operand (`torch._scaled_mm` with fp32 scale vectors), so the transposed
-    /// copy the weight gradient takes needs its own column-wise amax pass. The torch stacks under
-    /// `torch.compile` only (`config` refuses it elsewhere).
+    /// copy the weight gradient takes needs its own column-wise amax pass, and the gradient GEMMs
+    /// run the tensorwise kernel followed by a rescale (`FP8_ROWWISE_SCALE`). The torch stacks
+    /// under `torch.compile` only (`config` refuses it elsewhere).
     Rowwise,
 }
 
@@ -952,7 +953,10 @@ impl<'a> Builder<'a> {
             // copy the weight-gradient GEMM takes (1 + 1 B). AOTAutograd's common-subexpression
             // pass leaves one cast where several linears read the same tensor (k and v after q,
             // gate after up): those carry a zero-byte marker. The backward casts each output
-            // gradient alike (`backward_of` prices it from the GEMM's m x n).
+            // gradient alike (`backward_of` prices it from the GEMM's m x n). Under compile no fp8
+            // copy is kept for backward (it is rebuilt there; `memory::layer_activation_bytes`).
+            // The rowwise recipe's row-wise casts cost the same; its column-wise casts and the
+            // rescale of its data gradients are priced in backward (`FP8_ROWWISE_SCALE`).
             let shared = matches!(name, "k_proj" | "v_proj" | "gate_proj");
             let op = if self.w.fp8_recipe == Fp8Recipe::Rowwise { FP8_CAST_ROWWISE } else { FP8_CAST };
             let (bytes, kernels) = if shared { (0.0, 0) } else { (elems * TORCHAO_CAST_BYTES, 1) };
