@@ -23,6 +23,14 @@
 //! | --- | --- | --- | --- | --- |
 //! | fit | 23 | 26.01% (+23.0%) | 11 | 31.06% (+11.6%) |
 //! | test | 15 | 19.14% (+19.1%) | 9 | 49.17% (+20.0%) |
+//! After torchao float8's memory (no linear input or weight copy kept under compile) and the
+//! rowwise recipe's rescaling and column-wise casts were priced (wt-float8, 2026-11-25; calibration/runs/hf/FIT.md,
+//! eighteenth pass):
+//!
+//! | split | rows | tokens/s/GPU MAPE (bias) | memory rows | memory MAPE (bias) |
+//! | --- | --- | --- | --- | --- |
+//! | fit | 23 | 19.81% (+7.2%) | 11 | 33.14% (+26.8%) |
+//! | test | 15 | 15.25% (+8.7%) | 9 | 62.21% (+46.3%) |
 //!
 //! The worst rows and the mechanisms they point to are in docs/published-analysis.md (torchtitan
 //! section).
