@@ -336,11 +336,18 @@ pub fn kind_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, k
         // saved linear input's size.
         ffn_in + tokens * (gated_or_plain(model.ffn_kind, eager) - 2.0 + lin_in) * f
     };
-    // torchao's float8 linears save their input as the fp8 copy they cast (1 B, not 2): the two
-    // norms' outputs, the attention output and the dense FFN's activation output.
+    // torchao's float8 linears under torch.compile save no input at all: `matmul_with_hp_or_float8_args`
+    // saves the high-precision input and weight (torchao 0.18.0 `float8/float8_linear.py`,
+    // `ctx.save_for_backward(input_hp, weight_hp_t)`), and AOTAutograd's min-cut partitioner
+    // rebuilds the bf16 input and its fp8 casts in backward from tensors the layer keeps anyway
+    // (the norm's fp32 input and rsqrt; the gate and up outputs) rather than save them. Measured
+    // (calibration/runs/raw/float8-h100-2026-11-25/saved.csv, transformers Llama, 1B shapes, H100):
+    // per layer the bf16 run saves the two norm outputs (bf16, 2 B) and the down projection's
+    // input (2 B x ffn); the tensorwise and rowwise runs save neither, and no fp8 tensor. The
+    // attention output stays (SDPA's backward reads it).
     let fp8_saved = if torchao_fp8(w) {
-        let dense_ffn = if moe_layer { 0.0 } else { tokens * model.ffn_hidden as f64 / t };
-        2.0 * rep + tokens * heads * v_dim + dense_ffn
+        let dense_ffn = if moe_layer { 0.0 } else { 2.0 * tokens * model.ffn_hidden as f64 / t };
+        2.0 * lin_in * rep + dense_ffn
     } else {
         0.0
     };
@@ -966,12 +973,26 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
         }
         _ => cast,
     };
-    // torchao float8 under compile keeps an fp8 copy of each linear's weight (1 B) for the
-    // data-gradient GEMM instead of autocast's bf16 one. Under FSDP2's bf16 policy no autocast
-    // runs (`Workload::fsdp`): the layers compute on the gathered bf16 parameters, which autograd
-    // saves as they are (FSDP2 frees and re-gathers their storage), so nothing is cached.
+    // torchao float8 under compile keeps no copy of a converted linear's weight: its backward
+    // casts the fp32 weight (saved as the parameter itself) to fp8 again (measured: saved.csv, no
+    // weight-sized tensor but the parameters). What stays under autocast keeps its bf16 copy: the
+    // LM head (the recipes skip it), the router and the grouped experts (no `nn.Linear`).
+    let cached = if torchao_fp8(w) {
+        let head = if stage == pc.pp - 1 { model.vocab as f64 * model.hidden as f64 / pc.tp as f64 } else { 0.0 };
+        let kept = head + experts;
+        if w.recompute == Recompute::Full {
+            head + experts / layers.max(1.0)
+        } else {
+            kept
+        }
+    } else {
+        cached
+    };
+    // Under FSDP2's bf16 policy no autocast runs (`Workload::fsdp`): the layers compute on the
+    // gathered bf16 parameters, which autograd saves as they are (FSDP2 frees and re-gathers their
+    // storage), so nothing is cached.
     let autocast_cache = if w.fsdp.bf16_params && w.stack.torch() && pc.zero == 3 { 0.0 } else { sm.autocast_cache };
-    let mut transient = cached * if torchao_fp8(w) { 1.0 } else { autocast_cache };
+    let mut transient = cached * autocast_cache;
     // What FSDP gathers (fp32, bf16 under FSDP2's policy, float8 linear weights) and the dtype the
     // gradients are reduced in (`Workload::fsdp`); Megatron's FSDP gathers its bf16 parameters.
     let (gathered, reduced) = if w.stack.torch() { (fsdp_gather_bytes(model, pc, w, stage), w.fsdp.reduce.bytes()) } else { (sm.param, sm.grad) };
@@ -1198,6 +1219,31 @@ mod tests {
         // 8 micro-batches of 12 layers = 96 layers' worth (Korthikanti sec. 4.2.3), plus embeddings.
         assert!(act.activations.value() >= 96.0 * layer);
         assert!(act.activations.value() < 97.0 * layer);
+    }
+
+    #[test]
+    fn torchao_float8_under_compile_keeps_no_linear_input_and_no_weight_copy() {
+        let m = gpt3_175b();
+        let p = pc(1, false);
+        let mut w = korthikanti(Recompute::None);
+        (w.stack, w.dropout, w.flash_attention) = (Stack::TorchCompile, false, true);
+        let bf16 = layer_activation_bytes(&m, &p, &w, false);
+        let bf16_plan = plan(&m, &p, &w, Bytes::gib(8000.0));
+        w.precision = Dtype::Fp8;
+        let fp8 = layer_activation_bytes(&m, &p, &w, false);
+        // The two norm outputs (bf16) and the dense FFN's down-projection input (bf16) are rebuilt
+        // in backward, not saved (calibration/runs/raw/float8-h100-2026-11-25/saved.csv).
+        let tokens = (w.sequences() * w.q_len()) as f64;
+        let want = 2.0 * 2.0 * tokens * m.hidden as f64 + 2.0 * tokens * m.ffn_hidden as f64;
+        assert!((bf16 - fp8 - want).abs() < 1e-9 * bf16, "{bf16} {fp8} {want}");
+        // Rowwise keeps the same (measured identical).
+        w.fp8_recipe = crate::workload::Fp8Recipe::Rowwise;
+        assert_eq!(layer_activation_bytes(&m, &p, &w, false), fp8);
+        // Autocast's bf16 weight copies: only the LM head's stays (the recipes skip it).
+        let fp8_plan = plan(&m, &p, &w, Bytes::gib(8000.0));
+        let head = m.vocab as f64 * m.hidden as f64 * 2.0;
+        assert!((fp8_plan.transient.value() - head).abs() < 1e-6 * head, "{}", fp8_plan.transient.value());
+        assert!(bf16_plan.transient.value() > 10.0 * head);
     }
 
     #[test]

@@ -333,8 +333,9 @@ pub enum Fp8Recipe {
     Mxfp8,
     /// torchao's rowwise recipe (`Float8LinearConfig.from_recipe_name("rowwise")`): a scale per
     /// row of each GEMM operand (`torch._scaled_mm` with fp32 scale vectors), so the transposed
-    /// copy the weight gradient takes needs its own column-wise amax pass. The torch stacks under
-    /// `torch.compile` only (`config` refuses it elsewhere).
+    /// copy the weight gradient takes needs its own column-wise amax pass, and the gradient GEMMs
+    /// run the tensorwise kernel followed by a rescale (`FP8_ROWWISE_SCALE`). The torch stacks
+    /// under `torch.compile` only (`config` refuses it elsewhere).
     Rowwise,
 }
 
@@ -956,16 +957,44 @@ pub const FP8_CAST: &str = "fp8_cast";
 /// The same under torchao's rowwise recipe.
 pub const FP8_CAST_ROWWISE: &str = "fp8_cast_rowwise";
 /// HBM bytes per element of torchao's fused cast (see `Builder::quantize_input`): read bf16 (2),
-/// write the fp8 copy (1) and its transpose (1); rowwise scales the transposed copy by columns,
-/// whose amax the producing kernel does not give (it reduces rows), so the input is read once
-/// more (2).
-fn torchao_cast_bytes(name: &str) -> f64 {
-    if name == FP8_CAST_ROWWISE {
-        6.0
-    } else {
-        4.0
-    }
-}
+/// write the fp8 copy (1) and its transpose (1). The rowwise recipe's row-wise cast measures no
+/// dearer; what it adds (the column-wise casts, the rescaling) is priced apart
+/// ([`FP8_ROWWISE_SCALE`]).
+const TORCHAO_CAST_BYTES: f64 = 4.0;
+
+/// The op that carries what torchao's rowwise recipe adds to a linear's backward over tensorwise:
+/// the rescaling of the data-gradient GEMM's output and the column-wise casts of the input and
+/// the output gradient (`ROWWISE_*_BYTES`).
+pub const FP8_ROWWISE_SCALE: &str = "fp8_rowwise_scale";
+
+/// Time of the rescaling pass after a rowwise data-gradient GEMM, as bytes per output element at
+/// the GPU's stream rate. torchao runs a rowwise GEMM without fast accumulation (both gradient
+/// GEMMs: `Float8LinearConfig` sets `use_fast_accum` for the output GEMM only) on the tensorwise
+/// cuBLAS kernel with unit scales and multiplies the bf16 output by the outer product of the row
+/// and column scales afterwards (torchao 0.18.0 `float8/float8_ops.py` `addmm_float8_unwrapped`:
+/// "The rowwise CUTLASS-based kernel is so slow without fast-accum that we'd rather use the
+/// tensorwise cuBLAS-based kernel and do the scaling manually afterwards"; the same in 0.11.0 and
+/// 0.12.0). The pass reads and writes the bf16 output (4 B) but runs slower than its bytes:
+/// measured on the lent H100 (2026-11-25, calibration/runs/raw/float8-h100-2026-11-25/gemm.csv,
+/// `scaled_mm_rowwise_torchao_postscale` less `scaled_mm_tensorwise`), the median over the 55
+/// gradient-GEMM outputs of 32M elements or more is 3.22 ps per element, 9.6 B at the H100
+/// profile's 2,995 GB/s stream rate. The weight gradient's (k x n) rescale adds no measurable time
+/// (the kernel profile, below, needs no k x n term). Not fitted.
+pub const ROWWISE_GRAD_SCALE_BYTES: f64 = 9.6;
+
+/// Time of the rowwise recipe's column-wise cast of a linear's input (per input element, as bytes
+/// at the stream rate) and of its output gradient (per element), over tensorwise's transposed
+/// copy: the weight-gradient GEMM takes both scaled per column, an amax along the other axis
+/// (torchao `hp_tensor_to_float8_dynamic`, `axiswise_dim = 0`). Fitted on the lent H100's
+/// single-linear timings (2026-11-25, calibration/runs/raw/float8-h100-2026-11-25/linear.csv: the
+/// rowwise less tensorwise time of one compiled linear's forward and backward at 16,384 tokens,
+/// least squares over its 8 shapes on M x K and M x N: 19.5 and 5.8 B per element at 2,995 GB/s),
+/// less the measured rescale (`ROWWISE_GRAD_SCALE_BYTES`) on M x K. The kernel profile of three of
+/// those shapes (`profile/kernels.csv`) puts the whole difference in Inductor's cast kernels (the
+/// GEMM kernels within 1%), and the two coefficients reproduce it within 3%.
+pub const ROWWISE_INPUT_COLUMN_CAST_BYTES: f64 = 19.5 - ROWWISE_GRAD_SCALE_BYTES;
+/// See [`ROWWISE_INPUT_COLUMN_CAST_BYTES`]: the output gradient's column-wise cast.
+pub const ROWWISE_GRAD_COLUMN_CAST_BYTES: f64 = 5.8;
 
 impl<'a> Builder<'a> {
     fn tokens(&self) -> u64 {
@@ -1024,10 +1053,13 @@ impl<'a> Builder<'a> {
             // copy the weight-gradient GEMM takes (1 + 1 B). AOTAutograd's common-subexpression
             // pass leaves one cast where several linears read the same tensor (k and v after q,
             // gate after up): those carry a zero-byte marker. The backward casts each output
-            // gradient alike (`backward_of` prices it from the GEMM's m x n).
+            // gradient alike (`backward_of` prices it from the GEMM's m x n). Under compile no fp8
+            // copy is kept for backward (it is rebuilt there; `memory::layer_activation_bytes`).
+            // The rowwise recipe's row-wise casts cost the same; its column-wise casts and the
+            // rescale of its data gradients are priced in backward (`FP8_ROWWISE_SCALE`).
             let shared = matches!(name, "k_proj" | "v_proj" | "gate_proj");
             let op = if self.w.fp8_recipe == Fp8Recipe::Rowwise { FP8_CAST_ROWWISE } else { FP8_CAST };
-            let (bytes, kernels) = if shared { (0.0, 0) } else { (elems * torchao_cast_bytes(op), 1) };
+            let (bytes, kernels) = if shared { (0.0, 0) } else { (elems * TORCHAO_CAST_BYTES, 1) };
             self.push(op, OpKind::Memory { bytes, kernels });
             return;
         }
@@ -1979,14 +2011,26 @@ pub fn backward_of(forward: &[Op]) -> Vec<Op> {
             (_, Backward::Frozen) => {}
             (_, Backward::As(kind)) => out.push(bwd(op.name, kind.clone())),
             (OpKind::Gemm { m, n, k, count }, _) => {
-                if let Some(cast) = i.checked_sub(1).map(|j| forward[j].name).filter(|p| matches!(*p, FP8_CAST | FP8_CAST_ROWWISE)) {
-                    let bytes = (*m * *n * *count) as f64 * torchao_cast_bytes(cast);
+                let cast = i.checked_sub(1).map(|j| forward[j].name).filter(|p| matches!(*p, FP8_CAST | FP8_CAST_ROWWISE));
+                if let Some(cast) = cast {
+                    let bytes = (*m * *n * *count) as f64 * TORCHAO_CAST_BYTES;
                     out.push(bwd(cast, OpKind::Memory { bytes, kernels: 1 }));
                 }
                 // dX[m,k] = dY[m,n] W^T ; dW[k,n] = X^T dY. Score/value GEMMs of unfused attention
                 // have two data gradients instead; the FLOPs are the same.
                 out.push(bwd(op.name, OpKind::Gemm { m: *m, n: *k, k: *n, count: *count }));
                 out.push(bwd(op.name, OpKind::Gemm { m: *k, n: *n, k: *m, count: *count }));
+                if cast == Some(FP8_CAST_ROWWISE) {
+                    // dX (m x k) rescaled after the tensorwise kernel, the output gradient (m x n)
+                    // cast per column, and the input (m x k) per column where this GEMM's forward
+                    // cast was its own (k and v, gate share q's and up's).
+                    let own_input = matches!(forward[i - 1].kind, OpKind::Memory { bytes, .. } if bytes > 0.0);
+                    let mk = (*m * *k * *count) as f64;
+                    let bytes = mk * ROWWISE_GRAD_SCALE_BYTES
+                        + (*m * *n * *count) as f64 * ROWWISE_GRAD_COLUMN_CAST_BYTES
+                        + if own_input { mk * ROWWISE_INPUT_COLUMN_CAST_BYTES } else { 0.0 };
+                    out.push(bwd(FP8_ROWWISE_SCALE, OpKind::Memory { bytes, kernels: if own_input { 3 } else { 2 } }));
+                }
             }
             // The gradients of both factors of each SSD matmul.
             (OpKind::ScanMatmul { m, n, k, count }, _) => {
@@ -2622,6 +2666,47 @@ mod tests {
         // bf16 training keeps none of them.
         let bf16 = forward_ops(&m, &single(), &train(2048, Stack::HfCompile)).dense_layer;
         assert!(!bf16.iter().any(|o| o.name == FP8_CAST));
+    }
+
+    #[test]
+    fn torchao_rowwise_rescales_both_gradient_gemm_outputs() {
+        let m = gpt3_175b();
+        let mut w = train(2048, Stack::TorchCompile);
+        w.precision = Dtype::Fp8;
+        w.fp8_recipe = Fp8Recipe::Rowwise;
+        let fwd = forward_ops(&m, &single(), &w).dense_layer;
+        let bwd = backward_of(&fwd);
+        // Every converted GEMM (the one after a rowwise cast, shared casts included): its data
+        // gradient's rescale (m x k), its output gradient's column-wise cast (m x n), and its
+        // input's column-wise cast (m x k) where the input is its own.
+        let want: f64 = fwd
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i > 0 && fwd[i - 1].name == FP8_CAST_ROWWISE)
+            .map(|(i, o)| match (o.kind.clone(), &fwd[i - 1].kind) {
+                (OpKind::Gemm { m, n, k, count }, OpKind::Memory { bytes, .. }) => {
+                    let own = if *bytes > 0.0 { ROWWISE_INPUT_COLUMN_CAST_BYTES } else { 0.0 };
+                    (m * k * count) as f64 * (ROWWISE_GRAD_SCALE_BYTES + own) + (m * n * count) as f64 * ROWWISE_GRAD_COLUMN_CAST_BYTES
+                }
+                _ => unreachable!(),
+            })
+            .sum();
+        let got: f64 = bwd
+            .iter()
+            .filter(|o| o.name == FP8_ROWWISE_SCALE)
+            .map(|o| match o.kind {
+                OpKind::Memory { bytes, .. } => bytes,
+                _ => unreachable!(),
+            })
+            .sum();
+        assert!(want > 0.0 && (got - want).abs() < 1e-6 * want, "{got} {want}");
+        // Each follows its two gradient GEMMs; the casts themselves cost what tensorwise's do.
+        let i = bwd.iter().position(|o| o.name == FP8_ROWWISE_SCALE).unwrap();
+        assert!(matches!(bwd[i - 1].kind, OpKind::Gemm { .. }) && matches!(bwd[i - 2].kind, OpKind::Gemm { .. }));
+        // Tensorwise runs the cuBLAS kernel with its scales in the epilogue: no rescale.
+        w.fp8_recipe = Fp8Recipe::Tensorwise;
+        let fwd = forward_ops(&m, &single(), &w).dense_layer;
+        assert!(!backward_of(&fwd).iter().any(|o| o.name == FP8_ROWWISE_SCALE));
     }
 
     #[test]
