@@ -203,7 +203,11 @@ pub struct ScenarioArgs {
     /// mxfp8 (Blackwell only), or rowwise (torchao; --stack torch-compile or hf-compile only)
     #[arg(long)]
     pub fp8_recipe: Option<String>,
-    /// none, selective, full
+    /// none, selective (Megatron-Core's modules; core attention by default), full, selective-op
+    /// (torchtitan's per-op selective checkpointing: every other linear's output, attention and TP
+    /// reduce-scatters saved, the rest recomputed; dense models under the torch and hf stacks), or
+    /// layer:N (torchtitan's layer checkpointing: every N-th block of a rank recomputed whole; torch
+    /// and hf stacks)
     #[arg(long)]
     pub recompute: Option<String>,
     /// megatron, torch-eager, torch-compile, hf-eager, hf-compile (transformers models as the library builds them)
@@ -246,6 +250,9 @@ pub struct ScenarioArgs {
     /// torch stacks under --zero 3 with --precision fp8 --fp8-recipe tensorwise: torchao's float8 all-gather of the linear weights (enable_fsdp_float8_all_gather)
     #[arg(long)]
     pub fsdp_float8_all_gather: Option<bool>,
+    /// torch-compile or hf-compile training: compile the loss with the model (default true; false: the loss runs eager beside the compiled blocks, keeping eager's fp32 logit copies)
+    #[arg(long)]
+    pub compile_loss: Option<bool>,
     /// Megatron fp8/fp4 training keeps the layers' weights only as quantized tensors (fp8_param_gather; no bf16 copy)
     #[arg(long)]
     pub fp8_param_gather: Option<bool>,
@@ -368,6 +375,7 @@ impl ScenarioArgs {
                 fsdp_param_dtype: self.fsdp_param_dtype.clone(),
                 fsdp_reduce_dtype: self.fsdp_reduce_dtype.clone(),
                 fsdp_float8_all_gather: self.fsdp_float8_all_gather,
+                compile_loss: self.compile_loss,
                 decode_tokens: self.decode_tokens,
                 attention_dp: self.attention_dp.then_some(true),
                 packed_doc_len: self.packed_doc_len,
@@ -502,6 +510,7 @@ impl ScenarioArgs {
         f(self.fsdp_param_dtype.is_some(), "fsdp-param-dtype");
         f(self.fsdp_reduce_dtype.is_some(), "fsdp-reduce-dtype");
         f(self.fsdp_float8_all_gather.is_some(), "fsdp-float8-all-gather");
+        f(self.compile_loss.is_some(), "compile-loss");
         f(self.attention_dp, "attention-dp");
         f(self.cp_comm.is_some(), "cp-comm");
         f(self.tp_comm_overlap.is_some(), "tp-comm-overlap");

@@ -91,7 +91,7 @@ pub fn document(s: &Scenario, p: &Prediction) -> PredictionDoc {
             batch: w.batch,
             kv_len: w.kv_len,
             precision: w.precision.name().into(),
-            recompute: w.recompute.name().into(),
+            recompute: w.recompute.name(),
             stack: w.stack.name().into(),
             calibration: s.profile.as_ref().map(|p| p.name.clone()),
             lora_rank: w.lora.as_ref().map(|l| l.rank),

@@ -195,6 +195,7 @@ fn megatron_tp_overlap_pairs_each_collective_with_its_gemm() {
         packed_doc_len: None,
         train_loop: Default::default(),
         fp8_non_tn: false,
+        compile_loss: true,
     };
     let op = |name, kind| Op { name, kind, pass: Pass::Forward, backward: Backward::Mirror };
     let bytes = 8192.0 * 8192.0 * 2.0;

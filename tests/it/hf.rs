@@ -1454,6 +1454,8 @@ fn hf_prefill_forward_replay_matches_the_traced_allocator_peaks() {
         n += 1;
     }
     assert_eq!(n, 5);
+}
+
 /// torchao float8 under compile keeps no linear input and no weight copy (FIT.md "Eighteenth
 /// pass", the saved tensors in calibration/runs/raw/float8-h100-2026-11-25/): the Llama-3.2-1B
 /// float8 runs' peak memory lands where their bf16 compiled twins' does (hf-011 / hf-051 / hf-073,

@@ -28,6 +28,7 @@ mod published;
 mod published_models;
 mod reference;
 mod report;
+mod selective_op;
 mod serve;
 mod serve_engine;
 mod serving_published;

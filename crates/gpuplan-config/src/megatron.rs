@@ -99,6 +99,9 @@ pub fn args_of(s: &Scenario) -> Vec<String> {
         Recompute::None => {}
         Recompute::Selective => a.extend(["--recompute-granularity".into(), "selective".into()]),
         Recompute::Full => a.extend(["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"].map(String::from)),
+        // torchtitan's per-op and layer policies are no Megatron-LM settings (`scenario` refuses
+        // them on the megatron stack).
+        Recompute::SelectiveOp | Recompute::Layers(_) => {}
     }
     let m = &w.megatron;
     if w.recompute == Recompute::Selective && !m.recompute_modules.is_empty() {

@@ -19,6 +19,7 @@
 //!                                # fp8_param_gather, recompute_modules, cpu_offload_layers,
 //!                                # cross_entropy_fusion; torch stacks under zero 3:
 //!                                # fsdp_param_dtype, fsdp_reduce_dtype, fsdp_float8_all_gather;
+//!                                # compiled torch stacks: compile_loss;
 //!                                # attention_dp (inference engines)
 //! seq = 8192
 //! global_batch = 512
@@ -170,6 +171,9 @@ pub struct WorkloadWire {
     /// megatron training: the loss through Transformer Engine's fused cross entropy
     /// (`cross_entropy_loss_fusion`, impl `te`; default false)
     pub cross_entropy_fusion: Option<bool>,
+    /// torch-compile/hf-compile training: the loss compiled with the model (default true) or left
+    /// eager (torchtitan before its loss was compiled; `Workload::compile_loss`)
+    pub compile_loss: Option<bool>,
     /// decode: tokens each sequence generates from `kv_len` on, for the peak memory of the hf-*
     /// stacks' DynamicCache (default 1: one step)
     pub decode_tokens: Option<i64>,
@@ -265,6 +269,7 @@ pub fn overlay(base: ScenarioWire, over: ScenarioWire) -> ScenarioWire {
             recompute_modules,
             cpu_offload_layers,
             cross_entropy_fusion,
+            compile_loss,
             fsdp_param_dtype,
             fsdp_reduce_dtype,
             fsdp_float8_all_gather,
@@ -811,15 +816,17 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
             r.unwrap_or(Fp8Recipe::Tensorwise)
         }
     };
-    let recompute = match ww.recompute.as_deref().unwrap_or("none") {
-        "none" => Recompute::None,
-        "selective" => Recompute::Selective,
-        "full" => Recompute::Full,
-        other => {
-            p.push(ConfigError::invalid(&path, "workload.recompute", other, "is not known").with_hint("one of: none, selective, full"));
-            Recompute::None
-        }
-    };
+    let recompute_name = ww.recompute.as_deref().unwrap_or("none");
+    let recompute = Recompute::parse(recompute_name).unwrap_or_else(|| {
+        let e = if recompute_name.starts_with("layer:") {
+            ConfigError::invalid(&path, "workload.recompute", recompute_name, "needs a whole number of layers of at least 1 after `layer:`")
+                .with_hint("`layer:2` checkpoints every 2nd block (torchtitan's selective_ac_option = \"2\")")
+        } else {
+            ConfigError::invalid(&path, "workload.recompute", recompute_name, "is not known").with_hint(format!("one of: {}", Recompute::NAMES))
+        };
+        p.push(e);
+        Recompute::None
+    });
     let stack = match ww.stack.as_deref() {
         None => Stack::Megatron,
         Some(s) => Stack::parse(s).unwrap_or_else(|| {
@@ -983,7 +990,37 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         train_loop,
         // Transformer Engine's layout rule (the megatron stack's quantize kernels).
         fp8_non_tn: stack == Stack::Megatron && system.gpu.arch == gpuplan_core::hardware::Arch::Blackwell,
+        compile_loss: ww.compile_loss.unwrap_or(true),
     };
+    if let (Some(c), false) = (ww.compile_loss, stack.torch() && stack.fused() && mode == Mode::Train) {
+        p.push(
+            ConfigError::invalid(
+                &path,
+                "workload.compile_loss",
+                c,
+                format!("applies to torch-compile or hf-compile training; this scenario is {} {}", stack.name(), mode.name()),
+            )
+            .with_hint("leave it out (eager stacks run the loss eager; megatron's fused loss is --cross-entropy-fusion)"),
+        );
+    }
+    if let (Recompute::Layers(_), false) = (recompute, stack.torch() && mode == Mode::Train) {
+        p.push(
+            ConfigError::invalid(
+                &path,
+                "workload.recompute",
+                recompute.name(),
+                format!("is torchtitan's layer checkpointing for PyTorch training; this scenario is {} {}", stack.name(), mode.name()),
+            )
+            .with_hint("use it with --stack torch-eager, torch-compile, hf-eager or hf-compile in training; Megatron's full recompute is --recompute full"),
+        );
+    }
+    if recompute == Recompute::SelectiveOp {
+        if let Some(why) = gpuplan_core::workload::selective_op_unsupported(&model, &workload) {
+            p.push(ConfigError::invalid(&path, "workload.recompute", recompute.name(), why).with_hint(
+                "torchtitan's per-op policy runs on dense transformers under --stack torch-eager, torch-compile, hf-eager or hf-compile; use --recompute selective or full otherwise",
+            ));
+        }
+    }
     // The hf-* stacks' host time in inference is the node's host probe's: no default.
     if stack.hf() && mode != Mode::Train && profile.as_ref().is_none_or(|pr| pr.host.is_none()) {
         let profile_name = profile.as_ref().map_or("none".to_string(), |pr| pr.name.clone());

@@ -110,6 +110,13 @@ pub const DEFAULT_SEQ: u64 = 8192;
 /// split points are set; from memory, not re-read here). The published 405B rows state no split.
 pub const INTERLEAVED_STAGES_PER_RANK: u64 = 2;
 
+/// Whether a row's source is a December 2024 table (benchmarks/llama3_h100_202412_torchtitan.md,
+/// docs/performance.md of December 2024), run with torchtitan's `train.py` of then, which kept the
+/// loss eager beside the compiled blocks (`Workload::compile_loss`).
+pub fn eager_loss_era(source: &str) -> bool {
+    source.contains("llama3_h100_202412") || source.contains("Dec 2024")
+}
+
 /// Defaults and readings applied to every row: (what, value, source).
 pub const TORCHTITAN_DEFAULTS: &[(&str, &str, &str)] = &[
     (
@@ -123,6 +130,11 @@ pub const TORCHTITAN_DEFAULTS: &[(&str, &str, &str)] = &[
         "fsdp_param_dtype bf16, fsdp_reduce_dtype fp32 (sharded fp32 parameters and optimizer, bf16 gathers and compute, no autocast, fp32 reduce-scatter); fsdp_float8_all_gather where the techniques name the float8 all-gather",
         "torchtitan 0.1.0-0.3.0 `training.mixed_precision_param = bfloat16`, `mixed_precision_reduce = float32` passed to FSDP2's MixedPrecisionPolicy (models/llama3/infra/parallelize.py `apply_fsdp`), and `maybe_enable_amp` returns no autocast under FSDP (distributed/utils.py); `float8.enable_fsdp_float8_all_gather` defaults to false (config_manager.py), so only rows that name it get it",
     ),
+    (
+        "loss",
+        "compile_loss false on the December 2024 tables' torch.compile rows (eager_loss_era), compiled otherwise",
+        "torchtitan's train.py of late 2024 had `loss_fn = torch.compile(loss_fn)` commented out (\"compiling loss function causes CUDA errors, turning off for now\"; from memory); 0.1.0 (June 2025) `components/loss.py` compiles it with `training.compile` (re-read). The published memory agrees: the Dec 2024 compiled rows hold 5.0-5.4 GiB less than the eager ones where only the blocks' activations differ",
+    ),
     ("seq", "8192 where not stated (DEFAULT_SEQ)", "torchtitan train_configs/llama3_{8b,70b,405b}.toml seq_len = 8192 (from memory)"),
     (
         "batch",
@@ -131,8 +143,8 @@ pub const TORCHTITAN_DEFAULTS: &[(&str, &str, &str)] = &[
     ),
     (
         "recompute",
-        "full -> full; selective, selective op, selective layer, per-op SAC, and the H200 rows' default (llama3_8b.toml: selective) -> selective",
-        "gpuplan's selective recompute on the torch stacks re-runs core attention only (Megatron's core_attn); torchtitan's per-op SAC also recomputes every other matmul and the elementwise ops, and layer SAC checkpoints every other block whole: both save more memory and spend more time than gpuplan's selective",
+        "full -> full; selective, selective op, per-op SAC, and the H200 rows' default (llama3_8b.toml: selective, op) -> selective-op; selective layer -> layer:2",
+        "torchtitan 0.2.0 activation_checkpoint.py `_apply_op_sac` with llama3 parallelize.py `_op_sac_save_list` (re-read): saves the odd aten.mm outputs of each block, SDPA flash/efficient attention, TP reduce-scatters, aten.max; recomputes the rest. llama3_8b.toml's selective_ac_option = \"op\" (from memory; torchtitan 0.3.0 config_registry llama3_8b uses SelectiveAC, re-read). Layer SAC: `_apply_layer_sac`, every n-th block whole, selective_ac_option default \"2\" (re-read)",
     ),
     (
         "precision",
@@ -169,13 +181,24 @@ fn number_cell(s: &str) -> Option<f64> {
     s.trim().replace(',', "").parse().ok()
 }
 
-/// Recompute (gpuplan's) of a row's `activation_checkpointing`, or `None` when unknown.
+/// Recompute (gpuplan's) of a row's `activation_checkpointing`, or `None` when unknown. torchtitan's
+/// `selective` with `selective_ac_option = "op"` is per-op selective checkpointing
+/// (`selective-op`): the rows that say `selective op` or `per-op SAC`, and those that say only
+/// `selective` or cite the 8B config's default, since torchtitan's Llama 3 8B config sets
+/// `selective_ac_option = "op"` (train_configs/llama3_8b.toml, from memory; torchtitan 0.3.0's
+/// `models/llama3/config_registry.py` `llama3_8b` sets `SelectiveAC`, its per-op policy, re-read).
+/// `selective layer` is layer checkpointing (`selective_ac_option` an integer: every n-th block
+/// checkpointed whole, torchtitan 0.2.0 `_apply_layer_sac`) at the option's default, "2"
+/// (`ActivationCheckpoint.selective_ac_option`, torchtitan 0.1.0 `config_manager.py` and 0.2.0
+/// `config/job_config.py`, re-read): `layer:2`.
 pub fn recompute_of(ac: &str) -> Option<&'static str> {
     let a = ac.trim().to_lowercase();
     if a == "full" {
         Some("full")
+    } else if a == "selective layer" {
+        Some("layer:2")
     } else if a.starts_with("selective") || a == "per-op sac" || a.starts_with("per llama3_8b.toml default") {
-        Some("selective")
+        Some("selective-op")
     } else if a == "none" {
         Some("none")
     } else {
@@ -284,8 +307,17 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
         notes.push(format!("{n_micro} micro-batches of 1 per step (pipeline microbatch size 1, from memory)"));
     }
     let float8_all_gather = r.techniques.contains("float8 all-gather") && recipe == Some("tensorwise");
-    if recompute == "selective" {
-        notes.push(format!("`{}` run as gpuplan's selective recompute (core attention only)", r.activation_checkpointing));
+    let eager_loss = compile && eager_loss_era(&r.source);
+    if eager_loss {
+        notes.push("loss left eager beside the compiled blocks (torchtitan's train.py of December 2024, from memory)".into());
+    }
+    match recompute {
+        "layer:2" => notes.push(format!(
+            "`{}` run as torchtitan's layer checkpointing at its default selective_ac_option = \"2\" (layer:2: every 2nd block whole)",
+            r.activation_checkpointing
+        )),
+        "selective-op" => notes.push(format!("`{}` run as torchtitan's per-op selective checkpointing (selective-op)", r.activation_checkpointing)),
+        _ => {}
     }
     let vp = if interleaved { INTERLEAVED_STAGES_PER_RANK } else { 1 };
     let layers = super::model::load_model(model).map(|m| m.n_layers).map_err(|e| Skipped::new(Unexpressible, format!("model `{model}`: {e}")))?;
@@ -325,6 +357,7 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
             fsdp_param_dtype: Some("bf16".into()),
             fsdp_reduce_dtype: Some("fp32".into()),
             fsdp_float8_all_gather: float8_all_gather.then_some(true),
+            compile_loss: eager_loss.then_some(false),
             ..Default::default()
         },
         options: OptionsWire { tp_comm_overlap: Some(async_tp && tp > 1), ..Default::default() },
@@ -368,8 +401,11 @@ mod tests {
 
     #[test]
     fn readings_of_the_published_cells() {
-        assert_eq!(recompute_of("selective layer"), Some("selective"));
-        assert_eq!(recompute_of("per-op SAC"), Some("selective"));
+        assert_eq!(recompute_of("selective layer"), Some("layer:2"));
+        assert_eq!(recompute_of("selective op"), Some("selective-op"));
+        assert_eq!(recompute_of("selective"), Some("selective-op"));
+        assert_eq!(recompute_of("per llama3_8b.toml default (not stated)"), Some("selective-op"));
+        assert_eq!(recompute_of("per-op SAC"), Some("selective-op"));
         assert_eq!(recompute_of("full"), Some("full"));
         assert_eq!(recompute_of("offload"), None);
         assert_eq!(precision_of("None (bfloat16)"), Some(("bf16", None)));

@@ -424,6 +424,14 @@ fn executed_flops_per_gpu_step(s: &Scenario, ops: &workload::OpList, n_micro: u6
         if stage == pc.pp - 1 {
             f(&ops.head, 1);
         }
+        // Layer checkpointing: the checkpointed layers' forward runs again.
+        if s.workload.mode == Mode::Train && matches!(s.workload.recompute, workload::Recompute::Layers(_)) {
+            let rc = s.workload.recompute;
+            let picked = parallelism::picked_kind_counts(&s.model.layer_kinds(), pc, stage, |i| rc.checkpoints(i));
+            for kind in crate::model::LayerKind::ALL {
+                total += ops.layer(kind).iter().map(Op::flops).sum::<f64>() * picked[kind.index()] as f64;
+            }
+        }
     }
     // `total` is one micro-batch through all stages on one rank of each; per GPU of the job:
     total * n_micro as f64 / pc.pp as f64

@@ -215,6 +215,9 @@ struct StageTimes {
 struct PartTimes {
     /// One layer of each `LayerKind`, by `LayerKind::index`.
     layers: Vec<(PassTime, PassTime)>,
+    /// A checkpointed layer's forward run again (layer checkpointing, `Recompute::Layers`), by
+    /// `LayerKind::index`; empty otherwise.
+    reruns: Vec<PassTime>,
     embedding: (PassTime, PassTime),
     head: (PassTime, PassTime),
 }
@@ -235,7 +238,27 @@ fn part_times(cost: &CostModel, s: &Scenario, ops: &workload::OpList, speedup: f
         };
         (f, b)
     };
-    PartTimes { layers: crate::model::LayerKind::ALL.iter().map(|k| both(ops.layer(*k))).collect(), embedding: both(&ops.embedding), head: both(&ops.head) }
+    let reruns = if train && matches!(s.workload.recompute, workload::Recompute::Layers(_)) {
+        crate::model::LayerKind::ALL
+            .iter()
+            .map(|k| {
+                let list = ops.layer(*k);
+                if list.is_empty() {
+                    PassTime::default()
+                } else {
+                    pass_time(cost, s, &workload::rerun_of(list), 1, speedup)
+                }
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    PartTimes {
+        layers: crate::model::LayerKind::ALL.iter().map(|k| both(ops.layer(*k))).collect(),
+        reruns,
+        embedding: both(&ops.embedding),
+        head: both(&ops.head),
+    }
 }
 
 fn stage_times(s: &Scenario, parts: &PartTimes, stage: u32) -> StageTimes {
@@ -264,6 +287,17 @@ fn stage_times(s: &Scenario, parts: &PartTimes, stage: u32) -> StageTimes {
     }
     if stage == s.parallel.pp - 1 {
         add(&parts.head, 1);
+    }
+    // Layer checkpointing: the rank's checkpointed layers run their forward again.
+    if !parts.reruns.is_empty() {
+        let rc = s.workload.recompute;
+        let picked = parallelism::picked_kind_counts(&s.model.layer_kinds(), &s.parallel, stage, |i| rc.checkpoints(i));
+        for (rerun, n) in parts.reruns.iter().zip(picked) {
+            let mut b = rerun.bd.clone();
+            b.scale(n as f64);
+            bwd.bd.add(&b);
+            bwd.cpu += rerun.cpu * n as f64;
+        }
     }
     // The CPU runs ahead of the GPU within a pass; the GPU waits only when launching takes longer.
     StageTimes { fwd: with_cpu(fwd), bwd: with_cpu(bwd) }

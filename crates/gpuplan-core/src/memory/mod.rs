@@ -398,11 +398,52 @@ pub fn kind_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, k
     } else {
         (attn, ffn)
     };
+    if w.recompute == Recompute::SelectiveOp && kind == LayerKind::Dense {
+        return selective_op_layer_bytes(model, pc, w, tokens, rep);
+    }
     match kind {
         LayerKind::Attention => attn,
         LayerKind::Mlp | LayerKind::MoeMlp => ffn,
         _ => attn + ffn - fp8_saved,
     }
+}
+
+/// What a dense transformer layer keeps between its forward and its backward under torchtitan's
+/// per-op selective checkpointing ([`Recompute::SelectiveOp`]), one micro-batch on one rank: the
+/// block's input (the checkpoint's argument, sequence-sharded under SP) and the outputs of
+/// the ops the policy saves (`workload::selective_op_saved`): at bf16 the odd `aten.mm`s of the
+/// block in torchtitan's order wq, wk, wv, wo, w1, w3, w2 (q, v, the gate and, for a gated FFN,
+/// the down projection's output, [T, hidden] on every TP rank before its reduce-scatter), flash
+/// attention's output and its fp32 log-sum-exp, and under TP with SP the reduce-scatters'
+/// outputs. Eager PyTorch's `_CachingTorchDispatchMode` caches every saved op's output whether
+/// or not the backward reads it; under `torch.compile` the partitioner keeps only those the
+/// backward reads, so the down projection's output and the FFN's reduce-scatter (the block's
+/// output, the next block's input) are not kept twice. torchao's float8 linears save their bf16
+/// outputs alike (their `aten.mm` is what the policy sees); the amax scalars (`aten.max`) are
+/// negligible.
+fn selective_op_layer_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, tokens: f64, rep: f64) -> f64 {
+    let t = pc.tp as f64;
+    let sp = pc.sp && pc.tp > 1;
+    let heads = model.n_heads as f64 / t;
+    let kv_heads = (model.n_kv_heads as f64 / t).max(1.0);
+    let hd = model.head_dim as f64;
+    let f = model.ffn_hidden as f64 / t;
+    let eager = w.stack.eager();
+    // The input (fp32 on the hf stacks' residual stream under autocast, bf16 otherwise); q (1st
+    // mm), v (3rd), the FFN's first linear (5th: w1, the gate; or the plain FFN's up).
+    let input = if w.stack.hf() { 4.0 } else { 2.0 };
+    let mut bytes = input * rep + 2.0 * tokens * (heads * hd + kv_heads * hd + f);
+    // w2 is the 7th mm of a gated block (the 6th, recomputed, of a plain one).
+    if eager && model.ffn_kind == FfnKind::Gated {
+        bytes += 2.0 * tokens * model.hidden as f64;
+    }
+    if w.flash_attention {
+        bytes += 2.0 * tokens * heads * hd + 4.0 * tokens * heads;
+    }
+    if sp {
+        bytes += 2.0 * rep * if eager { 2.0 } else { 1.0 };
+    }
+    bytes
 }
 
 /// Bytes per parameter of a weight Transformer Engine keeps quantized under Megatron's
@@ -851,12 +892,31 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     let largest_layer = model_kinds.iter().map(|k| kind_activation_bytes(model, pc, w, *k)).fold(0.0, f64::max);
     let sp = pc.sp && pc.tp > 1;
     let layer_input = 2.0 * tokens * model.hidden as f64 / if sp { pc.tp as f64 } else { 1.0 };
+    // Layer checkpointing (`layer:n`): the checkpointed layers keep their input only.
+    let picked = crate::parallelism::picked_kind_counts(&model.layer_kinds(), pc, stage, |i| w.recompute.checkpoints(i));
     let per_micro = match w.recompute {
         Recompute::Full => layers * layer_input,
+        Recompute::Layers(_) => LayerKind::ALL
+            .iter()
+            .map(|k| {
+                let (n, ck) = (counts[k.index()], picked[k.index()]);
+                (n - ck) as f64 * if n > ck { kind_activation_bytes(model, pc, w, *k) } else { 0.0 } + ck as f64 * layer_input
+            })
+            .sum(),
         _ => one_micro_full - offloaded_activation_bytes(model, pc, w, stage),
     };
-    // Under full recompute one layer's activations are rebuilt at a time during backward.
-    let rebuilt = if w.recompute == Recompute::Full { largest_layer } else { 0.0 };
+    // Under full recompute one layer's activations are rebuilt at a time during backward; under
+    // per-op selective checkpointing what the layer did not keep.
+    let rebuilt = match w.recompute {
+        Recompute::Full => largest_layer,
+        Recompute::Layers(_) if picked.iter().sum::<u64>() > 0 => largest_layer,
+        Recompute::SelectiveOp => {
+            let all = Workload { recompute: Recompute::None, ..w.clone() };
+            let full = model_kinds.iter().map(|k| kind_activation_bytes(model, pc, &all, *k)).fold(0.0, f64::max);
+            (full - largest_layer).max(0.0)
+        }
+        _ => 0.0,
+    };
     let embedding_out = if stage == 0 { layer_input * if w.dropout { 1.5 } else { 1.0 } } else { 0.0 };
     // Multi-token prediction on the last stage: per module, its layer's activations (of the
     // model's last layer's kind) and what its norms and projection keep (both norms' inputs, the
@@ -884,7 +944,9 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
             // fp32 vocab-parallel cross-entropy (Korthikanti: 4sbv/t) + its bf16 gradient
             Stack::Megatron => 6.0,
             // bf16 logits + fused fp32 log-softmax statistics + fp32 gradient
-            Stack::TorchCompile | Stack::HfCompile => 8.0,
+            Stack::TorchCompile | Stack::HfCompile if w.compile_loss => 8.0,
+            // The loss left eager beside compiled blocks (`Workload::compile_loss`): as eager's.
+            Stack::TorchCompile | Stack::HfCompile => 14.0,
             // bf16 logits, their .float() copy, the log-softmax output, and the fp32 gradient
             Stack::TorchEager | Stack::HfEager => 14.0,
             // Inference engines do not train (refused by `config`); as the fused stacks.
@@ -902,7 +964,15 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     // short autocast region, so under full recompute one layer's copies are held at a time.
     // Autocast casts the fp32 weights it finds: under LoRA only the adapters' (the base is bf16).
     let cast = if w.lora.is_some() { train_dense + train_experts } else { dense + experts };
-    let cached = if w.recompute == Recompute::Full { cast / layers.max(1.0) } else { cast };
+    // Under layer checkpointing the checkpointed layers' copies are not cached (one at a time).
+    let cached = match w.recompute {
+        Recompute::Full => cast / layers.max(1.0),
+        Recompute::Layers(_) => {
+            let ck = picked.iter().sum::<u64>() as f64;
+            cast * ((layers - ck).max(0.0) + ck.min(1.0)) / layers.max(1.0)
+        }
+        _ => cast,
+    };
     // torchao float8 under compile keeps no copy of a converted linear's weight: its backward
     // casts the fp32 weight (saved as the parameter itself) to fp8 again (measured: saved.csv, no
     // weight-sized tensor but the parameters). What stays under autocast keeps its bf16 copy: the
@@ -1043,6 +1113,7 @@ mod tests {
             packed_doc_len: None,
             train_loop: Default::default(),
             fp8_non_tn: false,
+            compile_loss: true,
         }
     }
 

@@ -9,8 +9,8 @@ use crate::model::Model;
 
 pub mod split;
 pub use split::{
-    bubble_chunk_shares, stage_kind_counts, stage_layer_counts, unrequested_uneven_interleaving, virtual_stage_layer_counts, virtual_stage_layers, Fill,
-    PipelineSplit, SplitError,
+    bubble_chunk_shares, picked_kind_counts, stage_kind_counts, stage_layer_counts, unrequested_uneven_interleaving, virtual_stage_layer_counts,
+    virtual_stage_layers, Fill, PipelineSplit, SplitError,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -313,6 +313,29 @@ pub fn stage_kind_counts(kinds: &[crate::model::LayerKind], pc: &ParallelConfig,
     out
 }
 
+/// Layers of each kind on pipeline rank `rank` for whose rank-local index (0-based, in the order
+/// the rank's model chunks hold them: virtual stages `rank`, `rank + pp`, ...) `pick` is true
+/// (layer checkpointing's every n-th block, `workload::Recompute::checkpoints`).
+pub fn picked_kind_counts(kinds: &[crate::model::LayerKind], pc: &ParallelConfig, rank: u32, pick: impl Fn(u64) -> bool) -> crate::model::KindCounts {
+    let pp = pc.pp.max(1) as usize;
+    let mut start = 0usize;
+    let mut out = [0u64; 6];
+    let mut i = 0u64;
+    for (v, n) in virtual_stage_layer_counts(kinds.len() as u64, pc).into_iter().enumerate() {
+        let end = (start + n as usize).min(kinds.len());
+        if v % pp == rank as usize {
+            for k in &kinds[start.min(end)..end] {
+                if pick(i) {
+                    out[k.index()] += 1;
+                }
+                i += 1;
+            }
+        }
+        start = end;
+    }
+    out
+}
+
 /// The share of each rank's per-micro-batch time that lies on the pipeline's fill and drain, when
 /// a rank's model chunks are not all of one size (`None`: they are, and the share is 1/vp of every
 /// rank but the slowest). Before the slowest rank, the first micro-batch's forward and the last one's

@@ -62,6 +62,8 @@ pub enum RecomputeKey {
     None,
     Selective,
     Full,
+    SelectiveOp,
+    Layers(u32),
 }
 
 impl RecomputeKey {
@@ -70,6 +72,8 @@ impl RecomputeKey {
             Recompute::None => RecomputeKey::None,
             Recompute::Selective => RecomputeKey::Selective,
             Recompute::Full => RecomputeKey::Full,
+            Recompute::SelectiveOp => RecomputeKey::SelectiveOp,
+            Recompute::Layers(n) => RecomputeKey::Layers(n),
         }
     }
     pub fn get(self) -> Recompute {
@@ -77,6 +81,8 @@ impl RecomputeKey {
             RecomputeKey::None => Recompute::None,
             RecomputeKey::Selective => Recompute::Selective,
             RecomputeKey::Full => Recompute::Full,
+            RecomputeKey::SelectiveOp => Recompute::SelectiveOp,
+            RecomputeKey::Layers(n) => Recompute::Layers(n),
         }
     }
 }
@@ -159,9 +165,11 @@ impl Candidate {
         match mode {
             PlanMode::Train => {
                 let rc = match self.recompute {
-                    RecomputeKey::None => "none",
-                    RecomputeKey::Selective => "sel",
-                    RecomputeKey::Full => "full",
+                    RecomputeKey::None => "none".to_string(),
+                    RecomputeKey::Selective => "sel".to_string(),
+                    RecomputeKey::Full => "full".to_string(),
+                    RecomputeKey::SelectiveOp => "sel-op".to_string(),
+                    RecomputeKey::Layers(n) => format!("layer{n}"),
                 };
                 let _ = write!(o, " z{} rc={} mb{} ga{}", self.zero, rc, self.micro_batch, self.gradient_accumulation());
             }

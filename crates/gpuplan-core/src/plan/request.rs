@@ -127,7 +127,22 @@ pub fn request(a: &Asked, base: &Scenario, mode: PlanMode) -> Result<Request, St
         Some("none") => vec![Recompute::None],
         Some("selective") => vec![Recompute::Selective],
         Some("full") => vec![Recompute::Full],
-        Some(r) => return Err(format!("`--recompute` = `{r}` is not known\nhint: one of: none, selective, full")),
+        Some("selective-op") => {
+            if let Some(why) = crate::workload::selective_op_unsupported(&base.model, &base.workload) {
+                return Err(format!("`--recompute` = `selective-op` {why}\nhint: torchtitan's per-op policy runs on dense transformers under --stack torch-eager, torch-compile, hf-eager or hf-compile"));
+            }
+            vec![Recompute::SelectiveOp]
+        }
+        Some(r) => match Recompute::parse(r) {
+            Some(rc @ Recompute::Layers(_)) if base.workload.stack.torch() => vec![rc],
+            Some(Recompute::Layers(_)) => {
+                return Err(format!(
+                    "`--recompute` = `{r}` is torchtitan's layer checkpointing for PyTorch training; the stack is {}\nhint: use --stack torch-eager, torch-compile, hf-eager or hf-compile",
+                    base.workload.stack.name()
+                ))
+            }
+            _ => return Err(format!("`--recompute` = `{r}` is not known\nhint: one of: {} (N >= 1)", Recompute::NAMES)),
+        },
     };
     let zero = match a.zero {
         None => vec![0, 1, 2, 3],

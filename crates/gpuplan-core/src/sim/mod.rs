@@ -1290,8 +1290,14 @@ fn chunk_lists(s: &Scenario, pr: &Priced, plan: &DpPlan, v: u32, n_v: u32, slow:
         fwd.extend(lower(&pr.ops.embedding));
     }
     let kinds = s.model.layer_kinds();
+    // The rank's layers before this chunk (its earlier virtual stages), for layer checkpointing's
+    // rank-local count (`Recompute::checkpoints`).
+    let pp = s.parallel.pp.max(1) as usize;
+    let before_on_rank: u64 = counts[..v as usize].iter().enumerate().filter(|(u, _)| u % pp == v as usize % pp).map(|(_, n)| n).sum();
+    let layer_ckpt = matches!(s.workload.recompute, crate::workload::Recompute::Layers(_));
     for layer in first..first + here {
         let ops = pr.ops.layer(kinds[layer as usize]);
+        let rerun = layer_ckpt && s.workload.recompute.checkpoints(before_on_rank + layer - first);
         if fsdp {
             fwd.push(SimStep::FsdpGather);
             fwd.push(copy("fsdp_copy_out", plan.gather_copy));
@@ -1304,6 +1310,9 @@ fn chunk_lists(s: &Scenario, pr: &Priced, plan: &DpPlan, v: u32, n_v: u32, slow:
             if fsdp && !plan.per_step {
                 b.push(SimStep::FsdpGather);
                 b.push(copy("fsdp_copy_out", plan.gather_copy));
+            }
+            if rerun {
+                b.extend(lower(&crate::workload::rerun_of(ops)));
             }
             b.extend(lower(&back_ops(ops)));
             if fsdp && !plan.per_step {

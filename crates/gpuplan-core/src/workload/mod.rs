@@ -43,14 +43,57 @@ pub enum Recompute {
     Selective,
     /// Keep each layer's input; recompute the whole layer forward during backward.
     Full,
+    /// torchtitan's per-op selective activation checkpointing (`activation_checkpoint.mode =
+    /// "selective"`, `selective_ac_option = "op"`; the default of its Llama 3 8B config): each
+    /// decoder block runs under `torch.utils.checkpoint` with a policy that saves the outputs of
+    /// the ops in `_op_sac_save_list` (`aten.mm`, SDPA's flash and memory-efficient attention,
+    /// `_c10d_functional.reduce_scatter_tensor`, `aten.max`) except every second `aten.mm` of the
+    /// block (counted per block call), and recomputes every other op in the backward
+    /// (torchtitan 0.2.0 `torchtitan/distributed/activation_checkpoint.py` `_apply_op_sac`,
+    /// `torchtitan/models/llama3/infra/parallelize.py` `_op_sac_save_list`; the same in 0.1.0's
+    /// `models/llama3/infra/parallelize.py` `_save_list`). For a Llama block the mm's are wq,
+    /// wk, wv, wo, w1, w3, w2: q, v, the gate (w1) and the down projection (w2) are saved, k, the
+    /// output projection and the up projection (w3) recomputed; torchao's float8 linears alike
+    /// ([`selective_op_saved`]). Dense transformer layers only (`config` refuses MoE, MLA and
+    /// hybrid models).
+    /// Memory: `memory::kind_activation_bytes`; time: [`recompute_of`].
+    SelectiveOp,
+    /// torchtitan's layer selective checkpointing (`selective_ac_option = "<n>"`, n >= 1; its
+    /// default "2"): a rank's blocks are counted as `apply_ac` wraps them, and every n-th one
+    /// (count 1-based divisible by n) is checkpointed whole, the others keep everything
+    /// (torchtitan 0.2.0 `torchtitan/distributed/activation_checkpoint.py` `_apply_layer_sac`, a
+    /// process-wide counter). Which blocks: [`Recompute::checkpoints`]; the engines re-run a
+    /// checkpointed block's forward ([`rerun_of`]), `memory` keeps only its input.
+    Layers(u32),
 }
 
 impl Recompute {
-    pub fn name(self) -> &'static str {
+    pub const NAMES: &'static str = "none, selective, full, selective-op, layer:N";
+    pub fn name(self) -> String {
         match self {
-            Recompute::None => "none",
-            Recompute::Selective => "selective",
-            Recompute::Full => "full",
+            Recompute::None => "none".into(),
+            Recompute::Selective => "selective".into(),
+            Recompute::Full => "full".into(),
+            Recompute::SelectiveOp => "selective-op".into(),
+            Recompute::Layers(n) => format!("layer:{n}"),
+        }
+    }
+    pub fn parse(s: &str) -> Option<Recompute> {
+        match s {
+            "none" => Some(Recompute::None),
+            "selective" => Some(Recompute::Selective),
+            "full" => Some(Recompute::Full),
+            "selective-op" => Some(Recompute::SelectiveOp),
+            _ => s.strip_prefix("layer:").and_then(|n| n.parse::<u32>().ok()).filter(|n| *n >= 1).map(Recompute::Layers),
+        }
+    }
+    /// Whether the rank's `i`-th decoder block (0-based, in the order its model chunks hold them)
+    /// is checkpointed whole: every block under full recompute, every n-th under `layer:n`.
+    pub fn checkpoints(self, i: u64) -> bool {
+        match self {
+            Recompute::Full => true,
+            Recompute::Layers(n) => (i + 1).is_multiple_of(n as u64),
+            _ => false,
         }
     }
 }
@@ -491,6 +534,15 @@ pub struct Workload {
     pub megatron: MegatronMemory,
     /// FSDP's gather and reduce dtypes on the torch stacks (meaningful under zero 3).
     pub fsdp: FsdpPrecision,
+    /// Under a compiled torch stack (`torch-compile`, `hf-compile`) in training, whether the loss
+    /// (`cross_entropy(logits.float(), labels)`) is compiled too (true, the default) or runs eager
+    /// beside the compiled blocks. torchtitan compiles it when `compile.components` holds "loss"
+    /// (its default, torchtitan 0.2.0 `config/job_config.py`; 0.1.0 `components/loss.py` compiles it
+    /// when `training.compile` is set, re-read); its December 2024 `train.py` kept the loss eager
+    /// ("compiling loss function causes CUDA errors", the `torch.compile(loss_fn)` line commented
+    /// out; from memory). Eager, the loss keeps the logits' fp32 copy, the log-softmax output and
+    /// the fp32 gradient (`memory`) and runs as eager's kernels (`Builder::output_head`).
+    pub compile_loss: bool,
     /// Tokens each sequence generates in the decode run whose peak memory is asked for, from
     /// `kv_len` on (1: one step). Only the `hf-*` stacks' DynamicCache depends on it: its
     /// `torch.cat` per token leaves PyTorch's caching allocator blocks it cannot reuse
@@ -1048,8 +1100,11 @@ impl<'a> Builder<'a> {
     /// hand-written compiled loops. transformers keeps an `nn.Linear` per projection, and Inductor
     /// leaves each as its own cuBLAS call (measured: 340 GEMM kernels per Llama-3.2-1B training
     /// step both eager and compiled, calibration/runs/hf/profile/).
+    /// Under torchtitan's per-op selective checkpointing ([`Recompute::SelectiveOp`]) the linears
+    /// stay apart as the policy sees them: torchtitan's Llama keeps `wq`, `wk`, `wv` and `w1`,
+    /// `w3` as separate `nn.Linear`s, and the policy saves or recomputes each one's `aten.mm`.
     fn fuses_linears(&self) -> bool {
-        self.w.stack.fused() && !self.w.stack.hf()
+        self.w.stack.fused() && !self.w.stack.hf() && self.w.recompute != Recompute::SelectiveOp
     }
     fn hidden_elems(&self) -> f64 {
         (self.sp_tokens() * self.model.hidden) as f64
@@ -1803,8 +1858,9 @@ impl<'a> Builder<'a> {
         if w.mode == Mode::Train {
             // Cross-entropy over the vocabulary: upcast, log-softmax, gather (fused in Megatron).
             let elems = (logit_tokens * vocab_shard) as f64;
-            let traffic = if w.stack.fused() { 2.0 + 2.0 } else { 1.0 + 2.0 + 2.0 + 2.0 + 2.0 };
-            self.push("cross_entropy", OpKind::Memory { bytes: elems * ACT_BYTES * traffic, kernels: if w.stack.fused() { 1 } else { 5 } });
+            let fused = w.stack.fused() && (w.compile_loss || !w.stack.torch());
+            let traffic = if fused { 2.0 + 2.0 } else { 1.0 + 2.0 + 2.0 + 2.0 + 2.0 };
+            self.push("cross_entropy", OpKind::Memory { bytes: elems * ACT_BYTES * traffic, kernels: if fused { 1 } else { 5 } });
             if pc.tp > 1 {
                 let bytes = (logit_tokens * 4 * 2) as f64;
                 self.push("tp_loss_all_reduce", OpKind::Comm { op: CollectiveOp::AllReduce, group: Group::Tp, bytes });
@@ -2025,8 +2081,10 @@ pub fn backward_of(forward: &[Op]) -> Vec<Op> {
 pub fn recompute_of(forward: &[Op], w: &Workload) -> Vec<Op> {
     let again = |op: &Op| Op { pass: Pass::Recompute, ..op.clone() };
     match w.recompute {
-        Recompute::None => return Vec::new(),
+        // Layer checkpointing re-runs some blocks whole: the engines ask [`rerun_of`] per block.
+        Recompute::None | Recompute::Layers(_) => return Vec::new(),
         Recompute::Full => return forward.iter().map(again).collect(),
+        Recompute::SelectiveOp => return selective_op_recompute(forward, w),
         Recompute::Selective => {}
     }
     let modules = w.megatron.modules();
@@ -2069,6 +2127,78 @@ pub fn recompute_of(forward: &[Op], w: &Workload) -> Vec<Op> {
         }
     }
     out
+}
+
+/// Whether torchtitan's per-op policy ([`Recompute::SelectiveOp`]) saves each op of a layer's
+/// forward list: flash (or memory-efficient) attention, the TP reduce-scatters and the odd
+/// `aten.mm`s of the block (the 1st, 3rd, ... linear GEMM in the block's order). torchao's
+/// float8 linears count too: they call `torch.mm` on `Float8TrainingTensor` inputs, and the
+/// policy's dispatch mode sees that `aten.mm` before the tensor subclass turns it into
+/// `aten._scaled_mm` (PyTorch runs dispatch modes before subclasses; torchao 0.18.0
+/// `float8/float8_linear.py` `matmul_with_hp_or_float8_args`). The score and value products of
+/// unfused attention are batched matmuls (`aten.bmm`), not counted.
+pub fn selective_op_saved(forward: &[Op], w: &Workload) -> Vec<bool> {
+    let mut mm = 0;
+    forward
+        .iter()
+        .map(|op| match &op.kind {
+            OpKind::Attention { .. } => w.flash_attention,
+            OpKind::Comm { op: CollectiveOp::ReduceScatter, group: Group::Tp, .. } => true,
+            OpKind::Gemm { .. } if !matches!(op.name, "scores" | "attn_values") => {
+                mm += 1;
+                mm % 2 == 1
+            }
+            _ => false,
+        })
+        .collect()
+}
+
+/// A checkpointed block's forward run again before its backward (`layer:n`'s every n-th block,
+/// [`Recompute::checkpoints`]).
+pub fn rerun_of(forward: &[Op]) -> Vec<Op> {
+    forward.iter().map(|op| Op { pass: Pass::Recompute, ..op.clone() }).collect()
+}
+
+/// Why [`Recompute::SelectiveOp`] does not apply to a model and workload, or `None` where it
+/// does: training of a dense transformer (no MoE, MLA or hybrid layers, whose op counts torchtitan's
+/// policy treats otherwise) under a PyTorch stack.
+pub fn selective_op_unsupported(model: &Model, w: &Workload) -> Option<String> {
+    if !w.stack.torch() {
+        Some(format!("is torchtitan's policy for PyTorch stacks; this scenario's stack is {}", w.stack.name()))
+    } else if w.mode != Mode::Train {
+        Some(format!("applies to training; this scenario is {}", w.mode.name()))
+    } else if model.is_moe() || model.mla.is_some() || model.hybrid.is_some() {
+        Some(format!("is priced for dense transformer layers; `{}` has MoE, MLA or hybrid layers", model.name))
+    } else {
+        None
+    }
+}
+
+/// What the backward re-runs under torchtitan's per-op selective checkpointing
+/// ([`Recompute::SelectiveOp`]): every forward op whose output the policy does not save
+/// ([`selective_op_saved`]): the norms, RoPE, the activation and the casts, the unsaved GEMMs
+/// (k, the output and the up projection), and the collectives other than
+/// the reduce-scatters (SP's all-gathers run again). Eager re-runs the block's whole forward
+/// with the saved ops' outputs served from the cache; under `torch.compile` the partitioner
+/// re-runs only what the backward reads, so a GEMM whose output goes only into a saved
+/// reduce-scatter, or only to the block's output (the last linear without TP), is not re-run.
+///
+/// torchtitan wraps the decoder blocks only (`apply_ac` over `model.layers`): the embedding and the
+/// final norm, LM head and loss (op lists without attention) re-run nothing.
+fn selective_op_recompute(forward: &[Op], w: &Workload) -> Vec<Op> {
+    let block = forward.iter().any(|o| matches!(o.kind, OpKind::Attention { .. }) || o.name == "scores");
+    if !block {
+        return Vec::new();
+    }
+    let saved = selective_op_saved(forward, w);
+    let last_gemm = forward.iter().rposition(|o| matches!(o.kind, OpKind::Gemm { .. }));
+    let dead = |i: usize| {
+        w.stack.fused()
+            && matches!(forward[i].kind, OpKind::Gemm { .. })
+            && ((Some(i) == last_gemm && !forward[i + 1..].iter().any(|o| matches!(o.kind, OpKind::Comm { .. })))
+                || (forward.get(i + 1).is_some_and(|n| n.name == "tp_reduce") && saved[i + 1]))
+    };
+    forward.iter().enumerate().filter(|&(i, _)| !saved[i] && !dead(i)).map(|(_, op)| Op { pass: Pass::Recompute, ..op.clone() }).collect()
 }
 
 /// The shared experts' activation: the activation op right after the shared experts' up GEMM(s).
@@ -2184,6 +2314,7 @@ mod tests {
             packed_doc_len: None,
             train_loop: TrainLoop::Plain,
             fp8_non_tn: false,
+            compile_loss: true,
         }
     }
 
