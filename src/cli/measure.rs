@@ -193,13 +193,14 @@ pub fn run(a: MeasureArgs) -> anyhow::Result<Outcome> {
     let m = &rec.metrics;
     let gib = |b: f64| b / (1u64 << 30) as f64;
     eprintln!(
-        "gpuplan measure: {} status={} exit={:?} steps={} timed={} median_step_s={} tokens_per_s={} peak_mem_gib_nvml={:?} avg_power_w={:?} energy_j_per_step={}",
+        "gpuplan measure: {} status={} exit={:?} steps={} timed={} median_step_s={}{} tokens_per_s={} peak_mem_gib_nvml={:?} avg_power_w={:?} energy_j_per_step={}",
         rec.run_id.as_deref().unwrap_or("-"),
         rec.status,
         rec.exit_code,
         m.n_steps_parsed,
         m.n_steps_timed,
         m.step_time_s_median.map_or("-".into(), |v| format!("{v:.4}")),
+        m.step_time_source.as_deref().map_or(String::new(), |s| format!(" (from {s})")),
         m.tokens_per_s.map_or("-".into(), |v| format!("{v:.0}")),
         m.peak_mem_bytes_per_gpu_nvml.iter().map(|b| b.map(|b| (gib(b) * 100.0).round() / 100.0)).collect::<Vec<_>>(),
         m.avg_power_w_per_gpu.iter().map(|w| w.map(f64::round)).collect::<Vec<_>>(),

@@ -199,9 +199,12 @@ pub fn scenario_tokens_per_step(s: &Scenario) -> Option<f64> {
 pub fn summarize(log: &LogSummary, series: &[Vec<nvml::GpuSample>], scenario: &Scenario, warmup: u64, sample_hz: f64) -> Metrics {
     let st = steady(&log.steps, warmup);
     let mut times: Vec<f64> = st.timed.iter().filter_map(|s| s.step_time_s).collect();
+    let hf = log.format == Some("hf-trainer");
+    let mut step_time_source = (hf && !times.is_empty()).then(|| "tqdm-redraw-gaps".to_string());
     if times.is_empty() {
         if let Some(r) = log.run_steps_per_s.filter(|r| *r > 0.0) {
             times.push(1.0 / r);
+            step_time_source = Some("train_steps_per_second".into());
         }
     }
     let med = median(&times);
@@ -213,6 +216,7 @@ pub fn summarize(log: &LogSummary, series: &[Vec<nvml::GpuSample>], scenario: &S
 
     let mut m = Metrics {
         log_format: log.format.map(str::to_string),
+        step_time_source,
         n_steps_parsed: log.steps.len() as u64,
         n_warmup_dropped: st.dropped,
         n_steps_timed: if st.timed.is_empty() { 0 } else { st.n_steps },
