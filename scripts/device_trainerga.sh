@@ -8,7 +8,10 @@
 # the per-micro-batch host constant on the `fit` rows only. Loop rows run scenarios/workloads/hf_train.py
 # (the project's loop, no per-micro-batch sync) at the same shape. Run ids hft-027..060; the split
 # of every id is fixed in calibration/runs/hf/FIT.md ("Gradient accumulation ... split") before the call.
-#   S=.devbin/trainerga G=.devbin/trainerga/gpuplan bash .devbin/trainerga/device_trainerga.sh OUTDIR
+#   S=.devbin/trainerga G=.devbin/trainerga/gpuplan [ROWS="027 030"] bash .devbin/trainerga/device_trainerga.sh OUTDIR
+# Call 1 (2026-11-25 01:44 UTC) ran every row to 036; call 2 (after measure's line times were fixed
+# to a line's first byte, crates/gpuplan-gpu/src/measure/job.rs) ROWS="027 030 041 037 038 040 039":
+# the smoke rows re-measured (same ids, same split), the rest new.
 set -u
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 S=${S:-.devbin/trainerga}
@@ -48,10 +51,15 @@ read -r -d '' TABLE <<'T'
 034 test trainer tinyllama-1.1b  4 1024 4 12 3  45
 036 fit  loop    tinyllama-1.1b  1 1024 4 20 5  35
 037 test trainer qwen3-1.7b      2 1024 2 20 5  45
+041 test trainer smoke-llama     2 256  2 40 10 25
+038 test trainer qwen3-1.7b      1 1024 4 12 3  45
+040 test trainer tinyllama-1.1b  2 2048 4 10 3  45
+039 test trainer llama-3.2-1b    1 1024 2 20 5  90 compile
 T
 
 while read -r id split loop cfg mb seq ga steps warm est comp; do
   [[ -z ${id:-} ]] && continue
+  [[ -n ${ROWS:-} && " $ROWS " != *" $id "* ]] && continue
   now=$(( $(date +%s) - T0 ))
   if (( now + est > BUDGET_S )); then echo "skip hft-$id: ${est}s does not fit (${now}s used)"; continue; fi
   to=$(( est * 3 )); (( to > BUDGET_S + 40 - now )) && to=$(( BUDGET_S + 40 - now ))

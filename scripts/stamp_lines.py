@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Run a command and write its output (stdout and stderr merged) one line a row as
-`<seconds since start>\t<line>`, the lines split at `\\n` and `\\r` as `gpuplan measure` splits them
-(crates/gpuplan-gpu/src/measure/job.rs), so that a Trainer log's tqdm redraws keep the arrival times
-measure would have seen. Used to capture the test log of `measure`'s hf-trainer parser.
+`<seconds since start its first byte arrived>\t<line>`, the lines split at `\\n` and `\\r` and
+timed as `gpuplan measure` splits and times them (crates/gpuplan-gpu/src/measure/job.rs), so that a
+Trainer log's tqdm redraws keep the times measure sees. Used to capture the test log of `measure`'s hf-trainer parser.
 
 Usage: stamp_lines.py OUT.tsv -- COMMAND ...
 """
@@ -18,6 +18,7 @@ def main():
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     buf = bytearray()
+    started = None
     with open(out, "w") as f:
         while True:
             b = p.stdout.read(1)
@@ -26,12 +27,15 @@ def main():
             if b in (b"\n", b"\r"):
                 if buf:
                     line = buf.decode("utf-8", "replace").replace("\t", " ")
-                    f.write(f"{time.monotonic() - t0:.6f}\t{line}\n")
+                    f.write(f"{started:.6f}\t{line}\n")
                     buf.clear()
+                started = None
             else:
+                if started is None:
+                    started = time.monotonic() - t0
                 buf += b
         if buf:
-            f.write(f"{time.monotonic() - t0:.6f}\t{buf.decode('utf-8', 'replace')}\n")
+            f.write(f"{started:.6f}\t{buf.decode('utf-8', 'replace')}\n")
     sys.exit(p.wait())
 
 

@@ -401,12 +401,23 @@ mod tests {
             steps(LogFormat::Auto, &[(" 10%|█         | 10/100 [00:05<00:45,  2.00it/s]", 5.0), (" 20%|██        | 20/100 [00:25<01:30,  1.50s/it]", 25.0)]);
         assert_eq!(s.len(), 2);
         assert_eq!(s[0].step, Some(10));
+        // The first redraw keeps the bar's own rate; the next is the time between the two
+        // redraws over the 10 steps between their counts (20 s / 10), not the bar's 1.5 s/it.
         assert!((s[0].step_time_s.unwrap() - 0.5).abs() < 1e-12);
-        assert!((s[1].step_time_s.unwrap() - 1.5).abs() < 1e-12);
+        assert!((s[1].step_time_s.unwrap() - 2.0).abs() < 1e-12);
+        assert_eq!(s[1].n_steps, 10);
         let mut p = LogParser::new(LogFormat::HfTrainer);
         let ev = p.feed("{'train_runtime': 120.5, 'train_samples_per_second': 42.1, 'train_steps_per_second': 0.83, 'train_loss': 2.1, 'epoch': 1.0}", 130.0);
         assert_eq!(ev, vec![LineEvent::RunSummary { steps_per_s: 0.83 }]);
         assert_eq!(p.detected_format(), Some("hf-trainer"));
+        // The Trainer's ProgressCallback prints the same dict with its values as strings.
+        let mut p = LogParser::new(LogFormat::HfTrainer);
+        let ev = p.feed("{'train_runtime': '3.665', 'train_samples_per_second': '16.37', 'train_steps_per_second': '16.37', 'train_loss': '6.989', 'epoch': '0.9677'}", 4.0);
+        assert_eq!(ev, vec![LineEvent::RunSummary { steps_per_s: 16.37 }]);
+        // The bar's first line, before any step (`?it/s`), times nothing but starts the clock.
+        let s = steps(LogFormat::HfTrainer, &[("  0%|          | 0/60 [00:00<?, ?it/s]", 1.0), ("  2%|▏         | 1/60 [00:02<02:46,  2.82s/it]", 3.5)]);
+        assert_eq!(s.len(), 1);
+        assert!((s[0].step_time_s.unwrap() - 2.5).abs() < 1e-12);
         // tqdm redraws the bar with the same count after a logged metrics dict: one step, not two
         // (issue 19: 82 step lines for a 40-step Trainer run).
         let s = steps(
