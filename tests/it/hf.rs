@@ -1307,6 +1307,37 @@ fn an_hf_trainer_step_adds_its_exposed_host_time_and_its_clipping() {
     }
 }
 
+/// Issue 19: under gradient accumulation the Trainer's NaN check syncs after every micro-batch, so
+/// each micro-batch but the last adds the measured host gap before the next forward
+/// (`step::HF_TRAINER_MICRO_HOST_US`: 91.2 us + 18.29 us per parameter tensor, TinyLlama's 201),
+/// GPU idle; the plain loop adds none, and the step tail (clipping, optimizer) is paid once.
+#[test]
+fn an_hf_trainer_step_pays_a_host_gap_between_accumulated_micro_batches() {
+    let step = |ga: &str, trainer: bool| {
+        let mut args = vec![
+            "predict", "--model", "scenarios/workloads/hf_configs/tinyllama-1.1b.json", "--system", "dgx-h100", "--gpus", "1", "--stack", "hf-eager",
+            "--mode", "train", "--micro-batch", "1", "--global-batch", ga, "--seq", "2048", "--json",
+        ];
+        if trainer {
+            args.extend_from_slice(&["--train-loop", "hf-trainer"]);
+        }
+        let (code, out, err) = gpuplan(&args);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let b = &v["breakdown"];
+        (v["step_time_s"].as_f64().unwrap(), b["cpu_launch_s"].as_f64().unwrap(), b["optimizer_s"].as_f64().unwrap())
+    };
+    let gap = (91.2 + 18.29 * 201.0) * 1e-6;
+    let ((_, cpu_p1, opt_p1), (_, cpu_t1, opt_t1)) = (step("1", false), step("1", true));
+    let ((_, cpu_p4, opt_p4), (t4, cpu_t4, opt_t4)) = (step("4", false), step("4", true));
+    // Per step: the Trainer's extra host time grows by three gaps from 1 to 4 micro-batches.
+    let (extra1, extra4) = (cpu_t1 - cpu_p1, cpu_t4 - cpu_p4);
+    assert!(((extra4 - extra1) / (3.0 * gap) - 1.0).abs() < 1e-6, "extra host {extra1} -> {extra4}, gap {gap}");
+    // Clipping and the optimizer run once per optimizer step, whatever the accumulation.
+    assert!((opt_t4 - opt_t1).abs() < 1e-9 && (opt_p4 - opt_p1).abs() < 1e-9 && opt_t4 > opt_p4, "{opt_p1} {opt_t1} {opt_p4} {opt_t4}");
+    assert!(t4 > 0.0);
+}
+
 /// Issue 19: HF Trainer jobs recorded as a user's would be (`measure` reading the Trainer's tqdm
 /// bar) are predicted as Trainer steps, and the paired plain-loop runs as loop steps. The lent H100's
 /// runs (hft-012..019, whose Trainer runs' post-backward host
