@@ -401,6 +401,49 @@ mod tests {
     }
 
     #[test]
+    fn trainer_log_with_sparse_bar_redraws_reads_the_steps_time() {
+        // Captured on the lent H100 (2026-11-25, scripts/device_trainerga.sh call 2, raw data in
+        // calibration/runs/hf/raw/trainerga-h100-2026-11-25/): transformers.Trainer on the 2-layer
+        // smoke model, 60 steps of about 10 ms, logging_steps 10, each output line with the time
+        // its first byte arrived (scripts/stamp_lines.py, split and timed as `job` does). tqdm
+        // redraws its bar every 0.1 s: one redraw per 6-11 steps. The job's own clock
+        // (hf_trainer.py's `trainer_cb ... t_s=`, host time between on_step_end calls) is the truth.
+        const LOG: &str = include_str!("../../../../calibration/runs/hf/raw/trainerga-h100-2026-11-25/call2/smoke-stamped.tsv");
+        let warmup = 10;
+        let mut log = LogSummary::default();
+        let mut parser = LogParser::new(LogFormat::HfTrainer);
+        let (mut clock, mut bar_rates) = (Vec::new(), Vec::new());
+        let num = |l: &str, key: &str| l.split_whitespace().find_map(|kv| kv.strip_prefix(key)).and_then(|v| v.parse::<f64>().ok());
+        for row in LOG.lines() {
+            let (at, line) = row.split_once('\t').unwrap();
+            for ev in parser.feed(line, at.parse().unwrap()) {
+                log.absorb(ev);
+            }
+            if let (Some(n), Some(t)) = (num(line, "n="), num(line, "t_s=")) {
+                if line.starts_with("trainer_cb") && n > warmup as f64 {
+                    clock.push(t);
+                }
+            }
+            // What the bar itself printed after the warm-up (`N/60 [..., R it/s]`).
+            if let Some(c) = regex::Regex::new(r"\| (\d+)/60 \[[^\]]*, *([0-9.]+)it/s\]").unwrap().captures(line) {
+                if c[1].parse::<u64>().unwrap() > warmup {
+                    bar_rates.push(1.0 / c[2].parse::<f64>().unwrap());
+                }
+            }
+        }
+        log.format = parser.detected_format();
+        let sc = Scenario { mode: "train".into(), n_gpus: 1, ..Default::default() };
+        let m = summarize(&log, &[], &sc, warmup, 20.0);
+        let truth = median(&clock).unwrap();
+        let got = m.step_time_s_median.unwrap();
+        assert_eq!(m.step_time_source.as_deref(), Some("tqdm-redraw-gaps"));
+        assert_eq!(m.n_steps_timed, 50, "{m:?}");
+        assert!((got / truth - 1.0).abs() < 0.05, "measured {got} vs the job's clock {truth}");
+        // The bar's own rate, an average that still carries the 1.9 s first step, reads it slow.
+        assert!(median(&bar_rates).unwrap() > 1.5 * truth, "{bar_rates:?} vs {truth}");
+    }
+
+    #[test]
     fn warmup_window_power_energy() {
         // 6 steps of 0.5 s after a slow first one; 2 dropped as warm-up.
         let mut log = LogSummary::default();
