@@ -7,7 +7,8 @@ warm-up, against the model's parameter tensors, and the least-squares line throu
 prints, for every eager Trainer row (fit and test), g0 (the gap after a step's last micro-batch),
 the clip + post-optimizer host sections and the batch fetch, as a check; test rows are not fitted.
 
-Usage: python3 scripts/trainer_ga_host.py calibration/runs/hf/raw/trainerga-h100-2026-11-25/logs.tgz
+Usage: python3 scripts/trainer_ga_host.py calibration/runs/hf/raw/trainerga-h100-2026-11-25/call1/logs.tgz
+       (call2/logs.tgz: its rows' gaps, as a check; its one fit row is hft-027 re-measured)
 """
 import re
 import statistics as st
@@ -52,6 +53,9 @@ def main():
         if split == "fit" and g:
             fit.append((tensors, gm))
     n = len(fit)
+    if n < 2:
+        print("fewer than two fit rows in this file: no line (the constant's fit is call 1's logs)")
+        return
     mx = sum(x for x, _ in fit) / n
     my = sum(y for _, y in fit) / n
     b = sum((x - mx) * (y - my) for x, y in fit) / sum((x - mx) ** 2 for x, _ in fit)
