@@ -1375,3 +1375,30 @@ fn post_fit_hf_trainer_runs_stay_within_their_bound() {
     assert_eq!(step["n"].as_u64(), Some(7), "{s:#}");
     assert!(step["mape"].as_f64().unwrap() < 8.5, "{s:#}");
 }
+
+/// Issue 19: Trainer jobs with gradient accumulation 1-4 and `torch_compile` (lent H100, hft-027..041,
+/// `calibration/runs/hf/trainer-ga-h100.jsonl`; split fixed in FIT.md before the calls). The test
+/// split stays within what it scored (12.2% step MAPE over 11 runs; the host-bound Qwen3 micro-batches
+/// are over-predicted by the eager host model, FIT.md), the compiled runs within 5%, and the Trainer's
+/// own share of an accumulated step, isolated by the Trainer / loop pair at TinyLlama mb 1 x 1024 GA 4
+/// (hft-028 / hft-036: 33.8 ms measured), is more than the 12 ms the per-step tail alone gave.
+#[test]
+fn hf_trainer_runs_with_gradient_accumulation_stay_within_their_bound() {
+    let v = validate("calibration/runs/hf/trainer-ga-h100.jsonl", "test");
+    let s = v["summary"].as_array().unwrap().last().unwrap();
+    let step = &s["mape_pct"]["step_time"];
+    assert_eq!(step["n"].as_u64(), Some(11), "{s:#}");
+    assert!(step["mape"].as_f64().unwrap() < 12.7, "{s:#}");
+    let all = validate("calibration/runs/hf/trainer-ga-h100.jsonl", "all");
+    let pred = |id: &str| -> (f64, f64, String) {
+        let r = all["runs"].as_array().unwrap().iter().find(|r| r["run_id"] == id).unwrap();
+        let m = r["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == "step_time").unwrap();
+        (m["predicted"].as_f64().unwrap(), m["error_pct"].as_f64().unwrap(), r["scenario"].as_str().unwrap().to_string())
+    };
+    for id in ["hft-035", "hft-039"] {
+        let (_, err, scen) = pred(id);
+        assert!(scen.contains("hf-compile") && err.abs() < 5.0, "{id} {scen}: {err}%");
+    }
+    let (trainer, loop_) = (pred("hft-028").0, pred("hft-036").0);
+    assert!(trainer - loop_ > 0.020 && trainer - loop_ < 0.034, "Trainer {trainer} loop {loop_}");
+}
