@@ -1315,8 +1315,24 @@ fn an_hf_trainer_step_adds_its_exposed_host_time_and_its_clipping() {
 fn an_hf_trainer_step_pays_a_host_gap_between_accumulated_micro_batches() {
     let step = |ga: &str, trainer: bool| {
         let mut args = vec![
-            "predict", "--model", "scenarios/workloads/hf_configs/tinyllama-1.1b.json", "--system", "dgx-h100", "--gpus", "1", "--stack", "hf-eager",
-            "--mode", "train", "--micro-batch", "1", "--global-batch", ga, "--seq", "2048", "--json",
+            "predict",
+            "--model",
+            "scenarios/workloads/hf_configs/tinyllama-1.1b.json",
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "1",
+            "--stack",
+            "hf-eager",
+            "--mode",
+            "train",
+            "--micro-batch",
+            "1",
+            "--global-batch",
+            ga,
+            "--seq",
+            "2048",
+            "--json",
         ];
         if trainer {
             args.extend_from_slice(&["--train-loop", "hf-trainer"]);

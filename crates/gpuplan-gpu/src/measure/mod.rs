@@ -414,6 +414,7 @@ mod tests {
         let mut parser = LogParser::new(LogFormat::HfTrainer);
         let (mut clock, mut bar_rates) = (Vec::new(), Vec::new());
         let num = |l: &str, key: &str| l.split_whitespace().find_map(|kv| kv.strip_prefix(key)).and_then(|v| v.parse::<f64>().ok());
+        let bar = regex::Regex::new(r"\| (\d+)/60 \[[^\]]*, *([0-9.]+)it/s\]").unwrap();
         for row in LOG.lines() {
             let (at, line) = row.split_once('\t').unwrap();
             for ev in parser.feed(line, at.parse().unwrap()) {
@@ -425,7 +426,7 @@ mod tests {
                 }
             }
             // What the bar itself printed after the warm-up (`N/60 [..., R it/s]`).
-            if let Some(c) = regex::Regex::new(r"\| (\d+)/60 \[[^\]]*, *([0-9.]+)it/s\]").unwrap().captures(line) {
+            if let Some(c) = bar.captures(line) {
                 if c[1].parse::<u64>().unwrap() > warmup {
                     bar_rates.push(1.0 / c[2].parse::<f64>().unwrap());
                 }

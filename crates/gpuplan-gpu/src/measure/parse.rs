@@ -412,7 +412,10 @@ mod tests {
         assert_eq!(p.detected_format(), Some("hf-trainer"));
         // The Trainer's ProgressCallback prints the same dict with its values as strings.
         let mut p = LogParser::new(LogFormat::HfTrainer);
-        let ev = p.feed("{'train_runtime': '3.665', 'train_samples_per_second': '16.37', 'train_steps_per_second': '16.37', 'train_loss': '6.989', 'epoch': '0.9677'}", 4.0);
+        let ev = p.feed(
+            "{'train_runtime': '3.665', 'train_samples_per_second': '16.37', 'train_steps_per_second': '16.37', 'train_loss': '6.989', 'epoch': '0.9677'}",
+            4.0,
+        );
         assert_eq!(ev, vec![LineEvent::RunSummary { steps_per_s: 16.37 }]);
         // The bar's first line, before any step (`?it/s`), times nothing but starts the clock.
         let s = steps(LogFormat::HfTrainer, &[("  0%|          | 0/60 [00:00<?, ?it/s]", 1.0), ("  2%|▏         | 1/60 [00:02<02:46,  2.82s/it]", 3.5)]);
