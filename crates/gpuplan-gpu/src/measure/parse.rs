@@ -130,11 +130,14 @@ pub struct LogParser {
     /// redraws its bar (after each logged metrics dict, at a refresh, at the end) with the same
     /// count, which is one step, not two.
     last_tqdm: Option<(u64, f64)>,
+    /// The total of the first tqdm bar seen (the Trainer's training bar: `max_steps`); a bar with
+    /// another total (evaluation's, a data-preparation bar) is not the training steps.
+    tqdm_total: Option<u64>,
 }
 
 impl LogParser {
     pub fn new(format: LogFormat) -> Self {
-        LogParser { format, detected: None, p: Patterns::new(), prev_titan: None, last_tqdm: None }
+        LogParser { format, detected: None, p: Patterns::new(), prev_titan: None, last_tqdm: None, tqdm_total: None }
     }
 
     /// The format that matched first (`None` if no line matched yet).
@@ -293,11 +296,16 @@ impl LogParser {
     /// slow steps many redraws later (a 9 ms smoke step read as 28 ms). A redraw's step time is
     /// therefore the time since the previous redraw's arrival over the steps between their counts
     /// (`StepSample::n_steps`), as torchtitan's step lines are read; the first redraw, with no
-    /// previous one, keeps the bar's own rate. The final metrics dict's `train_steps_per_second`
+    /// previous one, keeps the bar's own rate. Only bars with the first bar's total count (an
+    /// evaluation bar has its own). The final metrics dict's `train_steps_per_second`
     /// (whole run, warm-up and compilation included) is used only where no bar was seen.
     fn parse_hf(&mut self, line: &str, at_s: f64) -> Option<LineEvent> {
         if let Some(c) = self.p.tqdm.captures(line) {
             let n: u64 = c[1].parse().ok()?;
+            let total: u64 = c[2].parse().ok()?;
+            if *self.tqdm_total.get_or_insert(total) != total {
+                return None;
+            }
             // A redraw of a count already seen (or an earlier one) is not a new step.
             if self.last_tqdm.is_some_and(|(last, _)| n <= last) {
                 return None;
@@ -433,6 +441,17 @@ mod tests {
             ],
         );
         assert_eq!(s.iter().map(|x| x.step).collect::<Vec<_>>(), vec![Some(2), Some(3)]);
+        // An evaluation bar (another total) between training redraws is not training steps.
+        let s = steps(
+            LogFormat::HfTrainer,
+            &[
+                (" 5%|▌         | 2/40 [00:01<00:19,  1.90it/s]", 1.0),
+                (" 60%|██████    | 6/10 [00:00<00:00, 20.0it/s]", 1.2),
+                (" 8%|▊         | 3/40 [00:01<00:19,  1.95it/s]", 1.6),
+            ],
+        );
+        assert_eq!(s.iter().map(|x| x.step).collect::<Vec<_>>(), vec![Some(2), Some(3)]);
+        assert!((s[1].step_time_s.unwrap() - 0.6).abs() < 1e-12);
     }
 
     #[test]
