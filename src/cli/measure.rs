@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use super::args::{count_u64, hide_unless, positive, ScenarioArgs};
+use super::args::{hide_unless, positive, ScenarioArgs};
 use super::Outcome;
 use crate::config::record::{one_of, run_scenario, RunScenarioWire};
 use crate::measure::parse::{step_regex, LogFormat};
@@ -24,9 +24,6 @@ use crate::measure::{self, MeasureConfig};
 pub struct MeasureArgs {
     #[command(flatten)]
     pub scenario: ScenarioArgs,
-    /// Gradient-accumulation steps (training; with --micro-batch and dp, sets the global batch)
-    #[arg(long, value_parser = count_u64(), allow_negative_numbers = true)]
-    pub grad_accum: Option<u64>,
 
     /// Append the record to this JSON Lines file (created if missing, never truncated)
     #[arg(long)]
@@ -85,6 +82,7 @@ const SCENARIO_FLAGS: &[&str] = &[
     "mode",
     "micro-batch",
     "global-batch",
+    "grad-accum",
     "seq",
     "batch",
     "kv-len",
@@ -111,7 +109,7 @@ fn scenario(m: &MeasureArgs) -> anyhow::Result<Scenario> {
         zero: u32_of(a.zero),
         mode: a.mode.clone(),
         micro_batch: u64_of(a.micro_batch),
-        grad_accum: m.grad_accum,
+        grad_accum: u64_of(a.grad_accum),
         global_batch: u64_of(a.global_batch),
         seq: u64_of(a.seq),
         batch: u64_of(a.batch),

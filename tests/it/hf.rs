@@ -1351,7 +1351,34 @@ fn an_hf_trainer_step_pays_a_host_gap_between_accumulated_micro_batches() {
     assert!(((extra4 - extra1) / (3.0 * gap) - 1.0).abs() < 1e-6, "extra host {extra1} -> {extra4}, gap {gap}");
     // Clipping and the optimizer run once per optimizer step, whatever the accumulation.
     assert!((opt_t4 - opt_t1).abs() < 1e-9 && (opt_p4 - opt_p1).abs() < 1e-9 && opt_t4 > opt_p4, "{opt_p1} {opt_t1} {opt_p4} {opt_t4}");
-    assert!(t4 > 0.0);
+    // `--grad-accum 4` is `--global-batch 4` at micro-batch 1, dp 1; the two disagreeing is exit 2
+    // naming the key.
+    let base = [
+        "predict",
+        "--model",
+        "scenarios/workloads/hf_configs/tinyllama-1.1b.json",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "1",
+        "--stack",
+        "hf-eager",
+        "--mode",
+        "train",
+        "--micro-batch",
+        "1",
+        "--seq",
+        "2048",
+        "--train-loop",
+        "hf-trainer",
+    ];
+    let (code, out, err) = gpuplan(&[&base[..], &["--grad-accum", "4", "--json"]].concat());
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["step_time_s"].as_f64(), Some(t4));
+    let (code, _, err) = gpuplan(&[&base[..], &["--grad-accum", "4", "--global-batch", "8"]].concat());
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("grad_accum") && err.contains("global-batch"), "{err}");
 }
 
 /// Issue 19: HF Trainer jobs recorded as a user's would be (`measure` reading the Trainer's tqdm
