@@ -11,7 +11,8 @@
 #   S=.devbin/trainerga G=.devbin/trainerga/gpuplan [ROWS="027 030"] bash .devbin/trainerga/device_trainerga.sh OUTDIR
 # Call 1 (2026-11-25 01:44 UTC) ran every row to 036; call 2 (after measure's line times were fixed
 # to a line's first byte, crates/gpuplan-gpu/src/measure/job.rs) ROWS="027 030 041 037 038 040 039":
-# the smoke rows re-measured (same ids, same split), the rest new.
+# the smoke rows re-measured (same ids, same split), the rest new. Call 3 (nvidia-h200, after the
+# model was final: post-fit) ROWS="042 043 044 045 046 047".
 set -u
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 S=${S:-.devbin/trainerga}
@@ -55,6 +56,12 @@ read -r -d '' TABLE <<'T'
 038 test trainer qwen3-1.7b      1 1024 4 12 3  45
 040 test trainer tinyllama-1.1b  2 2048 4 10 3  45
 039 test trainer llama-3.2-1b    1 1024 2 20 5  90 compile
+042 test trainer smoke-llama     1 128  4 40 10 25
+043 test trainer tinyllama-1.1b  1 2048 2 20 5  40
+044 test trainer llama-3.2-1b    2 2048 4 12 3  45
+045 test trainer qwen3-1.7b      1 2048 2 16 4  45
+046 test trainer llama-3.2-3b    1 2048 2 16 4  55
+047 test trainer llama-3.2-1b    2 2048 2 20 5  90 compile
 T
 
 while read -r id split loop cfg mb seq ga steps warm est comp; do
