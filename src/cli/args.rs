@@ -241,6 +241,15 @@ pub struct ScenarioArgs {
     /// Megatron's main-gradient dtype: fp32 (default, grad_reduce_in_fp32) or bf16 (the Megatron-Bridge perf recipes)
     #[arg(long)]
     pub grad_reduce_dtype: Option<String>,
+    /// torch-eager/torch-compile under --zero 3: FSDP2's MixedPrecisionPolicy param_dtype, fp32 (default: no policy, fp32 gathered, bf16 autocast) or bf16 (gathered and computed in bf16, no autocast; torchtitan's default)
+    #[arg(long)]
+    pub fsdp_param_dtype: Option<String>,
+    /// torch stacks under --zero 3: the gradients' reduce-scatter dtype, fp32 or bf16 (default: the parameters'; torchtitan sets fp32)
+    #[arg(long)]
+    pub fsdp_reduce_dtype: Option<String>,
+    /// torch stacks under --zero 3 with --precision fp8 --fp8-recipe tensorwise: torchao's float8 all-gather of the linear weights (enable_fsdp_float8_all_gather)
+    #[arg(long)]
+    pub fsdp_float8_all_gather: Option<bool>,
     /// Megatron fp8/fp4 training keeps the layers' weights only as quantized tensors (fp8_param_gather; no bf16 copy)
     #[arg(long)]
     pub fp8_param_gather: Option<bool>,
@@ -361,6 +370,9 @@ impl ScenarioArgs {
                 recompute_modules: self.recompute_modules.clone(),
                 cpu_offload_layers: self.cpu_offload_layers,
                 cross_entropy_fusion: self.cross_entropy_fusion,
+                fsdp_param_dtype: self.fsdp_param_dtype.clone(),
+                fsdp_reduce_dtype: self.fsdp_reduce_dtype.clone(),
+                fsdp_float8_all_gather: self.fsdp_float8_all_gather,
                 decode_tokens: self.decode_tokens,
                 attention_dp: self.attention_dp.then_some(true),
                 packed_doc_len: self.packed_doc_len,
@@ -493,6 +505,9 @@ impl ScenarioArgs {
         f(self.recompute_modules.is_some(), "recompute-modules");
         f(self.cpu_offload_layers.is_some(), "cpu-offload-layers");
         f(self.cross_entropy_fusion.is_some(), "cross-entropy-fusion");
+        f(self.fsdp_param_dtype.is_some(), "fsdp-param-dtype");
+        f(self.fsdp_reduce_dtype.is_some(), "fsdp-reduce-dtype");
+        f(self.fsdp_float8_all_gather.is_some(), "fsdp-float8-all-gather");
         f(self.attention_dp, "attention-dp");
         f(self.cp_comm.is_some(), "cp-comm");
         f(self.tp_comm_overlap.is_some(), "tp-comm-overlap");

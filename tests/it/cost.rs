@@ -189,6 +189,7 @@ fn megatron_tp_overlap_pairs_each_collective_with_its_gemm() {
         mtp_layers: 0,
         cp_comm: gpuplan::workload::CpComm::P2p,
         megatron: Default::default(),
+        fsdp: Default::default(),
         decode_tokens: 1,
         attention_dp: None,
         packed_doc_len: None,

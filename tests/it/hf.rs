@@ -1419,6 +1419,143 @@ fn post_fit_hf_trainer_runs_stay_within_their_bound() {
     assert!(step["mape"].as_f64().unwrap() < 8.5, "{s:#}");
 }
 
+/// Issue 19 (calibration/runs/hf/FIT.md, "MLA prefill pass"): an `hf-eager` prefill's peak is its
+/// whole forward replayed through the caching allocator (`memory::hf_prefill_forward_peak`), none
+/// of it fitted. Over every hf-eager prefill run of the committed sets (27 runs: Llama, Qwen3,
+/// Mixtral, Qwen3-MoE and DeepSeek-V3 (MLA + MoE) shapes, H100 and H200), the plan's allocated
+/// part is within 1% of `max_memory_allocated` and its reserved part within 8% of
+/// `max_memory_reserved`; for the DeepSeek-V3 runs, whose reserved peaks the generic 5% share put
+/// 9-11% low, within 3%.
+#[test]
+fn hf_eager_prefill_peak_is_the_forward_replayed_through_the_caching_allocator() {
+    let dir = format!("{}/calibration/runs/hf", env!("CARGO_MANIFEST_DIR"));
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("jsonl") {
+            continue;
+        }
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            let r: serde_json::Value = serde_json::from_str(line).unwrap();
+            let s = &r["scenario"];
+            if s["mode"] != "prefill" || r["status"] != "ok" || r["job"]["reported"]["hf_stack"] != "hf-eager" {
+                continue;
+            }
+            let model = s["model"].as_str().unwrap().trim_start_matches("/work/main/");
+            let (batch, seq) = (s["batch"].to_string(), s["seq"].to_string());
+            let (code, out, err) = gpuplan(&[
+                "predict",
+                "--model",
+                model,
+                "--system",
+                s["system"].as_str().unwrap(),
+                "--gpus",
+                "1",
+                "--mode",
+                "prefill",
+                "--batch",
+                &batch,
+                "--seq",
+                &seq,
+                "--stack",
+                "hf-eager",
+                "--json",
+            ]);
+            assert_eq!(code, 0, "{err}");
+            let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+            let c = &v["memory"]["components"];
+            let allocated: f64 = ["weights_bytes", "kv_cache_bytes", "activations_bytes", "logits_bytes"].iter().map(|k| c[*k].as_f64().unwrap()).sum();
+            let reserved = allocated + c["fragmentation_bytes"].as_f64().unwrap();
+            let m = &r["metrics"];
+            let id = r["run_id"].as_str().unwrap();
+            let a = allocated / m["peak_mem_allocated_bytes_per_rank"][0].as_f64().unwrap() - 1.0;
+            let res = reserved / m["peak_mem_reserved_bytes_per_rank"][0].as_f64().unwrap() - 1.0;
+            assert!(a.abs() < 0.01, "{id}: allocated {:+.1}%", 100.0 * a);
+            let bound = if model.contains("deepseek") { 0.03 } else { 0.08 };
+            assert!(res.abs() < bound, "{id}: reserved {:+.1}%", 100.0 * res);
+            n += 1;
+        }
+    }
+    assert_eq!(n, 27, "hf-eager prefill runs scored");
+}
+
+/// The forward replay against the allocator itself (calibration/runs/raw/mla-prefill-h100-2026-11-25/
+/// summary.csv: `max_memory_allocated` / `max_memory_reserved` of the probe's process less what was
+/// allocated before the forward, the weights, on the lent H100): the replay's allocated peak (the
+/// plan's activations and KV cache) within 0.5% and its reserved peak within 4% for DeepSeek-V3-s at
+/// two shapes, its e64k6 variant, Qwen3-MoE-s and Llama-3.2-1B.
+#[test]
+fn hf_prefill_forward_replay_matches_the_traced_allocator_peaks() {
+    let path = format!("{}/calibration/runs/raw/mla-prefill-h100-2026-11-25/summary.csv", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let mut n = 0;
+    for line in lines {
+        let f: Vec<&str> = line.split(',').collect();
+        let num = |name: &str| f[col(name)].parse::<f64>().unwrap();
+        let model = format!("scenarios/workloads/hf_configs/{}", f[col("config")]);
+        let (code, out, err) = gpuplan(&[
+            "predict",
+            "--model",
+            &model,
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "1",
+            "--mode",
+            "prefill",
+            "--batch",
+            f[col("batch")],
+            "--seq",
+            f[col("seq")],
+            "--stack",
+            "hf-eager",
+            "--json",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let c = &v["memory"]["components"];
+        let allocated = c["activations_bytes"].as_f64().unwrap() + c["kv_cache_bytes"].as_f64().unwrap();
+        let reserved = allocated + c["fragmentation_bytes"].as_f64().unwrap();
+        let weights = num("before_allocated");
+        let tag = f[col("tag")];
+        let a = allocated / (num("max_allocated") - weights) - 1.0;
+        let r = reserved / (num("max_reserved") - weights) - 1.0;
+        assert!(a.abs() < 0.005, "{tag}: allocated {:+.2}%", 100.0 * a);
+        assert!(r.abs() < 0.04, "{tag}: reserved {:+.2}%", 100.0 * r);
+        n += 1;
+    }
+    assert_eq!(n, 5);
+/// torchao float8 under compile keeps no linear input and no weight copy (FIT.md "Eighteenth
+/// pass", the saved tensors in calibration/runs/raw/float8-h100-2026-11-25/): the Llama-3.2-1B
+/// float8 runs' peak memory lands where their bf16 compiled twins' does (hf-011 / hf-051 / hf-073,
+/// +5%), not 11% over as when 1-byte copies of inputs and weights were counted, and the float8
+/// run's predicted saving over its bf16 twin is the measured one within 25% (4.8 GiB measured, 5.0
+/// predicted; 3.1 before).
+#[test]
+fn float8_runs_keep_what_their_bf16_twins_keep_less_the_linear_inputs() {
+    let err = |file: &str, id: &str| {
+        let v = validate(file, "all");
+        let r = v["runs"].as_array().unwrap().iter().find(|r| r["run_id"] == id).unwrap().clone();
+        let m = r["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == "peak_memory").unwrap().clone();
+        (m["predicted"].as_f64().unwrap(), m["measured"].as_f64().unwrap())
+    };
+    for (file, id) in [
+        ("calibration/runs/hf/hf.jsonl", "hf-014"),
+        ("calibration/runs/hf/hf.jsonl", "hf-052"),
+        ("calibration/runs/hf/postfit-2.jsonl", "hf-080"),
+        ("calibration/runs/hf/postfit-13.jsonl", "hf-225"),
+    ] {
+        let (p, m) = err(file, id);
+        assert!((p / m - 1.0).abs() < 0.06, "{id}: memory {:+.1}%", (p / m - 1.0) * 100.0);
+    }
+    // Same shape, same H100: bf16 hf-011 against float8 hf-014.
+    let ((pb, mb), (pf, mf)) = (err("calibration/runs/hf/hf.jsonl", "hf-011"), err("calibration/runs/hf/hf.jsonl", "hf-014"));
+    let (pred_saving, meas_saving) = (pb - pf, mb - mf);
+    assert!((pred_saving / meas_saving - 1.0).abs() < 0.25, "saving predicted {pred_saving:.3e} measured {meas_saving:.3e}");
+
 /// Issue 19: Trainer jobs with gradient accumulation 1-4 and `torch_compile` (lent H100, hft-027..041,
 /// `calibration/runs/hf/trainer-ga-h100.jsonl`; split fixed in FIT.md before the calls). The test
 /// split stays within what it scored (12.2% step MAPE over 11 runs; the host-bound Qwen3 micro-batches

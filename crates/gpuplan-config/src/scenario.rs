@@ -17,7 +17,9 @@
 //!                                # moe_pad_to_capacity, lora_rank, lora_targets,
 //!                                # megatron: grad_reduce_dtype, optimizer_state_dtype,
 //!                                # fp8_param_gather, recompute_modules, cpu_offload_layers,
-//!                                # cross_entropy_fusion; attention_dp (inference engines)
+//!                                # cross_entropy_fusion; torch stacks under zero 3:
+//!                                # fsdp_param_dtype, fsdp_reduce_dtype, fsdp_float8_all_gather;
+//!                                # attention_dp (inference engines)
 //! seq = 8192
 //! global_batch = 512
 //! [options]                      # tp_comm_overlap, dp_overlap, cuda_graphs, moe_ep_overlap,
@@ -159,6 +161,16 @@ pub struct WorkloadWire {
     pub recompute_modules: Option<Vec<String>>,
     /// megatron training: layers whose activations go to host memory (`cpu_offloading_num_layers`)
     pub cpu_offload_layers: Option<i64>,
+    /// torch-eager/torch-compile training under FSDP (zero 3): PyTorch FSDP2's
+    /// `MixedPrecisionPolicy.param_dtype`, fp32 (default: no policy, fp32 parameters gathered, bf16
+    /// autocast) | bf16 (parameters gathered and computed in bf16, no autocast; torchtitan's default)
+    pub fsdp_param_dtype: Option<String>,
+    /// with FSDP on a torch stack: the gradients' reduce-scatter dtype (`reduce_dtype`), fp32 | bf16
+    /// (default: the parameters' dtype, FSDP2's `reduce_dtype=None`)
+    pub fsdp_reduce_dtype: Option<String>,
+    /// with FSDP on a torch stack at fp8 tensorwise: torchao's `enable_fsdp_float8_all_gather`, the
+    /// linear weights gathered in float8 (default false)
+    pub fsdp_float8_all_gather: Option<bool>,
     /// megatron training: the loss through Transformer Engine's fused cross entropy
     /// (`cross_entropy_loss_fusion`, impl `te`; default false)
     pub cross_entropy_fusion: Option<bool>,
@@ -258,6 +270,9 @@ pub fn overlay(base: ScenarioWire, over: ScenarioWire) -> ScenarioWire {
             recompute_modules,
             cpu_offload_layers,
             cross_entropy_fusion,
+            fsdp_param_dtype,
+            fsdp_reduce_dtype,
+            fsdp_float8_all_gather,
             decode_tokens,
             attention_dp,
             packed_doc_len,
@@ -956,6 +971,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         }),
     };
     let megatron = megatron_memory_keys(&mut p, &path, ww, &model, &parallel, mode, stack, precision, fp8_recipe, recompute);
+    let fsdp = fsdp_keys(&mut p, &path, ww, &parallel, mode, stack, precision, fp8_recipe);
     let (batch, attention_dp) = attention_dp_keys(&mut p, &path, ww, &model, &parallel, mode, stack, batch);
     let workload = Workload {
         mode,
@@ -978,6 +994,7 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         mtp_layers,
         cp_comm,
         megatron,
+        fsdp,
         decode_tokens,
         attention_dp,
         packed_doc_len,
@@ -1131,6 +1148,71 @@ fn attention_dp_keys(
         return (batch, None);
     }
     (batch.div_ceil(pc.dp as u64), Some(batch))
+}
+
+/// `workload.fsdp_param_dtype`, `fsdp_reduce_dtype` and `fsdp_float8_all_gather`, checked: they
+/// describe PyTorch FSDP2 (`fully_shard`'s `MixedPrecisionPolicy`) and torchao's float8 all-gather,
+/// so they need a hand-written torch loop (torch-eager or torch-compile; the hf-* stacks model
+/// transformers under autocast), training, and zero 3; the float8 all-gather needs fp8 training with
+/// tensorwise scaling (torchao refuses it with a recipe: torchtitan 0.1.0 `components/quantization/float8.py`).
+#[allow(clippy::too_many_arguments)]
+fn fsdp_keys(
+    p: &mut Problems,
+    path: &Path,
+    ww: &WorkloadWire,
+    parallel: &ParallelConfig,
+    mode: Mode,
+    stack: Stack,
+    precision: Dtype,
+    fp8_recipe: Fp8Recipe,
+) -> gpuplan_core::workload::FsdpPrecision {
+    use gpuplan_core::workload::FsdpPrecision;
+    let mut f = FsdpPrecision::default();
+    let applies = matches!(stack, Stack::TorchEager | Stack::TorchCompile) && mode == Mode::Train && parallel.zero == 3;
+    let check = |p: &mut Problems, key: &str, value: &dyn std::fmt::Display| {
+        if !applies {
+            let why = if !matches!(stack, Stack::TorchEager | Stack::TorchCompile) || mode != Mode::Train {
+                format!("is an FSDP option of torch-eager/torch-compile training; this scenario is {} under stack {}", mode.name(), stack.name())
+            } else {
+                format!("is an FSDP option; this scenario has zero {}", parallel.zero)
+            };
+            p.push(
+                ConfigError::invalid(path, key, value, why)
+                    .with_hint("use it with --stack torch-eager or torch-compile, --mode train and --zero 3, or leave it out"),
+            );
+        }
+    };
+    let dtype = |p: &mut Problems, key: &str, flag: &str, s: &str| {
+        StateDtype::parse(s).unwrap_or_else(|| {
+            p.push(ConfigError::invalid(path, key, s, "is not an FSDP dtype").with_hint(format!("`{flag}` takes fp32 or bf16")));
+            StateDtype::Fp32
+        })
+    };
+    if let Some(s) = &ww.fsdp_param_dtype {
+        check(p, "workload.fsdp_param_dtype", s);
+        f.bf16_params = dtype(p, "workload.fsdp_param_dtype", "--fsdp-param-dtype", s) == StateDtype::Bf16;
+    }
+    f.reduce = if f.bf16_params { StateDtype::Bf16 } else { StateDtype::Fp32 };
+    if let Some(s) = &ww.fsdp_reduce_dtype {
+        check(p, "workload.fsdp_reduce_dtype", s);
+        f.reduce = dtype(p, "workload.fsdp_reduce_dtype", "--fsdp-reduce-dtype", s);
+    }
+    if let Some(g) = ww.fsdp_float8_all_gather {
+        check(p, "workload.fsdp_float8_all_gather", &g);
+        if g && !(precision == Dtype::Fp8 && fp8_recipe == Fp8Recipe::Tensorwise) {
+            p.push(
+                ConfigError::invalid(
+                    path,
+                    "workload.fsdp_float8_all_gather",
+                    g,
+                    format!("gathers torchao's tensorwise float8 weights; this scenario trains in {}", precision.name()),
+                )
+                .with_hint("use it with --precision fp8 --fp8-recipe tensorwise, or leave it out"),
+            );
+        }
+        f.float8_all_gather = g;
+    }
+    f
 }
 
 /// The `megatron` stack's memory keys (`workload.grad_reduce_dtype`, `fp8_param_gather`,

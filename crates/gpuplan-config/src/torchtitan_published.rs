@@ -115,9 +115,14 @@ pub const TORCHTITAN_DEFAULTS: &[(&str, &str, &str)] = &[
     (
         "stack",
         "torch-compile where the techniques name torch.compile, else torch-eager",
-        "torchtitan compiles each TransformerBlock with torch.compile when [compile] is on; gpuplan's torch stacks are fp32 master parameters under bf16 autocast (FSDP2's MixedPrecisionPolicy keeps fp32 sharded parameters, bf16 compute)",
+        "torchtitan compiles each TransformerBlock with torch.compile when [compile] is on",
     ),
     ("fsdp", "zero 3 (FSDP full shard) over the `fsdp` group: dp = fsdp (the row's GPUs = fsdp x tp x pp x cp)", "torchtitan applies FSDP2 fully_shard to every TransformerBlock and the root"),
+    (
+        "fsdp_precision",
+        "fsdp_param_dtype bf16, fsdp_reduce_dtype fp32 (sharded fp32 parameters and optimizer, bf16 gathers and compute, no autocast, fp32 reduce-scatter); fsdp_float8_all_gather where the techniques name the float8 all-gather",
+        "torchtitan 0.1.0-0.3.0 `training.mixed_precision_param = bfloat16`, `mixed_precision_reduce = float32` passed to FSDP2's MixedPrecisionPolicy (models/llama3/infra/parallelize.py `apply_fsdp`), and `maybe_enable_amp` returns no autocast under FSDP (distributed/utils.py); `float8.enable_fsdp_float8_all_gather` defaults to false (config_manager.py), so only rows that name it get it",
+    ),
     ("seq", "8192 where not stated (DEFAULT_SEQ)", "torchtitan train_configs/llama3_{8b,70b,405b}.toml seq_len = 8192 (from memory)"),
     (
         "batch",
@@ -278,9 +283,7 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
     if pp > 1 {
         notes.push(format!("{n_micro} micro-batches of 1 per step (pipeline microbatch size 1, from memory)"));
     }
-    if r.techniques.contains("float8 all-gather") {
-        notes.push("FSDP float8 all-gather not expressed: gpuplan's torch stacks gather their fp32 master parameters".into());
-    }
+    let float8_all_gather = r.techniques.contains("float8 all-gather") && recipe == Some("tensorwise");
     if recompute == "selective" {
         notes.push(format!("`{}` run as gpuplan's selective recompute (core attention only)", r.activation_checkpointing));
     }
@@ -319,6 +322,9 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
             fp8_recipe: recipe.map(str::to_string),
             recompute: Some(recompute.into()),
             stack: Some(if compile { "torch-compile" } else { "torch-eager" }.into()),
+            fsdp_param_dtype: Some("bf16".into()),
+            fsdp_reduce_dtype: Some("fp32".into()),
+            fsdp_float8_all_gather: float8_all_gather.then_some(true),
             ..Default::default()
         },
         options: OptionsWire { tp_comm_overlap: Some(async_tp && tp > 1), ..Default::default() },

@@ -12,7 +12,7 @@ use crate::cost::CostModel;
 use crate::hardware::profile::CollectiveOp;
 use crate::hardware::Dtype;
 use crate::memory::{self, stack_memory, MemoryPlan};
-use crate::parallelism::{self, Group, Infeasible};
+use crate::parallelism::{self, Group, Infeasible, ParallelConfig};
 use crate::power::PowerState;
 use crate::scenario::Scenario;
 use crate::units::{Joules, Seconds, Watts};
@@ -244,11 +244,33 @@ pub fn megatron_bucket_params(dp_with_cp: u32) -> f64 {
 /// their time, by stack: `cost::fitted` holds one per stack family (torch DDP/FSDP:
 /// `OVERLAP_COST`, fitted on measured H200 runs; Megatron: `MEGATRON_OVERLAP_COST`, fitted on the
 /// published Megatron-Bridge fit rows). Both engines read it.
-pub fn overlap_cost(stack: Stack) -> f64 {
+///
+/// On the torch stacks the cost is per byte moved, not per second: `OVERLAP_COST` was fitted on
+/// collectives inside one NVLink domain (2 and 4 H200), where NCCL's kernels move the bytes at the
+/// NVLink bus rate, and what they take from the compute beside them (their copy and reduction
+/// traffic through HBM, the SM time of those copies, the power it draws under the cap) scales with
+/// the bytes they move. A data-parallel group that crosses NVLink domains moves its bytes at the
+/// network's bus rate (`nccl::Links::busbw`, one NIC per rank per domain), a fraction of the
+/// NVLink rate (`nccl::Links::intra_busbw`), and costs that fraction per second: 400 Gb/s per GPU
+/// against 450 GB/s NVLink, about 0.1 of `OVERLAP_COST`. `MEGATRON_OVERLAP_COST` was fitted on
+/// rows whose data-parallel groups mostly cross nodes, so it is the per-second figure of such
+/// groups already and is not scaled.
+pub fn overlap_cost(cost: &CostModel, s: &Scenario) -> f64 {
     let f = crate::cost::fitted::fitted();
-    match stack {
+    match s.workload.stack {
         Stack::Megatron => f.megatron_overlap_cost,
-        _ => f.overlap_cost,
+        _ => f.overlap_cost * dp_link_share(cost, s),
+    }
+}
+
+/// The data-parallel group's bus bandwidth as a share of the NVLink bus bandwidth (1 inside one
+/// NVLink domain): what [`overlap_cost`] scales the torch stacks' per-second cost by.
+pub fn dp_link_share(cost: &CostModel, s: &Scenario) -> f64 {
+    let links = cost.links(&parallelism::group_shape(&s.parallel, Group::Dp, &s.system));
+    if links.crosses_network && links.intra_busbw.value() > 0.0 {
+        (links.busbw.value() / links.intra_busbw.value()).min(1.0)
+    } else {
+        1.0
     }
 }
 
@@ -470,6 +492,16 @@ pub struct DpPlan {
     /// reduce-scatter): memory-bound, read + write of the layer's parameters or gradients.
     pub gather_copy: Seconds,
     pub reduce_copy: Seconds,
+    /// Under `per_step`: the step's gradient accumulation over the stage's unsharded parameters, on
+    /// the compute stream (torch 2.11 `_fsdp_param_group.py` `post_backward` with gradient sync off:
+    /// `accumulate_unsharded_grad_if_needed` adds each micro-batch's bf16 gradient into the fp32
+    /// accumulator, 2 + 4 + 4 B a parameter, after the first micro-batch's `to_accumulated_grad_if_needed`
+    /// cast, 2 + 4 B; without a policy autograd's `AccumulateGrad` adds the fp32 gradients in place,
+    /// 4 + 4 + 4 B, from the second micro-batch on). Included in `optimizer` (once-per-step
+    /// memory traffic on the compute stream, as `mxfp8_param_copy` is), so both engines charge it
+    /// with the step's tail. The same accumulation in the torch stacks' other loops (gradient
+    /// accumulation without pipelining) is not priced.
+    pub accumulate: Seconds,
     /// Optimizer step of the rank's shard: memory-bound.
     pub optimizer: Seconds,
     /// Host time after the backward that the GPU waits for in full, serial with the step: the
@@ -601,7 +633,8 @@ pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
     } else {
         (sm.grad, sm.param)
     };
-    let local = dense / if pc.zero >= 1 { pc.dp as f64 } else { 1.0 } + experts / if pc.zero >= 1 { pc.expert_dp() as f64 } else { 1.0 };
+    let local =
+        dense / if pc.zero >= 1 { memory::fsdp_shards(pc, &s.workload) as f64 } else { 1.0 } + experts / if pc.zero >= 1 { pc.expert_dp() as f64 } else { 1.0 };
     let clip = if matches!(s.workload.train_loop, workload::TrainLoop::HfTrainer { clip: true }) { HF_TRAINER_CLIP_BYTES_PER_PARAM } else { 0.0 };
     let mut plan = DpPlan {
         optimizer: cost.memory_time(local * (optimizer_bytes_per_param(&s.workload) + clip), 4).time,
@@ -648,9 +681,23 @@ pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
             }
         }
         _ => {
-            if pc.dp > 1 {
+            // The torch stacks' FSDP group spans the context-parallel ranks too
+            // (`memory::fsdp_shards`): the same collectives over dp x cp ranks, tp apart.
+            let shards = memory::fsdp_shards(pc, &s.workload);
+            let fsdp_pc = ParallelConfig { dp: shards, cp: if shards == pc.dp { pc.cp } else { 1 }, ..pc.clone() };
+            if shards > 1 {
+                let pc = &fsdp_pc;
                 let layers = parallelism::stage_layer_counts(s.model.n_layers, pc)[stage as usize].max(1) as f64;
                 let per_layer = (dense + experts) / layers;
+                // The torch stacks gather and reduce in FSDP's dtypes (`Workload::fsdp`: fp32
+                // without a policy, FSDP2's bf16 parameters and its reduce dtype, torchao's float8
+                // weights).
+                let torch = s.workload.stack.torch();
+                let (param_bytes, grad_bytes) = if torch {
+                    (memory::fsdp_gather_bytes(&s.model, pc, &s.workload, stage), s.workload.fsdp.reduce.bytes())
+                } else {
+                    (param_bytes, grad_bytes)
+                };
                 // Under LoRA FSDP still gathers the frozen base weights (bf16) of each layer.
                 let gathered = match &s.workload.lora {
                     None => per_layer * param_bytes,
@@ -662,9 +709,23 @@ pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
                 plan.layer_gather = Some(cost.comm_step(pc, CollectiveOp::AllGather, Group::Dp, gathered, Overlap::Blocking));
                 plan.layer_reduce = Some(cost.comm_step(pc, CollectiveOp::ReduceScatter, Group::Dp, per_layer * grad_bytes, Overlap::Blocking));
                 plan.per_step = fsdp_per_step(s);
-                if s.workload.stack != Stack::Megatron {
-                    plan.gather_copy = cost.memory_time(2.0 * per_layer * param_bytes, 1).time;
-                    plan.reduce_copy = cost.memory_time(2.0 * per_layer * grad_bytes, 1).time;
+                if plan.per_step {
+                    let later = (n_micro_of(s).unwrap_or(1) as f64 - 1.0).max(0.0);
+                    let stage = dense + experts;
+                    let bytes = if s.workload.fsdp.bf16_params && grad_bytes > 2.0 { 6.0 + 10.0 * later } else { grad_bytes * 3.0 * later };
+                    plan.accumulate = cost.memory_time(stage * bytes, (layers as u32).max(1)).time;
+                    plan.optimizer += plan.accumulate;
+                }
+                if torch {
+                    // FSDP2's copy-out of the gathered buffer into the layer's parameters (read and
+                    // write), and the copy-in of the gradients into the reduce-scatter buffer (read
+                    // them in the dtype they were computed in, write them in the reduce dtype).
+                    // Under a policy the shard is cast before the gather too (read 4 B, write the
+                    // gathered bytes, 1/dp of the layer).
+                    let computed = if s.workload.fsdp.bf16_params { 2.0 } else { 4.0 };
+                    let cast_in = if param_bytes < 4.0 { per_layer / pc.dp as f64 * (4.0 + param_bytes) } else { 0.0 };
+                    plan.gather_copy = cost.memory_time(2.0 * per_layer * param_bytes + cast_in, 1).time;
+                    plan.reduce_copy = cost.memory_time(per_layer * (computed + grad_bytes), 1).time;
                 }
             }
         }
@@ -709,13 +770,5 @@ mod tests {
         assert_eq!(megatron_bucket_params(1), 40e6);
         assert_eq!(megatron_bucket_params(40), 40e6);
         assert_eq!(megatron_bucket_params(128), 128e6);
-    }
-
-    #[test]
-    fn each_stack_family_has_its_own_overlap_cost() {
-        let f = crate::cost::fitted::fitted();
-        assert_eq!(overlap_cost(Stack::Megatron), f.megatron_overlap_cost);
-        assert_eq!(overlap_cost(Stack::TorchEager), f.overlap_cost);
-        assert_eq!(overlap_cost(Stack::HfCompile), f.overlap_cost);
     }
 }

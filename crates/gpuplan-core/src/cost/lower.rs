@@ -301,13 +301,18 @@ pub fn gemm_dtype(w: &Workload, op: &Op) -> crate::hardware::Dtype {
 /// only; other dtypes take `_grouped_mm_fallback`, which copies the offsets to the host (a device
 /// sync) and runs one `mm` per expert (TF32 here: the runs allow it), in forward and in both
 /// backward GEMMs.
-/// Time of `torch._scaled_mm` with a scale per row of A and per column of B (fp32 vectors,
-/// torchao's rowwise recipe) over the same GEMM with one scale per tensor: measured on the lent
-/// H100 (nvidia-h100-x1, 2026-11-24 11:47 UTC, scenarios/workloads/fp8_microbench.py via
-/// scripts/device_torch_profile.sh; calibration/runs/hf/profile/fp8-micro-h100.csv): the median
-/// over the 34 Llama-1B/3B forward, data- and weight-gradient shapes at 4096 and 8192 tokens that
-/// both ran (0.79-1.19x). Not fitted; no rowwise training step was measured.
-pub const ROWWISE_SCALED_MM_RATIO: f64 = 1.034;
+/// Time of `torch._scaled_mm` with a scale per row of A and per column of B (fp32 vectors) and
+/// fast accumulation, the kernel of torchao's rowwise recipe for a linear's forward GEMM, over the
+/// same GEMM with one scale per tensor: measured on the lent H100 (nvidia-h100-x1, PyTorch
+/// 2.11.0+cu130, 2026-11-25 01:53 UTC, scripts/float8_bench.py;
+/// calibration/runs/raw/float8-h100-2026-11-25/gemm.csv): the median over the 62 forward shapes
+/// of Llama 3 8B and 70B at TP 1 and 8 and the 1-3B HF models at 8K and 16K tokens (0.83-1.19x).
+/// The rowwise recipe's two gradient GEMMs run the tensorwise kernel (torchao 0.18.0
+/// `addmm_float8_unwrapped`, without fast accumulation) followed by a rescaling pass priced apart
+/// (`workload::ROWWISE_GRAD_SCALE_BYTES`). An earlier reading (2026-11-24,
+/// calibration/runs/hf/profile/fp8-micro-h100.csv) took 1.034 over the 1B/3B forward and gradient
+/// shapes with the rowwise kernel on all three. Not fitted.
+pub const ROWWISE_SCALED_MM_RATIO: f64 = 0.965;
 
 /// The dtype a GEMM runs in. torchao's `convert_to_float8_training` swaps `nn.Linear` modules
 /// only, and the recipes skip the LM head (its `module_filter_fn`, as torchtitan and the HF run set
@@ -368,7 +373,9 @@ fn hf_measured_grouped(cost: &CostModel, fp32: bool, wgrad: bool, m: u64, n: u64
 /// every other op. The power model reads it (`Breakdown::memory_unstreamed`).
 pub fn memory_stream_share(cost: &CostModel, w: &Workload, op: &Op) -> f64 {
     match op.kind {
-        OpKind::Memory { .. } if w.stack.hf() && w.mode != Mode::Decode && !hf_measured_index(cost, w, op) => super::fitted::fitted().hf_memory_efficiency,
+        OpKind::Memory { .. } if w.stack.hf() && w.mode != Mode::Decode && !hf_measured_index(cost, w, op) && op.name != crate::workload::FP8_ROWWISE_SCALE => {
+            super::fitted::fitted().hf_memory_efficiency
+        }
         _ => 1.0,
     }
 }
@@ -699,7 +706,7 @@ impl CostModel<'_> {
                     } else {
                         self.gemm_time(*m, *n, *k, *count, dt)
                     };
-                    if w.fp8_recipe == crate::workload::Fp8Recipe::Rowwise && dt == crate::hardware::Dtype::Fp8 {
+                    if w.fp8_recipe == crate::workload::Fp8Recipe::Rowwise && dt == crate::hardware::Dtype::Fp8 && op.pass == crate::workload::Pass::Forward {
                         c.time = c.time * ROWWISE_SCALED_MM_RATIO;
                     }
                     kernel(c, 1.0)
@@ -709,7 +716,7 @@ impl CostModel<'_> {
                     let fp8 = !*backward && *q_len > 1 && trtllm_fp8_context_fmha(w, &self.system.gpu);
                     kernel(self.attention_time_at(op, if fp8 { super::FP8_ATTENTION_SPEEDUP } else { 1.0 }), 1.0)
                 }
-                OpKind::Memory { bytes, kernels } if stack.hf() && w.mode != Mode::Decode => {
+                OpKind::Memory { bytes, kernels } if stack.hf() && w.mode != Mode::Decode && op.name != crate::workload::FP8_ROWWISE_SCALE => {
                     kernel(self.memory_time(*bytes / super::fitted::fitted().hf_memory_efficiency, *kernels), *kernels as f64)
                 }
                 OpKind::Memory { bytes, kernels } if stack == Stack::Megatron && w.mode == Mode::Train && is_moe_permutation(op.name) => {

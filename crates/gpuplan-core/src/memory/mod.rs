@@ -12,7 +12,9 @@ use crate::units::Bytes;
 use crate::workload::{Mode, Recompute, RecomputeModule, Stack, Workload};
 
 mod caching;
+mod hf_prefill;
 pub use caching::CachingAllocator;
+pub use hf_prefill::hf_prefill_forward_peak;
 
 /// Memory of one GPU by component.
 #[derive(Debug, Clone, PartialEq)]
@@ -136,13 +138,23 @@ pub struct StackMemory {
 /// later, hidden-sized requests.
 pub fn hf_grouped_experts_peak(tokens: f64, hidden: f64, experts: u32, top_k: u32, expert_ffn: f64, weights_fp32: bool) -> ExpertsPeak {
     let t = tokens.ceil();
-    let s = t * top_k as f64;
     let e = experts as f64;
     let r = if weights_fp32 { 4.0 } else { 2.0 };
     let mut a = CachingAllocator::new();
     let _logits = a.alloc(t * e * r);
     let _indices = a.alloc(t * top_k as f64 * 8.0);
     let _weights = a.alloc(t * top_k as f64 * r);
+    let _out = grouped_experts_replay(&mut a, t, hidden, experts, top_k, expert_ffn, weights_fp32);
+    ExpertsPeak { allocated: a.peak_allocated as f64, reserved: a.peak_reserved as f64 }
+}
+
+/// [`hf_grouped_experts_peak`]'s sequence from the sort on, on a shared allocator `a` (the
+/// router's outputs already allocated by the caller); returns the handle of the experts' output,
+/// the other locals freed as the function returns.
+pub(crate) fn grouped_experts_replay(a: &mut CachingAllocator, t: f64, hidden: f64, experts: u32, top_k: u32, expert_ffn: f64, weights_fp32: bool) -> usize {
+    let s = t * top_k as f64;
+    let e = experts as f64;
+    let r = if weights_fp32 { 4.0 } else { 2.0 };
     let ids = a.alloc(s * 8.0);
     let perm = a.alloc(s * 8.0);
     let div = a.alloc(s * 8.0);
@@ -171,14 +183,17 @@ pub fn hf_grouped_experts_peak(tokens: f64, hidden: f64, experts: u32, top_k: u3
     let restored = a.alloc(s * hidden * r);
     a.free(weighted);
     let summed = a.alloc(t * hidden * r);
-    if weights_fp32 {
-        let _out = a.alloc(t * hidden * 2.0);
+    let out = if weights_fp32 {
+        let out = a.alloc(t * hidden * 2.0);
         a.free(summed);
-    }
+        out
+    } else {
+        summed
+    };
     for h in [ids, perm, rows, weights_g, histc_in, counts, offsets, sentinel, down_masked, inv_perm, restored] {
         a.free(h);
     }
-    ExpertsPeak { allocated: a.peak_allocated as f64, reserved: a.peak_reserved as f64 }
+    out
 }
 
 /// [`hf_grouped_experts_peak`]'s result, bytes.
@@ -321,11 +336,18 @@ pub fn kind_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, k
         // saved linear input's size.
         ffn_in + tokens * (gated_or_plain(model.ffn_kind, eager) - 2.0 + lin_in) * f
     };
-    // torchao's float8 linears save their input as the fp8 copy they cast (1 B, not 2): the two
-    // norms' outputs, the attention output and the dense FFN's activation output.
+    // torchao's float8 linears under torch.compile save no input at all: `matmul_with_hp_or_float8_args`
+    // saves the high-precision input and weight (torchao 0.18.0 `float8/float8_linear.py`,
+    // `ctx.save_for_backward(input_hp, weight_hp_t)`), and AOTAutograd's min-cut partitioner
+    // rebuilds the bf16 input and its fp8 casts in backward from tensors the layer keeps anyway
+    // (the norm's fp32 input and rsqrt; the gate and up outputs) rather than save them. Measured
+    // (calibration/runs/raw/float8-h100-2026-11-25/saved.csv, transformers Llama, 1B shapes, H100):
+    // per layer the bf16 run saves the two norm outputs (bf16, 2 B) and the down projection's
+    // input (2 B x ffn); the tensorwise and rowwise runs save neither, and no fp8 tensor. The
+    // attention output stays (SDPA's backward reads it).
     let fp8_saved = if torchao_fp8(w) {
-        let dense_ffn = if moe_layer { 0.0 } else { tokens * model.ffn_hidden as f64 / t };
-        2.0 * rep + tokens * heads * v_dim + dense_ffn
+        let dense_ffn = if moe_layer { 0.0 } else { 2.0 * tokens * model.ffn_hidden as f64 / t };
+        2.0 * lin_in * rep + dense_ffn
     } else {
         0.0
     };
@@ -521,6 +543,37 @@ pub fn embedding_and_head_on_rank(model: &Model, pc: &ParallelConfig, stage: u32
     n
 }
 
+/// The ranks FSDP (zero 3) shards a torch stack's parameters, gradients and optimizer states over:
+/// the data-parallel ranks and, with context parallelism, the context-parallel ranks too, which
+/// hold the same parameters and whose gradients must be summed anyway (torchtitan 0.1.0
+/// `models/llama3/infra/parallelize.py` applies `fully_shard` over the `dp_shard_cp` mesh,
+/// data-parallel shard x cp, whenever cp > 1). Elsewhere the data-parallel ranks.
+pub fn fsdp_shards(pc: &ParallelConfig, w: &Workload) -> u32 {
+    if w.stack.torch() && pc.zero == 3 {
+        pc.dp * pc.cp
+    } else {
+        pc.dp
+    }
+}
+
+/// Bytes per parameter, on average over the stage's parameters, of what FSDP all-gathers on a
+/// torch stack (`Workload::fsdp`): fp32 without a policy, bf16 under `param_dtype=bfloat16`, and
+/// under torchao's float8 all-gather the layers' linear weights (the TP-sharded part of
+/// `Model::layer_params`: the attention and FFN projections; torchao converts no grouped experts,
+/// and torchtitan filters the LM head out) at 1 B. Megatron's gathers are priced in `step::dp_plan`.
+pub fn fsdp_gather_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, stage: u32) -> f64 {
+    let f = w.fsdp;
+    let base = f.param_bytes();
+    if !f.float8_all_gather {
+        return base;
+    }
+    let (dense, experts) = params_on_rank(model, pc, stage, 0);
+    let counts = crate::parallelism::stage_kind_counts(&model.layer_kinds(), pc, stage);
+    let linear: f64 = LayerKind::ALL.iter().map(|k| counts[k.index()] as f64 * model.layer_params(*k).0 / pc.tp as f64).sum();
+    let all = (dense + experts).max(1.0);
+    (linear * 1.0 + (all - linear).max(0.0) * base) / all
+}
+
 /// Bytes per weight of a serving engine's quantized checkpoint (FP8 or NVFP4, as NVIDIA ModelOpt
 /// writes them): FP8 one byte (its per-tensor scales are negligible); NVFP4 half a byte plus one
 /// E4M3 scale per 16 weights (the NVFP4 format: 16-element blocks with an FP8 scale each, and a
@@ -591,13 +644,32 @@ pub fn plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes) -
         .expect("at least one stage")
 }
 
+/// Whether an inference plan takes its peak from [`hf_prefill_forward_peak`]: an `hf-eager`
+/// prefill from an empty cache on one GPU of a transformer (GQA or MLA attention, RMSNorm, gated
+/// FFN, dense or MoE layers), the forwards that replay was written from and checked against.
+/// Others (hf-compile, whose Inductor graph allocates differently; sliding windows and sinks,
+/// which transformers runs as eager attention; hybrid models; TP/PP/CP/EP) keep the estimate.
+fn hf_prefill_replayed(model: &Model, pc: &ParallelConfig, w: &Workload) -> bool {
+    w.stack == Stack::HfEager
+        && w.mode == Mode::Prefill
+        && w.kv_len == 0
+        && pc.n_gpus() == 1
+        && model.hybrid.is_none()
+        && model.sliding_window.is_none()
+        && !model.attention_sinks
+        && model.norm == NormKind::RmsNorm
+        && model.ffn_kind == FfnKind::Gated
+}
+
 fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes, stage: u32) -> MemoryPlan {
     let sm = stack_memory(w.stack);
     let (dense, experts) = params_on_rank(model, pc, stage, if w.mode == Mode::Train { w.mtp_layers } else { 0 });
     // Megatron-Core's distributed optimizer (and its gradient buffers) shard over the data-parallel
     // group with context parallelism (`parallel_state.get_data_parallel_group(with_context_parallel=True)`):
     // the CP ranks hold the same parameters, so they share the shards.
-    let dp = if w.stack == Stack::Megatron { (pc.dp * pc.cp) as f64 } else { pc.dp as f64 };
+    // FSDP on the torch stacks shards over the data-parallel and context-parallel ranks together
+    // (`fsdp_shards`).
+    let dp = if w.stack == Stack::Megatron { (pc.dp * pc.cp) as f64 } else { fsdp_shards(pc, w) as f64 };
     let edp = pc.expert_dp() as f64;
     let shard = |stage_min: u32, n: f64| if pc.zero >= stage_min { n } else { 1.0 };
     let counts = crate::parallelism::stage_kind_counts(&model.layer_kinds(), pc, stage);
@@ -678,12 +750,22 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
             }
         }
         let logits = w.sequences() as f64 * model.vocab as f64 / pc.tp as f64 * 4.0;
+        // An `hf-eager` prefill on one GPU: the whole forward replayed through the caching
+        // allocator (`hf_prefill_forward_peak`) gives the allocated peak above the weights (the KV
+        // cache it fills included) and what the allocator reserves beyond it, in place of the
+        // widest-part estimate above and the generic fragmentation share.
+        let replayed = hf_prefill_replayed(model, pc, w).then(|| hf_prefill_forward_peak(model, tokens));
+        if let Some(p) = replayed {
+            transient = (p.allocated - kv).max(0.0);
+            experts_cached = p.reserved - p.allocated;
+        }
         let base = weights + kv + transient + logits;
         // An `hf-*` decode's allocator holds, beyond what is allocated, the stranded cache sets and
         // the tied head's block (below) and nothing measurable else: the decode runs' reserved
         // less allocated peaks less those is 0.02 GiB or under at batch 1-4
-        // (calibration/runs/hf/FIT.md, sixth pass), so no share of the rest on top.
-        let fragmentation = if w.stack.hf() && w.mode == Mode::Decode { 0.0 } else { sm.fragmentation };
+        // (calibration/runs/hf/FIT.md, sixth pass), so no share of the rest on top. A replayed
+        // prefill's reserved peak is the replay's.
+        let fragmentation = if (w.stack.hf() && w.mode == Mode::Decode) || replayed.is_some() { 0.0 } else { sm.fragmentation };
         let live = base * (1.0 + fragmentation) + experts_cached + runtime.value();
         let stranded = stranded.min((capacity.value() - live).max(0.0));
         let cached_head = if w.stack.hf() && w.mode == Mode::Decode && model.tied_embeddings {
@@ -821,18 +903,39 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     // Autocast casts the fp32 weights it finds: under LoRA only the adapters' (the base is bf16).
     let cast = if w.lora.is_some() { train_dense + train_experts } else { dense + experts };
     let cached = if w.recompute == Recompute::Full { cast / layers.max(1.0) } else { cast };
-    // torchao float8 under compile keeps an fp8 copy of each linear's weight (1 B) for the
-    // data-gradient GEMM instead of autocast's bf16 one.
-    let mut transient = cached * if torchao_fp8(w) { 1.0 } else { sm.autocast_cache };
-    if pc.zero == 3 && pc.dp > 1 && w.stack.torch() && w.mode == Mode::Train && pc.pp > 1 {
+    // torchao float8 under compile keeps no copy of a converted linear's weight: its backward
+    // casts the fp32 weight (saved as the parameter itself) to fp8 again (measured: saved.csv, no
+    // weight-sized tensor but the parameters). What stays under autocast keeps its bf16 copy: the
+    // LM head (the recipes skip it), the router and the grouped experts (no `nn.Linear`).
+    let cached = if torchao_fp8(w) {
+        let head = if stage == pc.pp - 1 { model.vocab as f64 * model.hidden as f64 / pc.tp as f64 } else { 0.0 };
+        let kept = head + experts;
+        if w.recompute == Recompute::Full {
+            head + experts / layers.max(1.0)
+        } else {
+            kept
+        }
+    } else {
+        cached
+    };
+    // Under FSDP2's bf16 policy no autocast runs (`Workload::fsdp`): the layers compute on the
+    // gathered bf16 parameters, which autograd saves as they are (FSDP2 frees and re-gathers their
+    // storage), so nothing is cached.
+    let autocast_cache = if w.fsdp.bf16_params && w.stack.torch() && pc.zero == 3 { 0.0 } else { sm.autocast_cache };
+    let mut transient = cached * autocast_cache;
+    // What FSDP gathers (fp32, bf16 under FSDP2's policy, float8 linear weights) and the dtype the
+    // gradients are reduced in (`Workload::fsdp`); Megatron's FSDP gathers its bf16 parameters.
+    let (gathered, reduced) = if w.stack.torch() { (fsdp_gather_bytes(model, pc, w, stage), w.fsdp.reduce.bytes()) } else { (sm.param, sm.grad) };
+    let fsdp_ranks = if w.stack.torch() { fsdp_shards(pc, w) } else { pc.dp };
+    if pc.zero == 3 && fsdp_ranks > 1 && w.stack.torch() && w.mode == Mode::Train && pc.pp > 1 {
         // FSDP under PyTorch's pipelining (`step::DpPlan::per_step`): the stage's layers stay
         // gathered through the step and their gradients accumulate unsharded until the last
-        // backward.
-        transient += (dense + experts) * (sm.param + sm.grad);
-    } else if pc.zero == 3 && pc.dp > 1 {
+        // backward (FSDP2 accumulates them in the reduce dtype, `to_accumulated_grad_if_needed`).
+        transient += (dense + experts) * (gathered + reduced);
+    } else if pc.zero == 3 && fsdp_ranks > 1 {
         // FSDP: the current and the prefetched layer gathered in full.
         let per_layer = (dense + experts) / layers.max(1.0);
-        transient += 2.0 * per_layer * sm.param;
+        transient += 2.0 * per_layer * gathered;
     }
     if pc.zero == 0 && pc.dp > 1 && w.stack != Stack::Megatron {
         // DDP's gradient buckets are a second copy of the gradients.
@@ -934,6 +1037,7 @@ mod tests {
             mtp_layers: 0,
             cp_comm: crate::workload::CpComm::P2p,
             megatron: Default::default(),
+            fsdp: Default::default(),
             decode_tokens: 1,
             attention_dp: None,
             packed_doc_len: None,
@@ -1044,6 +1148,31 @@ mod tests {
         // 8 micro-batches of 12 layers = 96 layers' worth (Korthikanti sec. 4.2.3), plus embeddings.
         assert!(act.activations.value() >= 96.0 * layer);
         assert!(act.activations.value() < 97.0 * layer);
+    }
+
+    #[test]
+    fn torchao_float8_under_compile_keeps_no_linear_input_and_no_weight_copy() {
+        let m = gpt3_175b();
+        let p = pc(1, false);
+        let mut w = korthikanti(Recompute::None);
+        (w.stack, w.dropout, w.flash_attention) = (Stack::TorchCompile, false, true);
+        let bf16 = layer_activation_bytes(&m, &p, &w, false);
+        let bf16_plan = plan(&m, &p, &w, Bytes::gib(8000.0));
+        w.precision = Dtype::Fp8;
+        let fp8 = layer_activation_bytes(&m, &p, &w, false);
+        // The two norm outputs (bf16) and the dense FFN's down-projection input (bf16) are rebuilt
+        // in backward, not saved (calibration/runs/raw/float8-h100-2026-11-25/saved.csv).
+        let tokens = (w.sequences() * w.q_len()) as f64;
+        let want = 2.0 * 2.0 * tokens * m.hidden as f64 + 2.0 * tokens * m.ffn_hidden as f64;
+        assert!((bf16 - fp8 - want).abs() < 1e-9 * bf16, "{bf16} {fp8} {want}");
+        // Rowwise keeps the same (measured identical).
+        w.fp8_recipe = crate::workload::Fp8Recipe::Rowwise;
+        assert_eq!(layer_activation_bytes(&m, &p, &w, false), fp8);
+        // Autocast's bf16 weight copies: only the LM head's stays (the recipes skip it).
+        let fp8_plan = plan(&m, &p, &w, Bytes::gib(8000.0));
+        let head = m.vocab as f64 * m.hidden as f64 * 2.0;
+        assert!((fp8_plan.transient.value() - head).abs() < 1e-6 * head, "{}", fp8_plan.transient.value());
+        assert!(bf16_plan.transient.value() > 10.0 * head);
     }
 
     #[test]

@@ -920,7 +920,8 @@ impl Sim {
         let dev = &mut self.devices[d as usize];
         dev.dp_drain = SimTime(now.0 - dev.last_task_end.0);
         // FSDP under PyTorch's pipelining copies each layer's gradients in before its reduce,
-        // after the last backward: counted with the step's tail.
+        // after the last backward: counted with the step's tail (as is its gradient
+        // accumulation, `DpPlan::accumulate`, inside `optimizer`).
         let copies = if dev.plan.per_step { dev.plan.reduce_copy * dev.gathers_total as f64 } else { Seconds::ZERO };
         let opt = SimTime::from_seconds(dev.plan.optimizer + copies);
         dev.optimizer_time = opt;
@@ -1338,7 +1339,7 @@ pub const PROGRESS_STEP: u64 = 1 << 20;
 pub fn estimated_events(s: &Scenario) -> Result<f64, PredictError> {
     let (pr, pp, vp, train) = shape(s)?;
     check_scenario_size(s, pr.n_micro, train)?;
-    let fsdp = train && s.parallel.zero == 3 && s.parallel.dp > 1;
+    let fsdp = train && s.parallel.zero == 3 && crate::memory::fsdp_shards(&s.parallel, &s.workload) > 1;
     Ok(estimate_events(s, &pr, pp, vp, train, fsdp))
 }
 
@@ -1408,7 +1409,7 @@ pub fn simulate_with_progress(s: &Scenario, opts: &SimOptions, progress: &mut dy
     check_scenario_size(s, pr.n_micro, train)?;
     let m = pr.n_micro as u32;
     let n_v = pp * vp;
-    let fsdp = train && pc.zero == 3 && pc.dp > 1;
+    let fsdp = train && pc.zero == 3 && crate::memory::fsdp_shards(pc, &s.workload) > 1;
     let factor = |list: &[(u32, f64)], d: u32| list.iter().filter(|(st, _)| *st == d).map(|(_, f)| *f).product::<f64>();
 
     let mut lists = Vec::new();
@@ -1450,7 +1451,7 @@ pub fn simulate_with_progress(s: &Scenario, opts: &SimOptions, progress: &mut dy
     }
 
     let mut sim = Sim::new(devices, lists, capacity, p2p, m, pp, vp, opts.trace);
-    sim.overlap_cost = step::overlap_cost(s.workload.stack);
+    sim.overlap_cost = step::overlap_cost(&pr.cost, s);
     sim.run(progress);
 
     let total = sim.end_time().seconds();

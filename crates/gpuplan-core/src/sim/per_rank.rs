@@ -178,7 +178,7 @@ impl<'a> Prepared<'a> {
         let pc = &s.parallel;
         let m = pr.n_micro as u32;
         let n_v = pp * vp;
-        let fsdp = train && pc.zero == 3 && pc.dp > 1;
+        let fsdp = train && pc.zero == 3 && crate::memory::fsdp_shards(pc, &s.workload) > 1;
         let plans: Vec<DpPlan> = (0..pp).map(|d| if train { step::dp_plan(&pr.cost, s, d) } else { DpPlan::default() }).collect();
         let lists: Vec<_> =
             (0..pp).map(|d| (0..vp).map(|c| chunk_lists(s, &pr, &plans[d as usize], c * pp + d, n_v, 1.0, fsdp, train)).collect::<Vec<_>>()).collect();
@@ -296,7 +296,7 @@ impl<'a> Prepared<'a> {
         }
         let mut sim = Sim::new(devices, lists, capacity, self.p2p.clone(), self.m, pp, self.vp, false);
         sim.list_of = list_of;
-        sim.overlap_cost = crate::step::overlap_cost(self.s.workload.stack);
+        sim.overlap_cost = crate::step::overlap_cost(&self.pr.cost, self.s);
         // One flow component per class: its flows cross only its own links.
         sim.active = vec![Vec::new(); n];
         sim.last_update = vec![SimTime::ZERO; n];

@@ -290,8 +290,9 @@ pub enum Fp8Recipe {
     Mxfp8,
     /// torchao's rowwise recipe (`Float8LinearConfig.from_recipe_name("rowwise")`): a scale per
     /// row of each GEMM operand (`torch._scaled_mm` with fp32 scale vectors), so the transposed
-    /// copy the weight gradient takes needs its own column-wise amax pass. The torch stacks under
-    /// `torch.compile` only (`config` refuses it elsewhere).
+    /// copy the weight gradient takes needs its own column-wise amax pass, and the gradient GEMMs
+    /// run the tensorwise kernel followed by a rescale (`FP8_ROWWISE_SCALE`). The torch stacks
+    /// under `torch.compile` only (`config` refuses it elsewhere).
     Rowwise,
 }
 
@@ -400,6 +401,52 @@ impl TrainLoop {
     }
 }
 
+/// How FSDP (ZeRO-3) on a torch stack casts what it gathers and reduces: PyTorch FSDP2's
+/// `MixedPrecisionPolicy` and torchao's float8 all-gather (torch 2.11
+/// `torch/distributed/fsdp/_fully_shard/`, read from the 2.11.0 wheel: `FSDPParam.all_gather_inputs`
+/// casts the fp32 shard with `_to_dtype_if_needed(sharded_param_data, self.param_dtype)` before the
+/// all-gather; `foreach_reduce` allocates the reduce-scatter input in `reduce_dtype` and copies the
+/// unsharded gradients into it (`foreach_reduce_scatter_copy_in`); the sharded parameters, their
+/// gradients and the optimizer stay fp32). With `bf16_params` the layers compute on the gathered
+/// bf16 parameters and no autocast runs (torchtitan's `maybe_enable_amp` returns a null context
+/// when FSDP is on: "FSDP handles mixed precision internally", torchtitan 0.1.0
+/// `distributed/utils.py`). The default (no policy) is what the project's reference workload
+/// measured (scenarios/workloads/train_llama.py: `fully_shard` without a policy, fp32 parameters
+/// gathered, bf16 autocast around the forward).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FsdpPrecision {
+    /// `MixedPrecisionPolicy(param_dtype=torch.bfloat16)`: parameters gathered (and computed on)
+    /// in bf16; false: fp32 parameters gathered and cast by autocast.
+    pub bf16_params: bool,
+    /// The gradients' reduce-scatter dtype (`reduce_dtype`; FSDP2's default `None` reduces in the
+    /// gradients' own dtype: bf16 under a bf16 policy, fp32 without one). torchtitan sets float32
+    /// (`training.mixed_precision_reduce`, torchtitan 0.1.0-0.3.0 config).
+    pub reduce: StateDtype,
+    /// torchao's `Float8LinearConfig(enable_fsdp_float8_all_gather=True)` (tensorwise scaling):
+    /// each Float8Linear weight's shard is cast to float8 before the all-gather
+    /// (`WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather`), so those weights cross the wire at
+    /// 1 B; the rest (norms, embedding, the LM head torchtitan filters out) as the policy says.
+    pub float8_all_gather: bool,
+}
+
+impl Default for FsdpPrecision {
+    /// No policy: fp32 parameters gathered, fp32 gradients reduced.
+    fn default() -> FsdpPrecision {
+        FsdpPrecision { bf16_params: false, reduce: StateDtype::Fp32, float8_all_gather: false }
+    }
+}
+
+impl FsdpPrecision {
+    /// Bytes per parameter of what FSDP gathers, float8 aside.
+    pub fn param_bytes(self) -> f64 {
+        if self.bf16_params {
+            2.0
+        } else {
+            4.0
+        }
+    }
+}
+
 /// What is run: mode, batch shape, precision, recompute, stack.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Workload {
@@ -442,6 +489,8 @@ pub struct Workload {
     pub cp_comm: CpComm,
     /// Megatron's per-parameter state dtypes, selective-recompute modules and activation offload.
     pub megatron: MegatronMemory,
+    /// FSDP's gather and reduce dtypes on the torch stacks (meaningful under zero 3).
+    pub fsdp: FsdpPrecision,
     /// Tokens each sequence generates in the decode run whose peak memory is asked for, from
     /// `kv_len` on (1: one step). Only the `hf-*` stacks' DynamicCache depends on it: its
     /// `torch.cat` per token leaves PyTorch's caching allocator blocks it cannot reuse
@@ -856,16 +905,44 @@ pub const FP8_CAST: &str = "fp8_cast";
 /// The same under torchao's rowwise recipe.
 pub const FP8_CAST_ROWWISE: &str = "fp8_cast_rowwise";
 /// HBM bytes per element of torchao's fused cast (see `Builder::quantize_input`): read bf16 (2),
-/// write the fp8 copy (1) and its transpose (1); rowwise scales the transposed copy by columns,
-/// whose amax the producing kernel does not give (it reduces rows), so the input is read once
-/// more (2).
-fn torchao_cast_bytes(name: &str) -> f64 {
-    if name == FP8_CAST_ROWWISE {
-        6.0
-    } else {
-        4.0
-    }
-}
+/// write the fp8 copy (1) and its transpose (1). The rowwise recipe's row-wise cast measures no
+/// dearer; what it adds (the column-wise casts, the rescaling) is priced apart
+/// ([`FP8_ROWWISE_SCALE`]).
+const TORCHAO_CAST_BYTES: f64 = 4.0;
+
+/// The op that carries what torchao's rowwise recipe adds to a linear's backward over tensorwise:
+/// the rescaling of the data-gradient GEMM's output and the column-wise casts of the input and
+/// the output gradient (`ROWWISE_*_BYTES`).
+pub const FP8_ROWWISE_SCALE: &str = "fp8_rowwise_scale";
+
+/// Time of the rescaling pass after a rowwise data-gradient GEMM, as bytes per output element at
+/// the GPU's stream rate. torchao runs a rowwise GEMM without fast accumulation (both gradient
+/// GEMMs: `Float8LinearConfig` sets `use_fast_accum` for the output GEMM only) on the tensorwise
+/// cuBLAS kernel with unit scales and multiplies the bf16 output by the outer product of the row
+/// and column scales afterwards (torchao 0.18.0 `float8/float8_ops.py` `addmm_float8_unwrapped`:
+/// "The rowwise CUTLASS-based kernel is so slow without fast-accum that we'd rather use the
+/// tensorwise cuBLAS-based kernel and do the scaling manually afterwards"; the same in 0.11.0 and
+/// 0.12.0). The pass reads and writes the bf16 output (4 B) but runs slower than its bytes:
+/// measured on the lent H100 (2026-11-25, calibration/runs/raw/float8-h100-2026-11-25/gemm.csv,
+/// `scaled_mm_rowwise_torchao_postscale` less `scaled_mm_tensorwise`), the median over the 55
+/// gradient-GEMM outputs of 32M elements or more is 3.22 ps per element, 9.6 B at the H100
+/// profile's 2,995 GB/s stream rate. The weight gradient's (k x n) rescale adds no measurable time
+/// (the kernel profile, below, needs no k x n term). Not fitted.
+pub const ROWWISE_GRAD_SCALE_BYTES: f64 = 9.6;
+
+/// Time of the rowwise recipe's column-wise cast of a linear's input (per input element, as bytes
+/// at the stream rate) and of its output gradient (per element), over tensorwise's transposed
+/// copy: the weight-gradient GEMM takes both scaled per column, an amax along the other axis
+/// (torchao `hp_tensor_to_float8_dynamic`, `axiswise_dim = 0`). Fitted on the lent H100's
+/// single-linear timings (2026-11-25, calibration/runs/raw/float8-h100-2026-11-25/linear.csv: the
+/// rowwise less tensorwise time of one compiled linear's forward and backward at 16,384 tokens,
+/// least squares over its 8 shapes on M x K and M x N: 19.5 and 5.8 B per element at 2,995 GB/s),
+/// less the measured rescale (`ROWWISE_GRAD_SCALE_BYTES`) on M x K. The kernel profile of three of
+/// those shapes (`profile/kernels.csv`) puts the whole difference in Inductor's cast kernels (the
+/// GEMM kernels within 1%), and the two coefficients reproduce it within 3%.
+pub const ROWWISE_INPUT_COLUMN_CAST_BYTES: f64 = 19.5 - ROWWISE_GRAD_SCALE_BYTES;
+/// See [`ROWWISE_INPUT_COLUMN_CAST_BYTES`]: the output gradient's column-wise cast.
+pub const ROWWISE_GRAD_COLUMN_CAST_BYTES: f64 = 5.8;
 
 impl<'a> Builder<'a> {
     fn tokens(&self) -> u64 {
@@ -924,10 +1001,13 @@ impl<'a> Builder<'a> {
             // copy the weight-gradient GEMM takes (1 + 1 B). AOTAutograd's common-subexpression
             // pass leaves one cast where several linears read the same tensor (k and v after q,
             // gate after up): those carry a zero-byte marker. The backward casts each output
-            // gradient alike (`backward_of` prices it from the GEMM's m x n).
+            // gradient alike (`backward_of` prices it from the GEMM's m x n). Under compile no fp8
+            // copy is kept for backward (it is rebuilt there; `memory::layer_activation_bytes`).
+            // The rowwise recipe's row-wise casts cost the same; its column-wise casts and the
+            // rescale of its data gradients are priced in backward (`FP8_ROWWISE_SCALE`).
             let shared = matches!(name, "k_proj" | "v_proj" | "gate_proj");
             let op = if self.w.fp8_recipe == Fp8Recipe::Rowwise { FP8_CAST_ROWWISE } else { FP8_CAST };
-            let (bytes, kernels) = if shared { (0.0, 0) } else { (elems * torchao_cast_bytes(op), 1) };
+            let (bytes, kernels) = if shared { (0.0, 0) } else { (elems * TORCHAO_CAST_BYTES, 1) };
             self.push(op, OpKind::Memory { bytes, kernels });
             return;
         }
@@ -1157,11 +1237,37 @@ impl<'a> Builder<'a> {
         }
         // RoPE on q and k (HF: rotate_half, 2 muls, add, for each: ~6 kernels); none without a
         // position embedding (Nemotron-H).
-        if m.position != Position::None {
-            let rope_elems = (t * (heads * qk_dim + kv_heads * qk_dim)) as f64;
-            // Eager RoPE per element: x * cos (r2 w2), rotate_half's neg and cat (r2 w2, r4 w2),
-            // * sin (r2 w2), add (r4 w2): 22 B in 5 kernels (6 with the slices' copies).
-            self.memory_chain("rope", rope_elems, 1.0, 1.0, 22.0, 6);
+        match (&m.mla, self.w.stack.hf()) {
+            (Some(mla), true) if m.position != Position::None => {
+                // transformers' MLA (`DeepseekV3Attention.forward`, 5.17.0) rotates only the rope
+                // parts, the query's `qk_rope_head_dim` per head and the one shared rope key,
+                // with `apply_rotary_pos_emb_interleave` (modeling_deepseek_v3.py lines 350-357):
+                // per element four half-width products (r2 w2 on half: 8 B), a difference and a
+                // sum (r4 w2 on half: 6 B), the `cat` (r2 w2: 4 B): 18 B in 7 kernels.
+                let rope_elems = (t * (heads + 1) * mla.qk_rope_head_dim) as f64;
+                self.memory_chain("rope", rope_elems, 1.0, 1.0, 18.0, 7);
+                if self.w.mode != Mode::Decode {
+                    // Then three copies the fused stacks do not make: `torch.cat((q_pass, q_rot))`
+                    // (line 471), `expand_kv`'s key filled by two `copy_` (k_nope out of
+                    // `kv_b_proj`'s output, the shared rope key broadcast over the heads; lines
+                    // 428-434), and SDPA's output, [b, h, s, v] after a contiguous query, made
+                    // contiguous by `transpose(1, 2).contiguous()` (integrations/sdpa_attention.py
+                    // line 168; `torch.cuda.memory._record_memory_history` shows each as its own
+                    // tensor, calibration/runs/raw/mla-prefill-h100-2026-11-25/): read and write
+                    // each element once.
+                    let qk_elems = (t * heads * qk_dim) as f64;
+                    self.push("mla_query_cat", OpKind::Memory { bytes: qk_elems * self.act * 2.0, kernels: 1 });
+                    self.push("mla_key_fill", OpKind::Memory { bytes: qk_elems * self.act * 2.0, kernels: 2 });
+                    self.push("mla_out_copy", OpKind::Memory { bytes: (t * heads * v_dim) as f64 * self.act * 2.0, kernels: 1 });
+                }
+            }
+            _ if m.position != Position::None => {
+                let rope_elems = (t * (heads * qk_dim + kv_heads * qk_dim)) as f64;
+                // Eager RoPE per element: x * cos (r2 w2), rotate_half's neg and cat (r2 w2, r4 w2),
+                // * sin (r2 w2), add (r4 w2): 22 B in 5 kernels (6 with the slices' copies).
+                self.memory_chain("rope", rope_elems, 1.0, 1.0, 22.0, 6);
+            }
+            _ => {}
         }
         let seqs = self.w.sequences();
         let cp = self.pc.cp as u64;
@@ -1483,8 +1589,20 @@ impl<'a> Builder<'a> {
         if self.w.stack.hf() {
             // The routing weight's multiply (read and write every routed row), the gather back
             // to token order (the same), and the top-k sum (read every routed row, write a token's).
-            let rows = (routed * m.hidden) as f64 * self.act;
-            self.push("unpermute", OpKind::Memory { bytes: rows * 5.0 + (t * m.hidden) as f64 * self.act, kernels: 3 });
+            // With fp32 routed weights (`Router::weights_fp32`: Mixtral, DeepSeek-V3) the product is
+            // fp32 (bf16 rows in, 4 B out), so are the gather and the sum, and the sum is cast back
+            // to bf16 (read 4 B, write 2 B a token's element): measured on the H100
+            // (calibration/runs/raw/mla-prefill-h100-2026-11-25/, DeepSeek-V3-s b4 x 8192) the fp32
+            // multiply takes 2.33 ms per layer against 1.51 ms at the bf16 table's rate for the
+            // same rows, the bytes' ratio 6 / 4.
+            let elems = (routed * m.hidden) as f64;
+            let tokens = (t * m.hidden) as f64;
+            let bytes = if moe.router.weights_fp32 {
+                elems * (2.0 + 4.0) + elems * 8.0 + elems * 4.0 + tokens * 4.0 + tokens * 6.0
+            } else {
+                elems * self.act * 5.0 + tokens * self.act
+            };
+            self.push("unpermute", OpKind::Memory { bytes, kernels: if moe.router.weights_fp32 { 4 } else { 3 } });
         } else {
             let rows = permuted_rows;
             match permutation {
@@ -1563,9 +1681,11 @@ impl<'a> Builder<'a> {
 
     /// PyTorch autocast keeps fp32 weights and casts each to bf16 once per forward (read 4 B,
     /// write 2 B per parameter); the backward casts the bf16 weight gradient back to fp32 (the
-    /// `backward_of` doubling of memory ops covers it). Megatron keeps bf16 weights: no cast.
+    /// `backward_of` doubling of memory ops covers it). Megatron keeps bf16 weights: no cast; nor
+    /// does FSDP2 under a bf16 policy (`Workload::fsdp`), which casts the shard before the gather
+    /// (`step::dp_plan` prices that) and runs no autocast.
     fn weight_cast(&mut self, moe: bool) {
-        if self.w.mode != Mode::Train || self.w.stack == Stack::Megatron {
+        if self.w.mode != Mode::Train || self.w.stack == Stack::Megatron || (self.w.fsdp.bf16_params && self.pc.zero == 3) {
             return;
         }
         let m = self.model;
@@ -1835,14 +1955,26 @@ pub fn backward_of(forward: &[Op]) -> Vec<Op> {
             (_, Backward::Frozen) => {}
             (_, Backward::As(kind)) => out.push(bwd(op.name, kind.clone())),
             (OpKind::Gemm { m, n, k, count }, _) => {
-                if let Some(cast) = i.checked_sub(1).map(|j| forward[j].name).filter(|p| matches!(*p, FP8_CAST | FP8_CAST_ROWWISE)) {
-                    let bytes = (*m * *n * *count) as f64 * torchao_cast_bytes(cast);
+                let cast = i.checked_sub(1).map(|j| forward[j].name).filter(|p| matches!(*p, FP8_CAST | FP8_CAST_ROWWISE));
+                if let Some(cast) = cast {
+                    let bytes = (*m * *n * *count) as f64 * TORCHAO_CAST_BYTES;
                     out.push(bwd(cast, OpKind::Memory { bytes, kernels: 1 }));
                 }
                 // dX[m,k] = dY[m,n] W^T ; dW[k,n] = X^T dY. Score/value GEMMs of unfused attention
                 // have two data gradients instead; the FLOPs are the same.
                 out.push(bwd(op.name, OpKind::Gemm { m: *m, n: *k, k: *n, count: *count }));
                 out.push(bwd(op.name, OpKind::Gemm { m: *k, n: *n, k: *m, count: *count }));
+                if cast == Some(FP8_CAST_ROWWISE) {
+                    // dX (m x k) rescaled after the tensorwise kernel, the output gradient (m x n)
+                    // cast per column, and the input (m x k) per column where this GEMM's forward
+                    // cast was its own (k and v, gate share q's and up's).
+                    let own_input = matches!(forward[i - 1].kind, OpKind::Memory { bytes, .. } if bytes > 0.0);
+                    let mk = (*m * *k * *count) as f64;
+                    let bytes = mk * ROWWISE_GRAD_SCALE_BYTES
+                        + (*m * *n * *count) as f64 * ROWWISE_GRAD_COLUMN_CAST_BYTES
+                        + if own_input { mk * ROWWISE_INPUT_COLUMN_CAST_BYTES } else { 0.0 };
+                    out.push(bwd(FP8_ROWWISE_SCALE, OpKind::Memory { bytes, kernels: if own_input { 3 } else { 2 } }));
+                }
             }
             // The gradients of both factors of each SSD matmul.
             (OpKind::ScanMatmul { m, n, k, count }, _) => {
@@ -2046,6 +2178,7 @@ mod tests {
             mtp_layers: 0,
             cp_comm: CpComm::P2p,
             megatron: MegatronMemory::default(),
+            fsdp: FsdpPrecision::default(),
             decode_tokens: 1,
             attention_dp: None,
             packed_doc_len: None,
@@ -2402,6 +2535,47 @@ mod tests {
         // bf16 training keeps none of them.
         let bf16 = forward_ops(&m, &single(), &train(2048, Stack::HfCompile)).dense_layer;
         assert!(!bf16.iter().any(|o| o.name == FP8_CAST));
+    }
+
+    #[test]
+    fn torchao_rowwise_rescales_both_gradient_gemm_outputs() {
+        let m = gpt3_175b();
+        let mut w = train(2048, Stack::TorchCompile);
+        w.precision = Dtype::Fp8;
+        w.fp8_recipe = Fp8Recipe::Rowwise;
+        let fwd = forward_ops(&m, &single(), &w).dense_layer;
+        let bwd = backward_of(&fwd);
+        // Every converted GEMM (the one after a rowwise cast, shared casts included): its data
+        // gradient's rescale (m x k), its output gradient's column-wise cast (m x n), and its
+        // input's column-wise cast (m x k) where the input is its own.
+        let want: f64 = fwd
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i > 0 && fwd[i - 1].name == FP8_CAST_ROWWISE)
+            .map(|(i, o)| match (o.kind.clone(), &fwd[i - 1].kind) {
+                (OpKind::Gemm { m, n, k, count }, OpKind::Memory { bytes, .. }) => {
+                    let own = if *bytes > 0.0 { ROWWISE_INPUT_COLUMN_CAST_BYTES } else { 0.0 };
+                    (m * k * count) as f64 * (ROWWISE_GRAD_SCALE_BYTES + own) + (m * n * count) as f64 * ROWWISE_GRAD_COLUMN_CAST_BYTES
+                }
+                _ => unreachable!(),
+            })
+            .sum();
+        let got: f64 = bwd
+            .iter()
+            .filter(|o| o.name == FP8_ROWWISE_SCALE)
+            .map(|o| match o.kind {
+                OpKind::Memory { bytes, .. } => bytes,
+                _ => unreachable!(),
+            })
+            .sum();
+        assert!(want > 0.0 && (got - want).abs() < 1e-6 * want, "{got} {want}");
+        // Each follows its two gradient GEMMs; the casts themselves cost what tensorwise's do.
+        let i = bwd.iter().position(|o| o.name == FP8_ROWWISE_SCALE).unwrap();
+        assert!(matches!(bwd[i - 1].kind, OpKind::Gemm { .. }) && matches!(bwd[i - 2].kind, OpKind::Gemm { .. }));
+        // Tensorwise runs the cuBLAS kernel with its scales in the epilogue: no rescale.
+        w.fp8_recipe = Fp8Recipe::Tensorwise;
+        let fwd = forward_ops(&m, &single(), &w).dense_layer;
+        assert!(!backward_of(&fwd).iter().any(|o| o.name == FP8_ROWWISE_SCALE));
     }
 
     #[test]
