@@ -19,10 +19,17 @@ Output:
              clip_ms=<ms> optimizer_ms=<ms> scheduler_ms=<ms> zero_grad_ms=<ms>
                      a TrainerCallback's host clock at every on_step_end, and the host wall time of
                      the post-backward sections (wrapped calls; none synchronises); not parsed by measure
+  trainer_mb n=<step> gaps_ms=<g0>,<g1>,... fetch_ms=<ms>
+                     eager runs only: the host time from each micro-batch's NaN check returning (the
+                     Trainer calls `floating_point_ops` next) to the next forward's start (a forward
+                     pre-hook), GPU idle in between; g0 spans the previous step's tail (clipping,
+                     optimizer, scheduler, zero_grad, callbacks, logging) and this step's batch fetch
+                     (`get_batch_samples`, timed as fetch_ms), g1.. are the gaps between this step's
+                     micro-batches (gradient accumulation); not parsed by measure
   summary rank=0 world=1 mode=train ... max_mem_alloc_bytes=<b> max_mem_reserved_bytes=<b>
 
 Usage: python3 hf_trainer.py --config CFG.json --micro-batch 2 --seq 2048 --steps 40
-       [--max-grad-norm 1.0] [--recompute full] [--compile]
+       [--grad-accum 4] [--max-grad-norm 1.0] [--recompute full] [--compile] [--logging-steps 10]
 """
 import argparse
 import os
@@ -42,6 +49,8 @@ def parse_args():
     p.add_argument("--recompute", choices=["none", "full"], default="none",
                    help="full: gradient_checkpointing=True (every decoder layer)")
     p.add_argument("--compile", action="store_true", help="TrainingArguments(torch_compile=True)")
+    p.add_argument("--logging-steps", type=int, default=None,
+                   help="TrainingArguments.logging_steps (default: the library's, 500): the `{'loss': ...}` lines")
     p.add_argument("--seed", type=int, default=0)
     return p.parse_args()
 
@@ -85,6 +94,8 @@ def main():
     )
     if a.max_grad_norm is not None:
         kw["max_grad_norm"] = a.max_grad_norm
+    if a.logging_steps is not None:
+        kw["logging_steps"] = a.logging_steps
     args = TrainingArguments(**kw)
 
     # Host wall time of the Trainer's post-backward sections, per step (no profiler): each wrapped
@@ -115,6 +126,10 @@ def main():
 
         def on_step_end(self, args, state, control, **k):
             now = time.perf_counter()
+            if gaps:
+                print(f"trainer_mb n={state.global_step} gaps_ms={','.join(f'{g:.3f}' for g in gaps)} "
+                      f"fetch_ms={sections.get('fetch', 0.0) * 1e3:.3f}", flush=True)
+                gaps.clear()
             if self.t is not None:
                 parts = " ".join(f"{k}_ms={v * 1e3:.3f}" for k, v in sorted(sections.items()) if not k.endswith("_at"))
                 tail = (now - sections["pre_opt_at"]) * 1e3 if "pre_opt_at" in sections else float("nan")
@@ -140,6 +155,24 @@ def main():
     timed(trainer.optimizer, "step", "optimizer")
     timed(trainer.lr_scheduler, "step", "scheduler")
     timed(trainer.model, "zero_grad", "zero_grad")
+    timed(trainer, "get_batch_samples", "fetch")
+    # Per micro-batch: from the NaN check's return (the Trainer's next call is floating_point_ops)
+    # to the next forward's start. Eager only: a hook's clock inside a compiled model is traced.
+    gaps = []
+    mark = {"t": None}
+    if not a.compile:
+        flops = trainer.floating_point_ops
+
+        def flops_marked(inputs):
+            mark["t"] = time.perf_counter()
+            return flops(inputs)
+        trainer.floating_point_ops = flops_marked
+
+        def pre_forward(mod, args, kwargs):
+            if mark["t"] is not None:
+                gaps.append((time.perf_counter() - mark["t"]) * 1e3)
+                mark["t"] = None
+        model.register_forward_pre_hook(pre_forward, with_kwargs=True)
     torch.cuda.reset_peak_memory_stats()
     out = trainer.train()
     torch.cuda.synchronize()

@@ -179,6 +179,10 @@ pub struct ScenarioArgs {
     /// Sequences per optimizer step, whole job
     #[arg(long, value_parser = count(), allow_negative_numbers = true)]
     pub global_batch: Option<i64>,
+    /// Gradient-accumulation steps (training; with --micro-batch and dp, sets the global batch; a
+    /// Hugging Face Trainer's gradient_accumulation_steps)
+    #[arg(long, value_parser = count(), allow_negative_numbers = true)]
+    pub grad_accum: Option<i64>,
     /// Sequence length (training, prefill)
     #[arg(long, value_parser = count(), allow_negative_numbers = true)]
     pub seq: Option<i64>,
@@ -349,6 +353,7 @@ impl ScenarioArgs {
                 mode: self.mode.clone(),
                 micro_batch: self.micro_batch,
                 global_batch: self.global_batch,
+                grad_accum: self.grad_accum,
                 seq: self.seq,
                 batch: self.batch,
                 kv_len: self.kv_len,
@@ -484,6 +489,7 @@ impl ScenarioArgs {
         f(self.mode.is_some(), "mode");
         f(self.micro_batch.is_some(), "micro-batch");
         f(self.global_batch.is_some(), "global-batch");
+        f(self.grad_accum.is_some(), "grad-accum");
         f(self.seq.is_some(), "seq");
         f(self.batch.is_some(), "batch");
         f(self.kv_len.is_some(), "kv-len");

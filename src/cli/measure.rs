@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use super::args::{count_u64, hide_unless, positive, ScenarioArgs};
+use super::args::{hide_unless, positive, ScenarioArgs};
 use super::Outcome;
 use crate::config::record::{one_of, run_scenario, RunScenarioWire};
 use crate::measure::parse::{step_regex, LogFormat};
@@ -24,9 +24,6 @@ use crate::measure::{self, MeasureConfig};
 pub struct MeasureArgs {
     #[command(flatten)]
     pub scenario: ScenarioArgs,
-    /// Gradient-accumulation steps (training; with --micro-batch and dp, sets the global batch)
-    #[arg(long, value_parser = count_u64(), allow_negative_numbers = true)]
-    pub grad_accum: Option<u64>,
 
     /// Append the record to this JSON Lines file (created if missing, never truncated)
     #[arg(long)]
@@ -85,6 +82,7 @@ const SCENARIO_FLAGS: &[&str] = &[
     "mode",
     "micro-batch",
     "global-batch",
+    "grad-accum",
     "seq",
     "batch",
     "kv-len",
@@ -111,7 +109,7 @@ fn scenario(m: &MeasureArgs) -> anyhow::Result<Scenario> {
         zero: u32_of(a.zero),
         mode: a.mode.clone(),
         micro_batch: u64_of(a.micro_batch),
-        grad_accum: m.grad_accum,
+        grad_accum: u64_of(a.grad_accum),
         global_batch: u64_of(a.global_batch),
         seq: u64_of(a.seq),
         batch: u64_of(a.batch),
@@ -193,13 +191,14 @@ pub fn run(a: MeasureArgs) -> anyhow::Result<Outcome> {
     let m = &rec.metrics;
     let gib = |b: f64| b / (1u64 << 30) as f64;
     eprintln!(
-        "gpuplan measure: {} status={} exit={:?} steps={} timed={} median_step_s={} tokens_per_s={} peak_mem_gib_nvml={:?} avg_power_w={:?} energy_j_per_step={}",
+        "gpuplan measure: {} status={} exit={:?} steps={} timed={} median_step_s={}{} tokens_per_s={} peak_mem_gib_nvml={:?} avg_power_w={:?} energy_j_per_step={}",
         rec.run_id.as_deref().unwrap_or("-"),
         rec.status,
         rec.exit_code,
         m.n_steps_parsed,
         m.n_steps_timed,
         m.step_time_s_median.map_or("-".into(), |v| format!("{v:.4}")),
+        m.step_time_source.as_deref().map_or(String::new(), |s| format!(" (from {s})")),
         m.tokens_per_s.map_or("-".into(), |v| format!("{v:.0}")),
         m.peak_mem_bytes_per_gpu_nvml.iter().map(|b| b.map(|b| (gib(b) * 100.0).round() / 100.0)).collect::<Vec<_>>(),
         m.avg_power_w_per_gpu.iter().map(|w| w.map(f64::round)).collect::<Vec<_>>(),

@@ -11,7 +11,7 @@
 //!                                # account_for_loss_in_pipeline_split, pipeline_layout = [n, ...]
 //! tp = 4
 //! pp = 2
-//! [workload]                     # mode, micro_batch, global_batch, seq, batch, kv_len, precision,
+//! [workload]                     # mode, micro_batch, global_batch (or grad_accum), seq, batch, kv_len, precision,
 //! mode = "train"                 # fp8_recipe, recompute, stack, dropout, flash_attention,
 //!                                # routing_imbalance, moe_dispatcher, moe_flex_backend, moe_capacity_factor,
 //!                                # moe_pad_to_capacity, lora_rank, lora_targets,
@@ -29,7 +29,7 @@
 //!
 //! Workload defaults (not hardware numbers): tp/pp/cp/ep/vp = 1, etp = tp for an MoE model without
 //! EP (else 1), dp = gpus / (tp*pp*cp),
-//! sp = (tp > 1), zero = 0, mode = train, micro_batch = 1, global_batch = micro_batch * dp,
+//! sp = (tp > 1), zero = 0, mode = train, micro_batch = 1, global_batch = micro_batch * dp (* grad_accum),
 //! batch = 1, precision = bf16, fp8_recipe = tensorwise, recompute = none, stack = megatron, flash attention on, no dropout,
 //! balanced routing, moe_dispatcher = alltoall, dropless MoE, no EP or shared-expert overlap, no LoRA (with `lora_rank`, lora_targets = all four linear layers). Pipeline split: Megatron's options as given; with none, layers that divide
 //! over pp*vp split evenly and those that do not as the model's Megatron-Bridge recipe does
@@ -113,6 +113,10 @@ pub struct WorkloadWire {
     pub mode: Option<String>,
     pub micro_batch: Option<i64>,
     pub global_batch: Option<i64>,
+    /// Gradient-accumulation steps per optimizer step (a Hugging Face Trainer's
+    /// `gradient_accumulation_steps`): sets `global_batch` = micro_batch x dp x grad_accum; with
+    /// `global_batch` as well, the two must agree.
+    pub grad_accum: Option<i64>,
     pub seq: Option<i64>,
     pub batch: Option<i64>,
     pub kv_len: Option<i64>,
@@ -246,6 +250,7 @@ pub fn overlay(base: ScenarioWire, over: ScenarioWire) -> ScenarioWire {
             mode,
             micro_batch,
             global_batch,
+            grad_accum,
             seq,
             batch,
             kv_len,
@@ -741,7 +746,20 @@ pub fn build_with_model(w: &ScenarioWire, file: Option<&Path>, loaded: Option<Mo
         }
     };
     let micro_batch = pos(&mut p, "workload.micro_batch", ww.micro_batch, 1);
-    let global_batch = pos(&mut p, "workload.global_batch", ww.global_batch, micro_batch.saturating_mul(dp as u64));
+    let per_step = micro_batch.saturating_mul(dp as u64);
+    let global_batch = match ww.grad_accum {
+        None => pos(&mut p, "workload.global_batch", ww.global_batch, per_step),
+        Some(ga) => {
+            let ga = pos(&mut p, "workload.grad_accum", Some(ga), 1);
+            let implied = per_step.saturating_mul(ga);
+            let given = pos(&mut p, "workload.global_batch", ww.global_batch, implied);
+            p.check(given == implied, || {
+                ConfigError::invalid(&path, "workload.grad_accum", ga, format!("gives global_batch {micro_batch}*{dp}*{ga} = {implied}, not the {given} given"))
+                    .with_hint("give either `--grad-accum` or `--global-batch` (= micro_batch * dp * gradient accumulation steps)")
+            });
+            given
+        }
+    };
     let seq = match (ww.seq, mode) {
         (None, Mode::Decode) => 1,
         (None, _) => {

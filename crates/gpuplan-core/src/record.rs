@@ -120,6 +120,12 @@ pub struct Scenario {
 pub struct Metrics {
     /// Which parser read the log (`gpuplan`, `megatron`, `torchtitan`, `hf-trainer`, `regex`).
     pub log_format: Option<String>,
+    /// Where a Hugging Face Trainer log's step time came from: `tqdm-redraw-gaps` (the time
+    /// between the progress bar's redraws over the steps between their counts) or
+    /// `train_steps_per_second` (the Trainer's final metrics dict: the whole run, warm-up
+    /// included; only where no bar was seen). Absent for the other formats (their step lines).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_time_source: Option<String>,
     pub n_steps_parsed: u64,
     pub n_warmup_dropped: u64,
     /// Steps in the steady window (after warm-up).

@@ -193,13 +193,36 @@ pub const HF_TRAINER_HOST_US: [f64; 2] = [1289.0, 32.74];
 /// one in place (`_foreach_mul_`, read and write: 8 B), whatever the norm.
 pub const HF_TRAINER_CLIP_BYTES_PER_PARAM: f64 = 12.0;
 
-/// The host time the Hugging Face Trainer leaves the GPU idle for after each step's backward
-/// ([`HF_TRAINER_HOST_US`] over the model's parameter tensors); zero in a plain loop.
+/// The Hugging Face Trainer's host time between micro-batches of one optimizer step (gradient
+/// accumulation), microseconds: `[fixed, per parameter tensor]`. transformers 5.17's
+/// `Trainer._inner_training_loop` (trainer.py, lines 1822-1880 of the 5.17.0 wheel) checks every
+/// micro-batch's loss for NaN (`torch.isnan(tr_loss_step)` in an `if`, a device-to-host copy that
+/// waits for that micro-batch's backward), then runs `floating_point_ops(inputs)` (which calls
+/// `model.num_parameters(exclude_embeddings=True)`: a walk over `named_modules()` and
+/// `named_parameters()`), the `on_substep_end` callbacks, and the next `training_step`'s
+/// preamble (`model.train()`, a walk over the modules; `_prepare_inputs`; the autocast context)
+/// before the next forward launches anything: the GPU is idle meanwhile. A plain loop (and the
+/// Trainer between steps' optimizer work) has no such gap. Measured, not fitted to step times: the
+/// host time from the NaN check's return to the next forward's first hook (scenarios/workloads/
+/// hf_trainer.py's `trainer_mb ... gaps_ms`, the gaps between a step's micro-batches, medians over
+/// the steps after warm-up) of the `fit` rows hft-027, 028, 029 (lent H100, 2026-11-25 01:44 UTC,
+/// torch 2.11.0, transformers 5.17.0, accelerate 1.15.0; raw logs in
+/// calibration/runs/hf/raw/trainerga-h100-2026-11-25/): 0.554 / 3.947 / 2.505 ms at 21 / 201 / 146
+/// parameter tensors; least squares 91.2 us + 18.29 us per tensor (scripts/trainer_ga_host.py).
+/// The gap after a step's last micro-batch is in [`HF_TRAINER_HOST_US`]'s step tail.
+pub const HF_TRAINER_MICRO_HOST_US: [f64; 2] = [91.2, 18.29];
+
+/// The host time the Hugging Face Trainer leaves the GPU idle for in a step: after the last
+/// micro-batch's backward ([`HF_TRAINER_HOST_US`]) and between the micro-batches of a gradient
+/// accumulation ([`HF_TRAINER_MICRO_HOST_US`], one fewer than the micro-batches), both over the
+/// model's parameter tensors; zero in a plain loop.
 pub fn hf_trainer_host(s: &Scenario) -> Seconds {
     match s.workload.train_loop {
         workload::TrainLoop::HfTrainer { .. } => {
-            let [fixed, per_tensor] = HF_TRAINER_HOST_US;
-            Seconds::us(fixed + per_tensor * s.model.hf_param_tensors() as f64)
+            let tensors = s.model.hf_param_tensors() as f64;
+            let ([fixed, per_tensor], [mb_fixed, mb_per_tensor]) = (HF_TRAINER_HOST_US, HF_TRAINER_MICRO_HOST_US);
+            let between = n_micro_of(s).unwrap_or(1).saturating_sub(1) as f64;
+            Seconds::us(fixed + per_tensor * tensors + between * (mb_fixed + mb_per_tensor * tensors))
         }
         workload::TrainLoop::Plain => Seconds::ZERO,
     }

@@ -1,5 +1,5 @@
 //! Run the job: its output goes through to the given sinks unchanged while its lines (split at
-//! `\n` and `\r`, so tqdm's progress updates count) come back with their arrival times.
+//! `\n` and `\r`, so tqdm's progress updates count) come back with the time their first byte arrived.
 
 use std::io::{Read, Write};
 use std::process::{Command, ExitStatus, Stdio};
@@ -92,6 +92,10 @@ pub fn run(
 fn pump(mut src: impl Read, mut sink: impl Write, st: Stream, t0: Instant, tx: mpsc::Sender<(Stream, String, f64)>) {
     let mut buf = [0u8; 16384];
     let mut line: Vec<u8> = Vec::new();
+    // A line's time is when its first byte arrived. A tqdm bar is written as `\r` and the bar in
+    // one write and ended only by the next write's `\r` or `\n` (the next redraw, 0.1 s or more
+    // later): its terminator's time would be the next redraw's, not its own.
+    let mut started: Option<f64> = None;
     loop {
         let n = match src.read(&mut buf) {
             Ok(0) | Err(_) => break,
@@ -103,15 +107,17 @@ fn pump(mut src: impl Read, mut sink: impl Write, st: Stream, t0: Instant, tx: m
         for &b in &buf[..n] {
             if b == b'\n' || b == b'\r' {
                 if !line.is_empty() {
-                    let _ = tx.send((st, String::from_utf8_lossy(&line).into_owned(), at));
+                    let _ = tx.send((st, String::from_utf8_lossy(&line).into_owned(), started.unwrap_or(at)));
                     line.clear();
                 }
+                started = None;
             } else {
+                started.get_or_insert(at);
                 line.push(b);
             }
         }
     }
     if !line.is_empty() {
-        let _ = tx.send((st, String::from_utf8_lossy(&line).into_owned(), t0.elapsed().as_secs_f64()));
+        let _ = tx.send((st, String::from_utf8_lossy(&line).into_owned(), started.unwrap_or_else(|| t0.elapsed().as_secs_f64())));
     }
 }

@@ -199,9 +199,12 @@ pub fn scenario_tokens_per_step(s: &Scenario) -> Option<f64> {
 pub fn summarize(log: &LogSummary, series: &[Vec<nvml::GpuSample>], scenario: &Scenario, warmup: u64, sample_hz: f64) -> Metrics {
     let st = steady(&log.steps, warmup);
     let mut times: Vec<f64> = st.timed.iter().filter_map(|s| s.step_time_s).collect();
+    let hf = log.format == Some("hf-trainer");
+    let mut step_time_source = (hf && !times.is_empty()).then(|| "tqdm-redraw-gaps".to_string());
     if times.is_empty() {
         if let Some(r) = log.run_steps_per_s.filter(|r| *r > 0.0) {
             times.push(1.0 / r);
+            step_time_source = Some("train_steps_per_second".into());
         }
     }
     let med = median(&times);
@@ -213,6 +216,7 @@ pub fn summarize(log: &LogSummary, series: &[Vec<nvml::GpuSample>], scenario: &S
 
     let mut m = Metrics {
         log_format: log.format.map(str::to_string),
+        step_time_source,
         n_steps_parsed: log.steps.len() as u64,
         n_warmup_dropped: st.dropped,
         n_steps_timed: if st.timed.is_empty() { 0 } else { st.n_steps },
@@ -394,6 +398,50 @@ mod tests {
 
     fn step(n: u64, t: f64, at: f64) -> StepSample {
         StepSample { step: Some(n), step_time_s: Some(t), n_steps: 1, tokens: Some(1000.0), tokens_per_s: None, at_s: at }
+    }
+
+    #[test]
+    fn trainer_log_with_sparse_bar_redraws_reads_the_steps_time() {
+        // Captured on the lent H100 (2026-11-25, scripts/device_trainerga.sh call 2, raw data in
+        // calibration/runs/hf/raw/trainerga-h100-2026-11-25/): transformers.Trainer on the 2-layer
+        // smoke model, 60 steps of about 10 ms, logging_steps 10, each output line with the time
+        // its first byte arrived (scripts/stamp_lines.py, split and timed as `job` does). tqdm
+        // redraws its bar every 0.1 s: one redraw per 6-11 steps. The job's own clock
+        // (hf_trainer.py's `trainer_cb ... t_s=`, host time between on_step_end calls) is the truth.
+        const LOG: &str = include_str!("../../../../calibration/runs/hf/raw/trainerga-h100-2026-11-25/call2/smoke-stamped.tsv");
+        let warmup = 10;
+        let mut log = LogSummary::default();
+        let mut parser = LogParser::new(LogFormat::HfTrainer);
+        let (mut clock, mut bar_rates) = (Vec::new(), Vec::new());
+        let num = |l: &str, key: &str| l.split_whitespace().find_map(|kv| kv.strip_prefix(key)).and_then(|v| v.parse::<f64>().ok());
+        let bar = regex::Regex::new(r"\| (\d+)/60 \[[^\]]*, *([0-9.]+)it/s\]").unwrap();
+        for row in LOG.lines() {
+            let (at, line) = row.split_once('\t').unwrap();
+            for ev in parser.feed(line, at.parse().unwrap()) {
+                log.absorb(ev);
+            }
+            if let (Some(n), Some(t)) = (num(line, "n="), num(line, "t_s=")) {
+                if line.starts_with("trainer_cb") && n > warmup as f64 {
+                    clock.push(t);
+                }
+            }
+            // What the bar itself printed after the warm-up (`N/60 [..., R it/s]`).
+            if let Some(c) = bar.captures(line) {
+                if c[1].parse::<u64>().unwrap() > warmup {
+                    bar_rates.push(1.0 / c[2].parse::<f64>().unwrap());
+                }
+            }
+        }
+        log.format = parser.detected_format();
+        let sc = Scenario { mode: "train".into(), n_gpus: 1, ..Default::default() };
+        let m = summarize(&log, &[], &sc, warmup, 20.0);
+        let truth = median(&clock).unwrap();
+        let got = m.step_time_s_median.unwrap();
+        assert_eq!(m.step_time_source.as_deref(), Some("tqdm-redraw-gaps"));
+        assert_eq!(m.n_steps_timed, 50, "{m:?}");
+        assert!((got / truth - 1.0).abs() < 0.05, "measured {got} vs the job's clock {truth}");
+        // The bar's own rate, an average that still carries the 1.9 s first step, reads it slow.
+        assert!(median(&bar_rates).unwrap() > 1.5 * truth, "{bar_rates:?} vs {truth}");
     }
 
     #[test]

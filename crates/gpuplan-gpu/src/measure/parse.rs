@@ -105,8 +105,11 @@ impl Patterns {
             titan_step: r(r"\bstep:\s*(\d+)\s+.*?\bloss:"),
             titan_mem: r(r"\bmemory:\s*([0-9.]+)\s*GiB"),
             titan_tps: r(r"\btps:\s*([0-9,]+(?:\.[0-9]+)?)"),
-            tqdm: r(r"\|\s*(\d+)/(\d+)\s*\[[^\]]*?,\s*([0-9.]+)(it/s|s/it)\]"),
-            hf_summary: r(r"'train_steps_per_second':\s*([0-9.eE+-]+)"),
+            tqdm: r(r"\|\s*(\d+)/(\d+)\s*\[[^\]]*?,\s*([0-9.]+|\?)(it/s|s/it)\]"),
+            // The Trainer's own final metrics dict: printed by its ProgressCallback with the values
+            // as strings (`'train_steps_per_second': '16.37'`), by a user's `print(out.metrics)`
+            // as numbers.
+            hf_summary: r(r"'train_steps_per_second':\s*'?([0-9.eE+-]+)'?"),
             ansi: r(r"\x1b\[[0-9;]*m"),
             oom: r(
                 r"(?i)(gpuplan-workload: oom|CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|RESOURCE_EXHAUSTED: Out of memory|cudaErrorMemoryAllocation|NCCL error.*out of memory)",
@@ -123,14 +126,18 @@ pub struct LogParser {
     detected: Option<&'static str>,
     p: Patterns,
     prev_titan: Option<(u64, f64)>,
-    /// The last step a tqdm progress line reported: tqdm redraws its bar (after each logged
-    /// metrics dict, at a refresh, at the end) with the same count, which is one step, not two.
-    last_tqdm_step: Option<u64>,
+    /// The last step count a tqdm progress line reported and when that count first arrived: tqdm
+    /// redraws its bar (after each logged metrics dict, at a refresh, at the end) with the same
+    /// count, which is one step, not two.
+    last_tqdm: Option<(u64, f64)>,
+    /// The total of the first tqdm bar seen (the Trainer's training bar: `max_steps`); a bar with
+    /// another total (evaluation's, a data-preparation bar) is not the training steps.
+    tqdm_total: Option<u64>,
 }
 
 impl LogParser {
     pub fn new(format: LogFormat) -> Self {
-        LogParser { format, detected: None, p: Patterns::new(), prev_titan: None, last_tqdm_step: None }
+        LogParser { format, detected: None, p: Patterns::new(), prev_titan: None, last_tqdm: None, tqdm_total: None }
     }
 
     /// The format that matched first (`None` if no line matched yet).
@@ -282,17 +289,40 @@ impl LogParser {
         out
     }
 
+    /// The Hugging Face Trainer's log. Its tqdm bar is redrawn at most every 0.1 s (tqdm's
+    /// `mininterval`), and at every logged metrics dict (`logging_steps`: tqdm's `write` redraws the
+    /// bar after the line), so one redraw may stand for many steps; the rate it prints is an
+    /// exponential average over the redraws (tqdm's `smoothing` 0.3) that still carries the first,
+    /// slow steps many redraws later (a 9 ms smoke step read as 28 ms). A redraw's step time is
+    /// therefore the time since the previous redraw's arrival over the steps between their counts
+    /// (`StepSample::n_steps`), as torchtitan's step lines are read; the first redraw, with no
+    /// previous one, keeps the bar's own rate. Only bars with the first bar's total count (an
+    /// evaluation bar has its own). The final metrics dict's `train_steps_per_second`
+    /// (whole run, warm-up and compilation included) is used only where no bar was seen.
     fn parse_hf(&mut self, line: &str, at_s: f64) -> Option<LineEvent> {
         if let Some(c) = self.p.tqdm.captures(line) {
-            let v: f64 = c[3].parse().ok()?;
             let n: u64 = c[1].parse().ok()?;
-            // A redraw of a count already seen (or an earlier one) is not a new step.
-            if v <= 0.0 || self.last_tqdm_step.is_some_and(|last| n <= last) {
+            let total: u64 = c[2].parse().ok()?;
+            if *self.tqdm_total.get_or_insert(total) != total {
                 return None;
             }
-            self.last_tqdm_step = Some(n);
-            let t = if &c[4] == "it/s" { 1.0 / v } else { v };
-            return Some(LineEvent::Step(StepSample { step: Some(n), step_time_s: Some(t), n_steps: 1, tokens: None, tokens_per_s: None, at_s }));
+            // A redraw of a count already seen (or an earlier one) is not a new step.
+            if self.last_tqdm.is_some_and(|(last, _)| n <= last) {
+                return None;
+            }
+            let prev = self.last_tqdm.replace((n, at_s));
+            let (step_time_s, n_steps) = match prev {
+                Some((pn, pt)) if at_s > pt => (Some((at_s - pt) / (n - pn) as f64), n - pn),
+                _ => {
+                    // The bar's own rate (`?` before the first step: no time).
+                    let v: Option<f64> = c[3].parse().ok().filter(|v: &f64| *v > 0.0);
+                    (v.map(|v| if &c[4] == "it/s" { 1.0 / v } else { v }), 1)
+                }
+            };
+            if n == 0 {
+                return None;
+            }
+            return Some(LineEvent::Step(StepSample { step: Some(n), step_time_s, n_steps, tokens: None, tokens_per_s: None, at_s }));
         }
         if let Some(c) = self.p.hf_summary.captures(line) {
             let v: f64 = c[1].parse().ok()?;
@@ -379,12 +409,26 @@ mod tests {
             steps(LogFormat::Auto, &[(" 10%|█         | 10/100 [00:05<00:45,  2.00it/s]", 5.0), (" 20%|██        | 20/100 [00:25<01:30,  1.50s/it]", 25.0)]);
         assert_eq!(s.len(), 2);
         assert_eq!(s[0].step, Some(10));
+        // The first redraw keeps the bar's own rate; the next is the time between the two
+        // redraws over the 10 steps between their counts (20 s / 10), not the bar's 1.5 s/it.
         assert!((s[0].step_time_s.unwrap() - 0.5).abs() < 1e-12);
-        assert!((s[1].step_time_s.unwrap() - 1.5).abs() < 1e-12);
+        assert!((s[1].step_time_s.unwrap() - 2.0).abs() < 1e-12);
+        assert_eq!(s[1].n_steps, 10);
         let mut p = LogParser::new(LogFormat::HfTrainer);
         let ev = p.feed("{'train_runtime': 120.5, 'train_samples_per_second': 42.1, 'train_steps_per_second': 0.83, 'train_loss': 2.1, 'epoch': 1.0}", 130.0);
         assert_eq!(ev, vec![LineEvent::RunSummary { steps_per_s: 0.83 }]);
         assert_eq!(p.detected_format(), Some("hf-trainer"));
+        // The Trainer's ProgressCallback prints the same dict with its values as strings.
+        let mut p = LogParser::new(LogFormat::HfTrainer);
+        let ev = p.feed(
+            "{'train_runtime': '3.665', 'train_samples_per_second': '16.37', 'train_steps_per_second': '16.37', 'train_loss': '6.989', 'epoch': '0.9677'}",
+            4.0,
+        );
+        assert_eq!(ev, vec![LineEvent::RunSummary { steps_per_s: 16.37 }]);
+        // The bar's first line, before any step (`?it/s`), times nothing but starts the clock.
+        let s = steps(LogFormat::HfTrainer, &[("  0%|          | 0/60 [00:00<?, ?it/s]", 1.0), ("  2%|▏         | 1/60 [00:02<02:46,  2.82s/it]", 3.5)]);
+        assert_eq!(s.len(), 1);
+        assert!((s[0].step_time_s.unwrap() - 2.5).abs() < 1e-12);
         // tqdm redraws the bar with the same count after a logged metrics dict: one step, not two
         // (issue 19: 82 step lines for a 40-step Trainer run).
         let s = steps(
@@ -397,6 +441,17 @@ mod tests {
             ],
         );
         assert_eq!(s.iter().map(|x| x.step).collect::<Vec<_>>(), vec![Some(2), Some(3)]);
+        // An evaluation bar (another total) between training redraws is not training steps.
+        let s = steps(
+            LogFormat::HfTrainer,
+            &[
+                (" 5%|▌         | 2/40 [00:01<00:19,  1.90it/s]", 1.0),
+                (" 60%|██████    | 6/10 [00:00<00:00, 20.0it/s]", 1.2),
+                (" 8%|▊         | 3/40 [00:01<00:19,  1.95it/s]", 1.6),
+            ],
+        );
+        assert_eq!(s.iter().map(|x| x.step).collect::<Vec<_>>(), vec![Some(2), Some(3)]);
+        assert!((s[1].step_time_s.unwrap() - 0.6).abs() < 1e-12);
     }
 
     #[test]
