@@ -286,6 +286,13 @@ read -r -d '' TABLE <<'EOF'
 225 h200 train   llama-3.2-1b             1  8192  1 none fp8      10 3  110
 223 h200 train   tinyllama-1.1b           4  4096  1 none compile  8  3  90
 224 h200 train   llama-3.2-1b             4  2048  1 none fp8row   8  3  120
+226 h100 train   llama-3.2-3b             2  2048  1 none fp8      10 3  110
+227 h100 train   qwen3-1.7b               2  2048  1 none fp8row   8  3  120
+228 h100 prefill deepseek-v3-s            1  16384 0 none eager    6  2  30
+229 h100 prefill qwen3-moe-s-e32k8-w1536  4  4096  0 none eager    8  3  30
+230 h100 prefill llama-3.2-3b             2  16384 0 none eager    6  2  30
+231 h100 prefill mixtral-s                4  4096  0 none eager    8  3  30
+232 h100 train   tinyllama-1.1b           2  4096  1 none compile  8  3  90
 EOF
 
 split_of() {  # id config
