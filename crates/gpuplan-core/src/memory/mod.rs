@@ -1259,6 +1259,59 @@ mod tests {
         assert!(act.activations.value() < 97.0 * layer);
     }
 
+    /// Llama-3.2-1B's shape (hidden 2048, 32 query and 8 key/value heads of 64, SwiGLU 8192, vocab
+    /// 128256) on a GPT-3 body.
+    fn llama_1b_shape() -> Model {
+        Model {
+            n_layers: 16,
+            hidden: 2048,
+            n_heads: 32,
+            n_kv_heads: 8,
+            head_dim: 64,
+            ffn_hidden: 8192,
+            ffn_kind: FfnKind::Gated,
+            vocab: 128_256,
+            tied_embeddings: true,
+            norm: NormKind::RmsNorm,
+            ..gpt3_175b()
+        }
+    }
+
+    #[test]
+    fn hf_compile_layer_keeps_what_the_compiled_graph_saved() {
+        // calibration/runs/raw/float8-h100-2026-11-25/saved.csv, bf16, batch 2 x 4096: the
+        // 2-layer graph saves 4,483,588,268 B, the 1-layer one 3,622,625,436 B; of the difference
+        // 121,634,816 B are the layer's autocast weight copies (counted apart), the rest is the
+        // layer's activations: both norms' fp32 inputs, their bf16 outputs, q, k and v repeated to
+        // 32 heads, SDPA's output and log-sum-exp, gate, up and the down projection's input.
+        let m = llama_1b_shape();
+        let w = Workload {
+            micro_batch: 2,
+            global_batch: 2,
+            seq: 4096,
+            stack: Stack::HfCompile,
+            dropout: false,
+            flash_attention: true,
+            ..korthikanti(Recompute::None)
+        };
+        let measured = (4_483_588_268.0 - 3_622_625_436.0) - 121_634_816.0;
+        let layer = layer_activation_bytes(&m, &pc(1, false), &w, false);
+        assert!((layer / measured - 1.0).abs() < 1e-3, "{layer} vs {measured}");
+        // k and v are saved repeated to all query heads: the layer keeps as much as a model with
+        // as many key/value heads as query heads, and 24 heads' k and v more than the torch-compile
+        // stack (no `repeat_kv`) with the same norms.
+        let mha = Model { n_kv_heads: 32, ..m.clone() };
+        assert_eq!(layer, layer_activation_bytes(&mha, &pc(1, false), &w, false));
+        let titan = Workload { stack: Stack::TorchCompile, ..w.clone() };
+        let fp32_norms = 2.0 * 2.0 * 8192.0 * 2048.0;
+        let repeat = 2.0 * 2.0 * 8192.0 * 24.0 * 64.0;
+        assert_eq!(layer - layer_activation_bytes(&m, &pc(1, false), &titan, false), fp32_norms + repeat);
+        // The compiled loss: 4 B per logit (the saved bf16 logits and their bf16 gradient) plus
+        // the final norm's fp32 input.
+        let p = plan(&m, &pc(1, false), &w, Bytes::gib(80.0));
+        assert_eq!(p.logits.value(), 8192.0 * 128_256.0 * 4.0 + 4.0 * 8192.0 * 2048.0);
+    }
+
     #[test]
     fn torchao_float8_under_compile_keeps_no_linear_input_and_no_weight_copy() {
         let m = gpt3_175b();
