@@ -167,8 +167,10 @@ fn hf_eager_training_host_follows_the_layers_launches() {
 fn second_post_fit_runs_stay_within_their_bounds() {
     // Power 7.9 -> 6.8% with decode power's launch floors (wt-torch3); bound 9 -> 7.5%. Step 6.6
     // -> 5.7% and memory 6.0 -> 3.9% with wt-hfmoe's MoE prefill (sentinel fills at the measured
-    // rate, the experts path through the caching allocator); bounds 9 -> 7 and 7.5 -> 5%.
-    post_fit_set_within("calibration/runs/hf/postfit-2.jsonl", "post-fit 2", 10, &[("step_time", 7.0), ("peak_memory", 5.0), ("power", 7.5)]);
+    // rate, the experts path through the caching allocator); bounds 9 -> 7 and 7.5 -> 5%. Memory
+    // 3.1 -> 2.0% with what hf-compile keeps (fp32 norm inputs, repeated k and v, 4 B per logit:
+    // FIT.md "Twenty-first pass", wt-compilemem); bound 5 -> 3%.
+    post_fit_set_within("calibration/runs/hf/postfit-2.jsonl", "post-fit 2", 10, &[("step_time", 7.0), ("peak_memory", 3.0), ("power", 7.5)]);
 }
 
 /// The ten runs measured on the lent H200 (calibration/runs/hf/postfit-3.jsonl, 2026-11-24

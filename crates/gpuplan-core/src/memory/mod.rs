@@ -257,6 +257,7 @@ pub fn kind_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, k
     // Tensors of the full hidden width: sharded by TP only under SP.
     let rep = if sp { sbh / t } else { sbh };
     let eager = w.stack.eager();
+    let hf_compile = hf_compile_train(w);
     let norm_in = match (model.norm, eager) {
         // HF-style RMSNorm in eager autocast keeps its fp32 input (4), the fp32 normalized
         // x * rsqrt for the weight's product (4) and the bf16 copy the next linear saves (2).
@@ -264,6 +265,12 @@ pub fn kind_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, k
         // and hidden unit per layer stay whole under TP without SP; 16 were counted before the
         // normalized tensor was (6 per norm).
         (NormKind::RmsNorm, true) => 10.0 * rep,
+        // `hf-compile` training: the residual stream is fp32 (fp32 parameters under autocast: the
+        // embedding's output and every residual add are fp32), and Inductor's partitioner saves
+        // each norm's fp32 input (and its fp32 1/rms per token) and rebuilds the normalized
+        // tensor in backward. Measured (calibration/runs/raw/float8-h100-2026-11-25/saved.csv,
+        // transformers Llama, 2 layers less 1): two fp32 [tokens, hidden] tensors per layer.
+        _ if hf_compile => 4.0 * rep,
         _ => 2.0 * rep,
     };
     let mask = if w.dropout { rep } else { 0.0 };
@@ -272,6 +279,14 @@ pub fn kind_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, k
     let heads = model.n_heads as f64 / t;
     let (qk, v_dim, kv_heads) = match &model.mla {
         Some(mla) => ((mla.qk_nope_head_dim + mla.qk_rope_head_dim) as f64, mla.v_head_dim as f64, heads),
+        // `hf-compile`: transformers repeats k and v to all query heads before SDPA
+        // (`repeat_kv`) whenever an attention mask is passed (transformers 5.17.0
+        // `integrations/sdpa_attention.py` l. 27-36 `use_gqa_in_sdpa`, l. 98-100), and under
+        // torch.compile the causal mask is always materialized (`masking_utils.py` l. 256-261:
+        // `_ignore_causal_mask_sdpa` returns False while tracing): the repeated k and v are what
+        // SDPA's backward reads, so they are saved (measured: saved.csv, 32 heads of k and v for
+        // the 1B's 8). Eager passes no mask and uses SDPA's native GQA.
+        None if hf_compile => (model.head_dim as f64, model.head_dim as f64, heads),
         None => (model.head_dim as f64, model.head_dim as f64, (model.n_kv_heads as f64 / t).max(1.0)),
     };
     let q = 2.0 * tokens * heads * qk;
@@ -479,6 +494,12 @@ pub fn saved_linear_input_bytes(w: &Workload) -> f64 {
         return 2.0;
     }
     crate::workload::quantized_elem_bytes(w.precision, w.fp8_recipe).unwrap_or(2.0)
+}
+
+/// `hf-compile` training (the HF loop with the whole model under `torch.compile`, fp32
+/// parameters under bf16 autocast).
+fn hf_compile_train(w: &Workload) -> bool {
+    w.stack == Stack::HfCompile && w.mode == Mode::Train
 }
 
 /// torchao float8 training under `torch.compile` (see `workload::Builder::quantize_input`).
@@ -917,7 +938,17 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
         }
         _ => 0.0,
     };
-    let embedding_out = if stage == 0 { layer_input * if w.dropout { 1.5 } else { 1.0 } } else { 0.0 };
+    let embedding_out = if stage == 0 && hf_compile_train(w) {
+        // `hf-compile`: the embedding's fp32 output is the first layer's norm input, counted with
+        // the layer (`kind_activation_bytes`). The causal mask the compiled model materializes
+        // (see there) is saved once for all layers' SDPA backward: [batch, 1, q, kv] in bf16
+        // (measured: saved.csv, 2 x 1 x 4096 x 4096 bf16).
+        (w.sequences() * w.q_len()) as f64 / pc.cp as f64 * w.context_len() as f64 * 2.0
+    } else if stage == 0 {
+        layer_input * if w.dropout { 1.5 } else { 1.0 }
+    } else {
+        0.0
+    };
     // Multi-token prediction on the last stage: per module, its layer's activations (of the
     // model's last layer's kind) and what its norms and projection keep (both norms' inputs, the
     // concatenation: 4 hidden-sized tensors).
@@ -943,8 +974,15 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
             Stack::Megatron if w.megatron.cross_entropy_fusion => 2.0,
             // fp32 vocab-parallel cross-entropy (Korthikanti: 4sbv/t) + its bf16 gradient
             Stack::Megatron => 6.0,
+            // The compiled loss saves the bf16 logits and two fp32 statistics per token (the
+            // max and the log-sum-exp; measured: saved.csv, the only [tokens, vocab] tensor saved
+            // is the bf16 logits), and its backward forms the logits' gradient in one fused
+            // kernel (softmax less the one-hot, cast back to bf16 for the LM head's GEMMs, the
+            // backward of `logits.float()`): 2 + 2. transformers' `ForCausalLMLoss`
+            // (5.17.0 `loss/loss_utils.py` l. 49-71): `logits.float()`, then `cross_entropy`.
+            Stack::HfCompile if w.compile_loss => 4.0,
             // bf16 logits + fused fp32 log-softmax statistics + fp32 gradient
-            Stack::TorchCompile | Stack::HfCompile if w.compile_loss => 8.0,
+            Stack::TorchCompile if w.compile_loss => 8.0,
             // The loss left eager beside compiled blocks (`Workload::compile_loss`): as eager's.
             Stack::TorchCompile | Stack::HfCompile => 14.0,
             // bf16 logits, their .float() copy, the log-softmax output, and the fp32 gradient
@@ -1219,6 +1257,59 @@ mod tests {
         // 8 micro-batches of 12 layers = 96 layers' worth (Korthikanti sec. 4.2.3), plus embeddings.
         assert!(act.activations.value() >= 96.0 * layer);
         assert!(act.activations.value() < 97.0 * layer);
+    }
+
+    /// Llama-3.2-1B's shape (hidden 2048, 32 query and 8 key/value heads of 64, SwiGLU 8192, vocab
+    /// 128256) on a GPT-3 body.
+    fn llama_1b_shape() -> Model {
+        Model {
+            n_layers: 16,
+            hidden: 2048,
+            n_heads: 32,
+            n_kv_heads: 8,
+            head_dim: 64,
+            ffn_hidden: 8192,
+            ffn_kind: FfnKind::Gated,
+            vocab: 128_256,
+            tied_embeddings: true,
+            norm: NormKind::RmsNorm,
+            ..gpt3_175b()
+        }
+    }
+
+    #[test]
+    fn hf_compile_layer_keeps_what_the_compiled_graph_saved() {
+        // calibration/runs/raw/float8-h100-2026-11-25/saved.csv, bf16, batch 2 x 4096: the
+        // 2-layer graph saves 4,483,588,268 B, the 1-layer one 3,622,625,436 B; of the difference
+        // 121,634,816 B are the layer's autocast weight copies (counted apart), the rest is the
+        // layer's activations: both norms' fp32 inputs, their bf16 outputs, q, k and v repeated to
+        // 32 heads, SDPA's output and log-sum-exp, gate, up and the down projection's input.
+        let m = llama_1b_shape();
+        let w = Workload {
+            micro_batch: 2,
+            global_batch: 2,
+            seq: 4096,
+            stack: Stack::HfCompile,
+            dropout: false,
+            flash_attention: true,
+            ..korthikanti(Recompute::None)
+        };
+        let measured = (4_483_588_268.0 - 3_622_625_436.0) - 121_634_816.0;
+        let layer = layer_activation_bytes(&m, &pc(1, false), &w, false);
+        assert!((layer / measured - 1.0).abs() < 1e-3, "{layer} vs {measured}");
+        // k and v are saved repeated to all query heads: the layer keeps as much as a model with
+        // as many key/value heads as query heads, and 24 heads' k and v more than the torch-compile
+        // stack (no `repeat_kv`) with the same norms.
+        let mha = Model { n_kv_heads: 32, ..m.clone() };
+        assert_eq!(layer, layer_activation_bytes(&mha, &pc(1, false), &w, false));
+        let titan = Workload { stack: Stack::TorchCompile, ..w.clone() };
+        let fp32_norms = 2.0 * 2.0 * 8192.0 * 2048.0;
+        let repeat = 2.0 * 2.0 * 8192.0 * 24.0 * 64.0;
+        assert_eq!(layer - layer_activation_bytes(&m, &pc(1, false), &titan, false), fp32_norms + repeat);
+        // The compiled loss: 4 B per logit (the saved bf16 logits and their bf16 gradient) plus
+        // the final norm's fp32 input.
+        let p = plan(&m, &pc(1, false), &w, Bytes::gib(80.0));
+        assert_eq!(p.logits.value(), 8192.0 * 128_256.0 * 4.0 + 4.0 * 8192.0 * 2048.0);
     }
 
     #[test]
