@@ -9,6 +9,7 @@
 # DeepSeek-V3-s at 16K, Qwen3-MoE e32k8, Llama-3.2-3B at 2 x 16K and Mixtral-s, and one compiled
 # TinyLlama step. One device call:
 #   S=.devbin/postfit14 BUDGET_S=470 bash .devbin/postfit14/device_postfit14.sh h100 $OUT   (nvidia-h100-x1)
+#   S=.devbin/postfit14 BUDGET_S=220 bash .devbin/postfit14/device_postfit14.sh h100b $OUT  (the prefill rows, second call)
 # The scripts (hf_train.py, host_probe.py, device_hf.sh) and the gpuplan binary are carried in S;
 # the torchao wheel in .whl (device_hf.sh installs it).
 set -u
@@ -17,7 +18,10 @@ PART=${1:?h100|h200}
 OUT=${2:?OUTDIR}
 case $PART in
   h100) ROWS=226-232 ;;
-  *) echo "PART must be h100, not $PART"; exit 2 ;;
+  # The first call (02:43 UTC) measured hf-226 only: torch.compile took 238 s on that lease, hf-227
+  # timed out compiling and rows 228-232 were skipped. A second call takes the prefill rows.
+  h100b) ROWS=228,229,230,231 ;;
+  *) echo "PART must be h100 or h100b, not $PART"; exit 2 ;;
 esac
 D=$OUT/postfit14-$PART
 mkdir -p "$D"
