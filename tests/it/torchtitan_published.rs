@@ -13,7 +13,7 @@
 //!
 //! Re-measured on 2026-11-25 (wt-titancomm) after four FSDP mechanisms: FSDP2's bf16 parameter /
 //! fp32 reduce policy with no autocast (`Workload::fsdp`), FSDP over dp x cp on the torch stacks
-//! (`memory::fsdp_shards`), the torch stacks' overlap cost per byte (`step::overlap_cost`), and
+//! (`memory::fsdp_shards`), the torch stacks' overlap cost per byte (`step::overlap_cost`; not kept, below), and
 //! FSDP2's gradient accumulation under pipelining (`DpPlan::accumulate`). The
 //! 405B 2D rows went from -31/-54/-55% to +11/-14/-13% and memory improved on both splits; the
 //! throughput MAPE rose because the rows these mechanisms speed up are mostly over-predicted for
@@ -44,14 +44,23 @@
 //! | fit | 23 | 19.24% (+16.1%) | 11 | 5.38% (−3.2%) |
 //! | test | 15 | 16.60% (+16.6%) | 9 | 9.17% (−6.1%) |
 //!
+//! Then (lead, the same day) the torch stacks' overlap cost went back to a cost per second of
+//! overlapped collective: wt-titancomm's per-byte scaling (an inference, no source) made the fit
+//! split worse, 18.81% against 19.24%, so it was not kept:
+//!
+//! | split | rows | tokens/s/GPU MAPE (bias) | memory rows | memory MAPE (bias) |
+//! | --- | --- | --- | --- | --- |
+//! | fit | 23 | 18.81% (+10.3%) | 11 | 5.38% (−3.2%) |
+//! | test | 15 | 14.57% (+11.9%) | 9 | 9.17% (−6.1%) |
+//!
 //! The worst rows and the mechanisms they point to are in docs/published-analysis.md (torchtitan
 //! section).
 
 use std::process::Command;
 
 const CSV: &str = "tests/data/published/torchtitan_training_dev.csv";
-const FIT_MAPE_NOW: f64 = 19.24;
-const TEST_MAPE_NOW: f64 = 16.60;
+const FIT_MAPE_NOW: f64 = 18.81;
+const TEST_MAPE_NOW: f64 = 14.57;
 const FIT_MEMORY_MAPE_NOW: f64 = 5.38;
 const TEST_MEMORY_MAPE_NOW: f64 = 9.17;
 const SLACK_PP: f64 = 1.0;
@@ -343,26 +352,6 @@ fn torch_fsdp_shards_over_the_context_parallel_ranks() {
     let cost = gpuplan::analytic::price(&cp8).unwrap().cost;
     let g = gpuplan::analytic::dp_plan(&cost, &cp8, 0).layer_gather.expect("FSDP gathers over the CP ranks");
     assert!(g.wire_bytes > 0.0 && a.breakdown.dp_comm.value() > 0.0);
-}
-
-/// The torch stacks' overlap cost is a cost per byte (`step::overlap_cost`): the fitted per-second
-/// figure inside one NVLink domain, scaled by the network's bus rate over NVLink's when the
-/// data-parallel group crosses nodes; Megatron's (fitted on multi-node rows) is not scaled.
-#[test]
-fn torch_overlap_cost_scales_with_the_dp_groups_link_rate() {
-    use gpuplan::config::scenario::WorkloadWire;
-    let f = gpuplan::cost::fitted::fitted();
-    let cost_of = |s: &gpuplan::scenario::Scenario| {
-        let cost = gpuplan::analytic::price(s).unwrap().cost;
-        (gpuplan::analytic::overlap_cost(&cost, s), gpuplan::analytic::dp_link_share(&cost, s))
-    };
-    let (inside, share) = cost_of(&fsdp_scenario(8, 1, 1, "torch-compile", WorkloadWire::default()));
-    assert_eq!((inside, share), (f.overlap_cost, 1.0), "one node: NVLink only");
-    let (across, share) = cost_of(&fsdp_scenario(32, 8, 1, "torch-compile", WorkloadWire::default()));
-    // dgx-h100: 400 Gb/s per GPU against 450 GB/s of NVLink, each at its bus efficiency.
-    assert!(share > 0.05 && share < 0.2 && (across - f.overlap_cost * share).abs() < 1e-12, "{across} {share}");
-    let (megatron, _) = cost_of(&fsdp_scenario(32, 8, 1, "megatron", WorkloadWire::default()));
-    assert_eq!(megatron, f.megatron_overlap_cost);
 }
 
 /// FSDP2's gradient accumulation under PyTorch's pipelining (`DpPlan::accumulate`): each

@@ -243,34 +243,15 @@ pub fn megatron_bucket_params(dp_with_cp: u32) -> f64 {
 /// How much slower compute runs beside the data-parallel collectives it overlaps, as a fraction of
 /// their time, by stack: `cost::fitted` holds one per stack family (torch DDP/FSDP:
 /// `OVERLAP_COST`, fitted on measured H200 runs; Megatron: `MEGATRON_OVERLAP_COST`, fitted on the
-/// published Megatron-Bridge fit rows). Both engines read it.
-///
-/// On the torch stacks the cost is per byte moved, not per second: `OVERLAP_COST` was fitted on
-/// collectives inside one NVLink domain (2 and 4 H200), where NCCL's kernels move the bytes at the
-/// NVLink bus rate, and what they take from the compute beside them (their copy and reduction
-/// traffic through HBM, the SM time of those copies, the power it draws under the cap) scales with
-/// the bytes they move. A data-parallel group that crosses NVLink domains moves its bytes at the
-/// network's bus rate (`nccl::Links::busbw`, one NIC per rank per domain), a fraction of the
-/// NVLink rate (`nccl::Links::intra_busbw`), and costs that fraction per second: 400 Gb/s per GPU
-/// against 450 GB/s NVLink, about 0.1 of `OVERLAP_COST`. `MEGATRON_OVERLAP_COST` was fitted on
-/// rows whose data-parallel groups mostly cross nodes, so it is the per-second figure of such
-/// groups already and is not scaled.
-pub fn overlap_cost(cost: &CostModel, s: &Scenario) -> f64 {
+/// published Megatron-Bridge fit rows). Both engines read it. (A cost per byte, the torch stacks'
+/// figure scaled by the network's bus rate over NVLink's for a data-parallel group that crosses
+/// nodes, was tried on the torchtitan rows and not kept: docs/published-analysis.md, torchtitan
+/// section.)
+pub fn overlap_cost(stack: Stack) -> f64 {
     let f = crate::cost::fitted::fitted();
-    match s.workload.stack {
+    match stack {
         Stack::Megatron => f.megatron_overlap_cost,
-        _ => f.overlap_cost * dp_link_share(cost, s),
-    }
-}
-
-/// The data-parallel group's bus bandwidth as a share of the NVLink bus bandwidth (1 inside one
-/// NVLink domain): what [`overlap_cost`] scales the torch stacks' per-second cost by.
-pub fn dp_link_share(cost: &CostModel, s: &Scenario) -> f64 {
-    let links = cost.links(&parallelism::group_shape(&s.parallel, Group::Dp, &s.system));
-    if links.crosses_network && links.intra_busbw.value() > 0.0 {
-        (links.busbw.value() / links.intra_busbw.value()).min(1.0)
-    } else {
-        1.0
+        _ => f.overlap_cost,
     }
 }
 

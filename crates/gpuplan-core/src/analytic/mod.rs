@@ -13,8 +13,8 @@ use crate::workload::{self, backward_of, forward_ops, recompute_of, Mode, Op};
 
 use crate::step::total_time;
 pub use crate::step::{
-    check_scenario, dp_link_share, dp_plan, finish, n_micro_of, overlap_cost, p2p_step, stage_layers, Breakdown, Buckets, DpPlan, PredictError, Prediction,
-    Priced, BUCKET_BYTES,
+    check_scenario, dp_plan, finish, n_micro_of, overlap_cost, p2p_step, stage_layers, Breakdown, Buckets, DpPlan, PredictError, Prediction, Priced,
+    BUCKET_BYTES,
 };
 
 /// Defined with the other fitted constants in `cost::fitted`.
@@ -522,7 +522,7 @@ fn data_parallel_and_optimizer(cost: &CostModel, s: &Scenario, stages: &[StageTi
         };
         // Collectives slow the compute they overlap (`step::overlap_cost` of the stack); each stage's stretched
         // passes are on the pipeline's fill or drain path, so they add up.
-        stretch += overlapped * crate::step::overlap_cost(cost, s);
+        stretch += overlapped * crate::step::overlap_cost(s.workload.stack);
         let tail = exposed + plan.optimizer - slack;
         if tail > worst.0 + worst.1 {
             // Report the optimizer whole and the DP part as what is left of the tail.
@@ -532,7 +532,7 @@ fn data_parallel_and_optimizer(cost: &CostModel, s: &Scenario, stages: &[StageTi
             slack += st.bwd.total();
         }
     }
-    (worst.0 + stretch + beside * crate::step::overlap_cost(cost, s), worst.1)
+    (worst.0 + stretch + beside * crate::step::overlap_cost(s.workload.stack), worst.1)
 }
 
 /// When the model chunks of one pipeline rank run their last backward (first forward) of a step,

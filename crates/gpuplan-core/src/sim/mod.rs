@@ -1460,7 +1460,7 @@ pub fn simulate_with_progress(s: &Scenario, opts: &SimOptions, progress: &mut dy
     }
 
     let mut sim = Sim::new(devices, lists, capacity, p2p, m, pp, vp, opts.trace);
-    sim.overlap_cost = step::overlap_cost(&pr.cost, s);
+    sim.overlap_cost = step::overlap_cost(s.workload.stack);
     sim.run(progress);
 
     let total = sim.end_time().seconds();

@@ -296,7 +296,7 @@ impl<'a> Prepared<'a> {
         }
         let mut sim = Sim::new(devices, lists, capacity, self.p2p.clone(), self.m, pp, self.vp, false);
         sim.list_of = list_of;
-        sim.overlap_cost = crate::step::overlap_cost(&self.pr.cost, self.s);
+        sim.overlap_cost = crate::step::overlap_cost(self.s.workload.stack);
         // One flow component per class: its flows cross only its own links.
         sim.active = vec![Vec::new(); n];
         sim.last_update = vec![SimTime::ZERO; n];
