@@ -1414,11 +1414,18 @@ fn hf_trainer_runs_are_predicted_as_trainer_steps() {
 /// six new Trainer shapes and one loop) stay within what they scored when they came back (7.9%).
 #[test]
 fn post_fit_hf_trainer_runs_stay_within_their_bound() {
-    let v = validate("calibration/runs/hf/trainer-postfit-h200.jsonl", "all");
+    assert_set_within("calibration/runs/hf/trainer-postfit-h200.jsonl", "all", 7, &[("step_time", 8.5)]);
+}
+
+/// `validate --runs file --split split` scores `n` runs on each metric, each within its MAPE bound.
+fn assert_set_within(file: &str, split: &str, n: u64, bounds: &[(&str, f64)]) {
+    let v = validate(file, split);
     let s = v["summary"].as_array().unwrap().last().unwrap();
-    let step = &s["mape_pct"]["step_time"];
-    assert_eq!(step["n"].as_u64(), Some(7), "{s:#}");
-    assert!(step["mape"].as_f64().unwrap() < 8.5, "{s:#}");
+    for (metric, bound) in bounds {
+        let m = &s["mape_pct"][*metric];
+        assert_eq!(m["n"].as_u64(), Some(n), "{file} {metric}: {s:#}");
+        assert!(m["mape"].as_f64().unwrap() < *bound, "{file} {metric}: {s:#}");
+    }
 }
 
 /// Issue 19: Trainer jobs with gradient accumulation 1-4 and `torch_compile` (lent H100, hft-027..041,
@@ -1429,11 +1436,7 @@ fn post_fit_hf_trainer_runs_stay_within_their_bound() {
 /// (hft-028 / hft-036: 33.8 ms measured), is more than the 12 ms the per-step tail alone gave.
 #[test]
 fn hf_trainer_runs_with_gradient_accumulation_stay_within_their_bound() {
-    let v = validate("calibration/runs/hf/trainer-ga-h100.jsonl", "test");
-    let s = v["summary"].as_array().unwrap().last().unwrap();
-    let step = &s["mape_pct"]["step_time"];
-    assert_eq!(step["n"].as_u64(), Some(11), "{s:#}");
-    assert!(step["mape"].as_f64().unwrap() < 12.7, "{s:#}");
+    assert_set_within("calibration/runs/hf/trainer-ga-h100.jsonl", "test", 11, &[("step_time", 12.7)]);
     let all = validate("calibration/runs/hf/trainer-ga-h100.jsonl", "all");
     let pred = |id: &str| -> (f64, f64, String) {
         let r = all["runs"].as_array().unwrap().iter().find(|r| r["run_id"] == id).unwrap();
@@ -1453,11 +1456,7 @@ fn hf_trainer_runs_with_gradient_accumulation_stay_within_their_bound() {
 /// they scored when they came back (7.4% step MAPE over 6 runs; 8.2% without the term).
 #[test]
 fn post_fit_hf_trainer_accumulation_runs_stay_within_their_bound() {
-    let v = validate("calibration/runs/hf/trainer-ga-postfit-h200.jsonl", "all");
-    let s = v["summary"].as_array().unwrap().last().unwrap();
-    let step = &s["mape_pct"]["step_time"];
-    assert_eq!(step["n"].as_u64(), Some(6), "{s:#}");
-    assert!(step["mape"].as_f64().unwrap() < 7.9, "{s:#}");
+    assert_set_within("calibration/runs/hf/trainer-ga-postfit-h200.jsonl", "all", 6, &[("step_time", 7.9)]);
 }
 
 /// Issue 19 (calibration/runs/hf/FIT.md, "MLA prefill pass"): an `hf-eager` prefill's peak is its
@@ -1608,11 +1607,5 @@ fn float8_runs_keep_what_their_bf16_twins_keep_less_the_linear_inputs() {
 /// step 3.1%, peak memory 3.7%, power 2.6%; the sixth row (float8 rowwise) timed out compiling.
 #[test]
 fn post_fit_14_runs_stay_within_their_bound() {
-    let v = validate("calibration/runs/hf/postfit-14.jsonl", "all");
-    let s = v["summary"].as_array().unwrap().last().unwrap();
-    for (metric, bound) in [("step_time", 3.6), ("peak_memory", 4.2), ("power", 3.1)] {
-        let m = &s["mape_pct"][metric];
-        assert_eq!(m["n"].as_u64(), Some(5), "{metric}: {s:#}");
-        assert!(m["mape"].as_f64().unwrap() < bound, "{metric}: {s:#}");
-    }
+    assert_set_within("calibration/runs/hf/postfit-14.jsonl", "all", 5, &[("step_time", 3.6), ("peak_memory", 4.2), ("power", 3.1)]);
 }

@@ -157,8 +157,7 @@ fn layer_checkpointing_checkpoints_every_nth_block() {
     // Counted per pipeline rank, chunk by chunk: 32 layers over pp 2 x vp 2 chunks of 8 give each
     // rank 16 layers, 8 of them checkpointed.
     let pc = gpuplan::parallelism::ParallelConfig { pp: 2, vp: 2, ..s.parallel.clone() };
-    let rc = s.workload.recompute;
-    let picked = gpuplan::parallelism::picked_kind_counts(&s.model.layer_kinds(), &pc, 1, |i| rc.checkpoints(i));
+    let picked = s.workload.recompute.checkpointed_kind_counts(&s.model, &pc, 1);
     assert_eq!(picked[LayerKind::Dense.index()], 8);
     let rc = gpuplan::workload::Recompute::parse("layer:3").unwrap();
     assert!(!rc.checkpoints(0) && !rc.checkpoints(1) && rc.checkpoints(2) && rc.checkpoints(5));
@@ -167,26 +166,13 @@ fn layer_checkpointing_checkpoints_every_nth_block() {
     }
 }
 
+/// `predict` of Llama 3 8B under FSDP on one DGX H100 (seq 4096, one micro-batch per rank).
+const PREDICT_8B_FSDP: [&str; 15] =
+    ["predict", "--model", "llama-3-8b", "--system", "dgx-h100", "--gpus", "8", "--seq", "4096", "--micro-batch", "1", "--global-batch", "8", "--zero", "3"];
+
 #[test]
 fn layer_checkpointing_outside_torch_training_and_bad_counts_are_refused() {
-    let base = [
-        "predict",
-        "--model",
-        "llama-3-8b",
-        "--system",
-        "dgx-h100",
-        "--gpus",
-        "8",
-        "--seq",
-        "4096",
-        "--micro-batch",
-        "1",
-        "--global-batch",
-        "8",
-        "--zero",
-        "3",
-    ];
-    let run = |more: &[&str]| gpuplan(&[&base[..], more].concat());
+    let run = |more: &[&str]| gpuplan(&[&PREDICT_8B_FSDP[..], more].concat());
     let (code, err) = run(&["--recompute", "layer:2", "--stack", "megatron"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("workload.recompute") && err.contains("layer:2") && err.contains("hint"), "{err}");
@@ -225,27 +211,7 @@ fn an_eager_loss_beside_compiled_blocks_keeps_eager_logits() {
     // Each holds 4 B a token and hidden unit beside the logits; the logits part goes 8 -> 14.
     assert!(ratio > 1.6 && ratio < 14.0 / 8.0, "{ratio}");
     assert!(eager.step_time > compiled.step_time);
-    let (code, err) = gpuplan(&[
-        "predict",
-        "--model",
-        "llama-3-8b",
-        "--system",
-        "dgx-h100",
-        "--gpus",
-        "8",
-        "--seq",
-        "4096",
-        "--micro-batch",
-        "1",
-        "--global-batch",
-        "8",
-        "--zero",
-        "3",
-        "--stack",
-        "torch-eager",
-        "--compile-loss",
-        "false",
-    ]);
+    let (code, err) = gpuplan(&[&PREDICT_8B_FSDP[..], &["--stack", "torch-eager", "--compile-loss", "false"]].concat());
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("workload.compile_loss") && err.contains("hint"), "{err}");
 }

@@ -431,7 +431,7 @@ fn executed_flops_per_gpu_step(s: &Scenario, ops: &workload::OpList, n_micro: u6
         // Layer checkpointing: the checkpointed layers' forward runs again.
         if s.workload.mode == Mode::Train && matches!(s.workload.recompute, workload::Recompute::Layers(_)) {
             let rc = s.workload.recompute;
-            let picked = parallelism::picked_kind_counts(&s.model.layer_kinds(), pc, stage, |i| rc.checkpoints(i));
+            let picked = rc.checkpointed_kind_counts(&s.model, pc, stage);
             for kind in crate::model::LayerKind::ALL {
                 total += ops.layer(kind).iter().map(Op::flops).sum::<f64>() * picked[kind.index()] as f64;
             }
@@ -759,5 +759,13 @@ mod tests {
         assert_eq!(megatron_bucket_params(1), 40e6);
         assert_eq!(megatron_bucket_params(40), 40e6);
         assert_eq!(megatron_bucket_params(128), 128e6);
+    }
+
+    #[test]
+    fn each_stack_family_has_its_own_overlap_cost() {
+        let f = crate::cost::fitted::fitted();
+        assert_eq!(overlap_cost(Stack::Megatron), f.megatron_overlap_cost);
+        assert_eq!(overlap_cost(Stack::TorchEager), f.overlap_cost);
+        assert_eq!(overlap_cost(Stack::HfCompile), f.overlap_cost);
     }
 }

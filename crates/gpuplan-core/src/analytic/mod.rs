@@ -13,8 +13,7 @@ use crate::workload::{self, backward_of, forward_ops, recompute_of, Mode, Op};
 
 use crate::step::total_time;
 pub use crate::step::{
-    check_scenario, dp_plan, finish, n_micro_of, overlap_cost, p2p_step, stage_layers, Breakdown, Buckets, DpPlan, PredictError, Prediction, Priced,
-    BUCKET_BYTES,
+    check_scenario, dp_plan, finish, n_micro_of, p2p_step, stage_layers, Breakdown, Buckets, DpPlan, PredictError, Prediction, Priced, BUCKET_BYTES,
 };
 
 /// Defined with the other fitted constants in `cost::fitted`.
@@ -291,7 +290,7 @@ fn stage_times(s: &Scenario, parts: &PartTimes, stage: u32) -> StageTimes {
     // Layer checkpointing: the rank's checkpointed layers run their forward again.
     if !parts.reruns.is_empty() {
         let rc = s.workload.recompute;
-        let picked = parallelism::picked_kind_counts(&s.model.layer_kinds(), &s.parallel, stage, |i| rc.checkpoints(i));
+        let picked = rc.checkpointed_kind_counts(&s.model, &s.parallel, stage);
         for (rerun, n) in parts.reruns.iter().zip(picked) {
             let mut b = rerun.bd.clone();
             b.scale(n as f64);

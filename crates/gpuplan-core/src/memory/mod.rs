@@ -914,7 +914,7 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     let sp = pc.sp && pc.tp > 1;
     let layer_input = 2.0 * tokens * model.hidden as f64 / if sp { pc.tp as f64 } else { 1.0 };
     // Layer checkpointing (`layer:n`): the checkpointed layers keep their input only.
-    let picked = crate::parallelism::picked_kind_counts(&model.layer_kinds(), pc, stage, |i| w.recompute.checkpoints(i));
+    let picked = w.recompute.checkpointed_kind_counts(model, pc, stage);
     let per_micro = match w.recompute {
         Recompute::Full => layers * layer_input,
         Recompute::Layers(_) => LayerKind::ALL
@@ -1017,12 +1017,7 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     // LM head (the recipes skip it), the router and the grouped experts (no `nn.Linear`).
     let cached = if torchao_fp8(w) {
         let head = if stage == pc.pp - 1 { model.vocab as f64 * model.hidden as f64 / pc.tp as f64 } else { 0.0 };
-        let kept = head + experts;
-        if w.recompute == Recompute::Full {
-            head + experts / layers.max(1.0)
-        } else {
-            kept
-        }
+        head + if w.recompute == Recompute::Full { experts / layers.max(1.0) } else { experts }
     } else {
         cached
     };
@@ -1034,7 +1029,7 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     // What FSDP gathers (fp32, bf16 under FSDP2's policy, float8 linear weights) and the dtype the
     // gradients are reduced in (`Workload::fsdp`); Megatron's FSDP gathers its bf16 parameters.
     let (gathered, reduced) = if w.stack.torch() { (fsdp_gather_bytes(model, pc, w, stage), w.fsdp.reduce.bytes()) } else { (sm.param, sm.grad) };
-    let fsdp_ranks = if w.stack.torch() { fsdp_shards(pc, w) } else { pc.dp };
+    let fsdp_ranks = fsdp_shards(pc, w);
     if pc.zero == 3 && fsdp_ranks > 1 && w.stack.torch() && w.mode == Mode::Train && pc.pp > 1 {
         // FSDP under PyTorch's pipelining (`step::DpPlan::per_step`): the stage's layers stay
         // gathered through the step and their gradients accumulate unsharded until the last

@@ -1343,13 +1343,18 @@ fn chunk_lists(s: &Scenario, pr: &Priced, plan: &DpPlan, v: u32, n_v: u32, slow:
 /// Events between two calls of a progress callback.
 pub const PROGRESS_STEP: u64 = 1 << 20;
 
+/// Whether a training step gathers and reduce-scatters its layers under FSDP (zero 3 over more than
+/// one shard, `memory::fsdp_shards`).
+fn fsdp_on(s: &Scenario, train: bool) -> bool {
+    train && s.parallel.zero == 3 && crate::memory::fsdp_shards(&s.parallel, &s.workload) > 1
+}
+
 /// The events one step of `s` is estimated to take in the engine, as `estimate_events` counts
 /// them (for a progress bar's length, or to refuse a step over the limits beforehand).
 pub fn estimated_events(s: &Scenario) -> Result<f64, PredictError> {
     let (pr, pp, vp, train) = shape(s)?;
     check_scenario_size(s, pr.n_micro, train)?;
-    let fsdp = train && s.parallel.zero == 3 && crate::memory::fsdp_shards(&s.parallel, &s.workload) > 1;
-    Ok(estimate_events(s, &pr, pp, vp, train, fsdp))
+    Ok(estimate_events(s, &pr, pp, vp, train, fsdp_on(s, train)))
 }
 
 fn shape(s: &Scenario) -> Result<(Priced<'_>, u32, u32, bool), PredictError> {
@@ -1418,7 +1423,7 @@ pub fn simulate_with_progress(s: &Scenario, opts: &SimOptions, progress: &mut dy
     check_scenario_size(s, pr.n_micro, train)?;
     let m = pr.n_micro as u32;
     let n_v = pp * vp;
-    let fsdp = train && pc.zero == 3 && crate::memory::fsdp_shards(pc, &s.workload) > 1;
+    let fsdp = fsdp_on(s, train);
     let factor = |list: &[(u32, f64)], d: u32| list.iter().filter(|(st, _)| *st == d).map(|(_, f)| *f).product::<f64>();
 
     let mut lists = Vec::new();

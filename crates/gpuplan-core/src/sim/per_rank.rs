@@ -178,7 +178,7 @@ impl<'a> Prepared<'a> {
         let pc = &s.parallel;
         let m = pr.n_micro as u32;
         let n_v = pp * vp;
-        let fsdp = train && pc.zero == 3 && crate::memory::fsdp_shards(pc, &s.workload) > 1;
+        let fsdp = super::fsdp_on(s, train);
         let plans: Vec<DpPlan> = (0..pp).map(|d| if train { step::dp_plan(&pr.cost, s, d) } else { DpPlan::default() }).collect();
         let lists: Vec<_> =
             (0..pp).map(|d| (0..vp).map(|c| chunk_lists(s, &pr, &plans[d as usize], c * pp + d, n_v, 1.0, fsdp, train)).collect::<Vec<_>>()).collect();

@@ -96,6 +96,11 @@ impl Recompute {
             _ => false,
         }
     }
+    /// Layers of each kind on pipeline rank `rank` that are checkpointed whole ([`Self::checkpoints`]
+    /// of their rank-local index).
+    pub fn checkpointed_kind_counts(self, model: &Model, pc: &ParallelConfig, rank: u32) -> crate::model::KindCounts {
+        crate::parallelism::picked_kind_counts(&model.layer_kinds(), pc, rank, |i| self.checkpoints(i))
+    }
 }
 
 /// A submodule Megatron-Core recomputes under `recompute_granularity = selective`
@@ -2079,11 +2084,10 @@ pub fn backward_of(forward: &[Op]) -> Vec<Op> {
 /// - `moe_act`: the routed experts' activation; `shared_experts`: the shared experts' FFN;
 /// - `layernorm`: the input and pre-MLP norms; `mla_up_proj`: MLA's q/kv up projections and RoPE.
 pub fn recompute_of(forward: &[Op], w: &Workload) -> Vec<Op> {
-    let again = |op: &Op| Op { pass: Pass::Recompute, ..op.clone() };
     match w.recompute {
         // Layer checkpointing re-runs some blocks whole: the engines ask [`rerun_of`] per block.
         Recompute::None | Recompute::Layers(_) => return Vec::new(),
-        Recompute::Full => return forward.iter().map(again).collect(),
+        Recompute::Full => return rerun_of(forward),
         Recompute::SelectiveOp => return selective_op_recompute(forward, w),
         Recompute::Selective => {}
     }
@@ -2156,7 +2160,12 @@ pub fn selective_op_saved(forward: &[Op], w: &Workload) -> Vec<bool> {
 /// A checkpointed block's forward run again before its backward (`layer:n`'s every n-th block,
 /// [`Recompute::checkpoints`]).
 pub fn rerun_of(forward: &[Op]) -> Vec<Op> {
-    forward.iter().map(|op| Op { pass: Pass::Recompute, ..op.clone() }).collect()
+    forward.iter().map(again).collect()
+}
+
+/// `op` run again in the backward pass.
+fn again(op: &Op) -> Op {
+    Op { pass: Pass::Recompute, ..op.clone() }
 }
 
 /// Why [`Recompute::SelectiveOp`] does not apply to a model and workload, or `None` where it
@@ -2198,7 +2207,7 @@ fn selective_op_recompute(forward: &[Op], w: &Workload) -> Vec<Op> {
             && ((Some(i) == last_gemm && !forward[i + 1..].iter().any(|o| matches!(o.kind, OpKind::Comm { .. })))
                 || (forward.get(i + 1).is_some_and(|n| n.name == "tp_reduce") && saved[i + 1]))
     };
-    forward.iter().enumerate().filter(|&(i, _)| !saved[i] && !dead(i)).map(|(_, op)| Op { pass: Pass::Recompute, ..op.clone() }).collect()
+    forward.iter().enumerate().filter(|&(i, _)| !saved[i] && !dead(i)).map(|(_, op)| again(op)).collect()
 }
 
 /// The shared experts' activation: the activation op right after the shared experts' up GEMM(s).
