@@ -233,7 +233,7 @@ pub const RECIPE_DEFAULTS: &[(&str, &str, &str)] = &[
     ),
     (
         "moe_dispatcher",
-        "flex for the NeMo 26.x MoE rows: HybridEP (`moe_flex_backend` hybridep) from 26.06 on and on GB200/GB300 before, DeepEP (deepep) on H100, B200 and B300 before 26.06; alltoall for 25.x rows",
+        "flex for the NeMo 26.x MoE rows: HybridEP (`moe_flex_backend` hybridep) from 26.06 on, on GB200/GB300 before, and for DeepSeek-V3 on every system; DeepEP (deepep) for the other models on H100, B200 and B300 before 26.06; alltoall for 25.x rows",
         "Megatron-Bridge 0.6.2 perf recipes set moe_token_dispatcher_type = flex, moe_flex_dispatcher_backend = hybridep for every Qwen3-30B-A3B and DeepSeek-V3 config; the 0.4.0 and 0.5.0 base recipes (megatron/bridge/recipes/qwen/qwen3_moe.py) set alltoall and then apply_flex_dispatcher_backend(cfg.model, 'deepep'), which switches to flex on Ampere, Hopper, B200 and B300 and leaves GB200/GB300 on alltoall (training/flex_dispatcher_backend.py); 25.x rows keep alltoall. The GB200/GB300 rows of 26.02-26.04.01 are taken to run HybridEP, which 0.4.0's apply_flex_dispatcher_backend lists for 'GB200, GB300 with NVL72' (the perf scripts' own choice for those releases is not in reach): chosen on the fit split, whose 81 rows score 10.21% with them on alltoall (its sort_chunks permutation and top-k copies per token) and 8.99% on HybridEP (wt-moe4, 2026-11-24); the test split, not used, 8.90% and 7.73%",
     ),
     (
@@ -253,8 +253,8 @@ pub const RECIPE_DEFAULTS: &[(&str, &str, &str)] = &[
     ),
     (
         "moe_ep_overlap",
-        "on for the MoE rows with full-iteration CUDA graphs (RECIPE_DEFAULTS `cuda_graphs`) whose layout Megatron overlaps (pp 1, or a virtual pipeline); off otherwise",
-        "Megatron-Bridge 0.6.2 perf recipes: _enable_hybridep_full_iteration_mxfp8 (perf_recipes/qwen/common.py) and _enable_deepseek_full_iteration_mxfp8 (perf_recipes/deepseek/common.py) set comm_overlap overlap_moe_expert_parallel_comm = True and delay_wgrad_compute = True, with moe_hybridep_num_sms = 32; their BF16/FP8-CS and partial-graph configs leave it off (the H100 Qwen3 base recipe's is commented out); megatron-core 0.16.1 asserts a virtual pipeline for it when pp > 1. The same helpers and the Qwen3 H100 base recipe set moe_shared_expert_overlap = False, so no row overlaps its shared experts (`moe_shared_expert_overlap` stays off)",
+        "on for the MoE rows with full-iteration CUDA graphs (RECIPE_DEFAULTS `cuda_graphs`), and for the 26.x rows of a model whose perf recipe sets it (`PerfRecipe::ep_overlap`: Qwen3-235B-A22B on H100, GPT-OSS-120B BF16 on GB200, and the full-iteration configs from 26.06), whose layout Megatron overlaps (pp 1, or a virtual pipeline); off otherwise",
+        "Megatron-Bridge 0.6.2 perf recipes: _enable_hybridep_full_iteration_mxfp8 (perf_recipes/qwen/common.py) and _enable_deepseek_full_iteration_mxfp8 (perf_recipes/deepseek/common.py) set comm_overlap overlap_moe_expert_parallel_comm = True and delay_wgrad_compute = True, with moe_hybridep_num_sms = 32; their BF16/FP8-CS and partial-graph configs leave it off (the H100 Qwen3 base recipe's is commented out), except qwen3_235b_a22b_pretrain_256gpu_h100_{bf16,fp8cs}_config (perf_recipes/qwen/h100/qwen3_moe.py: cfg.comm_overlap = CommOverlapConfig(tp_comm_overlap=False, overlap_moe_expert_parallel_comm=True, delay_wgrad_compute=True), alltoall, TP 2 PP 8 VP 4 EP 32), gpt_oss_120b_pretrain_64gpu_gb200_bf16_config and qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config (cfg.comm_overlap.overlap_moe_expert_parallel_comm = True; the dev set's H100 Qwen3-30B-A3B rows are FP8, whose config replaces comm_overlap with CommOverlapConfig(tp_comm_overlap=True)); megatron-core 0.16.1 asserts a virtual pipeline for it when pp > 1. The same helpers and the Qwen3 H100 base recipe set moe_shared_expert_overlap = False, so no row overlaps its shared experts (`moe_shared_expert_overlap` stays off)",
     ),
     (
         "tokendrop",
@@ -414,16 +414,23 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
         Some(p) => (moe && from_26 && p.dispatcher != "alltoall").then_some("flex"),
         None => (moe && from_26).then_some("flex"),
     };
-    // Its kernels (RECIPE_DEFAULTS `moe_dispatcher`): HybridEP in the 26.06 perf recipes and on
-    // GB200/GB300, DeepEP on the other systems before.
+    // Its kernels (RECIPE_DEFAULTS `moe_dispatcher`): HybridEP in the 26.06 perf recipes, on
+    // GB200/GB300, and for DeepSeek-V3 (its base recipe's own backend); DeepEP for the other models
+    // on the other systems before 26.06.
     let moe_flex_backend = moe_dispatcher.map(|_| match perf {
         Some(p) => p.dispatcher,
-        None if from_26_06 || !deepep_gpu => "hybridep",
+        None if from_26_06 || !deepep_gpu || family == "deepseek" => "hybridep",
         None => "deepep",
     });
-    // The full-iteration recipes overlap the EP all-to-alls (RECIPE_DEFAULTS `moe_ep_overlap`);
-    // Megatron refuses the overlap at pp > 1 without a virtual pipeline.
-    let moe_ep_overlap = cuda_graphs == Some("full") && ep > 1 && (pp == 1 || vp > 1);
+    // The full-iteration recipes overlap the EP all-to-alls (RECIPE_DEFAULTS `moe_ep_overlap`), and so
+    // do the perf recipes that set it without them (Qwen3-235B-A22B on H100, EP 32 over four nodes;
+    // GPT-OSS-120B BF16 on GB200), for the 26.x rows as their dispatcher; Megatron refuses the overlap
+    // at pp > 1 without a virtual pipeline.
+    let recipe_overlap = match perf {
+        Some(p) => p.ep_overlap && from_26 && (p.cuda_graphs != "full" || cuda_graphs == Some("full")),
+        None => cuda_graphs == Some("full"),
+    };
+    let moe_ep_overlap = recipe_overlap && ep > 1 && (pp == 1 || vp > 1);
     let Some((precision, recipe, prec_slice)) = precision_of(r) else {
         return Err(Skipped::new(Incomplete, "precision not stated"));
     };
