@@ -426,8 +426,7 @@ fn a_rows_mapping_is_pinned() {
     // `moe_dispatcher`): Qwen3-30B-A3B MXFP8 on GB200 in NeMo 26.08 (full-iteration HybridEP
     // recipe), the same in 26.04.01 (partial graphs; HybridEP, the NVL72 backend: DeepEP does not
     // run on GB200), on H100 in 26.04.01 (no graphs, DeepEP), DeepSeek-V3 MXFP8 on B200 in 26.04
-    // (partial graphs, HybridEP: DeepSeek-V3's base recipe sets it, megatron-bridge 0.4.0/0.5.0
-    // `recipes/deepseek/deepseek_v3.py`), and Mixtral in NeMo 25.04 (alltoall).
+    // (partial graphs, DeepEP), and Mixtral in NeMo 25.04 (alltoall).
     let moe = |id: &str| {
         let w = map_row(rows.iter().find(|r| r.dev_row == id).unwrap()).unwrap().wire;
         (w.options.cuda_graphs, w.workload.moe_dispatcher, w.workload.moe_flex_backend)
@@ -436,7 +435,7 @@ fn a_rows_mapping_is_pinned() {
     assert_eq!(moe("3"), (s("full"), s("flex"), s("hybridep")));
     assert_eq!(moe("38"), (s("partial"), s("flex"), s("hybridep")));
     assert_eq!(moe("41"), (None, s("flex"), s("deepep")));
-    assert_eq!(moe("52"), (s("partial"), s("flex"), s("hybridep")));
+    assert_eq!(moe("52"), (s("partial"), s("flex"), s("deepep")));
     assert_eq!(moe("154"), (s("partial"), None, None));
     assert_eq!(moe("48"), (None, None, None));
     // The full-iteration recipes also overlap the EP all-to-alls (RECIPE_DEFAULTS `moe_ep_overlap`):

@@ -233,7 +233,7 @@ pub const RECIPE_DEFAULTS: &[(&str, &str, &str)] = &[
     ),
     (
         "moe_dispatcher",
-        "flex for the NeMo 26.x MoE rows: HybridEP (`moe_flex_backend` hybridep) from 26.06 on, on GB200/GB300 before, and for DeepSeek-V3 on every system; DeepEP (deepep) for the other models on H100, B200 and B300 before 26.06; alltoall for 25.x rows",
+        "flex for the NeMo 26.x MoE rows: HybridEP (`moe_flex_backend` hybridep) from 26.06 on and on GB200/GB300 before, DeepEP (deepep) on H100, B200 and B300 before 26.06; alltoall for 25.x rows",
         "Megatron-Bridge 0.6.2 perf recipes set moe_token_dispatcher_type = flex, moe_flex_dispatcher_backend = hybridep for every Qwen3-30B-A3B and DeepSeek-V3 config; the 0.4.0 and 0.5.0 base recipes (megatron/bridge/recipes/qwen/qwen3_moe.py) set alltoall and then apply_flex_dispatcher_backend(cfg.model, 'deepep'), which switches to flex on Ampere, Hopper, B200 and B300 and leaves GB200/GB300 on alltoall (training/flex_dispatcher_backend.py); 25.x rows keep alltoall. The GB200/GB300 rows of 26.02-26.04.01 are taken to run HybridEP, which 0.4.0's apply_flex_dispatcher_backend lists for 'GB200, GB300 with NVL72' (the perf scripts' own choice for those releases is not in reach): chosen on the fit split, whose 81 rows score 10.21% with them on alltoall (its sort_chunks permutation and top-k copies per token) and 8.99% on HybridEP (wt-moe4, 2026-11-24); the test split, not used, 8.90% and 7.73%",
     ),
     (
@@ -414,12 +414,13 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
         Some(p) => (moe && from_26 && p.dispatcher != "alltoall").then_some("flex"),
         None => (moe && from_26).then_some("flex"),
     };
-    // Its kernels (RECIPE_DEFAULTS `moe_dispatcher`): HybridEP in the 26.06 perf recipes, on
-    // GB200/GB300, and for DeepSeek-V3 (its base recipe's own backend); DeepEP for the other models
-    // on the other systems before 26.06.
+    // Its kernels (RECIPE_DEFAULTS `moe_dispatcher`): HybridEP in the 26.06 perf recipes and on
+    // GB200/GB300, DeepEP on the other systems before (DeepSeek-V3's base recipe names HybridEP;
+    // the perf scripts' choice for those releases is not in reach, and the fit rows do not tell
+    // the two apart: docs/published-analysis.md, wt-mbmoe).
     let moe_flex_backend = moe_dispatcher.map(|_| match perf {
         Some(p) => p.dispatcher,
-        None if from_26_06 || !deepep_gpu || family == "deepseek" => "hybridep",
+        None if from_26_06 || !deepep_gpu => "hybridep",
         None => "deepep",
     });
     // The full-iteration recipes overlap the EP all-to-alls (RECIPE_DEFAULTS `moe_ep_overlap`), and so
@@ -603,7 +604,10 @@ pub fn memory_recipe(container: &str, family: &str, system: &str, precision: &st
     let mxfp8 = recipe.starts_with("mxfp8");
     m.recompute_modules = match (family, system, precision) {
         ("deepseek", "gb300-nvl72", "bf16") => vec!["moe_act"],
-        ("deepseek", "gb300-nvl72", "fp8") if mxfp8 => vec![],
+        // The full-iteration MXFP8 config (no recompute, `moe_paged_stash`) lands in 26.06, as its
+        // graphs; before, the GB300 rows run the layout of the FP8-CS config (PP 2 VP 8 EP 32 MBS 2,
+        // `mla_up_proj`: `deepseek_v3_pretrain_256gpu_gb300_fp8cs_config`).
+        ("deepseek", "gb300-nvl72", "fp8") if mxfp8 && release >= (26, 6) => vec![],
         ("deepseek", "gb200-nvl72", "fp8") if !mxfp8 => vec!["mlp"],
         ("deepseek", "dgx-b200", "fp4") => vec!["mla_up_proj", "layernorm", "moe_act"],
         ("deepseek", "gb300-nvl72" | "gb200-nvl72" | "dgx-b200" | "dgx-b300", _) => vec!["mla_up_proj"],
