@@ -248,8 +248,8 @@ pub const RECIPE_DEFAULTS: &[(&str, &str, &str)] = &[
     ),
     (
         "recompute (DeepSeek-V3), cpu_offload (Llama-3 70B FSDP)",
-        "DeepSeek-V3: selective recompute of mla_up_proj (B200, B300, GB200 except FP8-CS, GB300 FP8-CS; plus layernorm and moe_act for NVFP4 on B200), mlp (GB200 FP8-CS), moe_act (GB300 BF16), none (GB300 MXFP8); Llama-3 70B Megatron-FSDP on GB200/GB300: activations of 40 (GB200 FP8), 20 (GB200 BF16, GB300 FP8) or 30 (GB300 BF16) layers offloaded to the host",
-        "Megatron-Bridge 0.6.2 perf_recipes/deepseek/{b200,b300,gb200,gb300}/deepseek_v3.py (_deepseek_v3_common sets recompute_granularity = selective) and perf_recipes/llama/{gb200,gb300}/llama3.py (cpu_offloading = True, cpu_offloading_weights = False, cpu_offloading_num_layers); applied to the earlier releases' rows of the same model, system and precision",
+        "DeepSeek-V3: selective recompute of mla_up_proj (B200, B300, GB200 except FP8-CS, GB300 FP8-CS, and GB300 MXFP8 before 26.06: the layout those rows print is the FP8-CS config's; plus layernorm and moe_act for NVFP4 on B200), mla_up_proj and mlp (H100), mlp (GB200 FP8-CS), moe_act (GB300 BF16), none (GB300 MXFP8 from 26.06, the full-iteration config); Llama-3 70B Megatron-FSDP on GB200/GB300: activations of 40 (GB200 FP8), 20 (GB200 BF16, GB300 FP8) or 30 (GB300 BF16) layers offloaded to the host",
+        "Megatron-Bridge 0.6.2 perf_recipes/deepseek/{h100,b200,b300,gb200,gb300}/deepseek_v3.py (_deepseek_v3_common sets recompute_granularity = selective; the H100 configs recompute_modules = [mla_up_proj, mlp]; gb300 deepseek_v3_pretrain_256gpu_gb300_fp8cs_config is PP 2 VP 8 EP 32 MBS 2 with [mla_up_proj]) and perf_recipes/llama/{gb200,gb300}/llama3.py (cpu_offloading = True, cpu_offloading_weights = False, cpu_offloading_num_layers); applied to the earlier releases' rows of the same model, system and precision",
     ),
     (
         "moe_ep_overlap",
@@ -611,6 +611,9 @@ pub fn memory_recipe(container: &str, family: &str, system: &str, precision: &st
         ("deepseek", "gb200-nvl72", "fp8") if !mxfp8 => vec!["mlp"],
         ("deepseek", "dgx-b200", "fp4") => vec!["mla_up_proj", "layernorm", "moe_act"],
         ("deepseek", "gb300-nvl72" | "gb200-nvl72" | "dgx-b200" | "dgx-b300", _) => vec!["mla_up_proj"],
+        // Every H100 config (`perf_recipes/deepseek/h100/deepseek_v3.py`, TP 2 PP 8 VP 4 or 2, EP 64):
+        // `mlp` recomputes the three dense layers' FFN (Megatron ignores it on MoE layers).
+        ("deepseek", "dgx-h100", _) => vec!["mla_up_proj", "mlp"],
         _ => vec![],
     };
     m.cpu_offload_layers = match (family, system, precision, fsdp) {
