@@ -233,4 +233,8 @@ fn perf_recipes_ep_overlap_maps_by_release_and_layout() {
     assert_eq!(overlap(qwen_gb200("NeMo 26.06")), Some(true));
     assert_eq!(overlap(qwen_gb200("NeMo 26.02")), None);
     assert_eq!(overlap(row("NeMo 26.06", "DGX-H100", "Kimi-K2", "BF16", [1024, 8, 16, 1, 2, 64, 1, 8192, 4096], "")), None);
+    // A dev model's: Qwen3-30B-A3B BF16 on H100 (qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config, EP 16
+    // over two nodes) overlaps; its FP8-CS config (the dev rows) does not.
+    let qwen30 = |precision: &str| row("NeMo 26.04", "DGX-H100", "Qwen3_30B_a3B", precision, [16, 1, 1, 1, 1, 16, 1, 1024, 4096], "");
+    assert_eq!((overlap(qwen30("BF16")), overlap(qwen30("FP8-CS"))), (Some(true), None));
 }

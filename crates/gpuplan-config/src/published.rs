@@ -253,7 +253,7 @@ pub const RECIPE_DEFAULTS: &[(&str, &str, &str)] = &[
     ),
     (
         "moe_ep_overlap",
-        "on for the MoE rows with full-iteration CUDA graphs (RECIPE_DEFAULTS `cuda_graphs`), and for the 26.x rows of a model whose perf recipe sets it (`PerfRecipe::ep_overlap`: Qwen3-235B-A22B on H100, GPT-OSS-120B BF16 on GB200, and the full-iteration configs from 26.06), whose layout Megatron overlaps (pp 1, or a virtual pipeline); off otherwise",
+        "on for the MoE rows with full-iteration CUDA graphs (RECIPE_DEFAULTS `cuda_graphs`), and for the 26.x rows of a model whose perf recipe sets it (`PerfRecipe::ep_overlap`: Qwen3-235B-A22B on H100, GPT-OSS-120B BF16 on GB200, and the full-iteration configs from 26.06), and for Qwen3-30B-A3B BF16 on H100 (26.x), whose layout Megatron overlaps (pp 1, or a virtual pipeline); off otherwise",
         "Megatron-Bridge 0.6.2 perf recipes: _enable_hybridep_full_iteration_mxfp8 (perf_recipes/qwen/common.py) and _enable_deepseek_full_iteration_mxfp8 (perf_recipes/deepseek/common.py) set comm_overlap overlap_moe_expert_parallel_comm = True and delay_wgrad_compute = True, with moe_hybridep_num_sms = 32; their BF16/FP8-CS and partial-graph configs leave it off (the H100 Qwen3 base recipe's is commented out), except qwen3_235b_a22b_pretrain_256gpu_h100_{bf16,fp8cs}_config (perf_recipes/qwen/h100/qwen3_moe.py: cfg.comm_overlap = CommOverlapConfig(tp_comm_overlap=False, overlap_moe_expert_parallel_comm=True, delay_wgrad_compute=True), alltoall, TP 2 PP 8 VP 4 EP 32), gpt_oss_120b_pretrain_64gpu_gb200_bf16_config and qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config (cfg.comm_overlap.overlap_moe_expert_parallel_comm = True; the dev set's H100 Qwen3-30B-A3B rows are FP8, whose config replaces comm_overlap with CommOverlapConfig(tp_comm_overlap=True)); megatron-core 0.16.1 asserts a virtual pipeline for it when pp > 1. The same helpers and the Qwen3 H100 base recipe set moe_shared_expert_overlap = False, so no row overlaps its shared experts (`moe_shared_expert_overlap` stays off)",
     ),
     (
@@ -427,9 +427,13 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
     // do the perf recipes that set it without them (Qwen3-235B-A22B on H100, EP 32 over four nodes;
     // GPT-OSS-120B BF16 on GB200), for the 26.x rows as their dispatcher; Megatron refuses the overlap
     // at pp > 1 without a virtual pipeline.
+    // Of the dev models' 0.6.2 configs without full-iteration graphs, only Qwen3-30B-A3B's BF16 ones on
+    // H100 set it (`perf_recipes/qwen/h100/qwen3_moe.py` `qwen3_30b_a3b_pretrain_{16,64}gpu_h100_bf16_config`;
+    // the FP8-CS ones replace `comm_overlap` without it).
+    let dev_recipe_overlap = model == "qwen3-30b-a3b" && system == "dgx-h100" && r.precision.trim().eq_ignore_ascii_case("BF16") && from_26;
     let recipe_overlap = match perf {
         Some(p) => p.ep_overlap && from_26 && (p.cuda_graphs != "full" || cuda_graphs == Some("full")),
-        None => cuda_graphs == Some("full"),
+        None => cuda_graphs == Some("full") || dev_recipe_overlap,
     };
     let moe_ep_overlap = recipe_overlap && ep > 1 && (pp == 1 || vp > 1);
     let Some((precision, recipe, prec_slice)) = precision_of(r) else {
