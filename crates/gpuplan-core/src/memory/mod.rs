@@ -526,7 +526,12 @@ fn in_flight(pc: &ParallelConfig, n_micro: u64) -> f64 {
         Schedule::OneFOneB | Schedule::Interleaved => {
             let base = p.min(n_micro as f64);
             if pc.vp > 1 {
-                base * (1.0 + (p - 1.0) / (p * pc.vp as f64))
+                // The warm-up runs at most every micro-batch's every chunk (PyTorch's
+                // `ScheduleInterleaved1F1B` caps `warmup_ops` at `n_microbatches * n_local_stages`,
+                // torch 2.5.1 and 2.6.0 pipelining/schedules.py, re-read; Megatron-Core's
+                // `num_warmup_microbatches` at the total likewise): with m = pp every chunk of every
+                // micro-batch is in flight at once, m stage-micro-batches.
+                (base * (1.0 + (p - 1.0) / (p * pc.vp as f64))).min(n_micro as f64)
             } else {
                 base
             }
@@ -545,6 +550,47 @@ fn in_flight_middle(pc: &ParallelConfig, n_micro: u64, stage: u32) -> f64 {
         Schedule::OneFOneB | Schedule::Interleaved if pc.vp > 1 => (((p - d - 1.0) * 2.0 + (v - 1.0) * p + 1.0) / v).min(n_micro as f64),
         Schedule::OneFOneB | Schedule::Interleaved => (p - d).min(n_micro as f64),
     }
+}
+
+/// What PyTorch's pipelining (`torch.distributed.pipelining`, the torch stacks' pipeline
+/// parallelism, torchtitan's) holds per micro-batch on one rank beyond the activations in flight:
+/// (stage inputs, outputs and output gradients, bytes; the last stage's retained logits, bytes).
+///
+/// Each local stage of a rank (one, or `vp` under a multi-stage schedule) allocates, for every
+/// micro-batch of the step, a receive buffer for its input (all but the first stage,
+/// `PipelineStage._prepare_forward_infra`) and one for its output's gradient (all but the last,
+/// `_prepare_backward_infra` via `_create_grad_recv_info`), and keeps every micro-batch's output
+/// until the next step starts (`forward_one_chunk` appends it to `output_chunks` for
+/// `_merge_outputs`; `clear_runtime_states` empties it): torch 2.5.1 and 2.6.0
+/// `torch/distributed/pipelining/stage.py`, re-read. A stage's input and output are the residual
+/// stream between blocks, `[micro-batch, seq / tp, hidden]` under sequence parallelism
+/// (`layer_input`); the last stage's output is the LM head's logits in the compute dtype (bf16;
+/// vocabulary-sharded under TP's loss parallelism), one of which is the loss's own (counted with
+/// the logits). A micro-batch in flight saves its first layer's input, which is the receive buffer
+/// itself: those are not counted twice. Megatron-Core receives into fresh tensors each
+/// micro-batch and keeps no outputs: zero for it.
+#[allow(clippy::too_many_arguments)]
+fn torch_pipelining_buffers(model: &Model, pc: &ParallelConfig, w: &Workload, stage: u32, n_micro: u64, flight: f64, layer_input: f64, tokens: f64) -> (f64, f64) {
+    if !w.stack.torch() || pc.pp < 2 || w.mode != Mode::Train {
+        return (0.0, 0.0);
+    }
+    let (p, v, m) = (pc.pp, pc.vp.max(1), n_micro as f64);
+    let last = p * v - 1;
+    let (mut io, mut logits) = (0.0, 0.0);
+    for chunk in 0..v {
+        let j = chunk * p + stage;
+        if j > 0 {
+            // Input receive buffers, less those a micro-batch in flight saves as its first input.
+            io += (m - flight.min(m)) * layer_input;
+        }
+        if j < last {
+            // Output-gradient receive buffers and the retained outputs.
+            io += 2.0 * m * layer_input;
+        } else {
+            logits += (m - 1.0) * tokens * model.vocab as f64 / pc.tp as f64 * 2.0;
+        }
+    }
+    (io, logits)
 }
 
 /// Parameters one rank of pipeline stage `stage` holds, split into (dense, expert) parts, with
@@ -698,6 +744,11 @@ pub fn plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes) -
     let mut stages: Vec<u32> = if pc.pp > 1 { vec![0, pc.pp - 1] } else { vec![0] };
     if !stages.contains(&most) {
         stages.push(most);
+    }
+    // Under PyTorch's pipelining the second stage holds one micro-batch fewer in flight than the
+    // first but the input receive buffers the first has not (`torch_pipelining_buffers`).
+    if w.stack.torch() && pc.pp > 2 && !stages.contains(&1) {
+        stages.push(1);
     }
     stages
         .into_iter()
@@ -886,9 +937,11 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
 
     // Activations of the micro-batches in flight on this stage.
     let n_micro = (w.global_batch / (w.micro_batch * pc.dp as u64)).max(1);
+    // The last rank runs one micro-batch at a time without interleaving; with it, its warm-up
+    // forwards `(vp - 1) x pp` chunks of its earlier model chunks first (`in_flight_middle`).
     let flight = if stage == 0 {
         in_flight(pc, n_micro)
-    } else if stage < pc.pp - 1 {
+    } else if stage < pc.pp - 1 || pc.vp > 1 {
         in_flight_middle(pc, n_micro, stage)
     } else {
         1.0
@@ -962,7 +1015,8 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     } else {
         0.0
     };
-    let activations = flight * (per_micro + embedding_out + mtp) + rebuilt;
+    let (stage_io, retained_logits) = torch_pipelining_buffers(model, pc, w, stage, n_micro, flight, layer_input, tokens);
+    let activations = flight * (per_micro + embedding_out + mtp) + rebuilt + stage_io;
 
     // Logits and loss on the last stage, at their peak early in backward: what the loss keeps
     // plus the logits' gradient being formed.
@@ -991,7 +1045,7 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
             Stack::Trtllm | Stack::Vllm | Stack::Sglang => 6.0,
         };
         // Each MTP module has its own loss over the same vocabulary, kept until backward too.
-        (1.0 + w.mtp_layers as f64) * (tokens * model.vocab as f64 / pc.tp as f64 * per_logit + 4.0 * tokens * model.hidden as f64 / pc.tp as f64)
+        (1.0 + w.mtp_layers as f64) * (tokens * model.vocab as f64 / pc.tp as f64 * per_logit + 4.0 * tokens * model.hidden as f64 / pc.tp as f64) + retained_logits
     } else {
         0.0
     };
