@@ -464,6 +464,11 @@ mod tests {
         assert_eq!(system("DGX H100 (80 GB HBM3)"), Some("dgx-h100"));
         assert_eq!(even_layout(126, 8), vec![16, 16, 16, 16, 16, 16, 15, 15]);
         assert_eq!(even_layout(126, 16).iter().sum::<i64>(), 126);
+        assert_eq!(pipeline_micro_batches(32, 16, true).unwrap(), (2, 16));
+        assert_eq!(pipeline_micro_batches(32, 8, true).unwrap(), (4, 8));
+        assert_eq!(pipeline_micro_batches(8, 8, true).unwrap(), (1, 8));
+        assert_eq!(pipeline_micro_batches(32, 8, false).unwrap(), (1, 32));
+        assert!(pipeline_micro_batches(12, 8, true).unwrap_err().reason.contains("equal pipeline micro-batches"));
         assert!(is_torchtitan_header(
             "dev_row,split,source,table,gpu_system,model,num_gpus,fsdp,tp,pp,cp,local_batch,global_batch,seq_len,activation_checkpointing,techniques"
         ));
