@@ -518,8 +518,9 @@ fn gated_or_plain(kind: FfnKind, eager: bool) -> f64 {
     }
 }
 
-/// Micro-batches whose activations stage 0 holds at the peak of the schedule.
-fn in_flight(pc: &ParallelConfig, n_micro: u64) -> f64 {
+/// Micro-batches whose activations stage 0 holds at the peak of the schedule. `torch`: PyTorch's
+/// pipelining, whose interleaved warm-up is capped at every chunk of every micro-batch (below).
+fn in_flight(pc: &ParallelConfig, n_micro: u64, torch: bool) -> f64 {
     let p = pc.pp as f64;
     match pc.schedule {
         Schedule::Gpipe => n_micro as f64,
@@ -528,10 +529,16 @@ fn in_flight(pc: &ParallelConfig, n_micro: u64) -> f64 {
             if pc.vp > 1 {
                 // The warm-up runs at most every micro-batch's every chunk (PyTorch's
                 // `ScheduleInterleaved1F1B` caps `warmup_ops` at `n_microbatches * n_local_stages`,
-                // torch 2.5.1 and 2.6.0 pipelining/schedules.py, re-read; Megatron-Core's
-                // `num_warmup_microbatches` at the total likewise): with m = pp every chunk of every
-                // micro-batch is in flight at once, m stage-micro-batches.
-                (base * (1.0 + (p - 1.0) / (p * pc.vp as f64))).min(n_micro as f64)
+                // torch 2.5.1 and 2.6.0 pipelining/schedules.py, re-read): with m = pp every chunk
+                // of every micro-batch is in flight at once, m stage-micro-batches. (Megatron-Core
+                // caps its warm-up at the total too, from memory; its path is left as it was
+                // calibrated against the Megatron-Bridge rows.)
+                let f = base * (1.0 + (p - 1.0) / (p * pc.vp as f64));
+                if torch {
+                    f.min(n_micro as f64)
+                } else {
+                    f
+                }
             } else {
                 base
             }
@@ -937,11 +944,14 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
 
     // Activations of the micro-batches in flight on this stage.
     let n_micro = (w.global_batch / (w.micro_batch * pc.dp as u64)).max(1);
-    // The last rank runs one micro-batch at a time without interleaving; with it, its warm-up
-    // forwards `(vp - 1) x pp` chunks of its earlier model chunks first (`in_flight_middle`).
+    // The last rank runs one micro-batch at a time without interleaving; with it, PyTorch's
+    // `ScheduleInterleaved1F1B` warms it up with `(n_local_stages - 1) x pp` chunk-forwards of its
+    // earlier model chunks first (`get_rank_warmup_ops`, torch 2.5.1 and 2.6.0, re-read):
+    // `in_flight_middle`. (Megatron-Core's path keeps one.)
+    let torch_pipelining = w.stack.torch();
     let flight = if stage == 0 {
-        in_flight(pc, n_micro)
-    } else if stage < pc.pp - 1 || pc.vp > 1 {
+        in_flight(pc, n_micro, torch_pipelining)
+    } else if stage < pc.pp - 1 || (pc.vp > 1 && torch_pipelining) {
         in_flight_middle(pc, n_micro, stage)
     } else {
         1.0
