@@ -1318,6 +1318,44 @@ mod tests {
         assert!(act.activations.value() < 97.0 * layer);
     }
 
+    #[test]
+    fn torch_pipelining_keeps_every_micro_batch_s_stage_inputs_outputs_and_logits() {
+        let m = gpt3_175b();
+        let w = Workload { stack: Stack::TorchCompile, ..korthikanti(Recompute::Full) };
+        let mut p = pc(8, true);
+        p.pp = 8;
+        let (boundary, tokens) = (2.0 * 2048.0 * 12288.0 / 8.0, 2048.0);
+        let logits = tokens * m.vocab as f64 / 8.0 * 2.0;
+        let buffers = |w: &Workload, p: &ParallelConfig, stage: u32, flight: f64| torch_pipelining_buffers(&m, p, w, stage, 32, flight, boundary, tokens);
+        // First stage: output gradients and outputs of all 32 micro-batches; a middle stage also
+        // its input buffers, less the 5 in flight whose first layer saved them as its input.
+        assert_eq!(buffers(&w, &p, 0, 8.0), (64.0 * boundary, 0.0));
+        assert_eq!(buffers(&w, &p, 3, 5.0), ((96.0 - 5.0) * boundary, 0.0));
+        // Last stage: 31 micro-batches' bf16 logits beside the loss's own, and its input buffers.
+        assert_eq!(buffers(&w, &p, 7, 1.0), (31.0 * boundary, 31.0 * logits));
+        // Interleaved: rank 0 holds virtual stages 0 and 8, rank 7 stages 7 and 15 (the last).
+        (p.vp, p.schedule) = (2, Schedule::Interleaved);
+        assert_eq!(buffers(&w, &p, 0, 8.0), ((64.0 + 96.0 - 8.0) * boundary, 0.0));
+        assert_eq!(buffers(&w, &p, 7, 4.5), ((96.0 - 4.5 + 32.0 - 4.5) * boundary, 31.0 * logits));
+        // Megatron-Core keeps none of them; no pipelining, none either.
+        assert_eq!(buffers(&korthikanti(Recompute::Full), &p, 3, 5.0), (0.0, 0.0));
+        p.pp = 1;
+        assert_eq!(buffers(&w, &p, 0, 1.0), (0.0, 0.0));
+    }
+
+    #[test]
+    fn torch_interleaved_warm_up_stops_at_every_chunk_of_every_micro_batch() {
+        let mut p = pc(8, true);
+        (p.pp, p.vp, p.schedule) = (8, 2, Schedule::Interleaved);
+        // m = pp: the warm-up (22 chunk-forwards on rank 0) is capped at all 16: 8 stage-micro-batches.
+        assert_eq!(in_flight(&p, 8, true), 8.0);
+        assert_eq!(in_flight(&p, 16, true), 8.0 * (1.0 + 7.0 / 16.0));
+        // Megatron's path as it was.
+        assert_eq!(in_flight(&p, 8, false), 8.0 * (1.0 + 7.0 / 16.0));
+        // The last rank warms up (vp - 1) x pp = 8 chunk-forwards of its first chunk, plus one.
+        assert_eq!(in_flight_middle(&p, 16, 7), 4.5);
+    }
+
     /// Llama-3.2-1B's shape (hidden 2048, 32 query and 8 key/value heads of 64, SwiGLU 8192, vocab
     /// 128256) on a GPT-3 body.
     fn llama_1b_shape() -> Model {
