@@ -190,7 +190,7 @@ pub const TORCHTITAN_DEFAULTS: &[(&str, &str, &str)] = &[
     (
         "pipeline",
         "1F1B -> 1f1b; Interleaved 1F1B -> interleaved with 2 stages per rank; uneven layer counts split as evenly as possible, the earlier ranks one more",
-        "torchtitan pipeline_parallel_schedule; split points not published (INTERLEAVED_STAGES_PER_RANK, from memory)",
+        "torchtitan pipeline_parallel_schedule; split points not published; 2 stages per rank by default (INTERLEAVED_STAGES_PER_RANK: torchtitan 0.1.0 generate_split_points, re-read)",
     ),
     ("cp", "all_gather (the keys and values gathered over the CP group)", "PyTorch's context_parallel rotate method default allgather, torchtitan context_parallel_rotate_method = allgather (from memory)"),
     ("memory", "published GiB (max over GPUs) against predicted peak GiB per GPU", "torchtitan logs max reserved memory (from memory)"),

@@ -577,7 +577,16 @@ fn in_flight_middle(pc: &ParallelConfig, n_micro: u64, stage: u32) -> f64 {
 /// itself: those are not counted twice. Megatron-Core receives into fresh tensors each
 /// micro-batch and keeps no outputs: zero for it.
 #[allow(clippy::too_many_arguments)]
-fn torch_pipelining_buffers(model: &Model, pc: &ParallelConfig, w: &Workload, stage: u32, n_micro: u64, flight: f64, layer_input: f64, tokens: f64) -> (f64, f64) {
+fn torch_pipelining_buffers(
+    model: &Model,
+    pc: &ParallelConfig,
+    w: &Workload,
+    stage: u32,
+    n_micro: u64,
+    flight: f64,
+    layer_input: f64,
+    tokens: f64,
+) -> (f64, f64) {
     if !w.stack.torch() || pc.pp < 2 || w.mode != Mode::Train {
         return (0.0, 0.0);
     }
@@ -1055,7 +1064,8 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
             Stack::Trtllm | Stack::Vllm | Stack::Sglang => 6.0,
         };
         // Each MTP module has its own loss over the same vocabulary, kept until backward too.
-        (1.0 + w.mtp_layers as f64) * (tokens * model.vocab as f64 / pc.tp as f64 * per_logit + 4.0 * tokens * model.hidden as f64 / pc.tp as f64) + retained_logits
+        (1.0 + w.mtp_layers as f64) * (tokens * model.vocab as f64 / pc.tp as f64 * per_logit + 4.0 * tokens * model.hidden as f64 / pc.tp as f64)
+            + retained_logits
     } else {
         0.0
     };
