@@ -154,8 +154,8 @@ fn fused_tp_reduce(ops: &[Op], i: usize) -> bool {
 }
 
 /// Async TP's order on one pass's lowered steps ([`micro_pipelined_tp`]): each fused all-gather
-/// beside the first GEMM it feeds (past the skipped layout copy and torchao's input casts, which
-/// the fused op's chunks run before), each fused reduce-scatter beside the GEMM producing its
+/// beside the first GEMM it feeds (past the shard's staging copy and torchao's input casts, which
+/// the fused op runs before its chunks), each fused reduce-scatter beside the GEMM producing its
 /// input (`fused_matmul_reduce_scatter` runs that GEMM chunk by chunk while the peers' copies
 /// proceed); the overlap itself is the generic one (`Overlap::WithNextKernel`, the first chunk,
 /// `TP_OVERLAP_BLOCKING`, exposed). The unfused backward reduce-scatter stays where it is.
@@ -166,7 +166,7 @@ fn micro_pipeline_order(steps: &mut Vec<Step>, ops: &[Op]) {
     let passable = |k: usize| {
         matches!(ops[k].kind, OpKind::Memory { .. })
             && (matches!(ops[k].name, crate::workload::FP8_CAST | crate::workload::FP8_CAST_ROWWISE)
-                || (ops[k].name == crate::workload::SP_LAYOUT_COPY && matches!(&steps[k], Step::Kernel { launches, .. } if *launches == 0.0)))
+                || (ops[k].name == crate::workload::SP_LAYOUT_COPY && !fused_tp_reduce(ops, k + 1) && !unfused_tp_reduce(ops, k + 1)))
     };
     let mut i = 0;
     while i < order.len() {
@@ -719,7 +719,15 @@ impl CostModel<'_> {
                     kernel(self.memory_time(tensor * (1.0 + 1.0 / pc.tp as f64), 1), 1.0)
                 }
                 OpKind::Memory { .. } if pipelined && op.name == crate::workload::SP_LAYOUT_COPY && !unfused_tp_reduce(ops, i + 1) => {
-                    Step::Kernel { name: op.name, time: Seconds::ZERO, bound: Bound::Memory, cpu: Seconds::ZERO, launches: 0.0, host_sync: Seconds::ZERO, fixed: Seconds::ZERO }
+                    // After a fused all-gather: no re-layout, but `_pipelined_all_gather_and_consume`
+                    // first copies the local shard into its symmetric-memory buffer ("mv", left
+                    // before the first chunk's GEMM, not beside it: torch 2.11's comment in
+                    // `distributed/_symmetric_memory/__init__.py`), a read and a write of the shard.
+                    let shard = match i.checked_sub(1).map(|j| &ops[j].kind) {
+                        Some(OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Tp, bytes }) => *bytes / pc.tp.max(1) as f64,
+                        _ => 0.0,
+                    };
+                    kernel(self.memory_time(2.0 * shard, 1), 1.0)
                 }
                 OpKind::Gemm { m, n, k, count } if hf_grouped_expert(w, op) && self.moe_kernels().is_some() => {
                     let fp32 = hf_fp32_grouped_mm(w, op);
@@ -819,6 +827,9 @@ impl CostModel<'_> {
                     let next_is_kernel = ops.get(i + 1).is_some_and(|n| !matches!(n.kind, OpKind::Comm { .. }));
                     let overlap = match group {
                         Group::Tp if pipelined && unfused_tp_reduce(ops, i) => Overlap::Blocking,
+                        // Beside the GEMM producing it (`micro_pipeline_order`), wherever it sits in
+                        // the list (the layer's last op included).
+                        Group::Tp if pipelined && fused_tp_reduce(ops, i) => Overlap::WithNextKernel { blocking: TP_OVERLAP_BLOCKING },
                         Group::Tp if options.tp_comm_overlap && next_is_kernel => Overlap::WithNextKernel { blocking: TP_OVERLAP_BLOCKING },
                         // Ring attention (`CpComm::P2p`): in forward every key/value block
                         // travels beside the attention block before it (step 0 runs on the rank's
