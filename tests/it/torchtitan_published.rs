@@ -467,10 +467,12 @@ fn torch_sequence_parallel_pays_dtensor_layout_copies() {
     let tp_bytes = |s: &gpuplan::scenario::Scenario| {
         let f = forward_ops(&s.model, &s.parallel, &s.workload).dense_layer;
         let pick = |ops: &[gpuplan::workload::Op], c: CollectiveOp| {
-            ops.iter().filter_map(|o| match o.kind {
-                OpKind::Comm { op, bytes, .. } if op == c => Some(bytes),
-                _ => None,
-            }).collect::<Vec<_>>()
+            ops.iter()
+                .filter_map(|o| match o.kind {
+                    OpKind::Comm { op, bytes, .. } if op == c => Some(bytes),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
         };
         let bwd = backward_of(&f);
         (pick(&f, CollectiveOp::AllGather), pick(&f, CollectiveOp::ReduceScatter), pick(&bwd, CollectiveOp::AllGather), pick(&bwd, CollectiveOp::ReduceScatter))
