@@ -1238,10 +1238,11 @@ impl<'a> Builder<'a> {
     /// torchtitan's own comment names the cost ("we can accelerate Sequence Parallel by folding
     /// (and unfolding) the batch dimension and the sequence dimension", pytorch/torchtitan#437).
     /// Under async TP the micro-pipelined collectives skip them (`cost::lower`). Megatron's and
-    /// the engines' TP run sequence-first activations (dimension 0): no copy. `None` where the
-    /// copies do not apply.
+    /// the engines' TP run sequence-first activations (dimension 0): no copy. Training only (the
+    /// plan is torchtitan's training plan; prefill and decode on the torch stacks keep their
+    /// collectives as they were). `None` where the copies do not apply.
     fn sp_layout_copies(&self, bytes: f64) -> Option<(OpKind, OpKind)> {
-        if !(self.pc.tp > 1 && self.pc.sp && matches!(self.w.stack, Stack::TorchEager | Stack::TorchCompile)) {
+        if !(self.pc.tp > 1 && self.pc.sp && self.w.mode == Mode::Train && matches!(self.w.stack, Stack::TorchEager | Stack::TorchCompile)) {
             return None;
         }
         let gather = if self.w.sequences() > 1 { OpKind::Memory { bytes: 2.0 * bytes, kernels: 1 } } else { OpKind::Memory { bytes: 0.0, kernels: 0 } };
