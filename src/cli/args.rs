@@ -277,7 +277,7 @@ pub struct ScenarioArgs {
     /// its --dp ranks, each with its own attention and KV cache; the experts span every GPU (ep x etp = tp x dp)
     #[arg(long)]
     pub attention_dp: bool,
-    /// Overlap TP communication with GEMMs (Megatron --tp-comm-overlap)
+    /// Overlap TP communication with GEMMs (Megatron --tp-comm-overlap; on torch-compile, PyTorch's async TP as torchtitan enables it)
     #[arg(long)]
     pub tp_comm_overlap: Option<bool>,
     /// Training with an hf-* stack: the loop around the model, plain (a PyTorch loop, default) or hf-trainer

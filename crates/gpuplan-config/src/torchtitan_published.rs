@@ -185,7 +185,7 @@ pub const TORCHTITAN_DEFAULTS: &[(&str, &str, &str)] = &[
         "BF16 / None (bfloat16) -> bf16; FP8 (Float8 nn.Linear) and float8 tensorwise -> fp8 tensorwise; float8 rowwise -> fp8 rowwise",
         "torchao Float8Linear with dynamic tensorwise scaling is torchtitan's default float8 recipe (from memory); attention and the LM head stay bf16",
     ),
-    ("async_tp", "AsyncTP / async TP -> tp_comm_overlap (each TP collective beside the next kernel); vanilla TP -> none", "torchtitan's async TP (SymmetricMemory micro-pipelined all-gather-matmul and matmul-reduce-scatter under torch.compile)"),
+    ("async_tp", "AsyncTP / async TP -> tp_comm_overlap (on torch-compile: Inductor's micro-pipeline fusions, `cost::lower::micro_pipelined_tp`); vanilla TP -> none", "torchtitan's async TP (SymmetricMemory micro-pipelined all-gather-matmul and matmul-reduce-scatter under torch.compile; torchtitan 0.1.0 `apply_tp`, torch 2.11 `_inductor/fx_passes/micro_pipeline_tp.py`)"),
     ("sp", "true with tp > 1", "torchtitan's TP plan shards the norms' and residual's sequence dimension (Shard(1)) between the parallel regions"),
     (
         "pipeline",

@@ -131,6 +131,83 @@ fn is_tp_linear(op: &Op) -> bool {
         )
 }
 
+/// Whether the TP collectives run as PyTorch's async TP: `torch-compile` with
+/// `Options::tp_comm_overlap` (torchtitan's `enable_async_tensor_parallel`, which needs compile),
+/// TP with sequence parallelism. torchtitan sets `torch._inductor.config._micro_pipeline_tp` and
+/// enables symmetric memory on the TP group (0.1.0 `apply_tp`); Inductor's post-grad pass
+/// (torch 2.11 `_inductor/fx_passes/micro_pipeline_tp.py`) then replaces an all-gather whose result
+/// feeds matmuls by `symm_mem.fused_all_gather_matmul` and a reduce-scatter of a matmul's output
+/// by `fused_matmul_reduce_scatter`: chunked GEMMs beside the peer copies, no DTensor layout copy
+/// (the fused ops index the gather dimension themselves). What the pass does not fuse: a
+/// reduce-scatter whose input is not one matmul's output (`_find_producer_matmul`), which is the
+/// backward's reduce-scatter of a column-parallel region's input gradient, the sum of the q, k and
+/// v (or gate and up) data gradients. That one stays a blocking NCCL reduce-scatter with its
+/// layout copy ([`unfused_tp_reduce`]).
+fn micro_pipelined_tp(pc: &ParallelConfig, options: &Options, w: &Workload) -> bool {
+    w.stack == Stack::TorchCompile && options.tp_comm_overlap && pc.tp > 1 && pc.sp
+}
+
+/// Whether `ops[i]` is a TP reduce-scatter that async TP fuses with the matmul producing its
+/// input: one in the forward pass.
+fn fused_tp_reduce(ops: &[Op], i: usize) -> bool {
+    ops.get(i).is_some_and(|o| o.pass != Pass::Backward && matches!(o.kind, OpKind::Comm { op: CollectiveOp::ReduceScatter, group: Group::Tp, .. }))
+}
+
+/// Async TP's order on one pass's lowered steps ([`micro_pipelined_tp`]): each fused all-gather
+/// beside the first GEMM it feeds (past the shard's staging copy and torchao's input casts, which
+/// the fused op runs before its chunks), each fused reduce-scatter beside the GEMM producing its
+/// input (`fused_matmul_reduce_scatter` runs that GEMM chunk by chunk while the peers' copies
+/// proceed); the overlap itself is the generic one (`Overlap::WithNextKernel`, the first chunk,
+/// `TP_OVERLAP_BLOCKING`, exposed). The unfused backward reduce-scatter stays where it is.
+fn micro_pipeline_order(steps: &mut Vec<Step>, ops: &[Op]) {
+    debug_assert_eq!(steps.len(), ops.len());
+    let mut order: Vec<usize> = (0..ops.len()).collect();
+    let is_gemm = |k: usize| matches!(ops[k].kind, OpKind::Gemm { .. });
+    let passable = |k: usize| {
+        matches!(ops[k].kind, OpKind::Memory { .. })
+            && (matches!(ops[k].name, crate::workload::FP8_CAST | crate::workload::FP8_CAST_ROWWISE)
+                || (ops[k].name == crate::workload::SP_LAYOUT_COPY && !fused_tp_reduce(ops, k + 1) && !unfused_tp_reduce(ops, k + 1)))
+    };
+    let mut i = 0;
+    while i < order.len() {
+        let idx = order[i];
+        match &ops[idx].kind {
+            OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Tp, .. } => {
+                let mut j = i + 1;
+                while j < order.len() && passable(order[j]) {
+                    j += 1;
+                }
+                if j < order.len() && is_gemm(order[j]) && j > i + 1 {
+                    let comm = order.remove(i);
+                    order.insert(j - 1, comm);
+                    continue;
+                }
+            }
+            OpKind::Comm { op: CollectiveOp::ReduceScatter, group: Group::Tp, .. } if fused_tp_reduce(ops, idx) => {
+                // Back over the reduction slot (the layout copy's place) to the producing GEMM.
+                let mut j = i;
+                while j > 0 && !is_gemm(order[j - 1]) && matches!(ops[order[j - 1]].kind, OpKind::Memory { .. }) {
+                    j -= 1;
+                }
+                if j > 0 && is_gemm(order[j - 1]) {
+                    let comm = order.remove(i);
+                    order.insert(j - 1, comm);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    let mut taken: Vec<Option<Step>> = std::mem::take(steps).into_iter().map(Some).collect();
+    steps.extend(order.into_iter().map(|k| taken[k].take().expect("each step once")));
+}
+
+/// Whether `ops[i]` is a TP reduce-scatter that async TP leaves unfused: one in the backward
+/// pass (see [`micro_pipelined_tp`]).
+fn unfused_tp_reduce(ops: &[Op], i: usize) -> bool {
+    ops.get(i).is_some_and(|o| o.pass == Pass::Backward && matches!(o.kind, OpKind::Comm { op: CollectiveOp::ReduceScatter, group: Group::Tp, .. }))
+}
+
 /// Host time of DTensor's dispatch for `op` (zero unless training a tensor-parallel `torch-eager` job).
 fn dtensor_dispatch(pc: &ParallelConfig, w: &Workload, op: &Op) -> Seconds {
     if w.stack.eager() && w.mode == Mode::Train && pc.tp > 1 && is_tp_linear(op) {
@@ -593,6 +670,7 @@ impl CostModel<'_> {
         // them where it is not recomputed (core attention, MLA's up-projections, the norms).
         let attention_end = ops.iter().position(|o| o.name == "post_attention_norm" && o.pass != Pass::Backward);
         let attention_start_bwd = ops.iter().position(|o| o.name == "post_attention_norm" && o.pass == Pass::Backward);
+        let pipelined = micro_pipelined_tp(pc, options, w);
         for (i, op) in ops.iter().enumerate() {
             let in_attention = match op.pass {
                 Pass::Forward => attention_end.is_some_and(|end| i < end),
@@ -632,6 +710,25 @@ impl CostModel<'_> {
                 Step::Kernel { name: op.name, time, bound: c.bound, cpu, launches, host_sync, fixed: c.fixed }
             };
             let step = match &op.kind {
+                OpKind::Memory { bytes, .. } if pipelined && op.name == crate::workload::SP_LAYOUT_COPY && fused_tp_reduce(ops, i + 1) => {
+                    // `fused_matmul_reduce_scatter` ends with `torch.sum` over the tp partial
+                    // outputs the peers wrote into this rank's buffer: it reads the whole
+                    // pre-reduction tensor and writes this rank's shard. `bytes` is the layout
+                    // copy's read and write of that tensor.
+                    let tensor = *bytes / 2.0;
+                    kernel(self.memory_time(tensor * (1.0 + 1.0 / pc.tp as f64), 1), 1.0)
+                }
+                OpKind::Memory { .. } if pipelined && op.name == crate::workload::SP_LAYOUT_COPY && !unfused_tp_reduce(ops, i + 1) => {
+                    // After a fused all-gather: no re-layout, but `_pipelined_all_gather_and_consume`
+                    // first copies the local shard into its symmetric-memory buffer ("mv", left
+                    // before the first chunk's GEMM, not beside it: torch 2.11's comment in
+                    // `distributed/_symmetric_memory/__init__.py`), a read and a write of the shard.
+                    let shard = match i.checked_sub(1).map(|j| &ops[j].kind) {
+                        Some(OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Tp, bytes }) => *bytes / pc.tp.max(1) as f64,
+                        _ => 0.0,
+                    };
+                    kernel(self.memory_time(2.0 * shard, 1), 1.0)
+                }
                 OpKind::Gemm { m, n, k, count } if hf_grouped_expert(w, op) && self.moe_kernels().is_some() => {
                     let fp32 = hf_fp32_grouped_mm(w, op);
                     let wgrad = op.pass == Pass::Backward && i > 0 && ops[i - 1].name == op.name && matches!(ops[i - 1].kind, OpKind::Gemm { .. });
@@ -729,6 +826,10 @@ impl CostModel<'_> {
                 OpKind::Comm { op: c, group, bytes } => {
                     let next_is_kernel = ops.get(i + 1).is_some_and(|n| !matches!(n.kind, OpKind::Comm { .. }));
                     let overlap = match group {
+                        Group::Tp if pipelined && unfused_tp_reduce(ops, i) => Overlap::Blocking,
+                        // Beside the GEMM producing it (`micro_pipeline_order`), wherever it sits in
+                        // the list (the layer's last op included).
+                        Group::Tp if pipelined && fused_tp_reduce(ops, i) => Overlap::WithNextKernel { blocking: TP_OVERLAP_BLOCKING },
                         Group::Tp if options.tp_comm_overlap && next_is_kernel => Overlap::WithNextKernel { blocking: TP_OVERLAP_BLOCKING },
                         // Ring attention (`CpComm::P2p`): in forward every key/value block
                         // travels beside the attention block before it (step 0 runs on the rank's
@@ -765,6 +866,9 @@ impl CostModel<'_> {
         }
         if stack == Stack::Megatron && options.tp_comm_overlap && pc.tp > 1 && pc.sp {
             userbuffers(&mut out, ops, self.system.gpu.sm_count.value as f64);
+        }
+        if pipelined {
+            micro_pipeline_order(&mut out, ops);
         }
         // Megatron overlaps only where it can (its asserts, which `config` turns into errors for a
         // scenario; the planner's candidates that break them are priced without the overlap).

@@ -959,6 +959,9 @@ const ACT_BYTES: f64 = 2.0;
 /// The op that casts a linear's input to fp8 for torchao under Inductor; `backward_of` gives the
 /// GEMM after it the cast of its output gradient.
 pub const FP8_CAST: &str = "fp8_cast";
+/// DTensor's re-layout of a sequence-parallel collective's tensor on the torch stacks
+/// (`Builder::sp_layout_copies`).
+pub const SP_LAYOUT_COPY: &str = "sp_layout_copy";
 /// The same under torchao's rowwise recipe.
 pub const FP8_CAST_ROWWISE: &str = "fp8_cast_rowwise";
 /// HBM bytes per element of torchao's fused cast (see `Builder::quantize_input`): read bf16 (2),
@@ -1150,20 +1153,100 @@ impl<'a> Builder<'a> {
         }
     }
     /// TP collective entering a column-parallel region: all-gather under SP, nothing otherwise
-    /// (its backward all-reduce is added by `backward_of`).
+    /// (its backward all-reduce is added by `backward_of`). On the torch stacks DTensor's
+    /// layout copies follow it ([`Builder::sp_layout_copies`]).
     fn tp_enter(&mut self) {
+        self.tp_enter_gathering(self.act);
+    }
+    /// [`Builder::tp_enter`] gathering `gather_elem` bytes an element (the conjugate
+    /// reduce-scatter of the gradient in the activations' dtype).
+    fn tp_enter_gathering(&mut self, gather_elem: f64) {
         if self.pc.tp > 1 && self.pc.sp {
-            let bytes = (self.tokens() * self.model.hidden) as f64 * self.act;
-            self.push("tp_all_gather", OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Tp, bytes });
+            let elems = (self.tokens() * self.model.hidden) as f64;
+            let (bytes, grad) = (elems * gather_elem, elems * self.act);
+            let conjugate = OpKind::Comm { op: CollectiveOp::ReduceScatter, group: Group::Tp, bytes: grad };
+            self.push_with("tp_all_gather", OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Tp, bytes }, Backward::As(conjugate));
+            if let Some((gather, _)) = self.sp_layout_copies(bytes) {
+                // Forward: the gathered tensor's re-layout; backward: the copy before the
+                // gradient's reduce-scatter (this all-gather's conjugate).
+                let scatter = self.sp_layout_copies(grad).map(|c| c.1).expect("same condition");
+                self.push_with(SP_LAYOUT_COPY, gather, Backward::As(scatter));
+            }
         }
     }
     /// TP collective leaving a row-parallel region: reduce-scatter under SP, all-reduce otherwise.
     fn tp_exit(&mut self) {
+        self.tp_exit_gathering(self.act);
+    }
+    /// [`Builder::tp_exit`] whose backward all-gather moves `gather_elem` bytes an element.
+    fn tp_exit_gathering(&mut self, gather_elem: f64) {
         if self.pc.tp > 1 {
-            let bytes = (self.tokens() * self.model.hidden) as f64 * self.act;
+            let elems = (self.tokens() * self.model.hidden) as f64;
+            let bytes = elems * self.act;
             let op = if self.pc.sp { CollectiveOp::ReduceScatter } else { CollectiveOp::AllReduce };
-            self.push("tp_reduce", OpKind::Comm { op, group: Group::Tp, bytes });
+            if let Some((_, scatter)) = self.sp_layout_copies(bytes).filter(|_| self.pc.sp) {
+                // Forward: the copy before the reduce-scatter; backward: the re-layout of the
+                // gradient's all-gather (this reduce-scatter's conjugate).
+                let gather = self.sp_layout_copies(elems * gather_elem).map(|c| c.0).expect("same condition");
+                self.push_with(SP_LAYOUT_COPY, scatter, Backward::As(gather));
+            }
+            let backward = if self.pc.sp {
+                Backward::As(OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Tp, bytes: elems * gather_elem })
+            } else {
+                Backward::Mirror
+            };
+            self.push_with("tp_reduce", OpKind::Comm { op, group: Group::Tp, bytes }, backward);
         }
+    }
+    /// Bytes an element of the all-gathers around a decoder block's column-parallel linears:
+    /// one under torchao's float8 with tensorwise scaling on the torch stacks, the activations'
+    /// otherwise. torchtitan (0.1.0 `apply_tp`, `enable_float8_tensorwise_tp`) parallelizes the
+    /// block linears with torchao's `Float8ColwiseParallel` / `Float8RowwiseParallel` /
+    /// `PrepareFloat8ModuleInput` (torchao 0.18.0 `float8/float8_tensor_parallel.py`): the
+    /// sequence-sharded input is cast to float8 (`hp_tensor_to_float8_dynamic`) before its
+    /// all-gather, and the row-parallel output's gradient is cast
+    /// (`NoopFwToFloat8BwDynamic`) before the backward's all-gather; the reduce-scatters stay in
+    /// bf16. The rowwise recipes keep plain TP ("all-gather happens in high precision"), as do
+    /// the embedding and the LM head. The tensorwise scales' amax all-reduces over the TP group
+    /// (a few bytes each) are not priced.
+    fn block_gather_elem(&self) -> f64 {
+        let float8_tp = matches!(self.w.stack, Stack::TorchEager | Stack::TorchCompile)
+            && self.w.mode == Mode::Train
+            && self.w.precision == Dtype::Fp8
+            && self.w.fp8_recipe == Fp8Recipe::Tensorwise;
+        if float8_tp {
+            Dtype::Fp8.bytes()
+        } else {
+            self.act
+        }
+    }
+    /// DTensor's layout copies around a sequence-parallel collective on the torch stacks, as
+    /// (after an all-gather, before a reduce-scatter) memory ops for a collective of `bytes`.
+    /// torchtitan's plan shards the norms' and the residual's sequence dimension (`Shard(1)` of a
+    /// `[batch, seq, hidden]` activation; torchtitan 0.1.0 `models/llama3/infra/parallelize.py`
+    /// `apply_tp`), and NCCL gathers and scatters along dimension 0 only. torch 2.11's functional
+    /// collectives (`torch/distributed/_functional_collectives.py`, reached from
+    /// `Shard._to_replicate_tensor` and `Shard._reduce_shard_tensor` in
+    /// `distributed/tensor/placement_types.py`) therefore
+    /// - after `all_gather_tensor(gather_dim=1)` rebuild the gathered tensor as
+    ///   `cat(chunk(res, tp, dim=0), dim=1)` (`torch._utils._maybe_view_chunk_cat`: a view only
+    ///   when every dimension before the gather dimension is 1, i.e. one sequence per micro-batch;
+    ///   otherwise a copy: read and write of the gathered bytes);
+    /// - before `reduce_scatter_tensor(scatter_dim=1)` always run `cat(chunk(x, tp, dim=1))`, a
+    ///   copy of the whole input.
+    ///
+    /// torchtitan's own comment names the cost ("we can accelerate Sequence Parallel by folding
+    /// (and unfolding) the batch dimension and the sequence dimension", pytorch/torchtitan#437).
+    /// Under async TP the micro-pipelined collectives skip them (`cost::lower`). Megatron's and
+    /// the engines' TP run sequence-first activations (dimension 0): no copy. Training only (the
+    /// plan is torchtitan's training plan; prefill and decode on the torch stacks keep their
+    /// collectives as they were). `None` where the copies do not apply.
+    fn sp_layout_copies(&self, bytes: f64) -> Option<(OpKind, OpKind)> {
+        if !(self.pc.tp > 1 && self.pc.sp && self.w.mode == Mode::Train && matches!(self.w.stack, Stack::TorchEager | Stack::TorchCompile)) {
+            return None;
+        }
+        let gather = if self.w.sequences() > 1 { OpKind::Memory { bytes: 2.0 * bytes, kernels: 1 } } else { OpKind::Memory { bytes: 0.0, kernels: 0 } };
+        Some((gather, OpKind::Memory { bytes: 2.0 * bytes, kernels: 1 }))
     }
     fn residual(&mut self) {
         let e = self.hidden_elems();
@@ -1909,9 +1992,10 @@ impl<'a> Builder<'a> {
             None => 3,
         };
         self.norm_for("input_norm", attn_inputs);
-        self.tp_enter();
+        let gather = if moe || self.model.mla.is_some() { self.act } else { self.block_gather_elem() };
+        self.tp_enter_gathering(gather);
         self.attention();
-        self.tp_exit();
+        self.tp_exit_gathering(gather);
         self.residual();
         let ffn_inputs = match (&self.model.moe, moe) {
             // The router's linear, and the shared experts' gate and up; the routed experts take
@@ -1924,10 +2008,10 @@ impl<'a> Builder<'a> {
         if moe {
             self.moe_ffn();
         } else {
-            self.tp_enter();
+            self.tp_enter_gathering(gather);
             let width = self.model.ffn_hidden;
             self.dense_ffn(width, "up_proj", "down_proj");
-            self.tp_exit();
+            self.tp_exit_gathering(gather);
         }
         self.residual();
         self.ops
@@ -2201,11 +2285,13 @@ fn selective_op_recompute(forward: &[Op], w: &Workload) -> Vec<Op> {
     }
     let saved = selective_op_saved(forward, w);
     let last_gemm = forward.iter().rposition(|o| matches!(o.kind, OpKind::Gemm { .. }));
+    // The op after `i`, past DTensor's layout copies.
+    let next = |i: usize| (i + 1..forward.len()).find(|&j| forward[j].name != SP_LAYOUT_COPY);
     let dead = |i: usize| {
         w.stack.fused()
-            && matches!(forward[i].kind, OpKind::Gemm { .. })
+            && (matches!(forward[i].kind, OpKind::Gemm { .. }) || forward[i].name == SP_LAYOUT_COPY)
             && ((Some(i) == last_gemm && !forward[i + 1..].iter().any(|o| matches!(o.kind, OpKind::Comm { .. })))
-                || (forward.get(i + 1).is_some_and(|n| n.name == "tp_reduce") && saved[i + 1]))
+                || next(i).is_some_and(|j| forward[j].name == "tp_reduce" && saved[j]))
     };
     forward.iter().enumerate().filter(|&(i, _)| !saved[i] && !dead(i)).map(|(_, op)| again(op)).collect()
 }
