@@ -21,8 +21,26 @@ use crate::model::wire::{model_from_wire, AttentionWire, HybridWire, MlaWire, Mo
 use gpuplan_core::model::Model;
 
 /// The `model_type` values this loader understands.
-pub const SUPPORTED: [&str; 13] =
-    ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3", "llama4", "llama4_text", "nemotron_h", "gpt_oss"];
+pub const SUPPORTED: [&str; 18] = [
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen2_moe",
+    "qwen3",
+    "qwen3_moe",
+    "deepseek_v2",
+    "deepseek_v3",
+    "llama4",
+    "llama4_text",
+    "nemotron_h",
+    "gpt_oss",
+    "gemma2",
+    "gemma3",
+    "gemma3_text",
+    "phi3",
+    "olmo2",
+];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Family {
@@ -37,6 +55,10 @@ enum Family {
     NemotronH,
     Llama4,
     GptOss,
+    Gemma2,
+    Gemma3,
+    Phi3,
+    Olmo2,
 }
 
 impl Family {
@@ -53,6 +75,10 @@ impl Family {
             "nemotron_h" => Family::NemotronH,
             "llama4_text" => Family::Llama4,
             "gpt_oss" => Family::GptOss,
+            "gemma2" => Family::Gemma2,
+            "gemma3_text" => Family::Gemma3,
+            "phi3" => Family::Phi3,
+            "olmo2" => Family::Olmo2,
             _ => return None,
         })
     }
@@ -68,11 +94,13 @@ pub fn model_from_hf_json(path: &Path, text: &str) -> Result<Model, ConfigError>
     };
     // Llama-4 (`model_type` "llama4") is a vision-language config whose language model is its
     // `text_config` ("llama4_text"); gpuplan models the language model.
+    // Gemma 3's multimodal config ("gemma3", `Gemma3ForConditionalGeneration`) likewise holds its
+    // language model under `text_config` ("gemma3_text"); the vision tower is not modelled.
     let obj = match (obj.get("model_type").and_then(Value::as_str), obj.get("text_config").and_then(Value::as_object)) {
-        (Some("llama4"), Some(text)) => text,
-        (Some("llama4"), None) => {
-            return Err(ConfigError::invalid(path, "text_config", "(missing)", "is required for model_type `llama4`")
-                .with_hint("a Llama-4 config.json holds its language model's shape under `text_config`"))
+        (Some("llama4" | "gemma3"), Some(text)) => text,
+        (Some(t @ ("llama4" | "gemma3")), None) => {
+            return Err(ConfigError::invalid(path, "text_config", "(missing)", format!("is required for model_type `{t}`"))
+                .with_hint("a Llama-4 or Gemma 3 multimodal config.json holds its language model's shape under `text_config`"))
         }
         _ => obj,
     };
@@ -116,7 +144,8 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
     let dense_ffn = if family == Family::Llama4 { c.count("intermediate_size_mlp")? } else { ffn };
     let vocab = c.count("vocab_size")?;
     let max_seq_len = c.count("max_position_embeddings")?;
-    let tied = c.opt_bool("tie_word_embeddings")?.unwrap_or(false);
+    // `GemmaNConfig.tie_word_embeddings` defaults to true (transformers 5.17.0); the others' to false.
+    let tied = c.opt_bool("tie_word_embeddings")?.unwrap_or(matches!(family, Family::Gemma2 | Family::Gemma3));
     // GptOssConfig's `attention_bias` defaults to true (transformers 5.24.0).
     let attention_bias = c.opt_bool("attention_bias")?.unwrap_or(family == Family::GptOss);
     let mlp_bias = c.opt_bool("mlp_bias")?.unwrap_or(false);
@@ -150,8 +179,91 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
     let mut mla = None;
     let mut ffn_kind = "gated";
     let mut position = "rope";
+    let mut style = StyleKeys::default();
     match family {
         Family::Llama | Family::Mistral | Family::Qwen2 | Family::Qwen3 => {}
+        Family::Gemma2 | Family::Gemma3 => {
+            // transformers 5.17.0 `modeling_gemma2.py` / `modeling_gemma3.py`: GeGLU
+            // (`hidden_activation` gelu_pytorch_tanh: one kernel as SiLU is, so the gated MLP's
+            // op list), four RMSNorms per layer that compute `(1 + weight)` in fp32
+            // (`Gemma2RMSNorm.forward`, lines 56-62; `Gemma2DecoderLayer.forward`, lines 328-352),
+            // the embedding times `sqrt(hidden_size)` (`Gemma2TextScaledWordEmbedding`, lines
+            // 355-366), `head_dim` 256 by default, independent of hidden / heads. The attention
+            // scale `query_pre_attn_scalar ** -0.5` is SDPA's `scale` argument: no kernel.
+            // Gemma 2's `attn_logit_softcapping` (default 50.0) reaches the attention function as
+            // `softcap=` (line 291), which only `eager_attention_forward` applies (lines 239-242):
+            // `sdpa_attention_forward` (integrations/sdpa_attention.py) takes it in `**kwargs` and
+            // drops it, so under SDPA no soft-cap kernel runs (and the flash path is not barred
+            // by it). Gemma 2's `final_logit_softcapping` (default 30.0; null for none) divides,
+            // tanh's and multiplies the logits (`Gemma2ForCausalLM.forward`, lines 514-517).
+            head_dim = Some(head_dim.unwrap_or(256));
+            match c.get("hidden_activation").or(c.get("hidden_act")) {
+                None => {}
+                Some(Value::String(a)) if a == "gelu_pytorch_tanh" || a == "gelu" || a == "gelu_new" => {}
+                Some(v) => {
+                    return Err(ConfigError::invalid(c.path, "hidden_activation", v, "is not a GELU, the gated MLP gpuplan models for Gemma")
+                        .with_hint("Gemma: \"gelu_pytorch_tanh\""))
+                }
+            }
+            style.norm_placement = Some("pre_post");
+            style.rms_norm_style = Some("offset_scale_then_cast");
+            style.embedding_scale = true;
+            style.final_logit_softcap = match (family, c.obj.get("final_logit_softcapping")) {
+                (_, Some(Value::Null)) => None,
+                (Family::Gemma2, None) => Some(30.0),
+                (_, None) => None,
+                (_, Some(v)) => match v.as_f64() {
+                    Some(f) if f > 0.0 && f.is_finite() => Some(f),
+                    _ => {
+                        return Err(ConfigError::invalid(c.path, "final_logit_softcapping", v, "must be a positive number or null")
+                            .with_hint("Gemma 2: 30.0; null for no soft-cap"))
+                    }
+                },
+            };
+            // Sliding layers: Gemma 2 every other layer (`Gemma2Config.__post_init__`: layer i
+            // slides when (i + 1) % 2 != 0), Gemma 3 five of six (`sliding_window_pattern`,
+            // default 6: (i + 1) % 6 != 0); `sliding_window` 4096 by default in both classes;
+            // `layer_types` where the config.json lists them. Gemma 3's sliding layers' own RoPE
+            // theta (`rope_local_base_freq`) changes no kernel (a second cos/sin table per forward).
+            let pattern = if family == Family::Gemma2 {
+                2
+            } else {
+                match c.opt_count("sliding_window_pattern")? {
+                    Some(p) => p,
+                    None => 6,
+                }
+            };
+            let default_types = (0..n_layers).map(|i| if (i + 1) % pattern != 0 { "sliding_attention" } else { "full_attention" }.to_string()).collect();
+            attention = sliding_attention(c, Some(4096), default_types)?;
+        }
+        Family::Phi3 => {
+            // transformers 5.17.0 `modeling_phi3.py`: `qkv_proj` one linear for q, k and v
+            // (`Phi3Attention`, lines 197-235) and `gate_up_proj` one for gate and up (`Phi3MLP`,
+            // lines 58-72), the SiLU-gated MLP on the two halves. `sliding_window` (Phi-3-mini-4k:
+            // 2047) applies to every layer: `Phi3Model.forward` builds the sliding-window mask for
+            // all of them (line 395), and the cache keeps the window on every layer
+            // (`cache_utils.get_layer_types_and_kwargs`, no `layer_types`). su/longrope scaling
+            // (`rope_scaling`, the 128K models) changes the inverse frequencies only (one cos/sin
+            // table per forward): no kernel of its own. `resid_pdrop` dropout (0.0 in the
+            // published configs) is not priced.
+            match c.get("hidden_act") {
+                None => {}
+                Some(Value::String(a)) if a == "silu" => {}
+                Some(v) => return Err(ConfigError::invalid(c.path, "hidden_act", v, "is not `silu`, the Phi-3 MLP gpuplan models").with_hint("Phi-3: \"silu\"")),
+            }
+            style.fused_projections = true;
+            attention = sliding_attention(c, None, (0..n_layers).map(|_| "sliding_attention".to_string()).collect())?;
+        }
+        Family::Olmo2 => {
+            // transformers 5.17.0 `modeling_olmo2.py`: no norm before attention or the MLP; one
+            // after each (`Olmo2DecoderLayer.forward`, lines 205-230), so the projections read
+            // the residual stream; `Olmo2RMSNorm` multiplies by the weight in fp32 before the
+            // cast (lines 51-65); `q_norm` and `k_norm` over the whole projections, before the
+            // reshape to heads (`Olmo2Attention`, lines 152-153 and 167-168).
+            style.norm_placement = Some("post");
+            style.rms_norm_style = Some("scale_then_cast");
+            style.qk_norm_scope = Some("projection");
+        }
         Family::Mixtral => {
             moe = Some(every_layer_routed(c, ffn, "fp32")?);
         }
@@ -395,13 +507,66 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
         // Qwen3 and Qwen3-MoE normalize each head's queries and keys (`q_norm`, `k_norm`, RMSNorm
         // over head_dim) before RoPE, with no config key for it.
         // Llama-4's `use_qk_norm` (default true) is a weightless L2 norm of q and k.
-        qk_norm: matches!(family, Family::Qwen3 | Family::Qwen3Moe) || (family == Family::Llama4 && c.opt_bool("use_qk_norm")?.unwrap_or(true)),
+        // Gemma 3 (`Gemma3Attention.q_norm`, `k_norm`, per head) and OLMo-2 (whole projections).
+        qk_norm: matches!(family, Family::Qwen3 | Family::Qwen3Moe | Family::Gemma3 | Family::Olmo2)
+            || (family == Family::Llama4 && c.opt_bool("use_qk_norm")?.unwrap_or(true)),
+        qk_norm_scope: style.qk_norm_scope.map(str::to_string),
+        norm_placement: style.norm_placement.map(str::to_string),
+        rms_norm_style: style.rms_norm_style.map(str::to_string),
+        embedding_scale: style.embedding_scale,
+        final_logit_softcap: style.final_logit_softcap,
+        fused_projections: style.fused_projections,
         moe,
         mla,
         hybrid,
         attention,
         mtp_layers,
     })
+}
+
+/// The [`ModelWire`] layer-style keys a family sets (absent: Llama's).
+#[derive(Default)]
+struct StyleKeys {
+    norm_placement: Option<&'static str>,
+    rms_norm_style: Option<&'static str>,
+    qk_norm_scope: Option<&'static str>,
+    embedding_scale: bool,
+    final_logit_softcap: Option<f64>,
+    fused_projections: bool,
+}
+
+/// A config.json's `sliding_window` (its class's `default` where absent; an explicit null or no
+/// default: no window) and `layer_types` (`default_types` where absent), as an [`AttentionWire`];
+/// `None` without a window.
+fn sliding_attention(c: &Keys, default: Option<u64>, default_types: Vec<String>) -> Result<Option<AttentionWire>, ConfigError> {
+    let window = match c.obj.get("sliding_window") {
+        Some(Value::Null) => None,
+        None => default,
+        Some(v) => match v.as_u64() {
+            Some(n) if n > 0 => Some(n),
+            _ => return Err(ConfigError::invalid(c.path, "sliding_window", v, "is not a positive whole number of keys").with_hint("the keys a query sees; null for no window")),
+        },
+    };
+    let Some(window) = window else { return Ok(None) };
+    let layer_types = match c.get("layer_types") {
+        None => default_types,
+        Some(v) => layer_types(c, v)?,
+    };
+    Ok(Some(AttentionWire { layer_types: Some(layer_types), sliding_window: Some(window), sinks: false }))
+}
+
+/// A config.json's `layer_types` list.
+fn layer_types(c: &Keys, v: &Value) -> Result<Vec<String>, ConfigError> {
+    let Value::Array(list) = v else {
+        return Err(ConfigError::invalid(c.path, "layer_types", v, "is not a list").with_hint(crate::model::wire::LAYER_TYPES_HINT));
+    };
+    list.iter()
+        .map(|t| {
+            t.as_str()
+                .map(str::to_string)
+                .ok_or_else(|| ConfigError::invalid(c.path, "layer_types", t, "is not a layer type name").with_hint(crate::model::wire::LAYER_TYPES_HINT))
+        })
+        .collect()
 }
 
 /// A Nemotron-H config.json's layer pattern and Mamba-2 keys, with transformers' `NemotronHConfig`

@@ -273,9 +273,16 @@ impl AttentionKernel {
 /// cuDNN backend first for bf16 with head dims up to 128, as its profiler showed on the lent H100
 /// (`aten::_cudnn_attention_forward` in every attention call; calibration/runs/hf/README.md,
 /// "Decode: where the time goes"). Other architectures were not probed; they keep the flash kernel.
-pub fn sdpa_picks_cudnn(arch: crate::hardware::Arch) -> bool {
-    arch == crate::hardware::Arch::Hopper
+/// Wider heads (Gemma's 256) leave cuDNN: SDPA runs FlashAttention-2 on their causal calls (and
+/// its memory-efficient kernel under a mask, which flash does not take), and so a decode step
+/// builds no cuDNN plan.
+pub fn sdpa_picks_cudnn(arch: crate::hardware::Arch, head_dim: u64) -> bool {
+    arch == crate::hardware::Arch::Hopper && head_dim <= SDPA_CUDNN_MAX_HEAD_DIM
 }
+
+/// The widest head PyTorch 2.11's SDPA runs on cuDNN's fused attention on Hopper (see
+/// [`sdpa_picks_cudnn`]).
+pub const SDPA_CUDNN_MAX_HEAD_DIM: u64 = 128;
 
 /// (s, d) at which `efficiency.attention` is quoted: the published FlashAttention-2 forward
 /// figures the GPU files cite are at head dim 128, sequence length 8192 ("[AZ] FlashAttention-2
@@ -533,10 +540,22 @@ impl<'a> CostModel<'a> {
         self.attention_kernel = AttentionKernel::of(stack);
         self.fused_small_calls = stack == crate::workload::Stack::Megatron;
         self.fused_short_causal = matches!(stack, crate::workload::Stack::Megatron | crate::workload::Stack::Trtllm);
-        if stack.hf() && sdpa_picks_cudnn(self.system.gpu.arch) {
+        if stack.hf() && sdpa_picks_cudnn(self.system.gpu.arch, SDPA_CUDNN_MAX_HEAD_DIM) {
             self.attention_kernel = AttentionKernel::Fused;
         }
         self
+    }
+
+    /// [`CostModel::for_stack`] for `model`: SDPA (the `hf-*` stacks) leaves cuDNN for heads wider
+    /// than [`SDPA_CUDNN_MAX_HEAD_DIM`] and runs flash.
+    /// MLA models keep the stack's kernel (their SDPA calls were priced, and the hf constants
+    /// fitted, that way).
+    pub fn for_model_stack(self, stack: crate::workload::Stack, model: &crate::model::Model) -> Self {
+        let mut c = self.for_stack(stack);
+        if stack.hf() && model.mla.is_none() && !sdpa_picks_cudnn(c.system.gpu.arch, model.head_dim) {
+            c.attention_kernel = AttentionKernel::Flash;
+        }
+        c
     }
 
     /// The attention level (fraction of bf16 peak, forward, at the reference shape), its name in
@@ -826,6 +845,25 @@ impl<'a> CostModel<'a> {
             unreachable!("attention_time on {}", op.name)
         };
         let one = |c: Seconds, m: Seconds| if c >= m { (c, Bound::Compute) } else { (m, Bound::Memory) };
+        if let Some(win) = window.filter(|w| causal && w.masked) {
+            // Sliding layers under an explicit mask (`AttnWindow::masked`): the op's `window.share`
+            // of its layers run as a non-causal call over the whole score matrix, the rest causal.
+            let mut full = op.clone();
+            let mut masked = op.clone();
+            if let (OpKind::Attention { window, .. }, OpKind::Attention { window: w2, causal: c2, .. }) = (&mut full.kind, &mut masked.kind) {
+                *window = None;
+                *w2 = None;
+                *c2 = false;
+            }
+            let (cf, mf) = self.attention_parts(&full, tensor_speedup);
+            let (cm, mm) = self.attention_parts(&masked, tensor_speedup);
+            let (t_full, b_full) = one(cf, mf);
+            let (t_masked, b_masked) = one(cm, mm);
+            let time = t_full * (1.0 - win.share) + t_masked * win.share + self.kernel_overhead.value;
+            let bound = if win.share >= 0.5 { b_masked } else { b_full };
+            let fixed = if bound == Bound::Compute { self.kernel_overhead.value } else { time };
+            return OpCost { time, bound, fixed };
+        }
         if let Some(win) = window.filter(|_| causal) {
             // Sliding-window layers (the op's `window.share` of them): the full causal call's
             // efficiency per score tile, on the tiles inside the band only

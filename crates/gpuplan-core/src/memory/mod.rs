@@ -6,7 +6,7 @@
 //! check. The peak GPU is the one with the most in-flight micro-batches (pipeline stage 0) or the
 //! one holding the logits (the last stage), whichever is larger.
 
-use crate::model::{FfnKind, LayerKind, Model, NormKind};
+use crate::model::{FfnKind, LayerKind, Model, NormKind, NormPlacement};
 use crate::parallelism::{ParallelConfig, Schedule};
 use crate::units::Bytes;
 use crate::workload::{Mode, Recompute, RecomputeModule, Stack, Workload};
@@ -274,6 +274,17 @@ pub fn kind_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, k
         _ => 2.0 * rep,
     };
     let mask = if w.dropout { rep } else { 0.0 };
+    // Where the family puts its norms (`model::NormPlacement`): OLMo-2 has none before attention
+    // or the MLP (the linears save autocast's bf16 copy of the stream, `lin_in`, as they do a
+    // norm's output); Gemma and OLMo-2 norm each branch's bf16 output, which keeps, in eager
+    // autocast, the fp32 copy `pow` and the product read and the fp32 normalized tensor the weight's
+    // product reads (8 B per element; `Gemma2RMSNorm.forward`, `Olmo2RMSNorm.forward`), and under
+    // compile its bf16 input (the 1/rms per token aside).
+    let (norm_in, branch_norm) = match model.style.norm_placement {
+        NormPlacement::Pre => (norm_in, 0.0),
+        NormPlacement::PrePost => (norm_in, if eager { 8.0 } else { 2.0 } * rep),
+        NormPlacement::Post => (0.0, if eager { 8.0 } else { 2.0 } * rep),
+    };
 
     // Attention block.
     let heads = model.n_heads as f64 / t;
@@ -301,7 +312,14 @@ pub fn kind_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, k
                                             // it) and quantized by the output projection.
     let lin_in = saved_linear_input_bytes(w);
     let out_copy = if lin_in < 2.0 { lin_in * tokens * heads * v_dim } else { 0.0 };
-    let mut attn = norm_in + lin_in * rep + q + k + v + out + out_copy + mask;
+    let mut attn = norm_in + branch_norm + lin_in * rep + q + k + v + out + out_copy + mask;
+    if model.sliding_window.as_ref().is_some_and(|sw| w.stack == Stack::HfEager && model.mla.is_none() && !model.attention_sinks && w.context_len() >= sw.window) {
+        // transformers' sliding layers past their window under SDPA (`workload`'s `Builder::attention`):
+        // a mask is passed, so k and v are repeated to every query head first (`repeat_kv`) and
+        // SDPA's backward keeps the repeated ones, as `hf-compile`'s masked layers do above.
+        let extra_heads = heads - kv_heads;
+        attn += model.sliding_share() * 2.0 * tokens * extra_heads * (qk + v_dim);
+    }
     if model.qk_norm {
         // Qwen3's per-head RMSNorm on q and k keeps, like the hidden norms, its fp32 input and
         // normalized tensor in eager (8 per element beyond the bf16 q and k), its input when fused.
@@ -322,7 +340,7 @@ pub fn kind_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, k
 
     // Feed-forward block.
     // An MoE layer's norm output feeds the (bf16) router and the dispatch, not a TE linear.
-    let ffn_in = norm_in + if moe_layer { 2.0 } else { lin_in } * rep + mask;
+    let ffn_in = norm_in + branch_norm + if moe_layer { 2.0 } else { lin_in } * rep + mask;
     if kind == LayerKind::Mamba {
         let mb = &model.hybrid.as_ref().expect("mamba layer of a model without a hybrid pattern").mamba;
         let d = mb.d_inner() as f64 / t;
@@ -985,8 +1003,10 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
             Stack::TorchCompile if w.compile_loss => 8.0,
             // The loss left eager beside compiled blocks (`Workload::compile_loss`): as eager's.
             Stack::TorchCompile | Stack::HfCompile => 14.0,
-            // bf16 logits, their .float() copy, the log-softmax output, and the fp32 gradient
-            Stack::TorchEager | Stack::HfEager => 14.0,
+            // bf16 logits, their .float() copy, the log-softmax output, and the fp32 gradient;
+            // Gemma 2's final soft-cap keeps its `tanh` output (bf16) for backward besides
+            // (`logits / cap` and `* cap` keep only the scalar).
+            Stack::TorchEager | Stack::HfEager => 14.0 + if model.style.final_logit_softcap.is_some() { 2.0 } else { 0.0 },
             // Inference engines do not train (refused by `config`); as the fused stacks.
             Stack::Trtllm | Stack::Vllm | Stack::Sglang => 6.0,
         };
