@@ -820,6 +820,79 @@ mod tests {
         assert!(e.contains("text_config"), "{e}");
     }
 
+    /// The four published shapes of scenarios/workloads/hf_configs/ (written from memory of the
+    /// published config.json files; calibration/runs/raw/hffamilies-2026-11-25/README.md), with the
+    /// parameter counts transformers builds for them (gemma-2-2b 2,614,341,888, phi-3-mini
+    /// 3,821,079,552, OLMo-2-0425-1B 1,484,916,736, gemma-3-1b 999,885,952 of which 13,312 are
+    /// the per-head QK-norm weights gpuplan leaves out).
+    fn shipped(name: &str) -> Model {
+        let path = format!("{}/../../scenarios/workloads/hf_configs/{name}.json", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        model_from_hf_json(Path::new(&path), &text).unwrap()
+    }
+
+    #[test]
+    fn gemma_phi3_and_olmo2_configs_map_with_their_families_layouts() {
+        use gpuplan_core::model::{NormPlacement, RmsStyle};
+        let g2 = shipped("gemma-2-2b");
+        assert_eq!((g2.head_dim, g2.tied_embeddings, g2.style.norm_placement, g2.style.rms_style), (256, true, NormPlacement::PrePost, RmsStyle::OffsetScaleThenCast));
+        assert_eq!((g2.style.embedding_scale, g2.style.final_logit_softcap, g2.qk_norm), (true, Some(30.0), false));
+        let sw = g2.sliding_window.as_ref().unwrap();
+        assert_eq!((sw.window, sw.n_sliding(), sw.sliding[0], sw.sliding[1]), (4096, 13, true, false), "even layers slide");
+        assert_eq!(g2.params().total(), 2_614_341_888.0);
+
+        let g3 = shipped("gemma-3-1b");
+        let sw = g3.sliding_window.as_ref().unwrap();
+        assert_eq!((sw.window, sw.n_sliding()), (512, 22), "five of six layers slide: 26 - 4 full (5, 11, 17, 23)");
+        assert!(!sw.sliding[5] && sw.sliding[6] && g3.qk_norm && !g3.style.qk_norm_projection);
+        assert_eq!((g3.style.final_logit_softcap, g3.n_kv_heads), (None, 1));
+        assert_eq!(g3.params().total(), 999_885_952.0 - 26.0 * 512.0);
+
+        let phi = shipped("phi-3-mini-4k");
+        assert!(phi.style.fused_projections && !phi.tied_embeddings && phi.style.norm_placement == NormPlacement::Pre);
+        let sw = phi.sliding_window.as_ref().unwrap();
+        assert_eq!((sw.window, sw.n_sliding()), (2047, 32), "every layer slides");
+        assert_eq!(phi.params().total(), 3_821_079_552.0);
+        // qkv_proj, o_proj, gate_up_proj, down_proj and two norms per layer; embedding, final norm, LM head.
+        assert_eq!(phi.hf_param_tensors(), 32 * 6 + 3);
+
+        let olmo = shipped("olmo-2-1b");
+        assert_eq!((olmo.style.norm_placement, olmo.style.rms_style, olmo.qk_norm, olmo.style.qk_norm_projection), (NormPlacement::Post, RmsStyle::ScaleThenCast, true, true));
+        assert!(olmo.sliding_window.is_none() && !olmo.style.embedding_scale);
+        assert_eq!(olmo.params().total(), 1_484_916_736.0);
+    }
+
+    #[test]
+    fn gemma_defaults_and_bad_keys_are_named() {
+        // Absent keys take Gemma2Config's defaults (transformers 5.17.0): head_dim 256, tied
+        // embeddings, window 4096 on even layers, final soft-cap 30; an explicit null turns the
+        // soft-cap and the window off.
+        let base = r#"{"model_type": "gemma2", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 1000, "max_position_embeddings": 8192"#;
+        let m = load(&format!("{base}}}")).unwrap();
+        assert_eq!((m.head_dim, m.tied_embeddings, m.style.final_logit_softcap), (256, true, Some(30.0)));
+        assert_eq!(m.sliding_window.as_ref().map(|s| (s.window, s.n_sliding())), Some((4096, 2)));
+        let m = load(&format!(r#"{base}, "final_logit_softcapping": null, "sliding_window": null}}"#)).unwrap();
+        assert!(m.style.final_logit_softcap.is_none() && m.sliding_window.is_none());
+        let e = load(&format!(r#"{base}, "hidden_activation": "relu"}}"#)).unwrap_err().to_string();
+        assert!(e.contains("hidden_activation") && e.contains("relu"), "{e}");
+        let e = load(&format!(r#"{base}, "final_logit_softcapping": -1}}"#)).unwrap_err().to_string();
+        assert!(e.contains("final_logit_softcapping"), "{e}");
+        let e = load(&format!(r#"{base}, "sliding_window_pattern": 0, "model_type": "gemma3_text"}}"#).replace(r#""model_type": "gemma2", "#, "")).unwrap_err().to_string();
+        assert!(e.contains("sliding_window_pattern"), "{e}");
+        // A multimodal Gemma 3 config reads its language model from `text_config`.
+        let mm = format!(r#"{{"model_type": "gemma3", "text_config": {}}}"#, format!("{base}}}").replace("gemma2", "gemma3_text"));
+        let m = load(&mm).unwrap();
+        assert!(m.qk_norm && m.style.norm_placement == gpuplan_core::model::NormPlacement::PrePost);
+        let e = load(r#"{"model_type": "gemma3"}"#).unwrap_err().to_string();
+        assert!(e.contains("text_config"), "{e}");
+        // A missing required key names the file and the key.
+        let e = load(r#"{"model_type": "olmo2", "hidden_size": 64}"#).unwrap_err().to_string();
+        assert!(e.contains("org--Some-Model.config.json") && e.contains("num_hidden_layers"), "{e}");
+        let e = load(r#"{"model_type": "phi3", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "max_position_embeddings": 64}"#).unwrap_err().to_string();
+        assert!(e.contains("intermediate_size") && e.contains("is required"), "{e}");
+    }
+
     #[test]
     fn absent_keys_take_the_transformers_defaults() {
         let m = load(

@@ -2929,4 +2929,86 @@ mod tests {
         assert!(quantize_bytes(Dtype::Fp8, Fp8Recipe::Delayed, true).unwrap().0 < quantize_bytes(Dtype::Fp8, Fp8Recipe::Tensorwise, true).unwrap().0);
         assert_eq!(quantize_bytes(Dtype::Bf16, Fp8Recipe::Tensorwise, true), None);
     }
+
+    /// A Gemma-2-2B-shaped model (its config.json's dims; `config::hf` maps the file), with the
+    /// window set per test.
+    fn gemma2_2b(window: u64) -> Model {
+        use crate::model::{LayerStyle, RmsStyle, SlidingWindow};
+        let mut m = gpt3_175b();
+        m.name = "gemma-2-2b".into();
+        (m.n_layers, m.hidden, m.n_heads, m.n_kv_heads, m.head_dim, m.ffn_hidden, m.vocab) = (26, 2304, 8, 4, 256, 9216, 256_000);
+        (m.ffn_kind, m.norm, m.position, m.linear_bias, m.max_seq_len) = (FfnKind::Gated, NormKind::RmsNorm, Position::Rope, false, 8192);
+        m.style = LayerStyle {
+            norm_placement: NormPlacement::PrePost,
+            rms_style: RmsStyle::OffsetScaleThenCast,
+            embedding_scale: true,
+            final_logit_softcap: Some(30.0),
+            ..LayerStyle::default()
+        };
+        m.sliding_window = Some(SlidingWindow { window, sliding: (0..26).map(|i| i % 2 == 0).collect() });
+        m
+    }
+
+    #[test]
+    fn gemma_layer_runs_four_norms_a_scaled_embedding_and_a_soft_capped_head() {
+        let m = gemma2_2b(4096);
+        let ops = forward_ops(&m, &single(), &train(2048, Stack::HfEager));
+        let names: Vec<_> = ops.dense_layer.iter().map(|o| o.name).filter(|n| n.ends_with("norm")).collect();
+        assert_eq!(names, ["input_norm", "attn_out_norm", "post_attention_norm", "ffn_out_norm"]);
+        // The fp32-stream pre-norms: Llama's 5 kernels and the `1 + weight` one; the bf16 branch norms 9.
+        let kernels = |name: &str| ops.dense_layer.iter().find(|o| o.name == name).map(|o| match o.kind {
+            OpKind::Memory { kernels, .. } => kernels,
+            _ => 0,
+        });
+        assert_eq!((kernels("input_norm"), kernels("attn_out_norm")), (Some(6), Some(9)));
+        assert!(ops.embedding.iter().any(|o| o.name == "embedding_scale"));
+        let cap = ops.head.iter().find(|o| o.name == "logit_softcap").expect("soft-cap");
+        // Three bf16 passes over 2048 x 256000 logits: 12 B each.
+        assert_eq!(cap.kind, OpKind::Memory { bytes: 2048.0 * 256_000.0 * 12.0, kernels: 3 });
+        // Compiled, the soft-cap fuses into one kernel and the embedding's scale into the gather.
+        let c = forward_ops(&m, &single(), &train(2048, Stack::HfCompile));
+        assert!(c.head.iter().any(|o| o.name == "logit_softcap" && o.kind == OpKind::Memory { bytes: 2048.0 * 256_000.0 * 4.0, kernels: 1 }));
+        assert!(!c.embedding.iter().any(|o| o.name == "embedding_scale"));
+    }
+
+    #[test]
+    fn sliding_layers_past_the_window_run_masked_sdpa_on_the_hf_stacks() {
+        let attn = |m: &Model, w: &Workload| forward_ops(m, &single(), w).dense_layer.into_iter().find(|o| o.name == "attention").unwrap();
+        let names = |m: &Model, w: &Workload| forward_ops(m, &single(), w).dense_layer.into_iter().map(|o| o.name).collect::<Vec<_>>();
+        // Below the window transformers skips the mask: causal flash on every layer, as a full one.
+        let below = gemma2_2b(4096);
+        let OpKind::Attention { window, causal, .. } = attn(&below, &train(2048, Stack::HfEager)).kind else { unreachable!() };
+        assert!(causal && window.is_none());
+        assert!(!names(&below, &train(2048, Stack::HfEager)).contains(&"repeat_kv"));
+        // At the window: the sliding half runs the whole score matrix under the mask, GQA's k and
+        // v repeated first.
+        let at = gemma2_2b(2048);
+        let op = attn(&at, &train(2048, Stack::HfEager));
+        let OpKind::Attention { window: Some(win), causal: true, .. } = op.kind else { panic!("{op:?}") };
+        assert!(win.masked && (win.share - 0.5).abs() < 1e-12);
+        let full = 2.0 * (8 * 2048 * 2048) as f64 * 512.0;
+        let expect = 0.5 * full * causal_fraction(2048, 2048) + 0.5 * full;
+        assert!((op.flops() / expect - 1.0).abs() < 1e-12);
+        let n = names(&at, &train(2048, Stack::HfEager));
+        assert!(n.contains(&"repeat_kv") && n.contains(&"sdpa_mask"));
+        // Megatron's fused kernel takes the window itself: banded, unmasked.
+        let OpKind::Attention { window: Some(win), .. } = attn(&at, &train(2048, Stack::Megatron)).kind else { unreachable!() };
+        assert!(!win.masked);
+    }
+
+    #[test]
+    fn phi3_fuses_qkv_and_gate_up_into_one_gemm_each() {
+        let mut m = gemma2_2b(4096);
+        m.style = crate::model::LayerStyle { fused_projections: true, ..Default::default() };
+        m.sliding_window = None;
+        let ops = forward_ops(&m, &single(), &train(2048, Stack::HfEager)).dense_layer;
+        let gemms: Vec<_> = ops.iter().filter(|o| matches!(o.kind, OpKind::Gemm { .. })).map(|o| o.name).collect();
+        assert_eq!(gemms, ["qkv_proj", "out_proj", "up_proj", "down_proj"]);
+        // One autocast cast of each norm's output (one linear reads it), four weight casts.
+        let casts: u32 = ops.iter().filter(|o| matches!(o.name, "autocast_cast" | "weight_cast")).map(|o| match o.kind {
+            OpKind::Memory { kernels, .. } => kernels,
+            _ => 0,
+        }).sum();
+        assert_eq!(casts, 1 + 1 + 4);
+    }
 }
