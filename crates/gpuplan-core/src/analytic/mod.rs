@@ -424,7 +424,7 @@ pub fn power_gpu(s: &Scenario) -> std::borrow::Cow<'_, crate::hardware::Gpu> {
 /// The cost model of a scenario: its stack's kernels, replayed from a CUDA graph (each kernel at
 /// the GPU's in-graph floor) when Megatron training captures the whole iteration.
 fn cost_model(s: &Scenario) -> CostModel<'_> {
-    let cost = CostModel::new(&s.system, s.profile.as_ref()).for_model_stack(s.workload.stack, &s.model);
+    let cost = CostModel::new(&s.system, s.profile.as_ref()).for_stack(s.workload.stack);
     let full =
         s.workload.stack == crate::workload::Stack::Megatron && s.workload.mode == Mode::Train && s.options.cuda_graphs == crate::scenario::TrainGraphs::Full;
     if full {
@@ -620,7 +620,7 @@ impl ChunkWindows {
 
 /// Every hardware number a prediction of this scenario uses, with its source.
 pub fn used_numbers(s: &Scenario) -> Vec<UsedNumber> {
-    let cost = CostModel::new(&s.system, s.profile.as_ref()).for_model_stack(s.workload.stack, &s.model);
+    let cost = CostModel::new(&s.system, s.profile.as_ref()).for_stack(s.workload.stack);
     let w = &s.workload;
     let mut used = cost.used_numbers(w.precision);
     let qk_head_dim = s.model.mla.as_ref().map_or(s.model.head_dim, |m| m.qk_nope_head_dim + m.qk_rope_head_dim);

@@ -334,7 +334,7 @@ pub fn hf_inference_host(cost: &CostModel, model: &Model, w: &Workload, ops: &[O
         // (three ops) once per step.
         let extra = if model.style.embedding_scale { 2.0 } else { 0.0 } + if model.style.final_logit_softcap.is_some() { 3.0 } else { 0.0 };
         (host.hf_decode_fixed + host.op_dispatch * extra, Seconds::ZERO)
-    } else if has("embedding") && w.mode == Mode::Decode && (model.mla.is_some() || super::sdpa_picks_cudnn(cost.system.gpu.arch, model.head_dim)) {
+    } else if has("embedding") && w.mode == Mode::Decode && super::sdpa_picks_cudnn(cost.system.gpu.arch) {
         // A probe taken in the run's own period is paid whole: a decode step is one plan build plus
         // the rest of the step (calibration/runs/hf/raw/host-regime-h100-2026-11-24/: per 10 s
         // window, the step's median equals the probe's plan build plus the flash-forced step

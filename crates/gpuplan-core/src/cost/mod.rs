@@ -270,19 +270,16 @@ impl AttentionKernel {
 
 /// Whether PyTorch's SDPA, left to choose (the `hf-*` stacks: `attn_implementation="sdpa"`, no
 /// backend forced), runs cuDNN's fused attention on this GPU: on Hopper, PyTorch 2.11 puts the
-/// cuDNN backend first for bf16 with head dims up to 128, as its profiler showed on the lent H100
+/// cuDNN backend first for bf16, as its profiler showed on the lent H100 at head dims 64 and 128
 /// (`aten::_cudnn_attention_forward` in every attention call; calibration/runs/hf/README.md,
 /// "Decode: where the time goes"). Other architectures were not probed; they keep the flash kernel.
-/// Wider heads (Gemma's 256) leave cuDNN: SDPA runs FlashAttention-2 on their causal calls (and
-/// its memory-efficient kernel under a mask, which flash does not take), and so a decode step
-/// builds no cuDNN plan.
-pub fn sdpa_picks_cudnn(arch: crate::hardware::Arch, head_dim: u64) -> bool {
-    arch == crate::hardware::Arch::Hopper && head_dim <= SDPA_CUDNN_MAX_HEAD_DIM
+/// Nor do wider heads or a mask change it: Gemma-3-1B's 256-wide heads ran cuDNN's kernels
+/// (`cudnn_generated_fort_native_sdpa_sm90_flash_{fprop,bprop}_wgmma_f16_knob_*_*x*x256`) on every
+/// layer, masked sliding ones included, in a training step on the lent H100
+/// (calibration/runs/raw/hffamilies-2026-11-25/kprofile-gemma-3-1b-train.csv, cuDNN 9.19).
+pub fn sdpa_picks_cudnn(arch: crate::hardware::Arch) -> bool {
+    arch == crate::hardware::Arch::Hopper
 }
-
-/// The widest head PyTorch 2.11's SDPA runs on cuDNN's fused attention on Hopper (see
-/// [`sdpa_picks_cudnn`]).
-pub const SDPA_CUDNN_MAX_HEAD_DIM: u64 = 128;
 
 /// (s, d) at which `efficiency.attention` is quoted: the published FlashAttention-2 forward
 /// figures the GPU files cite are at head dim 128, sequence length 8192 ("[AZ] FlashAttention-2
@@ -540,22 +537,10 @@ impl<'a> CostModel<'a> {
         self.attention_kernel = AttentionKernel::of(stack);
         self.fused_small_calls = stack == crate::workload::Stack::Megatron;
         self.fused_short_causal = matches!(stack, crate::workload::Stack::Megatron | crate::workload::Stack::Trtllm);
-        if stack.hf() && sdpa_picks_cudnn(self.system.gpu.arch, SDPA_CUDNN_MAX_HEAD_DIM) {
+        if stack.hf() && sdpa_picks_cudnn(self.system.gpu.arch) {
             self.attention_kernel = AttentionKernel::Fused;
         }
         self
-    }
-
-    /// [`CostModel::for_stack`] for `model`: SDPA (the `hf-*` stacks) leaves cuDNN for heads wider
-    /// than [`SDPA_CUDNN_MAX_HEAD_DIM`] and runs flash.
-    /// MLA models keep the stack's kernel (their SDPA calls were priced, and the hf constants
-    /// fitted, that way).
-    pub fn for_model_stack(self, stack: crate::workload::Stack, model: &crate::model::Model) -> Self {
-        let mut c = self.for_stack(stack);
-        if stack.hf() && model.mla.is_none() && !sdpa_picks_cudnn(c.system.gpu.arch, model.head_dim) {
-            c.attention_kernel = AttentionKernel::Flash;
-        }
-        c
     }
 
     /// The attention level (fraction of bf16 peak, forward, at the reference shape), its name in

@@ -790,19 +790,36 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
         // per-layer window, transformers' `DynamicSlidingWindowLayer` holds `sliding_window - 1`
         // tokens and the step's new one): this stage's attention layers at the model's share of
         // cached (token, layer) pairs.
-        let window_share = model.kv_cached_share((w.kv_len + w.q_len()) as f64);
+        //
+        // transformers' prefill keeps every token all the same: `DynamicSlidingWindowLayer.update`
+        // keeps `full_key_states[:, :, -self.sliding_window + 1 :, :]` (transformers 5.17.0
+        // `cache_utils.py` lines 251-256), a view of the `torch.cat` result, whose whole storage
+        // stays alive until the next update replaces it.
+        let window_share = if w.stack.hf() && w.mode == Mode::Prefill { 1.0 } else { model.kv_cached_share((w.kv_len + w.q_len()) as f64) };
         let mut kv = kv_tokens * layers_here * window_share * model.kv_elements_per_token_per_layer() / kv_shard * w.kv_elem_bytes() / pc.cp as f64;
         // DynamicCache's torch.cat per token: whole sets of the cache that the caching allocator
         // keeps but cannot reuse. It frees them and retries when a cudaMalloc fails, so they never
         // take the peak past the device (capped below, once the rest is known).
+        //
+        // A sliding layer past its window strands nothing: its `torch.cat` is `sliding_window`
+        // tokens at every step (the window less one cached, plus the new token), so the block its
+        // last step freed serves the next; only the full layers' share of the cache grows.
+        let t_all = (w.kv_len + w.q_len()) as f64;
+        let growing_share = match &model.sliding_window {
+            Some(sw) if w.stack.hf() && t_all >= sw.window as f64 => {
+                let full = (model.n_attention_layers() - model.n_sliding_layers()) as f64 * t_all;
+                full / model.kv_cached_layer_tokens(t_all).max(1.0)
+            }
+            _ => 1.0,
+        };
         let stranded_sets = if w.stack.hf() && w.mode == Mode::Decode && layers_here > 0.0 {
-            // One layer's keys (or values) as the decode finds them: `kv_len` tokens.
-            let token = kv / layers_here / 2.0 / (w.kv_len + w.q_len()) as f64;
+            // One full layer's keys (or values) as the decode finds them: `kv_len` tokens.
+            let token = kv / layers_here / window_share / 2.0 / t_all;
             hf_stranded_cache_sets(token * w.kv_len as f64, token, w.decode_tokens)
         } else {
             0.0
         };
-        let stranded = kv * stranded_sets;
+        let stranded = kv * growing_share * stranded_sets;
         kv += mamba_state;
         let widest = model.ffn_hidden.max(model.moe.as_ref().map_or(0, |m| m.expert_ffn_hidden)) as f64 / pc.tp as f64;
         let mut transient = tokens * (3.0 * widest + 4.0 * model.hidden as f64) * 2.0;

@@ -460,7 +460,7 @@ impl<'a> IterCost<'a> {
                 "serving replicas take `dp` = 1 and `cp` = 1 (replicas are the data-parallel dimension; `--attention-dp` makes dp ranks one instance)".into(),
             ));
         }
-        let cost = CostModel::new(&s.system, s.profile.as_ref()).for_model_stack(s.workload.stack, &s.model);
+        let cost = CostModel::new(&s.system, s.profile.as_ref()).for_stack(s.workload.stack);
         let decode_w = Workload { mode: Mode::Decode, batch: 1, kv_len: 1, ..s.workload.clone() };
         let decode_attn = AttnTemplate::from_ops(&forward_ops(&s.model, &s.parallel, &decode_w).dense_layer, 1, 2)
             .ok_or_else(|| PredictError::Unsupported("no attention op in the decode op list".into()))?;
@@ -491,7 +491,7 @@ impl<'a> IterCost<'a> {
             layers: stages.iter().map(|x| x.0 + x.1).sum(),
             gpu: analytic::power_gpu(s),
             s,
-            graph_cost: CostModel::new(&s.system, s.profile.as_ref()).for_model_stack(s.workload.stack, &s.model).in_cuda_graph(),
+            graph_cost: CostModel::new(&s.system, s.profile.as_ref()).for_stack(s.workload.stack).in_cuda_graph(),
             cost,
             stages,
             p2p_per_token,
