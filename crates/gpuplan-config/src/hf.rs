@@ -249,7 +249,9 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
             match c.get("hidden_act") {
                 None => {}
                 Some(Value::String(a)) if a == "silu" => {}
-                Some(v) => return Err(ConfigError::invalid(c.path, "hidden_act", v, "is not `silu`, the Phi-3 MLP gpuplan models").with_hint("Phi-3: \"silu\"")),
+                Some(v) => {
+                    return Err(ConfigError::invalid(c.path, "hidden_act", v, "is not `silu`, the Phi-3 MLP gpuplan models").with_hint("Phi-3: \"silu\""))
+                }
             }
             style.fused_projections = true;
             attention = sliding_attention(c, None, (0..n_layers).map(|_| "sliding_attention".to_string()).collect())?;
@@ -544,7 +546,10 @@ fn sliding_attention(c: &Keys, default: Option<u64>, default_types: Vec<String>)
         None => default,
         Some(v) => match v.as_u64() {
             Some(n) if n > 0 => Some(n),
-            _ => return Err(ConfigError::invalid(c.path, "sliding_window", v, "is not a positive whole number of keys").with_hint("the keys a query sees; null for no window")),
+            _ => {
+                return Err(ConfigError::invalid(c.path, "sliding_window", v, "is not a positive whole number of keys")
+                    .with_hint("the keys a query sees; null for no window"))
+            }
         },
     };
     let Some(window) = window else { return Ok(None) };
@@ -835,7 +840,10 @@ mod tests {
     fn gemma_phi3_and_olmo2_configs_map_with_their_families_layouts() {
         use gpuplan_core::model::{NormPlacement, RmsStyle};
         let g2 = shipped("gemma-2-2b");
-        assert_eq!((g2.head_dim, g2.tied_embeddings, g2.style.norm_placement, g2.style.rms_style), (256, true, NormPlacement::PrePost, RmsStyle::OffsetScaleThenCast));
+        assert_eq!(
+            (g2.head_dim, g2.tied_embeddings, g2.style.norm_placement, g2.style.rms_style),
+            (256, true, NormPlacement::PrePost, RmsStyle::OffsetScaleThenCast)
+        );
         assert_eq!((g2.style.embedding_scale, g2.style.final_logit_softcap, g2.qk_norm), (true, Some(30.0), false));
         let sw = g2.sliding_window.as_ref().unwrap();
         assert_eq!((sw.window, sw.n_sliding(), sw.sliding[0], sw.sliding[1]), (4096, 13, true, false), "even layers slide");
@@ -857,7 +865,10 @@ mod tests {
         assert_eq!(phi.hf_param_tensors(), 32 * 6 + 3);
 
         let olmo = shipped("olmo-2-1b");
-        assert_eq!((olmo.style.norm_placement, olmo.style.rms_style, olmo.qk_norm, olmo.style.qk_norm_projection), (NormPlacement::Post, RmsStyle::ScaleThenCast, true, true));
+        assert_eq!(
+            (olmo.style.norm_placement, olmo.style.rms_style, olmo.qk_norm, olmo.style.qk_norm_projection),
+            (NormPlacement::Post, RmsStyle::ScaleThenCast, true, true)
+        );
         assert!(olmo.sliding_window.is_none() && !olmo.style.embedding_scale);
         assert_eq!(olmo.params().total(), 1_484_916_736.0);
     }
@@ -878,7 +889,9 @@ mod tests {
         assert!(e.contains("hidden_activation") && e.contains("relu"), "{e}");
         let e = load(&format!(r#"{base}, "final_logit_softcapping": -1}}"#)).unwrap_err().to_string();
         assert!(e.contains("final_logit_softcapping"), "{e}");
-        let e = load(&format!(r#"{base}, "sliding_window_pattern": 0, "model_type": "gemma3_text"}}"#).replace(r#""model_type": "gemma2", "#, "")).unwrap_err().to_string();
+        let e = load(&format!(r#"{base}, "sliding_window_pattern": 0, "model_type": "gemma3_text"}}"#).replace(r#""model_type": "gemma2", "#, ""))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("sliding_window_pattern"), "{e}");
         // A multimodal Gemma 3 config reads its language model from `text_config`.
         let mm = format!(r#"{{"model_type": "gemma3", "text_config": {}}}"#, format!("{base}}}").replace("gemma2", "gemma3_text"));
@@ -889,7 +902,11 @@ mod tests {
         // A missing required key names the file and the key.
         let e = load(r#"{"model_type": "olmo2", "hidden_size": 64}"#).unwrap_err().to_string();
         assert!(e.contains("org--Some-Model.config.json") && e.contains("num_hidden_layers"), "{e}");
-        let e = load(r#"{"model_type": "phi3", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "max_position_embeddings": 64}"#).unwrap_err().to_string();
+        let e = load(
+            r#"{"model_type": "phi3", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "max_position_embeddings": 64}"#,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("intermediate_size") && e.contains("is required"), "{e}");
     }
 

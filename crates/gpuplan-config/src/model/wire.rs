@@ -6,7 +6,9 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::{ConfigError, Problems};
-use gpuplan_core::model::{Block, FfnKind, Hybrid, LayerStyle, Mamba2, Mla, Model, Moe, NormKind, NormPlacement, Position, RmsStyle, Router, RouterScore, SlidingWindow};
+use gpuplan_core::model::{
+    Block, FfnKind, Hybrid, LayerStyle, Mamba2, Mla, Model, Moe, NormKind, NormPlacement, Position, RmsStyle, Router, RouterScore, SlidingWindow,
+};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -536,7 +538,8 @@ fn layer_style(path: &Path, w: &ModelWire, p: &mut Problems) -> LayerStyle {
     style.embedding_scale = w.embedding_scale;
     style.fused_projections = w.fused_projections;
     p.check(!(w.fused_projections && w.mla.is_some()), || {
-        ConfigError::invalid(path, "fused_projections", true, "cannot be combined with `[mla]`").with_hint("fused q/k/v and gate/up projections are modelled for MHA/GQA models")
+        ConfigError::invalid(path, "fused_projections", true, "cannot be combined with `[mla]`")
+            .with_hint("fused q/k/v and gate/up projections are modelled for MHA/GQA models")
     });
     style
 }

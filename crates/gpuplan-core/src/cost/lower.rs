@@ -123,11 +123,8 @@ pub fn hf_eager_train_style_launches(model: &Model) -> [f64; 2] {
     let style = model.style;
     let extra_norms = style.norm_placement.per_layer() as f64 - 2.0;
     let per_norm = [HF_EAGER_TRAIN_QK_NORM_LAUNCHES[0] / 2.0, HF_EAGER_TRAIN_QK_NORM_LAUNCHES[1] / 2.0];
-    let offset = if style.rms_style == RmsStyle::OffsetScaleThenCast {
-        style.norm_placement.per_layer() as f64 + if model.qk_norm { 2.0 } else { 0.0 }
-    } else {
-        0.0
-    };
+    let offset =
+        if style.rms_style == RmsStyle::OffsetScaleThenCast { style.norm_placement.per_layer() as f64 + if model.qk_norm { 2.0 } else { 0.0 } } else { 0.0 };
     let fused = if style.fused_projections { [-9.0, -15.0 + 9.0] } else { [0.0, 0.0] };
     [extra_norms * per_norm[0] + offset + fused[0], extra_norms * per_norm[1] + fused[1]]
 }
@@ -156,7 +153,9 @@ pub fn hf_inference_extra_ops(model: &Model, w: &Workload) -> f64 {
     let norms = layer_norms * norm_ops - 2.0 * 8.0;
     let fused = if style.fused_projections { 1.0 } else { 0.0 };
     let repeat = match &model.sliding_window {
-        Some(sw) if w.mode == Mode::Decode && model.n_heads > model.n_kv_heads && w.kv_len + 1 >= sw.window && !model.attention_sinks => 4.0 * model.sliding_share(),
+        Some(sw) if w.mode == Mode::Decode && model.n_heads > model.n_kv_heads && w.kv_len + 1 >= sw.window && !model.attention_sinks => {
+            4.0 * model.sliding_share()
+        }
         _ => 0.0,
     };
     norms + fused + repeat

@@ -313,7 +313,11 @@ pub fn kind_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, k
     let lin_in = saved_linear_input_bytes(w);
     let out_copy = if lin_in < 2.0 { lin_in * tokens * heads * v_dim } else { 0.0 };
     let mut attn = norm_in + branch_norm + lin_in * rep + q + k + v + out + out_copy + mask;
-    if model.sliding_window.as_ref().is_some_and(|sw| w.stack == Stack::HfEager && model.mla.is_none() && !model.attention_sinks && w.context_len() >= sw.window) {
+    if model
+        .sliding_window
+        .as_ref()
+        .is_some_and(|sw| w.stack == Stack::HfEager && model.mla.is_none() && !model.attention_sinks && w.context_len() >= sw.window)
+    {
         // transformers' sliding layers past their window under SDPA (`workload`'s `Builder::attention`):
         // a mask is passed, so k and v are repeated to every query head first (`repeat_kv`) and
         // SDPA's backward keeps the repeated ones, as `hf-compile`'s masked layers do above.
@@ -735,7 +739,6 @@ fn hf_prefill_replayed(model: &Model, pc: &ParallelConfig, w: &Workload) -> bool
         && w.kv_len == 0
         && pc.n_gpus() == 1
         && model.hybrid.is_none()
-        && model.sliding_window.is_none()
         && !model.attention_sinks
         && model.norm == NormKind::RmsNorm
         && model.ffn_kind == FfnKind::Gated
@@ -851,7 +854,7 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
         // allocator (`hf_prefill_forward_peak`) gives the allocated peak above the weights (the KV
         // cache it fills included) and what the allocator reserves beyond it, in place of the
         // widest-part estimate above and the generic fragmentation share.
-        let replayed = hf_prefill_replayed(model, pc, w).then(|| hf_prefill_forward_peak(model, tokens));
+        let replayed = hf_prefill_replayed(model, pc, w).then(|| hf_prefill_forward_peak(model, tokens, w.q_len()));
         if let Some(p) = replayed {
             transient = (p.allocated - kv).max(0.0);
             experts_cached = p.reserved - p.allocated;

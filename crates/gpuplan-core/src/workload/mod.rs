@@ -1450,11 +1450,11 @@ impl<'a> Builder<'a> {
         // (`_supports_sdpa = False`, transformers 5.24.0 `modeling_gpt_oss.py`): the whole
         // score matrix, masked, so no window there. Context parallelism's ring blocks are
         // priced full (non-causal blocks; not modelled with a window).
-        let mut window = m
-            .sliding_window
-            .as_ref()
-            .filter(|_| causal && (!self.w.stack.hf() || self.w.mode == Mode::Decode))
-            .map(|sw| AttnWindow { window: sw.window, share: m.sliding_share(), masked: false });
+        let mut window = m.sliding_window.as_ref().filter(|_| causal && (!self.w.stack.hf() || self.w.mode == Mode::Decode)).map(|sw| AttnWindow {
+            window: sw.window,
+            share: m.sliding_share(),
+            masked: false,
+        });
         // transformers' SDPA models with sliding layers (Gemma 2/3, Phi-3; not GPT-OSS, whose
         // attention is eager, above): a sliding layer gets `create_sliding_window_causal_mask`'s
         // mask once its keys reach the window, since `_ignore_causal_mask_sdpa` does not skip it
@@ -2956,10 +2956,12 @@ mod tests {
         let names: Vec<_> = ops.dense_layer.iter().map(|o| o.name).filter(|n| n.ends_with("norm")).collect();
         assert_eq!(names, ["input_norm", "attn_out_norm", "post_attention_norm", "ffn_out_norm"]);
         // The fp32-stream pre-norms: Llama's 5 kernels and the `1 + weight` one; the bf16 branch norms 9.
-        let kernels = |name: &str| ops.dense_layer.iter().find(|o| o.name == name).map(|o| match o.kind {
-            OpKind::Memory { kernels, .. } => kernels,
-            _ => 0,
-        });
+        let kernels = |name: &str| {
+            ops.dense_layer.iter().find(|o| o.name == name).map(|o| match o.kind {
+                OpKind::Memory { kernels, .. } => kernels,
+                _ => 0,
+            })
+        };
         assert_eq!((kernels("input_norm"), kernels("attn_out_norm")), (Some(6), Some(9)));
         assert!(ops.embedding.iter().any(|o| o.name == "embedding_scale"));
         let cap = ops.head.iter().find(|o| o.name == "logit_softcap").expect("soft-cap");
@@ -3005,10 +3007,14 @@ mod tests {
         let gemms: Vec<_> = ops.iter().filter(|o| matches!(o.kind, OpKind::Gemm { .. })).map(|o| o.name).collect();
         assert_eq!(gemms, ["qkv_proj", "out_proj", "up_proj", "down_proj"]);
         // One autocast cast of each norm's output (one linear reads it), four weight casts.
-        let casts: u32 = ops.iter().filter(|o| matches!(o.name, "autocast_cast" | "weight_cast")).map(|o| match o.kind {
-            OpKind::Memory { kernels, .. } => kernels,
-            _ => 0,
-        }).sum();
+        let casts: u32 = ops
+            .iter()
+            .filter(|o| matches!(o.name, "autocast_cast" | "weight_cast"))
+            .map(|o| match o.kind {
+                OpKind::Memory { kernels, .. } => kernels,
+                _ => 0,
+            })
+            .sum();
         assert_eq!(casts, 1 + 1 + 4);
     }
 }
