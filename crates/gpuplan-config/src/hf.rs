@@ -225,14 +225,7 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
             // default 6: (i + 1) % 6 != 0); `sliding_window` 4096 by default in both classes;
             // `layer_types` where the config.json lists them. Gemma 3's sliding layers' own RoPE
             // theta (`rope_local_base_freq`) changes no kernel (a second cos/sin table per forward).
-            let pattern = if family == Family::Gemma2 {
-                2
-            } else {
-                match c.opt_count("sliding_window_pattern")? {
-                    Some(p) => p,
-                    None => 6,
-                }
-            };
+            let pattern = if family == Family::Gemma2 { 2 } else { c.opt_count("sliding_window_pattern")?.unwrap_or(6) };
             let default_types = (0..n_layers).map(|i| if (i + 1) % pattern != 0 { "sliding_attention" } else { "full_attention" }.to_string()).collect();
             attention = sliding_attention(c, Some(4096), default_types)?;
         }

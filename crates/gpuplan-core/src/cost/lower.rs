@@ -111,8 +111,8 @@ fn is_decoder_layer(ops: &[Op]) -> bool {
 /// - Gemma's `1.0 + weight.float()` in each of its norms (hidden and QK): one forward launch;
 /// - Phi-3's fused projections: three `nn.Linear`s fewer (q, k, v -> `qkv_proj`; gate, up ->
 ///   `gate_up_proj`), each a weight cast and a GEMM forward (2) and two GEMMs and a gradient cast
-///   backward (3), and three autocast input casts fewer (one per linear a norm feeds: 3 -> 1, 2 ->
-///   1) with their backward casts and the two, then one, gradient sums: -9 forward, -15 backward;
+///   backward (3), and three autocast input casts fewer (one per linear a norm feeds: three to
+///   one, two to one) with their backward casts and gradient sums: -9 forward, -15 backward;
 ///   the three slices of `qkv` and the `chunk` of `gate_up` launch nothing forward, and backward
 ///   `slice_backward` fills and copies each slice's gradient into a zero tensor and sums them (2
 ///   launches each and 2 sums) and `chunk`'s backward concatenates (1): +9.
