@@ -186,16 +186,16 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
             // transformers 5.17.0 `modeling_gemma2.py` / `modeling_gemma3.py`: GeGLU
             // (`hidden_activation` gelu_pytorch_tanh: one kernel as SiLU is, so the gated MLP's
             // op list), four RMSNorms per layer that compute `(1 + weight)` in fp32
-            // (`Gemma2RMSNorm.forward`, lines 56-62; `Gemma2DecoderLayer.forward`, lines 328-352),
+            // (`Gemma2RMSNorm`, lines 49-63; `Gemma2DecoderLayer`, lines 291-335),
             // the embedding times `sqrt(hidden_size)` (`Gemma2TextScaledWordEmbedding`, lines
-            // 355-366), `head_dim` 256 by default, independent of hidden / heads. The attention
+            // 338-349), `head_dim` 256 by default, independent of hidden / heads. The attention
             // scale `query_pre_attn_scalar ** -0.5` is SDPA's `scale` argument: no kernel.
             // Gemma 2's `attn_logit_softcapping` (default 50.0) reaches the attention function as
-            // `softcap=` (line 291), which only `eager_attention_forward` applies (lines 239-242):
+            // `softcap=` (line 282), which only `eager_attention_forward` applies (lines 203-206):
             // `sdpa_attention_forward` (integrations/sdpa_attention.py) takes it in `**kwargs` and
             // drops it, so under SDPA no soft-cap kernel runs (and the flash path is not barred
             // by it). Gemma 2's `final_logit_softcapping` (default 30.0; null for none) divides,
-            // tanh's and multiplies the logits (`Gemma2ForCausalLM.forward`, lines 514-517).
+            // tanh's and multiplies the logits (`Gemma2ForCausalLM.forward`, lines 527-530).
             head_dim = Some(head_dim.unwrap_or(256));
             match c.get("hidden_activation").or(c.get("hidden_act")) {
                 None => {}
@@ -231,8 +231,8 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
         }
         Family::Phi3 => {
             // transformers 5.17.0 `modeling_phi3.py`: `qkv_proj` one linear for q, k and v
-            // (`Phi3Attention`, lines 197-235) and `gate_up_proj` one for gate and up (`Phi3MLP`,
-            // lines 58-72), the SiLU-gated MLP on the two halves. `sliding_window` (Phi-3-mini-4k:
+            // (`Phi3Attention`, lines 200-262) and `gate_up_proj` one for gate and up (`Phi3MLP`,
+            // lines 49-64), the SiLU-gated MLP on the two halves. `sliding_window` (Phi-3-mini-4k:
             // 2047) applies to every layer: `Phi3Model.forward` builds the sliding-window mask for
             // all of them (line 395), and the cache keeps the window on every layer
             // (`cache_utils.get_layer_types_and_kwargs`, no `layer_types`). su/longrope scaling
@@ -251,10 +251,10 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
         }
         Family::Olmo2 => {
             // transformers 5.17.0 `modeling_olmo2.py`: no norm before attention or the MLP; one
-            // after each (`Olmo2DecoderLayer.forward`, lines 205-230), so the projections read
+            // after each (`Olmo2DecoderLayer`, lines 285-323), so the projections read
             // the residual stream; `Olmo2RMSNorm` multiplies by the weight in fp32 before the
             // cast (lines 51-65); `q_norm` and `k_norm` over the whole projections, before the
-            // reshape to heads (`Olmo2Attention`, lines 152-153 and 167-168).
+            // reshape to heads (`Olmo2Attention`, lines 221-222 and 235-236).
             style.norm_placement = Some("post");
             style.rms_norm_style = Some("scale_then_cast");
             style.qk_norm_scope = Some("projection");

@@ -1458,12 +1458,12 @@ impl<'a> Builder<'a> {
         // transformers' SDPA models with sliding layers (Gemma 2/3, Phi-3; not GPT-OSS, whose
         // attention is eager, above): a sliding layer gets `create_sliding_window_causal_mask`'s
         // mask once its keys reach the window, since `_ignore_causal_mask_sdpa` does not skip it
-        // then (transformers 5.17.0 `masking_utils.py` lines 264-266: `local_attention_size is not
+        // then (transformers 5.17.0 `masking_utils.py` lines 263-264: `local_attention_size is not
         // None and kv_length >= local_attention_size`); below the window the layer runs causal as
         // a full one. With `attn_mask`, `sdpa_attention_forward` passes `is_causal=False`
-        // (integrations/sdpa_attention.py line 118), so the kernel computes every score tile and
+        // (integrations/sdpa_attention.py line 124), so the kernel computes every score tile and
         // reads the mask, broadcast over the heads; under GQA it first repeats k and v to every
-        // query head (`use_gqa_in_sdpa` is false with a mask, lines 27-37: `repeat_kv`). A decode
+        // query head (`use_gqa_in_sdpa` is false with a mask, lines 27-36: `repeat_kv`). A decode
         // step's mask is one row per sequence (the window's keys, `DynamicSlidingWindowLayer`).
         if let Some(sw) = m.sliding_window.as_ref().filter(|_| self.w.stack.hf() && !m.attention_sinks && !masked_sdpa) {
             let keys = if self.w.mode == Mode::Decode { sw.window.min(kv_len) } else { kv_len };
@@ -1935,7 +1935,7 @@ impl<'a> Builder<'a> {
         self.gemm("lm_head", logit_tokens, vocab_shard, model.hidden);
         if model.style.final_logit_softcap.is_some() {
             // Gemma 2's `logits / cap`, `torch.tanh`, `* cap` (transformers 5.17.0
-            // `Gemma2ForCausalLM.forward`, lines 514-517): three bf16 kernels over the logits in
+            // `Gemma2ForCausalLM.forward`, lines 527-530): three bf16 kernels over the logits in
             // eager (autocast leaves `tanh` and scalar arithmetic in the input's dtype), one under
             // Inductor.
             let elems = (logit_tokens * vocab_shard) as f64;
