@@ -309,6 +309,19 @@ read -r -d '' TABLE <<'EOF'
 263 h100 train   gemma-2-2b               2  2048  1 none eager    8  3  40
 264 h100 decode  gemma-2-2b               4  2048  0 none loop     60 10 25
 265 h100 decode  olmo-2-1b                4  4096  0 none loop     60 10 25
+270 h200 train   llama-3.2-1b             3  3072  1 none eager    10 3  30
+271 h200 train   tinyllama-1.1b           8  1024  1 none eager    10 3  30
+272 h200 train   qwen3-1.7b               2  4096  1 none eager    10 3  35
+273 h200 train   llama-3.2-3b             1  12288 1 full eager    6  2  40
+274 h200 train   deepseek-v3-s            2  2048  1 none eager    8  3  40
+275 h200 train   qwen3-moe-s-e32k8-w1536  2  4096  1 none eager    8  3  40
+276 h200 prefill qwen3-1.7b               1  32768 0 none eager    6  2  30
+277 h200 prefill llama-3.2-1b             4  8192  0 none eager    8  3  30
+278 h200 prefill mixtral-s                2  8192  0 none eager    8  3  30
+279 h200 decode  llama-3.2-3b             16 4096  0 none generate 40 10 30
+280 h200 decode  qwen3-1.7b               4  16384 0 none loop     60 10 30
+281 h200 decode  tinyllama-1.1b           64 1024  0 none loop     40 10 25
+282 h200 train   qwen3-1.7b               2  2048  1 none compile  8  3  90
 EOF
 
 split_of() {  # id config

@@ -59,6 +59,12 @@ def settings(name, seen=()):
                     key = key[4:]
                     if key == "mixed_precision" and isinstance(st.value, ast.Call):
                         out["precision"] = lit(st.value.args[0]) if st.value.args else ast.unparse(st.value)
+                    elif key == "comm_overlap" and isinstance(st.value, ast.Call) and ast.unparse(st.value.func) == "CommOverlapConfig":
+                        # cfg.comm_overlap = CommOverlapConfig(k=v, ...): a fresh config, its keywords
+                        # as cfg.comm_overlap.k (the fields it leaves out take the dataclass defaults).
+                        out = {k: v for k, v in out.items() if not k.startswith("comm_overlap.")}
+                        for kw in st.value.keywords:
+                            out[f"comm_overlap.{kw.arg}"] = lit(kw.value)
                     elif key == "env_vars":
                         pass
                     else:

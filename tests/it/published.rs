@@ -175,6 +175,12 @@
 //! unchanged; fit 8.08% (+1.1%; MoE 11.09%), test 6.61% (+1.2%; MoE 7.31% / +0.18%); test DGX-B200
 //! 9.12% -> 7.88% (+0.9%).
 //!
+//! Then (wt-mbmoe) the GB300 DeepSeek-V3 MXFP8 rows before 26.06 with the recompute of the FP8-CS
+//! config whose layout they print (`mla_up_proj`; the no-recompute full-iteration config lands in
+//! 26.06): fit 8.10% -> 8.12% (+1.1% -> +1.0%; rows 33/49/65/81 peak 375 -> 303 GiB, row 94 -10.4%
+//! -> -12.2%), test unchanged (6.63%; main had drifted from 6.61% with later merges). The perf
+//! recipes' EP overlap (`PerfRecipe::ep_overlap`) moves no dev row (no dev model has a perf recipe).
+//!
 //! Bound = current + 1 percentage point. Lower a bound when a change improves the numbers; the
 //! issue's target is 8% MAPE on the test split.
 
@@ -183,7 +189,7 @@ use std::process::Command;
 const CSV: &str = "tests/data/published/megatron_bridge_training_dev.csv";
 
 /// MAPE (percent) of the fit and test splits measured when the bounds were set, and the slack.
-const FIT_MAPE_NOW: f64 = 8.08;
+const FIT_MAPE_NOW: f64 = 8.12;
 const TEST_MAPE_NOW: f64 = 6.61;
 /// The same for the dense rows (`summary[].kinds.dense`).
 const FIT_DENSE_MAPE_NOW: f64 = 6.40;

@@ -215,3 +215,26 @@ fn tokendrop_rows_run_the_bridge_token_drop_settings() {
     let dense = map_row(&row("NeMo 26.06", "DGX-B200", "LLAMA3_8B (tokendrop)", "BF16", [8, 1, 1, 1, 1, 1, 1, 128, 8192], "")).unwrap();
     assert_eq!(dense.wire.workload.moe_capacity_factor, None);
 }
+
+/// The EP all-to-all overlap as the perf recipes set it (`PerfRecipe::ep_overlap`): Qwen3-235B-A22B
+/// on H100 (`qwen3_235b_a22b_pretrain_256gpu_h100_{bf16,fp8cs}_config`: alltoall, TP 2 PP 8 VP 4, EP 32
+/// over four nodes, `CommOverlapConfig(overlap_moe_expert_parallel_comm=True, ...)`) overlaps in the
+/// 26.x releases, not in 25.x; the full-iteration configs only from 26.06; a recipe that leaves it
+/// off (Kimi K2 on H100) does not; without a virtual pipeline at pp > 1 Megatron refuses it.
+#[test]
+fn perf_recipes_ep_overlap_maps_by_release_and_layout() {
+    let overlap = |r: RowWire| map_row(&r).unwrap_or_else(|e| panic!("refused: {}", e.reason)).wire.options.moe_ep_overlap;
+    let qwen_h100 = |release: &str, vp: u64| row(release, "DGX-H100", "Qwen3_235B_a22B", "BF16", [256, 2, 8, 1, vp, 32, 1, 8192, 4096], "");
+    assert_eq!(overlap(qwen_h100("NeMo 26.02", 4)), Some(true));
+    assert_eq!(overlap(qwen_h100("NeMo 26.06", 4)), Some(true));
+    assert_eq!(overlap(qwen_h100("NeMo 25.11", 4)), None);
+    assert_eq!(overlap(qwen_h100("NeMo 26.02", 1)), None);
+    let qwen_gb200 = |release: &str| row(release, "DGX-GB200", "Qwen3_235B_a22B", "MXFP8", [256, 1, 8, 1, 3, 32, 1, 8192, 4096], "");
+    assert_eq!(overlap(qwen_gb200("NeMo 26.06")), Some(true));
+    assert_eq!(overlap(qwen_gb200("NeMo 26.02")), None);
+    assert_eq!(overlap(row("NeMo 26.06", "DGX-H100", "Kimi-K2", "BF16", [1024, 8, 16, 1, 2, 64, 1, 8192, 4096], "")), None);
+    // A dev model's: Qwen3-30B-A3B BF16 on H100 (qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config, EP 16
+    // over two nodes) overlaps; its FP8-CS config (the dev rows) does not.
+    let qwen30 = |precision: &str| row("NeMo 26.04", "DGX-H100", "Qwen3_30B_a3B", precision, [16, 1, 1, 1, 1, 16, 1, 1024, 4096], "");
+    assert_eq!((overlap(qwen30("BF16")), overlap(qwen30("FP8-CS"))), (Some(true), None));
+}

@@ -106,15 +106,49 @@ pub const SYSTEMS: &[(&str, &str)] = &[
 pub const DEFAULT_SEQ: u64 = 8192;
 
 /// Virtual stages per pipeline rank under torchtitan's multi-stage schedules (Interleaved 1F1B):
-/// two (torchtitan's `generate_split_points` gives looped schedules two stages per rank unless
-/// split points are set; from memory, not re-read here). The published 405B rows state no split.
+/// two (torchtitan's `generate_split_points` gives multi-stage schedules two stages per rank unless
+/// split points are set: 0.1.0 `distributed/pipeline.py`, "by default each pipeline rank has 2
+/// virtual stages", re-read; the December 2024 code from memory). The published 405B rows state no
+/// split.
 pub const INTERLEAVED_STAGES_PER_RANK: u64 = 2;
 
 /// Whether a row's source is a December 2024 table (benchmarks/llama3_h100_202412_torchtitan.md,
 /// docs/performance.md of December 2024), run with torchtitan's `train.py` of then, which kept the
 /// loss eager beside the compiled blocks (`Workload::compile_loss`).
 pub fn eager_loss_era(source: &str) -> bool {
+    december_2024_table(source)
+}
+
+/// Whether a row's source is one of torchtitan's December 2024 tables (run with the torchtitan of
+/// then: `experimental.pipeline_parallel_microbatches`, `train.py`'s eager loss).
+pub fn december_2024_table(source: &str) -> bool {
     source.contains("llama3_h100_202412") || source.contains("Dec 2024")
+}
+
+/// (micro-batch size, micro-batches per step) of a pipelined row (`pp > 1`) with `local` sequences
+/// per data-parallel rank and step and `stages` pipeline stages in all (pp x stages per rank), as
+/// the torchtitan a row ran with split the local batch.
+///
+/// - December 2024 tables: `experimental.pipeline_parallel_microbatches` defaulted to `None`, and
+///   `build_pipeline_schedule` then used the total number of stages,
+///   `n_microbatches = pipeline_parallel_degree * len(stages)` (from memory: no release of that
+///   torchtitan is on PyPI, 0.0.2's wheel and sdist hold no code; 0.1.0's `distributed/pipeline.py`
+///   keeps the same `num_total_stages` line, now only for a warning, re-read). torch's schedules
+///   split the batch into that many equal chunks (`_split_inputs`).
+/// - torchtitan 0.1.0 on (June 2025; `distributed/pipeline.py` and `config_manager.py`, re-read):
+///   `parallelism.pipeline_parallel_microbatch_size`, default 1, `n_microbatches = local_batch_size
+///   // microbatch_size`.
+pub fn pipeline_micro_batches(local: u64, stages: u64, december_2024: bool) -> Result<(u64, u64), Skipped> {
+    if !december_2024 {
+        return Ok((1, local));
+    }
+    if stages == 0 || local < stages || !local.is_multiple_of(stages) {
+        return Err(Skipped::new(
+            SkipKind::Unexpressible,
+            format!("local batch {local} does not split into {stages} equal pipeline micro-batches (torchtitan's default of December 2024: one per stage)"),
+        ));
+    }
+    Ok((local / stages, stages))
 }
 
 /// Defaults and readings applied to every row: (what, value, source).
@@ -138,8 +172,8 @@ pub const TORCHTITAN_DEFAULTS: &[(&str, &str, &str)] = &[
     ("seq", "8192 where not stated (DEFAULT_SEQ)", "torchtitan train_configs/llama3_{8b,70b,405b}.toml seq_len = 8192 (from memory)"),
     (
         "batch",
-        "pp 1: micro-batch = local_batch, one micro-batch per step; pp > 1: micro-batch 1 and local_batch micro-batches per step; global batch = local_batch x fsdp (checked against a stated one)",
-        "torchtitan's local_batch_size is per data-parallel rank and step (no gradient accumulation in these runs); pipeline_parallel_microbatch_size defaults to 1 (from memory)",
+        "pp 1: micro-batch = local_batch, one micro-batch per step; pp > 1, December 2024 tables: one micro-batch per pipeline stage (pp x stages per rank) of local_batch / stages; pp > 1, later: micro-batch 1 and local_batch micro-batches per step; global batch = local_batch x fsdp (checked against a stated one)",
+        "torchtitan's local_batch_size is per data-parallel rank and step (no gradient accumulation in these runs). December 2024: experimental.pipeline_parallel_microbatches default None -> n_microbatches = pipeline_parallel_degree x len(stages) in build_pipeline_schedule (from memory; no release of it on PyPI). torchtitan 0.1.0 (June 2025) distributed/pipeline.py: n_microbatches = local_batch_size // parallelism.pipeline_parallel_microbatch_size, default 1 (re-read)",
     ),
     (
         "recompute",
@@ -156,7 +190,7 @@ pub const TORCHTITAN_DEFAULTS: &[(&str, &str, &str)] = &[
     (
         "pipeline",
         "1F1B -> 1f1b; Interleaved 1F1B -> interleaved with 2 stages per rank; uneven layer counts split as evenly as possible, the earlier ranks one more",
-        "torchtitan pipeline_parallel_schedule; split points not published (INTERLEAVED_STAGES_PER_RANK, from memory)",
+        "torchtitan pipeline_parallel_schedule; split points not published; 2 stages per rank by default (INTERLEAVED_STAGES_PER_RANK: torchtitan 0.1.0 generate_split_points, re-read)",
     ),
     ("cp", "all_gather (the keys and values gathered over the CP group)", "PyTorch's context_parallel rotate method default allgather, torchtitan context_parallel_rotate_method = allgather (from memory)"),
     ("memory", "published GiB (max over GPUs) against predicted peak GiB per GPU", "torchtitan logs max reserved memory (from memory)"),
@@ -296,15 +330,21 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
     let t = r.techniques.to_lowercase();
     let async_tp = t.contains("asynctp") || t.contains("async tp");
     let interleaved = r.techniques.contains("Interleaved");
-    let (micro, n_micro) = if pp > 1 { (1, local) } else { (local, 1) };
+    let vp = if interleaved { INTERLEAVED_STAGES_PER_RANK } else { 1 };
+    let december_2024 = december_2024_table(&r.source);
+    let (micro, n_micro) = if pp > 1 { pipeline_micro_batches(local, pp * vp, december_2024)? } else { (local, 1) };
     let gbs = local * fsdp;
     if let Some(stated) = int_cell("global_batch", &r.global_batch)? {
         if stated != gbs {
             notes.push(format!("published global batch {stated} != local_batch x fsdp = {gbs}; {gbs} used"));
         }
     }
-    if pp > 1 {
-        notes.push(format!("{n_micro} micro-batches of 1 per step (pipeline microbatch size 1, from memory)"));
+    if pp > 1 && december_2024 {
+        notes.push(format!(
+            "{n_micro} micro-batches of {micro} per step (torchtitan of December 2024: pipeline_parallel_microbatches default = the {n_micro} stages, from memory)"
+        ));
+    } else if pp > 1 {
+        notes.push(format!("{n_micro} micro-batches of 1 per step (pipeline_parallel_microbatch_size default 1, torchtitan 0.1.0)"));
     }
     let float8_all_gather = r.techniques.contains("float8 all-gather") && recipe == Some("tensorwise");
     let eager_loss = compile && eager_loss_era(&r.source);
@@ -319,7 +359,6 @@ pub fn map_row(r: &RowWire) -> Result<Mapped, Skipped> {
         "selective-op" => notes.push(format!("`{}` run as torchtitan's per-op selective checkpointing (selective-op)", r.activation_checkpointing)),
         _ => {}
     }
-    let vp = if interleaved { INTERLEAVED_STAGES_PER_RANK } else { 1 };
     let layers = super::model::load_model(model).map(|m| m.n_layers).map_err(|e| Skipped::new(Unexpressible, format!("model `{model}`: {e}")))?;
     let pipeline_layout = (pp > 1 && !layers.is_multiple_of(pp * vp)).then(|| even_layout(layers, pp * vp));
     if let Some(l) = &pipeline_layout {
@@ -425,6 +464,11 @@ mod tests {
         assert_eq!(system("DGX H100 (80 GB HBM3)"), Some("dgx-h100"));
         assert_eq!(even_layout(126, 8), vec![16, 16, 16, 16, 16, 16, 15, 15]);
         assert_eq!(even_layout(126, 16).iter().sum::<i64>(), 126);
+        assert_eq!(pipeline_micro_batches(32, 16, true).unwrap(), (2, 16));
+        assert_eq!(pipeline_micro_batches(32, 8, true).unwrap(), (4, 8));
+        assert_eq!(pipeline_micro_batches(8, 8, true).unwrap(), (1, 8));
+        assert_eq!(pipeline_micro_batches(32, 8, false).unwrap(), (1, 32));
+        assert!(pipeline_micro_batches(12, 8, true).unwrap_err().reason.contains("equal pipeline micro-batches"));
         assert!(is_torchtitan_header(
             "dev_row,split,source,table,gpu_system,model,num_gpus,fsdp,tp,pp,cp,local_batch,global_batch,seq_len,activation_checkpointing,techniques"
         ));

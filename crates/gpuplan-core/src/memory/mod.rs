@@ -540,15 +540,27 @@ fn gated_or_plain(kind: FfnKind, eager: bool) -> f64 {
     }
 }
 
-/// Micro-batches whose activations stage 0 holds at the peak of the schedule.
-fn in_flight(pc: &ParallelConfig, n_micro: u64) -> f64 {
+/// Micro-batches whose activations stage 0 holds at the peak of the schedule. `torch`: PyTorch's
+/// pipelining, whose interleaved warm-up is capped at every chunk of every micro-batch (below).
+fn in_flight(pc: &ParallelConfig, n_micro: u64, torch: bool) -> f64 {
     let p = pc.pp as f64;
     match pc.schedule {
         Schedule::Gpipe => n_micro as f64,
         Schedule::OneFOneB | Schedule::Interleaved => {
             let base = p.min(n_micro as f64);
             if pc.vp > 1 {
-                base * (1.0 + (p - 1.0) / (p * pc.vp as f64))
+                // The warm-up runs at most every micro-batch's every chunk (PyTorch's
+                // `ScheduleInterleaved1F1B` caps `warmup_ops` at `n_microbatches * n_local_stages`,
+                // torch 2.5.1 and 2.6.0 pipelining/schedules.py, re-read): with m = pp every chunk
+                // of every micro-batch is in flight at once, m stage-micro-batches. (Megatron-Core
+                // caps its warm-up at the total too, from memory; its path is left as it was
+                // calibrated against the Megatron-Bridge rows.)
+                let f = base * (1.0 + (p - 1.0) / (p * pc.vp as f64));
+                if torch {
+                    f.min(n_micro as f64)
+                } else {
+                    f
+                }
             } else {
                 base
             }
@@ -567,6 +579,56 @@ fn in_flight_middle(pc: &ParallelConfig, n_micro: u64, stage: u32) -> f64 {
         Schedule::OneFOneB | Schedule::Interleaved if pc.vp > 1 => (((p - d - 1.0) * 2.0 + (v - 1.0) * p + 1.0) / v).min(n_micro as f64),
         Schedule::OneFOneB | Schedule::Interleaved => (p - d).min(n_micro as f64),
     }
+}
+
+/// What PyTorch's pipelining (`torch.distributed.pipelining`, the torch stacks' pipeline
+/// parallelism, torchtitan's) holds per micro-batch on one rank beyond the activations in flight:
+/// (stage inputs, outputs and output gradients, bytes; the last stage's retained logits, bytes).
+///
+/// Each local stage of a rank (one, or `vp` under a multi-stage schedule) allocates, for every
+/// micro-batch of the step, a receive buffer for its input (all but the first stage,
+/// `PipelineStage._prepare_forward_infra`) and one for its output's gradient (all but the last,
+/// `_prepare_backward_infra` via `_create_grad_recv_info`), and keeps every micro-batch's output
+/// until the next step starts (`forward_one_chunk` appends it to `output_chunks` for
+/// `_merge_outputs`; `clear_runtime_states` empties it): torch 2.5.1 and 2.6.0
+/// `torch/distributed/pipelining/stage.py`, re-read. A stage's input and output are the residual
+/// stream between blocks, `[micro-batch, seq / tp, hidden]` under sequence parallelism
+/// (`layer_input`); the last stage's output is the LM head's logits in the compute dtype (bf16;
+/// vocabulary-sharded under TP's loss parallelism), one of which is the loss's own (counted with
+/// the logits). A micro-batch in flight saves its first layer's input, which is the receive buffer
+/// itself: those are not counted twice. Megatron-Core receives into fresh tensors each
+/// micro-batch and keeps no outputs: zero for it.
+#[allow(clippy::too_many_arguments)]
+fn torch_pipelining_buffers(
+    model: &Model,
+    pc: &ParallelConfig,
+    w: &Workload,
+    stage: u32,
+    n_micro: u64,
+    flight: f64,
+    layer_input: f64,
+    tokens: f64,
+) -> (f64, f64) {
+    if !w.stack.torch() || pc.pp < 2 || w.mode != Mode::Train {
+        return (0.0, 0.0);
+    }
+    let (p, v, m) = (pc.pp, pc.vp.max(1), n_micro as f64);
+    let last = p * v - 1;
+    let (mut io, mut logits) = (0.0, 0.0);
+    for chunk in 0..v {
+        let j = chunk * p + stage;
+        if j > 0 {
+            // Input receive buffers, less those a micro-batch in flight saves as its first input.
+            io += (m - flight.min(m)) * layer_input;
+        }
+        if j < last {
+            // Output-gradient receive buffers and the retained outputs.
+            io += 2.0 * m * layer_input;
+        } else {
+            logits += (m - 1.0) * tokens * model.vocab as f64 / pc.tp as f64 * 2.0;
+        }
+    }
+    (io, logits)
 }
 
 /// Parameters one rank of pipeline stage `stage` holds, split into (dense, expert) parts, with
@@ -720,6 +782,11 @@ pub fn plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes) -
     let mut stages: Vec<u32> = if pc.pp > 1 { vec![0, pc.pp - 1] } else { vec![0] };
     if !stages.contains(&most) {
         stages.push(most);
+    }
+    // Under PyTorch's pipelining the second stage holds one micro-batch fewer in flight than the
+    // first but the input receive buffers the first has not (`torch_pipelining_buffers`).
+    if w.stack.torch() && pc.pp > 2 && !stages.contains(&1) {
+        stages.push(1);
     }
     stages
         .into_iter()
@@ -924,9 +991,14 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
 
     // Activations of the micro-batches in flight on this stage.
     let n_micro = (w.global_batch / (w.micro_batch * pc.dp as u64)).max(1);
+    // The last rank runs one micro-batch at a time without interleaving; with it, PyTorch's
+    // `ScheduleInterleaved1F1B` warms it up with `(n_local_stages - 1) x pp` chunk-forwards of its
+    // earlier model chunks first (`get_rank_warmup_ops`, torch 2.5.1 and 2.6.0, re-read):
+    // `in_flight_middle`. (Megatron-Core's path keeps one.)
+    let torch_pipelining = w.stack.torch();
     let flight = if stage == 0 {
-        in_flight(pc, n_micro)
-    } else if stage < pc.pp - 1 {
+        in_flight(pc, n_micro, torch_pipelining)
+    } else if stage < pc.pp - 1 || (pc.vp > 1 && torch_pipelining) {
         in_flight_middle(pc, n_micro, stage)
     } else {
         1.0
@@ -1000,7 +1072,8 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     } else {
         0.0
     };
-    let activations = flight * (per_micro + embedding_out + mtp) + rebuilt;
+    let (stage_io, retained_logits) = torch_pipelining_buffers(model, pc, w, stage, n_micro, flight, layer_input, tokens);
+    let activations = flight * (per_micro + embedding_out + mtp) + rebuilt + stage_io;
 
     // Logits and loss on the last stage, at their peak early in backward: what the loss keeps
     // plus the logits' gradient being formed.
@@ -1032,6 +1105,7 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
         };
         // Each MTP module has its own loss over the same vocabulary, kept until backward too.
         (1.0 + w.mtp_layers as f64) * (tokens * model.vocab as f64 / pc.tp as f64 * per_logit + 4.0 * tokens * model.hidden as f64 / pc.tp as f64)
+            + retained_logits
     } else {
         0.0
     };
@@ -1292,6 +1366,44 @@ mod tests {
         // 8 micro-batches of 12 layers = 96 layers' worth (Korthikanti sec. 4.2.3), plus embeddings.
         assert!(act.activations.value() >= 96.0 * layer);
         assert!(act.activations.value() < 97.0 * layer);
+    }
+
+    #[test]
+    fn torch_pipelining_keeps_every_micro_batch_s_stage_inputs_outputs_and_logits() {
+        let m = gpt3_175b();
+        let w = Workload { stack: Stack::TorchCompile, ..korthikanti(Recompute::Full) };
+        let mut p = pc(8, true);
+        p.pp = 8;
+        let (boundary, tokens) = (2.0 * 2048.0 * 12288.0 / 8.0, 2048.0);
+        let logits = tokens * m.vocab as f64 / 8.0 * 2.0;
+        let buffers = |w: &Workload, p: &ParallelConfig, stage: u32, flight: f64| torch_pipelining_buffers(&m, p, w, stage, 32, flight, boundary, tokens);
+        // First stage: output gradients and outputs of all 32 micro-batches; a middle stage also
+        // its input buffers, less the 5 in flight whose first layer saved them as its input.
+        assert_eq!(buffers(&w, &p, 0, 8.0), (64.0 * boundary, 0.0));
+        assert_eq!(buffers(&w, &p, 3, 5.0), ((96.0 - 5.0) * boundary, 0.0));
+        // Last stage: 31 micro-batches' bf16 logits beside the loss's own, and its input buffers.
+        assert_eq!(buffers(&w, &p, 7, 1.0), (31.0 * boundary, 31.0 * logits));
+        // Interleaved: rank 0 holds virtual stages 0 and 8, rank 7 stages 7 and 15 (the last).
+        (p.vp, p.schedule) = (2, Schedule::Interleaved);
+        assert_eq!(buffers(&w, &p, 0, 8.0), ((64.0 + 96.0 - 8.0) * boundary, 0.0));
+        assert_eq!(buffers(&w, &p, 7, 4.5), ((96.0 - 4.5 + 32.0 - 4.5) * boundary, 31.0 * logits));
+        // Megatron-Core keeps none of them; no pipelining, none either.
+        assert_eq!(buffers(&korthikanti(Recompute::Full), &p, 3, 5.0), (0.0, 0.0));
+        p.pp = 1;
+        assert_eq!(buffers(&w, &p, 0, 1.0), (0.0, 0.0));
+    }
+
+    #[test]
+    fn torch_interleaved_warm_up_stops_at_every_chunk_of_every_micro_batch() {
+        let mut p = pc(8, true);
+        (p.pp, p.vp, p.schedule) = (8, 2, Schedule::Interleaved);
+        // m = pp: the warm-up (22 chunk-forwards on rank 0) is capped at all 16: 8 stage-micro-batches.
+        assert_eq!(in_flight(&p, 8, true), 8.0);
+        assert_eq!(in_flight(&p, 16, true), 8.0 * (1.0 + 7.0 / 16.0));
+        // Megatron's path as it was.
+        assert_eq!(in_flight(&p, 8, false), 8.0 * (1.0 + 7.0 / 16.0));
+        // The last rank warms up (vp - 1) x pp = 8 chunk-forwards of its first chunk, plus one.
+        assert_eq!(in_flight_middle(&p, 16, 7), 4.5);
     }
 
     /// Llama-3.2-1B's shape (hidden 2048, 32 query and 8 key/value heads of 64, SwiGLU 8192, vocab
