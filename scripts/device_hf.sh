@@ -25,7 +25,7 @@ export PYTHONUNBUFFERED=1 CUDA_DEVICE_ORDER=PCI_BUS_ID TOKENIZERS_PARALLELISM=fa
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 G=${G:-.devbin/gpuplan}
 W=${W:-scenarios/workloads}  # the workload scripts (a carried copy: W=.devbin/NAME)
-C=scenarios/workloads/hf_configs
+C=${C:-scenarios/workloads/hf_configs}  # the configs (a carried copy: C=.devbin/NAME/hf_configs)
 OUTDIR=${*: -1}
 PHASES=("${@:1:$#-1}")
 mkdir -p "$OUTDIR/logs" "$OUTDIR/micro"
@@ -293,6 +293,22 @@ read -r -d '' TABLE <<'EOF'
 230 h100 prefill llama-3.2-3b             2  16384 0 none eager    6  2  30
 231 h100 prefill mixtral-s                4  4096  0 none eager    8  3  30
 232 h100 train   tinyllama-1.1b           2  4096  1 none compile  8  3  90
+250 h100 train   gemma-2-2b               1  2048  1 none eager    8  3  40
+251 h100 train   gemma-3-1b               2  2048  1 none eager    8  3  35
+252 h100 train   phi-3-mini-4k            1  2048  1 none eager    8  3  40
+253 h100 train   olmo-2-1b                2  2048  1 none eager    10 3  30
+254 h100 prefill gemma-2-2b               1  8192  0 none eager    8  3  25
+255 h100 prefill gemma-3-1b               1  8192  0 none eager    8  3  25
+256 h100 prefill phi-3-mini-4k            2  4096  0 none eager    8  3  25
+257 h100 prefill olmo-2-1b                2  4096  0 none eager    8  3  25
+258 h100 decode  gemma-2-2b               1  4096  0 none loop     60 10 25
+259 h100 decode  gemma-3-1b               4  4096  0 none loop     60 10 25
+260 h100 decode  phi-3-mini-4k            4  2048  0 none loop     60 10 25
+261 h100 decode  olmo-2-1b                1  2048  0 none loop     60 10 25
+262 h100 train   olmo-2-1b                2  2048  1 none compile  8  3  120
+263 h100 train   gemma-2-2b               2  2048  1 none eager    8  3  40
+264 h100 decode  gemma-2-2b               4  2048  0 none loop     60 10 25
+265 h100 decode  olmo-2-1b                4  4096  0 none loop     60 10 25
 270 h200 train   llama-3.2-1b             3  3072  1 none eager    10 3  30
 271 h200 train   tinyllama-1.1b           8  1024  1 none eager    10 3  30
 272 h200 train   qwen3-1.7b               2  4096  1 none eager    10 3  35
@@ -315,6 +331,13 @@ split_of() {  # id config
   # measured after the third fit, branch wt-torch2; rows 094-105: postfit-moe.jsonl, issue 18's new
   # MoE shapes, branch wt-moecal, measured before its grouped-GEMM mechanism or any refit; they ran
   # as rows 084-095 and their raw logs keep those ids).
+  # Rows 250-269 (branch wt-hffamilies, issue 19's new families: Gemma 2/3, Phi-3, OLMo-2),
+  # fixed before their call (calibration/runs/raw/hffamilies-2026-11-25/README.md): `fit` when
+  # the id is 1 more than a multiple of 3, `test` otherwise.
+  if (( 10#$1 >= 250 && 10#$1 <= 269 )); then
+    if (( 10#$1 % 3 == 1 )); then echo fit; else echo test; fi
+    return
+  fi
   if (( 10#$1 >= 62 )); then echo test; return; fi
   case "$2" in qwen3-1.7b|qwen3-moe-s-e32k4) echo test; return ;; esac
   if (( 10#$1 % 3 == 0 )); then echo test; else echo fit; fi

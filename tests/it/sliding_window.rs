@@ -48,10 +48,10 @@ fn windowed_layers_price_the_band_and_full_layers_are_unchanged_at_8k() {
     let OpKind::Attention { q_len, kv_len, causal, window, .. } = op.kind else { unreachable!() };
     assert_eq!((q_len, kv_len, causal), (8192, 8192, true));
     // 18 of the 36 layers slide, window 128.
-    assert_eq!(window, Some(AttnWindow { window: 128, share: 0.5 }));
+    assert_eq!(window, Some(AttnWindow { window: 128, share: 0.5, masked: false }));
     let full = with_window(&op, None);
-    let all_full = with_window(&op, Some(AttnWindow { window: 128, share: 0.0 }));
-    let all_sliding = with_window(&op, Some(AttnWindow { window: 128, share: 1.0 }));
+    let all_full = with_window(&op, Some(AttnWindow { window: 128, share: 0.0, masked: false }));
+    let all_sliding = with_window(&op, Some(AttnWindow { window: 128, share: 1.0, masked: false }));
     // FLOPs: a sliding layer computes the band's keys, 127.0 per query on average against the
     // causal layer's 4096.5: (128 x 129 / 2 + (8192 - 128) x 128) / 8192 / (8193 / 2).
     let band = (128.0 * 129.0 / 2.0 + (8192.0 - 128.0) * 128.0) / 8192.0 / (8193.0 / 2.0);
@@ -175,7 +175,7 @@ fn band_counts_and_decode_reads_only_the_window() {
     let op = attention_op("decode", 1, Some(131_071));
     let OpKind::Attention { q_len, kv_len, window, .. } = op.kind else { unreachable!() };
     assert_eq!((q_len, kv_len, window.map(|w| w.share)), (1, 131_072, Some(0.5)));
-    let long = |share: f64| with_window(&op, Some(AttnWindow { window: 128, share }));
+    let long = |share: f64| with_window(&op, Some(AttnWindow { window: 128, share, masked: false }));
     let system = load_system("dgx-b200").unwrap();
     let c = CostModel::new(&system, None);
     let overhead = c.kernel_overhead().value();

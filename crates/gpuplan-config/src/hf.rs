@@ -21,8 +21,26 @@ use crate::model::wire::{model_from_wire, AttentionWire, HybridWire, MlaWire, Mo
 use gpuplan_core::model::Model;
 
 /// The `model_type` values this loader understands.
-pub const SUPPORTED: [&str; 13] =
-    ["llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "deepseek_v2", "deepseek_v3", "llama4", "llama4_text", "nemotron_h", "gpt_oss"];
+pub const SUPPORTED: [&str; 18] = [
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen2_moe",
+    "qwen3",
+    "qwen3_moe",
+    "deepseek_v2",
+    "deepseek_v3",
+    "llama4",
+    "llama4_text",
+    "nemotron_h",
+    "gpt_oss",
+    "gemma2",
+    "gemma3",
+    "gemma3_text",
+    "phi3",
+    "olmo2",
+];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Family {
@@ -37,6 +55,10 @@ enum Family {
     NemotronH,
     Llama4,
     GptOss,
+    Gemma2,
+    Gemma3,
+    Phi3,
+    Olmo2,
 }
 
 impl Family {
@@ -53,6 +75,10 @@ impl Family {
             "nemotron_h" => Family::NemotronH,
             "llama4_text" => Family::Llama4,
             "gpt_oss" => Family::GptOss,
+            "gemma2" => Family::Gemma2,
+            "gemma3_text" => Family::Gemma3,
+            "phi3" => Family::Phi3,
+            "olmo2" => Family::Olmo2,
             _ => return None,
         })
     }
@@ -68,11 +94,13 @@ pub fn model_from_hf_json(path: &Path, text: &str) -> Result<Model, ConfigError>
     };
     // Llama-4 (`model_type` "llama4") is a vision-language config whose language model is its
     // `text_config` ("llama4_text"); gpuplan models the language model.
+    // Gemma 3's multimodal config ("gemma3", `Gemma3ForConditionalGeneration`) likewise holds its
+    // language model under `text_config` ("gemma3_text"); the vision tower is not modelled.
     let obj = match (obj.get("model_type").and_then(Value::as_str), obj.get("text_config").and_then(Value::as_object)) {
-        (Some("llama4"), Some(text)) => text,
-        (Some("llama4"), None) => {
-            return Err(ConfigError::invalid(path, "text_config", "(missing)", "is required for model_type `llama4`")
-                .with_hint("a Llama-4 config.json holds its language model's shape under `text_config`"))
+        (Some("llama4" | "gemma3"), Some(text)) => text,
+        (Some(t @ ("llama4" | "gemma3")), None) => {
+            return Err(ConfigError::invalid(path, "text_config", "(missing)", format!("is required for model_type `{t}`"))
+                .with_hint("a Llama-4 or Gemma 3 multimodal config.json holds its language model's shape under `text_config`"))
         }
         _ => obj,
     };
@@ -116,7 +144,8 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
     let dense_ffn = if family == Family::Llama4 { c.count("intermediate_size_mlp")? } else { ffn };
     let vocab = c.count("vocab_size")?;
     let max_seq_len = c.count("max_position_embeddings")?;
-    let tied = c.opt_bool("tie_word_embeddings")?.unwrap_or(false);
+    // `GemmaNConfig.tie_word_embeddings` defaults to true (transformers 5.17.0); the others' to false.
+    let tied = c.opt_bool("tie_word_embeddings")?.unwrap_or(matches!(family, Family::Gemma2 | Family::Gemma3));
     // GptOssConfig's `attention_bias` defaults to true (transformers 5.24.0).
     let attention_bias = c.opt_bool("attention_bias")?.unwrap_or(family == Family::GptOss);
     let mlp_bias = c.opt_bool("mlp_bias")?.unwrap_or(false);
@@ -150,8 +179,86 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
     let mut mla = None;
     let mut ffn_kind = "gated";
     let mut position = "rope";
+    let mut style = StyleKeys::default();
     match family {
         Family::Llama | Family::Mistral | Family::Qwen2 | Family::Qwen3 => {}
+        Family::Gemma2 | Family::Gemma3 => {
+            // transformers 5.17.0 `modeling_gemma2.py` / `modeling_gemma3.py`: GeGLU
+            // (`hidden_activation` gelu_pytorch_tanh: one kernel as SiLU is, so the gated MLP's
+            // op list), four RMSNorms per layer that compute `(1 + weight)` in fp32
+            // (`Gemma2RMSNorm`, lines 49-63; `Gemma2DecoderLayer`, lines 291-335),
+            // the embedding times `sqrt(hidden_size)` (`Gemma2TextScaledWordEmbedding`, lines
+            // 338-349), `head_dim` 256 by default, independent of hidden / heads. The attention
+            // scale `query_pre_attn_scalar ** -0.5` is SDPA's `scale` argument: no kernel.
+            // Gemma 2's `attn_logit_softcapping` (default 50.0) reaches the attention function as
+            // `softcap=` (line 282), which only `eager_attention_forward` applies (lines 203-206):
+            // `sdpa_attention_forward` (integrations/sdpa_attention.py) takes it in `**kwargs` and
+            // drops it, so under SDPA no soft-cap kernel runs (and the flash path is not barred
+            // by it). Gemma 2's `final_logit_softcapping` (default 30.0; null for none) divides,
+            // tanh's and multiplies the logits (`Gemma2ForCausalLM.forward`, lines 527-530).
+            head_dim = Some(head_dim.unwrap_or(256));
+            match c.get("hidden_activation").or(c.get("hidden_act")) {
+                None => {}
+                Some(Value::String(a)) if a == "gelu_pytorch_tanh" || a == "gelu" || a == "gelu_new" => {}
+                Some(v) => {
+                    return Err(ConfigError::invalid(c.path, "hidden_activation", v, "is not a GELU, the gated MLP gpuplan models for Gemma")
+                        .with_hint("Gemma: \"gelu_pytorch_tanh\""))
+                }
+            }
+            style.norm_placement = Some("pre_post");
+            style.rms_norm_style = Some("offset_scale_then_cast");
+            style.embedding_scale = true;
+            style.final_logit_softcap = match (family, c.obj.get("final_logit_softcapping")) {
+                (_, Some(Value::Null)) => None,
+                (Family::Gemma2, None) => Some(30.0),
+                (_, None) => None,
+                (_, Some(v)) => match v.as_f64() {
+                    Some(f) if f > 0.0 && f.is_finite() => Some(f),
+                    _ => {
+                        return Err(ConfigError::invalid(c.path, "final_logit_softcapping", v, "must be a positive number or null")
+                            .with_hint("Gemma 2: 30.0; null for no soft-cap"))
+                    }
+                },
+            };
+            // Sliding layers: Gemma 2 every other layer (`Gemma2Config.__post_init__`: layer i
+            // slides when (i + 1) % 2 != 0), Gemma 3 five of six (`sliding_window_pattern`,
+            // default 6: (i + 1) % 6 != 0); `sliding_window` 4096 by default in both classes;
+            // `layer_types` where the config.json lists them. Gemma 3's sliding layers' own RoPE
+            // theta (`rope_local_base_freq`) changes no kernel (a second cos/sin table per forward).
+            let pattern = if family == Family::Gemma2 { 2 } else { c.opt_count("sliding_window_pattern")?.unwrap_or(6) };
+            let default_types = (0..n_layers).map(|i| if (i + 1) % pattern != 0 { "sliding_attention" } else { "full_attention" }.to_string()).collect();
+            attention = sliding_attention(c, Some(4096), default_types)?;
+        }
+        Family::Phi3 => {
+            // transformers 5.17.0 `modeling_phi3.py`: `qkv_proj` one linear for q, k and v
+            // (`Phi3Attention`, lines 200-262) and `gate_up_proj` one for gate and up (`Phi3MLP`,
+            // lines 49-64), the SiLU-gated MLP on the two halves. `sliding_window` (Phi-3-mini-4k:
+            // 2047) applies to every layer: `Phi3Model.forward` builds the sliding-window mask for
+            // all of them (line 395), and the cache keeps the window on every layer
+            // (`cache_utils.get_layer_types_and_kwargs`, no `layer_types`). su/longrope scaling
+            // (`rope_scaling`, the 128K models) changes the inverse frequencies only (one cos/sin
+            // table per forward): no kernel of its own. `resid_pdrop` dropout (0.0 in the
+            // published configs) is not priced.
+            match c.get("hidden_act") {
+                None => {}
+                Some(Value::String(a)) if a == "silu" => {}
+                Some(v) => {
+                    return Err(ConfigError::invalid(c.path, "hidden_act", v, "is not `silu`, the Phi-3 MLP gpuplan models").with_hint("Phi-3: \"silu\""))
+                }
+            }
+            style.fused_projections = true;
+            attention = sliding_attention(c, None, (0..n_layers).map(|_| "sliding_attention".to_string()).collect())?;
+        }
+        Family::Olmo2 => {
+            // transformers 5.17.0 `modeling_olmo2.py`: no norm before attention or the MLP; one
+            // after each (`Olmo2DecoderLayer`, lines 285-323), so the projections read
+            // the residual stream; `Olmo2RMSNorm` multiplies by the weight in fp32 before the
+            // cast (lines 51-65); `q_norm` and `k_norm` over the whole projections, before the
+            // reshape to heads (`Olmo2Attention`, lines 221-222 and 235-236).
+            style.norm_placement = Some("post");
+            style.rms_norm_style = Some("scale_then_cast");
+            style.qk_norm_scope = Some("projection");
+        }
         Family::Mixtral => {
             moe = Some(every_layer_routed(c, ffn, "fp32")?);
         }
@@ -395,13 +502,69 @@ fn wire_from_keys(c: &Keys) -> Result<ModelWire, ConfigError> {
         // Qwen3 and Qwen3-MoE normalize each head's queries and keys (`q_norm`, `k_norm`, RMSNorm
         // over head_dim) before RoPE, with no config key for it.
         // Llama-4's `use_qk_norm` (default true) is a weightless L2 norm of q and k.
-        qk_norm: matches!(family, Family::Qwen3 | Family::Qwen3Moe) || (family == Family::Llama4 && c.opt_bool("use_qk_norm")?.unwrap_or(true)),
+        // Gemma 3 (`Gemma3Attention.q_norm`, `k_norm`, per head) and OLMo-2 (whole projections).
+        qk_norm: matches!(family, Family::Qwen3 | Family::Qwen3Moe | Family::Gemma3 | Family::Olmo2)
+            || (family == Family::Llama4 && c.opt_bool("use_qk_norm")?.unwrap_or(true)),
+        qk_norm_scope: style.qk_norm_scope.map(str::to_string),
+        norm_placement: style.norm_placement.map(str::to_string),
+        rms_norm_style: style.rms_norm_style.map(str::to_string),
+        embedding_scale: style.embedding_scale,
+        final_logit_softcap: style.final_logit_softcap,
+        fused_projections: style.fused_projections,
         moe,
         mla,
         hybrid,
         attention,
         mtp_layers,
     })
+}
+
+/// The [`ModelWire`] layer-style keys a family sets (absent: Llama's).
+#[derive(Default)]
+struct StyleKeys {
+    norm_placement: Option<&'static str>,
+    rms_norm_style: Option<&'static str>,
+    qk_norm_scope: Option<&'static str>,
+    embedding_scale: bool,
+    final_logit_softcap: Option<f64>,
+    fused_projections: bool,
+}
+
+/// A config.json's `sliding_window` (its class's `default` where absent; an explicit null or no
+/// default: no window) and `layer_types` (`default_types` where absent), as an [`AttentionWire`];
+/// `None` without a window.
+fn sliding_attention(c: &Keys, default: Option<u64>, default_types: Vec<String>) -> Result<Option<AttentionWire>, ConfigError> {
+    let window = match c.obj.get("sliding_window") {
+        Some(Value::Null) => None,
+        None => default,
+        Some(v) => match v.as_u64() {
+            Some(n) if n > 0 => Some(n),
+            _ => {
+                return Err(ConfigError::invalid(c.path, "sliding_window", v, "is not a positive whole number of keys")
+                    .with_hint("the keys a query sees; null for no window"))
+            }
+        },
+    };
+    let Some(window) = window else { return Ok(None) };
+    let layer_types = match c.get("layer_types") {
+        None => default_types,
+        Some(v) => layer_types(c, v)?,
+    };
+    Ok(Some(AttentionWire { layer_types: Some(layer_types), sliding_window: Some(window), sinks: false }))
+}
+
+/// A config.json's `layer_types` list.
+fn layer_types(c: &Keys, v: &Value) -> Result<Vec<String>, ConfigError> {
+    let Value::Array(list) = v else {
+        return Err(ConfigError::invalid(c.path, "layer_types", v, "is not a list").with_hint(crate::model::wire::LAYER_TYPES_HINT));
+    };
+    list.iter()
+        .map(|t| {
+            t.as_str()
+                .map(str::to_string)
+                .ok_or_else(|| ConfigError::invalid(c.path, "layer_types", t, "is not a layer type name").with_hint(crate::model::wire::LAYER_TYPES_HINT))
+        })
+        .collect()
 }
 
 /// A Nemotron-H config.json's layer pattern and Mamba-2 keys, with transformers' `NemotronHConfig`
@@ -653,6 +816,91 @@ mod tests {
         assert!(e.contains("moe_layers") && e.contains("every 2-th"), "{e}");
         let e = load(r#"{"model_type": "llama4"}"#).unwrap_err().to_string();
         assert!(e.contains("text_config"), "{e}");
+    }
+
+    /// The four published shapes of scenarios/workloads/hf_configs/ (written from memory of the
+    /// published config.json files; calibration/runs/raw/hffamilies-2026-11-25/README.md), with the
+    /// parameter counts transformers builds for them (gemma-2-2b 2,614,341,888, phi-3-mini
+    /// 3,821,079,552, OLMo-2-0425-1B 1,484,916,736, gemma-3-1b 999,885,952 of which 13,312 are
+    /// the per-head QK-norm weights gpuplan leaves out).
+    fn shipped(name: &str) -> Model {
+        let path = format!("{}/../../scenarios/workloads/hf_configs/{name}.json", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        model_from_hf_json(Path::new(&path), &text).unwrap()
+    }
+
+    #[test]
+    fn gemma_phi3_and_olmo2_configs_map_with_their_families_layouts() {
+        use gpuplan_core::model::{NormPlacement, RmsStyle};
+        let g2 = shipped("gemma-2-2b");
+        assert_eq!(
+            (g2.head_dim, g2.tied_embeddings, g2.style.norm_placement, g2.style.rms_style),
+            (256, true, NormPlacement::PrePost, RmsStyle::OffsetScaleThenCast)
+        );
+        assert_eq!((g2.style.embedding_scale, g2.style.final_logit_softcap, g2.qk_norm), (true, Some(30.0), false));
+        let sw = g2.sliding_window.as_ref().unwrap();
+        assert_eq!((sw.window, sw.n_sliding(), sw.sliding[0], sw.sliding[1]), (4096, 13, true, false), "even layers slide");
+        assert_eq!(g2.params().total(), 2_614_341_888.0);
+
+        let g3 = shipped("gemma-3-1b");
+        let sw = g3.sliding_window.as_ref().unwrap();
+        assert_eq!((sw.window, sw.n_sliding()), (512, 22), "five of six layers slide: 26 - 4 full (5, 11, 17, 23)");
+        assert!(!sw.sliding[5] && sw.sliding[6] && g3.qk_norm && !g3.style.qk_norm_projection);
+        assert_eq!((g3.style.final_logit_softcap, g3.n_kv_heads), (None, 1));
+        assert_eq!(g3.params().total(), 999_885_952.0 - 26.0 * 512.0);
+
+        let phi = shipped("phi-3-mini-4k");
+        assert!(phi.style.fused_projections && !phi.tied_embeddings && phi.style.norm_placement == NormPlacement::Pre);
+        let sw = phi.sliding_window.as_ref().unwrap();
+        assert_eq!((sw.window, sw.n_sliding()), (2047, 32), "every layer slides");
+        assert_eq!(phi.params().total(), 3_821_079_552.0);
+        // qkv_proj, o_proj, gate_up_proj, down_proj and two norms per layer; embedding, final norm, LM head.
+        assert_eq!(phi.hf_param_tensors(), 32 * 6 + 3);
+
+        let olmo = shipped("olmo-2-1b");
+        assert_eq!(
+            (olmo.style.norm_placement, olmo.style.rms_style, olmo.qk_norm, olmo.style.qk_norm_projection),
+            (NormPlacement::Post, RmsStyle::ScaleThenCast, true, true)
+        );
+        assert!(olmo.sliding_window.is_none() && !olmo.style.embedding_scale);
+        assert_eq!(olmo.params().total(), 1_484_916_736.0);
+    }
+
+    #[test]
+    fn gemma_defaults_and_bad_keys_are_named() {
+        // Absent keys take Gemma2Config's defaults (transformers 5.17.0): head_dim 256, tied
+        // embeddings, window 4096 on even layers, final soft-cap 30; an explicit null turns the
+        // soft-cap and the window off.
+        let base = r#"{"model_type": "gemma2", "num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 1000, "max_position_embeddings": 8192"#;
+        let m = load(&format!("{base}}}")).unwrap();
+        assert_eq!((m.head_dim, m.tied_embeddings, m.style.final_logit_softcap), (256, true, Some(30.0)));
+        assert_eq!(m.sliding_window.as_ref().map(|s| (s.window, s.n_sliding())), Some((4096, 2)));
+        let m = load(&format!(r#"{base}, "final_logit_softcapping": null, "sliding_window": null}}"#)).unwrap();
+        assert!(m.style.final_logit_softcap.is_none() && m.sliding_window.is_none());
+        let e = load(&format!(r#"{base}, "hidden_activation": "relu"}}"#)).unwrap_err().to_string();
+        assert!(e.contains("hidden_activation") && e.contains("relu"), "{e}");
+        let e = load(&format!(r#"{base}, "final_logit_softcapping": -1}}"#)).unwrap_err().to_string();
+        assert!(e.contains("final_logit_softcapping"), "{e}");
+        let e = load(&format!(r#"{base}, "sliding_window_pattern": 0, "model_type": "gemma3_text"}}"#).replace(r#""model_type": "gemma2", "#, ""))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("sliding_window_pattern"), "{e}");
+        // A multimodal Gemma 3 config reads its language model from `text_config`.
+        let mm = format!(r#"{{"model_type": "gemma3", "text_config": {}}}"#, format!("{base}}}").replace("gemma2", "gemma3_text"));
+        let m = load(&mm).unwrap();
+        assert!(m.qk_norm && m.style.norm_placement == gpuplan_core::model::NormPlacement::PrePost);
+        let e = load(r#"{"model_type": "gemma3"}"#).unwrap_err().to_string();
+        assert!(e.contains("text_config"), "{e}");
+        // A missing required key names the file and the key.
+        let e = load(r#"{"model_type": "olmo2", "hidden_size": 64}"#).unwrap_err().to_string();
+        assert!(e.contains("org--Some-Model.config.json") && e.contains("num_hidden_layers"), "{e}");
+        let e = load(
+            r#"{"model_type": "phi3", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "max_position_embeddings": 64}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("intermediate_size") && e.contains("is required"), "{e}");
     }
 
     #[test]

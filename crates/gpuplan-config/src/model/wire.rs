@@ -6,7 +6,9 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::{ConfigError, Problems};
-use gpuplan_core::model::{Block, FfnKind, Hybrid, Mamba2, Mla, Model, Moe, NormKind, Position, Router, RouterScore, SlidingWindow};
+use gpuplan_core::model::{
+    Block, FfnKind, Hybrid, LayerStyle, Mamba2, Mla, Model, Moe, NormKind, NormPlacement, Position, RmsStyle, Router, RouterScore, SlidingWindow,
+};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -44,6 +46,27 @@ pub struct ModelWire {
     /// RMSNorm on each head's queries and keys before RoPE (Qwen3's `q_norm`, `k_norm`).
     #[serde(default)]
     pub qk_norm: bool,
+    /// `head` (default: Qwen3, Gemma 3) | `projection` (OLMo-2: one norm over all query heads and
+    /// one over all key heads).
+    #[serde(default)]
+    pub qk_norm_scope: Option<String>,
+    /// `pre` (default: Llama) | `pre_post` (Gemma 2/3: norms before and after attention and MLP)
+    /// | `post` (OLMo-2: after attention and MLP only).
+    #[serde(default)]
+    pub norm_placement: Option<String>,
+    /// How the RMSNorm rounds: `cast_then_scale` (default: Llama) | `scale_then_cast` (OLMo-2) |
+    /// `offset_scale_then_cast` (Gemma: `(1 + weight)` in fp32).
+    #[serde(default)]
+    pub rms_norm_style: Option<String>,
+    /// The embedding's output times `sqrt(hidden_size)` (Gemma).
+    #[serde(default)]
+    pub embedding_scale: bool,
+    /// Final logit soft-cap `cap * tanh(logits / cap)` (Gemma 2: 30.0).
+    #[serde(default)]
+    pub final_logit_softcap: Option<f64>,
+    /// One GEMM for q, k, v and one for gate and up (Phi-3's `qkv_proj`, `gate_up_proj`).
+    #[serde(default)]
+    pub fused_projections: bool,
     #[serde(default)]
     pub moe: Option<MoeWire>,
     #[serde(default)]
@@ -211,6 +234,7 @@ pub fn model_from_wire(path: &Path, w: &ModelWire) -> Result<Model, ConfigError>
             Position::Rope
         }
     };
+    let style = layer_style(path, w, &mut p);
     let moe = w.moe.as_ref().map(|m| {
         p.check(m.n_experts >= 1, || ConfigError::invalid(path, "moe.n_experts", m.n_experts, "must be positive"));
         p.check(m.top_k >= 1 && m.top_k <= m.n_experts, || {
@@ -456,6 +480,7 @@ pub fn model_from_wire(path: &Path, w: &ModelWire) -> Result<Model, ConfigError>
         linear_bias: w.linear_bias,
         qkv_bias: w.qkv_bias,
         qk_norm: w.qk_norm,
+        style,
         moe,
         mla,
         hybrid,
@@ -464,4 +489,57 @@ pub fn model_from_wire(path: &Path, w: &ModelWire) -> Result<Model, ConfigError>
         mtp_layers: w.mtp_layers,
         published_params: w.published_params_b.map(|b| b * 1e9),
     })
+}
+
+/// The [`LayerStyle`] keys of a model file (each absent key is Llama's choice).
+fn layer_style(path: &Path, w: &ModelWire, p: &mut Problems) -> LayerStyle {
+    let mut style = LayerStyle::default();
+    if let Some(v) = &w.norm_placement {
+        style.norm_placement = match v.as_str() {
+            "pre" => NormPlacement::Pre,
+            "pre_post" => NormPlacement::PrePost,
+            "post" => NormPlacement::Post,
+            other => {
+                p.push(ConfigError::invalid(path, "norm_placement", other, "is not known").with_hint("one of: pre, pre_post (Gemma), post (OLMo-2)"));
+                NormPlacement::Pre
+            }
+        };
+    }
+    if let Some(v) = &w.rms_norm_style {
+        style.rms_style = match v.as_str() {
+            "cast_then_scale" => RmsStyle::CastThenScale,
+            "scale_then_cast" => RmsStyle::ScaleThenCast,
+            "offset_scale_then_cast" => RmsStyle::OffsetScaleThenCast,
+            other => {
+                p.push(
+                    ConfigError::invalid(path, "rms_norm_style", other, "is not known")
+                        .with_hint("one of: cast_then_scale (Llama), scale_then_cast (OLMo-2), offset_scale_then_cast (Gemma)"),
+                );
+                RmsStyle::CastThenScale
+            }
+        };
+    }
+    if let Some(v) = &w.qk_norm_scope {
+        match v.as_str() {
+            "head" => {}
+            "projection" => style.qk_norm_projection = true,
+            other => p.push(ConfigError::invalid(path, "qk_norm_scope", other, "is not known").with_hint("one of: head (Qwen3, Gemma 3), projection (OLMo-2)")),
+        }
+        p.check(w.qk_norm, || {
+            ConfigError::invalid(path, "qk_norm_scope", v, "is given without `qk_norm = true`").with_hint("set `qk_norm = true`, or leave the scope out")
+        });
+    }
+    if let Some(cap) = w.final_logit_softcap {
+        p.check(cap > 0.0 && cap.is_finite(), || {
+            ConfigError::invalid(path, "final_logit_softcap", cap, "must be positive").with_hint("Gemma 2: 30.0; leave it out for no soft-cap")
+        });
+        style.final_logit_softcap = Some(cap);
+    }
+    style.embedding_scale = w.embedding_scale;
+    style.fused_projections = w.fused_projections;
+    p.check(!(w.fused_projections && w.mla.is_some()), || {
+        ConfigError::invalid(path, "fused_projections", true, "cannot be combined with `[mla]`")
+            .with_hint("fused q/k/v and gate/up projections are modelled for MHA/GQA models")
+    });
+    style
 }

@@ -270,9 +270,13 @@ impl AttentionKernel {
 
 /// Whether PyTorch's SDPA, left to choose (the `hf-*` stacks: `attn_implementation="sdpa"`, no
 /// backend forced), runs cuDNN's fused attention on this GPU: on Hopper, PyTorch 2.11 puts the
-/// cuDNN backend first for bf16 with head dims up to 128, as its profiler showed on the lent H100
+/// cuDNN backend first for bf16, as its profiler showed on the lent H100 at head dims 64 and 128
 /// (`aten::_cudnn_attention_forward` in every attention call; calibration/runs/hf/README.md,
 /// "Decode: where the time goes"). Other architectures were not probed; they keep the flash kernel.
+/// Nor do wider heads or a mask change it: Gemma-3-1B's 256-wide heads ran cuDNN's kernels
+/// (`cudnn_generated_fort_native_sdpa_sm90_flash_{fprop,bprop}_wgmma_f16_knob_*_*x*x256`) on every
+/// layer, masked sliding ones included, in a training step on the lent H100
+/// (calibration/runs/raw/hffamilies-2026-11-25/kprofile-gemma-3-1b-train.csv, cuDNN 9.19).
 pub fn sdpa_picks_cudnn(arch: crate::hardware::Arch) -> bool {
     arch == crate::hardware::Arch::Hopper
 }
@@ -826,6 +830,25 @@ impl<'a> CostModel<'a> {
             unreachable!("attention_time on {}", op.name)
         };
         let one = |c: Seconds, m: Seconds| if c >= m { (c, Bound::Compute) } else { (m, Bound::Memory) };
+        if let Some(win) = window.filter(|w| causal && w.masked) {
+            // Sliding layers under an explicit mask (`AttnWindow::masked`): the op's `window.share`
+            // of its layers run as a non-causal call over the whole score matrix, the rest causal.
+            let mut full = op.clone();
+            let mut masked = op.clone();
+            if let (OpKind::Attention { window, .. }, OpKind::Attention { window: w2, causal: c2, .. }) = (&mut full.kind, &mut masked.kind) {
+                *window = None;
+                *w2 = None;
+                *c2 = false;
+            }
+            let (cf, mf) = self.attention_parts(&full, tensor_speedup);
+            let (cm, mm) = self.attention_parts(&masked, tensor_speedup);
+            let (t_full, b_full) = one(cf, mf);
+            let (t_masked, b_masked) = one(cm, mm);
+            let time = t_full * (1.0 - win.share) + t_masked * win.share + self.kernel_overhead.value;
+            let bound = if win.share >= 0.5 { b_masked } else { b_full };
+            let fixed = if bound == Bound::Compute { self.kernel_overhead.value } else { time };
+            return OpCost { time, bound, fixed };
+        }
         if let Some(win) = window.filter(|_| causal) {
             // Sliding-window layers (the op's `window.share` of them): the full causal call's
             // efficiency per score tile, on the tiles inside the band only

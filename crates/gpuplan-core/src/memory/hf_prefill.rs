@@ -44,7 +44,7 @@
 
 use super::caching::CachingAllocator;
 use super::ExpertsPeak;
-use crate::model::{Model, RouterScore};
+use crate::model::{Model, NormPlacement, RmsStyle, RouterScore};
 
 /// bf16 and fp32 element bytes.
 const BF16: f64 = 2.0;
@@ -62,6 +62,27 @@ fn rms_norm(a: &mut CachingAllocator, tokens: f64, width: f64) -> usize {
     let out = a.alloc(tokens * width * BF16);
     a.free(cast);
     a.free(normed);
+    out
+}
+
+/// The family's RMSNorm on `[tokens, width]` bf16: Llama's ([`rms_norm`]), or OLMo-2's and
+/// Gemma's, which multiply by the weight (Gemma: by `1 + weight`) in fp32 before the cast
+/// (`Olmo2RMSNorm.forward`, `Gemma2RMSNorm.forward`, transformers 5.17.0): the fp32 copy, `pow(2)`
+/// (freed), the fp32 normalized tensor (the copy freed), the fp32 product (the normalized freed),
+/// the bf16 cast (the product freed).
+fn styled_norm(a: &mut CachingAllocator, model: &Model, tokens: f64, width: f64) -> usize {
+    if model.style.rms_style == RmsStyle::CastThenScale {
+        return rms_norm(a, tokens, width);
+    }
+    let f32_copy = a.alloc(tokens * width * FP32);
+    let pow = a.alloc(tokens * width * FP32);
+    a.free(pow);
+    let normed = a.alloc(tokens * width * FP32);
+    a.free(f32_copy);
+    let product = a.alloc(tokens * width * FP32);
+    a.free(normed);
+    let out = a.alloc(tokens * width * BF16);
+    a.free(product);
     out
 }
 
@@ -98,6 +119,20 @@ fn rope_interleave(a: &mut CachingAllocator, bytes: f64) -> usize {
     out
 }
 
+/// Phi-3's `down_proj(up * act(gate))` after one `gate_up_proj` (`Phi3MLP.forward`): the fused
+/// output, whose `chunk` halves are views, the activation, the product (the fused output and the
+/// activation freed), `down_proj`.
+fn fused_gated_mlp(a: &mut CachingAllocator, tokens: f64, hidden: f64, ffn: f64) -> usize {
+    let gate_up = a.alloc(tokens * 2.0 * ffn * BF16);
+    let act = a.alloc(tokens * ffn * BF16);
+    let product = a.alloc(tokens * ffn * BF16);
+    a.free(act);
+    a.free(gate_up);
+    let down = a.alloc(tokens * hidden * BF16);
+    a.free(product);
+    down
+}
+
 /// `down_proj(act_fn(gate_proj(x)) * up_proj(x))` on `tokens` rows of width `ffn`.
 fn gated_mlp(a: &mut CachingAllocator, tokens: f64, hidden: f64, ffn: f64) -> usize {
     let gate = a.alloc(tokens * ffn * BF16);
@@ -112,9 +147,12 @@ fn gated_mlp(a: &mut CachingAllocator, tokens: f64, hidden: f64, ffn: f64) -> us
     down
 }
 
-/// The attention block of one layer from its normed input to `o_proj`'s output (the normed input
-/// is freed by the caller's rebinding, here); the KV cache's tensors are pushed on `cache`.
-fn attention(a: &mut CachingAllocator, model: &Model, tokens: f64, normed: usize, cache: &mut Vec<usize>) -> usize {
+/// The attention block of one layer from its normed input to `o_proj`'s output (the normed input,
+/// where the family has one, is freed here); the KV cache's tensors are pushed on `cache`.
+/// `masked`: the layer runs SDPA with transformers' sliding-window mask, so under GQA k and v are
+/// first repeated to every query head (`repeat_kv`, two new tensors held through the call), and the
+/// boolean mask of `mask_bytes` elements is made additive for the kernel.
+fn attention(a: &mut CachingAllocator, model: &Model, tokens: f64, normed: Option<usize>, masked: bool, mask_bytes: f64, cache: &mut Vec<usize>) -> usize {
     let t = tokens;
     let heads = model.n_heads as f64;
     match &model.mla {
@@ -149,40 +187,64 @@ fn attention(a: &mut CachingAllocator, model: &Model, tokens: f64, normed: usize
             a.free(sdpa);
             let out = a.alloc(t * model.hidden as f64 * BF16);
             a.free(contiguous);
-            for h in [q_states, q_rot, kv_a, query, key, kv_b, normed] {
+            for h in [q_states, q_rot, kv_a, query, key, kv_b] {
                 a.free(h);
+            }
+            if let Some(n) = normed {
+                a.free(n);
             }
             out
         }
         None => {
             let hd = model.head_dim as f64;
             let kv_heads = model.n_kv_heads as f64;
-            let mut q = a.alloc(t * heads * hd * BF16);
+            // Phi-3's `qkv_proj`: one tensor whose q, k and v slices are views.
+            let fused = model.style.fused_projections.then(|| a.alloc(t * (heads + 2.0 * kv_heads) * hd * BF16));
+            let mut q = if fused.is_some() { None } else { Some(a.alloc(t * heads * hd * BF16)) };
             if model.qk_norm {
-                let n = rms_norm(a, t, heads * hd);
-                a.free(q);
-                q = n;
+                let n = styled_norm(a, model, t, heads * hd);
+                if let Some(q) = q {
+                    a.free(q);
+                }
+                q = Some(n);
             }
-            let mut k = a.alloc(t * kv_heads * hd * BF16);
+            let mut k = if fused.is_some() { None } else { Some(a.alloc(t * kv_heads * hd * BF16)) };
             if model.qk_norm {
-                let n = rms_norm(a, t, kv_heads * hd);
-                a.free(k);
-                k = n;
+                let n = styled_norm(a, model, t, kv_heads * hd);
+                if let Some(k) = k {
+                    a.free(k);
+                }
+                k = Some(n);
             }
-            let v = a.alloc(t * kv_heads * hd * BF16);
+            let v = if fused.is_some() { None } else { Some(a.alloc(t * kv_heads * hd * BF16)) };
             let q_embed = rope_rotate_half(a, t * heads * hd * BF16);
             let k_embed = rope_rotate_half(a, t * kv_heads * hd * BF16);
-            a.free(q);
-            a.free(k);
+            for h in [q, k].into_iter().flatten() {
+                a.free(h);
+            }
             cache.push(a.alloc(t * kv_heads * hd * BF16));
             cache.push(a.alloc(t * kv_heads * hd * BF16));
-            a.free(k_embed);
-            a.free(v);
+            let mut repeated = if masked && heads > kv_heads { vec![a.alloc(t * heads * hd * BF16), a.alloc(t * heads * hd * BF16)] } else { Vec::new() };
+            for h in [Some(k_embed), v, fused].into_iter().flatten() {
+                a.free(h);
+            }
+            if masked {
+                // SDPA turns the boolean mask into an additive one of the query's dtype
+                // (`convert_boolean_attn_mask`, aten/src/ATen/native/transformers/attention.cpp,
+                // PyTorch 2.x: from memory, not re-read here), held through the kernel: [b, 1, s, s]
+                // bf16, `mask_bytes` twice over.
+                repeated.push(a.alloc(mask_bytes * BF16));
+            }
             let sdpa = a.alloc(t * heads * hd * BF16);
+            for h in repeated {
+                a.free(h);
+            }
             let out = a.alloc(t * model.hidden as f64 * BF16);
             a.free(sdpa);
             a.free(q_embed);
-            a.free(normed);
+            if let Some(n) = normed {
+                a.free(n);
+            }
             out
         }
     }
@@ -228,21 +290,60 @@ fn moe_block(a: &mut CachingAllocator, model: &Model, tokens: f64) -> usize {
 
 /// The allocated and reserved peaks of one `hf-eager` prefill forward of `tokens` tokens (batch x
 /// sequence) on one GPU, beyond the weights, the KV cache it fills included.
-pub fn hf_prefill_forward_peak(model: &Model, tokens: f64) -> ExpertsPeak {
+///
+/// The families' layouts (`model::LayerStyle`): Gemma's scaled embedding (the lookup, then its
+/// product, the lookup freed), norms after attention and the MLP on their outputs (Gemma besides
+/// its pre-norms, OLMo-2 instead of them), the families' RMSNorm rounding, Phi-3's fused
+/// projections; and, when a sequence of `seq` tokens reaches a sliding window, transformers'
+/// sliding-window mask (`[b, 1, s, s]` bool, made once before the layers and held through them,
+/// `create_sliding_window_causal_mask`) with the sliding layers' repeated k and v under GQA.
+pub fn hf_prefill_forward_peak(model: &Model, tokens: f64, seq: u64) -> ExpertsPeak {
     let t = tokens.ceil();
     let h = model.hidden as f64;
+    let style = model.style;
     let mut a = CachingAllocator::new();
-    let embeds = a.alloc(t * h * BF16);
+    let embeds = if style.embedding_scale {
+        let lookup = a.alloc(t * h * BF16);
+        let scaled = a.alloc(t * h * BF16);
+        a.free(lookup);
+        scaled
+    } else {
+        a.alloc(t * h * BF16)
+    };
+    let sliding = model.sliding_window.as_ref().filter(|sw| seq >= sw.window);
+    let mask_bytes = if sliding.is_some() { t * seq as f64 } else { 0.0 };
+    let _mask = sliding.map(|_| a.alloc(mask_bytes));
     let mut x = embeds;
     let mut cache = Vec::new();
+    let pre = style.norm_placement != NormPlacement::Post;
+    let post = style.norm_placement != NormPlacement::Pre;
     for layer in 0..model.n_layers {
-        let normed = rms_norm(&mut a, t, h);
-        let attn = attention(&mut a, model, t, normed, &mut cache);
+        let normed = pre.then(|| styled_norm(&mut a, model, t, h));
+        let masked = sliding.is_some_and(|sw| sw.sliding.get(layer as usize).copied().unwrap_or(false));
+        let mut attn = attention(&mut a, model, t, normed, masked, mask_bytes, &mut cache);
+        if post {
+            let n = styled_norm(&mut a, model, t, h);
+            a.free(attn);
+            attn = n;
+        }
         let after_attn = a.alloc(t * h * BF16);
         a.free(attn);
-        let normed2 = rms_norm(&mut a, t, h);
-        let ffn = if model.moe.is_some() && model.is_moe_layer(layer) { moe_block(&mut a, model, t) } else { gated_mlp(&mut a, t, h, model.ffn_hidden as f64) };
-        a.free(normed2);
+        let normed2 = pre.then(|| styled_norm(&mut a, model, t, h));
+        let mut ffn = if model.moe.is_some() && model.is_moe_layer(layer) {
+            moe_block(&mut a, model, t)
+        } else if style.fused_projections {
+            fused_gated_mlp(&mut a, t, h, model.ffn_hidden as f64)
+        } else {
+            gated_mlp(&mut a, t, h, model.ffn_hidden as f64)
+        };
+        if let Some(n) = normed2 {
+            a.free(n);
+        }
+        if post {
+            let n = styled_norm(&mut a, model, t, h);
+            a.free(ffn);
+            ffn = n;
+        }
         let out = a.alloc(t * h * BF16);
         a.free(ffn);
         a.free(after_attn);
@@ -251,6 +352,6 @@ pub fn hf_prefill_forward_peak(model: &Model, tokens: f64) -> ExpertsPeak {
         }
         x = out;
     }
-    let _final_norm = rms_norm(&mut a, t, h);
+    let _final_norm = styled_norm(&mut a, model, t, h);
     ExpertsPeak { allocated: a.peak_allocated as f64, reserved: a.peak_reserved as f64 }
 }

@@ -6,7 +6,7 @@
 //! check. The peak GPU is the one with the most in-flight micro-batches (pipeline stage 0) or the
 //! one holding the logits (the last stage), whichever is larger.
 
-use crate::model::{FfnKind, LayerKind, Model, NormKind};
+use crate::model::{FfnKind, LayerKind, Model, NormKind, NormPlacement};
 use crate::parallelism::{ParallelConfig, Schedule};
 use crate::units::Bytes;
 use crate::workload::{Mode, Recompute, RecomputeModule, Stack, Workload};
@@ -274,6 +274,17 @@ pub fn kind_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, k
         _ => 2.0 * rep,
     };
     let mask = if w.dropout { rep } else { 0.0 };
+    // Where the family puts its norms (`model::NormPlacement`): OLMo-2 has none before attention
+    // or the MLP (the linears save autocast's bf16 copy of the stream, `lin_in`, as they do a
+    // norm's output); Gemma and OLMo-2 norm each branch's bf16 output, which keeps, in eager
+    // autocast, the fp32 copy `pow` and the product read and the fp32 normalized tensor the weight's
+    // product reads (8 B per element; `Gemma2RMSNorm.forward`, `Olmo2RMSNorm.forward`), and under
+    // compile its bf16 input (the 1/rms per token aside).
+    let (norm_in, branch_norm) = match model.style.norm_placement {
+        NormPlacement::Pre => (norm_in, 0.0),
+        NormPlacement::PrePost => (norm_in, if eager { 8.0 } else { 2.0 } * rep),
+        NormPlacement::Post => (0.0, if eager { 8.0 } else { 2.0 } * rep),
+    };
 
     // Attention block.
     let heads = model.n_heads as f64 / t;
@@ -301,7 +312,18 @@ pub fn kind_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, k
                                             // it) and quantized by the output projection.
     let lin_in = saved_linear_input_bytes(w);
     let out_copy = if lin_in < 2.0 { lin_in * tokens * heads * v_dim } else { 0.0 };
-    let mut attn = norm_in + lin_in * rep + q + k + v + out + out_copy + mask;
+    let mut attn = norm_in + branch_norm + lin_in * rep + q + k + v + out + out_copy + mask;
+    if model
+        .sliding_window
+        .as_ref()
+        .is_some_and(|sw| w.stack == Stack::HfEager && model.mla.is_none() && !model.attention_sinks && w.context_len() >= sw.window)
+    {
+        // transformers' sliding layers past their window under SDPA (`workload`'s `Builder::attention`):
+        // a mask is passed, so k and v are repeated to every query head first (`repeat_kv`) and
+        // SDPA's backward keeps the repeated ones, as `hf-compile`'s masked layers do above.
+        let extra_heads = heads - kv_heads;
+        attn += model.sliding_share() * 2.0 * tokens * extra_heads * (qk + v_dim);
+    }
     if model.qk_norm {
         // Qwen3's per-head RMSNorm on q and k keeps, like the hidden norms, its fp32 input and
         // normalized tensor in eager (8 per element beyond the bf16 q and k), its input when fused.
@@ -322,7 +344,7 @@ pub fn kind_activation_bytes(model: &Model, pc: &ParallelConfig, w: &Workload, k
 
     // Feed-forward block.
     // An MoE layer's norm output feeds the (bf16) router and the dispatch, not a TE linear.
-    let ffn_in = norm_in + if moe_layer { 2.0 } else { lin_in } * rep + mask;
+    let ffn_in = norm_in + branch_norm + if moe_layer { 2.0 } else { lin_in } * rep + mask;
     if kind == LayerKind::Mamba {
         let mb = &model.hybrid.as_ref().expect("mamba layer of a model without a hybrid pattern").mamba;
         let d = mb.d_inner() as f64 / t;
@@ -784,7 +806,6 @@ fn hf_prefill_replayed(model: &Model, pc: &ParallelConfig, w: &Workload) -> bool
         && w.kv_len == 0
         && pc.n_gpus() == 1
         && model.hybrid.is_none()
-        && model.sliding_window.is_none()
         && !model.attention_sinks
         && model.norm == NormKind::RmsNorm
         && model.ffn_kind == FfnKind::Gated
@@ -839,19 +860,36 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
         // per-layer window, transformers' `DynamicSlidingWindowLayer` holds `sliding_window - 1`
         // tokens and the step's new one): this stage's attention layers at the model's share of
         // cached (token, layer) pairs.
-        let window_share = model.kv_cached_share((w.kv_len + w.q_len()) as f64);
+        //
+        // transformers' prefill keeps every token all the same: `DynamicSlidingWindowLayer.update`
+        // keeps `full_key_states[:, :, -self.sliding_window + 1 :, :]` (transformers 5.17.0
+        // `cache_utils.py` lines 251-256), a view of the `torch.cat` result, whose whole storage
+        // stays alive until the next update replaces it.
+        let window_share = if w.stack.hf() && w.mode == Mode::Prefill { 1.0 } else { model.kv_cached_share((w.kv_len + w.q_len()) as f64) };
         let mut kv = kv_tokens * layers_here * window_share * model.kv_elements_per_token_per_layer() / kv_shard * w.kv_elem_bytes() / pc.cp as f64;
         // DynamicCache's torch.cat per token: whole sets of the cache that the caching allocator
         // keeps but cannot reuse. It frees them and retries when a cudaMalloc fails, so they never
         // take the peak past the device (capped below, once the rest is known).
+        //
+        // A sliding layer past its window strands nothing: its `torch.cat` is `sliding_window`
+        // tokens at every step (the window less one cached, plus the new token), so the block its
+        // last step freed serves the next; only the full layers' share of the cache grows.
+        let t_all = (w.kv_len + w.q_len()) as f64;
+        let growing_share = match &model.sliding_window {
+            Some(sw) if w.stack.hf() && t_all >= sw.window as f64 => {
+                let full = (model.n_attention_layers() - model.n_sliding_layers()) as f64 * t_all;
+                full / model.kv_cached_layer_tokens(t_all).max(1.0)
+            }
+            _ => 1.0,
+        };
         let stranded_sets = if w.stack.hf() && w.mode == Mode::Decode && layers_here > 0.0 {
-            // One layer's keys (or values) as the decode finds them: `kv_len` tokens.
-            let token = kv / layers_here / 2.0 / (w.kv_len + w.q_len()) as f64;
+            // One full layer's keys (or values) as the decode finds them: `kv_len` tokens.
+            let token = kv / layers_here / window_share / 2.0 / t_all;
             hf_stranded_cache_sets(token * w.kv_len as f64, token, w.decode_tokens)
         } else {
             0.0
         };
-        let stranded = kv * stranded_sets;
+        let stranded = kv * growing_share * stranded_sets;
         kv += mamba_state;
         let widest = model.ffn_hidden.max(model.moe.as_ref().map_or(0, |m| m.expert_ffn_hidden)) as f64 / pc.tp as f64;
         let mut transient = tokens * (3.0 * widest + 4.0 * model.hidden as f64) * 2.0;
@@ -883,7 +921,7 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
         // allocator (`hf_prefill_forward_peak`) gives the allocated peak above the weights (the KV
         // cache it fills included) and what the allocator reserves beyond it, in place of the
         // widest-part estimate above and the generic fragmentation share.
-        let replayed = hf_prefill_replayed(model, pc, w).then(|| hf_prefill_forward_peak(model, tokens));
+        let replayed = hf_prefill_replayed(model, pc, w).then(|| hf_prefill_forward_peak(model, tokens, w.q_len()));
         if let Some(p) = replayed {
             transient = (p.allocated - kv).max(0.0);
             experts_cached = p.reserved - p.allocated;
@@ -1058,8 +1096,10 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
             Stack::TorchCompile if w.compile_loss => 8.0,
             // The loss left eager beside compiled blocks (`Workload::compile_loss`): as eager's.
             Stack::TorchCompile | Stack::HfCompile => 14.0,
-            // bf16 logits, their .float() copy, the log-softmax output, and the fp32 gradient
-            Stack::TorchEager | Stack::HfEager => 14.0,
+            // bf16 logits, their .float() copy, the log-softmax output, and the fp32 gradient;
+            // Gemma 2's final soft-cap keeps its `tanh` output (bf16) for backward besides
+            // (`logits / cap` and `* cap` keep only the scalar).
+            Stack::TorchEager | Stack::HfEager => 14.0 + if model.style.final_logit_softcap.is_some() { 2.0 } else { 0.0 },
             // Inference engines do not train (refused by `config`); as the fused stacks.
             Stack::Trtllm | Stack::Vllm | Stack::Sglang => 6.0,
         };

@@ -19,6 +19,66 @@ pub enum NormKind {
     LayerNorm,
 }
 
+/// Where a transformer layer's norms sit around its attention and MLP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NormPlacement {
+    /// A norm before attention and one before the MLP (Llama, Qwen, Mistral, Phi-3).
+    #[default]
+    Pre,
+    /// Gemma 2/3: four per layer, before and after attention and before and after the MLP
+    /// (transformers 5.17.0 `Gemma2DecoderLayer`: `input_layernorm`, `post_attention_layernorm`,
+    /// `pre_feedforward_layernorm`, `post_feedforward_layernorm`).
+    PrePost,
+    /// OLMo-2: one after attention and one after the MLP, none before (`Olmo2DecoderLayer`:
+    /// `post_attention_layernorm`, `post_feedforward_layernorm` on the branch outputs), so the
+    /// projections read the residual stream itself.
+    Post,
+}
+
+impl NormPlacement {
+    /// Norms per transformer layer.
+    pub fn per_layer(self) -> u64 {
+        match self {
+            NormPlacement::Pre | NormPlacement::Post => 2,
+            NormPlacement::PrePost => 4,
+        }
+    }
+}
+
+/// How an RMSNorm rounds, as each family's transformers module computes it (5.17.0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RmsStyle {
+    /// `LlamaRMSNorm`: normalize in fp32, cast to the input dtype, then `weight *`.
+    #[default]
+    CastThenScale,
+    /// `Olmo2RMSNorm`: normalize in fp32, `(weight * x)` in fp32, then cast.
+    ScaleThenCast,
+    /// `Gemma2RMSNorm` / `Gemma3RMSNorm`: normalize in fp32, `* (1.0 + weight.float())`, then
+    /// `type_as(x)`: one kernel more (the `1 + weight`).
+    OffsetScaleThenCast,
+}
+
+/// How a family's transformer layer computes beyond its shapes, where that changes its kernels:
+/// where the norms sit and how they round, QK-norm's scope, the embedding's scale, the final
+/// logit soft-cap and fused projections. `LayerStyle::default()` is Llama's.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct LayerStyle {
+    pub norm_placement: NormPlacement,
+    pub rms_style: RmsStyle,
+    /// QK-norm over the whole query and key projections (OLMo-2's `q_norm` over `n_heads x
+    /// head_dim`, `k_norm` over `n_kv_heads x head_dim`) rather than per head (Qwen3, Gemma 3).
+    /// The same elements either way; weights of `(n_heads + n_kv_heads) head_dim` per layer.
+    pub qk_norm_projection: bool,
+    /// The embedding's output multiplied by `sqrt(hidden)` (Gemma's
+    /// `Gemma2TextScaledWordEmbedding`): one elementwise kernel over the tokens' hidden states.
+    pub embedding_scale: bool,
+    /// Final logit soft-capping, `cap * tanh(logits / cap)` over the vocabulary (Gemma 2's
+    /// `final_logit_softcapping`, 30.0): three elementwise kernels over tokens x vocab.
+    pub final_logit_softcap: Option<f64>,
+    /// One GEMM for q, k and v and one for gate and up (Phi-3's `qkv_proj`, `gate_up_proj`).
+    pub fused_projections: bool,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Position {
     Rope,
@@ -182,6 +242,9 @@ pub struct Model {
     pub qkv_bias: bool,
     /// RMSNorm on each head's queries and keys before RoPE (Qwen3).
     pub qk_norm: bool,
+    /// Norm placement and rounding, QK-norm scope, embedding scale, logit soft-cap, fused
+    /// projections ([`LayerStyle`]; Llama's by default).
+    pub style: LayerStyle,
     pub moe: Option<Moe>,
     pub mla: Option<Mla>,
     /// A hybrid Mamba-attention layer pattern (Nemotron-H); `None` = every layer a transformer
@@ -260,16 +323,25 @@ impl Model {
         let norm = if self.norm == NormKind::LayerNorm { 2 } else { 1 };
         let attention = match &self.mla {
             Some(m) => (if m.q_lora_rank > 0 { 3 } else { 1 }) + 4,
-            None => 4 + if self.qkv_bias { 3 } else { 0 } + if self.linear_bias { 1 } else { 0 } + if self.qk_norm { 2 } else { 0 },
+            // Phi-3's fused `qkv_proj`: one weight for q, k and v.
+            None => {
+                (if self.style.fused_projections { 2 } else { 4 })
+                    + if self.qkv_bias { 3 } else { 0 }
+                    + if self.linear_bias { 1 } else { 0 }
+                    + if self.qk_norm { 2 } else { 0 }
+            }
         };
-        let ffn = self.ffn_matrices() as u64 * if self.linear_bias { 2 } else { 1 };
+        // Phi-3's fused `gate_up_proj`: one weight for gate and up.
+        let matrices = self.ffn_matrices() as u64 - u64::from(self.style.fused_projections && self.ffn_kind == FfnKind::Gated);
+        let ffn = matrices * if self.linear_bias { 2 } else { 1 };
         let moe_ffn = self.moe.as_ref().map_or(0, |m| 1 + 2 + if m.n_shared_experts > 0 { self.ffn_matrices() as u64 } else { 0 });
+        let layer_norms = self.style.norm_placement.per_layer() * norm;
         let per_layer: u64 = self
             .layer_kinds()
             .iter()
             .map(|k| match k {
-                LayerKind::Dense => 2 * norm + attention + ffn,
-                LayerKind::Moe => 2 * norm + attention + moe_ffn,
+                LayerKind::Dense => layer_norms + attention + ffn,
+                LayerKind::Moe => layer_norms + attention + moe_ffn,
                 LayerKind::Attention => norm + attention,
                 LayerKind::Mlp => norm + ffn,
                 LayerKind::MoeMlp => norm + moe_ffn,
@@ -334,11 +406,12 @@ impl Model {
             ),
             None => (0.0, 0.0, 0.0),
         };
+        let layer_norms = self.style.norm_placement.per_layer() as f64 * norm + self.qk_norm_params();
         match kind {
-            LayerKind::Dense => (self.attention_params_per_layer() + self.ffn_params(self.ffn_hidden), 2.0 * norm, 0.0),
+            LayerKind::Dense => (self.attention_params_per_layer() + self.ffn_params(self.ffn_hidden), layer_norms, 0.0),
             LayerKind::Moe => {
                 let (shared, router, experts) = moe();
-                (self.attention_params_per_layer() + shared, 2.0 * norm + router, experts)
+                (self.attention_params_per_layer() + shared, layer_norms + router, experts)
             }
             LayerKind::Mamba => (self.hybrid.as_ref().map_or(0.0, |hy| hy.mamba.params(self.hidden)), norm, 0.0),
             LayerKind::Attention => (self.attention_params_per_layer(), norm, 0.0),
@@ -421,7 +494,8 @@ impl Model {
         self.ffn_matrices() * h * f + bias
     }
 
-    /// Norm parameters of one layer (two norms, one per hybrid block; LayerNorm has a bias too).
+    /// Norm parameters of one layer (two norms, four under Gemma's [`NormPlacement::PrePost`],
+    /// one per hybrid block; LayerNorm has a bias too; OLMo-2's whole-projection QK-norm weights).
     fn norm_params_per_layer(&self) -> f64 {
         let per_norm = match self.norm {
             NormKind::RmsNorm => self.hidden as f64,
@@ -430,7 +504,19 @@ impl Model {
         if self.hybrid.is_some() {
             per_norm
         } else {
-            2.0 * per_norm
+            self.style.norm_placement.per_layer() as f64 * per_norm + self.qk_norm_params()
+        }
+    }
+
+    /// QK-norm weights of one layer counted among the norms: OLMo-2's over the whole projections,
+    /// `(n_heads + n_kv_heads) head_dim` (16 layers x 4,096 in OLMo-2 1B). The per-head norms of
+    /// Qwen3 and Gemma 3 (`2 head_dim` per layer, a few parts per million) are left out, as
+    /// before.
+    fn qk_norm_params(&self) -> f64 {
+        if self.qk_norm && self.style.qk_norm_projection {
+            ((self.n_heads + self.n_kv_heads) * self.head_dim) as f64
+        } else {
+            0.0
         }
     }
 
@@ -552,6 +638,7 @@ pub(crate) mod tests {
             linear_bias: true,
             qkv_bias: false,
             qk_norm: false,
+            style: LayerStyle::default(),
             moe: None,
             mla: None,
             hybrid: None,
@@ -582,6 +669,7 @@ pub(crate) mod tests {
             linear_bias: false,
             qkv_bias: false,
             qk_norm: false,
+            style: LayerStyle::default(),
             moe: None,
             mla: None,
             hybrid: Some(Hybrid { pattern, mamba: Mamba2 { n_heads: 128, head_dim: 64, state_size: 128, n_groups: 8, conv_kernel: 4, chunk_size: 128 } }),

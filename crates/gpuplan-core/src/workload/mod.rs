@@ -6,7 +6,7 @@
 
 use crate::hardware::profile::CollectiveOp;
 use crate::hardware::Dtype;
-use crate::model::{Block, FfnKind, LayerKind, Model, NormKind, Position};
+use crate::model::{Block, FfnKind, LayerKind, Model, NormKind, NormPlacement, Position, RmsStyle};
 use crate::parallelism::{Group, ParallelConfig};
 
 pub mod lora;
@@ -818,6 +818,10 @@ pub struct AttnWindow {
     pub window: u64,
     /// The share of the layers that slide, 0 to 1 (`Model::sliding_share`).
     pub share: f64,
+    /// The sliding layers run SDPA with an explicit mask instead of a window the kernel knows
+    /// (transformers under SDPA once the keys reach the window, see `Builder::attention`): every
+    /// score tile is computed, none skipped, so those layers cost a non-causal call.
+    pub masked: bool,
 }
 
 /// Keys the `q_len` queries at the end of a `kv_len` context attend to in all, causally, when
@@ -889,9 +893,9 @@ impl Op {
                 let full = 2.0 * (*batch_heads * *q_len * *kv_len) as f64 * (*head_dim_qk + *head_dim_v) as f64;
                 let mut executed = if *causal { full * causal_fraction(*q_len, *kv_len) } else { full };
                 if let (Some(win), true) = (window, *causal) {
-                    // Sliding layers: the keys inside the band only.
-                    let banded = full * banded_keys(*q_len, *kv_len, win.window) / (*q_len * *kv_len) as f64;
-                    executed = (1.0 - win.share) * executed + win.share * banded;
+                    // Sliding layers: the keys inside the band only, or, masked, the whole matrix.
+                    let sliding = if win.masked { full } else { full * banded_keys(*q_len, *kv_len, win.window) / (*q_len * *kv_len) as f64 };
+                    executed = (1.0 - win.share) * executed + win.share * sliding;
                 }
                 // Backward: dQ, dK, dV, dP and the recomputed QK^T: 2.5x the forward (FlashAttention-2).
                 if *backward {
@@ -1136,21 +1140,56 @@ impl<'a> Builder<'a> {
             self.push(name, OpKind::Memory { bytes: e * (4.0 + 4.0 + 2.0), kernels: 1 });
         } else {
             // .to(fp32) is a no-op; pow (r4 w4), mean (r4), + eps and rsqrt (tiny), x * rsqrt (r4
-            // w4), .to(fp32) no-op, weight * x (r4 w4): 28 B/element in 5 kernels; then a cast
-            // (r4 w2) for each linear that reads it.
-            self.push(name, OpKind::Memory { bytes: e * 28.0, kernels: 5 });
+            // w4), .to(fp32) no-op, weight * x (r4 w4): 28 B/element in 5 kernels (Gemma's
+            // `1.0 + weight` one more, on the weight only); then a cast (r4 w2) for each linear
+            // that reads it.
+            let offset = u32::from(self.model.style.rms_style == RmsStyle::OffsetScaleThenCast);
+            self.push(name, OpKind::Memory { bytes: e * 28.0, kernels: 5 + offset });
+            self.stream_cast(consumers);
+        }
+    }
+    /// Autocast's cast of the fp32 residual stream to bf16 for each of `consumers` linears that
+    /// read it (r4 w2 each; autocast caches casts of weights only): after a pre-norm, or, without
+    /// one (OLMo-2's [`NormPlacement::Post`]), of the stream itself. Inductor writes the bf16 copy
+    /// once. Nothing outside `hf-*` training, whose stream is bf16.
+    fn stream_cast(&mut self, consumers: u32) {
+        if !self.hf_fp32_stream() {
+            return;
+        }
+        let e = self.hidden_elems();
+        if self.w.stack.fused() {
+            self.push("autocast_cast", OpKind::Memory { bytes: e * 6.0, kernels: 1 });
+        } else {
             self.push("autocast_cast", OpKind::Memory { bytes: e * 6.0 * consumers as f64, kernels: consumers });
         }
     }
     fn norm(&mut self, name: &'static str) {
         let e = self.hidden_elems();
-        match self.model.norm {
+        self.bf16_norm(name, e);
+    }
+    /// An RMSNorm over `elems` bf16 elements (inference's stream, a linear's output), with the
+    /// family's rounding ([`RmsStyle`]).
+    fn bf16_norm(&mut self, name: &'static str, elems: f64) {
+        match (self.model.norm, self.model.style.rms_style) {
             // HF-style RMSNorm in eager: x.float() (r2 w4), pow (r4 w4), mean (r4), + eps and
             // rsqrt (tiny), x * rsqrt (r4 w4), .to(bf16) (r4 w2), * weight (r2 w2): 36 B/element
             // in 8 kernels.
-            NormKind::RmsNorm => self.memory_chain(name, e, 1.0, 1.0, 36.0, 8),
-            NormKind::LayerNorm => self.memory(name, e, 1.0, 1.0, 1),
+            (NormKind::RmsNorm, RmsStyle::CastThenScale) => self.memory_chain(name, elems, 1.0, 1.0, 36.0, 8),
+            // OLMo-2: ... x * rsqrt (r4 w4), weight * x in fp32 (r4 w4), .to(bf16) (r4 w2): 40 B
+            // in 8 kernels.
+            (NormKind::RmsNorm, RmsStyle::ScaleThenCast) => self.memory_chain(name, elems, 1.0, 1.0, 40.0, 8),
+            // Gemma: the same with `1.0 + weight.float()` (a kernel on the weight) before the
+            // product: 40 B in 9 kernels.
+            (NormKind::RmsNorm, RmsStyle::OffsetScaleThenCast) => self.memory_chain(name, elems, 1.0, 1.0, 40.0, 9),
+            (NormKind::LayerNorm, _) => self.memory(name, elems, 1.0, 1.0, 1),
         }
+    }
+    /// A norm on a branch's output before the residual add (Gemma's `post_attention_layernorm` /
+    /// `post_feedforward_layernorm`, OLMo-2's): bf16 in (the linear's output under autocast, or
+    /// inference's stream) and bf16 out (`type_as(x)`, `.to(input_dtype)`).
+    fn branch_norm(&mut self, name: &'static str) {
+        let e = self.hidden_elems();
+        self.bf16_norm(name, e);
     }
     /// TP collective entering a column-parallel region: all-gather under SP, nothing otherwise
     /// (its backward all-reduce is added by `backward_of`). On the torch stacks DTensor's
@@ -1360,7 +1399,7 @@ impl<'a> Builder<'a> {
             }
             None => {
                 let kv_heads = (m.n_kv_heads / tp).max(1);
-                if self.fuses_linears() {
+                if self.fuses_linears() || m.style.fused_projections {
                     self.gemm("qkv_proj", t, (heads + 2 * kv_heads) * m.head_dim, m.hidden);
                 } else {
                     self.gemm("q_proj", t, heads * m.head_dim, m.hidden);
@@ -1373,10 +1412,11 @@ impl<'a> Builder<'a> {
             }
         };
         if m.qk_norm {
-            // Qwen3's q_norm and k_norm: RMSNorm over each head's queries and keys (the same
-            // kernel chain as the hidden norms, on bf16 q and k).
+            // Qwen3's and Gemma 3's q_norm and k_norm: RMSNorm over each head's queries and keys;
+            // OLMo-2's over the whole projections (the same elements): the family's kernel chain
+            // on bf16 q and k.
             let qk_elems = (t * (heads + kv_heads) * qk_dim) as f64;
-            self.memory_chain("qk_norm", qk_elems, 1.0, 1.0, 36.0, 8);
+            self.bf16_norm("qk_norm", qk_elems);
         }
         // RoPE on q and k (HF: rotate_half, 2 muls, add, for each: ~6 kernels); none without a
         // position embedding (Nemotron-H).
@@ -1493,11 +1533,39 @@ impl<'a> Builder<'a> {
         // (`_supports_sdpa = False`, transformers 5.24.0 `modeling_gpt_oss.py`): the whole
         // score matrix, masked, so no window there. Context parallelism's ring blocks are
         // priced full (non-causal blocks; not modelled with a window).
-        let window = m
-            .sliding_window
-            .as_ref()
-            .filter(|_| causal && (!self.w.stack.hf() || self.w.mode == Mode::Decode))
-            .map(|sw| AttnWindow { window: sw.window, share: m.sliding_share() });
+        let mut window = m.sliding_window.as_ref().filter(|_| causal && (!self.w.stack.hf() || self.w.mode == Mode::Decode)).map(|sw| AttnWindow {
+            window: sw.window,
+            share: m.sliding_share(),
+            masked: false,
+        });
+        // transformers' SDPA models with sliding layers (Gemma 2/3, Phi-3; not GPT-OSS, whose
+        // attention is eager, above): a sliding layer gets `create_sliding_window_causal_mask`'s
+        // mask once its keys reach the window, since `_ignore_causal_mask_sdpa` does not skip it
+        // then (transformers 5.17.0 `masking_utils.py` lines 263-264: `local_attention_size is not
+        // None and kv_length >= local_attention_size`); below the window the layer runs causal as
+        // a full one. With `attn_mask`, `sdpa_attention_forward` passes `is_causal=False`
+        // (integrations/sdpa_attention.py line 124), so the kernel computes every score tile and
+        // reads the mask, broadcast over the heads; under GQA it first repeats k and v to every
+        // query head (`use_gqa_in_sdpa` is false with a mask, lines 27-36: `repeat_kv`). A decode
+        // step's mask is one row per sequence (the window's keys, `DynamicSlidingWindowLayer`).
+        if let Some(sw) = m.sliding_window.as_ref().filter(|_| self.w.stack.hf() && !m.attention_sinks && !masked_sdpa) {
+            let keys = if self.w.mode == Mode::Decode { sw.window.min(kv_len) } else { kv_len };
+            if kv_len >= sw.window {
+                let share = m.sliding_share();
+                if self.w.mode != Mode::Decode {
+                    window = Some(AttnWindow { window: sw.window, share, masked: true });
+                }
+                if self.w.flash_attention || self.w.mode == Mode::Decode {
+                    let mask = (seqs * heads * q_len * keys) as f64 * share;
+                    self.push("sdpa_mask", OpKind::Memory { bytes: mask, kernels: 0 });
+                }
+                if heads > attn_kv_heads {
+                    let bytes = (seqs * keys * (heads + attn_kv_heads) * (qk_dim + v_dim)) as f64 * self.act * share;
+                    // Two copies (k, v) per sliding layer: this op stands for every layer of its kind.
+                    self.push("repeat_kv", OpKind::Memory { bytes, kernels: (2.0 * share).round() as u32 });
+                }
+            }
+        }
         if self.w.flash_attention || self.w.mode == Mode::Decode {
             // Keys and values read: per KV head (GQA), or MLA's latent cache when decoding.
             let kv_bytes = match (&m.mla, self.w.mode) {
@@ -1555,7 +1623,7 @@ impl<'a> Builder<'a> {
         let up = if m.ffn_kind == FfnKind::Gated { 2 * width } else { width };
         match m.ffn_kind {
             FfnKind::Gated => {
-                if self.fuses_linears() {
+                if self.fuses_linears() || m.style.fused_projections {
                     self.gemm(name_up, t, 2 * f, m.hidden);
                 } else {
                     self.gemm(name_up, t, f, m.hidden);
@@ -1845,7 +1913,12 @@ impl<'a> Builder<'a> {
             _ => mats * h * m.ffn_hidden as f64 / t,
         };
         let params = m.attention_params_per_layer() / t + ffn;
-        let kernels = if m.mla.is_some() { 9 } else { 7 };
+        let kernels = match (&m.mla, m.style.fused_projections) {
+            (Some(_), _) => 9,
+            // Phi-3: `qkv_proj`, `o_proj`, `gate_up_proj`, `down_proj`.
+            (None, true) => 4,
+            (None, false) => 7,
+        };
         self.push("weight_cast", OpKind::Memory { bytes: params * 6.0, kernels });
     }
 
@@ -1943,6 +2016,14 @@ impl<'a> Builder<'a> {
             Mode::Prefill | Mode::Decode => w.sequences(),
         };
         self.gemm("lm_head", logit_tokens, vocab_shard, model.hidden);
+        if model.style.final_logit_softcap.is_some() {
+            // Gemma 2's `logits / cap`, `torch.tanh`, `* cap` (transformers 5.17.0
+            // `Gemma2ForCausalLM.forward`, lines 527-530): three bf16 kernels over the logits in
+            // eager (autocast leaves `tanh` and scalar arithmetic in the input's dtype), one under
+            // Inductor.
+            let elems = (logit_tokens * vocab_shard) as f64;
+            self.memory("logit_softcap", elems, 1.0, 1.0, 3);
+        }
         if w.mode == Mode::Train {
             // Cross-entropy over the vocabulary: upcast, log-softmax, gather (fused in Megatron).
             let elems = (logit_tokens * vocab_shard) as f64;
@@ -1984,27 +2065,44 @@ impl<'a> Builder<'a> {
         ops
     }
 
+    /// One transformer layer. Its norms sit where the family puts them
+    /// ([`NormPlacement`]): Llama's before attention and the MLP; Gemma's also on each branch's
+    /// output before its residual add (`attn_out_norm`, `ffn_out_norm`); OLMo-2's on the branch
+    /// outputs only, the projections reading the residual stream (through autocast's casts in
+    /// `hf-*` training).
     fn layer(mut self, moe: bool) -> Vec<Op> {
         self.weight_cast(moe);
+        let style = self.model.style;
         let attn_inputs = match &self.model.mla {
             Some(_) => 2,
-            None if self.w.stack.fused() => 1,
+            None if self.w.stack.fused() || style.fused_projections => 1,
             None => 3,
         };
-        self.norm_for("input_norm", attn_inputs);
+        if style.norm_placement == NormPlacement::Post {
+            self.stream_cast(attn_inputs);
+        } else {
+            self.norm_for("input_norm", attn_inputs);
+        }
         let gather = if moe || self.model.mla.is_some() { self.act } else { self.block_gather_elem() };
         self.tp_enter_gathering(gather);
         self.attention();
         self.tp_exit_gathering(gather);
+        if style.norm_placement != NormPlacement::Pre {
+            self.branch_norm("attn_out_norm");
+        }
         self.residual();
         let ffn_inputs = match (&self.model.moe, moe) {
             // The router's linear, and the shared experts' gate and up; the routed experts take
             // the fp32 input as it is (their path casts to the weights' fp32).
             (Some(m), true) => 1 + if m.n_shared_experts > 0 { 2 } else { 0 },
-            _ if self.model.ffn_kind == FfnKind::Gated => 2,
+            _ if self.model.ffn_kind == FfnKind::Gated && !style.fused_projections => 2,
             _ => 1,
         };
-        self.norm_for("post_attention_norm", ffn_inputs);
+        if style.norm_placement == NormPlacement::Post {
+            self.stream_cast(ffn_inputs);
+        } else {
+            self.norm_for("post_attention_norm", ffn_inputs);
+        }
         if moe {
             self.moe_ffn();
         } else {
@@ -2012,6 +2110,9 @@ impl<'a> Builder<'a> {
             let width = self.model.ffn_hidden;
             self.dense_ffn(width, "up_proj", "down_proj");
             self.tp_exit_gathering(gather);
+        }
+        if style.norm_placement != NormPlacement::Pre {
+            self.branch_norm("ffn_out_norm");
         }
         self.residual();
         self.ops
@@ -2028,6 +2129,13 @@ pub fn forward_ops(model: &Model, pc: &ParallelConfig, w: &Workload) -> OpList {
     let mut e = b(Vec::new());
     let t = e.tokens();
     e.push("embedding", OpKind::Memory { bytes: (t * model.hidden) as f64 * ACT_BYTES * 2.0, kernels: 1 });
+    if model.style.embedding_scale && !(w.stack.fused() && w.stack.torch()) {
+        // Gemma's `Gemma2TextScaledWordEmbedding`: the lookup times `sqrt(hidden)`, its own kernel
+        // (r w of the embedding's output: fp32 in `hf-*` training, whose weights are fp32; Inductor
+        // fuses it into the gather).
+        let elem = if e.hf_fp32_stream() { 4.0 } else { ACT_BYTES };
+        e.push("embedding_scale", OpKind::Memory { bytes: (t * model.hidden) as f64 * elem * 2.0, kernels: 1 });
+    }
     if pc.tp > 1 {
         // Vocab-parallel embedding: partial lookups summed (reduce-scatter under SP).
         e.tp_exit();
@@ -2906,5 +3014,93 @@ mod tests {
         // Delayed scaling needs no amax pass: less traffic than current scaling.
         assert!(quantize_bytes(Dtype::Fp8, Fp8Recipe::Delayed, true).unwrap().0 < quantize_bytes(Dtype::Fp8, Fp8Recipe::Tensorwise, true).unwrap().0);
         assert_eq!(quantize_bytes(Dtype::Bf16, Fp8Recipe::Tensorwise, true), None);
+    }
+
+    /// A Gemma-2-2B-shaped model (its config.json's dims; `config::hf` maps the file), with the
+    /// window set per test.
+    fn gemma2_2b(window: u64) -> Model {
+        use crate::model::{LayerStyle, RmsStyle, SlidingWindow};
+        let mut m = gpt3_175b();
+        m.name = "gemma-2-2b".into();
+        (m.n_layers, m.hidden, m.n_heads, m.n_kv_heads, m.head_dim, m.ffn_hidden, m.vocab) = (26, 2304, 8, 4, 256, 9216, 256_000);
+        (m.ffn_kind, m.norm, m.position, m.linear_bias, m.max_seq_len) = (FfnKind::Gated, NormKind::RmsNorm, Position::Rope, false, 8192);
+        m.style = LayerStyle {
+            norm_placement: NormPlacement::PrePost,
+            rms_style: RmsStyle::OffsetScaleThenCast,
+            embedding_scale: true,
+            final_logit_softcap: Some(30.0),
+            ..LayerStyle::default()
+        };
+        m.sliding_window = Some(SlidingWindow { window, sliding: (0..26).map(|i| i % 2 == 0).collect() });
+        m
+    }
+
+    #[test]
+    fn gemma_layer_runs_four_norms_a_scaled_embedding_and_a_soft_capped_head() {
+        let m = gemma2_2b(4096);
+        let ops = forward_ops(&m, &single(), &train(2048, Stack::HfEager));
+        let names: Vec<_> = ops.dense_layer.iter().map(|o| o.name).filter(|n| n.ends_with("norm")).collect();
+        assert_eq!(names, ["input_norm", "attn_out_norm", "post_attention_norm", "ffn_out_norm"]);
+        // The fp32-stream pre-norms: Llama's 5 kernels and the `1 + weight` one; the bf16 branch norms 9.
+        let kernels = |name: &str| {
+            ops.dense_layer.iter().find(|o| o.name == name).map(|o| match o.kind {
+                OpKind::Memory { kernels, .. } => kernels,
+                _ => 0,
+            })
+        };
+        assert_eq!((kernels("input_norm"), kernels("attn_out_norm")), (Some(6), Some(9)));
+        assert!(ops.embedding.iter().any(|o| o.name == "embedding_scale"));
+        let cap = ops.head.iter().find(|o| o.name == "logit_softcap").expect("soft-cap");
+        // Three bf16 passes over 2048 x 256000 logits: 12 B each.
+        assert_eq!(cap.kind, OpKind::Memory { bytes: 2048.0 * 256_000.0 * 12.0, kernels: 3 });
+        // Compiled, the soft-cap fuses into one kernel and the embedding's scale into the gather.
+        let c = forward_ops(&m, &single(), &train(2048, Stack::HfCompile));
+        assert!(c.head.iter().any(|o| o.name == "logit_softcap" && o.kind == OpKind::Memory { bytes: 2048.0 * 256_000.0 * 4.0, kernels: 1 }));
+        assert!(!c.embedding.iter().any(|o| o.name == "embedding_scale"));
+    }
+
+    #[test]
+    fn sliding_layers_past_the_window_run_masked_sdpa_on_the_hf_stacks() {
+        let attn = |m: &Model, w: &Workload| forward_ops(m, &single(), w).dense_layer.into_iter().find(|o| o.name == "attention").unwrap();
+        let names = |m: &Model, w: &Workload| forward_ops(m, &single(), w).dense_layer.into_iter().map(|o| o.name).collect::<Vec<_>>();
+        // Below the window transformers skips the mask: causal flash on every layer, as a full one.
+        let below = gemma2_2b(4096);
+        let OpKind::Attention { window, causal, .. } = attn(&below, &train(2048, Stack::HfEager)).kind else { unreachable!() };
+        assert!(causal && window.is_none());
+        assert!(!names(&below, &train(2048, Stack::HfEager)).contains(&"repeat_kv"));
+        // At the window: the sliding half runs the whole score matrix under the mask, GQA's k and
+        // v repeated first.
+        let at = gemma2_2b(2048);
+        let op = attn(&at, &train(2048, Stack::HfEager));
+        let OpKind::Attention { window: Some(win), causal: true, .. } = op.kind else { panic!("{op:?}") };
+        assert!(win.masked && (win.share - 0.5).abs() < 1e-12);
+        let full = 2.0 * (8 * 2048 * 2048) as f64 * 512.0;
+        let expect = 0.5 * full * causal_fraction(2048, 2048) + 0.5 * full;
+        assert!((op.flops() / expect - 1.0).abs() < 1e-12);
+        let n = names(&at, &train(2048, Stack::HfEager));
+        assert!(n.contains(&"repeat_kv") && n.contains(&"sdpa_mask"));
+        // Megatron's fused kernel takes the window itself: banded, unmasked.
+        let OpKind::Attention { window: Some(win), .. } = attn(&at, &train(2048, Stack::Megatron)).kind else { unreachable!() };
+        assert!(!win.masked);
+    }
+
+    #[test]
+    fn phi3_fuses_qkv_and_gate_up_into_one_gemm_each() {
+        let mut m = gemma2_2b(4096);
+        m.style = crate::model::LayerStyle { fused_projections: true, ..Default::default() };
+        m.sliding_window = None;
+        let ops = forward_ops(&m, &single(), &train(2048, Stack::HfEager)).dense_layer;
+        let gemms: Vec<_> = ops.iter().filter(|o| matches!(o.kind, OpKind::Gemm { .. })).map(|o| o.name).collect();
+        assert_eq!(gemms, ["qkv_proj", "out_proj", "up_proj", "down_proj"]);
+        // One autocast cast of each norm's output (one linear reads it), four weight casts.
+        let casts: u32 = ops
+            .iter()
+            .filter(|o| matches!(o.name, "autocast_cast" | "weight_cast"))
+            .map(|o| match o.kind {
+                OpKind::Memory { kernels, .. } => kernels,
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(casts, 1 + 1 + 4);
     }
 }
