@@ -473,8 +473,10 @@ pub struct DpPlan {
     /// (torchtitan's `reshard_after_forward` is off with PP), and its gradients accumulate
     /// unsharded and are reduce-scattered once, after the stage's last backward
     /// (`torch.distributed.pipelining`'s stage `backward_maybe_with_nosync`: gradient sync and
-    /// resharding off until the last backward; from memory, not re-read here). Otherwise per
-    /// micro-batch, as above.
+    /// resharding off for every micro-batch, then `perform_reduce_grad`, scheduled after all of
+    /// them, runs every parameter group's `post_backward` back to back and waits for them with
+    /// `_root_post_backward_final_callback`; torch 2.11.0 `distributed/pipelining/stage.py`,
+    /// re-read). Otherwise per micro-batch, as above.
     pub per_step: bool,
     /// FSDP's copies on the compute stream around them (PyTorch FSDP2 copy-out of the gathered
     /// flat buffer into the layer's parameters, copy-in of the gradients before the
@@ -722,6 +724,54 @@ pub fn dp_plan(cost: &CostModel, s: &Scenario, stage: u32) -> DpPlan {
     plan
 }
 
+/// The FSDP collectives of one micro-batch that run beside no compute, given one layer's gather
+/// `gather` and reduce-scatter `reduce` (the rest overlap the layers' compute, each layer waiting
+/// only for what its compute does not cover).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PassEdges {
+    /// Time added to the step.
+    pub exposed: Seconds,
+    /// Collective time that runs beside no compute (not charged again as overlapped).
+    pub unoverlapped: Seconds,
+}
+
+/// [`PassEdges`] of a micro-batch under FSDP, by how the stack's FSDP orders its collectives.
+///
+/// The torch stacks run FSDP2 (`torch.distributed.fsdp.fully_shard`; torch 2.11.0
+/// `_fully_shard/_fsdp_state.py` and `_fsdp_param_group.py`, re-read from the 2.11.0+cu130 wheel):
+/// - forward: each module's `pre_forward` issues its all-gather on the all-gather stream and makes
+///   the compute stream wait for it (`unshard`, `wait_for_unshard`); the host runs ahead of the
+///   GPU, so layer i+1's gather is issued while layer i computes (implicit prefetch; the gather
+///   stream may run up to two layers ahead, `AllGatherState` holding the previous result until
+///   the next copy-out). Only the first gather of the pass has nothing to hide behind: the root
+///   module's (embeddings, final norm, output; never resharded after forward, `_lazy_init`) and
+///   the first layer's, which gpuplan spreads over the layers as one layer's gather.
+/// - backward: each module's `pre_backward` waits for its gather and prefetches the previous
+///   module's in reverse forward order (`_backward_prefetch`); the first backward gather needs
+///   nothing (torchtitan keeps the last block gathered after forward, `reshard_after_forward =
+///   layer_id < n_layers - 1` in torchtitan 0.1.0 `apply_fsdp`) or is issued by the root's
+///   `pre_backward` beside the output projection's backward. Each `post_backward` reduce-scatters
+///   on the reduce-scatter stream after waiting for the previous one, so a layer's gather and its
+///   successor's reduce-scatter share the layer's backward (one process group: NCCL runs them one
+///   after the other), and the last reduce-scatter runs after the last layer's backward with
+///   nothing beside it: `_root_post_backward_final_callback` makes the compute stream wait for it
+///   (`reduce_scatter_state.event`).
+///
+/// So one gather and one reduce-scatter per micro-batch are exposed. FSDP1
+/// (`FullyShardedDataParallel`, which accelerate's FSDP plugin wraps for the hf stacks by default)
+/// has the same edges: torch 2.11.0 `fsdp/_runtime_utils.py` keeps the root's parameters after
+/// forward ("Do not free the root's parameters in the post-forward for `FULL_SHARD`"), issues the
+/// next unit's unshard on its own stream as the host reaches it, prefetches in backward
+/// (`BACKWARD_PRE`), and `_post_backward_final_callback` waits for the post-backward stream. Other
+/// stacks (Megatron-FSDP, ZeRO 3 elsewhere): the first gather of each pass, as before this rule.
+pub fn fsdp_pass_edges(stack: Stack, gather: Seconds, reduce: Seconds) -> PassEdges {
+    if stack.torch() {
+        PassEdges { exposed: gather + reduce, unoverlapped: gather + reduce }
+    } else {
+        PassEdges { exposed: gather * 2.0, unoverlapped: Seconds::ZERO }
+    }
+}
+
 /// Whether FSDP gathers and reduces once per step (`DpPlan::per_step`): the torch stacks'
 /// FSDP training at pp > 1.
 pub fn fsdp_per_step(s: &Scenario) -> bool {
@@ -767,5 +817,20 @@ mod tests {
         assert_eq!(overlap_cost(Stack::Megatron), f.megatron_overlap_cost);
         assert_eq!(overlap_cost(Stack::TorchEager), f.overlap_cost);
         assert_eq!(overlap_cost(Stack::HfCompile), f.overlap_cost);
+    }
+
+    #[test]
+    fn fsdp2_exposes_the_forward_s_first_gather_and_the_last_reduce_scatter() {
+        let (gather, reduce) = (Seconds::ms(2.0), Seconds::ms(5.0));
+        // The torch stacks (FSDP2 under torchtitan, FSDP1 under accelerate): one gather and one
+        // reduce-scatter a micro-batch run beside no compute, and are not charged as overlapped.
+        for stack in [Stack::TorchEager, Stack::TorchCompile, Stack::HfEager, Stack::HfCompile] {
+            let e = fsdp_pass_edges(stack, gather, reduce);
+            assert_eq!(e.exposed, gather + reduce, "{stack:?}");
+            assert_eq!(e.unoverlapped, gather + reduce, "{stack:?}");
+        }
+        // Other stacks: the first gather of each pass.
+        let other = fsdp_pass_edges(Stack::Megatron, gather, reduce);
+        assert_eq!(other, PassEdges { exposed: gather * 2.0, unoverlapped: Seconds::ZERO });
     }
 }

@@ -476,7 +476,7 @@ fn data_parallel_and_optimizer(cost: &CostModel, s: &Scenario, stages: &[StageTi
         let (bwd_one, fwd_one) = (st.bwd.total(), st.fwd.total());
         let (exposed, overlapped) = if let (Some(g), Some(r)) = (&plan.layer_gather, &plan.layer_reduce) {
             // FSDP: the next layer's gather runs beside this layer's compute; a layer costs the
-            // longer of the two, plus FSDP's copies. The first gather of each pass is exposed.
+            // longer of the two, plus FSDP's copies; the pass's edges are exposed.
             let layers = parallelism::stage_layer_counts(s.model.n_layers, pc)[stage] as f64;
             let (f_layer, b_layer) = (fwd_one / layers, bwd_one / layers);
             let fwd_wait = (g.time() - f_layer).max(Seconds::ZERO);
@@ -491,9 +491,12 @@ fn data_parallel_and_optimizer(cost: &CostModel, s: &Scenario, stages: &[StageTi
             } else {
                 let bwd_wait = (g.time() + r.time() - b_layer).max(Seconds::ZERO);
                 let copies = plan.gather_copy * 2.0 + plan.reduce_copy;
-                let per_micro = (fwd_wait + bwd_wait + copies) * layers + g.time() * 2.0;
+                // What nothing overlaps (`step::fsdp_pass_edges`): the first gather of each pass,
+                // or under FSDP2 the forward's first gather and the last reduce-scatter's tail.
+                let edges = crate::step::fsdp_pass_edges(s.workload.stack, g.time(), r.time());
+                let per_micro = (fwd_wait + bwd_wait + copies) * layers + edges.exposed;
                 let comm = (g.time() * 2.0 + r.time()) * layers;
-                let hidden = (comm - (fwd_wait + bwd_wait) * layers).max(Seconds::ZERO).min((fwd_one + bwd_one) * 1.0);
+                let hidden = (comm - (fwd_wait + bwd_wait) * layers - edges.unoverlapped).max(Seconds::ZERO).min((fwd_one + bwd_one) * 1.0);
                 (per_micro * n_micro as f64, hidden * n_micro as f64)
             }
         } else if s.options.dp_overlap {
