@@ -131,7 +131,18 @@ fn norm_bwd(a: &mut CachingAllocator, t: f64, h: f64, g: usize, normed: usize, x
 /// `contiguous`): the fp32 weight gradient is pushed on `grads`; returns the fp32 input gradient,
 /// or accumulates it into `acc` (freed then).
 #[allow(clippy::too_many_arguments)]
-fn linear_bwd(a: &mut CachingAllocator, t: f64, i: f64, o: f64, w: usize, x: usize, gy: usize, grads: &mut Vec<usize>, contiguous: bool, acc: bool) -> Option<usize> {
+fn linear_bwd(
+    a: &mut CachingAllocator,
+    t: f64,
+    i: f64,
+    o: f64,
+    w: usize,
+    x: usize,
+    gy: usize,
+    grads: &mut Vec<usize>,
+    contiguous: bool,
+    acc: bool,
+) -> Option<usize> {
     let gy = if contiguous {
         let c = a.alloc(t * o * BF16);
         a.free(gy);
