@@ -167,6 +167,25 @@ mod tests {
     }
 
     #[test]
+    fn a_full_device_frees_its_idle_segments_before_taking_a_new_one() {
+        let mut a = CachingAllocator::with_capacity(200.0 * MIB);
+        let x = a.alloc(100.0 * MIB);
+        a.alloc(60.0 * MIB);
+        a.free(x);
+        // 120 MiB fits no cached block and 160 + 120 passes the 200 MiB device: the idle 100 MiB
+        // segment is released first (the 60 MiB one is live), so 180 MiB are reserved.
+        a.alloc(120.0 * MIB);
+        assert_eq!(a.peak_reserved, 180 << 20);
+        // Unbounded, the same requests keep every segment.
+        let mut b = CachingAllocator::new();
+        let x = b.alloc(100.0 * MIB);
+        b.alloc(60.0 * MIB);
+        b.free(x);
+        b.alloc(120.0 * MIB);
+        assert_eq!(b.peak_reserved, 280 << 20);
+    }
+
+    #[test]
     fn requests_round_to_2_mib_segments_and_small_ones_share_buffers() {
         let mut a = CachingAllocator::new();
         a.alloc(11.0 * MIB + 1.0);
