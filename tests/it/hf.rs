@@ -111,7 +111,9 @@ fn post_fit_runs_stay_within_their_bounds() {
     // 6.7 -> 6.2% with host-bound hf training's power rule (wt-power6: hf-072 +23.4 -> +16.7%);
     // bound 7.5 -> 6.5%. Memory 4.5 -> 3.5% with the MoE prefill's experts path replayed through
     // the caching allocator (wt-hfmoe: hf-071 +17.4 -> -5.4%); bound 6 -> 4.5%.
-    let v = post_fit_set_within("calibration/runs/hf/postfit.jsonl", "post-fit", 12, &[("step_time", 7.0), ("peak_memory", 4.5), ("power", 5.5)]);
+    // Peak memory 2.49 -> 2.29%, bound 4.5 -> 3.0 with hf-eager training replayed through the caching allocator
+    // (FIT.md "Twenty-second pass").
+    let v = post_fit_set_within("calibration/runs/hf/postfit.jsonl", "post-fit", 12, &[("step_time", 7.0), ("peak_memory", 3.0), ("power", 5.5)]);
     let runs = v["runs"].as_array().unwrap();
     let r = runs.iter().find(|r| r["run_id"] == "hf-072").unwrap();
     let step = r["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == "step_time").unwrap();
@@ -180,7 +182,9 @@ fn second_post_fit_runs_stay_within_their_bounds() {
 /// decode power's launch floors (wt-torch3; decode power 16.0 -> 1.9%).
 #[test]
 fn third_post_fit_runs_on_an_h200_stay_within_their_bounds() {
-    let v = post_fit_set_within("calibration/runs/hf/postfit-3.jsonl", "post-fit 3", 10, &[("step_time", 5.0), ("peak_memory", 5.0), ("power", 3.0)]);
+    // Peak memory 2.78 -> 2.34%, bound 5.0 -> 3.0 with hf-eager training replayed through the caching allocator
+    // (FIT.md "Twenty-second pass").
+    let v = post_fit_set_within("calibration/runs/hf/postfit-3.jsonl", "post-fit 3", 10, &[("step_time", 5.0), ("peak_memory", 3.0), ("power", 3.0)]);
     let decode = mape(&v, "step_time", |s| mode(s) == "decode");
     assert!(decode.1 == 5 && decode.0 <= 6.0, "post-fit 3 decode {decode:?}");
     let power = mape(&v, "power", |s| mode(s) == "decode");
@@ -255,7 +259,9 @@ fn sixth_post_fit_decode_runs_follow_their_own_host_probe() {
 /// each measured on the lent H100's small-kernel probe; built after these runs, nothing fitted).
 #[test]
 fn seventh_post_fit_runs_take_their_nodes_host_speed() {
-    post_fit_set_within("calibration/runs/hf/postfit-7.jsonl", "post-fit 7", 7, &[("step_time", 8.5), ("peak_memory", 5.0), ("power", 3.0)]);
+    // Peak memory 3.93 -> 2.35%, bound 5.0 -> 3.0 with hf-eager training replayed through the caching allocator
+    // (FIT.md "Twenty-second pass").
+    post_fit_set_within("calibration/runs/hf/postfit-7.jsonl", "post-fit 7", 7, &[("step_time", 8.5), ("peak_memory", 3.0), ("power", 3.0)]);
 }
 
 /// Seven hf-eager training runs on the lent H200 measured after the host-bound power rule was fixed
@@ -270,7 +276,9 @@ fn seventh_post_fit_runs_take_their_nodes_host_speed() {
 /// attention kernels run longer inside the same host-bound step, power 18.0 -> 18.2%).
 #[test]
 fn tenth_post_fit_runs_stay_within_their_bounds() {
-    post_fit_set_within("calibration/runs/hf/postfit-10.jsonl", "post-fit 10", 7, &[("step_time", 18.0), ("peak_memory", 3.0), ("power", 18.5)]);
+    // Peak memory 2.63 -> 0.49%, bound 3.0 -> 1.0 with hf-eager training replayed through the caching allocator
+    // (FIT.md "Twenty-second pass").
+    post_fit_set_within("calibration/runs/hf/postfit-10.jsonl", "post-fit 10", 7, &[("step_time", 18.0), ("peak_memory", 1.0), ("power", 18.5)]);
 }
 
 /// The energy over idle per step (predicted power less the profile's idle, times the predicted
@@ -311,7 +319,9 @@ fn post_fit_10_excess_energy_per_step() {
 #[test]
 fn eleventh_post_fit_training_runs_follow_their_own_host_probe() {
     let file = "calibration/runs/hf/postfit-11.jsonl";
-    let v = post_fit_set_within(file, "post-fit 11", 9, &[("step_time", 8.0), ("peak_memory", 5.0), ("power", 9.5)]);
+    // Peak memory 4.66 -> 1.96%, bound 5.0 -> 2.5 with hf-eager training replayed through the caching allocator
+    // (FIT.md "Twenty-second pass").
+    let v = post_fit_set_within(file, "post-fit 11", 9, &[("step_time", 8.0), ("peak_memory", 2.5), ("power", 9.5)]);
     let (code, out, err) = gpuplan(&["validate", "--runs", file, "--profile-host", "--json"]);
     assert!(code == 0 || code == 1, "{err}");
     let profile: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -1232,7 +1242,9 @@ fn thirteenth_post_fit_runs_taken_without_a_probe_stay_within_their_bounds() {
         let rep = r["job"]["reported"].as_object().unwrap();
         assert!(!rep.keys().any(|k| k.starts_with("host_probe") || k.starts_with("idle_")), "{}: carries a probe", r["run_id"]);
     }
-    let v = post_fit_set_within(file, "post-fit 13", 22, &[("step_time", 7.0), ("peak_memory", 5.5), ("power", 5.5)]);
+    // Peak memory 3.95 -> 3.37%, bound 5.5 -> 4.0 with hf-eager training replayed through the caching allocator
+    // (FIT.md "Twenty-second pass").
+    let v = post_fit_set_within(file, "post-fit 13", 22, &[("step_time", 7.0), ("peak_memory", 4.0), ("power", 5.5)]);
     for r in v["runs"].as_array().unwrap().iter().filter(|r| r["run_id"] == "hf-200" || r["run_id"] == "hf-202") {
         let m = r["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == "step_time").unwrap();
         let err = m["predicted"].as_f64().unwrap() / m["measured"].as_f64().unwrap() - 1.0;
