@@ -1687,7 +1687,8 @@ fn caching_allocator_reserves_what_pytorch_reserved_on_the_traced_sequences() {
 /// allocated gaps run from 0.3 to 4.6 GiB; and over every replayed run of the committed sets
 /// (hf-eager training on one GPU of a Llama-shaped model, the project's loop, one micro-batch, no
 /// recompute: 40 runs of Llama-3.2-1B/-3B and TinyLlama, H100 and H200), peak memory within 1.5%
-/// of the measured peak.
+/// of the measured peak; Qwen3-1.7B's 18 (its q/k norms' backward not traced) within 5%: 15 within
+/// 0.4%, the three at 1 x 1024 4.2-4.4% low.
 #[test]
 fn hf_eager_training_peak_is_the_job_replayed_through_the_caching_allocator() {
     let dir = format!("{}/calibration/runs/raw/allocgap-h100-2026-11-25", env!("CARGO_MANIFEST_DIR"));
@@ -1744,27 +1745,30 @@ fn hf_eager_training_peak_is_the_job_replayed_through_the_caching_allocator() {
             let r: serde_json::Value = serde_json::from_str(line).unwrap();
             let (s, job) = (&r["scenario"], &r["job"]);
             let own_loop = job["command"].as_array().is_some_and(|c| c.iter().any(|a| a.as_str().is_some_and(|a| a.ends_with("hf_train.py"))));
-            let llama = ["llama-3.2-1b", "llama-3.2-3b", "tinyllama-1.1b"].iter().any(|m| s["model"].as_str().unwrap().contains(m));
+            let model = s["model"].as_str().unwrap();
+            let llama = ["llama-3.2-1b", "llama-3.2-3b", "tinyllama-1.1b"].iter().any(|m| model.contains(m));
             if r["status"] == "ok"
                 && s["mode"] == "train"
                 && job["reported"]["hf_stack"] == "hf-eager"
                 && s["recompute"] == "none"
                 && s["grad_accum"] == 1
                 && own_loop
-                && llama
+                && (llama || model.contains("qwen3-1.7b"))
             {
-                ids.push(r["run_id"].as_str().unwrap().to_string());
+                // Qwen3's q/k norm backward is not traced (memory/hf_train.rs): a wider bound.
+                ids.push((r["run_id"].as_str().unwrap().to_string(), if llama { 1.5 } else { 5.0 }));
             }
         }
         if ids.is_empty() {
             continue;
         }
         let v = validate(path.to_str().unwrap(), "all");
-        for r in v["runs"].as_array().unwrap().iter().filter(|r| ids.iter().any(|id| r["run_id"] == id.as_str())) {
+        for r in v["runs"].as_array().unwrap() {
+            let Some((_, bound)) = ids.iter().find(|(id, _)| r["run_id"] == id.as_str()) else { continue };
             let e = r["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == "peak_memory").unwrap()["error_pct"].as_f64().unwrap();
-            assert!(e.abs() < 1.5, "{}: peak memory {e:+.1}%", r["run_id"]);
+            assert!(e.abs() < *bound, "{}: peak memory {e:+.1}%", r["run_id"]);
             runs += 1;
         }
     }
-    assert_eq!(runs, 40, "replayed hf-eager training runs scored");
+    assert_eq!(runs, 58, "replayed hf-eager training runs scored");
 }

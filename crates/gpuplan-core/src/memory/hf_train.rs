@@ -67,11 +67,12 @@ fn linear_fwd(a: &mut CachingAllocator, t: f64, i: f64, o: f64, cast_input: bool
     (w, x, a.alloc(t * o * BF16))
 }
 
-/// `apply_rotary_pos_emb` on `n` bf16 elements with fp32 cos and sin: returns the fp32 result.
-fn rope_fwd(a: &mut CachingAllocator, n: f64) -> usize {
+/// `apply_rotary_pos_emb` on `n` elements of `elem` bytes (bf16 q, or the fp32 output of Qwen3's
+/// q/k norm) with fp32 cos and sin: returns the fp32 result.
+fn rope_fwd(a: &mut CachingAllocator, n: f64, elem: f64) -> usize {
     let q_cos = a.alloc(n * FP32);
-    let neg = a.alloc(n * BF16 / 2.0);
-    let cat = a.alloc(n * BF16);
+    let neg = a.alloc(n * elem / 2.0);
+    let cat = a.alloc(n * elem);
     a.free(neg);
     let rot_sin = a.alloc(n * FP32);
     a.free(cat);
@@ -81,22 +82,56 @@ fn rope_fwd(a: &mut CachingAllocator, n: f64) -> usize {
     out
 }
 
-/// RoPE's backward from the fp32 gradient `g` of `n` elements: returns the bf16 gradient of q.
-fn rope_bwd(a: &mut CachingAllocator, g: usize, n: f64) -> usize {
+/// RoPE's backward from the fp32 gradient `g` of `n` elements: returns the gradient of its input
+/// (`elem` bytes per element).
+fn rope_bwd(a: &mut CachingAllocator, g: usize, n: f64, elem: f64) -> usize {
     let x = a.alloc(n * FP32);
-    let y = a.alloc(n * BF16);
+    let y = a.alloc(n * elem);
     a.free(x);
-    let half = a.alloc(n * BF16 / 2.0);
-    let grad = a.alloc(n * BF16);
+    let half = a.alloc(n * elem / 2.0);
+    let grad = a.alloc(n * elem);
     a.free(half);
-    let z = a.alloc(n * BF16);
+    let z = a.alloc(n * elem);
     a.free(y);
     a.free(z);
     let u = a.alloc(n * FP32);
-    let v = a.alloc(n * BF16);
+    let v = a.alloc(n * elem);
     a.free(u);
     a.free(g);
     a.free(v);
+    grad
+}
+
+/// Qwen3's per-head `q_norm` / `k_norm` (the same `RMSNorm.forward`) on a bf16 projection of `n`
+/// elements: the fp32 copy (kept), `pow(2)` (freed), the normalized product (freed on return),
+/// its bf16 cast (kept: the fp32 weight's product reads it) and the fp32 product, returned.
+fn head_norm_fwd(a: &mut CachingAllocator, n: f64) -> ((usize, usize), usize) {
+    let copy = a.alloc(n * FP32);
+    let pow = a.alloc(n * FP32);
+    a.free(pow);
+    let normed = a.alloc(n * FP32);
+    let cast = a.alloc(n * BF16);
+    let out = a.alloc(n * FP32);
+    a.free(normed);
+    ((copy, cast), out)
+}
+
+/// The head norm's backward from the fp32 gradient `g`: frees it and the kept tensors, returns
+/// the bf16 gradient of the projection. Not traced: its temporaries are the hidden norm's
+/// backward's (traced) at the head width, in the dtypes of the forward's tensors.
+fn head_norm_bwd(a: &mut CachingAllocator, g: usize, n: f64, kept: (usize, usize)) -> usize {
+    let p = a.alloc(n * FP32);
+    let q = a.alloc(n * BF16);
+    a.free(p);
+    a.free(g);
+    a.free(kept.1);
+    let r: Vec<usize> = (0..3).map(|_| a.alloc(n * FP32)).collect();
+    a.free(r[0]);
+    a.free(r[1]);
+    a.free(q);
+    a.free(kept.0);
+    let grad = a.alloc(n * BF16);
+    a.free(r[2]);
     grad
 }
 
@@ -176,6 +211,8 @@ struct Saved {
     k: (usize, usize),
     v: (usize, usize, usize),
     sdpa: [usize; 4],
+    /// Qwen3's q and k norms' kept tensors.
+    head_norms: Option<((usize, usize), (usize, usize))>,
     wo: usize,
     res1: usize,
     n2: usize,
@@ -187,15 +224,14 @@ struct Saved {
 }
 
 /// Whether [`hf_train_job_peak`] describes a model: a dense Llama-shaped transformer (GQA
-/// attention with RoPE, RMSNorm, gated FFN, no biases, no per-head q/k norm), the shapes its
-/// traces were taken of.
+/// attention with RoPE, RMSNorm, gated FFN, no biases), the shapes its traces were taken of, or
+/// Qwen3's (the same with per-head q/k norms, from transformers 5.17.0 `modeling_qwen3.py`).
 pub fn hf_train_replayable(model: &Model) -> bool {
     model.moe.is_none()
         && model.mla.is_none()
         && model.hybrid.is_none()
         && model.sliding_window.is_none()
         && !model.attention_sinks
-        && !model.qk_norm
         && !model.linear_bias
         && !model.qkv_bias
         && model.norm == crate::model::NormKind::RmsNorm
@@ -221,6 +257,9 @@ pub fn hf_train_job_peak(model: &Model, tokens: f64, capacity: f64) -> ExpertsPe
     let mut params: Vec<f64> = vec![v * h * FP32];
     for _ in 0..model.n_layers {
         params.extend(shapes.iter().map(|(i, o)| i * o * FP32));
+        if model.qk_norm {
+            params.extend([hd * FP32, hd * FP32]);
+        }
         params.extend([h * FP32, h * FP32]);
     }
     params.push(h * FP32);
@@ -256,11 +295,25 @@ pub fn hf_train_job_peak(model: &Model, tokens: f64, capacity: f64) -> ExpertsPe
         let mut saved = Vec::new();
         for _ in 0..model.n_layers {
             let (n1, o1) = norm_fwd(&mut a, t, h);
+            // Qwen3 normalizes each projection as it is made (`self.q_norm(self.q_proj(x))`): RoPE
+            // then runs on the norm's fp32 output.
+            let head_norm = |a: &mut CachingAllocator, x: usize, n: f64| {
+                if model.qk_norm {
+                    let (kept, out) = head_norm_fwd(a, n);
+                    a.free(x);
+                    (out, Some(kept))
+                } else {
+                    (x, None)
+                }
+            };
             let (wq, xq, qo) = linear_fwd(&mut a, t, h, q, true);
+            let (qo, qn) = head_norm(&mut a, qo, t * q);
             let (wk, xk, ko) = linear_fwd(&mut a, t, h, k, true);
+            let (ko, kn) = head_norm(&mut a, ko, t * k);
             let (wv, xv, vo) = linear_fwd(&mut a, t, h, k, true);
-            let qe = rope_fwd(&mut a, t * q);
-            let ke = rope_fwd(&mut a, t * k);
+            let rope_in = if model.qk_norm { FP32 } else { BF16 };
+            let qe = rope_fwd(&mut a, t * q, rope_in);
+            let ke = rope_fwd(&mut a, t * k, rope_in);
             a.free(qo);
             a.free(ko);
             let kc = a.alloc(t * k * BF16);
@@ -290,6 +343,7 @@ pub fn hf_train_job_peak(model: &Model, tokens: f64, capacity: f64) -> ExpertsPe
                 k: (wk, cast(xk)),
                 v: (wv, cast(xv), vo),
                 sdpa: [kc, qc, so, lse],
+                head_norms: qn.zip(kn),
                 wo,
                 res1,
                 n2,
@@ -368,8 +422,13 @@ pub fn hf_train_job_peak(model: &Model, tokens: f64, capacity: f64) -> ExpertsPe
             a.free(dq);
             let dk32 = a.alloc(t * k * FP32);
             a.free(dk);
-            let gk = rope_bwd(&mut a, dk32, t * k);
-            let gq = rope_bwd(&mut a, dq32, t * q);
+            let rope_in = if model.qk_norm { FP32 } else { BF16 };
+            let mut gk = rope_bwd(&mut a, dk32, t * k, rope_in);
+            let mut gq = rope_bwd(&mut a, dq32, t * q, rope_in);
+            if let Some((qn, kn)) = s.head_norms {
+                gk = head_norm_bwd(&mut a, gk, t * k, kn);
+                gq = head_norm_bwd(&mut a, gq, t * q, qn);
+            }
             let gx_attn = linear_bwd(&mut a, t, h, k, s.v.0, s.v.1, dv, &mut grads, false, false).expect("not accumulated");
             linear_bwd(&mut a, t, h, k, s.k.0, s.k.1, gk, &mut grads, true, true);
             linear_bwd(&mut a, t, h, q, s.q.0, s.q.1, gq, &mut grads, true, true);
