@@ -28,7 +28,7 @@
 //!   in reverse each linear's bf16 weight gradient, input gradient and its fp32 cast, the fp32
 //!   weight gradient (`AccumulateGrad` keeps it: the `.grad`), the saved tensors freed as their
 //!   node runs, SDPA's backward (dq, dk, dv and a workspace of two fp32 queries), RoPE's
-//!   backward, RMSNorm's backward (seven [tokens, hidden] fp32 temporaries), the residual
+//!   backward, RMSNorm's backward (eight [tokens, hidden] fp32 temporaries and one of twice that), the residual
 //!   stream's gradient accumulated in place; the embedding's dense gradient (a fresh
 //!   [vocab, hidden] fp32 tensor added into the tied head's gradient);
 //! - the optimizer: at the first step AdamW's `exp_avg` and `exp_avg_sq` per parameter in
