@@ -111,7 +111,9 @@ fn post_fit_runs_stay_within_their_bounds() {
     // 6.7 -> 6.2% with host-bound hf training's power rule (wt-power6: hf-072 +23.4 -> +16.7%);
     // bound 7.5 -> 6.5%. Memory 4.5 -> 3.5% with the MoE prefill's experts path replayed through
     // the caching allocator (wt-hfmoe: hf-071 +17.4 -> -5.4%); bound 6 -> 4.5%.
-    let v = post_fit_set_within("calibration/runs/hf/postfit.jsonl", "post-fit", 12, &[("step_time", 7.0), ("peak_memory", 4.5), ("power", 5.5)]);
+    // Peak memory 2.49 -> 2.29%, bound 4.5 -> 3.0 with hf-eager training replayed through the caching allocator
+    // (FIT.md "Twenty-second pass").
+    let v = post_fit_set_within("calibration/runs/hf/postfit.jsonl", "post-fit", 12, &[("step_time", 7.0), ("peak_memory", 3.0), ("power", 5.5)]);
     let runs = v["runs"].as_array().unwrap();
     let r = runs.iter().find(|r| r["run_id"] == "hf-072").unwrap();
     let step = r["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == "step_time").unwrap();
@@ -180,7 +182,9 @@ fn second_post_fit_runs_stay_within_their_bounds() {
 /// decode power's launch floors (wt-torch3; decode power 16.0 -> 1.9%).
 #[test]
 fn third_post_fit_runs_on_an_h200_stay_within_their_bounds() {
-    let v = post_fit_set_within("calibration/runs/hf/postfit-3.jsonl", "post-fit 3", 10, &[("step_time", 5.0), ("peak_memory", 5.0), ("power", 3.0)]);
+    // Peak memory 2.78 -> 2.34%, bound 5.0 -> 3.0 with hf-eager training replayed through the caching allocator
+    // (FIT.md "Twenty-second pass").
+    let v = post_fit_set_within("calibration/runs/hf/postfit-3.jsonl", "post-fit 3", 10, &[("step_time", 5.0), ("peak_memory", 3.0), ("power", 3.0)]);
     let decode = mape(&v, "step_time", |s| mode(s) == "decode");
     assert!(decode.1 == 5 && decode.0 <= 6.0, "post-fit 3 decode {decode:?}");
     let power = mape(&v, "power", |s| mode(s) == "decode");
@@ -255,7 +259,9 @@ fn sixth_post_fit_decode_runs_follow_their_own_host_probe() {
 /// each measured on the lent H100's small-kernel probe; built after these runs, nothing fitted).
 #[test]
 fn seventh_post_fit_runs_take_their_nodes_host_speed() {
-    post_fit_set_within("calibration/runs/hf/postfit-7.jsonl", "post-fit 7", 7, &[("step_time", 8.5), ("peak_memory", 5.0), ("power", 3.0)]);
+    // Peak memory 3.93 -> 2.35%, bound 5.0 -> 3.0 with hf-eager training replayed through the caching allocator
+    // (FIT.md "Twenty-second pass").
+    post_fit_set_within("calibration/runs/hf/postfit-7.jsonl", "post-fit 7", 7, &[("step_time", 8.5), ("peak_memory", 3.0), ("power", 3.0)]);
 }
 
 /// Seven hf-eager training runs on the lent H200 measured after the host-bound power rule was fixed
@@ -270,7 +276,9 @@ fn seventh_post_fit_runs_take_their_nodes_host_speed() {
 /// attention kernels run longer inside the same host-bound step, power 18.0 -> 18.2%).
 #[test]
 fn tenth_post_fit_runs_stay_within_their_bounds() {
-    post_fit_set_within("calibration/runs/hf/postfit-10.jsonl", "post-fit 10", 7, &[("step_time", 18.0), ("peak_memory", 3.0), ("power", 18.5)]);
+    // Peak memory 2.63 -> 0.49%, bound 3.0 -> 1.0 with hf-eager training replayed through the caching allocator
+    // (FIT.md "Twenty-second pass").
+    post_fit_set_within("calibration/runs/hf/postfit-10.jsonl", "post-fit 10", 7, &[("step_time", 18.0), ("peak_memory", 1.0), ("power", 18.5)]);
 }
 
 /// The energy over idle per step (predicted power less the profile's idle, times the predicted
@@ -311,7 +319,9 @@ fn post_fit_10_excess_energy_per_step() {
 #[test]
 fn eleventh_post_fit_training_runs_follow_their_own_host_probe() {
     let file = "calibration/runs/hf/postfit-11.jsonl";
-    let v = post_fit_set_within(file, "post-fit 11", 9, &[("step_time", 8.0), ("peak_memory", 5.0), ("power", 9.5)]);
+    // Peak memory 4.66 -> 1.96%, bound 5.0 -> 2.5 with hf-eager training replayed through the caching allocator
+    // (FIT.md "Twenty-second pass").
+    let v = post_fit_set_within(file, "post-fit 11", 9, &[("step_time", 8.0), ("peak_memory", 2.5), ("power", 9.5)]);
     let (code, out, err) = gpuplan(&["validate", "--runs", file, "--profile-host", "--json"]);
     assert!(code == 0 || code == 1, "{err}");
     let profile: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -1232,7 +1242,9 @@ fn thirteenth_post_fit_runs_taken_without_a_probe_stay_within_their_bounds() {
         let rep = r["job"]["reported"].as_object().unwrap();
         assert!(!rep.keys().any(|k| k.starts_with("host_probe") || k.starts_with("idle_")), "{}: carries a probe", r["run_id"]);
     }
-    let v = post_fit_set_within(file, "post-fit 13", 22, &[("step_time", 7.0), ("peak_memory", 5.5), ("power", 5.5)]);
+    // Peak memory 3.95 -> 3.37%, bound 5.5 -> 4.0 with hf-eager training replayed through the caching allocator
+    // (FIT.md "Twenty-second pass").
+    let v = post_fit_set_within(file, "post-fit 13", 22, &[("step_time", 7.0), ("peak_memory", 4.0), ("power", 5.5)]);
     for r in v["runs"].as_array().unwrap().iter().filter(|r| r["run_id"] == "hf-200" || r["run_id"] == "hf-202") {
         let m = r["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == "step_time").unwrap();
         let err = m["predicted"].as_f64().unwrap() / m["measured"].as_f64().unwrap() - 1.0;
@@ -1650,4 +1662,143 @@ fn hf_family_runs_stay_within_their_bound() {
             }
         }
     }
+}
+
+/// Issue 19 (calibration/runs/hf/FIT.md, "Twenty-second pass"): PyTorch's caching allocator as
+/// `memory::CachingAllocator` models it, fed the request sequences PyTorch 2.11 served in eight
+/// traced HF training jobs on the lent H100 (calibration/runs/raw/allocgap-h100-2026-11-25/: every
+/// `alloc` and `free_completed` event of the model's build and three steps, hf-eager and
+/// hf-compile, the project's loop and the HF Trainer), reserves what PyTorch reserved: within 1%
+/// of the traced `max_memory_reserved` for seven, 4% for TinyLlama compiled at 4 x 4096 (the
+/// model takes 15 segments fewer), and the allocated peak within 0.1%.
+#[test]
+fn caching_allocator_reserves_what_pytorch_reserved_on_the_traced_sequences() {
+    use std::io::Read;
+    let dir = format!("{}/calibration/runs/raw/allocgap-h100-2026-11-25", env!("CARGO_MANIFEST_DIR"));
+    let summary = std::fs::read_to_string(format!("{dir}/summary.csv")).unwrap();
+    let mut n = 0;
+    for line in summary.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let (tag, traced_allocated, traced_reserved) = (f[0], f[7].parse::<f64>().unwrap(), f[8].parse::<f64>().unwrap());
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(std::fs::File::open(format!("{dir}/{tag}.events.csv.gz")).unwrap()).read_to_string(&mut text).unwrap();
+        let mut a = gpuplan_core::memory::CachingAllocator::new();
+        let mut live = std::collections::HashMap::new();
+        // The trace starts with the process: what PyTorch held before is nothing.
+        for row in text.lines().skip(1) {
+            let c: Vec<&str> = row.splitn(5, ',').collect();
+            match c[1] {
+                "alloc" => {
+                    live.insert(c[2].to_string(), a.alloc(c[3].parse().unwrap()));
+                }
+                "free_completed" => {
+                    if let Some(h) = live.remove(c[2]) {
+                        a.free(h);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let r = a.peak_reserved as f64 / traced_reserved - 1.0;
+        let al = a.peak_allocated as f64 / traced_allocated - 1.0;
+        let bound = if tag == "tiny-compile-mb4x4096" { 0.04 } else { 0.01 };
+        assert!(r.abs() < bound, "{tag}: reserved {:+.2}%", 100.0 * r);
+        assert!(al.abs() < 0.001, "{tag}: allocated {:+.3}%", 100.0 * al);
+        n += 1;
+    }
+    assert_eq!(n, 8);
+}
+
+/// The allocated and reserved peaks of an hf-eager training job, predicted by replaying its
+/// allocation sequence through the caching allocator (`memory::hf_train_job_peak`), against the
+/// traced jobs' `max_memory_allocated` / `max_memory_reserved` (the summary of the same folder):
+/// allocated within 0.2%, reserved within 1% for the five hf-eager traces (Llama-3.2-3B at 1 and 2
+/// x 2048, TinyLlama at 4 x 2048, Llama-3.2-1B at 1 x 1024 and 1 x 2048), whose reserved-minus-
+/// allocated gaps run from 0.3 to 4.6 GiB; and over every replayed run of the committed sets
+/// (hf-eager training on one GPU of a Llama-shaped model, the project's loop, one micro-batch, no
+/// recompute: 40 runs of Llama-3.2-1B/-3B and TinyLlama, H100 and H200), peak memory within 1.5%
+/// of the measured peak; Qwen3-1.7B's 18 (its q/k norms' backward not traced) within 5%: 15 within
+/// 0.4%, the three at 1 x 1024 4.2-4.4% low.
+#[test]
+fn hf_eager_training_peak_is_the_job_replayed_through_the_caching_allocator() {
+    let dir = format!("{}/calibration/runs/raw/allocgap-h100-2026-11-25", env!("CARGO_MANIFEST_DIR"));
+    let summary = std::fs::read_to_string(format!("{dir}/summary.csv")).unwrap();
+    let mut n = 0;
+    for line in summary.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        if f[2] != "hf-eager" || f[3] != "loop" {
+            continue;
+        }
+        let model = format!("scenarios/workloads/hf_configs/{}", f[1]);
+        let (code, out, err) = gpuplan(&[
+            "predict",
+            "--model",
+            &model,
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "1",
+            "--mode",
+            "train",
+            "--micro-batch",
+            f[4],
+            "--global-batch",
+            f[4],
+            "--seq",
+            f[5],
+            "--stack",
+            "hf-eager",
+            "--json",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let c = v["memory"]["components"].as_object().unwrap();
+        let allocated: f64 = c.iter().filter(|(k, _)| *k != "fragmentation_bytes" && *k != "runtime_bytes").map(|(_, x)| x.as_f64().unwrap()).sum();
+        let reserved = allocated + c["fragmentation_bytes"].as_f64().unwrap();
+        let a = allocated / f[7].parse::<f64>().unwrap() - 1.0;
+        let r = reserved / f[8].parse::<f64>().unwrap() - 1.0;
+        assert!(a.abs() < 0.002, "{}: allocated {:+.2}%", f[0], 100.0 * a);
+        assert!(r.abs() < 0.01, "{}: reserved {:+.2}%", f[0], 100.0 * r);
+        n += 1;
+    }
+    assert_eq!(n, 5);
+    // Every replayed run of the committed sets, scored against its measured peak.
+    let hf = format!("{}/calibration/runs/hf", env!("CARGO_MANIFEST_DIR"));
+    let mut runs = 0;
+    for entry in std::fs::read_dir(&hf).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("jsonl") {
+            continue;
+        }
+        let mut ids = Vec::new();
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            let r: serde_json::Value = serde_json::from_str(line).unwrap();
+            let (s, job) = (&r["scenario"], &r["job"]);
+            let own_loop = job["command"].as_array().is_some_and(|c| c.iter().any(|a| a.as_str().is_some_and(|a| a.ends_with("hf_train.py"))));
+            let model = s["model"].as_str().unwrap();
+            let llama = ["llama-3.2-1b", "llama-3.2-3b", "tinyllama-1.1b"].iter().any(|m| model.contains(m));
+            if r["status"] == "ok"
+                && s["mode"] == "train"
+                && job["reported"]["hf_stack"] == "hf-eager"
+                && s["recompute"] == "none"
+                && s["grad_accum"] == 1
+                && own_loop
+                && (llama || model.contains("qwen3-1.7b"))
+            {
+                // Qwen3's q/k norm backward is not traced (memory/hf_train.rs): a wider bound.
+                ids.push((r["run_id"].as_str().unwrap().to_string(), if llama { 1.5 } else { 5.0 }));
+            }
+        }
+        if ids.is_empty() {
+            continue;
+        }
+        let v = validate(path.to_str().unwrap(), "all");
+        for r in v["runs"].as_array().unwrap() {
+            let Some((_, bound)) = ids.iter().find(|(id, _)| r["run_id"] == id.as_str()) else { continue };
+            let e = r["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == "peak_memory").unwrap()["error_pct"].as_f64().unwrap();
+            assert!(e.abs() < *bound, "{}: peak memory {e:+.1}%", r["run_id"]);
+            runs += 1;
+        }
+    }
+    assert_eq!(runs, 58, "replayed hf-eager training runs scored");
 }

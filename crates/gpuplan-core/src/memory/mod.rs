@@ -13,8 +13,10 @@ use crate::workload::{Mode, Recompute, RecomputeModule, Stack, Workload};
 
 mod caching;
 mod hf_prefill;
+mod hf_train;
 pub use caching::CachingAllocator;
 pub use hf_prefill::hf_prefill_forward_peak;
+pub use hf_train::{hf_train_job_peak, hf_train_replayable};
 
 /// Memory of one GPU by component.
 #[derive(Debug, Clone, PartialEq)]
@@ -811,6 +813,23 @@ fn hf_prefill_replayed(model: &Model, pc: &ParallelConfig, w: &Workload) -> bool
         && model.ffn_kind == FfnKind::Gated
 }
 
+/// Whether a training plan takes the caching allocator's reserved-minus-allocated gap from
+/// [`hf_train_job_peak`]: an `hf-eager` job of the HF run set's loop (one micro-batch per step,
+/// no recompute, LoRA or float8, bf16 autocast over fp32 parameters) on one GPU, of a model that
+/// replay describes ([`hf_train_replayable`]). Others keep the generic fragmentation share.
+fn hf_train_replayed(model: &Model, pc: &ParallelConfig, w: &Workload, n_micro: u64) -> bool {
+    w.stack == Stack::HfEager
+        && w.mode == Mode::Train
+        && pc.n_gpus() == 1
+        && n_micro == 1
+        && w.train_loop == crate::workload::TrainLoop::Plain
+        && w.recompute == Recompute::None
+        && w.lora.is_none()
+        && w.precision == crate::hardware::Dtype::Bf16
+        && !w.dropout
+        && hf_train_replayable(model)
+}
+
 fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes, stage: u32) -> MemoryPlan {
     let sm = stack_memory(w.stack);
     let (dense, experts) = params_on_rank(model, pc, stage, if w.mode == Mode::Train { w.mtp_layers } else { 0 });
@@ -1171,7 +1190,23 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     } else {
         gradients
     };
-    let base = weights + gradients + optimizer + activations + logits + transient;
+    let mut activations = activations;
+    let mut base = weights + gradients + optimizer + activations + logits + transient;
+    // Where the job's allocation sequence is known (`hf_train_job_peak`, replayed on the device
+    // less what lives outside the allocator), the replay's allocated peak stands for what is live
+    // at the peak: the weights, gradients and optimizer states stay as counted above and the
+    // activations take the difference (the replay holds them tensor by tensor, and when each is
+    // freed); the caching allocator's gap is the replay's reserved less allocated peak. Elsewhere
+    // the gap is a share of everything else.
+    let fragmentation = if hf_train_replayed(model, pc, w, n_micro) {
+        let p = hf_train_job_peak(model, tokens, (capacity - runtime).value());
+        activations = (activations + p.allocated - base).max(0.0);
+        base = weights + gradients + optimizer + activations + logits + transient;
+        p.reserved - p.allocated
+    } else {
+        base * sm.fragmentation
+    };
+    let _ = base;
     MemoryPlan {
         weights: Bytes::new(weights),
         gradients: Bytes::new(gradients),
@@ -1181,7 +1216,7 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
         kv_cache: Bytes::ZERO,
         transient: Bytes::new(transient),
         runtime,
-        fragmentation: Bytes::new(base * sm.fragmentation),
+        fragmentation: Bytes::new(fragmentation),
         capacity,
         stage,
     }
