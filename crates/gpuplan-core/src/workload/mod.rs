@@ -2614,6 +2614,45 @@ mod tests {
         assert_eq!((ops[i - 1].name, ops[i + 1].name), ("cp_a2a_qkv", "cp_a2a_out"));
     }
 
+    /// PyTorch's context parallelism on a torch stack (torchtitan): the all-gather carries the
+    /// keys and values repeated to the query heads, the merges and the backward's fp32
+    /// accumulation are priced with the bytes counted from torch's code, the backward sends the
+    /// fp32 dk/dv round the ring (twice the gathered bytes), and Megatron's CP keeps TE's ops.
+    #[test]
+    fn torch_context_parallelism_runs_pytorchs_ring() {
+        let m = gpt3_175b();
+        let (cp, seq) = (8u32, 65_536u64);
+        let pc = ParallelConfig { cp, ..single() };
+        let w = Workload { cp_comm: CpComm::AllGather, ..train(seq, Stack::TorchCompile) };
+        let ops = forward_ops(&m, &pc, &w).dense_layer;
+        let i = ops.iter().position(|op| op.name == "attention").unwrap();
+        let kv_rep = (seq * m.n_heads * 2 * m.head_dim) as f64 * 2.0;
+        assert_eq!(ops[i - 1].name, TORCH_CP_KV_GATHER);
+        assert_eq!(ops[i - 1].kind, OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Cp, bytes: kv_rep });
+        // The merger right after the SDPA calls: per output element 12 + 38 (cp - 1) bytes and
+        // 4 (cp - 1) per key/value element.
+        let q_elems = (seq / cp as u64 * m.n_heads * m.head_dim) as f64;
+        let fwd = q_elems * (12.0 + 38.0 * 7.0) + 2.0 * q_elems * 4.0 * 7.0;
+        assert_eq!(ops[i + 1].name, TORCH_CP_MERGE);
+        let OpKind::Memory { bytes, .. } = ops[i + 1].kind else { unreachable!() };
+        assert!((bytes / fwd - 1.0).abs() < 1e-12, "{bytes} vs {fwd}");
+        let bwd = backward_of(&ops);
+        let merge = bwd.iter().find(|op| op.name == TORCH_CP_MERGE).unwrap();
+        let OpKind::Memory { bytes, .. } = merge.kind else { unreachable!() };
+        let want = q_elems * (76.0 + 52.0 * 7.0) + 2.0 * q_elems * 4.0 * 7.0;
+        assert!((bytes / want - 1.0).abs() < 1e-12, "{bytes} vs {want}");
+        // Backward: the keys and values gathered again before the attention's backward, the
+        // fp32 dk/dv rotation after it.
+        let j = bwd.iter().position(|op| op.name == "attention").unwrap();
+        assert_eq!(bwd[j - 1].name, TORCH_CP_KV_GATHER);
+        assert_eq!(bwd[j + 1].name, TORCH_CP_DKV_ROTATE);
+        assert_eq!(bwd[j + 1].kind, OpKind::Comm { op: CollectiveOp::SendRecv, group: Group::Cp, bytes: 2.0 * kv_rep });
+        // Megatron: TE's ops, none of PyTorch's.
+        let (_, ops) = cp_layer(&m, cp, seq, CpComm::AllGather);
+        assert!(ops.iter().any(|op| op.name == "cp_all_gather_kv"));
+        assert!(!ops.iter().any(|op| matches!(op.name, TORCH_CP_KV_GATHER | TORCH_CP_MERGE)));
+    }
+
     /// One micro-batch's forward and backward FLOPs of a hybrid model, its layers in pattern order.
     fn hybrid_step_flops(model: &Model, pc: &ParallelConfig, w: &Workload) -> f64 {
         let ops = forward_ops(model, pc, w);
