@@ -842,7 +842,9 @@ impl CostModel<'_> {
                         // first (diagonal) SDPA call, waited for at the second; the fp32 dk/dv hops
                         // each beside the next rotation's backward, the last (1 of `cp`) exposed.
                         Group::Cp if next_is_kernel && op.name == crate::workload::TORCH_CP_KV_GATHER => Overlap::WithNextKernel { blocking: 0.0 },
-                        Group::Cp if next_is_kernel && op.name == crate::workload::TORCH_CP_DKV_ROTATE => Overlap::WithNextKernel { blocking: 1.0 / pc.cp.max(1) as f64 },
+                        Group::Cp if next_is_kernel && op.name == crate::workload::TORCH_CP_DKV_ROTATE => {
+                            Overlap::WithNextKernel { blocking: 1.0 / pc.cp.max(1) as f64 }
+                        }
                         _ => Overlap::Blocking,
                     };
                     let bytes = match (op.name, w.moe_dispatcher, &model.moe) {
