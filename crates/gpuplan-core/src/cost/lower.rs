@@ -907,6 +907,13 @@ impl CostModel<'_> {
                         // a half of the bytes, is exposed. TE's all-gather and a2a are blocking.
                         Group::Cp if next_is_kernel && op.name == "cp_kv_p2p" => Overlap::WithNextKernel { blocking: 0.0 },
                         Group::Cp if next_is_kernel && op.name == "cp_kv_dkv_p2p" => Overlap::WithNextKernel { blocking: 0.5 / pc.cp.max(1) as f64 },
+                        // PyTorch's CP (`workload::TORCH_CP_KV_GATHER`): the gather runs beside the
+                        // first (diagonal) SDPA call, waited for at the second; the fp32 dk/dv hops
+                        // each beside the next rotation's backward, the last (1 of `cp`) exposed.
+                        Group::Cp if next_is_kernel && op.name == crate::workload::TORCH_CP_KV_GATHER => Overlap::WithNextKernel { blocking: 0.0 },
+                        Group::Cp if next_is_kernel && op.name == crate::workload::TORCH_CP_DKV_ROTATE => {
+                            Overlap::WithNextKernel { blocking: 1.0 / pc.cp.max(1) as f64 }
+                        }
                         _ => Overlap::Blocking,
                     };
                     let bytes = match (op.name, w.moe_dispatcher, &model.moe) {

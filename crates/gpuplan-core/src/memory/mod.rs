@@ -733,6 +733,26 @@ pub fn quantized_weight_bytes(precision: crate::hardware::Dtype) -> Option<f64> 
 /// Parameters one rank of pipeline stage `stage` trains, split into (dense, expert) parts: all of
 /// its own ([`params_on_rank`]), or under LoRA only its adapters' (sharded as their base layers:
 /// over TP, and the routed experts' over EP x ETP).
+/// What PyTorch's ring attention backward (`_templated_ring_attention_backward`, torch 2.6
+/// `distributed/tensor/experimental/_attention.py` lines 606-775) holds beyond the layer's saved
+/// tensors on a torch stack under context parallelism (training), per micro-batch: the keys and
+/// values all-gathered again over the CP group (`kv_rotater`, bf16, heads repeated to the query
+/// heads as torchtitan's `repeat_kv` leaves them), the fp32 accumulators of dq, dk and dv, the
+/// fp32 dk/dv send buffer and the one received (`torch.cat` / `dkv_rotater`), and one rotation's
+/// bf16 flash-backward gradients. 0 elsewhere.
+pub fn torch_cp_backward_bytes(model: &Model, pc: &ParallelConfig, w: &Workload) -> f64 {
+    let torch = matches!(w.stack, Stack::TorchEager | Stack::TorchCompile);
+    if !(torch && pc.cp > 1 && w.mode == Mode::Train && w.q_len() > 1 && w.cp_comm == crate::workload::CpComm::AllGather && model.mla.is_none()) {
+        return 0.0;
+    }
+    let heads = (model.n_heads / pc.tp as u64) as f64;
+    // This rank's query elements; its keys and values are twice that (heads repeated).
+    let q = w.sequences() as f64 * (w.q_len() / pc.cp as u64) as f64 * heads * model.head_dim as f64;
+    let kv = 2.0 * q;
+    let gathered = kv * pc.cp as f64 * 2.0;
+    gathered + 4.0 * (q + kv) + 4.0 * kv * 2.0 + 2.0 * (q + kv)
+}
+
 pub fn trainable_params_on_rank(model: &Model, pc: &ParallelConfig, w: &Workload, stage: u32) -> (f64, f64) {
     let Some(lora) = &w.lora else { return params_on_rank(model, pc, stage, if w.mode == Mode::Train { w.mtp_layers } else { 0 }) };
     let counts = crate::parallelism::stage_kind_counts(&model.layer_kinds(), pc, stage);
@@ -1177,6 +1197,10 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
         // DDP's gradient buckets are a second copy of the gradients.
         transient += (train_dense + train_experts) * sm.grad;
     }
+    // PyTorch's context parallelism: during each layer's attention backward the ring holds what
+    // `torch_cp_backward_bytes` counts. The loss's logits are freed by then (the layers' backward
+    // follows the LM head's), so it adds only where it exceeds them.
+    transient += (torch_cp_backward_bytes(model, pc, w) - logits).max(0.0);
     // `optimizer.zero_grad()` sets the gradients to None (PyTorch's default since 2.0; the HF run
     // set and HF Trainer do so): with one micro-batch per step no gradient exists while the
     // forward's activations are at their peak, and backward allocates each gradient as it frees

@@ -979,6 +979,53 @@ const TORCHAO_CAST_BYTES: f64 = 4.0;
 /// the output gradient (`ROWWISE_*_BYTES`).
 pub const FP8_ROWWISE_SCALE: &str = "fp8_rowwise_scale";
 
+/// PyTorch's context parallelism (`torch.distributed.tensor.experimental.context_parallel`, what
+/// torchtitan runs: torchtitan 0.1.0 `distributed/utils.py` `create_context_parallel_ctx`) on the
+/// torch stacks: the key/value all-gather (`_AllGatherRotater`, torchtitan's default rotate method
+/// `allgather`, 0.1.0 `config_manager.py`), issued asynchronously before the first (diagonal)
+/// SDPA call and waited for at the second (torch 2.6 `distributed/tensor/experimental/_attention.py`
+/// `_templated_ring_attention`, lines 470-483; torch 2.11 `_context_parallel/_attention.py`
+/// lines 420-431), so it runs beside that call. Its backward gathers the keys and values again
+/// (`_templated_ring_attention_backward`'s `kv_rotater`).
+pub const TORCH_CP_KV_GATHER: &str = "cp_torch_all_gather_kv";
+/// The gradients of the keys and values under PyTorch's context parallelism: after every
+/// rotation's flash backward the fp32 dk/dv accumulators travel one hop round the ring
+/// (`dkv_rotater`, an `ALL_TO_ALL` rotater whatever the forward's method: torch 2.6
+/// `_attention.py` lines 640 and 745-747, torch 2.11 lines 517 and 618-620), `cp` hops of
+/// `2 x` the rank's bf16 key/value bytes (fp32), each beside the next rotation's backward; the
+/// last is waited for after the loop (torch 2.6 line 764).
+pub const TORCH_CP_DKV_ROTATE: &str = "cp_torch_dkv_rotate";
+/// The per-rank work PyTorch's ring attention adds around its SDPA calls (`TORCH_CP_*_BYTES`).
+pub const TORCH_CP_MERGE: &str = "cp_torch_sdpa_merge";
+/// HBM bytes per output element (this rank's queries x heads x head dim) of one `_SDPAMerger.step`
+/// on a whole block (torch 2.6 `_attention.py` lines 120-195, torch 2.11 lines 138-223; eager
+/// PyTorch ops, fp32 since `convert_to_f32` is on): `block_out.to(float32)` (2 read + 4 written),
+/// `out - block_out` (4 + 4 + 4), `sigmoid(block_lse - lse) * (...)` (4 + 4; the log-sum-exp terms
+/// are per row, 1/128 of this), `out - (...)` (4 + 4 + 4): 38. Counted from the code, not fitted;
+/// calibration/runs/raw/titancp-h100-2026-11-25 measures 13 ms on one H100 for the 7 merges and 6
+/// key/value concatenations of rank 7 of 8 at 32K tokens per rank (32 heads x 128), against 15 ms
+/// these bytes give at 3 TB/s.
+pub const TORCH_CP_MERGE_BYTES: f64 = 38.0;
+/// Bytes per output element of the merger's first and last casts (`out.to(float32)` when the first
+/// block is taken, `results()`'s `.to(bfloat16)`): 6 each.
+pub const TORCH_CP_MERGE_CAST_BYTES: f64 = 12.0;
+/// Bytes per key/value element of one rotation's send buffer, `torch.cat([key.flatten(),
+/// value.flatten()])` in bf16 (2 read + 2 written), formed before each of the first `cp - 1` SDPA
+/// calls in forward and again in backward (torch 2.6 lines 482 and 653).
+pub const TORCH_CP_KV_CAT_BYTES: f64 = 4.0;
+/// Backward bytes per element (q, or each of k and v; the same count under torchtitan's repeated
+/// key/value heads) of one rotation on the busiest rank (the last, whose every rotation takes
+/// the first half of the keys: `i <= rank`), from `_templated_ring_attention_backward` (torch 2.6
+/// lines 606-775): `grad_query += grad_query_` (fp32 += bf16: 4 + 2 read, 4 written = 10), and for
+/// each of k and v `_partial_update(..., add=True)` (`chunks[0] += new` on half the rows, 5, then
+/// `torch.cat` of the whole fp32 tensor, 8) plus `torch.cat([grad_key.flatten(),
+/// grad_value.flatten()])` in fp32 (8): 10 + 2 x (13 + 8) = 52 per q element.
+pub const TORCH_CP_BWD_ROTATION_BYTES: f64 = 52.0;
+/// The backward's fixed bytes per element: the three fp32 `zeros_like` accumulators (4 x 3), the
+/// first rotation's plain `+=` on q, k and v (10 x 3) and fp32 concatenation (8 x 2), the final
+/// `grad_query.to(bf16)` (6) and the received dk/dv `.to(bf16)` (6 x 2): 76.
+pub const TORCH_CP_BWD_FIXED_BYTES: f64 = 76.0;
+
 /// Time of the rescaling pass after a rowwise data-gradient GEMM, as bytes per output element at
 /// the GPU's stream rate. torchao runs a rowwise GEMM without fast accumulation (both gradient
 /// GEMMs: `Float8LinearConfig` sets `use_fast_accum` for the output GEMM only) on the tensorwise
@@ -1460,6 +1507,8 @@ impl<'a> Builder<'a> {
         // one causal `2c x 2c` diagonal block (2c^2 of work) and `cp - 1` half blocks (2c x c or c x
         // 2c, 2c^2 each): seq^2 / (2 cp), 1 / cp of the causal total on every rank.
         let cp_split = cp > 1 && self.w.q_len() > 1;
+        // PyTorch's own context parallelism (torchtitan) rather than Transformer Engine's.
+        let torch_cp = cp_split && matches!(self.w.stack, Stack::TorchEager | Stack::TorchCompile);
         let mut ring_blocks = 1;
         let (mut attn_heads, mut q_len, mut kv_len, mut causal) = (heads, self.w.q_len() / cp, self.w.context_len(), true);
         if cp_split {
@@ -1468,6 +1517,16 @@ impl<'a> Builder<'a> {
             // Keys and values of the whole sequence (per TP-local KV head), bf16.
             let kv_all = (seqs * seq * kv_heads * (qk_dim + v_dim)) as f64 * self.act;
             match self.w.cp_comm {
+                CpComm::AllGather if torch_cp => {
+                    // torchtitan repeats the key/value heads to the query heads before SDPA
+                    // (torchtitan 0.1.0 `models/llama3/model/model.py` lines 185-186,
+                    // `repeat_kv`), so what the CP group gathers is `heads` wide. Each rank's
+                    // dk/dv then go round the ring in fp32 (`TORCH_CP_DKV_ROTATE`).
+                    let kv_rep = (seqs * seq * heads * (qk_dim + v_dim)) as f64 * self.act;
+                    self.push(TORCH_CP_KV_GATHER, OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Cp, bytes: kv_rep });
+                    ring_blocks = cp;
+                    (q_len, kv_len, causal) = (2 * chunk, chunk, false);
+                }
                 CpComm::P2p | CpComm::AllGather => {
                     let name = if self.w.cp_comm == CpComm::P2p { "cp_kv_p2p" } else { "cp_all_gather_kv" };
                     self.push(name, OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Cp, bytes: kv_all });
@@ -1586,7 +1645,24 @@ impl<'a> Builder<'a> {
                     window,
                 },
             );
-            if ring_blocks > 1 {
+            if ring_blocks > 1 && torch_cp {
+                // PyTorch's ring attention around its `cp` SDPA calls on the busiest rank (the
+                // last): `cp - 1` fp32 merges of a whole block's output, the merger's two casts,
+                // and `cp - 1` bf16 concatenations of the keys and values to send (heads wide,
+                // `repeat_kv`); its backward, the fp32 gradient accumulation and copies
+                // (`TORCH_CP_BWD_*`) in place of twice these bytes.
+                let q_elems = (seqs * q_len * heads * v_dim) as f64;
+                let kv_elems = (seqs * q_len * heads * (qk_dim + v_dim)) as f64;
+                let rot = (ring_blocks - 1) as f64;
+                let fwd = q_elems * (TORCH_CP_MERGE_CAST_BYTES + TORCH_CP_MERGE_BYTES * rot) + kv_elems * TORCH_CP_KV_CAT_BYTES * rot;
+                let bwd = q_elems * (TORCH_CP_BWD_FIXED_BYTES + TORCH_CP_BWD_ROTATION_BYTES * rot) + kv_elems * TORCH_CP_KV_CAT_BYTES * rot;
+                let n = (ring_blocks - 1) as u32;
+                // Eager kernels: per merge the cast, three full-size and five per-row ops; per
+                // backward rotation the q accumulate, two partial adds and their concatenations,
+                // the dk/dv concatenation and the key/value one.
+                let back = Backward::As(OpKind::Memory { bytes: bwd, kernels: 10 + 7 * n });
+                self.push_with(TORCH_CP_MERGE, OpKind::Memory { bytes: fwd, kernels: 2 + 10 * n }, back);
+            } else if ring_blocks > 1 {
                 // Each block after the first merges its partial output into the running one by
                 // their log-sum-exps (TE's `flash_attn_fwd_out_correction`): read both bf16
                 // outputs, write one, `ring_blocks - 1` times.
@@ -2189,10 +2265,17 @@ pub fn backward_of(forward: &[Op]) -> Vec<Op> {
             match *name {
                 "cp_kv_p2p" => out.push(bwd("cp_kv_dkv_p2p", OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Cp, bytes: 2.0 * bytes })),
                 "cp_all_gather_kv" => out.push(bwd("cp_all_gather_kv", OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Cp, bytes: *bytes })),
+                TORCH_CP_KV_GATHER => out.push(bwd(TORCH_CP_KV_GATHER, OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Cp, bytes: *bytes })),
                 _ => {}
             }
         }
         if op.name == "cp_kv_p2p" {
+            continue;
+        }
+        if let (TORCH_CP_KV_GATHER, OpKind::Comm { bytes, .. }) = (op.name, &op.kind) {
+            // PyTorch's dk/dv rotation: `cp` one-hop sends of the rank's fp32 dk/dv (twice its
+            // bf16 key/value bytes), `2 x` the gathered bytes in all (`TORCH_CP_DKV_ROTATE`).
+            out.push(bwd(TORCH_CP_DKV_ROTATE, OpKind::Comm { op: CollectiveOp::SendRecv, group: Group::Cp, bytes: 2.0 * bytes }));
             continue;
         }
         if SCAN_RECOMPUTED_IN_BACKWARD.contains(&op.name) {
@@ -2339,6 +2422,8 @@ pub fn selective_op_saved(forward: &[Op], w: &Workload) -> Vec<bool> {
         .iter()
         .map(|op| match &op.kind {
             OpKind::Attention { .. } => w.flash_attention,
+            // Inside PyTorch's CP handler of the saved SDPA op (its output is what is saved).
+            _ if matches!(op.name, TORCH_CP_KV_GATHER | TORCH_CP_MERGE) => w.flash_attention,
             OpKind::Comm { op: CollectiveOp::ReduceScatter, group: Group::Tp, .. } => true,
             OpKind::Gemm { .. } if !matches!(op.name, "scores" | "attn_values") => {
                 mm += 1;
@@ -2635,6 +2720,45 @@ mod tests {
         let OpKind::Attention { batch_heads, q_len, kv_len, causal, .. } = ops[i].kind else { unreachable!() };
         assert_eq!((batch_heads, q_len, kv_len, causal), (m.n_heads / cp as u64, seq, seq, true));
         assert_eq!((ops[i - 1].name, ops[i + 1].name), ("cp_a2a_qkv", "cp_a2a_out"));
+    }
+
+    /// PyTorch's context parallelism on a torch stack (torchtitan): the all-gather carries the
+    /// keys and values repeated to the query heads, the merges and the backward's fp32
+    /// accumulation are priced with the bytes counted from torch's code, the backward sends the
+    /// fp32 dk/dv round the ring (twice the gathered bytes), and Megatron's CP keeps TE's ops.
+    #[test]
+    fn torch_context_parallelism_runs_pytorchs_ring() {
+        let m = gpt3_175b();
+        let (cp, seq) = (8u32, 65_536u64);
+        let pc = ParallelConfig { cp, ..single() };
+        let w = Workload { cp_comm: CpComm::AllGather, ..train(seq, Stack::TorchCompile) };
+        let ops = forward_ops(&m, &pc, &w).dense_layer;
+        let i = ops.iter().position(|op| op.name == "attention").unwrap();
+        let kv_rep = (seq * m.n_heads * 2 * m.head_dim) as f64 * 2.0;
+        assert_eq!(ops[i - 1].name, TORCH_CP_KV_GATHER);
+        assert_eq!(ops[i - 1].kind, OpKind::Comm { op: CollectiveOp::AllGather, group: Group::Cp, bytes: kv_rep });
+        // The merger right after the SDPA calls: per output element 12 + 38 (cp - 1) bytes and
+        // 4 (cp - 1) per key/value element.
+        let q_elems = (seq / cp as u64 * m.n_heads * m.head_dim) as f64;
+        let fwd = q_elems * (12.0 + 38.0 * 7.0) + 2.0 * q_elems * 4.0 * 7.0;
+        assert_eq!(ops[i + 1].name, TORCH_CP_MERGE);
+        let OpKind::Memory { bytes, .. } = ops[i + 1].kind else { unreachable!() };
+        assert!((bytes / fwd - 1.0).abs() < 1e-12, "{bytes} vs {fwd}");
+        let bwd = backward_of(&ops);
+        let merge = bwd.iter().find(|op| op.name == TORCH_CP_MERGE).unwrap();
+        let OpKind::Memory { bytes, .. } = merge.kind else { unreachable!() };
+        let want = q_elems * (76.0 + 52.0 * 7.0) + 2.0 * q_elems * 4.0 * 7.0;
+        assert!((bytes / want - 1.0).abs() < 1e-12, "{bytes} vs {want}");
+        // Backward: the keys and values gathered again before the attention's backward, the
+        // fp32 dk/dv rotation after it.
+        let j = bwd.iter().position(|op| op.name == "attention").unwrap();
+        assert_eq!(bwd[j - 1].name, TORCH_CP_KV_GATHER);
+        assert_eq!(bwd[j + 1].name, TORCH_CP_DKV_ROTATE);
+        assert_eq!(bwd[j + 1].kind, OpKind::Comm { op: CollectiveOp::SendRecv, group: Group::Cp, bytes: 2.0 * kv_rep });
+        // Megatron: TE's ops, none of PyTorch's.
+        let (_, ops) = cp_layer(&m, cp, seq, CpComm::AllGather);
+        assert!(ops.iter().any(|op| op.name == "cp_all_gather_kv"));
+        assert!(!ops.iter().any(|op| matches!(op.name, TORCH_CP_KV_GATHER | TORCH_CP_MERGE)));
     }
 
     /// One micro-batch's forward and backward FLOPs of a hybrid model, its layers in pattern order.
