@@ -1632,11 +1632,12 @@ fn post_fit_14_runs_stay_within_their_bound() {
 /// start of the 2026-11-25 second session, without a host probe or idle reading, the way the
 /// held-out runs are (dense eager training up to 3B at 12K with full recompute, DeepSeek-V3-s and
 /// Qwen3-MoE training, prefill, decode through the loop and generate(), one compiled step). On main
-/// before that session's merges they scored step 5.3%, peak memory 2.0%, power 3.9%; they stay
+/// before that session's merges they scored step 5.3%, peak memory 2.0%, power 3.9%; peak memory
+/// 1.2% once hf-eager training was replayed through the caching allocator (wt-allocgap). They stay
 /// within half a point of that.
 #[test]
 fn post_fit_15_runs_stay_within_their_bound() {
-    assert_set_within("calibration/runs/hf/postfit-15.jsonl", "all", 13, &[("step_time", 5.8), ("peak_memory", 2.5), ("power", 4.4)]);
+    assert_set_within("calibration/runs/hf/postfit-15.jsonl", "all", 13, &[("step_time", 5.8), ("peak_memory", 1.7), ("power", 4.4)]);
 }
 
 /// Issue 19, new HF families (calibration/runs/hf/families.jsonl, hf-250..264; raw data, configs and
