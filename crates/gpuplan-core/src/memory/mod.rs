@@ -741,7 +741,7 @@ pub fn quantized_weight_bytes(precision: crate::hardware::Dtype) -> Option<f64> 
 /// fp32 dk/dv send buffer and the one received (`torch.cat` / `dkv_rotater`), and one rotation's
 /// bf16 flash-backward gradients. 0 elsewhere.
 pub fn torch_cp_backward_bytes(model: &Model, pc: &ParallelConfig, w: &Workload) -> f64 {
-    let torch = matches!(w.stack, Stack::TorchEager | Stack::TorchCompile);
+    let torch = w.stack.hand_written();
     if !(torch && pc.cp > 1 && w.mode == Mode::Train && w.q_len() > 1 && w.cp_comm == crate::workload::CpComm::AllGather && model.mla.is_none()) {
         return 0.0;
     }
@@ -1214,23 +1214,19 @@ fn stage_plan(model: &Model, pc: &ParallelConfig, w: &Workload, capacity: Bytes,
     } else {
         gradients
     };
-    let mut activations = activations;
-    let mut base = weights + gradients + optimizer + activations + logits + transient;
+    let base = weights + gradients + optimizer + activations + logits + transient;
     // Where the job's allocation sequence is known (`hf_train_job_peak`, replayed on the device
     // less what lives outside the allocator), the replay's allocated peak stands for what is live
     // at the peak: the weights, gradients and optimizer states stay as counted above and the
     // activations take the difference (the replay holds them tensor by tensor, and when each is
     // freed); the caching allocator's gap is the replay's reserved less allocated peak. Elsewhere
     // the gap is a share of everything else.
-    let fragmentation = if hf_train_replayed(model, pc, w, n_micro) {
+    let (activations, fragmentation) = if hf_train_replayed(model, pc, w, n_micro) {
         let p = hf_train_job_peak(model, tokens, (capacity - runtime).value());
-        activations = (activations + p.allocated - base).max(0.0);
-        base = weights + gradients + optimizer + activations + logits + transient;
-        p.reserved - p.allocated
+        ((activations + p.allocated - base).max(0.0), p.reserved - p.allocated)
     } else {
-        base * sm.fragmentation
+        (activations, base * sm.fragmentation)
     };
-    let _ = base;
     MemoryPlan {
         weights: Bytes::new(weights),
         gradients: Bytes::new(gradients),

@@ -315,6 +315,11 @@ impl Stack {
     pub fn torch(self) -> bool {
         matches!(self, Stack::TorchEager | Stack::TorchCompile | Stack::HfEager | Stack::HfCompile)
     }
+    /// A hand-written PyTorch loop (`torch-eager` / `torch-compile`: torchtitan's DTensor
+    /// parallelism, PyTorch's context parallel), not transformers' modules.
+    pub fn hand_written(self) -> bool {
+        matches!(self, Stack::TorchEager | Stack::TorchCompile)
+    }
     /// Hugging Face transformers' modules, cache and MoE code.
     pub fn hf(self) -> bool {
         matches!(self, Stack::HfEager | Stack::HfCompile)
@@ -1296,10 +1301,8 @@ impl<'a> Builder<'a> {
     /// the embedding and the LM head. The tensorwise scales' amax all-reduces over the TP group
     /// (a few bytes each) are not priced.
     fn block_gather_elem(&self) -> f64 {
-        let float8_tp = matches!(self.w.stack, Stack::TorchEager | Stack::TorchCompile)
-            && self.w.mode == Mode::Train
-            && self.w.precision == Dtype::Fp8
-            && self.w.fp8_recipe == Fp8Recipe::Tensorwise;
+        let float8_tp =
+            self.w.stack.hand_written() && self.w.mode == Mode::Train && self.w.precision == Dtype::Fp8 && self.w.fp8_recipe == Fp8Recipe::Tensorwise;
         if float8_tp {
             Dtype::Fp8.bytes()
         } else {
@@ -1328,7 +1331,7 @@ impl<'a> Builder<'a> {
     /// plan is torchtitan's training plan; prefill and decode on the torch stacks keep their
     /// collectives as they were). `None` where the copies do not apply.
     fn sp_layout_copies(&self, bytes: f64) -> Option<(OpKind, OpKind)> {
-        if !(self.pc.tp > 1 && self.pc.sp && self.w.mode == Mode::Train && matches!(self.w.stack, Stack::TorchEager | Stack::TorchCompile)) {
+        if !(self.pc.tp > 1 && self.pc.sp && self.w.mode == Mode::Train && self.w.stack.hand_written()) {
             return None;
         }
         let gather = if self.w.sequences() > 1 { OpKind::Memory { bytes: 2.0 * bytes, kernels: 1 } } else { OpKind::Memory { bytes: 0.0, kernels: 0 } };
@@ -1508,7 +1511,7 @@ impl<'a> Builder<'a> {
         // 2c, 2c^2 each): seq^2 / (2 cp), 1 / cp of the causal total on every rank.
         let cp_split = cp > 1 && self.w.q_len() > 1;
         // PyTorch's own context parallelism (torchtitan) rather than Transformer Engine's.
-        let torch_cp = cp_split && matches!(self.w.stack, Stack::TorchEager | Stack::TorchCompile);
+        let torch_cp = cp_split && self.w.stack.hand_written();
         let mut ring_blocks = 1;
         let (mut attn_heads, mut q_len, mut kv_len, mut causal) = (heads, self.w.q_len() / cp, self.w.context_len(), true);
         if cp_split {
